@@ -1,0 +1,111 @@
+"""Attention mechanisms. Each returns ``(output, weights)``; weights are a value, never a module attribute.
+
+Dimension legend: B batch, H heads, Q query length, K key length, D per-head size, E model size.
+Masks are boolean, True = may attend (models/masks.py). Masked cells come out exactly 0 and a fully
+masked row is all zeros (its output is zero), never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax over the last axis restricted to allowed cells; fully masked rows give zeros."""
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    # A row with no allowed key is softmax(all -inf) = NaN; zero it (and nothing else changes).
+    return weights.masked_fill(~mask, 0.0)
+
+
+def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+                       dropout: float = 0.0, need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+    """softmax(q kᵀ / √D) v.
+
+    Shape: q ``[B, H, Q, D]``, k ``[B, H, K, D]``, v ``[B, H, K, Dv]``, mask broadcastable to
+    ``[B, H, Q, K]`` (True = may attend) → output ``[B, H, Q, Dv]``, weights ``[B, H, Q, K]`` or None.
+    Without ``need_weights`` torch's fused kernel runs; it gives NaN on fully masked rows, which only
+    an all-padding sequence produces.
+    """
+    if not need_weights:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout), None
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # [B, H, Q, K]
+    weights = masked_softmax(scores, mask)
+    output = torch.matmul(F.dropout(weights, dropout) if dropout else weights, v)  # [B, H, Q, Dv]
+    return output, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Project q, k, v (one linear each, all heads at once), scaled dot-product per head, combine.
+
+    With ``output_projection=False`` and one head this is seed 004's ScaledDotAttention.
+    Incremental decoding projects keys and values once (:meth:`project_kv`) and calls :meth:`attend`.
+    """
+
+    def __init__(self, d_model: int, heads: int, *, head_dim: int | None = None, key_dim: int | None = None,
+                 bias: bool = True, output_projection: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.heads = heads
+        self.head_dim = head_dim or d_model // heads
+        inner = heads * self.head_dim
+        key_dim = key_dim or d_model
+        self.query = nn.Linear(d_model, inner, bias=bias)
+        self.key = nn.Linear(key_dim, inner, bias=bias)
+        self.value = nn.Linear(key_dim, inner, bias=bias)
+        self.output = nn.Linear(inner, d_model, bias=bias) if output_projection else None
+        if not output_projection and inner != d_model:
+            raise ValueError("without an output projection heads * head_dim must equal d_model")
+        self.dropout = dropout
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """``[B, L, H·D]`` → ``[B, H, L, D]``."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+
+    def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Shape: key, value ``[B, K, key_dim]`` → k, v ``[B, H, K, D]``."""
+        return self.split_heads(self.key(key)), self.split_heads(self.value(value))
+
+    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+               need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+        """Shape: query ``[B, Q, E]``, k/v ``[B, H, K, D]`` → output ``[B, Q, E]``, weights ``[B, H, Q, K]``."""
+        q = self.split_heads(self.query(query))  # [B, H, Q, D]
+        dropout = self.dropout if self.training else 0.0
+        heads_out, weights = scaled_dot_product(q, k, v, mask, dropout=dropout, need_weights=need_weights)
+        batch, _, length, _ = heads_out.shape
+        combined = heads_out.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim)  # [B, Q, H·D]
+        return (self.output(combined) if self.output is not None else combined), weights
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *,
+                need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+        k, v = self.project_kv(key, value)
+        return self.attend(query, k, v, mask, need_weights=need_weights)
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau attention: score = w₂ · act(W₁ [query; key] + b₁) + b₂, softmax over keys (seed 004).
+
+    The concatenated form equals the tutorial's ``Va(tanh(Wa q + Ua k))`` with ``W₁ = [Wa | Ua]``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, hidden: int, activation: str = "relu"):
+        super().__init__()
+        self.hidden = nn.Linear(query_dim + key_dim, hidden)
+        self.activation = nn.ReLU() if activation == "relu" else nn.Tanh()
+        self.score = nn.Linear(hidden, 1)
+
+    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Shape: query ``[B, Q, Eq]``, keys ``[B, K, Ek]``, values ``[B, K, Ev]``, mask broadcastable to
+        ``[B, 1, Q, K]`` → context ``[B, Q, Ev]``, weights ``[B, 1, Q, K]`` (one head)."""
+        q_len, k_len = query.shape[1], keys.shape[1]
+        pairs = torch.cat([query[:, :, None, :].expand(-1, -1, k_len, -1),
+                           keys[:, None, :, :].expand(-1, q_len, -1, -1)], dim=-1)  # [B, Q, K, Eq+Ek]
+        scores = self.score(self.activation(self.hidden(pairs))).squeeze(-1)[:, None]  # [B, 1, Q, K]
+        weights = masked_softmax(scores, mask)
+        context = torch.matmul(weights[:, 0], values)  # [B, Q, Ev]
+        return context, weights

@@ -1,0 +1,126 @@
+"""The interface every attnviz model implements, and the decoder state that incremental decoding carries.
+
+A model is used two ways, and both return attention as values:
+- ``forward(src_ids, tgt_in)``: teacher-forced over whole sequences (training, forced decoding, export);
+- ``start(src_ids)`` once, then ``step(tokens, state)`` per output token (greedy and beam search), with
+  keys/values cached so a step costs one query position, not the whole prefix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import Tensor, nn
+
+from .config import ModelConfig
+from .masks import padding_mask
+from .trace import Intermediates
+
+
+@dataclass
+class LayerCache:
+    """Keys and values one decoder layer already computed. Shape of each: ``[B, H, len, D]``."""
+
+    self_k: Tensor | None = None
+    self_v: Tensor | None = None
+    cross_k: Tensor | None = None
+    cross_v: Tensor | None = None
+
+    def extend_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append this step's keys/values and return the whole prefix's."""
+        if self.self_k is not None:
+            k, v = torch.cat([self.self_k, k], dim=2), torch.cat([self.self_v, v], dim=2)
+        self.self_k, self.self_v = k, v
+        return k, v
+
+    def reorder(self, index: Tensor) -> "LayerCache":
+        pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
+        return LayerCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v))
+
+
+@dataclass
+class DecoderState:
+    """Everything a decoding step needs. ``memory`` is the encoder output ``[B, S, E]``, ``src_mask``
+    ``[B, 1, 1, S]`` (True = real token), ``position`` the number of tokens fed so far."""
+
+    memory: Tensor
+    src_mask: Tensor
+    position: int = 0
+    hidden: Tensor | None = None  # GRU decoders: [B, H]
+    caches: list[LayerCache] = field(default_factory=list)
+
+    def reorder(self, index: Tensor) -> "DecoderState":
+        """Follow beam parents: row i of the result is row ``index[i]`` of this state."""
+        return replace(
+            self,
+            memory=self.memory.index_select(0, index),
+            src_mask=self.src_mask.index_select(0, index),
+            hidden=None if self.hidden is None else self.hidden.index_select(0, index),
+            caches=[cache.reorder(index) for cache in self.caches],
+        )
+
+
+@dataclass
+class StepOutput:
+    """One decoding step: next-token logits ``[B, V]``, per kind and layer the attention row
+    ``[B, H, K]`` of the query just fed, and per kind the mask row ``[B, K]`` it used."""
+
+    logits: Tensor
+    attention: dict[str, list[Tensor]]
+    masks: dict[str, Tensor]
+    state: DecoderState
+
+
+class Seq2Seq(nn.Module):
+    """Base of every architecture. Subclasses set ``kinds`` (the attention kinds they produce)."""
+
+    kinds: tuple[str, ...] = ()
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        config.validate()
+        self.config = config
+
+    @property
+    def pad_id(self) -> int:
+        return self.config.pad_id
+
+    def source_mask(self, src_ids: Tensor) -> Tensor:
+        return padding_mask(src_ids, self.config.pad_id)
+
+    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
+        """Shape: src_ids ``[B, S]``, tgt_in ``[B, T]`` (starts with the start token) → logits ``[B, T, V]``."""
+        raise NotImplementedError
+
+    def start(self, src_ids: Tensor, *, need_weights: bool = True) -> tuple[DecoderState, Intermediates]:
+        """Encode once; returns the state for :meth:`step` and the encoder's own attention."""
+        raise NotImplementedError
+
+    def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:
+        """Feed one token per row (``[B]``); the state's caches grow by one position."""
+        raise NotImplementedError
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def sinusoid_table(length: int, dim: int, layout: str = "interleaved") -> Tensor:
+    """Sinusoidal positions ``[length, dim]``, angle = pos / 10000^(2i/dim).
+
+    ``interleaved``: dims 2i = sin, 2i+1 = cos (the 2017 paper). ``half_split``: first half sin, second
+    half cos (Marian).
+    """
+    position = torch.arange(length, dtype=torch.float64)[:, None]
+    inverse_frequency = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    angles = position * inverse_frequency  # [length, ceil(dim/2)]
+    table = torch.zeros(length, dim, dtype=torch.float64)
+    if layout == "interleaved":
+        table[:, 0::2] = torch.sin(angles)
+        table[:, 1::2] = torch.cos(angles[:, : dim // 2])
+    else:
+        half = (dim + 1) // 2
+        table[:, :half] = torch.sin(angles)
+        table[:, half:] = torch.cos(angles[:, : dim - half])
+    return table.float()

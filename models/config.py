@@ -1,0 +1,184 @@
+"""Architecture configurations: one frozen dataclass per family, saved verbatim in every checkpoint.
+
+The ``arch`` field names the architecture as the CLI does (DESIGN §6). Family-specific switches exist
+so that checkpoints from other codebases can be expressed exactly (shared/reference/checkpoint-formats.md);
+the defaults are the seed documents' architectures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .errors import ConfigError
+
+TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
+RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder")
+ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
+
+ACTIVATIONS = ("relu", "gelu", "swish")
+POSITION_LAYOUTS = ("interleaved", "half_split")
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    _require(value in choices, f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _check_special_ids(config: Any) -> None:
+    for name in ("pad_id", "bos_id", "eos_id"):
+        value = getattr(config, name)
+        _require(isinstance(value, int) and 0 <= value < config.tgt_vocab_size,
+                 f"{name} must be a token id below the target vocabulary size ({config.tgt_vocab_size}); got {value!r}")
+
+
+def _check_positive(config: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        _require(isinstance(value, int) and value > 0, f"{name} must be a positive integer; got {value!r}")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Encoder-decoder Transformer (seed 000: pre-LN; seed 001: post-LN).
+
+    ``norm_position="pre"``: ``x + Dropout(Sublayer(LN(x)))``; seed 000 normalises only the attention
+    query, keys and values come from the un-normalised input (``pre_norm_kv=False``); ``nn.Transformer``
+    with ``norm_first=True`` normalises all three (``pre_norm_kv=True``).
+    ``norm_position="post"``: ``LN(x + Dropout(Sublayer(x)))``.
+    """
+
+    arch: str
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 256
+    heads: int = 4
+    d_head: int = 0  # 0: d_model // heads
+    d_ff: int = 1024
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1
+    max_len: int = 512
+    norm_position: str = "pre"
+    final_norm: bool = True
+    pre_norm_kv: bool = False
+    layer_norm_eps: float = 1e-5
+    activation: str = "relu"
+    positions: str = "interleaved"
+    scale_embedding: bool = False
+    share_embeddings: bool = False
+    tie_output: bool = False
+    attention_bias: bool = True
+    output_bias: bool = True
+    pad_id: int = 0
+    bos_id: int = 2  # the start token fed to the decoder first
+    eos_id: int = 3
+    src_append_eos: bool = True  # end every source with eos_id
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_head or self.d_model // self.heads
+
+    def validate(self) -> None:
+        _check_choice("arch", self.arch, TRANSFORMER_ARCHS)
+        _check_positive(self, "src_vocab_size", "tgt_vocab_size", "d_model", "heads", "d_ff",
+                        "encoder_layers", "decoder_layers", "max_len")
+        _require(self.d_head > 0 or self.d_model % self.heads == 0,
+                 f"d_model ({self.d_model}) must be divisible by heads ({self.heads}) unless d_head is set")
+        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
+        _check_choice("norm_position", self.norm_position, ("pre", "post"))
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_choice("positions", self.positions, POSITION_LAYOUTS)
+        _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
+                 "share_embeddings needs equal source and target vocabulary sizes")
+        _check_special_ids(self)
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """GRU encoder with one of seed 004's decoders.
+
+    ``gru-none``: GRU decoder without attention, started from the encoder's final hidden state.
+    ``gru-additive`` / ``gru-scaled-dot`` / ``gru-causal-scaled-dot``: at each step attention over the
+    encoder annotations; the GRU reads ``[embedding; context]``. ``attention_query`` picks the query:
+    ``"hidden"`` (the decoder's previous hidden state, Bahdanau and the PyTorch tutorial) or
+    ``"embedding"`` (the current input embedding, seed 004's wording). The causal variant lets output
+    step t attend to source positions 0..t only.
+    ``gru-transformer-decoder``: ``decoder_layers`` blocks of causal self-attention, attention over the
+    annotations and a Linear→ReLU MLP, each with a residual, then a linear output layer.
+    """
+
+    arch: str
+    src_vocab_size: int
+    tgt_vocab_size: int
+    hidden: int = 128
+    dropout: float = 0.1
+    max_len: int = 256
+    attention_query: str = "hidden"
+    additive_activation: str = "relu"
+    decoder_layers: int = 2
+    decoder_heads: int = 1
+    positions: bool = True
+    pad_id: int = 0
+    bos_id: int = 2  # the start token fed to the decoder first
+    eos_id: int = 3
+    src_append_eos: bool = True  # end every source with eos_id
+
+    def validate(self) -> None:
+        _check_choice("arch", self.arch, RNN_ARCHS)
+        _check_positive(self, "src_vocab_size", "tgt_vocab_size", "hidden", "max_len",
+                        "decoder_layers", "decoder_heads")
+        _require(self.hidden % self.decoder_heads == 0,
+                 f"hidden ({self.hidden}) must be divisible by decoder_heads ({self.decoder_heads})")
+        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
+        _check_choice("attention_query", self.attention_query, ("hidden", "embedding"))
+        _check_choice("additive_activation", self.additive_activation, ("relu", "tanh"))
+        _check_special_ids(self)
+
+
+ModelConfig = Union[TransformerConfig, RNNConfig]
+
+
+def config_to_dict(config: ModelConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(data: dict[str, Any]) -> ModelConfig:
+    """Rebuild a config saved by :func:`config_to_dict`; unknown or missing fields are a ConfigError."""
+    if not isinstance(data, dict) or "arch" not in data:
+        raise ConfigError("the architecture config has no 'arch' field")
+    arch = data["arch"]
+    _check_choice("arch", arch, ARCHS)
+    cls = TransformerConfig if arch in TRANSFORMER_ARCHS else RNNConfig
+    known = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    _require(not unknown, f"unknown {cls.__name__} fields: {', '.join(unknown)}")
+    try:
+        config = cls(**data)
+    except TypeError as error:  # a required field is missing
+        raise ConfigError(f"incomplete {cls.__name__}: {error}") from None
+    config.validate()
+    return config
+
+
+def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> ModelConfig:
+    """The config for an ``--arch`` name; pre-LN keeps seed 000's final norm, post-LN has none (seed 001)."""
+    _check_choice("arch", arch, ARCHS)
+    if arch in TRANSFORMER_ARCHS:
+        post = arch == "transformer-postln"
+        defaults: dict[str, Any] = {"norm_position": "post" if post else "pre", "final_norm": not post}
+        cls: type = TransformerConfig
+    else:
+        defaults, cls = {}, RNNConfig
+    known = {field.name for field in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - known)
+    _require(not unknown, f"{arch} has no settings named {', '.join(unknown)}")
+    config = cls(arch=arch, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                 **{**defaults, **overrides})
+    config.validate()
+    return config

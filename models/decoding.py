@@ -1,0 +1,247 @@
+"""Greedy, beam and forced decoding as generators of ``DecodeStep``; each returns its final results.
+
+    steps = greedy(model, src_ids, label=tokenizer.token)
+    for step in steps: ...               # a GUI shows each step as it is produced
+    results = finish(steps)              # or: steps, results = run(greedy(...))
+
+A generator's return value (``StopIteration.value``) is the list of ``DecodeResult`` (best first), each
+with its own ``AttentionTrace`` assembled from the steps through the beam parents. Stopping iteration
+early is how a caller aborts. Incremental decoding uses the models' key/value caches; ``use_cache=False``
+recomputes the whole prefix at every step (the reference the cache is tested and benchmarked against).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Generator, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .base import Seq2Seq
+from .errors import InputError
+from .trace import AttentionTrace, DecodeResult, DecodeStep, Intermediates, to_numpy
+
+Label = Callable[[int], str]
+Steps = Generator[DecodeStep, None, list[DecodeResult]]
+
+
+def run(steps: Steps) -> tuple[list[DecodeStep], list[DecodeResult]]:
+    """Drive a decoding generator to the end; returns every step and the final results."""
+    collected = []
+    while True:
+        try:
+            collected.append(next(steps))
+        except StopIteration as stop:
+            return collected, stop.value
+
+
+def finish(steps: Steps) -> list[DecodeResult]:
+    return run(steps)[1]
+
+
+class _Decoder:
+    """Shared state of one decoding run: the model, the encoded source and the capture settings."""
+
+    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], label: Label, top_k: int,
+                 need_weights: bool, use_cache: bool, max_len: int | None):
+        if len(src_ids) == 0:
+            raise InputError("the source has no tokens")
+        self.model, self.label, self.top_k = model, label, top_k
+        self.need_weights, self.use_cache = need_weights, use_cache
+        config = model.config
+        self.max_len = min(max_len or config.max_len, config.max_len)
+        device = next(model.parameters()).device
+        self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
+        self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
+        self.src_tokens = [label(int(i)) for i in src_ids]
+        self.encoder: Intermediates = Intermediates()
+        self.state = None
+        self.prefix: Tensor | None = None  # [K, t] fed tokens, for use_cache=False
+
+    def begin(self, beam: int = 1) -> None:
+        with torch.inference_mode():
+            self.state, self.encoder = self.model.start(self.src, need_weights=self.need_weights)
+        self.prefix = torch.full((1, 0), self.bos, dtype=torch.long, device=self.src.device)
+
+    def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
+        """Feed ``tokens`` ``[K]``; returns log-probabilities ``[K, V]``, attention rows and mask rows."""
+        with torch.inference_mode():
+            self.prefix = torch.cat([self.prefix, tokens[:, None]], dim=1)
+            if self.use_cache:
+                output = self.model.step(tokens, self.state, need_weights=self.need_weights)
+                logits, attention, masks = output.logits, output.attention, output.masks
+            else:
+                logits, attention, masks = self._recompute()
+            return torch.log_softmax(logits.float(), dim=-1), attention, masks
+
+    def _recompute(self):
+        src = self.src.expand(self.prefix.shape[0], -1)
+        logits, inter = self.model(src, self.prefix, need_weights=self.need_weights)
+        attention = {kind: [w[:, :, -1] for w in layers] for kind, layers in inter.attention.items()}
+        masks = {}
+        for kind, mask in inter.masks.items():
+            if kind != "enc_self" and mask is not None:
+                masks[kind] = mask[:, 0, -1].expand(self.prefix.shape[0], -1)
+        return logits[:, -1], attention, masks
+
+    def reorder(self, parents: Tensor) -> None:
+        if self.use_cache:
+            self.state = self.state.reorder(parents)
+        self.prefix = self.prefix.index_select(0, parents)
+
+    def make_step(self, index: int, log_probs: Tensor, parents: Tensor, tokens: Tensor, scores: Tensor,
+                  finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor]) -> DecodeStep:
+        """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``)."""
+        parent_log_probs = log_probs.index_select(0, parents)  # [K, V]
+        chosen = parent_log_probs.gather(1, tokens[:, None])[:, 0]  # [K]
+        ranks = (parent_log_probs > chosen[:, None]).sum(dim=1)
+        top = parent_log_probs.topk(min(self.top_k, parent_log_probs.shape[1]), dim=1)
+        top_ids = top.indices.cpu().numpy()
+        token_ids = tokens.cpu().numpy()
+        rows = {kind: [to_numpy(layer.index_select(0, parents)) for layer in layers]
+                for kind, layers in attention.items()}
+        rows.update({f"{kind}_mask": [masks[kind].index_select(0, parents).cpu().numpy()] for kind in masks})
+        return DecodeStep(
+            step=index, token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
+            probabilities=chosen.exp().cpu().numpy(), ranks=ranks.cpu().numpy(),
+            top_ids=top_ids, top_tokens=[[self.label(int(t)) for t in row] for row in top_ids],
+            top_probs=top.values.exp().cpu().numpy(), parents=parents.cpu().numpy(),
+            scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(), attention=rows)
+
+    def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
+        if not steps:
+            return []
+        hypotheses = [self._result(steps, index, length_penalty) for index in range(steps[-1].beam_size)]
+        return sorted(hypotheses, key=lambda result: -result.score)
+
+    def _result(self, steps: list[DecodeStep], index: int, length_penalty: float) -> DecodeResult:
+        path = []  # (step, row) from the first step to the last, following parents backwards
+        for step in reversed(steps):
+            path.append((step, index))
+            index = int(step.parents[index])
+        path.reverse()
+        ids = [int(step.token_ids[row]) for step, row in path]
+        length = ids.index(self.eos) + 1 if self.eos in ids else len(ids)
+        path, ids = path[:length], ids[:length]
+        log_prob = float(path[-1][0].scores[path[-1][1]])
+        score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
+        trace = self._trace(path, ids) if self.need_weights else None
+        return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
+                            score=score, trace=trace, steps=[step for step, _ in path])
+
+    def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
+        """Stack one hypothesis' attention rows into ``[heads, T, K]`` arrays (dec_self padded to T keys)."""
+        tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
+        length = len(path)
+        attention: dict[str, list[np.ndarray]] = {}
+        masks: dict[str, np.ndarray] = {}
+        if self.encoder.attention:
+            encoder_trace = AttentionTrace.from_intermediates(self.encoder, 0, self.src_tokens, [])
+            attention.update(encoder_trace.attention)
+            masks.update(encoder_trace.masks)
+        for kind in ("dec_self", "cross"):
+            if kind not in path[0][0].attention:
+                continue
+            key_len = length if kind == "dec_self" else len(self.src_tokens)
+            attention[kind] = [_stack_rows([step.attention[kind][layer][row] for step, row in path], key_len)
+                               for layer in range(len(path[0][0].attention[kind]))]
+            mask_rows = [step.attention[f"{kind}_mask"][0][row] for step, row in path]
+            masks[kind] = _stack_rows([m[None] for m in mask_rows], key_len)[0].astype(bool)
+        return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks)
+
+
+def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
+    """Rows ``[heads, k_t]`` (k_t ≤ key_len) → ``[heads, len(rows), key_len]``, zero-filled on the right."""
+    heads = rows[0].shape[0]
+    stacked = np.zeros((heads, len(rows), key_len), dtype=rows[0].dtype)
+    for index, row in enumerate(rows):
+        stacked[:, index, : row.shape[-1]] = row
+    return stacked
+
+
+def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, max_len: int | None = None,
+           top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
+    """Take the most likely token at every step until the end token or ``max_len`` tokens."""
+    decoder = _Decoder(model, src_ids, label, top_k, need_weights, use_cache, max_len)
+    decoder.begin()
+    tokens = torch.tensor([decoder.bos], device=decoder.src.device)
+    score = torch.zeros(1, dtype=torch.float64, device=decoder.src.device)
+    zero = torch.zeros(1, dtype=torch.long, device=decoder.src.device)
+    steps = []
+    for index in range(decoder.max_len):
+        log_probs, attention, masks = decoder.step(tokens)
+        tokens = log_probs.argmax(dim=-1)  # [1]
+        score = score + log_probs[0, tokens]
+        done = tokens == decoder.eos
+        steps.append(decoder.make_step(index, log_probs, zero, tokens, score, done, attention, masks))
+        yield steps[-1]
+        if bool(done[0]):
+            break
+    return decoder.results(steps)
+
+
+def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+           top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
+    """Feed the user's target (the end token is appended) and report each token's probability and rank."""
+    target = list(target_ids) + [model.config.eos_id]
+    if len(target) > model.config.max_len:
+        raise InputError(f"the target has {len(target)} tokens; this model takes at most {model.config.max_len}")
+    decoder = _Decoder(model, src_ids, label, top_k, need_weights, use_cache, len(target))
+    decoder.begin()
+    device = decoder.src.device
+    tokens = torch.tensor([decoder.bos], device=device)
+    score = torch.zeros(1, dtype=torch.float64, device=device)
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    steps = []
+    for index, target_id in enumerate(target):
+        log_probs, attention, masks = decoder.step(tokens)
+        tokens = torch.tensor([target_id], device=device)
+        score = score + log_probs[0, tokens]
+        done = tokens == decoder.eos
+        steps.append(decoder.make_step(index, log_probs, zero, tokens, score, done, attention, masks))
+        yield steps[-1]
+    return decoder.results(steps)
+
+
+def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
+                label: Label = str, max_len: int | None = None, top_k: int = 10, need_weights: bool = True,
+                use_cache: bool = True) -> Steps:
+    """Keep the ``beam`` best partial hypotheses by summed log-probability.
+
+    A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
+    no cost) so every step has the same rows; the search ends when all rows are finished. Final
+    hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty``.
+    """
+    if beam < 1:
+        raise InputError(f"the beam width must be at least 1; got {beam}")
+    decoder = _Decoder(model, src_ids, label, top_k, need_weights, use_cache, max_len)
+    decoder.begin()
+    device = decoder.src.device
+    tokens = torch.tensor([decoder.bos], device=device)
+    scores = torch.zeros(1, dtype=torch.float64, device=device)
+    finished = torch.zeros(1, dtype=torch.bool, device=device)
+    steps = []
+    for index in range(decoder.max_len):
+        log_probs, attention, masks = decoder.step(tokens)  # [k, V]
+        candidates = _extend(log_probs, finished, decoder.pad).double() + scores[:, None]  # [k, V]
+        vocab = candidates.shape[1]
+        best = candidates.view(-1).topk(min(beam, int(torch.isfinite(candidates).sum())))
+        parents, tokens = best.indices // vocab, best.indices % vocab
+        scores = best.values
+        finished = finished.index_select(0, parents) | (tokens == decoder.eos)
+        steps.append(decoder.make_step(index, log_probs, parents, tokens, scores, finished, attention, masks))
+        yield steps[-1]
+        if bool(finished.all()):
+            break
+        decoder.reorder(parents)
+    return decoder.results(steps, length_penalty)
+
+
+def _extend(log_probs: Tensor, finished: Tensor, pad: int) -> Tensor:
+    """Finished rows can only be extended by padding, at no cost; other rows as the model says."""
+    if not bool(finished.any()):
+        return log_probs
+    frozen = torch.full_like(log_probs, float("-inf"))
+    frozen[:, pad] = 0.0
+    return torch.where(finished[:, None], frozen, log_probs)

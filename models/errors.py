@@ -1,0 +1,47 @@
+"""Exception types of the models core.
+
+Every user-facing failure (bad input text, a bad checkpoint file, an impossible configuration) raises a
+subclass of :class:`AttnvizError`; its message is one line that a CLI can print as is, naming the file or
+input and what is wrong. Anything else escaping the core is a bug.
+"""
+
+from __future__ import annotations
+
+
+class AttnvizError(Exception):
+    """Base of every error the core raises on purpose."""
+
+
+class ConfigError(AttnvizError, ValueError):
+    """An architecture or training configuration that cannot be built."""
+
+
+class InputError(AttnvizError, ValueError):
+    """Text the model cannot run on."""
+
+
+class EmptyInputError(InputError):
+    """The text is empty or only whitespace."""
+
+
+class UnknownCharactersError(InputError):
+    """The text holds characters that the model's vocabulary cannot represent."""
+
+    def __init__(self, characters: list[str]):
+        self.characters = characters
+        shown = " ".join(repr(c) for c in characters[:10])
+        more = f" and {len(characters) - 10} more" if len(characters) > 10 else ""
+        super().__init__(f"the model's vocabulary has no token for {shown}{more}")
+
+
+class CheckpointError(AttnvizError):
+    """A checkpoint file that is missing, unreadable, foreign or inconsistent."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class DataError(AttnvizError):
+    """A training corpus that cannot be read."""

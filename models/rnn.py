@@ -1,0 +1,209 @@
+"""GRU encoder with seed 004's decoders: none, additive, scaled-dot, causal scaled-dot, Transformer.
+
+Dimension legend: B batch, S source length, T target length, N hidden size, V vocabulary.
+Masks: True = may attend. Attention decoders attend over the encoder annotations (one per source
+token); the causal variant lets output step t see source positions 0..t only.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import AdditiveAttention, MultiHeadAttention
+from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
+from .config import RNNConfig
+from .masks import causal_mask, combine, padding_mask
+from .trace import Intermediates
+
+
+class GRUEncoder(nn.Module):
+    """Embedding → dropout → GRU. Returns every annotation and the hidden state after the last real token."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        self.embedding = nn.Embedding(config.src_vocab_size, config.hidden)
+        self.dropout = nn.Dropout(config.dropout)
+        self.gru = nn.GRU(config.hidden, config.hidden, batch_first=True)
+
+    def forward(self, src_ids: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Shape: src_ids ``[B, S]``, src_mask ``[B, 1, 1, S]`` → annotations ``[B, S, N]``, final ``[B, N]``.
+
+        Sources are right-padded, so positions up to a sentence's length never see its padding.
+        """
+        annotations, _ = self.gru(self.dropout(self.embedding(src_ids)))  # [B, S, N]
+        last = src_mask[:, 0, 0, :].sum(dim=1).clamp(min=1) - 1  # [B] index of the last real token
+        final = annotations[torch.arange(src_ids.shape[0], device=src_ids.device), last]  # [B, N]
+        return annotations, final
+
+
+class GRUDecoder(nn.Module):
+    """Seed 004's RNNDecoder and attention decoders: one GRU cell step per output token.
+
+    Without attention the cell reads the embedding; with attention it reads ``[embedding; context]``.
+    """
+
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        hidden = config.hidden
+        self.kind = config.arch
+        self.query_source = config.attention_query
+        self.embedding = nn.Embedding(config.tgt_vocab_size, hidden)
+        self.dropout = nn.Dropout(config.dropout)
+        self.attention: nn.Module | None = None
+        if config.arch == "gru-additive":
+            self.attention = AdditiveAttention(hidden, hidden, hidden, config.additive_activation)
+        elif config.arch in ("gru-scaled-dot", "gru-causal-scaled-dot"):
+            self.attention = MultiHeadAttention(hidden, 1, output_projection=False)
+        self.cell = nn.GRUCell(hidden * (2 if self.attention is not None else 1), hidden)
+        self.output = nn.Linear(hidden, config.tgt_vocab_size)
+
+    def cross_mask(self, state: DecoderState, batch: int) -> Tensor:
+        """The mask row ``[B, S]`` for the query at ``state.position``."""
+        mask = state.src_mask[:, 0, 0, :].expand(batch, -1)
+        if self.kind == "gru-causal-scaled-dot":
+            allowed = torch.arange(mask.shape[1], device=mask.device) <= state.position
+            mask = mask & allowed
+        return mask
+
+    def step(self, tokens: Tensor, state: DecoderState, need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor]:
+        """Shape: tokens ``[B]`` → logits ``[B, V]``, weights ``[B, 1, S]`` or None, mask row ``[B, S]``."""
+        embedded = self.dropout(self.embedding(tokens))  # [B, N]
+        mask = self.cross_mask(state, tokens.shape[0])
+        weights = None
+        cell_input = embedded
+        if self.attention is not None:
+            query = (state.hidden if self.query_source == "hidden" else embedded)[:, None]  # [B, 1, N]
+            context, weights = self._attend(query, state, mask[:, None, None, :])  # [B, 1, N], [B, 1, 1, S]
+            cell_input = torch.cat([embedded, context[:, 0]], dim=-1)  # [B, 2N]
+            weights = weights[:, :, 0]
+        state.hidden = self.cell(cell_input, state.hidden)
+        return self.output(state.hidden), weights, mask
+
+    def _attend(self, query: Tensor, state: DecoderState, mask: Tensor) -> tuple[Tensor, Tensor]:
+        if isinstance(self.attention, AdditiveAttention):
+            return self.attention(query, state.memory, state.memory, mask)
+        cache = state.caches[0]
+        if cache.cross_k is None:  # the annotations' keys and values are projected once per sentence
+            cache.cross_k, cache.cross_v = self.attention.project_kv(state.memory, state.memory)
+        return self.attention.attend(query, cache.cross_k, cache.cross_v, mask)
+
+
+class TransformerBlock(nn.Module):
+    """Seed 004's decoder layer: causal self-attention, attention over annotations, Linear→ReLU, each
+    added to its input (no LayerNorm, no output projection: single-head ScaledDotAttention)."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        self.self_attention = MultiHeadAttention(config.hidden, config.decoder_heads, output_projection=False)
+        self.encoder_attention = MultiHeadAttention(config.hidden, config.decoder_heads, output_projection=False)
+        self.mlp = nn.Linear(config.hidden, config.hidden)
+
+    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
+                cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Shape: x ``[B, L, N]`` → x, self weights ``[B, h, L, K]``, cross weights ``[B, h, L, S]``."""
+        k, v = self.self_attention.project_kv(x, x)
+        if cache is not None:
+            k, v = cache.extend_self(k, v)
+        attended, self_weights = self.self_attention.attend(x, k, v, self_mask)
+        x = x + attended
+        if cache is not None and cache.cross_k is not None:
+            k, v = cache.cross_k, cache.cross_v
+        else:
+            k, v = self.encoder_attention.project_kv(memory, memory)
+            if cache is not None:
+                cache.cross_k, cache.cross_v = k, v
+        attended, cross_weights = self.encoder_attention.attend(x, k, v, cross_mask)
+        x = x + attended
+        return x + F.relu(self.mlp(x)), self_weights, cross_weights
+
+
+class GRUTransformerDecoder(nn.Module):
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        self.embedding = nn.Embedding(config.tgt_vocab_size, config.hidden)
+        table = sinusoid_table(config.max_len, config.hidden) if config.positions else torch.zeros(config.max_len, config.hidden)
+        self.register_buffer("positions", table, persistent=False)
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(TransformerBlock(config) for _ in range(config.decoder_layers))
+        self.output = nn.Linear(config.hidden, config.tgt_vocab_size)
+
+    def forward(self, tgt_ids: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
+                caches: list[LayerCache] | None, offset: int):
+        x = self.dropout(self.embedding(tgt_ids) + self.positions[offset: offset + tgt_ids.shape[1]])
+        self_weights, cross_weights = [], []
+        for index, layer in enumerate(self.layers):
+            x, self_w, cross_w = layer(x, memory, self_mask, cross_mask, caches[index] if caches else None)
+            self_weights.append(self_w)
+            cross_weights.append(cross_w)
+        return self.output(x), self_weights, cross_weights
+
+
+class RNNSeq2Seq(Seq2Seq):
+    """GRU encoder + the decoder ``config.arch`` names. Weights are always captured (GRU attention is
+    computed explicitly; it is cheap next to the recurrent steps)."""
+
+    def __init__(self, config: RNNConfig):
+        super().__init__(config)
+        self.encoder = GRUEncoder(config)
+        if config.arch == "gru-transformer-decoder":
+            self.decoder: nn.Module = GRUTransformerDecoder(config)
+            self.kinds = ("dec_self", "cross")
+        else:
+            self.decoder = GRUDecoder(config)
+            self.kinds = () if config.arch == "gru-none" else ("cross",)
+
+    @property
+    def transformer_decoder(self) -> bool:
+        return isinstance(self.decoder, GRUTransformerDecoder)
+
+    def start(self, src_ids: Tensor, *, need_weights: bool = True) -> tuple[DecoderState, Intermediates]:
+        src_mask = self.source_mask(src_ids)
+        annotations, final = self.encoder(src_ids, src_mask)
+        layers = self.config.decoder_layers if self.transformer_decoder else 1
+        state = DecoderState(annotations, src_mask, hidden=final, caches=[LayerCache() for _ in range(layers)])
+        return state, Intermediates()
+
+    def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:
+        batch = tokens.shape[0]
+        if self.transformer_decoder:
+            logits, self_w, cross_w = self.decoder(tokens[:, None], state.memory, None, state.src_mask,
+                                                   state.caches, state.position)
+            state.position += 1
+            masks = {"dec_self": torch.ones(batch, state.position, dtype=torch.bool, device=tokens.device),
+                     "cross": state.src_mask[:, 0, 0, :].expand(batch, -1)}
+            attention = {"dec_self": [w[:, :, 0] for w in self_w], "cross": [w[:, :, 0] for w in cross_w]}
+            return StepOutput(logits[:, 0], attention if need_weights else {}, masks, state)
+        logits, weights, mask = self.decoder.step(tokens, state, need_weights)
+        state.position += 1
+        attention = {"cross": [weights]} if weights is not None and need_weights else {}
+        return StepOutput(logits, attention, {"cross": mask} if weights is not None else {}, state)
+
+    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
+        state, _ = self.start(src_ids)
+        if self.transformer_decoder:
+            length = tgt_in.shape[1]
+            self_mask = combine(causal_mask(length, device=tgt_in.device), padding_mask(tgt_in, self.pad_id))
+            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask, state.src_mask, None, 0)
+            intermediates = Intermediates(masks={"dec_self": self_mask, "cross": state.src_mask})
+            if need_weights:
+                intermediates.attention = {"dec_self": self_w, "cross": cross_w}
+            return logits, intermediates
+        return self._forward_recurrent(tgt_in, state, need_weights)
+
+    def _forward_recurrent(self, tgt_in: Tensor, state: DecoderState, need_weights: bool) -> tuple[Tensor, Intermediates]:
+        """Teacher forcing through the recurrent decoder, one step per target position."""
+        logits, rows, mask_rows = [], [], []
+        for position in range(tgt_in.shape[1]):
+            step_logits, weights, mask = self.decoder.step(tgt_in[:, position], state, need_weights)
+            state.position += 1
+            logits.append(step_logits)
+            rows.append(weights)
+            mask_rows.append(mask)
+        intermediates = Intermediates()
+        if "cross" in self.kinds:
+            intermediates.masks = {"cross": torch.stack(mask_rows, dim=1)[:, None]}  # [B, 1, T, S]
+            if need_weights:
+                intermediates.attention = {"cross": [torch.stack(rows, dim=2)]}  # [B, 1, T, S]
+        return torch.stack(logits, dim=1), intermediates

@@ -1,0 +1,314 @@
+"""Tokenizers: text ↔ token ids, behind one small interface shared by the character and sentencepiece kinds.
+
+Every kind reserves the same four special ids (``PAD_ID``..``EOS_ID``), so models, decoding and the
+checkpoint format never ask which tokenizer they have. ``encode`` returns ids without ``<s>``/``</s>``:
+adding them is the caller's decision (the encoder and the decoder want different ones). A tokenizer is
+stored in checkpoint metadata as the plain JSON of ``to_dict`` (DESIGN §5) and read back with
+``Tokenizer.from_dict``.
+"""
+
+from __future__ import annotations
+
+import abc
+import base64
+import binascii
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+import sentencepiece as spm
+
+from .errors import ConfigError, DataError, EmptyInputError, UnknownCharactersError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
+
+UNKNOWN_SURFACE = "⁇"  # sentencepiece's own glyph for an unknown token, without its padding spaces
+SPACE_LABEL = "␣"  # a bare space is invisible as an axis label
+UNKNOWN_MODES = ("error", "replace")
+_SKIPPED_BY_DECODE = frozenset({PAD_ID, BOS_ID, EOS_ID})
+
+
+class Tokenizer(abc.ABC):
+    """Maps text to token ids and back; ids 0..3 are ``SPECIAL_TOKENS`` for every kind."""
+
+    kind: ClassVar[str]
+
+    @property
+    def pad_id(self) -> int:
+        return PAD_ID
+
+    @property
+    def unk_id(self) -> int:
+        return UNK_ID
+
+    @property
+    def bos_id(self) -> int:
+        return BOS_ID
+
+    @property
+    def eos_id(self) -> int:
+        return EOS_ID
+
+    @property
+    @abc.abstractmethod
+    def vocab_size(self) -> int:
+        """Number of ids, specials included."""
+
+    def encode(self, text: str, *, unknown: str = "error") -> list[int]:
+        """Ids of ``text`` without ``<s>``/``</s>``.
+
+        ``unknown="error"`` raises :class:`UnknownCharactersError` naming the characters the vocabulary
+        lacks (sorted, distinct); ``unknown="replace"`` maps them to ``UNK_ID``. Whitespace-only text
+        raises :class:`EmptyInputError`: a model has nothing to attend to.
+        """
+        if unknown not in UNKNOWN_MODES:
+            raise ValueError(f"unknown must be one of {UNKNOWN_MODES}; got {unknown!r}")
+        if not text.strip():
+            raise EmptyInputError("the text is empty")
+        ids = self._encode(text)
+        if unknown == "error":
+            missing = self._unknown_characters(text, ids)
+            if missing:
+                raise UnknownCharactersError(missing)
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids``, skipping pad/bos/eos (it does not stop at eos: cutting is the caller's
+        decision); an unknown token reads as ``UNKNOWN_SURFACE``."""
+        kept = [token_id for token_id in self._checked(ids) if token_id not in _SKIPPED_BY_DECODE]
+        return self._decode(kept)
+
+    def token(self, token_id: int) -> str:
+        """Display label of one id for heatmap axes; specials as in ``SPECIAL_TOKENS``."""
+        (token_id,) = self._checked([token_id])
+        if token_id < len(SPECIAL_TOKENS):
+            return SPECIAL_TOKENS[token_id]
+        return self._label(token_id)
+
+    def tokens(self, ids: Iterable[int]) -> list[str]:
+        """Display labels of ``ids``, one per id."""
+        return [self.token(token_id) for token_id in ids]
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable description, including ``"kind"``; the inverse of :meth:`from_dict`."""
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> Tokenizer:
+        """Rebuild a tokenizer from :meth:`to_dict`'s output; malformed data raises :class:`ConfigError`."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"tokenizer data must be a JSON object; got {type(data).__name__}")
+        kinds = {cls.kind: cls for cls in (CharTokenizer, SentencePieceTokenizer)}
+        kind = data.get("kind")
+        if not isinstance(kind, str) or kind not in kinds:  # a list or dict "kind" is unhashable
+            raise ConfigError(f"tokenizer kind must be one of {', '.join(kinds)}; got {kind!r}")
+        return kinds[kind]._from_payload(data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+    # What each kind provides. Ids reaching these are ints in range(vocab_size).
+
+    @classmethod
+    @abc.abstractmethod
+    def _from_payload(cls, data: dict[str, Any]) -> Tokenizer:
+        """Build from a dict whose ``"kind"`` is ``cls.kind``."""
+
+    @abc.abstractmethod
+    def _encode(self, text: str) -> list[int]:
+        """Ids of non-empty text, unknown characters as ``UNK_ID``."""
+
+    @abc.abstractmethod
+    def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
+        """Sorted distinct characters of ``text`` (encoded as ``ids``) that the vocabulary lacks."""
+
+    @abc.abstractmethod
+    def _decode(self, ids: list[int]) -> str:
+        """Text of ids that hold no pad/bos/eos."""
+
+    @abc.abstractmethod
+    def _label(self, token_id: int) -> str:
+        """Display label of a non-special id."""
+
+    def _checked(self, ids: Iterable[int]) -> list[int]:
+        # Ids come from models as numpy or torch integers; an id outside the vocabulary means the model
+        # and tokenizer do not belong together, a bug to surface rather than a label to invent.
+        checked = [int(token_id) for token_id in ids]
+        outside = [token_id for token_id in checked if not 0 <= token_id < self.vocab_size]
+        if outside:
+            raise IndexError(f"token id {outside[0]} is outside the vocabulary (size {self.vocab_size})")
+        return checked
+
+
+class CharTokenizer(Tokenizer):
+    """One id per character: the four specials, then ``characters`` in the given order."""
+
+    kind = "char"
+
+    def __init__(self, characters: Sequence[str]):
+        characters = list(characters)
+        if not characters:
+            raise ConfigError("a character tokenizer needs at least one character")
+        bad = [c for c in characters if not (isinstance(c, str) and len(c) == 1)]
+        if bad:
+            raise ConfigError(f"character tokenizer entries must be single characters; got {bad[0]!r}")
+        if len(set(characters)) != len(characters):
+            raise ConfigError("character tokenizer characters must be distinct")
+        self._characters = characters
+        self._ids = {c: index + len(SPECIAL_TOKENS) for index, c in enumerate(characters)}
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> CharTokenizer:
+        """Vocabulary of the sorted distinct characters of ``texts``: the same texts give the same ids."""
+        return cls(sorted(set().union(*texts)))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(SPECIAL_TOKENS) + len(self._characters)
+
+    @property
+    def characters(self) -> list[str]:
+        """The vocabulary's characters in id order (a copy)."""
+        return list(self._characters)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "characters": list(self._characters)}
+
+    @classmethod
+    def _from_payload(cls, data: dict[str, Any]) -> CharTokenizer:
+        characters = data.get("characters")
+        if not isinstance(characters, list):
+            raise ConfigError("character tokenizer data needs a 'characters' list")
+        return cls(characters)
+
+    def _encode(self, text: str) -> list[int]:
+        return [self._ids.get(c, UNK_ID) for c in text]
+
+    def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
+        # Whitespace included: a character model has exactly the characters it was built from.
+        return sorted({c for c in text if c not in self._ids})
+
+    def _decode(self, ids: list[int]) -> str:
+        offset = len(SPECIAL_TOKENS)
+        return "".join(UNKNOWN_SURFACE if i == UNK_ID else self._characters[i - offset] for i in ids)
+
+    def _label(self, token_id: int) -> str:
+        character = self._characters[token_id - len(SPECIAL_TOKENS)]
+        return SPACE_LABEL if character == " " else character
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """Subword tokenizer around a sentencepiece model, held as its serialized bytes (no files)."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, model_proto: bytes):
+        self._model_proto = bytes(model_proto)
+        try:
+            self._processor = spm.SentencePieceProcessor(model_proto=self._model_proto)
+        except RuntimeError as error:
+            raise ConfigError(f"not a sentencepiece model ({error})") from None
+        self._check_special_ids()
+
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        *,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+        seed: int = 0,
+    ) -> SentencePieceTokenizer:
+        """Train in memory; the same texts and arguments give byte-identical models.
+
+        ``vocab_size`` is a ceiling, not a demand, so that tiny corpora (tests, demos) still train.
+        """
+        sentences = [text for text in texts if text.strip()]
+        if not sentences:
+            raise DataError("sentencepiece training needs at least one non-empty text")
+        # The generator is process-global; seeding it here keeps any sampling the trainer does repeatable.
+        spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                pad_id=PAD_ID,
+                unk_id=UNK_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                hard_vocab_limit=False,
+                # Read every sentence in the given order on one thread: sampling, shuffling and thread
+                # scheduling are what make two trainings on the same texts differ.
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
+                num_threads=1,
+                minloglevel=2,  # the CLI and the GUI own stderr; failures still raise
+            )
+        except (RuntimeError, ValueError) as error:
+            raise ConfigError(f"sentencepiece training failed: {error}") from None
+        return cls(model.getvalue())
+
+    @property
+    def model_proto(self) -> bytes:
+        """The serialized sentencepiece model."""
+        return self._model_proto
+
+    @property
+    def vocab_size(self) -> int:
+        return self._processor.get_piece_size()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model_proto": base64.b64encode(self._model_proto).decode("ascii")}
+
+    @classmethod
+    def _from_payload(cls, data: dict[str, Any]) -> SentencePieceTokenizer:
+        encoded = data.get("model_proto")
+        if not isinstance(encoded, str):
+            raise ConfigError("sentencepiece tokenizer data needs a base64 'model_proto' string")
+        try:
+            model_proto = base64.b64decode(encoded, validate=True)
+        except binascii.Error as error:
+            raise ConfigError(f"sentencepiece 'model_proto' is not valid base64 ({error})") from None
+        return cls(model_proto)
+
+    def _check_special_ids(self) -> None:
+        # Models, decoding and checkpoints rely on the shared constants; a model trained with other
+        # special ids must be remapped by its importer, not silently misread here.
+        processor = self._processor
+        found = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+        if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise ConfigError(
+                "sentencepiece model has special ids pad={}, unk={}, bos={}, eos={}; "
+                "expected pad=0, unk=1, bos=2, eos=3".format(*found)
+            )
+
+    def _encode(self, text: str) -> list[int]:
+        return self._processor.encode(text, out_type=int)
+
+    def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
+        if UNK_ID not in ids:
+            return []  # the common case costs one scan of ids
+        # Whitespace only separates pieces; it is never what the vocabulary lacks.
+        candidates = {c for c in text if not c.isspace()}
+        unknown = sorted(c for c in candidates if UNK_ID in self._processor.encode(c, out_type=int))
+        if unknown:
+            return unknown
+        # Normalisation can merge characters known one by one (a letter and a combining accent) into one
+        # the vocabulary lacks; then name the characters of the unknown pieces.
+        pieces = self._processor.encode(text, out_type=str)
+        return sorted({c for piece, i in zip(pieces, ids) if i == UNK_ID for c in piece if not c.isspace()})
+
+    def _decode(self, ids: list[int]) -> str:
+        # Decoding pieces lets an unknown token read as UNKNOWN_SURFACE whatever unk_surface the model was
+        # trained with (sentencepiece's default pads it with spaces that were never in the text).
+        pieces = [UNKNOWN_SURFACE if i == UNK_ID else self._processor.id_to_piece(i) for i in ids]
+        return self._processor.decode_pieces(pieces)
+
+    def _label(self, token_id: int) -> str:
+        return self._processor.id_to_piece(token_id)

@@ -1,0 +1,211 @@
+"""Encoder-decoder Transformer: pre-LN (seed 000) or post-LN (seed 001), chosen by ``TransformerConfig``.
+
+Dimension legend: B batch, S source length, T target length, E d_model, H heads, V vocabulary.
+Masks: True = may attend. Encoder self-attention and cross-attention mask padded source keys; decoder
+self-attention masks future positions and padded target keys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import MultiHeadAttention
+from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
+from .config import TransformerConfig
+from .masks import causal_mask, combine, padding_mask
+from .trace import Intermediates
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+
+
+class TokenEmbedding(nn.Module):
+    """Token embedding (×√E when configured) plus sinusoidal positions, then dropout."""
+
+    def __init__(self, vocab_size: int, config: TransformerConfig):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, config.d_model)
+        self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        table = sinusoid_table(config.max_len, config.d_model, config.positions)
+        self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
+        positions = self.positions[offset: offset + ids.shape[1]]  # [L, E]
+        return self.dropout(self.tokens(ids) * self.scale + positions)
+
+
+class AttentionSublayer(nn.Module):
+    """Multi-head attention with its residual and LayerNorm.
+
+    pre-LN: ``x + Dropout(Attention(LN(x), kv))``; post-LN: ``LN(x + Dropout(Attention(x, kv)))``.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.attention = MultiHeadAttention(config.d_model, config.heads, head_dim=config.head_dim,
+                                            bias=config.attention_bias, dropout=config.dropout)
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_norm = config.norm_position == "pre"
+        self.pre_norm_kv = config.pre_norm_kv
+
+    def _residual(self, x: Tensor, attended: Tensor) -> Tensor:
+        x = x + self.dropout(attended)
+        return x if self.pre_norm else self.norm(x)
+
+    def self_attend(self, x: Tensor, mask: Tensor | None, cache: LayerCache | None,
+                    need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """Shape: x ``[B, L, E]`` (L = 1 when decoding with a cache) → ``[B, L, E]``, weights ``[B, H, L, K]``."""
+        normed = self.norm(x) if self.pre_norm else x
+        # Seed 000 normalises only the query; keys and values read the un-normalised input.
+        kv_input = normed if self.pre_norm_kv or not self.pre_norm else x
+        k, v = self.attention.project_kv(kv_input, kv_input)  # [B, H, L, D]
+        if cache is not None:
+            k, v = cache.extend_self(k, v)  # [B, H, K, D], K = all positions so far
+        attended, weights = self.attention.attend(normed, k, v, mask, need_weights=need_weights)
+        return self._residual(x, attended), weights
+
+    def cross_attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                     need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        normed = self.norm(x) if self.pre_norm else x
+        attended, weights = self.attention.attend(normed, k, v, mask, need_weights=need_weights)
+        return self._residual(x, attended), weights
+
+
+class FeedForwardSublayer(nn.Module):
+    """Linear → activation → Linear, with residual and LayerNorm placed like the attention sublayers."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.linear_in = nn.Linear(config.d_model, config.d_ff)
+        self.linear_out = nn.Linear(config.d_ff, config.d_model)
+        self.activation = ACTIVATIONS[config.activation]
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_norm = config.norm_position == "pre"
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = self.norm(x) if self.pre_norm else x
+        x = x + self.dropout(self.linear_out(self.activation(self.linear_in(hidden))))
+        return x if self.pre_norm else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.self_attention = AttentionSublayer(config)
+        self.feed_forward = FeedForwardSublayer(config)
+
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        x, weights = self.self_attention.self_attend(x, mask, None, need_weights)
+        return self.feed_forward(x), weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.self_attention = AttentionSublayer(config)
+        self.cross_attention = AttentionSublayer(config)
+        self.feed_forward = FeedForwardSublayer(config)
+
+    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
+                cache: LayerCache | None, need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Shape: x ``[B, L, E]``, memory ``[B, S, E]`` → x, self weights ``[B, H, L, K]``, cross ``[B, H, L, S]``."""
+        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights)
+        if cache is not None and cache.cross_k is not None:
+            k, v = cache.cross_k, cache.cross_v
+        else:
+            k, v = self.cross_attention.attention.project_kv(memory, memory)  # [B, H, S, D]
+            if cache is not None:
+                cache.cross_k, cache.cross_v = k, v
+        x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights)
+        return self.feed_forward(x), self_weights, cross_weights
+
+
+class TransformerSeq2Seq(Seq2Seq):
+    kinds = ("enc_self", "dec_self", "cross")
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__(config)
+        self.src_embedding = TokenEmbedding(config.src_vocab_size, config)
+        self.tgt_embedding = TokenEmbedding(config.tgt_vocab_size, config)
+        if config.share_embeddings:
+            self.tgt_embedding.tokens.weight = self.src_embedding.tokens.weight
+        self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
+        make_norm = lambda: nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)  # noqa: E731
+        self.encoder_norm = make_norm() if config.final_norm else None
+        self.decoder_norm = make_norm() if config.final_norm else None
+        self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
+        if config.tie_output:
+            self.output.weight = self.tgt_embedding.tokens.weight
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for name, parameter in self.named_parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+            elif name.endswith("bias"):
+                nn.init.zeros_(parameter)
+
+    def encode(self, src_ids: Tensor, need_weights: bool) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """Shape: src_ids ``[B, S]`` → memory ``[B, S, E]``, src_mask ``[B, 1, 1, S]``, weights per layer."""
+        src_mask = self.source_mask(src_ids)
+        x = self.src_embedding(src_ids)
+        weights = []
+        for layer in self.encoder_layers:
+            x, layer_weights = layer(x, src_mask, need_weights)
+            weights.append(layer_weights)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x, src_mask, weights
+
+    def decode(self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor | None,
+               caches: list[LayerCache] | None, offset: int, need_weights: bool):
+        """Shape: tgt_ids ``[B, L]`` → logits ``[B, L, V]``, self and cross weights per layer."""
+        x = self.tgt_embedding(tgt_ids, offset)
+        self_weights, cross_weights = [], []
+        for index, layer in enumerate(self.decoder_layers):
+            cache = caches[index] if caches is not None else None
+            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights)
+            self_weights.append(self_w)
+            cross_weights.append(cross_w)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        return self.output(x), self_weights, cross_weights
+
+    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
+        memory, src_mask, enc_weights = self.encode(src_ids, need_weights)
+        length = tgt_in.shape[1]
+        self_mask = combine(causal_mask(length, device=tgt_in.device), padding_mask(tgt_in, self.pad_id))  # [B, 1, T, T]
+        logits, self_weights, cross_weights = self.decode(tgt_in, memory, src_mask, self_mask, None, 0, need_weights)
+        intermediates = Intermediates(masks={"enc_self": src_mask, "dec_self": self_mask, "cross": src_mask})
+        if need_weights:
+            intermediates.attention = {"enc_self": enc_weights, "dec_self": self_weights, "cross": cross_weights}
+        return logits, intermediates
+
+    def start(self, src_ids: Tensor, *, need_weights: bool = True) -> tuple[DecoderState, Intermediates]:
+        memory, src_mask, enc_weights = self.encode(src_ids, need_weights)
+        state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in self.decoder_layers])
+        intermediates = Intermediates(masks={"enc_self": src_mask})
+        if need_weights:
+            intermediates.attention = {"enc_self": enc_weights}
+        return state, intermediates
+
+    def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:
+        # The one new query may attend to every cached position: no self mask is needed.
+        logits, self_weights, cross_weights = self.decode(
+            tokens[:, None], state.memory, state.src_mask, None, state.caches, state.position, need_weights)
+        state.position += 1
+        batch = tokens.shape[0]
+        masks = {"dec_self": torch.ones(batch, state.position, dtype=torch.bool, device=tokens.device),
+                 "cross": state.src_mask[:, 0, 0, :].expand(batch, -1)}
+        attention = {}
+        if need_weights:
+            attention = {"dec_self": [w[:, :, 0] for w in self_weights], "cross": [w[:, :, 0] for w in cross_weights]}
+        return StepOutput(logits[:, 0], attention, masks, state)
