@@ -43,8 +43,8 @@ def finish(steps: Steps) -> list[DecodeResult]:
 class _Decoder:
     """Shared state of one decoding run: the model, the encoded source and the capture settings."""
 
-    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], label: Label, top_k: int,
-                 need_weights: bool, use_cache: bool, max_len: int | None):
+    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], label: Label, source_label: Label | None,
+                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None):
         if len(src_ids) == 0:
             raise InputError("the source has no tokens")
         self.model, self.label, self.top_k = model, label, top_k
@@ -54,7 +54,7 @@ class _Decoder:
         device = next(model.parameters()).device
         self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
-        self.src_tokens = [label(int(i)) for i in src_ids]
+        self.src_tokens = [(source_label or label)(int(i)) for i in src_ids]
         self.encoder: Intermediates = Intermediates()
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens, for use_cache=False
@@ -160,10 +160,10 @@ def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
     return stacked
 
 
-def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, max_len: int | None = None,
+def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None, max_len: int | None = None,
            top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
     """Take the most likely token at every step until the end token or ``max_len`` tokens."""
-    decoder = _Decoder(model, src_ids, label, top_k, need_weights, use_cache, max_len)
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len)
     decoder.begin()
     tokens = torch.tensor([decoder.bos], device=decoder.src.device)
     score = torch.zeros(1, dtype=torch.float64, device=decoder.src.device)
@@ -181,13 +181,13 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, max_le
     return decoder.results(steps)
 
 
-def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
            top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
     """Feed the user's target (the end token is appended) and report each token's probability and rank."""
     target = list(target_ids) + [model.config.eos_id]
     if len(target) > model.config.max_len:
         raise InputError(f"the target has {len(target)} tokens; this model takes at most {model.config.max_len}")
-    decoder = _Decoder(model, src_ids, label, top_k, need_weights, use_cache, len(target))
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, len(target))
     decoder.begin()
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)
@@ -205,7 +205,7 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
 
 
 def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
-                label: Label = str, max_len: int | None = None, top_k: int = 10, need_weights: bool = True,
+                label: Label = str, source_label: Label | None = None, max_len: int | None = None, top_k: int = 10, need_weights: bool = True,
                 use_cache: bool = True) -> Steps:
     """Keep the ``beam`` best partial hypotheses by summed log-probability.
 
@@ -215,7 +215,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     """
     if beam < 1:
         raise InputError(f"the beam width must be at least 1; got {beam}")
-    decoder = _Decoder(model, src_ids, label, top_k, need_weights, use_cache, max_len)
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len)
     decoder.begin()
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)

@@ -1,0 +1,125 @@
+"""Text in, decoding steps and traces out: the one entry point the CLI and the GUI share.
+
+A ``Translator`` holds a loaded checkpoint on a device. It tokenises (truncating to the model's
+maximum length, and saying so), runs greedy, beam or forced decoding, and fills each result's text
+with the target tokenizer's detokenisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .checkpoint import Checkpoint
+from .decoding import Steps, beam_search, finish, forced, greedy
+from .errors import AttnvizError, EmptyInputError
+
+MODES = ("greedy", "beam", "forced")
+
+
+class DeviceError(AttnvizError):
+    """A device that does not exist on this machine."""
+
+
+def default_device() -> str:
+    """``cuda`` if available, else ``mps``, else ``cpu``."""
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """The device ``name`` asks for (``None`` or ``"auto"``: :func:`default_device`), checked to exist."""
+    name = default_device() if name in (None, "", "auto") else name
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise DeviceError(f"unknown device {name!r} (use cpu, cuda, cuda:N or mps)") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise DeviceError(f"device {name!r} is not available: this machine has no such CUDA device")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise DeviceError("device 'mps' is not available on this machine")
+    return device
+
+
+@dataclass
+class SourceInput:
+    """Token ids ready for the encoder; ``original_length`` > ``len(ids)`` when the text was truncated."""
+
+    ids: list[int]
+    original_length: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.original_length > len(self.ids)
+
+
+class Translator:
+    def __init__(self, checkpoint: Checkpoint, device: str | torch.device | None = None):
+        self.checkpoint = checkpoint
+        self.device = resolve_device(device) if not isinstance(device, torch.device) else device
+        self.model = checkpoint.model.to(self.device).eval()
+        self.source_tokenizer = checkpoint.source_tokenizer
+        self.target_tokenizer = checkpoint.target_tokenizer
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def to(self, device: str | torch.device) -> "Translator":
+        self.device = resolve_device(device) if not isinstance(device, torch.device) else device
+        self.model.to(self.device)
+        return self
+
+    def source(self, text: str, *, unknown: str = "error") -> SourceInput:
+        """Encode the source text; keeps the first ``max_len`` tokens (the end token included)."""
+        ids = self.source_tokenizer.encode(text, unknown=unknown)
+        if self.config.src_append_eos:
+            ids = ids + [self.config.eos_id]
+        limit = self.config.max_len
+        if len(ids) <= limit:
+            return SourceInput(ids, len(ids))
+        kept = ids[: limit - 1] + [self.config.eos_id] if self.config.src_append_eos else ids[:limit]
+        return SourceInput(kept, len(ids))
+
+    def target(self, text: str, *, unknown: str = "error") -> list[int]:
+        ids = self.target_tokenizer.encode(text, unknown=unknown)
+        if not ids:
+            raise EmptyInputError("the target text is empty")
+        return ids
+
+    def decode(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4, length_penalty: float = 0.6,
+               target_ids: list[int] | None = None, max_len: int | None = None, top_k: int = 10,
+               need_weights: bool = True) -> Steps:
+        """A decoding generator (see models.decoding) whose results carry detokenised text."""
+        common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
+                      top_k=top_k, need_weights=need_weights)
+        if mode == "greedy":
+            steps = greedy(self.model, source.ids, max_len=max_len, **common)
+        elif mode == "beam":
+            steps = beam_search(self.model, source.ids, beam=beam, length_penalty=length_penalty,
+                                max_len=max_len, **common)
+        elif mode == "forced":
+            if target_ids is None:
+                raise EmptyInputError("forced decoding needs a target text")
+            steps = forced(self.model, source.ids, target_ids, **common)
+        else:
+            raise ValueError(f"mode must be one of {MODES}")
+        return self._with_text(steps, source)
+
+    def _with_text(self, steps: Steps, source: SourceInput) -> Steps:
+        results = yield from steps
+        for result in results:
+            result.text = self.target_tokenizer.decode(result.token_ids)
+            result.truncated_source = source.truncated
+        return results
+
+    def translate(self, text: str, *, beam: int = 1, max_len: int | None = None, need_weights: bool = False,
+                  unknown: str = "error"):
+        """The best result for ``text`` (greedy when ``beam`` is 1)."""
+        source = self.source(text, unknown=unknown)
+        mode = "greedy" if beam == 1 else "beam"
+        return finish(self.decode(source, mode=mode, beam=beam, max_len=max_len, need_weights=need_weights))[0]
