@@ -1,0 +1,64 @@
+"""The ``attnviz`` command (DESIGN §6). Subcommands run headless; only the GUI imports Qt.
+
+    attnviz [CHECKPOINT]            open the GUI (the bundled demo when none is given)
+    attnviz info|translate|export|train ...
+
+User errors (bad text, bad files, impossible settings) print one line on stderr and exit 1; argparse
+usage errors exit 2. A traceback means a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from models.errors import AttnvizError
+
+from . import __version__
+from .commands import export, info, train, translate
+
+COMMANDS = {module.NAME: module for module in (info, translate, export, train)}
+
+
+def error(message: str) -> None:
+    print(f"attnviz: error: {message}", file=sys.stderr)
+
+
+def warn(message: str) -> None:
+    print(f"attnviz: warning: {message}", file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnviz", description="See what the attention of a seq2seq model did.")
+    parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    gui = subparsers.add_parser("gui", help="open the desktop app (the default when no command is given)")
+    gui.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled demo)")
+    gui.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+    for module in COMMANDS.values():
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("gui", "-h", "--help", "--version")):
+        argv = ["gui", *argv]
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "gui":
+            from .app import run_app  # Qt is imported here and nowhere on the headless paths
+
+            return run_app(args.checkpoint, args.device)
+        return COMMANDS[args.command].run(args)
+    except AttnvizError as failure:
+        error(str(failure))
+        return 1
+    except KeyboardInterrupt:
+        error("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

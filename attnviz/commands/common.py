@@ -1,0 +1,35 @@
+"""Options and helpers the subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from models.checkpoint import load_checkpoint
+from models.translator import SourceInput, Translator
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--checkpoint", required=True, help="an attnviz .safetensors checkpoint")
+    parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+
+
+def add_decoding_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy; default 1)")
+    parser.add_argument("--max-len", type=int, metavar="N", help="stop after N output tokens (default: the model's maximum)")
+    parser.add_argument("--replace-unknown", action="store_true",
+                        help="map characters the vocabulary lacks to <unk> instead of refusing the text")
+
+
+def open_translator(args: argparse.Namespace) -> Translator:
+    return Translator(load_checkpoint(args.checkpoint), args.device)
+
+
+def unknown_mode(args: argparse.Namespace) -> str:
+    return "replace" if args.replace_unknown else "error"
+
+
+def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
+    if source.truncated:
+        print(f"attnviz: warning: {label} has {source.original_length} tokens; only the first {limit} are used "
+              f"(the model's maximum length)", file=sys.stderr)

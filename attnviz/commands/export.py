@@ -1,0 +1,67 @@
+"""``attnviz export -c CKPT [--beam K] [--target TEXT] TEXT -o OUT.npz``: the attention as arrays.
+
+The NPZ holds ``src_tokens``, ``tgt_tokens`` (starting with the start token fed to the decoder), and for
+each attention kind ``{kind}_L{layer}`` ``[heads, query_len, key_len]`` float32 and ``{kind}_mask``
+``[query_len, key_len]`` bool (True = may attend); also ``output_tokens``, ``translation``, ``score``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from models.decoding import finish
+from models.errors import InputError
+from models.trace import AttentionTrace, DecodeResult
+
+from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
+
+NAME = "export"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="write the attention of one sentence to an .npz file", description=__doc__)
+    add_model_options(parser)
+    add_decoding_options(parser)
+    parser.add_argument("--target", help="force decoding to this target text instead of searching")
+    parser.add_argument("text", help="the source sentence")
+    parser.add_argument("-o", "--output", required=True, help="the .npz file to write")
+
+
+def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
+    """The DESIGN §6 layout of one trace."""
+    arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str), "tgt_tokens": np.array(trace.tgt_tokens, dtype=str)}
+    for kind in trace.kinds:
+        for layer, weights in enumerate(trace.attention[kind]):
+            arrays[f"{kind}_L{layer}"] = weights.astype(np.float32)
+        arrays[f"{kind}_mask"] = trace.masks[kind].astype(bool)
+    return arrays
+
+
+def write_npz(path: Path, result: DecodeResult) -> None:
+    arrays = trace_arrays(result.trace)
+    arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
+                  score=np.array(result.score))
+    with open(path, "wb") as handle:  # np.savez would append .npz to a name that lacks it
+        np.savez_compressed(handle, **arrays)
+
+
+def run(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    if output.suffix != ".npz":
+        raise InputError(f"{output}: the output file must end in .npz")
+    if not output.parent.exists():
+        raise InputError(f"{output}: the folder {output.parent} does not exist")
+    translator = open_translator(args)
+    source = translator.source(args.text, unknown=unknown_mode(args))
+    announce_truncation(source, "the text", translator.config.max_len)
+    if args.target is not None:
+        steps = translator.decode(source, mode="forced", target_ids=translator.target(args.target, unknown=unknown_mode(args)))
+    elif args.beam > 1:
+        steps = translator.decode(source, mode="beam", beam=args.beam, max_len=args.max_len)
+    else:
+        steps = translator.decode(source, mode="greedy", max_len=args.max_len)
+    write_npz(output, finish(steps)[0])
+    return 0

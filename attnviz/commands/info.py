@@ -1,0 +1,49 @@
+"""``attnviz info CHECKPOINT``: architecture, sizes, vocabularies, provenance."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from models.checkpoint import load_checkpoint
+
+NAME = "info"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="describe a checkpoint", description=__doc__)
+    parser.add_argument("checkpoint", help="an attnviz .safetensors checkpoint")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def describe(checkpoint) -> dict:
+    model = checkpoint.model
+    return {
+        "file": str(checkpoint.path),
+        "arch": model.config.arch,
+        "parameters": model.parameter_count(),
+        "attention_kinds": list(model.kinds),
+        "config": dataclasses.asdict(model.config),
+        "source_tokenizer": {"kind": checkpoint.source_tokenizer.kind, "vocab_size": checkpoint.source_tokenizer.vocab_size},
+        "target_tokenizer": {"kind": checkpoint.target_tokenizer.kind, "vocab_size": checkpoint.target_tokenizer.vocab_size},
+        "provenance": checkpoint.provenance,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    summary = describe(load_checkpoint(args.checkpoint))
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        return 0
+    config = summary["config"]
+    print(f"file         {summary['file']}")
+    print(f"architecture {summary['arch']}  ({summary['parameters']:,} parameters)")
+    print(f"attention    {', '.join(summary['attention_kinds']) or 'none (no attention)'}")
+    for side in ("source", "target"):
+        tokenizer = summary[f"{side}_tokenizer"]
+        print(f"{side:<12} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens")
+    print("config       " + ", ".join(f"{key}={value}" for key, value in config.items() if key != "arch"))
+    for key, value in summary["provenance"].items():
+        print(f"{key:<12} {json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value}")
+    return 0

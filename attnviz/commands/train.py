@@ -1,0 +1,81 @@
+"""``attnviz train --data PAIRS.tsv --arch ARCH --out CKPT [--steps N] [--seed S] [--device D] ...``
+
+PAIRS.tsv has one ``source<TAB>target`` pair a line (UTF-8). Model settings are config fields given as
+``--set KEY=VALUE`` (e.g. ``--set d_model=256 --set heads=4``; see ``models/config.py``). Works the same
+under ``torchrun --nproc_per_node N`` (one process per device).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from models.config import ARCHS, make_config
+from models.errors import ConfigError
+
+NAME = "train"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="train a model on sentence pairs", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="training pairs, source<TAB>target per line")
+    parser.add_argument("--valid", help="validation pairs (default: --valid-fraction of --data, held out by hash)")
+    parser.add_argument("--valid-fraction", type=float, default=0.05, help="share held out when --valid is absent")
+    parser.add_argument("--arch", required=True, choices=ARCHS)
+    parser.add_argument("--out", required=True, help="the checkpoint to write (.safetensors)")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+    parser.add_argument("--tokenizer", choices=("char", "sentencepiece"), default="sentencepiece")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size per side")
+    parser.add_argument("--shared-vocab", action="store_true", help="one tokenizer for both sides")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a model config field")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentence pairs per step (over all processes)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    parser.add_argument("--warmup", type=int, default=200, help="warm-up steps")
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    parser.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--save-every", type=int, default=500)
+    parser.add_argument("--valid-sentences", type=int, default=200, help="validation pairs decoded for chrF/BLEU")
+    parser.add_argument("--resume", action="store_true", help="continue from the trainer state next to --out")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def parse_settings(items: list[str]) -> dict:
+    """``KEY=VALUE`` strings → a dict; values are read as JSON when they parse (numbers, true/false)."""
+    settings = {}
+    for item in items:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise ConfigError(f"--set takes KEY=VALUE; got {item!r}")
+        try:
+            settings[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key.strip()] = value
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.data.pairs import read_pairs, split_pairs  # the training stack loads only when training
+    from models.training import TrainingConfig, build_tokenizers, train
+
+    pairs = read_pairs(args.data)
+    if args.valid:
+        train_pairs, valid_pairs = pairs, read_pairs(args.valid)
+    else:
+        train_pairs, valid_pairs = split_pairs(pairs, args.valid_fraction, args.seed)
+    source, target = build_tokenizers(train_pairs, args.tokenizer, args.vocab_size, args.shared_vocab)
+    model_config = make_config(args.arch, source.vocab_size, target.vocab_size, **parse_settings(args.set))
+    config = TrainingConfig(
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,
+        label_smoothing=args.label_smoothing, clip_norm=args.clip, eval_every=args.eval_every,
+        save_every=args.save_every, validation_sentences=args.valid_sentences, seed=args.seed,
+        device=args.device, progress=not args.no_progress)
+    provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
+    summary = train(model_config, source, target, train_pairs, valid_pairs, args.out, config,
+                    provenance=provenance, resume=args.resume)
+    print(f"saved {args.out} after {summary.step} steps: {summary}", file=sys.stderr)
+    return 0

@@ -1,0 +1,33 @@
+"""Shared fixtures. Qt runs offscreen (set before any Qt import); torch uses one thread so two test
+processes never fight over the two cores."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from models import build_model  # noqa: E402
+from models.checkpoint import save_checkpoint  # noqa: E402
+from models.tokenizers import CharTokenizer  # noqa: E402
+from tests.helpers import LETTERS, tiny_config  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+
+@pytest.fixture(scope="session")
+def char_tokenizer() -> CharTokenizer:
+    return CharTokenizer(list(LETTERS))
+
+
+@pytest.fixture(scope="session")
+def random_checkpoint(tmp_path_factory, char_tokenizer):
+    """A real checkpoint file of an untrained (seeded) pre-LN Transformer over ``LETTERS``."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config("transformer-preln"))
+    path = tmp_path_factory.mktemp("checkpoints") / "random.safetensors"
+    return save_checkpoint(path, model, char_tokenizer, char_tokenizer, {"note": "random weights"})

@@ -1,0 +1,146 @@
+"""The single-file checkpoint: exact round trips and a clear CheckpointError for every kind of bad file."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from models import build_model
+from models.checkpoint import load_checkpoint, read_metadata, save_checkpoint
+from models.config import ARCHS
+from models.errors import CheckpointError
+from models.tokenizers import SentencePieceTokenizer
+
+from tests.helpers import tiny_config
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_round_trip_restores_every_weight(tmp_path, char_tokenizer, arch):
+    torch.manual_seed(1)
+    model = build_model(tiny_config(arch))
+    path = save_checkpoint(tmp_path / "m.safetensors", model, char_tokenizer, char_tokenizer, {"steps": 7})
+    loaded = load_checkpoint(path)
+    assert loaded.config == model.config
+    assert loaded.provenance == {"steps": 7}
+    original, restored = model.state_dict(), loaded.model.state_dict()
+    assert original.keys() == restored.keys()
+    for name in original:
+        assert torch.equal(original[name], restored[name]), name
+    assert not loaded.model.training
+
+
+def test_tied_weights_are_stored_once_and_tied_again(tmp_path, char_tokenizer):
+    model = build_model(tiny_config("transformer-postln", share_embeddings=True, tie_output=True))
+    path = save_checkpoint(tmp_path / "tied.safetensors", model, char_tokenizer, char_tokenizer)
+    loaded = load_checkpoint(path).model
+    assert loaded.output.weight is loaded.tgt_embedding.tokens.weight
+    assert loaded.src_embedding.tokens.weight is loaded.tgt_embedding.tokens.weight
+
+
+def test_float16_checkpoint_is_half_the_size_and_close(tmp_path, char_tokenizer):
+    model = build_model(tiny_config("transformer-preln"))
+    full = save_checkpoint(tmp_path / "f32.safetensors", model, char_tokenizer, char_tokenizer)
+    half = save_checkpoint(tmp_path / "f16.safetensors", model, char_tokenizer, char_tokenizer, dtype=torch.float16)
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    weight = load_checkpoint(half).model.output.weight
+    assert torch.allclose(weight, model.output.weight, atol=1e-3)
+
+
+def test_sentencepiece_tokenizers_travel_in_the_file(tmp_path):
+    texts = [f"the {word} is here and there" for word in ("house", "river", "tree", "road", "light")] * 4
+    tokenizer = SentencePieceTokenizer.train(texts, vocab_size=40)
+    model = build_model(tiny_config("gru-additive", vocab_size=tokenizer.vocab_size))
+    path = save_checkpoint(tmp_path / "spm.safetensors", model, tokenizer, tokenizer)
+    loaded = load_checkpoint(path)
+    assert loaded.source_tokenizer.encode("the river is here") == tokenizer.encode("the river is here")
+
+
+def write_bytes(tmp_path, data: bytes):
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(data)
+    return path
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CheckpointError, match="no such file"):
+        load_checkpoint(tmp_path / "absent.safetensors")
+
+
+def test_folder(tmp_path):
+    with pytest.raises(CheckpointError, match="a folder"):
+        load_checkpoint(tmp_path)
+
+
+def test_empty_file(tmp_path):
+    with pytest.raises(CheckpointError, match="empty"):
+        load_checkpoint(write_bytes(tmp_path, b""))
+
+
+def test_not_safetensors(tmp_path):
+    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        load_checkpoint(write_bytes(tmp_path, b"PK\x03\x04 this is a zip, say a torch.save file"))
+
+
+def test_truncated_file(tmp_path, random_checkpoint):
+    data = random_checkpoint.read_bytes()
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(write_bytes(tmp_path, data[: len(data) // 2]))
+    assert str(caught.value).startswith(str(tmp_path / "bad.safetensors"))
+    assert "\n" not in str(caught.value)
+
+
+def test_foreign_safetensors(tmp_path):
+    path = tmp_path / "foreign.safetensors"
+    save_file({"encoder.weight": torch.zeros(2, 2)}, str(path), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match="not an attnviz checkpoint"):
+        read_metadata(path)
+
+
+def rewrite_metadata(source, target, **changes):
+    """Copy a checkpoint, replacing metadata entries (the header is JSON after an 8-byte length)."""
+    data = source.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8: 8 + length])
+    header["__metadata__"].update(changes)
+    encoded = json.dumps(header).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    target.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data[8 + length:])
+    return target
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"config": "{not json"}, "'config' is not valid JSON"),
+    ({"config": json.dumps({"arch": "lstm-magic"})}, "arch must be one of"),
+    ({"config": json.dumps({"arch": "gru-additive", "src_vocab_size": 13})}, "incomplete"),
+    ({"format_version": "99"}, "version '99' is not supported"),
+    ({"tokenizers": json.dumps({"source": {"kind": "char", "characters": ["a"]}})}, "missing tokenizer"),
+])
+def test_wrong_metadata(tmp_path, random_checkpoint, changes, message):
+    path = rewrite_metadata(random_checkpoint, tmp_path / "wrong.safetensors", **changes)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+def test_config_that_disagrees_with_the_weights(tmp_path, random_checkpoint):
+    config = read_metadata(random_checkpoint)["config"]
+    config["d_ff"] = 128
+    path = rewrite_metadata(random_checkpoint, tmp_path / "shape.safetensors", config=json.dumps(config))
+    with pytest.raises(CheckpointError, match="has shape"):
+        load_checkpoint(path)
+
+
+def test_vocabulary_that_disagrees_with_the_model(tmp_path, random_checkpoint):
+    tokenizers = {"source": {"kind": "char", "characters": list("xyz")}, "target": {"kind": "char", "characters": list("xyz")}}
+    path = rewrite_metadata(random_checkpoint, tmp_path / "vocab.safetensors", tokenizers=json.dumps(tokenizers))
+    with pytest.raises(CheckpointError, match="do not match the model"):
+        load_checkpoint(path)
+
+
+def test_save_leaves_no_partial_file(tmp_path, char_tokenizer):
+    model = build_model(tiny_config("gru-none"))
+    save_checkpoint(tmp_path / "m.safetensors", model, char_tokenizer, char_tokenizer)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]

@@ -1,0 +1,142 @@
+"""The headless CLI as scripts use it (DESIGN §6): outputs, the NPZ layout, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from attnviz.cli import main
+from models.checkpoint import load_checkpoint
+from models.decoding import finish
+from models.translator import Translator
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
+    assert code != 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("attnviz: error: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_info_describes_the_checkpoint(capsys, random_checkpoint):
+    code, out, _ = cli(capsys, "info", random_checkpoint)
+    assert code == 0
+    assert "transformer-preln" in out and "enc_self, dec_self, cross" in out and "random weights" in out
+    code, out, _ = cli(capsys, "info", random_checkpoint, "--json")
+    summary = json.loads(out)
+    assert summary["config"]["d_model"] == 32 and summary["source_tokenizer"]["vocab_size"] == 13
+
+
+def test_translate_prints_one_line_per_input(capsys, random_checkpoint):
+    translator = Translator(load_checkpoint(random_checkpoint), "cpu")
+    expected = [translator.translate(text, max_len=6).text for text in ("abc", "hag", "bed")]
+    code, out, _ = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "6", "abc", "hag", "bed")
+    assert code == 0
+    assert out.split("\n")[:-1] == expected
+
+
+def test_translate_reads_standard_input(monkeypatch, capsys, random_checkpoint):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("abc\nhag\n"))
+    code, out, _ = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "4", "--beam", "3")
+    assert code == 0 and len(out.split("\n")) == 3
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("", ["input 1", "empty"]),
+    ("   \t ", ["input 1", "empty"]),
+    ("abc xyz", ["input 1", "'x'", "'y'", "'z'"]),
+])
+def test_translate_rejects_bad_text(capsys, random_checkpoint, text, fragments):
+    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, text)
+    assert_one_line_error(code, err, *fragments)
+    assert out == ""
+
+
+def test_unknown_characters_can_be_replaced(capsys, random_checkpoint):
+    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "3", "--replace-unknown", "abc xyz")
+    assert code == 0 and err == "" and len(out.splitlines()) == 1
+
+
+def test_too_long_text_is_truncated_with_a_notice(capsys, random_checkpoint):
+    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "3", "ab" * 100)
+    assert code == 0 and len(out.splitlines()) == 1
+    assert "input 1 has 201 tokens; only the first 64 are used" in err
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "no such file"),
+    (b"", "empty"),
+    (b"not a checkpoint at all", "not a readable safetensors file"),
+])
+def test_bad_checkpoint_files(capsys, tmp_path, content, fragment):
+    path = tmp_path / "model.safetensors"
+    if content is not None:
+        path.write_bytes(content)
+    code, _, err = cli(capsys, "translate", "-c", path, "abc")
+    assert_one_line_error(code, err, str(path), fragment)
+
+
+def test_bad_beam_width(capsys, random_checkpoint):
+    code, _, err = cli(capsys, "translate", "-c", random_checkpoint, "--beam", "0", "abc")
+    assert_one_line_error(code, err, "--beam")
+
+
+def test_export_writes_the_documented_npz_layout(capsys, tmp_path, random_checkpoint):
+    output = tmp_path / "trace.npz"
+    code, _, err = cli(capsys, "export", "-c", random_checkpoint, "--max-len", "5", "abc", "-o", output)
+    assert code == 0, err
+    arrays = np.load(output)
+    translator = Translator(load_checkpoint(random_checkpoint), "cpu")
+    trace = finish(translator.decode(translator.source("abc"), max_len=5))[0].trace
+    assert list(arrays["src_tokens"]) == ["a", "b", "c", "</s>"]
+    assert list(arrays["tgt_tokens"]) == trace.tgt_tokens and arrays["tgt_tokens"][0] == "<s>"
+    for kind in ("enc_self", "dec_self", "cross"):
+        for layer in range(2):
+            weights = arrays[f"{kind}_L{layer}"]
+            assert weights.dtype == np.float32
+            np.testing.assert_allclose(weights, trace.attention[kind][layer], atol=1e-6)
+        assert arrays[f"{kind}_mask"].dtype == bool
+    steps = len(trace.tgt_tokens)
+    assert arrays["enc_self_L0"].shape == (4, 4, 4)
+    assert arrays["dec_self_L1"].shape == (4, steps, steps) and arrays["cross_L0"].shape == (4, steps, 4)
+    assert np.array_equal(arrays["dec_self_mask"], np.tril(np.ones((steps, steps), dtype=bool)))
+
+
+def test_export_forced_to_a_target(capsys, tmp_path, random_checkpoint):
+    output = tmp_path / "forced.npz"
+    code, _, err = cli(capsys, "export", "-c", random_checkpoint, "--target", "cba", "abc", "-o", output)
+    assert code == 0, err
+    arrays = np.load(output)
+    assert list(arrays["tgt_tokens"]) == ["<s>", "c", "b", "a"]
+    assert list(arrays["output_tokens"]) == ["c", "b", "a", "</s>"]
+    assert arrays["cross_L0"].shape == (4, 4, 4)
+
+
+def test_export_refuses_a_bad_output_path(capsys, tmp_path, random_checkpoint):
+    code, _, err = cli(capsys, "export", "-c", random_checkpoint, "abc", "-o", tmp_path / "trace.txt")
+    assert_one_line_error(code, err, ".npz")
+    code, _, err = cli(capsys, "export", "-c", random_checkpoint, "abc", "-o", tmp_path / "absent" / "t.npz")
+    assert_one_line_error(code, err, "does not exist")
+
+
+def test_the_installed_entry_point_runs_as_a_process(random_checkpoint):
+    result = subprocess.run([sys.executable, "-m", "attnviz.cli", "translate", "-c", str(random_checkpoint), ""],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "attnviz: error: input 1: the text is empty" or "empty" in result.stderr
+    assert "Traceback" not in result.stderr
