@@ -1,0 +1,561 @@
+"""Training: teacher forcing, AdamW, warm-up + inverse-square-root schedule, validation, checkpoints, resume.
+
+    source, target = build_tokenizers(pairs, "char")
+    config = make_config("transformer-preln", source.vocab_size, target.vocab_size)
+    summary = train(config, source, target, train_pairs, valid_pairs, "out.safetensors", TrainingConfig(steps=2000))
+
+Batches hold ``batch_size`` sentence pairs in all (across processes) and are formed per epoch from a
+permutation that depends on ``(seed, epoch)`` alone, so ``(epoch, batch index)`` is the whole data position
+a resumed run needs. Pairs of similar length are batched together (less padding).
+
+Resume: next to ``OUT.safetensors`` lives ``OUT.train-state.safetensors``: optimizer moments and RNG
+states as tensors, everything else (step, data position, schedule, settings) as JSON in its metadata. No
+pickle. Training N steps straight and training N/2, stopping and resuming give bit-identical weights.
+
+Distributed: under ``torchrun --nproc_per_node N`` (env ``WORLD_SIZE`` > 1) each process takes every N-th
+pair of each global batch, DistributedDataParallel averages the gradients, and only rank 0 validates,
+saves and prints. With one process none of that happens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+from torch import Tensor
+from tqdm import tqdm
+
+from . import build_model
+from .base import Seq2Seq
+from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from .config import ModelConfig, config_to_dict
+from .errors import CheckpointError, ConfigError, DataError, InputError
+from .tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
+from .translator import Translator, resolve_device
+
+Pair = tuple[str, str]
+Example = tuple[list[int], list[int]]  # source ids (with the end token when configured), target ids
+
+STATE_SUFFIX = ".train-state.safetensors"
+STATE_FORMAT = "attnviz-train-state"
+STATE_VERSION = 1
+ADAM_BETAS = (0.9, 0.98)  # the Transformer paper's; a shorter second-moment memory suits warm-up
+WEIGHT_DECAY = 0.01
+BUCKET_BATCHES = 32  # batches' worth of pairs sorted by length together
+TOKENIZER_KINDS = ("char", "sentencepiece")
+# Settings that change the weights; a resumed run must use the ones it started with.
+_RESUME_FIXED = ("batch_size", "learning_rate", "warmup_steps", "label_smoothing", "clip_norm", "seed")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How to train. ``batch_size`` counts sentence pairs per step over all processes; ``eval_every`` and
+    ``save_every`` of 0 mean only at the end; ``clip_norm`` of 0 disables clipping; ``device`` None: auto."""
+
+    steps: int = 10_000
+    batch_size: int = 64
+    learning_rate: float = 5e-4  # the peak, reached at the end of warm-up
+    warmup_steps: int = 500
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    eval_every: int = 500
+    save_every: int = 1000
+    validation_sentences: int = 100  # validation pairs decoded greedily for chrF and BLEU
+    seed: int = 0
+    device: str | None = None
+    progress: bool = True
+
+    def validate(self) -> None:
+        def require(condition: bool, message: str) -> None:
+            if not condition:
+                raise ConfigError(message)
+
+        for name in ("steps", "batch_size"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"{name} must be at least 1; got {value!r}")
+        for name in ("warmup_steps", "eval_every", "save_every", "validation_sentences"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 0, f"{name} must be 0 or more; got {value!r}")
+        require(self.learning_rate > 0, f"learning_rate must be positive; got {self.learning_rate}")
+        require(0.0 <= self.label_smoothing < 1.0, f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
+        require(self.clip_norm >= 0, f"clip_norm must be 0 (off) or positive; got {self.clip_norm}")
+        require(isinstance(self.seed, int), f"seed must be an integer; got {self.seed!r}")
+
+
+@dataclass
+class TrainingSummary:
+    """Where training ended. ``train_loss``: the training objective (label-smoothed cross-entropy per
+    target token) averaged since the previous validation; ``valid_loss``: plain cross-entropy per token;
+    chrF and BLEU in 0..100. Validation metrics are None without validation pairs (and off rank 0)."""
+
+    step: int
+    train_loss: float | None
+    valid_loss: float | None
+    chrf: float | None
+    bleu: float | None
+    seconds: float
+    checkpoint: Path
+    model: Seq2Seq = field(repr=False)  # the trained model, in eval mode
+
+
+def state_path(out_path: str | Path) -> Path:
+    """The training state file that belongs to checkpoint ``out_path``."""
+    out_path = Path(out_path)
+    return out_path.with_name(out_path.stem + STATE_SUFFIX)
+
+
+def build_tokenizers(pairs: Sequence[Pair], kind: str = "char", vocab_size: int = 8000,
+                     shared: bool = False) -> tuple[Tokenizer, Tokenizer]:
+    """Source and target tokenizers built from ``pairs``; ``shared`` builds one from both sides."""
+    if kind not in TOKENIZER_KINDS:
+        raise ConfigError(f"tokenizer must be one of {', '.join(TOKENIZER_KINDS)}; got {kind!r}")
+    if not pairs:
+        raise ConfigError("cannot build tokenizers from a corpus with no pairs")
+    sources, targets = [source for source, _ in pairs], [target for _, target in pairs]
+
+    def build(texts: list[str]) -> Tokenizer:
+        if kind == "char":
+            return CharTokenizer.build(texts)
+        return SentencePieceTokenizer.train(texts, vocab_size)
+
+    if shared:
+        tokenizer = build(sources + targets)
+        return tokenizer, tokenizer
+    return build(sources), build(targets)
+
+
+def learning_rate_at(step: int, peak: float, warmup_steps: int) -> float:
+    """Learning rate of 1-based ``step``: linear to ``peak`` at ``warmup_steps``, then ``peak·√(warmup/step)``
+    (without warm-up, ``peak/√step``). It does not depend on the total step count, so resuming with more
+    steps continues the same curve."""
+    if step <= warmup_steps:
+        return peak * step / warmup_steps
+    return peak * math.sqrt(max(warmup_steps, 1) / step)
+
+
+def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
+          train_pairs: Sequence[Pair], valid_pairs: Sequence[Pair], out_path: str | Path,
+          config: TrainingConfig, *, provenance: dict[str, Any] | None = None,
+          resume: bool = False) -> TrainingSummary:
+    """Train a fresh model (or resume the one at ``out_path``) for ``config.steps`` steps in all; the
+    checkpoint is written every ``save_every`` steps and at the end."""
+    config.validate()
+    model_config.validate()
+    _check_tokenizers(model_config, source_tokenizer, target_tokenizer)
+    if not train_pairs:
+        raise ConfigError("the training corpus has no pairs")
+    train_examples = _encode_pairs(train_pairs, source_tokenizer, target_tokenizer, model_config, "training")
+    valid_examples = _encode_pairs(valid_pairs, source_tokenizer, target_tokenizer, model_config, "validation")
+    processes = _Processes.start(config)
+    try:
+        trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples,
+                           (list(valid_pairs), valid_examples), Path(out_path), config, processes, provenance)
+        if resume:
+            trainer.restore()
+        return trainer.run()
+    finally:
+        processes.finish()
+
+
+def _check_tokenizers(model_config: ModelConfig, source: Tokenizer, target: Tokenizer) -> None:
+    if (source.vocab_size, target.vocab_size) != (model_config.src_vocab_size, model_config.tgt_vocab_size):
+        raise ConfigError(f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not match "
+                          f"the model config's ({model_config.src_vocab_size}, {model_config.tgt_vocab_size})")
+    expected = (target.pad_id, target.bos_id, target.eos_id)
+    found = (model_config.pad_id, model_config.bos_id, model_config.eos_id)
+    if found != expected:
+        raise ConfigError(f"the model config's pad/bos/eos ids {found} differ from the tokenizer's {expected}")
+
+
+def _encode_pairs(pairs: Sequence[Pair], source: Tokenizer, target: Tokenizer, model_config: ModelConfig,
+                  name: str) -> list[Example]:
+    """Token ids of every pair, cut so the encoder input and the decoder input fit ``max_len``."""
+    limit = model_config.max_len
+    examples = []
+    for number, (source_text, target_text) in enumerate(pairs, start=1):
+        try:
+            source_ids = source.encode(source_text, unknown="replace")
+            target_ids = target.encode(target_text, unknown="replace")
+        except InputError as error:
+            raise DataError(f"{name} pair {number}: {error}") from None
+        if model_config.src_append_eos:
+            source_ids = source_ids[: limit - 1] + [model_config.eos_id]
+        examples.append((source_ids[:limit], target_ids[: limit - 1]))  # decoder input = start + target
+    return examples
+
+
+def _derived_seed(seed: int, *parts: object) -> int:
+    """A 63-bit seed for one purpose (data order of an epoch, dropout of a rank) derived from ``seed``."""
+    digest = hashlib.sha256(":".join(str(part) for part in (seed, *parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+@dataclass
+class Batch:
+    """Padded tensors: src ``[B, S]``, tgt_in ``[B, T]`` (start token + target), tgt_out ``[B, T]``
+    (target + end token, padding ignored by the loss); ``tokens`` counts non-padding tgt_out cells."""
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    tokens: int
+
+
+def _collate(examples: Sequence[Example], model_config: ModelConfig, device: torch.device) -> Batch:
+    pad, bos, eos = model_config.pad_id, model_config.bos_id, model_config.eos_id
+
+    def padded(rows: list[list[int]]) -> Tensor:
+        width = max(len(row) for row in rows)
+        return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long, device=device)
+
+    targets = [target for _, target in examples]
+    return Batch(padded([source for source, _ in examples]), padded([[bos] + t for t in targets]),
+                 padded([t + [eos] for t in targets]), sum(len(t) + 1 for t in targets))
+
+
+def _loss_sum(model: torch.nn.Module, batch: Batch, pad_id: int, label_smoothing: float) -> Tensor:
+    """Cross-entropy summed over the batch's target tokens (padding ignored)."""
+    logits, _ = model(batch.src, batch.tgt_in)  # [B, T, V]
+    return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=pad_id,
+                           label_smoothing=label_smoothing, reduction="sum")
+
+
+class BatchStream:
+    """Global batches, each exactly ``batch_size`` pair indices (an epoch's last batch wraps around to its
+    start). Epoch e: a permutation seeded by ``(seed, e)``, sorted by length within buckets of
+    ``BUCKET_BATCHES`` batches, cut into batches, batches shuffled."""
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int, epoch: int = 0, index: int = 0):
+        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
+        self.epoch, self.index = epoch, index
+        self._batches = self._epoch_batches(epoch)
+
+    def next(self) -> list[int]:
+        if self.index == len(self._batches):
+            self.epoch, self.index = self.epoch + 1, 0
+            self._batches = self._epoch_batches(self.epoch)
+        self.index += 1
+        return self._batches[self.index - 1]
+
+    def position(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def _epoch_batches(self, epoch: int) -> list[list[int]]:
+        generator = torch.Generator().manual_seed(_derived_seed(self.seed, "data", epoch))
+        order = torch.randperm(len(self.lengths), generator=generator).tolist()
+        needed = math.ceil(len(order) / self.batch_size) * self.batch_size
+        order = (order * math.ceil(needed / len(order)))[:needed]
+        batches = []
+        for start in range(0, needed, self.batch_size * BUCKET_BATCHES):
+            bucket = sorted(order[start: start + self.batch_size * BUCKET_BATCHES], key=self.lengths.__getitem__)
+            batches += [bucket[i: i + self.batch_size] for i in range(0, len(bucket), self.batch_size)]
+        return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
+@dataclass
+class _Processes:
+    """This process's place among the training processes (one, unless started by torchrun)."""
+
+    device: torch.device
+    rank: int = 0
+    world: int = 1
+    owns_group: bool = False
+
+    @classmethod
+    def start(cls, config: TrainingConfig) -> "_Processes":
+        device = resolve_device(config.device)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls(device)
+        if device.type not in ("cpu", "cuda"):
+            raise ConfigError(f"distributed training runs on cpu or cuda, not {device.type}")
+        if config.batch_size < world:
+            raise ConfigError(f"batch_size ({config.batch_size}) must be at least the number of processes ({world})")
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+        owns_group = not dist.is_initialized()
+        if owns_group:
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        return cls(device, dist.get_rank(), dist.get_world_size(), owns_group)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def sum(self, value: Tensor) -> Tensor:
+        if self.world > 1:
+            value = value.clone()
+            dist.all_reduce(value)
+        return value
+
+    def gather(self, tensor: Tensor) -> list[Tensor]:
+        """Every rank's ``tensor`` (same shape on all), on the CPU."""
+        if self.world == 1:
+            return [tensor.cpu()]
+        local = tensor.to(self.device)  # NCCL moves CUDA tensors only
+        parts = [torch.empty_like(local) for _ in range(self.world)]
+        dist.all_gather(parts, local)
+        return [part.cpu() for part in parts]
+
+    def finish(self) -> None:
+        if self.owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class _Trainer:
+    """One training run: the model, its optimizer, the data position and the metrics so far."""
+
+    def __init__(self, model_config: ModelConfig, tokenizers: tuple[Tokenizer, Tokenizer],
+                 train_examples: list[Example], valid: tuple[list[Pair], list[Example]], out_path: Path,
+                 config: TrainingConfig, processes: _Processes, provenance: dict[str, Any] | None):
+        self.model_config, self.tokenizers, self.config = model_config, tokenizers, config
+        self.train_examples, (self.valid_pairs, self.valid_examples) = train_examples, valid
+        self.out_path, self.processes, self.caller_provenance = out_path, processes, dict(provenance or {})
+        self.device = processes.device
+        torch.manual_seed(config.seed)  # the initial weights are the same in every process
+        self.model = build_model(model_config).to(self.device).train()
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate, betas=ADAM_BETAS,
+                                           weight_decay=WEIGHT_DECAY)
+        lengths = [max(len(source), len(target) + 1) for source, target in train_examples]
+        self.stream = BatchStream(lengths, config.batch_size, config.seed)
+        self.step, self.seconds_before, self.started = 0, 0.0, time.perf_counter()
+        self.window = [0.0, 0]  # training loss sum and token count since the last validation
+        self.metrics: dict[str, float | None] = {"train_loss": None, "valid_loss": None, "chrf": None, "bleu": None}
+        self.evaluated_at = self.saved_at = -1
+        torch.manual_seed(_derived_seed(config.seed, "dropout", processes.rank))
+
+    def run(self) -> TrainingSummary:
+        config, processes = self.config, self.processes
+        network = self.model
+        if processes.world > 1:
+            network = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                broadcast_buffers=False)  # the only buffers are constant position tables
+        self.started = time.perf_counter()
+        with tqdm(total=config.steps, initial=min(self.step, config.steps), desc="training", unit="step",
+                  disable=not (config.progress and processes.main), dynamic_ncols=True) as bar:
+            while self.step < config.steps:
+                loss, rate = self._train_step(network)
+                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{rate:.2e}", refresh=False)
+                bar.update(1)
+                if config.eval_every and self.step % config.eval_every == 0:
+                    self._evaluate(bar)
+                if config.save_every and self.step % config.save_every == 0:
+                    self._save()
+            if self.evaluated_at != self.step:
+                self._evaluate(bar)
+            if self.saved_at != self.step:
+                self._save()
+        self.model.eval()
+        return TrainingSummary(self.step, self.metrics["train_loss"], self.metrics["valid_loss"],
+                               self.metrics["chrf"], self.metrics["bleu"], self._seconds(), self.out_path, self.model)
+
+    def _seconds(self) -> float:
+        """Training time of this checkpoint so far, resumed runs included."""
+        return self.seconds_before + time.perf_counter() - self.started
+
+    def _train_step(self, network: torch.nn.Module) -> tuple[float, float]:
+        """One optimizer step on the next global batch; returns its loss per token and the learning rate."""
+        config, processes = self.config, self.processes
+        indices = self.stream.next()
+        global_tokens = sum(len(self.train_examples[i][1]) + 1 for i in indices)
+        share = _collate([self.train_examples[i] for i in indices[processes.rank:: processes.world]],
+                         self.model_config, self.device)
+        rate = learning_rate_at(self.step + 1, config.learning_rate, config.warmup_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
+        loss_sum = _loss_sum(network, share, self.model_config.pad_id, config.label_smoothing)
+        # DDP averages gradients over processes; scaling by the world size makes that average the gradient
+        # of the whole batch's loss per token.
+        (loss_sum * processes.world / global_tokens).backward()
+        if config.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        total = float(processes.sum(loss_sum.detach()))
+        self.window[0] += total
+        self.window[1] += global_tokens
+        return total / global_tokens, rate
+
+    def _evaluate(self, bar: tqdm) -> None:
+        """Rank 0: training loss since the last validation, validation loss, greedy chrF and BLEU."""
+        self.evaluated_at = self.step
+        if self.window[1]:
+            self.metrics["train_loss"] = self.window[0] / self.window[1]
+        self.window = [0.0, 0]
+        if not self.processes.main or not self.valid_examples:
+            return
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):  # validation must not change the training's randomness
+            try:
+                self.model.eval()
+                self.metrics["valid_loss"] = _validation_loss(self.model, self.valid_examples, self.config.batch_size,
+                                                              self.device)
+                if self.config.validation_sentences:
+                    pairs = self.valid_pairs[: self.config.validation_sentences]
+                    self.metrics["chrf"], self.metrics["bleu"] = _decode_scores(self.model, self.tokenizers, pairs,
+                                                                                self.device)
+            finally:
+                self.model.train()
+        shown = "  ".join(f"{name} {value:.3f}" for name, value in self.metrics.items() if value is not None)
+        bar.write(f"step {self.step}: {shown}")
+
+    def _provenance(self) -> dict[str, Any]:
+        training = {name: value for name, value in dataclasses.asdict(self.config).items()
+                    if name not in ("device", "progress")}
+        return {**self.caller_provenance, "arch": self.model_config.arch, "steps": self.step,
+                "train_pairs": len(self.train_examples), "valid_pairs": len(self.valid_examples),
+                "metrics": dict(self.metrics), "seconds": round(self._seconds(), 3), "device": str(self.device),
+                "processes": self.processes.world, "torch_version": torch.__version__, "training": training}
+
+    def _save(self) -> None:
+        """Checkpoint and training state (rank 0 writes; every rank contributes its RNG state)."""
+        self.saved_at = self.step
+        rng = {"torch": self.processes.gather(torch.get_rng_state())}
+        if self.device.type == "cuda":
+            rng["cuda"] = self.processes.gather(torch.cuda.get_rng_state(self.device))
+        if self.processes.main:
+            save_checkpoint(self.out_path, self.model, *self.tokenizers, self._provenance())
+            tensors = {f"rng.{rank}.{kind}": state for kind, states in rng.items() for rank, state in enumerate(states)}
+            tensors.update(_optimizer_tensors(self.optimizer))
+            _write_state(state_path(self.out_path), tensors, self._state_document())
+        self.processes.barrier()
+
+    def _state_document(self) -> dict[str, Any]:
+        return {"step": self.step, "data": self.stream.position(), "window": self.window, "metrics": self.metrics,
+                "seconds": self._seconds(), "processes": self.processes.world,
+                "scheduler": {"kind": "inverse_sqrt", "peak": self.config.learning_rate,
+                              "warmup_steps": self.config.warmup_steps, "last_step": self.step},
+                "training": dataclasses.asdict(self.config), "model": config_to_dict(self.model_config)}
+
+    def restore(self) -> None:
+        """Continue from ``out_path`` and its training state: weights, optimizer, data position, RNG."""
+        path = state_path(self.out_path)
+        tensors, document = _read_state(path)
+        _check_resumable(path, document, self.config, self.model_config)
+        checkpoint = load_checkpoint(self.out_path)
+        if [t.to_dict() for t in self.tokenizers] != [checkpoint.source_tokenizer.to_dict(),
+                                                      checkpoint.target_tokenizer.to_dict()]:
+            raise ConfigError(f"cannot resume {self.out_path}: it was trained with other tokenizers")
+        if checkpoint.provenance.get("steps") != document["step"]:
+            raise CheckpointError(path, f"holds step {document['step']} but the checkpoint step "
+                                        f"{checkpoint.provenance.get('steps')}; they were not saved together")
+        self.model.load_state_dict(checkpoint.model.state_dict())
+        _load_optimizer(self.optimizer, tensors)
+        self.step = self.evaluated_at = self.saved_at = document["step"]
+        self.stream = BatchStream(self.stream.lengths, self.config.batch_size, self.config.seed,
+                                  document["data"]["epoch"], document["data"]["index"])
+        self.window, self.metrics = list(document["window"]), dict(document["metrics"])
+        self.seconds_before = float(document["seconds"])
+        self._restore_rng(tensors)
+
+    def _restore_rng(self, tensors: dict[str, Tensor]) -> None:
+        rank = self.processes.rank
+        if f"rng.{rank}.torch" not in tensors:  # resumed with more processes than it was saved with
+            torch.manual_seed(_derived_seed(self.config.seed, "dropout", rank, self.step))
+            return
+        torch.set_rng_state(tensors[f"rng.{rank}.torch"])
+        if self.device.type == "cuda" and f"rng.{rank}.cuda" in tensors:
+            torch.cuda.set_rng_state(tensors[f"rng.{rank}.cuda"], self.device)
+
+
+def _check_resumable(path: Path, document: dict[str, Any], config: TrainingConfig, model_config: ModelConfig) -> None:
+    if document.get("model") != config_to_dict(model_config):
+        raise ConfigError(f"cannot resume {path}: it was trained with another model config")
+    saved = document.get("training", {})
+    for name in _RESUME_FIXED:
+        if saved.get(name) != getattr(config, name):
+            raise ConfigError(f"cannot resume {path}: {name} was {saved.get(name)!r}, now {getattr(config, name)!r}")
+
+
+def _validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, device: torch.device) -> float:
+    """Cross-entropy per target token over every validation pair (no label smoothing)."""
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]) + len(examples[i][1]))
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            batch = _collate([examples[i] for i in order[start: start + batch_size]], model.config, device)
+            total += float(_loss_sum(model, batch, model.config.pad_id, 0.0))
+            tokens += batch.tokens
+    return total / tokens
+
+
+def _decode_scores(model: Seq2Seq, tokenizers: tuple[Tokenizer, Tokenizer], pairs: list[Pair],
+                   device: torch.device) -> tuple[float, float]:
+    """chrF and BLEU of greedy translations of ``pairs`` (each cut at twice its source length plus 10 tokens,
+    so an untrained model that never ends a sentence costs little)."""
+    translator = Translator(Checkpoint(model, *tokenizers), device)
+    hypotheses = []
+    for source, _ in pairs:
+        length = len(translator.source(source, unknown="replace").ids)
+        hypotheses.append(translator.translate(source, max_len=2 * length + 10, unknown="replace").text)
+    references = [[target for _, target in pairs]]
+    return sacrebleu.corpus_chrf(hypotheses, references).score, sacrebleu.corpus_bleu(hypotheses, references).score
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
+    """``optimizer.<parameter index>.<name>`` for every tensor of the optimizer state (AdamW holds only tensors)."""
+    tensors = {}
+    for index, values in optimizer.state_dict()["state"].items():
+        for name, value in values.items():
+            if not isinstance(value, Tensor):
+                raise TypeError(f"optimizer state {name!r} is not a tensor")  # a new optimizer, not user input
+            tensors[f"optimizer.{index}.{name}"] = value.detach().cpu().contiguous()
+    return tensors
+
+
+def _load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]) -> None:
+    state: dict[int, dict[str, Tensor]] = {}
+    for key, tensor in tensors.items():
+        if key.startswith("optimizer."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = tensor
+    # The hyperparameters come from the config (checked equal); the learning rate is set every step.
+    optimizer.load_state_dict({"state": state, "param_groups": optimizer.state_dict()["param_groups"]})
+
+
+def _write_state(path: Path, tensors: dict[str, Tensor], document: dict[str, Any]) -> None:
+    metadata = {"format": STATE_FORMAT, "format_version": str(STATE_VERSION), "state": json.dumps(document)}
+    temporary = path.with_name(path.name + ".partial")
+    save_file({name: tensor.contiguous() for name, tensor in tensors.items()}, str(temporary), metadata=metadata)
+    temporary.replace(path)
+
+
+def _read_state(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
+    if not path.is_file():
+        raise CheckpointError(path, "no training state to resume from (it is written next to the checkpoint "
+                                    "by a run without resume)")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata() or {}
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    except (SafetensorError, OSError, ValueError, struct.error) as error:
+        raise CheckpointError(path, f"not a readable safetensors file ({str(error).splitlines()[0]})") from None
+    if metadata.get("format") != STATE_FORMAT or metadata.get("format_version") != str(STATE_VERSION):
+        raise CheckpointError(path, "not an attnviz training state (version "
+                                    f"{STATE_VERSION}); train again without resume")
+    try:
+        return tensors, json.loads(metadata["state"])
+    except (KeyError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"the training state's metadata is damaged ({error})") from None

@@ -1,0 +1,325 @@
+"""Greedy, beam and forced decoding on every architecture (tiny seeded random-weight models).
+
+The reference for every trace is a single teacher-forced ``model.forward`` over the decoded tokens: the
+KV cache, the no-cache recomputation and the beam's parent bookkeeping must all reproduce it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+
+from models import ARCHS, build_model, make_config
+from models.config import TRANSFORMER_ARCHS
+from models.decoding import beam_search, forced, greedy, run
+from models.trace import KINDS, AttentionTrace, DecodeStep
+
+SRC_VOCAB, TGT_VOCAB = 13, 11
+PAD, BOS, EOS = 0, 2, 3
+SOURCE = [5, 9, 6, 12, 7, EOS]
+MAX_LEN = 7
+ATOL = 1e-5
+
+
+def tiny_model(arch: str, seed: int = 0):
+    if arch in TRANSFORMER_ARCHS:
+        sizes = dict(d_model=16, heads=2, d_ff=24, encoder_layers=2, decoder_layers=2, max_len=24, dropout=0.0)
+    else:
+        sizes = dict(hidden=16, max_len=24, dropout=0.0, decoder_layers=2, decoder_heads=2)
+    torch.manual_seed(seed)
+    return build_model(make_config(arch, SRC_VOCAB, TGT_VOCAB, **sizes)).eval()
+
+
+def output_layer(model) -> torch.nn.Linear:
+    return model.output if hasattr(model, "output") else model.decoder.output
+
+
+def with_eos_bias(model, bias: float):
+    """Shift the end token's logit so that a random model stops (or never stops)."""
+    with torch.no_grad():
+        output_layer(model).bias[EOS] += bias
+    return model
+
+
+def label(token_id: int) -> str:
+    return f"t{token_id}"
+
+
+def source_label(token_id: int) -> str:
+    return f"s{token_id}"
+
+
+def forward_trace(model, token_ids: list[int]) -> AttentionTrace:
+    """The trace of one teacher-forced forward pass over ``[bos] + token_ids[:-1]``."""
+    tgt_in = [BOS] + list(token_ids[:-1])
+    with torch.no_grad():
+        _, inter = model(torch.tensor([SOURCE]), torch.tensor([tgt_in]), need_weights=True)
+    return AttentionTrace.from_intermediates(inter, 0, [source_label(i) for i in SOURCE], [label(i) for i in tgt_in])
+
+
+def assert_same_trace(actual: AttentionTrace, expected: AttentionTrace, model) -> None:
+    assert actual.src_tokens == expected.src_tokens
+    assert actual.tgt_tokens == expected.tgt_tokens
+    assert sorted(actual.attention) == sorted(expected.attention) == sorted(model.kinds)
+    assert sorted(actual.masks) == sorted(expected.masks)
+    for kind in actual.attention:
+        assert len(actual.attention[kind]) == len(expected.attention[kind])
+        for layer, (a, e) in enumerate(zip(actual.attention[kind], expected.attention[kind])):
+            assert a.shape == e.shape, (kind, layer)
+            np.testing.assert_allclose(a, e, atol=ATOL, rtol=0, err_msg=f"{kind} layer {layer}")
+        assert actual.masks[kind].dtype == np.bool_
+        np.testing.assert_array_equal(actual.masks[kind], expected.masks[kind], err_msg=f"{kind} mask")
+    if "dec_self" in actual.masks:
+        length = len(actual.tgt_tokens)
+        np.testing.assert_array_equal(actual.masks["dec_self"], np.tril(np.ones((length, length), dtype=bool)))
+
+
+@functools.lru_cache(maxsize=None)
+def eos_ending_model(arch: str):
+    """A seeded model whose greedy output ends with the end token after at least three other tokens
+    (random models rarely stop by themselves: the end token's logit is raised until one does)."""
+    for seed in range(10):
+        for bias in np.arange(0.0, 8.0, 0.5):
+            model = with_eos_bias(tiny_model(arch, seed=seed), float(bias))
+            _, results = run(greedy(model, SOURCE, label=label, max_len=MAX_LEN))
+            if results[0].token_ids[-1] == EOS and len(results[0].token_ids) >= 4:
+                return model, results[0]
+    pytest.fail(f"no seeded {arch} model stops after 3-{MAX_LEN - 1} tokens")
+
+
+# ---------------------------------------------------------------------------------------------------
+# greedy: KV cache == recomputation == one full forward
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cached_greedy_equals_recomputation_and_full_forward(arch):
+    model = tiny_model(arch, seed=1)
+    cached_steps, cached = run(greedy(model, SOURCE, label=label, source_label=source_label, max_len=MAX_LEN))
+    plain_steps, plain = run(greedy(model, SOURCE, label=label, source_label=source_label, max_len=MAX_LEN,
+                                    use_cache=False))
+    assert len(cached) == len(plain) == 1
+    assert cached[0].token_ids == plain[0].token_ids
+    assert len(cached[0].token_ids) == len(cached_steps) >= 3
+    assert PAD not in cached[0].token_ids
+    for a, b in zip(cached_steps, plain_steps):
+        np.testing.assert_allclose(a.probabilities, b.probabilities, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(a.top_probs, b.top_probs, atol=ATOL, rtol=0)
+    reference = forward_trace(model, cached[0].token_ids)
+    assert_same_trace(cached[0].trace, reference, model)
+    assert_same_trace(plain[0].trace, reference, model)
+    assert cached[0].log_prob == pytest.approx(sum(np.log(s.probability) for s in cached_steps), abs=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cached_greedy_equals_full_forward_when_the_output_ends(arch):
+    model, result = eos_ending_model(arch)
+    assert_same_trace(result.trace, forward_trace(model, result.token_ids), model)
+    _, plain = run(greedy(model, SOURCE, label=label, max_len=MAX_LEN, use_cache=False))
+    assert plain[0].token_ids == result.token_ids
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_logits_equal_forward_logits(arch):
+    """Each step's distribution is the teacher-forced forward's at that position."""
+    model = tiny_model(arch, seed=2)
+    steps, results = run(greedy(model, SOURCE, max_len=MAX_LEN))
+    tgt_in = [BOS] + results[0].token_ids[:-1]
+    with torch.no_grad():
+        logits, _ = model(torch.tensor([SOURCE]), torch.tensor([tgt_in]))
+    probabilities = torch.softmax(logits[0], dim=-1).numpy()
+    for position, step in enumerate(steps):
+        assert step.step == position
+        assert step.token_id == results[0].token_ids[position]
+        assert step.probability == pytest.approx(probabilities[position, step.token_id], abs=ATOL)
+
+
+# ---------------------------------------------------------------------------------------------------
+# beam = 1 is greedy; forced on greedy's output reproduces it
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
+def test_beam_of_one_is_greedy(arch, ends):
+    model = eos_ending_model(arch)[0] if ends else tiny_model(arch, seed=4)
+    greedy_steps, greedy_results = run(greedy(model, SOURCE, max_len=MAX_LEN))
+    beam_steps, beam_results = run(beam_search(model, SOURCE, beam=1, max_len=MAX_LEN, length_penalty=0.0))
+    assert len(beam_steps) == len(greedy_steps)
+    assert beam_results[0].token_ids == greedy_results[0].token_ids
+    assert (beam_results[0].token_ids[-1] == EOS) == ends
+    for g, b in zip(greedy_steps, beam_steps):
+        np.testing.assert_array_equal(b.token_ids, g.token_ids)
+        np.testing.assert_array_equal(b.probabilities, g.probabilities)
+        np.testing.assert_array_equal(b.scores, g.scores)
+        np.testing.assert_array_equal(b.parents, [0])
+        np.testing.assert_array_equal(b.finished, g.finished)
+    assert beam_results[0].log_prob == greedy_results[0].log_prob
+    assert beam_results[0].score == greedy_results[0].score
+    # The default length penalty changes the ranking score only.
+    _, penalised = run(beam_search(model, SOURCE, beam=1, max_len=MAX_LEN))
+    length = len(greedy_results[0].token_ids)
+    assert penalised[0].log_prob == greedy_results[0].log_prob
+    assert penalised[0].score == pytest.approx(greedy_results[0].log_prob / ((5 + length) / 6) ** 0.6)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
+def test_forced_on_greedy_output_reproduces_greedy(arch, ends):
+    model = eos_ending_model(arch)[0] if ends else tiny_model(arch, seed=5)
+    greedy_steps, greedy_results = run(greedy(model, SOURCE, max_len=MAX_LEN))
+    tokens = greedy_results[0].token_ids
+    assert (tokens[-1] == EOS) == ends
+    target = tokens[:-1] if ends else tokens
+    forced_steps, forced_results = run(forced(model, SOURCE, target))
+    assert forced_results[0].token_ids == target + [EOS]
+    assert len(forced_steps) == len(target) + 1
+    for g, f in zip(greedy_steps, forced_steps):  # the steps greedy took
+        assert f.token_id == g.token_id
+        assert f.rank == 0
+        np.testing.assert_allclose(f.probabilities, g.probabilities, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(f.top_probs, g.top_probs, atol=ATOL, rtol=0)
+        np.testing.assert_array_equal(f.top_ids, g.top_ids)
+    assert_same_trace(forced_results[0].trace, forward_trace(model, target + [EOS]), model)
+    if not ends:  # greedy never chose the end token forced decoding appends
+        assert forced_steps[-1].token_id == EOS and forced_steps[-1].rank > 0
+
+
+@pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
+def test_forced_reports_rank_of_a_non_greedy_target(arch):
+    model = tiny_model(arch, seed=6)
+    greedy_steps, _ = run(greedy(model, SOURCE, max_len=3))
+    second = int(greedy_steps[0].top_ids[0, 1])  # the runner-up of the first step
+    steps, _ = run(forced(model, SOURCE, [second]))
+    assert steps[0].rank == 1
+    assert steps[0].probability == pytest.approx(float(greedy_steps[0].top_probs[0, 1]), abs=ATOL)
+    assert steps[0].probability < greedy_steps[0].probability
+
+
+# ---------------------------------------------------------------------------------------------------
+# beam search of width 4
+
+
+def _follow(steps: list[DecodeStep], row: int) -> tuple[list[int], float]:
+    """Tokens (up to the end token) and summed log-probability of the hypothesis in ``row`` of the last
+    step, found by walking the parents backwards."""
+    path = []
+    for step in reversed(steps):
+        path.append((int(step.token_ids[row]), float(step.probabilities[row])))
+        row = int(step.parents[row])
+    path.reverse()
+    tokens = [token for token, _ in path]
+    if EOS in tokens:
+        path = path[: tokens.index(EOS) + 1]
+    return [token for token, _ in path], sum(float(np.log(p)) for _, p in path)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
+def test_beam_of_four(arch, ends):
+    model = eos_ending_model(arch)[0] if ends else tiny_model(arch, seed=7)
+    steps, results = run(beam_search(model, SOURCE, beam=4, label=label, source_label=source_label,
+                                     max_len=MAX_LEN))
+    assert len(results) == 4
+    scores = [result.score for result in results]
+    assert scores == sorted(scores, reverse=True)
+    previous_size = 1
+    for index, step in enumerate(steps):
+        assert step.step == index
+        assert step.beam_size == 4
+        assert ((0 <= step.parents) & (step.parents < previous_size)).all()
+        previous_size = step.beam_size
+        assert np.all(np.diff(step.scores) <= 1e-12)  # rows come out best first
+    distinct = {tuple(result.token_ids) for result in results}
+    assert len(distinct) == 4
+    for result in results:
+        assert PAD not in result.token_ids
+        # Each result's own trace is the teacher-forced forward over its own tokens.
+        assert_same_trace(result.trace, forward_trace(model, result.token_ids), model)
+        length = len(result.token_ids)
+        assert result.score == pytest.approx(result.log_prob / ((5 + length) / 6) ** 0.6)
+    # Following parents from the last step's rows reproduces the results and their log-probabilities.
+    followed = {}
+    for row in range(4):
+        tokens, log_prob = _follow(steps, row)
+        followed[tuple(tokens)] = log_prob
+    assert set(followed) == distinct
+    for result in results:
+        assert result.log_prob == pytest.approx(followed[tuple(result.token_ids)], abs=1e-4)
+    if ends:
+        assert any(result.token_ids[-1] == EOS for result in results)
+    else:
+        assert all(len(result.token_ids) == MAX_LEN for result in results)
+
+
+@pytest.mark.parametrize("arch", ["transformer-postln", "gru-transformer-decoder", "gru-causal-scaled-dot"])
+def test_cached_beam_equals_recomputed_beam(arch):
+    model = eos_ending_model(arch)[0]
+    cached_steps, cached = run(beam_search(model, SOURCE, beam=3, max_len=MAX_LEN))
+    plain_steps, plain = run(beam_search(model, SOURCE, beam=3, max_len=MAX_LEN, use_cache=False))
+    assert [r.token_ids for r in cached] == [r.token_ids for r in plain]
+    for a, b in zip(cached_steps, plain_steps):
+        np.testing.assert_array_equal(a.parents, b.parents)
+        np.testing.assert_allclose(a.scores, b.scores, atol=1e-5, rtol=0)
+    for a, b in zip(cached, plain):
+        assert_same_trace(a.trace, b.trace, model)
+
+
+# ---------------------------------------------------------------------------------------------------
+# max_len and the DecodeStep fields
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_max_len_stops_decoding(arch):
+    model = with_eos_bias(tiny_model(arch, seed=8), -1e4)  # never stops by itself
+    steps, results = run(greedy(model, SOURCE, max_len=5))
+    assert len(steps) == 5 and len(results[0].token_ids) == 5 and EOS not in results[0].token_ids
+    steps, results = run(beam_search(model, SOURCE, beam=2, max_len=4))
+    assert len(steps) == 4 and all(len(result.token_ids) == 4 for result in results)
+    steps, _ = run(greedy(model, SOURCE, max_len=1000))  # capped by the model's own max_len
+    assert len(steps) == model.config.max_len
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("mode", ["greedy", "beam", "forced"])
+def test_decode_step_fields(arch, mode):
+    model = tiny_model(arch, seed=9)
+    top_k = 5
+    if mode == "greedy":
+        generator = greedy(model, SOURCE, label=label, max_len=MAX_LEN, top_k=top_k)
+    elif mode == "beam":
+        generator = beam_search(model, SOURCE, beam=3, label=label, max_len=MAX_LEN, top_k=top_k)
+    else:
+        generator = forced(model, SOURCE, [4, 5, 6, 7], label=label, top_k=top_k)
+    steps, _ = run(generator)
+    heads = {kind: [layer.shape[1] for layer in layers] for kind, layers in steps[0].attention.items()
+             if kind in KINDS}
+    assert sorted(heads) == sorted(kind for kind in model.kinds if kind != "enc_self")
+    for index, step in enumerate(steps):
+        k = step.beam_size
+        assert k == (3 if mode == "beam" else 1)
+        assert step.token_ids.shape == step.probabilities.shape == step.ranks.shape == (k,)
+        assert step.parents.shape == step.scores.shape == step.finished.shape == (k,)
+        assert step.top_ids.shape == step.top_probs.shape == (k, top_k)
+        assert step.tokens == [label(int(t)) for t in step.token_ids]
+        assert step.top_tokens == [[label(int(t)) for t in row] for row in step.top_ids]
+        assert ((0 <= step.probabilities) & (step.probabilities <= 1)).all()
+        assert ((0 <= step.top_probs) & (step.top_probs <= 1)).all()
+        assert (np.diff(step.top_probs, axis=1) <= 0).all()  # sorted descending
+        assert (step.top_probs.sum(axis=1) <= 1 + 1e-6).all()
+        assert (step.ranks >= 0).all()
+        for row in range(k):
+            if step.ranks[row] < top_k:  # the chosen token sits at its rank among the alternatives
+                assert step.top_ids[row, step.ranks[row]] == step.token_ids[row]
+                assert step.top_probs[row, step.ranks[row]] == pytest.approx(step.probabilities[row], abs=1e-6)
+        if mode == "greedy":
+            assert step.rank == 0 and step.token_id == step.top_ids[0, 0]
+        for kind, layers in step.attention.items():
+            if kind not in KINDS:
+                continue
+            key_len = index + 1 if kind == "dec_self" else len(SOURCE)
+            for layer, count in zip(layers, heads[kind]):
+                assert layer.shape == (k, count, key_len)
+                np.testing.assert_allclose(layer.sum(axis=-1), 1.0, atol=1e-5)
+            assert step.attention[f"{kind}_mask"][0].shape == (k, key_len)
