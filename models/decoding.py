@@ -59,7 +59,7 @@ class _Decoder:
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens, for use_cache=False
 
-    def begin(self, beam: int = 1) -> None:
+    def begin(self) -> None:
         with torch.inference_mode():
             self.state, self.encoder = self.model.start(self.src, need_weights=self.need_weights)
         self.prefix = torch.full((1, 0), self.bos, dtype=torch.long, device=self.src.device)
@@ -91,23 +91,28 @@ class _Decoder:
         self.prefix = self.prefix.index_select(0, parents)
 
     def make_step(self, index: int, log_probs: Tensor, parents: Tensor, tokens: Tensor, scores: Tensor,
-                  finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor]) -> DecodeStep:
-        """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``)."""
+                  finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor],
+                  frozen: Tensor | None = None) -> DecodeStep:
+        """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``);
+        ``frozen`` marks rows whose parent had already finished (their padding step costs nothing)."""
         parent_log_probs = log_probs.index_select(0, parents)  # [K, V]
         chosen = parent_log_probs.gather(1, tokens[:, None])[:, 0]  # [K]
         ranks = (parent_log_probs > chosen[:, None]).sum(dim=1)
+        if frozen is not None:
+            chosen, ranks = chosen.masked_fill(frozen, 0.0), ranks.masked_fill(frozen, 0)
         top = parent_log_probs.topk(min(self.top_k, parent_log_probs.shape[1]), dim=1)
         top_ids = top.indices.cpu().numpy()
         token_ids = tokens.cpu().numpy()
         rows = {kind: [to_numpy(layer.index_select(0, parents)) for layer in layers]
                 for kind, layers in attention.items()}
-        rows.update({f"{kind}_mask": [masks[kind].index_select(0, parents).cpu().numpy()] for kind in masks})
+        mask_rows = {kind: mask.index_select(0, parents).cpu().numpy() for kind, mask in masks.items()}
         return DecodeStep(
             step=index, token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
             probabilities=chosen.exp().cpu().numpy(), ranks=ranks.cpu().numpy(),
             top_ids=top_ids, top_tokens=[[self.label(int(t)) for t in row] for row in top_ids],
             top_probs=top.values.exp().cpu().numpy(), parents=parents.cpu().numpy(),
-            scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(), attention=rows)
+            scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(), attention=rows,
+            masks=mask_rows)
 
     def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
         if not steps:
@@ -146,8 +151,8 @@ class _Decoder:
             key_len = length if kind == "dec_self" else len(self.src_tokens)
             attention[kind] = [_stack_rows([step.attention[kind][layer][row] for step, row in path], key_len)
                                for layer in range(len(path[0][0].attention[kind]))]
-            mask_rows = [step.attention[f"{kind}_mask"][0][row] for step, row in path]
-            masks[kind] = _stack_rows([m[None] for m in mask_rows], key_len)[0].astype(bool)
+            mask_rows = [step.masks[kind][row][None] for step, row in path]
+            masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
         return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks)
 
 
@@ -160,8 +165,8 @@ def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
     return stacked
 
 
-def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None, max_len: int | None = None,
-           top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
+def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
+           max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
     """Take the most likely token at every step until the end token or ``max_len`` tokens."""
     decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len)
     decoder.begin()
@@ -181,8 +186,9 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
     return decoder.results(steps)
 
 
-def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
-           top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
+def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+           source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
+           use_cache: bool = True) -> Steps:
     """Feed the user's target (the end token is appended) and report each token's probability and rank."""
     target = list(target_ids) + [model.config.eos_id]
     if len(target) > model.config.max_len:
@@ -205,8 +211,8 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
 
 
 def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
-                label: Label = str, source_label: Label | None = None, max_len: int | None = None, top_k: int = 10, need_weights: bool = True,
-                use_cache: bool = True) -> Steps:
+                label: Label = str, source_label: Label | None = None, max_len: int | None = None,
+                top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
     """Keep the ``beam`` best partial hypotheses by summed log-probability.
 
     A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
@@ -229,8 +235,9 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
         best = candidates.view(-1).topk(min(beam, int(torch.isfinite(candidates).sum())))
         parents, tokens = best.indices // vocab, best.indices % vocab
         scores = best.values
-        finished = finished.index_select(0, parents) | (tokens == decoder.eos)
-        steps.append(decoder.make_step(index, log_probs, parents, tokens, scores, finished, attention, masks))
+        frozen = finished.index_select(0, parents)
+        finished = frozen | (tokens == decoder.eos)
+        steps.append(decoder.make_step(index, log_probs, parents, tokens, scores, finished, attention, masks, frozen))
         yield steps[-1]
         if bool(finished.all()):
             break

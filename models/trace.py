@@ -80,7 +80,9 @@ class DecodeStep:
     token's probability and rank (0 = most likely) in the parent's next-token distribution, whose top
     ``k`` entries are ``top_ids``/``top_probs``. ``attention[kind]`` holds, per layer, ``[K, heads, key_len]``:
     the attention row of the query that produced this step's distribution (reordered through ``parents``
-    so row ``i`` belongs to hypothesis ``i``'s own history). ``scores`` are cumulative log-probabilities.
+    so row ``i`` belongs to hypothesis ``i``'s own history), and ``masks[kind]`` ``[K, key_len]`` the mask
+    row it used (True = may attend). ``scores`` are cumulative log-probabilities. A beam row that had
+    already finished is extended by padding with probability 1 and rank 0.
     """
 
     step: int
@@ -95,6 +97,7 @@ class DecodeStep:
     scores: np.ndarray
     finished: np.ndarray
     attention: dict[str, list[np.ndarray]]
+    masks: dict[str, np.ndarray]
 
     @property
     def token_id(self) -> int:
