@@ -73,7 +73,12 @@ class _Decoder:
                 logits, attention, masks = output.logits, output.attention, output.masks
             else:
                 logits, attention, masks = self._recompute()
-            return torch.log_softmax(logits.float(), dim=-1), attention, masks
+            log_probs = torch.log_softmax(logits.float(), dim=-1)
+            if self.pad != self.eos:
+                # Padding is never an output (fairseq does the same): a teacher-forced forward masks pad
+                # keys, so a decoded pad would make the cached trace disagree with the full forward's.
+                log_probs[:, self.pad] = float("-inf")
+            return log_probs, attention, masks
 
     def _recompute(self):
         src = self.src.expand(self.prefix.shape[0], -1)

@@ -18,6 +18,18 @@ def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
     return (ids != pad_id)[:, None, None, :]
 
 
+def target_mask(tgt_in: Tensor, pad_id: int) -> Tensor:
+    """Decoder self-attention mask: causal, and padded target keys blocked.
+
+    Position 0 holds the start token, which is real even where a format uses the pad id to start
+    decoding (Marian), so it is never treated as padding.
+    Shape: tgt_in ``[batch, T]`` → ``[batch, 1, T, T]``.
+    """
+    keys = tgt_in != pad_id
+    keys[:, 0] = True
+    return causal_mask(tgt_in.shape[1], device=tgt_in.device) & keys[:, None, None, :]
+
+
 def causal_mask(query_len: int, key_len: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
     """Query i may attend to keys 0..i (+ key_len - query_len when the keys include an earlier prefix).
 

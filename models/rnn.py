@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from .attention import AdditiveAttention, MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import RNNConfig
-from .masks import causal_mask, combine, padding_mask
+from .masks import target_mask
 from .trace import Intermediates
 
 
@@ -183,8 +183,7 @@ class RNNSeq2Seq(Seq2Seq):
     def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
         state, _ = self.start(src_ids)
         if self.transformer_decoder:
-            length = tgt_in.shape[1]
-            self_mask = combine(causal_mask(length, device=tgt_in.device), padding_mask(tgt_in, self.pad_id))
+            self_mask = target_mask(tgt_in, self.pad_id)
             logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask, state.src_mask, None, 0)
             intermediates = Intermediates(masks={"dec_self": self_mask, "cross": state.src_mask})
             if need_weights:

@@ -20,11 +20,11 @@ saves and prints. With one process none of that happens.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
 import struct
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,19 +44,16 @@ from . import build_model
 from .base import Seq2Seq
 from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from .config import ModelConfig, config_to_dict
-from .errors import CheckpointError, ConfigError, DataError, InputError
+from .data.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
+from .errors import CheckpointError, ConfigError
 from .tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .translator import Translator, resolve_device
-
-Pair = tuple[str, str]
-Example = tuple[list[int], list[int]]  # source ids (with the end token when configured), target ids
 
 STATE_SUFFIX = ".train-state.safetensors"
 STATE_FORMAT = "attnviz-train-state"
 STATE_VERSION = 1
 ADAM_BETAS = (0.9, 0.98)  # the Transformer paper's; a shorter second-moment memory suits warm-up
 WEIGHT_DECAY = 0.01
-BUCKET_BATCHES = 32  # batches' worth of pairs sorted by length together
 TOKENIZER_KINDS = ("char", "sentencepiece")
 # Settings that change the weights; a resumed run must use the ones it started with.
 _RESUME_FIXED = ("batch_size", "learning_rate", "warmup_steps", "label_smoothing", "clip_norm", "seed")
@@ -159,8 +156,8 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
     _check_tokenizers(model_config, source_tokenizer, target_tokenizer)
     if not train_pairs:
         raise ConfigError("the training corpus has no pairs")
-    train_examples = _encode_pairs(train_pairs, source_tokenizer, target_tokenizer, model_config, "training")
-    valid_examples = _encode_pairs(valid_pairs, source_tokenizer, target_tokenizer, model_config, "validation")
+    train_examples = encode_pairs(train_pairs, source_tokenizer, target_tokenizer, model_config, "training")
+    valid_examples = encode_pairs(valid_pairs, source_tokenizer, target_tokenizer, model_config, "validation")
     processes = _Processes.start(config)
     try:
         trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples,
@@ -182,89 +179,11 @@ def _check_tokenizers(model_config: ModelConfig, source: Tokenizer, target: Toke
         raise ConfigError(f"the model config's pad/bos/eos ids {found} differ from the tokenizer's {expected}")
 
 
-def _encode_pairs(pairs: Sequence[Pair], source: Tokenizer, target: Tokenizer, model_config: ModelConfig,
-                  name: str) -> list[Example]:
-    """Token ids of every pair, cut so the encoder input and the decoder input fit ``max_len``."""
-    limit = model_config.max_len
-    examples = []
-    for number, (source_text, target_text) in enumerate(pairs, start=1):
-        try:
-            source_ids = source.encode(source_text, unknown="replace")
-            target_ids = target.encode(target_text, unknown="replace")
-        except InputError as error:
-            raise DataError(f"{name} pair {number}: {error}") from None
-        if model_config.src_append_eos:
-            source_ids = source_ids[: limit - 1] + [model_config.eos_id]
-        examples.append((source_ids[:limit], target_ids[: limit - 1]))  # decoder input = start + target
-    return examples
-
-
-def _derived_seed(seed: int, *parts: object) -> int:
-    """A 63-bit seed for one purpose (data order of an epoch, dropout of a rank) derived from ``seed``."""
-    digest = hashlib.sha256(":".join(str(part) for part in (seed, *parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
-@dataclass
-class Batch:
-    """Padded tensors: src ``[B, S]``, tgt_in ``[B, T]`` (start token + target), tgt_out ``[B, T]``
-    (target + end token, padding ignored by the loss); ``tokens`` counts non-padding tgt_out cells."""
-
-    src: Tensor
-    tgt_in: Tensor
-    tgt_out: Tensor
-    tokens: int
-
-
-def _collate(examples: Sequence[Example], model_config: ModelConfig, device: torch.device) -> Batch:
-    pad, bos, eos = model_config.pad_id, model_config.bos_id, model_config.eos_id
-
-    def padded(rows: list[list[int]]) -> Tensor:
-        width = max(len(row) for row in rows)
-        return torch.tensor([row + [pad] * (width - len(row)) for row in rows], dtype=torch.long, device=device)
-
-    targets = [target for _, target in examples]
-    return Batch(padded([source for source, _ in examples]), padded([[bos] + t for t in targets]),
-                 padded([t + [eos] for t in targets]), sum(len(t) + 1 for t in targets))
-
-
 def _loss_sum(model: torch.nn.Module, batch: Batch, pad_id: int, label_smoothing: float) -> Tensor:
     """Cross-entropy summed over the batch's target tokens (padding ignored)."""
     logits, _ = model(batch.src, batch.tgt_in)  # [B, T, V]
     return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=pad_id,
                            label_smoothing=label_smoothing, reduction="sum")
-
-
-class BatchStream:
-    """Global batches, each exactly ``batch_size`` pair indices (an epoch's last batch wraps around to its
-    start). Epoch e: a permutation seeded by ``(seed, e)``, sorted by length within buckets of
-    ``BUCKET_BATCHES`` batches, cut into batches, batches shuffled."""
-
-    def __init__(self, lengths: list[int], batch_size: int, seed: int, epoch: int = 0, index: int = 0):
-        self.lengths, self.batch_size, self.seed = lengths, batch_size, seed
-        self.epoch, self.index = epoch, index
-        self._batches = self._epoch_batches(epoch)
-
-    def next(self) -> list[int]:
-        if self.index == len(self._batches):
-            self.epoch, self.index = self.epoch + 1, 0
-            self._batches = self._epoch_batches(self.epoch)
-        self.index += 1
-        return self._batches[self.index - 1]
-
-    def position(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "index": self.index}
-
-    def _epoch_batches(self, epoch: int) -> list[list[int]]:
-        generator = torch.Generator().manual_seed(_derived_seed(self.seed, "data", epoch))
-        order = torch.randperm(len(self.lengths), generator=generator).tolist()
-        needed = math.ceil(len(order) / self.batch_size) * self.batch_size
-        order = (order * math.ceil(needed / len(order)))[:needed]
-        batches = []
-        for start in range(0, needed, self.batch_size * BUCKET_BATCHES):
-            bucket = sorted(order[start: start + self.batch_size * BUCKET_BATCHES], key=self.lengths.__getitem__)
-            batches += [bucket[i: i + self.batch_size] for i in range(0, len(bucket), self.batch_size)]
-        return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
 
 
 @dataclass
@@ -341,8 +260,7 @@ class _Trainer:
         self.step, self.seconds_before, self.started = 0, 0.0, time.perf_counter()
         self.window = [0.0, 0]  # training loss sum and token count since the last validation
         self.metrics: dict[str, float | None] = {"train_loss": None, "valid_loss": None, "chrf": None, "bleu": None}
-        self.evaluated_at = self.saved_at = -1
-        torch.manual_seed(_derived_seed(config.seed, "dropout", processes.rank))
+        torch.manual_seed(derived_seed(config.seed, "dropout", processes.rank))
 
     def run(self) -> TrainingSummary:
         config, processes = self.config, self.processes
@@ -358,14 +276,11 @@ class _Trainer:
                 loss, rate = self._train_step(network)
                 bar.set_postfix(loss=f"{loss:.3f}", lr=f"{rate:.2e}", refresh=False)
                 bar.update(1)
-                if config.eval_every and self.step % config.eval_every == 0:
+                last = self.step == config.steps  # validated before saved: the checkpoint gets its metrics
+                if last or (config.eval_every and self.step % config.eval_every == 0):
                     self._evaluate(bar)
-                if config.save_every and self.step % config.save_every == 0:
+                if last or (config.save_every and self.step % config.save_every == 0):
                     self._save()
-            if self.evaluated_at != self.step:
-                self._evaluate(bar)
-            if self.saved_at != self.step:
-                self._save()
         self.model.eval()
         return TrainingSummary(self.step, self.metrics["train_loss"], self.metrics["valid_loss"],
                                self.metrics["chrf"], self.metrics["bleu"], self._seconds(), self.out_path, self.model)
@@ -379,8 +294,8 @@ class _Trainer:
         config, processes = self.config, self.processes
         indices = self.stream.next()
         global_tokens = sum(len(self.train_examples[i][1]) + 1 for i in indices)
-        share = _collate([self.train_examples[i] for i in indices[processes.rank:: processes.world]],
-                         self.model_config, self.device)
+        share = collate([self.train_examples[i] for i in indices[processes.rank:: processes.world]],
+                        self.model_config, self.device)
         rate = learning_rate_at(self.step + 1, config.learning_rate, config.warmup_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = rate
@@ -400,7 +315,6 @@ class _Trainer:
 
     def _evaluate(self, bar: tqdm) -> None:
         """Rank 0: training loss since the last validation, validation loss, greedy chrF and BLEU."""
-        self.evaluated_at = self.step
         if self.window[1]:
             self.metrics["train_loss"] = self.window[0] / self.window[1]
         self.window = [0.0, 0]
@@ -418,8 +332,9 @@ class _Trainer:
                                                                                 self.device)
             finally:
                 self.model.train()
-        shown = "  ".join(f"{name} {value:.3f}" for name, value in self.metrics.items() if value is not None)
-        bar.write(f"step {self.step}: {shown}")
+        if not bar.disable:  # tqdm.write prints even for a disabled bar
+            shown = "  ".join(f"{name} {value:.3f}" for name, value in self.metrics.items() if value is not None)
+            bar.write(f"step {self.step}: {shown}", file=sys.stderr)
 
     def _provenance(self) -> dict[str, Any]:
         training = {name: value for name, value in dataclasses.asdict(self.config).items()
@@ -431,7 +346,6 @@ class _Trainer:
 
     def _save(self) -> None:
         """Checkpoint and training state (rank 0 writes; every rank contributes its RNG state)."""
-        self.saved_at = self.step
         rng = {"torch": self.processes.gather(torch.get_rng_state())}
         if self.device.type == "cuda":
             rng["cuda"] = self.processes.gather(torch.cuda.get_rng_state(self.device))
@@ -463,7 +377,7 @@ class _Trainer:
                                         f"{checkpoint.provenance.get('steps')}; they were not saved together")
         self.model.load_state_dict(checkpoint.model.state_dict())
         _load_optimizer(self.optimizer, tensors)
-        self.step = self.evaluated_at = self.saved_at = document["step"]
+        self.step = document["step"]
         self.stream = BatchStream(self.stream.lengths, self.config.batch_size, self.config.seed,
                                   document["data"]["epoch"], document["data"]["index"])
         self.window, self.metrics = list(document["window"]), dict(document["metrics"])
@@ -473,7 +387,7 @@ class _Trainer:
     def _restore_rng(self, tensors: dict[str, Tensor]) -> None:
         rank = self.processes.rank
         if f"rng.{rank}.torch" not in tensors:  # resumed with more processes than it was saved with
-            torch.manual_seed(_derived_seed(self.config.seed, "dropout", rank, self.step))
+            torch.manual_seed(derived_seed(self.config.seed, "dropout", rank, self.step))
             return
         torch.set_rng_state(tensors[f"rng.{rank}.torch"])
         if self.device.type == "cuda" and f"rng.{rank}.cuda" in tensors:
@@ -495,7 +409,7 @@ def _validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, d
     total, tokens = 0.0, 0
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
-            batch = _collate([examples[i] for i in order[start: start + batch_size]], model.config, device)
+            batch = collate([examples[i] for i in order[start: start + batch_size]], model.config, device)
             total += float(_loss_sum(model, batch, model.config.pad_id, 0.0))
             tokens += batch.tokens
     return total / tokens

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import TransformerConfig
-from .masks import causal_mask, combine, padding_mask
+from .masks import target_mask
 from .trace import Intermediates
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
@@ -181,8 +181,7 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
         memory, src_mask, enc_weights = self.encode(src_ids, need_weights)
-        length = tgt_in.shape[1]
-        self_mask = combine(causal_mask(length, device=tgt_in.device), padding_mask(tgt_in, self.pad_id))  # [B, 1, T, T]
+        self_mask = target_mask(tgt_in, self.pad_id)  # [B, 1, T, T]
         logits, self_weights, cross_weights = self.decode(tgt_in, memory, src_mask, self_mask, None, 0, need_weights)
         intermediates = Intermediates(masks={"enc_self": src_mask, "dec_self": self_mask, "cross": src_mask})
         if need_weights:

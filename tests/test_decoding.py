@@ -15,7 +15,7 @@ import torch
 from models import ARCHS, build_model, make_config
 from models.config import TRANSFORMER_ARCHS
 from models.decoding import beam_search, forced, greedy, run
-from models.trace import KINDS, AttentionTrace, DecodeStep
+from models.trace import AttentionTrace, DecodeStep
 
 SRC_VOCAB, TGT_VOCAB = 13, 11
 PAD, BOS, EOS = 0, 2, 3
@@ -26,9 +26,10 @@ ATOL = 1e-5
 
 def tiny_model(arch: str, seed: int = 0):
     if arch in TRANSFORMER_ARCHS:
-        sizes = dict(d_model=16, heads=2, d_ff=24, encoder_layers=2, decoder_layers=2, max_len=24, dropout=0.0)
+        sizes = {"d_model": 16, "heads": 2, "d_ff": 24, "encoder_layers": 2, "decoder_layers": 2, "max_len": 24,
+                 "dropout": 0.0}
     else:
-        sizes = dict(hidden=16, max_len=24, dropout=0.0, decoder_layers=2, decoder_heads=2)
+        sizes = {"hidden": 16, "max_len": 24, "dropout": 0.0, "decoder_layers": 2, "decoder_heads": 2}
     torch.manual_seed(seed)
     return build_model(make_config(arch, SRC_VOCAB, TGT_VOCAB, **sizes)).eval()
 
@@ -44,12 +45,19 @@ def with_eos_bias(model, bias: float):
     return model
 
 
+def never_ending_model(arch: str, seed: int):
+    return with_eos_bias(tiny_model(arch, seed=seed), -1e4)
+
+
 def label(token_id: int) -> str:
     return f"t{token_id}"
 
 
 def source_label(token_id: int) -> str:
     return f"s{token_id}"
+
+
+LABELS = {"label": label, "source_label": source_label}
 
 
 def forward_trace(model, token_ids: list[int]) -> AttentionTrace:
@@ -77,15 +85,27 @@ def assert_same_trace(actual: AttentionTrace, expected: AttentionTrace, model) -
         np.testing.assert_array_equal(actual.masks["dec_self"], np.tril(np.ones((length, length), dtype=bool)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def eos_ending_model(arch: str):
-    """A seeded model whose greedy output ends with the end token after at least three other tokens
-    (random models rarely stop by themselves: the end token's logit is raised until one does)."""
-    for seed in range(10):
-        for bias in np.arange(0.0, 8.0, 0.5):
-            model = with_eos_bias(tiny_model(arch, seed=seed), float(bias))
-            _, results = run(greedy(model, SOURCE, label=label, max_len=MAX_LEN))
-            if results[0].token_ids[-1] == EOS and len(results[0].token_ids) >= 4:
+    """A seeded model whose greedy output ends with the end token after at least three other tokens.
+
+    Random models rarely stop by themselves. Raising the end token's logit by ``b`` leaves greedy's path
+    unchanged until the first step whose margin (best log-probability minus the end token's) is below
+    ``b``; so ``b`` is set just above a margin that is lower than every earlier one.
+    """
+    for seed in range(20):
+        model = tiny_model(arch, seed=seed)
+        steps, results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, top_k=TGT_VOCAB))
+        if results[0].token_ids[-1] == EOS and len(steps) >= 4:
+            return model, results[0]
+        margins = [float(np.log(step.top_probs[0, 0]) - np.log(step.top_probs[0, list(step.top_ids[0]).index(EOS)]))
+                   for step in steps]
+        for stop in range(3, len(margins)):
+            gap = min(margins[:stop]) - margins[stop]
+            if gap > 0.02:
+                model = with_eos_bias(model, margins[stop] + gap / 2)
+                _, results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
+                assert results[0].token_ids[-1] == EOS and len(results[0].token_ids) == stop + 1
                 return model, results[0]
     pytest.fail(f"no seeded {arch} model stops after 3-{MAX_LEN - 1} tokens")
 
@@ -97,9 +117,8 @@ def eos_ending_model(arch: str):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_cached_greedy_equals_recomputation_and_full_forward(arch):
     model = tiny_model(arch, seed=1)
-    cached_steps, cached = run(greedy(model, SOURCE, label=label, source_label=source_label, max_len=MAX_LEN))
-    plain_steps, plain = run(greedy(model, SOURCE, label=label, source_label=source_label, max_len=MAX_LEN,
-                                    use_cache=False))
+    cached_steps, cached = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
+    plain_steps, plain = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, use_cache=False))
     assert len(cached) == len(plain) == 1
     assert cached[0].token_ids == plain[0].token_ids
     assert len(cached[0].token_ids) == len(cached_steps) >= 3
@@ -117,7 +136,7 @@ def test_cached_greedy_equals_recomputation_and_full_forward(arch):
 def test_cached_greedy_equals_full_forward_when_the_output_ends(arch):
     model, result = eos_ending_model(arch)
     assert_same_trace(result.trace, forward_trace(model, result.token_ids), model)
-    _, plain = run(greedy(model, SOURCE, label=label, max_len=MAX_LEN, use_cache=False))
+    _, plain = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, use_cache=False))
     assert plain[0].token_ids == result.token_ids
 
 
@@ -125,7 +144,7 @@ def test_cached_greedy_equals_full_forward_when_the_output_ends(arch):
 def test_greedy_logits_equal_forward_logits(arch):
     """Each step's distribution is the teacher-forced forward's at that position."""
     model = tiny_model(arch, seed=2)
-    steps, results = run(greedy(model, SOURCE, max_len=MAX_LEN))
+    steps, results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
     tgt_in = [BOS] + results[0].token_ids[:-1]
     with torch.no_grad():
         logits, _ = model(torch.tensor([SOURCE]), torch.tensor([tgt_in]))
@@ -143,9 +162,9 @@ def test_greedy_logits_equal_forward_logits(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
 def test_beam_of_one_is_greedy(arch, ends):
-    model = eos_ending_model(arch)[0] if ends else tiny_model(arch, seed=4)
-    greedy_steps, greedy_results = run(greedy(model, SOURCE, max_len=MAX_LEN))
-    beam_steps, beam_results = run(beam_search(model, SOURCE, beam=1, max_len=MAX_LEN, length_penalty=0.0))
+    model = eos_ending_model(arch)[0] if ends else never_ending_model(arch, seed=4)
+    greedy_steps, greedy_results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
+    beam_steps, beam_results = run(beam_search(model, SOURCE, **LABELS, beam=1, max_len=MAX_LEN, length_penalty=0.0))
     assert len(beam_steps) == len(greedy_steps)
     assert beam_results[0].token_ids == greedy_results[0].token_ids
     assert (beam_results[0].token_ids[-1] == EOS) == ends
@@ -156,9 +175,10 @@ def test_beam_of_one_is_greedy(arch, ends):
         np.testing.assert_array_equal(b.parents, [0])
         np.testing.assert_array_equal(b.finished, g.finished)
     assert beam_results[0].log_prob == greedy_results[0].log_prob
-    assert beam_results[0].score == greedy_results[0].score
+    assert beam_results[0].score == greedy_results[0].score == greedy_results[0].log_prob  # no length penalty
+    assert greedy_results[0].log_prob == pytest.approx(float(greedy_steps[-1].scores[0]))
     # The default length penalty changes the ranking score only.
-    _, penalised = run(beam_search(model, SOURCE, beam=1, max_len=MAX_LEN))
+    _, penalised = run(beam_search(model, SOURCE, **LABELS, beam=1, max_len=MAX_LEN))
     length = len(greedy_results[0].token_ids)
     assert penalised[0].log_prob == greedy_results[0].log_prob
     assert penalised[0].score == pytest.approx(greedy_results[0].log_prob / ((5 + length) / 6) ** 0.6)
@@ -167,12 +187,12 @@ def test_beam_of_one_is_greedy(arch, ends):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
 def test_forced_on_greedy_output_reproduces_greedy(arch, ends):
-    model = eos_ending_model(arch)[0] if ends else tiny_model(arch, seed=5)
-    greedy_steps, greedy_results = run(greedy(model, SOURCE, max_len=MAX_LEN))
+    model = eos_ending_model(arch)[0] if ends else never_ending_model(arch, seed=5)
+    greedy_steps, greedy_results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
     tokens = greedy_results[0].token_ids
     assert (tokens[-1] == EOS) == ends
     target = tokens[:-1] if ends else tokens
-    forced_steps, forced_results = run(forced(model, SOURCE, target))
+    forced_steps, forced_results = run(forced(model, SOURCE, target, **LABELS))
     assert forced_results[0].token_ids == target + [EOS]
     assert len(forced_steps) == len(target) + 1
     for g, f in zip(greedy_steps, forced_steps):  # the steps greedy took
@@ -189,7 +209,7 @@ def test_forced_on_greedy_output_reproduces_greedy(arch, ends):
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
 def test_forced_reports_rank_of_a_non_greedy_target(arch):
     model = tiny_model(arch, seed=6)
-    greedy_steps, _ = run(greedy(model, SOURCE, max_len=3))
+    greedy_steps, _ = run(greedy(model, SOURCE, **LABELS, max_len=3))
     second = int(greedy_steps[0].top_ids[0, 1])  # the runner-up of the first step
     steps, _ = run(forced(model, SOURCE, [second]))
     assert steps[0].rank == 1
@@ -218,9 +238,8 @@ def _follow(steps: list[DecodeStep], row: int) -> tuple[list[int], float]:
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
 def test_beam_of_four(arch, ends):
-    model = eos_ending_model(arch)[0] if ends else tiny_model(arch, seed=7)
-    steps, results = run(beam_search(model, SOURCE, beam=4, label=label, source_label=source_label,
-                                     max_len=MAX_LEN))
+    model = eos_ending_model(arch)[0] if ends else never_ending_model(arch, seed=7)
+    steps, results = run(beam_search(model, SOURCE, **LABELS, beam=4, max_len=MAX_LEN))
     assert len(results) == 4
     scores = [result.score for result in results]
     assert scores == sorted(scores, reverse=True)
@@ -253,11 +272,24 @@ def test_beam_of_four(arch, ends):
         assert all(len(result.token_ids) == MAX_LEN for result in results)
 
 
+@pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
+def test_beam_results_are_ranked_by_penalised_score(arch):
+    """A strong length penalty favours long hypotheses: the ranking differs from the raw log-probability's."""
+    model = eos_ending_model(arch)[0]
+    _, results = run(beam_search(model, SOURCE, **LABELS, beam=4, max_len=MAX_LEN, length_penalty=3.0))
+    scores = [result.score for result in results]
+    assert scores == sorted(scores, reverse=True)
+    for result in results:
+        assert result.score == pytest.approx(result.log_prob / ((5 + len(result.token_ids)) / 6) ** 3.0)
+    log_probs = [result.log_prob for result in results]
+    assert log_probs != sorted(log_probs, reverse=True)  # so the sort above was not a no-op
+
+
 @pytest.mark.parametrize("arch", ["transformer-postln", "gru-transformer-decoder", "gru-causal-scaled-dot"])
 def test_cached_beam_equals_recomputed_beam(arch):
     model = eos_ending_model(arch)[0]
-    cached_steps, cached = run(beam_search(model, SOURCE, beam=3, max_len=MAX_LEN))
-    plain_steps, plain = run(beam_search(model, SOURCE, beam=3, max_len=MAX_LEN, use_cache=False))
+    cached_steps, cached = run(beam_search(model, SOURCE, **LABELS, beam=3, max_len=MAX_LEN))
+    plain_steps, plain = run(beam_search(model, SOURCE, **LABELS, beam=3, max_len=MAX_LEN, use_cache=False))
     assert [r.token_ids for r in cached] == [r.token_ids for r in plain]
     for a, b in zip(cached_steps, plain_steps):
         np.testing.assert_array_equal(a.parents, b.parents)
@@ -272,12 +304,12 @@ def test_cached_beam_equals_recomputed_beam(arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_max_len_stops_decoding(arch):
-    model = with_eos_bias(tiny_model(arch, seed=8), -1e4)  # never stops by itself
-    steps, results = run(greedy(model, SOURCE, max_len=5))
+    model = never_ending_model(arch, seed=8)
+    steps, results = run(greedy(model, SOURCE, **LABELS, max_len=5))
     assert len(steps) == 5 and len(results[0].token_ids) == 5 and EOS not in results[0].token_ids
-    steps, results = run(beam_search(model, SOURCE, beam=2, max_len=4))
+    steps, results = run(beam_search(model, SOURCE, **LABELS, beam=2, max_len=4))
     assert len(steps) == 4 and all(len(result.token_ids) == 4 for result in results)
-    steps, _ = run(greedy(model, SOURCE, max_len=1000))  # capped by the model's own max_len
+    steps, _ = run(greedy(model, SOURCE, **LABELS, max_len=1000))  # capped by the model's own max_len
     assert len(steps) == model.config.max_len
 
 
@@ -293,9 +325,10 @@ def test_decode_step_fields(arch, mode):
     else:
         generator = forced(model, SOURCE, [4, 5, 6, 7], label=label, top_k=top_k)
     steps, _ = run(generator)
-    heads = {kind: [layer.shape[1] for layer in layers] for kind, layers in steps[0].attention.items()
-             if kind in KINDS}
-    assert sorted(heads) == sorted(kind for kind in model.kinds if kind != "enc_self")
+    if arch in TRANSFORMER_ARCHS or arch == "gru-transformer-decoder":
+        heads = {"dec_self": [2, 2], "cross": [2, 2]}  # per layer
+    else:
+        heads = {} if arch == "gru-none" else {"cross": [1]}  # one layer, one head
     for index, step in enumerate(steps):
         k = step.beam_size
         assert k == (3 if mode == "beam" else 1)
@@ -309,17 +342,21 @@ def test_decode_step_fields(arch, mode):
         assert (np.diff(step.top_probs, axis=1) <= 0).all()  # sorted descending
         assert (step.top_probs.sum(axis=1) <= 1 + 1e-6).all()
         assert (step.ranks >= 0).all()
+        frozen = np.zeros(k, dtype=bool) if index == 0 else steps[index - 1].finished[step.parents]
         for row in range(k):
-            if step.ranks[row] < top_k:  # the chosen token sits at its rank among the alternatives
+            if frozen[row]:  # a finished hypothesis, extended by padding at no cost
+                assert step.token_ids[row] == PAD and step.probabilities[row] == 1 and step.ranks[row] == 0
+                assert step.finished[row] and step.scores[row] == steps[index - 1].scores[step.parents[row]]
+            elif step.ranks[row] < top_k:  # the chosen token sits at its rank among the alternatives
                 assert step.top_ids[row, step.ranks[row]] == step.token_ids[row]
                 assert step.top_probs[row, step.ranks[row]] == pytest.approx(step.probabilities[row], abs=1e-6)
         if mode == "greedy":
             assert step.rank == 0 and step.token_id == step.top_ids[0, 0]
+        assert sorted(step.attention) == sorted(step.masks) == sorted(heads)
         for kind, layers in step.attention.items():
-            if kind not in KINDS:
-                continue
             key_len = index + 1 if kind == "dec_self" else len(SOURCE)
+            assert len(layers) == len(heads[kind])
             for layer, count in zip(layers, heads[kind]):
                 assert layer.shape == (k, count, key_len)
                 np.testing.assert_allclose(layer.sum(axis=-1), 1.0, atol=1e-5)
-            assert step.attention[f"{kind}_mask"][0].shape == (k, key_len)
+            assert step.masks[kind].shape == (k, key_len) and step.masks[kind].dtype == np.bool_

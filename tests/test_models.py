@@ -27,10 +27,11 @@ ENCODER_LAYERS, DECODER_LAYERS, HEADS = 2, 3, 2  # all different, so a swapped l
 
 def tiny_config(arch: str, **overrides):
     if arch in TRANSFORMER_ARCHS:
-        base = dict(d_model=16, heads=HEADS, d_ff=24, encoder_layers=ENCODER_LAYERS,
-                    decoder_layers=DECODER_LAYERS, max_len=32, dropout=0.0)
+        base = {"d_model": 16, "heads": HEADS, "d_ff": 24, "encoder_layers": ENCODER_LAYERS,
+                "decoder_layers": DECODER_LAYERS, "max_len": 32, "dropout": 0.0}
     else:
-        base = dict(hidden=16, max_len=32, dropout=0.0, decoder_layers=DECODER_LAYERS, decoder_heads=HEADS)
+        base = {"hidden": 16, "max_len": 32, "dropout": 0.0, "decoder_layers": DECODER_LAYERS,
+                "decoder_heads": HEADS}
     return make_config(arch, SRC_VOCAB, TGT_VOCAB, **{**base, **overrides})
 
 
@@ -65,8 +66,9 @@ def test_padding_does_not_change_a_sentence(arch):
         q_len = s if kind == "enc_self" else t
         k_len = t if kind == "dec_self" else s
         for layer, (batched, single) in enumerate(zip(layers, alone.attention[kind])):
+            where = f"{kind} layer {layer}"
             torch.testing.assert_close(batched[0, :, :q_len, :k_len], single[0], atol=1e-5, rtol=0,
-                                       msg=lambda m: f"{kind} layer {layer}: {m}")
+                                       msg=lambda message, where=where: f"{where}: {message}")
             if kind == "dec_self":  # real queries never see the padded target keys
                 assert (batched[0, :, :q_len, k_len:] == 0.0).all()
             else:  # no query, padded or not, sees a padded source key
@@ -112,8 +114,14 @@ def test_forward_returns_the_documented_attention(arch):
         for weights in layers:
             assert (weights[~full.expand_as(weights)] == 0).all()
             torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-5, rtol=0)
-        if kind == "dec_self":
-            assert torch.equal(full[1, 0], causal_mask(q_len))  # the longer target has no padding
+        src_keep = src != PAD  # [B, S]
+        if kind == "dec_self":  # look-ahead ∧ target padding (seed 001)
+            expected_mask = causal_mask(q_len)[None] & (tgt != PAD)[:, None, :]
+        elif kind == "cross" and arch == "gru-causal-scaled-dot":  # output step t sees source 0..t
+            expected_mask = torch.ones(q_len, k_len, dtype=torch.bool).tril()[None] & src_keep[:, None, :]
+        else:
+            expected_mask = src_keep[:, None, :].expand(2, q_len, k_len)
+        assert torch.equal(full[:, 0], expected_mask), kind
     with torch.no_grad():
         quiet_logits, quiet = model(src, tgt, need_weights=False)
     assert quiet.attention == {}
@@ -135,7 +143,8 @@ def _linear(x, linear):
 
 
 def _attention(attention, query_input, kv_input, mask):
-    """Multi-head attention written out: project, split heads, softmax(q kᵀ/√d), combine, project."""
+    """Multi-head attention written out: project, split heads, softmax(q kᵀ/√d), combine, project
+    (when the module has an output projection)."""
     batch, q_len, _ = query_input.shape
     heads, dim = attention.heads, attention.head_dim
 
@@ -148,7 +157,7 @@ def _attention(attention, query_input, kv_input, mask):
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(dim)
     weights = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1)
     combined = (weights @ v).transpose(1, 2).reshape(batch, q_len, heads * dim)
-    return _linear(combined, attention.output), weights
+    return (combined if attention.output is None else _linear(combined, attention.output)), weights
 
 
 def _feed_forward(x, sublayer):
@@ -264,6 +273,68 @@ def test_encoder_stack_composition(arch):
     torch.testing.assert_close(memory, x, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("arch", ["gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot"])
+def test_gru_decoders_match_seed_004(arch):
+    """Written out step by step: initial hidden = encoder final; attention with the previous hidden state
+    as query over the annotations; the GRU cell reads [embedding; context]; a linear layer gives logits."""
+    model = tiny_model(arch, seed=19)
+    encoder, decoder = model.encoder, model.decoder
+    src, tgt = torch.tensor([LONG_SRC]), torch.tensor([LONG_TGT])
+    with torch.no_grad():
+        logits, inter = model(src, tgt, need_weights=True)
+        annotations, _ = encoder.gru(encoder.embedding(src))  # [1, S, N]
+        hidden = annotations[:, -1]
+        expected_logits, expected_rows = [], []
+        for t in range(tgt.shape[1]):
+            embedded = decoder.embedding(tgt[:, t])
+            cell_input = embedded
+            if arch == "gru-additive":
+                pairs = torch.cat([hidden[:, None].expand(-1, src.shape[1], -1), annotations], dim=-1)
+                scores = _linear(F.relu(_linear(pairs, decoder.attention.hidden)), decoder.attention.score)[..., 0]
+                weights = torch.softmax(scores, dim=-1)  # [1, S]
+                context = weights @ annotations[0]
+            elif arch != "gru-none":
+                attention = decoder.attention
+                q, k = _linear(hidden, attention.query), _linear(annotations[0], attention.key)
+                scores = q @ k.T / math.sqrt(q.shape[-1])
+                if arch == "gru-causal-scaled-dot":
+                    scores[:, t + 1:] = -math.inf  # output step t sees source positions 0..t
+                weights = torch.softmax(scores, dim=-1)
+                context = weights @ _linear(annotations[0], attention.value)
+            if arch != "gru-none":
+                cell_input = torch.cat([embedded, context], dim=-1)
+                expected_rows.append(weights)
+            hidden = decoder.cell(cell_input, hidden)
+            expected_logits.append(_linear(hidden, decoder.output))
+    torch.testing.assert_close(logits[0], torch.cat(expected_logits), atol=1e-5, rtol=0)
+    if arch == "gru-none":
+        assert inter.attention == {}
+    else:
+        torch.testing.assert_close(inter.attention["cross"][0][0, 0], torch.cat(expected_rows), atol=1e-6, rtol=0)
+
+
+def test_gru_transformer_decoder_block_matches_seed_004():
+    """Per layer: causal self-attention, attention over the annotations, Linear→ReLU, each added to its
+    input; single-head-style attention without output projection or LayerNorm."""
+    model = tiny_model("gru-transformer-decoder", seed=17)
+    block = model.decoder.layers[0]
+    assert block.self_attention.output is None and block.encoder_attention.output is None
+    torch.manual_seed(18)
+    x, memory = torch.randn(2, 4, 16), torch.randn(2, 5, 16)
+    self_mask, cross_mask = causal_mask(4), padding_mask(_pad([[5, 6, 7, 8, 9], [5, 6]]), PAD)
+    with torch.no_grad():
+        actual, self_weights, cross_weights = block(x, memory, self_mask, cross_mask, None)
+
+        attended, expected_self = _attention(block.self_attention, x, x, self_mask)
+        h = x + attended
+        attended, expected_cross = _attention(block.encoder_attention, h, memory, cross_mask)
+        h = h + attended
+        expected = h + F.relu(_linear(h, block.mlp))
+    torch.testing.assert_close(actual, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(self_weights, expected_self, atol=1e-6, rtol=0)
+    torch.testing.assert_close(cross_weights, expected_cross, atol=1e-6, rtol=0)
+
+
 # ---------------------------------------------------------------------------------------------------
 # sinusoid tables
 
@@ -324,3 +395,20 @@ def test_separate_embeddings_are_distinct_parameters():
     tied = tiny_model("transformer-preln", seed=16, tie_output=True)
     assert tied.output.weight is tied.tgt_embedding.tokens.weight
     assert tied.src_embedding.tokens.weight is not tied.tgt_embedding.tokens.weight
+
+
+def test_a_start_token_equal_to_pad_is_still_attended():
+    """Formats that start decoding with the pad id (Marian) must not see their start position masked."""
+    import torch
+
+    from models import build_model
+    from tests.helpers import tiny_config
+
+    torch.manual_seed(0)
+    model = build_model(tiny_config("transformer-postln", bos_id=0)).eval()
+    src = torch.tensor([[5, 6, 7, 3]])
+    tgt_in = torch.tensor([[0, 8, 9]])  # start token = pad id
+    _, intermediates = model(src, tgt_in, need_weights=True)
+    first_row = intermediates.attention["dec_self"][0][0, :, 0, :]  # the start token's own row
+    assert torch.allclose(first_row[:, 0], torch.ones(first_row.shape[0]))
+    assert bool(intermediates.masks["dec_self"][0, 0, 2, 0])

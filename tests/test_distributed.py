@@ -1,0 +1,72 @@
+"""Training under ``torchrun`` with two CPU processes (gloo): it exits cleanly, rank 0 alone writes a
+checkpoint that loads, and splitting each global batch between the processes gives the weights that one
+process gets from the whole batch (no dropout, so the only difference is the order of float sums).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from models.checkpoint import load_checkpoint
+from models.training import state_path
+from tests import distributed_driver
+
+REPO = Path(__file__).resolve().parent.parent
+DRIVER = Path(__file__).resolve().parent / "distributed_driver.py"
+
+
+@pytest.fixture(autouse=True)
+def single_process(monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)  # the in-process reference run must not join a process group
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    words = [a + b + c for a in "abcd" for b in "efgh" for c in "abcd"][:60]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{word}\t{word[::-1]}\n" for word in words), encoding="utf-8")
+    return path
+
+
+def driver_arguments(corpus: Path, out: Path) -> list[str]:
+    return ["--data", str(corpus), "--arch", "gru-additive", "--out", str(out)]
+
+
+def run_with_torchrun(corpus: Path, out: Path, processes: int) -> str:
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone"]
+    command = [sys.executable, *launcher, str(DRIVER), *driver_arguments(corpus, out)]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        environment.pop(name, None)  # a test run under torchrun must not leak its own process group
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_two_processes_train_like_one_process_with_the_whole_batch(corpus, tmp_path):
+    out = tmp_path / "ddp.safetensors"
+    output = run_with_torchrun(corpus, out, processes=2)
+    assert "rank 0 of 2: step 5" in output and "rank 1 of 2: step 5" in output
+
+    checkpoint = load_checkpoint(out)
+    assert checkpoint.provenance["processes"] == 2 and checkpoint.provenance["steps"] == 5
+    assert checkpoint.provenance["rank"] == "0"  # only rank 0 saves
+    assert state_path(out).is_file() and not list(tmp_path.glob("*.partial"))
+
+    single = tmp_path / "single.safetensors"
+    distributed_driver.main(driver_arguments(corpus, single))  # one process, here
+    assert load_checkpoint(single).provenance["processes"] == 1
+    together, alone = load_file(str(out)), load_file(str(single))
+    assert together.keys() == alone.keys()
+    # The additive score's bias shifts every score equally, which softmax ignores: its gradient is rounding
+    # noise, and Adam scales noise up to full-sized steps. Every other weight must agree.
+    for name in sorted(set(together) - {"decoder.attention.score.bias"}):
+        torch.testing.assert_close(together[name], alone[name], rtol=1e-5, atol=1e-6, msg=name)
