@@ -140,3 +140,39 @@ def test_the_installed_entry_point_runs_as_a_process(random_checkpoint):
     assert result.returncode == 1
     assert result.stderr.strip() == "attnviz: error: input 1: the text is empty" or "empty" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_train_from_the_command_line_then_translate(capsys, tmp_path):
+    import random
+
+    rng = random.Random(0)
+    words = sorted({"".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 5))) for _ in range(300)})
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{word}\t{word[::-1]}\n" for word in words), encoding="utf-8")
+    out = tmp_path / "reverse.safetensors"
+    code, _, err = cli(capsys, "train", "--data", data, "--arch", "transformer-preln", "--out", out,
+                       "--steps", "300", "--seed", "3", "--tokenizer", "char", "--batch-size", "16", "--lr", "5e-3",
+                       "--warmup", "30", "--no-progress", "--eval-every", "0", "--valid-sentences", "5",
+                       "--set", "d_model=32", "--set", "heads=2", "--set", "d_ff=64", "--set", "encoder_layers=1",
+                       "--set", "decoder_layers=1", "--set", "max_len=16", "--set", "dropout=0.0")
+    assert code == 0, err
+    assert f"saved {out} after 300 steps" in err
+    info = load_checkpoint(out)
+    assert info.config.d_model == 32 and info.provenance["corpus"] == str(data)
+    code, out_text, _ = cli(capsys, "translate", "-c", out, *words[:10])
+    correct = sum(line == word[::-1] for line, word in zip(out_text.splitlines(), words[:10]))
+    assert correct >= 8, out_text
+
+
+@pytest.mark.parametrize("content, options, fragment", [
+    ("abc\tcba\nno tab here\n", [], "pairs.tsv:2"),
+    ("abc\tcba\n", ["--set", "d_model"], "KEY=VALUE"),
+    ("abc\tcba\n", ["--set", "colour=blue"], "no settings named colour"),
+])
+def test_train_rejects_bad_data_and_settings(capsys, tmp_path, content, options, fragment):
+    data = tmp_path / "pairs.tsv"
+    data.write_text(content, encoding="utf-8")
+    code, _, err = cli(capsys, "train", "--data", data, "--arch", "gru-additive", "--tokenizer", "char",
+                       "--out", tmp_path / "m.safetensors", *options)
+    assert_one_line_error(code, err, fragment)
+    assert not (tmp_path / "m.safetensors").exists()

@@ -77,5 +77,9 @@ def run(args: argparse.Namespace) -> int:
     provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
     summary = train(model_config, source, target, train_pairs, valid_pairs, args.out, config,
                     provenance=provenance, resume=args.resume)
-    print(f"saved {args.out} after {summary.step} steps: {summary}", file=sys.stderr)
+    metrics = ", ".join(f"{name} {value:.3f}" if "loss" in name else f"{name} {value:.1f}"
+                        for name, value in (("valid loss", summary.valid_loss), ("chrF", summary.chrf),
+                                            ("BLEU", summary.bleu)) if value is not None)
+    print(f"saved {summary.checkpoint} after {summary.step} steps in {summary.seconds:.0f} s"
+          + (f": {metrics}" if metrics else ""), file=sys.stderr)
     return 0
