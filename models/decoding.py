@@ -138,7 +138,7 @@ class _Decoder:
         score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
         trace = self._trace(path, ids) if self.need_weights else None
         return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
-                            score=score, trace=trace, steps=[step for step, _ in path])
+                            score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
 
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
         """Stack one hypothesis' attention rows into ``[heads, T, K]`` arrays (dec_self padded to T keys)."""

@@ -122,7 +122,10 @@ class DecodeStep:
 
 @dataclass
 class DecodeResult:
-    """A finished hypothesis: its tokens (without the start token), text, scores and own trace."""
+    """A finished hypothesis: its tokens (without the start token), text, scores and own trace.
+
+    ``steps[t]`` is decoding step t and ``rows[t]`` this hypothesis' row in it (always 0 without a beam).
+    """
 
     token_ids: list[int]
     tokens: list[str]
@@ -132,6 +135,7 @@ class DecodeResult:
     trace: AttentionTrace | None
     steps: list[DecodeStep]
     truncated_source: bool = False
+    rows: list[int] = field(default_factory=list)
 
 
 def to_numpy(tensor: Tensor, dtype: type = np.float32) -> np.ndarray:

@@ -8,14 +8,10 @@ each attention kind ``{kind}_L{layer}`` ``[heads, query_len, key_len]`` float32 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-import numpy as np
 
 from models.decoding import finish
-from models.errors import InputError
-from models.trace import AttentionTrace, DecodeResult
 
+from ..export import check_output, write_npz
 from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
 
 NAME = "export"
@@ -30,30 +26,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("-o", "--output", required=True, help="the .npz file to write")
 
 
-def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
-    """The DESIGN §6 layout of one trace."""
-    arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str), "tgt_tokens": np.array(trace.tgt_tokens, dtype=str)}
-    for kind in trace.kinds:
-        for layer, weights in enumerate(trace.attention[kind]):
-            arrays[f"{kind}_L{layer}"] = weights.astype(np.float32)
-        arrays[f"{kind}_mask"] = trace.masks[kind].astype(bool)
-    return arrays
-
-
-def write_npz(path: Path, result: DecodeResult) -> None:
-    arrays = trace_arrays(result.trace)
-    arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
-                  score=np.array(result.score))
-    with open(path, "wb") as handle:  # np.savez would append .npz to a name that lacks it
-        np.savez_compressed(handle, **arrays)
-
-
 def run(args: argparse.Namespace) -> int:
-    output = Path(args.output)
-    if output.suffix != ".npz":
-        raise InputError(f"{output}: the output file must end in .npz")
-    if not output.parent.exists():
-        raise InputError(f"{output}: the folder {output.parent} does not exist")
+    output = check_output(args.output, (".npz",))
     translator = open_translator(args)
     source = translator.source(args.text, unknown=unknown_mode(args))
     announce_truncation(source, "the text", translator.config.max_len)
