@@ -1,4 +1,4 @@
-"""The desktop app's entry point. The full viewer is being built; this window shows the model it opened."""
+"""Start the desktop app: one QApplication, the main window, the bundled demos, a clean shutdown."""
 
 from __future__ import annotations
 
@@ -6,31 +6,72 @@ import sys
 from pathlib import Path
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
-DEMO_CHECKPOINT = RESOURCES / "checkpoints" / "en-es-transformer.safetensors"
+DEMO_FOLDER = RESOURCES / "checkpoints"
+DEFAULT_DEMO = DEMO_FOLDER / "en-es-transformer.safetensors"
 
 
-def run_app(checkpoint: str | None, device: str | None) -> int:
-    from PySide6.QtWidgets import QApplication, QLabel, QMainWindow
+def demo_checkpoints() -> list[Path]:
+    return sorted(DEMO_FOLDER.glob("*.safetensors"))
 
-    from models.checkpoint import load_checkpoint
-    from models.errors import AttnvizError
 
-    from .commands.info import describe
+def available_devices() -> list[str]:
+    import torch
+
+    devices = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def initial_checkpoint(requested: str | None) -> str | None:
+    if requested:
+        return requested
+    if DEFAULT_DEMO.exists():
+        return str(DEFAULT_DEMO)
+    demos = demo_checkpoints()
+    return str(demos[0]) if demos else None
+
+
+def follow_palette() -> None:
+    """Plots take the system palette's colours, so they follow light and dark themes."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    palette = QApplication.palette()
+    pg.setConfigOptions(background=palette.color(QPalette.ColorRole.Base),
+                        foreground=palette.color(QPalette.ColorRole.Text), antialias=True)
+
+
+def create_window(checkpoint: str | None = None, device: str | None = None, settings=None):
+    """The main window, with ``checkpoint`` (or the default demo) being opened; needs a QApplication."""
+    from .main_window import MainWindow
+    from .worker import leave_a_core_for_the_gui
+
+    leave_a_core_for_the_gui()
+    follow_palette()
+    window = MainWindow(demo_checkpoints(), available_devices(), settings)
+    if device:
+        window.model_panel.device.setCurrentText(device)
+    path = initial_checkpoint(checkpoint)
+    if path:
+        window.open_path(path)
+    else:
+        window.statusBar().showMessage("No bundled demo checkpoint found: open one with File → Open (Ctrl+O).")
+    return window
+
+
+def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
+    from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv)
     app.setApplicationName("attnviz")
-    path = Path(checkpoint) if checkpoint else DEMO_CHECKPOINT
-    try:
-        summary = describe(load_checkpoint(path))
-        lines = [f"{summary['arch']} — {summary['parameters']:,} parameters",
-                 f"attention: {', '.join(summary['attention_kinds']) or 'none'}", str(path)]
-    except AttnvizError as failure:
-        lines = [f"Could not open a model: {failure}"]
-    window = QMainWindow()
-    window.setWindowTitle(f"attnviz — {path.name}")
-    label = QLabel("\n".join(lines))
-    label.setMargin(24)
-    window.setCentralWidget(label)
-    window.resize(640, 240)
+    app.setOrganizationName("attnviz")
+    app.setApplicationDisplayName("attnviz")
+    window = create_window(checkpoint, device)
     window.show()
-    return app.exec()
+    code = app.exec()
+    del window
+    return code

@@ -62,9 +62,10 @@ def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
 
     pyqtgraph's own SVG exporter breaks on closed paths (DESIGN §7), so the widget renders itself.
     """
-    from PySide6.QtCore import QRect, QSize
+    from PySide6.QtCore import QPoint, QRect, QSize
     from PySide6.QtGui import QImage, QPainter
     from PySide6.QtSvg import QSvgGenerator
+    from PySide6.QtWidgets import QWidget
 
     path = check_output(path, IMAGE_SUFFIXES)
     size = widget.size()
@@ -75,7 +76,7 @@ def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
         generator.setViewBox(QRect(0, 0, size.width(), size.height()))
         generator.setTitle("attnviz")
         painter = QPainter(generator)
-        widget.render(painter)
+        QWidget.render(widget, painter, QPoint(0, 0))  # QWidget's: a QGraphicsView's own render() draws only its scene
         painter.end()
         return path
     image = QImage(QSize(int(size.width() * scale), int(size.height() * scale)), QImage.Format.Format_ARGB32)
@@ -83,7 +84,7 @@ def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
     painter = QPainter(image)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.scale(scale, scale)
-    widget.render(painter)
+    QWidget.render(widget, painter, QPoint(0, 0))
     painter.end()
     if not image.save(str(path)):
         raise InputError(f"{path}: could not write the image")

@@ -1,0 +1,89 @@
+"""``attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all] -o OUT.png|.svg``
+
+Draws the same heatmap as the app's focus view (``--head all``: every head of the layer, as the head
+grid) without a window: Qt renders offscreen. PNGs are written at 2× for print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from models.aggregate import AGGREGATES
+from models.decoding import finish
+from models.errors import InputError
+
+from ..export import IMAGE_SUFFIXES, check_output
+from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
+
+NAME = "render"
+KINDS = ("enc_self", "dec_self", "cross")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="draw one heatmap (or all heads of a layer) to PNG or SVG",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_options(parser)
+    add_decoding_options(parser)
+    parser.add_argument("text", help="the source sentence")
+    parser.add_argument("--target", help="force decoding to this target text")
+    parser.add_argument("--kind", required=True, choices=KINDS)
+    parser.add_argument("--layer", type=int, default=0)
+    parser.add_argument("--head", default="0", help="a head number, mean, max, rollout, or all (default 0)")
+    parser.add_argument("--colormap", default="viridis")
+    parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
+    parser.add_argument("--size", default="900x700", help="WIDTHxHEIGHT in points (default 900x700)")
+    parser.add_argument("-o", "--output", required=True, help=".png or .svg")
+
+
+def parse_head(text: str) -> int | str:
+    if text.isdigit():
+        return int(text)
+    if text in AGGREGATES or text == "all":
+        return text
+    raise InputError(f"--head must be a head number, {', '.join(AGGREGATES)} or all; got {text!r}")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    width, _, height = text.partition("x")
+    if not (width.isdigit() and height.isdigit()) or int(width) < 100 or int(height) < 100:
+        raise InputError(f"--size must be WIDTHxHEIGHT, each at least 100; got {text!r}")
+    return int(width), int(height)
+
+
+def decode_trace(args: argparse.Namespace):
+    translator = open_translator(args)
+    source = translator.source(args.text, unknown=unknown_mode(args))
+    announce_truncation(source, "the text", translator.config.max_len)
+    if args.target is not None:
+        target = translator.target(args.target, unknown=unknown_mode(args))
+        steps = translator.decode(source, mode="forced", target_ids=target)
+    else:
+        steps = translator.decode(source, mode="beam" if args.beam > 1 else "greedy", beam=args.beam, max_len=args.max_len)
+    return finish(steps)[0].trace
+
+
+def check_selection(trace, kind: str, layer: int, head: int | str) -> None:
+    if kind not in trace.attention:
+        have = ", ".join(trace.kinds) or "no attention at all"
+        raise InputError(f"this model has no {kind} attention (it has {have})")
+    if not 0 <= layer < trace.layers(kind):
+        raise InputError(f"--layer must be below {trace.layers(kind)} for {kind}; got {layer}")
+    if isinstance(head, int) and not 0 <= head < trace.heads(kind):
+        raise InputError(f"--head must be below {trace.heads(kind)} for {kind}; got {head}")
+
+
+def run(args: argparse.Namespace) -> int:
+    output = check_output(args.output, IMAGE_SUFFIXES)
+    head, size = parse_head(args.head), parse_size(args.size)
+    trace = decode_trace(args)
+    check_selection(trace, args.kind, args.layer, head)
+    if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from ..rendering import render_trace  # Qt loads only now
+
+    render_trace(trace, args.kind, args.layer, head, output, size=size, colormap=args.colormap,
+                 masks=not args.no_masks)
+    print(output, file=sys.stderr)
+    return 0

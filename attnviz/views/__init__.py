@@ -1,0 +1,1 @@
+"""Widgets. Each is built once and updated with new data; none touches torch."""

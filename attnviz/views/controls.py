@@ -1,0 +1,219 @@
+"""The input bar (what to run), the selector bar (which heatmap to show) and the model panel."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from models.aggregate import AGGREGATES
+
+from ..session import KIND_LABELS, ModelInfo
+from .style import COLORMAPS
+
+MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
+DEBOUNCE_MS = 350
+
+
+class InputBar(QWidget):
+    """Source text (Enter runs; typing re-runs after a pause), decoding mode, and the result line."""
+
+    run_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.text = QLineEdit()
+        self.text.setPlaceholderText("Type a sentence; Enter runs it")
+        self.text.setClearButtonEnabled(True)
+        self.mode = QComboBox()
+        for key, label in MODES.items():
+            self.mode.addItem(label, key)
+        self.mode.setToolTip("Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target.")
+        self.beam = QSpinBox()
+        self.beam.setRange(2, 32)
+        self.beam.setValue(4)
+        self.beam.setPrefix("K = ")
+        self.beam.setToolTip("Beam width")
+        self.target = QLineEdit()
+        self.target.setPlaceholderText("Target to force")
+        self.max_len = QSpinBox()
+        self.max_len.setRange(1, 4096)
+        self.max_len.setValue(100)
+        self.max_len.setPrefix("max ")
+        self.max_len.setToolTip("Stop after this many output tokens")
+        self.run = QPushButton("Run")
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)  # indeterminate: a decode's length is unknown in advance
+        self.busy.setMaximumWidth(90)
+        self.busy.setTextVisible(False)
+        self.busy.hide()
+        self.output = QLabel("Open a model and type a sentence.")
+        self.output.setWordWrap(True)
+        self.output.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row = QHBoxLayout()
+        for widget, stretch in ((self.text, 3), (self.mode, 0), (self.beam, 0), (self.target, 2),
+                                (self.max_len, 0), (self.run, 0), (self.busy, 0)):
+            row.addWidget(widget, stretch)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.output)
+        self.debounce = QTimer(self)
+        self.debounce.setSingleShot(True)
+        self.debounce.setInterval(DEBOUNCE_MS)
+        self.debounce.timeout.connect(self.run_requested)
+        self.text.returnPressed.connect(self._run_now)
+        self.target.returnPressed.connect(self._run_now)
+        self.run.clicked.connect(self._run_now)
+        self.text.textEdited.connect(lambda _: self.debounce.start())
+        self.target.textEdited.connect(lambda _: self.debounce.start())
+        for signal in (self.mode.currentIndexChanged, self.beam.valueChanged, self.max_len.valueChanged):
+            signal.connect(lambda *_: self.debounce.start())
+        self.mode.currentIndexChanged.connect(self._show_mode_options)
+        self._show_mode_options()
+
+    def _run_now(self) -> None:
+        self.debounce.stop()
+        self.run_requested.emit()
+
+    def _show_mode_options(self) -> None:
+        mode = self.mode.currentData()
+        self.beam.setVisible(mode == "beam")
+        self.target.setVisible(mode == "forced")
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy.setVisible(busy)
+
+    def options(self) -> dict:
+        return {"mode": self.mode.currentData(), "beam": self.beam.value(), "target": self.target.text(),
+                "max_len": self.max_len.value()}
+
+
+class SelectorBar(QWidget):
+    """Kind, layer, head (or an aggregate), colormap and the mask overlay switch."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.kind = QComboBox()
+        self.kind.setToolTip("Which attention to show")
+        self.kind.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.layer = QSpinBox()
+        self.layer.setPrefix("layer ")
+        self.layer.setToolTip("Layer (Ctrl+Up / Ctrl+Down)")
+        self.head = QComboBox()
+        self.head.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.head.setToolTip("One head, or all heads combined (Ctrl+Left / Ctrl+Right)")
+        self.colormap = QComboBox()
+        self.colormap.addItems(COLORMAPS)
+        self.colormap.setToolTip("Colormap (all perceptually uniform; viridis and cividis are colour-blind safe)")
+        self.masks = QCheckBox("Masks")
+        self.masks.setChecked(True)
+        self.masks.setToolTip("Hatch the cells the model was not allowed to attend to (padding, future)")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for widget in (self.kind, self.layer, self.head):
+            layout.addWidget(widget)
+        layout.addStretch(1)
+        layout.addWidget(self.colormap)
+        layout.addWidget(self.masks)
+        for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
+            signal.connect(lambda *_: self.changed.emit())
+
+    def configure(self, kinds: list[str], layers: dict[str, int], heads: dict[str, int]) -> None:
+        """Offer what the current trace has; keeps the current choices where they still exist."""
+        self._layers, self._heads = layers, heads
+        self.blockSignals(True)
+        current = self.kind.currentData()
+        self.kind.clear()
+        for kind in kinds:
+            self.kind.addItem(KIND_LABELS[kind], kind)
+        if current in kinds:
+            self.kind.setCurrentIndex(kinds.index(current))
+        self.blockSignals(False)
+
+    def show_selection(self, kind: str, layer: int, head: int | str, layers: int, heads: int) -> None:
+        for widget in (self.kind, self.layer, self.head):
+            widget.blockSignals(True)
+        index = self.kind.findData(kind)
+        if index >= 0:
+            self.kind.setCurrentIndex(index)
+        self.layer.setRange(0, max(0, layers - 1))
+        self.layer.setValue(layer)
+        if self.head.count() != heads + len(AGGREGATES):
+            self.head.clear()
+            for number in range(heads):
+                self.head.addItem(f"head {number}", number)
+            for name in AGGREGATES:
+                self.head.addItem(f"{name} of heads" if name != "rollout" else "attention rollout", name)
+        self.head.setCurrentIndex(max(0, self.head.findData(head)))
+        for widget in (self.kind, self.layer, self.head):
+            widget.blockSignals(False)
+
+    def selection(self) -> dict:
+        return {"kind": self.kind.currentData(), "layer": self.layer.value(), "head": self.head.currentData()}
+
+
+class ModelPanel(QWidget):
+    """The open model's architecture, sizes, vocabularies, device and provenance; the bundled demos."""
+
+    device_chosen = Signal(str)
+    demo_chosen = Signal(str)
+
+    def __init__(self, devices: list[str], demos: list[Path], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.info = QLabel("No model open.")
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.TextFormat.RichText)
+        self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.info.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.device = QComboBox()
+        self.device.addItems(devices)
+        self.device.setToolTip("Where the model runs; switching re-runs the sentence")
+        self.demos = QListWidget()
+        self.demos.setToolTip("Bundled demo checkpoints: double-click to open")
+        for path in demos:
+            item = QListWidgetItem(path.stem)
+            item.setData(Qt.ItemDataRole.UserRole, str(path))
+            self.demos.addItem(item)
+        form = QFormLayout()
+        form.addRow("Device", self.device)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.info, 1)
+        layout.addLayout(form)
+        layout.addWidget(QLabel("Demos"))
+        layout.addWidget(self.demos)
+        self.device.activated.connect(lambda _: self.device_chosen.emit(self.device.currentText()))
+        self.demos.itemActivated.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
+
+    def show_model(self, info: ModelInfo) -> None:
+        config = info.config
+        sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "heads", "d_ff", "encoder_layers",
+                                                              "decoder_layers", "hidden")
+                          if key in config)
+        provenance = "".join(f"<tr><td>{html.escape(str(key))}</td><td>{html.escape(_short(value))}</td></tr>"
+                             for key, value in info.provenance.items())
+        self.info.setText(
+            f"<b>{html.escape(info.path.name)}</b><br>{html.escape(info.arch)} · {info.parameters:,} parameters<br>"
+            f"{html.escape(sizes)}<br>attention: {html.escape(', '.join(info.kinds) or 'none')}<br>"
+            f"source: {html.escape(info.source_tokenizer)}<br>target: {html.escape(info.target_tokenizer)}<br>"
+            f"max length {info.max_len} · device {html.escape(info.device)}"
+            + (f"<table cellspacing=4>{provenance}</table>" if provenance else ""))
+        index = self.device.findText(info.device.split(":")[0] if info.device != "cpu" else "cpu")
+        if index >= 0:
+            self.device.setCurrentIndex(index)
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        value = {key: round(item, 4) if isinstance(item, float) else item for key, item in value.items()}
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) < 160 else text[:157] + "…"

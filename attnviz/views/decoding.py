@@ -1,0 +1,218 @@
+"""Step-by-step decoding: the step slider and player, the decoder prefix, the cross-attention row of
+the step as bars over the source, the top-k next-token chart, and the beam (hypotheses and tree)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSlider,
+                               QSplitter, QStyle, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+
+from models.trace import DecodeResult, DecodeStep
+
+from .style import HIGHLIGHT
+
+BAR = (90, 140, 220)
+
+
+class StepControls(QWidget):
+    """Slider plus previous / play / next; emits the chosen step."""
+
+    step_changed = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        style = self.style()
+        self.previous = QPushButton(style.standardIcon(QStyle.StandardPixmap.SP_MediaSeekBackward), "")
+        self.play = QPushButton(style.standardIcon(QStyle.StandardPixmap.SP_MediaPlay), "")
+        self.next = QPushButton(style.standardIcon(QStyle.StandardPixmap.SP_MediaSeekForward), "")
+        self.previous.setToolTip("Previous step (Alt+Left)")
+        self.play.setToolTip("Play the decoding step by step")
+        self.next.setToolTip("Next step (Alt+Right)")
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setToolTip("Decoding step")
+        self.label = QLabel("step –")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        for widget in (self.previous, self.play, self.next, self.slider, self.label):
+            layout.addWidget(widget)
+        self.timer = QTimer(self)
+        self.timer.setInterval(600)
+        self.timer.timeout.connect(self._advance)
+        self.previous.clicked.connect(lambda: self.slider.setValue(self.slider.value() - 1))
+        self.next.clicked.connect(lambda: self.slider.setValue(self.slider.value() + 1))
+        self.play.clicked.connect(self.toggle_play)
+        self.slider.valueChanged.connect(self._on_value)
+        self.set_count(0)
+
+    def set_count(self, count: int, current: int | None = None) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, max(0, count - 1))
+        self.slider.setValue(count - 1 if current is None else current)
+        self.slider.blockSignals(False)
+        self.setEnabled(count > 0)
+        self._show_label()
+
+    def set_step(self, step: int) -> None:
+        self.slider.setValue(step)
+
+    def toggle_play(self) -> None:
+        if self.timer.isActive():
+            self.stop()
+            return
+        if self.slider.value() >= self.slider.maximum():
+            self.slider.setValue(0)
+        self.play.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPause))
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+        self.play.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaPlay))
+
+    def _advance(self) -> None:
+        if self.slider.value() >= self.slider.maximum():
+            self.stop()
+        else:
+            self.slider.setValue(self.slider.value() + 1)
+
+    def _on_value(self, value: int) -> None:
+        self._show_label()
+        self.step_changed.emit(value)
+
+    def _show_label(self) -> None:
+        total = self.slider.maximum() + 1
+        self.label.setText(f"step {self.slider.value() + 1} / {total}" if self.isEnabled() else "step –")
+
+
+class BarChart(pg.PlotWidget):
+    """Bars with token labels; ``horizontal`` puts tokens on the vertical axis (top-k chart)."""
+
+    def __init__(self, horizontal: bool, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.horizontal = horizontal
+        self.setMenuEnabled(False)
+        self.hideButtons()
+        self.setMouseEnabled(x=False, y=False)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.addItem(self.bars)
+        axis = self.getAxis("left" if horizontal else "bottom")
+        axis.setStyle(tickLength=0, autoExpandTextSpace=True)
+        if horizontal:
+            self.getPlotItem().invertY(True)
+        self.values = np.zeros(0)
+
+    def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
+                 title: str = "") -> None:
+        self.values = np.asarray(values, dtype=float)
+        positions = np.arange(len(self.values))
+        brushes = [pg.mkBrush(HIGHLIGHT if index == highlight else BAR) for index in positions]
+        if self.horizontal:
+            self.bars.setOpts(x0=0, y=positions, width=self.values, height=0.7, x=None, brushes=brushes)
+            self.setXRange(0, 1, padding=0.02)
+            self.setYRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
+            self.getAxis("left").setTicks([list(enumerate(labels))])
+        else:
+            self.bars.setOpts(x=positions, height=self.values, width=0.8, brushes=brushes)
+            self.setYRange(0, 1, padding=0.02)
+            self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
+            self.getAxis("bottom").setTicks([list(enumerate(labels))])
+        self.setTitle(title, size="9pt")
+
+
+class BeamPanel(QWidget):
+    """Final hypotheses with scores, and the beam's tree through the steps; picking one emits its index."""
+
+    hypothesis_chosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.hypotheses = QListWidget()
+        self.hypotheses.setToolTip("Final hypotheses, best first: pick one to see its own attention")
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["beam tree", "p", "score"])
+        self.tree.setToolTip("Every hypothesis the beam kept, step by step")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(QLabel("Hypotheses"))
+        layout.addWidget(self.hypotheses, 1)
+        layout.addWidget(self.tree, 2)
+        self.hypotheses.currentRowChanged.connect(lambda row: row >= 0 and self.hypothesis_chosen.emit(row))
+
+    def show_results(self, results: list[DecodeResult], steps: list[DecodeStep]) -> None:
+        self.hypotheses.blockSignals(True)
+        self.hypotheses.clear()
+        for rank, result in enumerate(results):
+            item = QListWidgetItem(f"{rank + 1}. {result.text}    score {result.score:.3f}  (log p {result.log_prob:.3f})")
+            item.setToolTip(" ".join(result.tokens))
+            self.hypotheses.addItem(item)
+        self.hypotheses.setCurrentRow(0 if results else -1)
+        self.hypotheses.blockSignals(False)
+        self._build_tree(steps)
+
+    def _build_tree(self, steps: list[DecodeStep]) -> None:
+        self.tree.clear()
+        previous: list[QTreeWidgetItem] = []
+        for step in steps:
+            current = []
+            for row in range(step.beam_size):
+                parent = previous[int(step.parents[row])] if previous else self.tree.invisibleRootItem()
+                if previous and bool(steps[step.step - 1].finished[int(step.parents[row])]):
+                    current.append(parent)  # a finished hypothesis only carries itself forward
+                    continue
+                item = QTreeWidgetItem(parent, [step.tokens[row], f"{step.probabilities[row]:.2f}",
+                                                f"{step.scores[row]:.2f}"])
+                if step.finished[row]:
+                    item.setForeground(0, pg.mkColor(HIGHLIGHT))
+                current.append(item)
+            previous = current
+        self.tree.expandAll()
+
+
+class DecodingPanel(QWidget):
+    """Everything about one decoding step; the main window feeds it the session's data."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.controls = StepControls()
+        self.prefix = QLabel()
+        self.prefix.setWordWrap(True)
+        self.prefix.setTextFormat(Qt.TextFormat.RichText)
+        self.source_strip = BarChart(horizontal=False)
+        self.source_strip.setToolTip("Cross-attention of this step over the source tokens")
+        self.top_k = BarChart(horizontal=True)
+        self.top_k.setToolTip("The most likely next tokens at this step; the chosen one is highlighted")
+        self.beam = BeamPanel()
+        charts = QSplitter(Qt.Orientation.Horizontal)
+        for widget in (self.source_strip, self.top_k, self.beam):
+            charts.addWidget(widget)
+        charts.setSizes([500, 260, 300])
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.controls)
+        layout.addWidget(self.prefix)
+        layout.addWidget(charts, 1)
+
+    def show_prefix(self, tokens: list[str], step: int, produced: str | None, probability: float | None) -> None:
+        """The decoder's input up to ``step`` (its last token, the query, emphasised) and what it produced."""
+        parts = []
+        for index, token in enumerate(tokens[: step + 1]):
+            text = html.escape(token)
+            parts.append(f"<b style='color:{HIGHLIGHT}'>{text}</b>" if index == step else text)
+        tail = (f"&nbsp; → &nbsp;<b>{html.escape(produced)}</b> (p = {probability:.3f})"
+                if produced is not None and probability is not None else "")
+        self.prefix.setText(f"Step {step + 1}, decoder input: " + " ".join(parts) + tail)
+
+    def show_step(self, step: DecodeStep, row: int, cross_row: np.ndarray | None, source_tokens: list[str]) -> None:
+        """Top-k of hypothesis ``row`` at ``step`` and its cross-attention over the source."""
+        labels = step.top_tokens[row]
+        chosen = labels.index(step.tokens[row]) if step.tokens[row] in labels else None
+        self.top_k.set_bars(labels, step.top_probs[row], chosen,
+                            f"next token ‘{html.escape(step.tokens[row])}’: p = {step.probabilities[row]:.3f}, "
+                            f"rank {step.ranks[row] + 1}")
+        if cross_row is not None:
+            strongest = int(np.argmax(cross_row)) if len(cross_row) else None
+            self.source_strip.set_bars(source_tokens, cross_row, strongest, "cross-attention of this step")
+        else:
+            self.source_strip.set_bars([], np.zeros(0), None, "this model has no cross-attention")

@@ -1,0 +1,156 @@
+"""The focus view: one attention matrix, large, with token labels, colour bar, hover readout, crosshair,
+the decoding step highlighted and masked cells hatched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QPen, QColor
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+
+from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
+
+MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
+
+
+class HeatmapView(QWidget):
+    """Shows ``[query, key]`` weights in [0, 1]; rows are queries (top to bottom), columns keys."""
+
+    hovered = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = QLabel()
+        self.title.setObjectName("heatmapTitle")
+        self.badge = QLabel()
+        self.badge.setStyleSheet("color: white; background: #c62828; padding: 2px 6px; border-radius: 3px;")
+        self.badge.hide()
+        self.graphics = pg.GraphicsLayoutWidget()
+        self.readout = QLabel("Hover over a cell to read its weight.")
+        self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)
+        for widget in (self.title, self.badge, self.graphics, self.readout):
+            layout.addWidget(widget)
+        self._build_plot()
+        self.matrix = np.zeros((1, 1), dtype=np.float32)
+        self.mask: np.ndarray | None = None
+        self.query_tokens: list[str] = []
+        self.key_tokens: list[str] = []
+
+    def _build_plot(self) -> None:
+        self.plot = self.graphics.addPlot(row=0, col=0)
+        self.plot.invertY(True)
+        self.plot.hideButtons()
+        self.plot.setMenuEnabled(False)
+        self.plot.getViewBox().setMouseEnabled(x=True, y=True)
+        for name in ("left", "bottom"):
+            axis = self.plot.getAxis(name)
+            axis.setStyle(tickLength=0, autoExpandTextSpace=True)
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.image.setLookupTable(lookup_table(DEFAULT_COLORMAP))
+        self.image.setLevels((0.0, 1.0))
+        self.overlay = pg.ImageItem(axisOrder="row-major")
+        self.overlay.setZValue(5)
+        self.step_box = QGraphicsRectItem()
+        self.step_box.setPen(QPen(QColor(HIGHLIGHT), 0))
+        self.step_box.setZValue(10)
+        self.step_box.hide()
+        crosshair_pen = pg.mkPen((255, 255, 255, 110), width=1, style=Qt.PenStyle.DashLine)
+        self.vline = pg.InfiniteLine(angle=90, movable=False, pen=crosshair_pen)
+        self.hline = pg.InfiniteLine(angle=0, movable=False, pen=crosshair_pen)
+        for item in (self.image, self.overlay, self.step_box, self.vline, self.hline):
+            self.plot.addItem(item)
+        self.vline.hide()
+        self.hline.hide()
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(DEFAULT_COLORMAP),
+                                        interactive=False, width=14, colorMapMenu=False)
+        self.graphics.addItem(self.colorbar, row=0, col=1)
+        self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+
+    def set_colormap(self, name: str) -> None:
+        self.image.setLookupTable(lookup_table(name))
+        self.colorbar.setColorMap(pg.colormap.get(name))
+
+    def set_masks_visible(self, visible: bool) -> None:
+        self.overlay.setVisible(visible)
+
+    def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
+                    key_tokens: list[str], title: str = "", axis_names: tuple[str, str] = ("queries", "keys")) -> None:
+        """Replace the data; items are reused, only images, ticks and ranges change."""
+        rows, cols = matrix.shape
+        self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
+        self.image.setImage(self.matrix, autoLevels=False, levels=(0.0, 1.0))
+        rect = QRectF(-0.5, -0.5, cols, rows)  # cell (r, c) is centred on (c, r)
+        self.image.setRect(rect)
+        if mask is not None and not mask.all():
+            self.overlay.setImage(hatch(mask), autoLevels=False)
+            self.overlay.setRect(rect)
+        else:
+            self.overlay.clear()
+        self._set_ticks(self.plot.getAxis("left"), query_tokens)
+        self._set_ticks(self.plot.getAxis("bottom"), key_tokens)
+        self.plot.setLabel("left", axis_names[0])
+        self.plot.setLabel("bottom", axis_names[1])
+        self.plot.getViewBox().setRange(rect, padding=0)
+        self.plot.getViewBox().setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
+        self.title.setText(title)
+        self._update_badge()
+
+    @staticmethod
+    def _set_ticks(axis: pg.AxisItem, tokens: list[str]) -> None:
+        # Every token is a tick; when they would overlap pyqtgraph draws only those that fit.
+        every = max(1, len(tokens) // 60)
+        major = [(index, token) for index, token in enumerate(tokens) if index % every == 0]
+        minor = [(index, token) for index, token in enumerate(tokens) if index % every != 0]
+        axis.setTicks([major, minor])
+
+    def _update_badge(self) -> None:
+        if self.mask is None or self.mask.shape != self.matrix.shape:
+            self.badge.hide()
+            return
+        leaked = np.where(self.mask, 0.0, self.matrix)
+        if leaked.max(initial=0.0) > MASS_ON_MASKED:
+            row, col = np.unravel_index(int(leaked.argmax()), leaked.shape)
+            self.badge.setText(f"⚠ attention on masked cells: up to {leaked.max():.3g} "
+                               f"(query {row}, key {col}) — the model does not respect its mask")
+            self.badge.show()
+        else:
+            self.badge.hide()
+
+    def set_step(self, row: int | None) -> None:
+        """Outline query row ``row`` (the current decoding step), or nothing."""
+        if row is None or not 0 <= row < self.matrix.shape[0]:
+            self.step_box.hide()
+            return
+        self.step_box.setRect(QRectF(-0.5, row - 0.5, self.matrix.shape[1], 1))
+        self.step_box.show()
+
+    def cell_at(self, scene_position: QPointF) -> tuple[int, int] | None:
+        point = self.plot.getViewBox().mapSceneToView(scene_position)
+        row, col = int(np.floor(point.y() + 0.5)), int(np.floor(point.x() + 0.5))
+        if 0 <= row < self.matrix.shape[0] and 0 <= col < self.matrix.shape[1]:
+            return row, col
+        return None
+
+    def describe_cell(self, row: int, col: int) -> str:
+        query = self.query_tokens[row] if row < len(self.query_tokens) else str(row)
+        key = self.key_tokens[col] if col < len(self.key_tokens) else str(col)
+        masked = self.mask is not None and not bool(self.mask[row, col])
+        return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {self.matrix[row, col]:.4f}"
+                + ("  (masked: not allowed to attend)" if masked else ""))
+
+    def _on_mouse_moved(self, position: QPointF) -> None:
+        cell = self.cell_at(position)
+        if cell is None:
+            return
+        row, col = cell
+        self.vline.setPos(col)
+        self.hline.setPos(row)
+        self.vline.show()
+        self.hline.show()
+        text = self.describe_cell(row, col)
+        self.readout.setText(text)
+        self.hovered.emit(text)

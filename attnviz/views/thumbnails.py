@@ -1,0 +1,81 @@
+"""Grids of bare attention thumbnails (no token labels: DESIGN §7). One class serves the head grid (all
+heads of a layer: one row) and the model view (every layer × head). Plots are rebuilt only when the
+grid's shape changes; new data only calls ``setImage``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Signal
+from PySide6.QtWidgets import QWidget
+
+from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
+
+
+class ThumbnailGrid(pg.GraphicsLayoutWidget):
+    """``rows × cols`` thumbnails; clicking one emits ``(row, col)``."""
+
+    clicked = Signal(int, int)
+
+    def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.max_columns = max_columns
+        self.shape: tuple[int, int] = (0, 0)
+        self.cells: list[tuple[pg.ViewBox, pg.ImageItem]] = []
+        self.lut = lookup_table(DEFAULT_COLORMAP)
+        self.selected: tuple[int, int] | None = None
+        self.row_names: list[str] = []
+        self.col_names: list[str] = []
+        self.ci.setSpacing(3)
+
+    def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
+        """Make ``rows × cols`` empty thumbnails with row and column headers (skipped if the shape is unchanged)."""
+        if (rows, cols) == self.shape and row_names == self.row_names and col_names == self.col_names:
+            return
+        self.clear()
+        self.cells, self.shape, self.selected = [], (rows, cols), None
+        self.row_names, self.col_names = row_names, col_names
+        for col, name in enumerate(col_names):
+            self.addLabel(name, row=0, col=col + 1, size="8pt")
+        for row in range(rows):
+            self.addLabel(row_names[row], row=row + 1, col=0, size="8pt", angle=-90 if len(row_names[row]) > 3 else 0)
+            for col in range(cols):
+                view = self.addViewBox(row=row + 1, col=col + 1, lockAspect=False, enableMouse=False,
+                                       invertY=True, enableMenu=False)
+                image = pg.ImageItem(axisOrder="row-major")
+                image.setLookupTable(self.lut)
+                view.addItem(image)
+                self.cells.append((view, image))
+
+    def set_images(self, matrices: list[np.ndarray]) -> None:
+        """One ``[q, k]`` matrix per thumbnail, row by row."""
+        for (view, image), matrix in zip(self.cells, matrices):
+            data = np.ascontiguousarray(matrix, dtype=np.float32)
+            image.setImage(data, autoLevels=False, levels=(0.0, 1.0))
+            rect = QRectF(0, 0, data.shape[1], data.shape[0])
+            image.setRect(rect)
+            view.setRange(rect, padding=0)
+
+    def set_colormap(self, name: str) -> None:
+        self.lut = lookup_table(name)
+        for _, image in self.cells:
+            image.setLookupTable(self.lut)
+
+    def select(self, row: int | None, col: int | None) -> None:
+        """Outline the thumbnail the focus view shows (none when it shows an aggregate)."""
+        self.selected = None if row is None or col is None else (row, col)
+        for index, (view, _) in enumerate(self.cells):
+            chosen = self.selected == divmod(index, self.shape[1])
+            view.setBorder(pg.mkPen(HIGHLIGHT, width=2) if chosen else None)
+
+    def image(self, row: int, col: int) -> np.ndarray:
+        return self.cells[row * self.shape[1] + col][1].image
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        position = self.mapToScene(event.position().toPoint())
+        for index, (view, _) in enumerate(self.cells):
+            if view.sceneBoundingRect().contains(position):
+                self.clicked.emit(*divmod(index, self.shape[1]))
+                event.accept()
+                return
+        super().mousePressEvent(event)
