@@ -143,6 +143,7 @@ class MainWindow(QMainWindow):
         self.device_requested.connect(worker.set_device)
         worker.loaded.connect(self._on_loaded)
         worker.load_failed.connect(self._on_load_failed)
+        worker.device_changed.connect(self._on_device_changed)
         worker.step.connect(self._on_step)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
@@ -218,12 +219,8 @@ class MainWindow(QMainWindow):
         self.run_requested.emit(request)
 
     def _on_loaded(self, info: ModelInfo) -> None:
-        same_model = self.session.model is not None and self.session.model.path == info.path
-        if not same_model:
-            self.session.set_model(info)
-            self._remember(str(info.path))
-        else:
-            self.session.model = info
+        self.session.set_model(info)
+        self._remember(str(info.path))
         self.input_bar.set_busy(False)
         self.model_panel.show_model(info)
         self.setWindowTitle(f"attnviz — {info.path.name}")
@@ -245,6 +242,12 @@ class MainWindow(QMainWindow):
 
     def _on_device(self, device: str) -> None:
         self.device_requested.emit("" if device == "auto" else device)
+        self.run()  # queued after the move, so it runs on the new device
+
+    def _on_device_changed(self, info: ModelInfo) -> None:
+        self.session.model = info
+        self.model_panel.show_model(info)
+        self.statusBar().showMessage(f"The model now runs on {info.device}", 5000)
 
     def _on_step(self, request_id: int, step) -> None:
         if self.session.accept_step(request_id, step):

@@ -40,8 +40,9 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 class ModelWorker(QObject):
-    loaded = Signal(object)  # ModelInfo
+    loaded = Signal(object)  # ModelInfo of a newly opened model
     load_failed = Signal(str)
+    device_changed = Signal(object)  # ModelInfo after the model moved to another device
     step = Signal(int, object)  # request id, DecodeStep
     finished = Signal(int, object)  # request id, list[DecodeResult]
     failed = Signal(int, str)
@@ -71,7 +72,7 @@ class ModelWorker(QObject):
         except (AttnvizError, RuntimeError) as failure:
             self.notice.emit(f"Could not move the model to {device}: {failure}")
             return
-        self.loaded.emit(describe(self.translator, self.translator.checkpoint.path))
+        self.device_changed.emit(describe(self.translator, self.translator.checkpoint.path))
 
     @Slot(object)
     def run(self, request: Request) -> None:
@@ -88,7 +89,7 @@ class ModelWorker(QObject):
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             self.notice.emit("The GPU ran out of memory; the model now runs on the CPU.")
-            self.loaded.emit(describe(self.translator, self.translator.checkpoint.path))
+            self.device_changed.emit(describe(self.translator, self.translator.checkpoint.path))
             self._decode(request)
         except Exception as failure:  # a bug: say so in the window instead of killing the thread
             traceback.print_exc()

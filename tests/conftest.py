@@ -31,3 +31,25 @@ def random_checkpoint(tmp_path_factory, char_tokenizer):
     model = build_model(tiny_config("transformer-preln"))
     path = tmp_path_factory.mktemp("checkpoints") / "random.safetensors"
     return save_checkpoint(path, model, char_tokenizer, char_tokenizer, {"note": "random weights"})
+
+
+@pytest.fixture
+def qsettings(tmp_path):
+    """QSettings in a temporary INI file, so tests never read or write the user's settings."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "attnviz.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_running():
+    """Fail any test that leaves a model worker thread running."""
+    yield
+    import sys
+
+    if "attnviz.worker" not in sys.modules:
+        return
+    running = [thread for thread in sys.modules["attnviz.worker"].WorkerThread.live if thread.thread.isRunning()]
+    for thread in running:
+        thread.close()
+    assert not running, f"{len(running)} worker thread(s) left running"

@@ -24,21 +24,23 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.cells: list[tuple[pg.ViewBox, pg.ImageItem]] = []
         self.lut = lookup_table(DEFAULT_COLORMAP)
         self.selected: tuple[int, int] | None = None
-        self.row_names: list[str] = []
-        self.col_names: list[str] = []
+        self.row_labels: list[pg.LabelItem] = []
+        self.col_labels: list[pg.LabelItem] = []
         self.ci.setSpacing(3)
 
     def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
-        """Make ``rows × cols`` empty thumbnails with row and column headers (skipped if the shape is unchanged)."""
-        if (rows, cols) == self.shape and row_names == self.row_names and col_names == self.col_names:
+        """Make ``rows × cols`` empty thumbnails with row and column headers. Only a new shape rebuilds;
+        new names just relabel the headers."""
+        if (rows, cols) == self.shape:
+            for label, name in zip(self.row_labels + self.col_labels, row_names + col_names):
+                label.setText(name, size="8pt")
             return
         self.clear()
         self.cells, self.shape, self.selected = [], (rows, cols), None
-        self.row_names, self.col_names = row_names, col_names
-        for col, name in enumerate(col_names):
-            self.addLabel(name, row=0, col=col + 1, size="8pt")
+        self.col_labels = [self.addLabel(name, row=0, col=col + 1, size="8pt") for col, name in enumerate(col_names)]
+        self.row_labels = []
         for row in range(rows):
-            self.addLabel(row_names[row], row=row + 1, col=0, size="8pt", angle=-90 if len(row_names[row]) > 3 else 0)
+            self.row_labels.append(self.addLabel(row_names[row], row=row + 1, col=0, size="8pt"))
             for col in range(cols):
                 view = self.addViewBox(row=row + 1, col=col + 1, lockAspect=False, enableMouse=False,
                                        invertY=True, enableMenu=False)

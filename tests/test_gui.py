@@ -1,0 +1,334 @@
+"""The desktop app, driven like a user would with a real offscreen QApplication and real checkpoints.
+
+Each test checks what the views hold (image data, overlays, charts, files written), not only that
+nothing raised. Qt warnings fail a test (pyproject: qt_log_level_fail) and so does a worker thread
+left running (conftest).
+"""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage
+
+from attnviz.app import create_window
+from models import build_model
+from models.aggregate import aggregate
+from models.checkpoint import save_checkpoint
+from tests.helpers import tiny_config
+
+WAIT = 20_000  # ms; decoding a tiny model takes milliseconds, CI machines can be slow
+
+
+@pytest.fixture(scope="module")
+def gru_checkpoint(tmp_path_factory, char_tokenizer):
+    torch.manual_seed(1)
+    model = build_model(tiny_config("gru-additive"))
+    path = tmp_path_factory.mktemp("gru") / "gru.safetensors"
+    return save_checkpoint(path, model, char_tokenizer, char_tokenizer)
+
+
+@pytest.fixture
+def window(qtbot, qsettings, random_checkpoint):
+    window = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.resize(1200, 800)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
+    yield window
+    window.close()
+
+
+def run_text(qtbot, window, text: str, **options) -> None:
+    bar = window.input_bar
+    if "mode" in options:
+        bar.mode.setCurrentIndex(bar.mode.findData(options["mode"]))
+    if "beam" in options:
+        bar.beam.setValue(options["beam"])
+    if "target" in options:
+        bar.target.setText(options["target"])
+    bar.max_len.setValue(options.get("max_len", 6))
+    bar.debounce.stop()
+    bar.text.setText(text)
+    window.run()
+    request = window.session.request
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request is request, timeout=WAIT)
+
+
+def focus_data(window) -> np.ndarray:
+    return window.focus.image.image
+
+
+def test_opening_shows_the_model_and_remembers_it(window, random_checkpoint):
+    info = window.model_panel.info.text()
+    assert "transformer-preln" in info and "random.safetensors" in info and "cpu" in info
+    assert window.recent_files()[0] == str(random_checkpoint)
+    assert window.windowTitle() == "attnviz — random.safetensors"
+
+
+def test_run_shows_the_trace_in_every_view(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=5)
+    trace = window.session.trace
+    assert trace.src_tokens == ["a", "b", "c", "</s>"]
+    kind, layer, head = "cross", 0, 0
+    assert window.session.selection.kind == kind
+    np.testing.assert_array_equal(focus_data(window), trace.attention[kind][layer][head])
+    for index, (_, image) in enumerate(window.head_grid.cells):
+        np.testing.assert_array_equal(image.image, trace.attention[kind][layer][index])
+    assert len(window.model_view.cells) == 2 * 4  # layers × heads
+    np.testing.assert_array_equal(window.model_view.image(1, 3), trace.attention[kind][1][3])
+    assert window.session.result.text in window.input_bar.output.text()
+
+
+def test_switching_kind_layer_head_and_aggregate(qtbot, window):
+    run_text(qtbot, window, "hag", max_len=4)
+    trace = window.session.trace
+    grid_items = [image for _, image in window.head_grid.cells]
+    model_items = [image for _, image in window.model_view.cells]
+    focus_item = window.focus.image
+    window.select(layer=1, head=2)
+    np.testing.assert_array_equal(focus_data(window), trace.attention["cross"][1][2])
+    np.testing.assert_array_equal(window.head_grid.image(0, 3), trace.attention["cross"][1][3])
+    assert window.head_grid.selected == (0, 2) and window.model_view.selected == (1, 2)
+    # a layer or head switch reuses every plot item: nothing is rebuilt
+    assert [image for _, image in window.head_grid.cells] == grid_items
+    assert [image for _, image in window.model_view.cells] == model_items and window.focus.image is focus_item
+    window.select(kind="enc_self", head="mean")
+    np.testing.assert_allclose(focus_data(window), trace.attention["enc_self"][1].mean(axis=0), atol=1e-7)
+    assert window.focus.query_tokens == trace.src_tokens
+    window.selector.head.setCurrentIndex(window.selector.head.findData("rollout"))
+    np.testing.assert_allclose(focus_data(window), aggregate(trace, "enc_self", 1, "rollout"), atol=1e-7)
+    window.select(kind="dec_self", head="max", layer=0)
+    np.testing.assert_array_equal(focus_data(window), trace.attention["dec_self"][0].max(axis=0))
+    assert window.focus.key_tokens == trace.tgt_tokens
+
+
+def test_keyboard_shortcuts_step_layers_and_heads(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    window.select(layer=0, head=0)
+    qtbot.keyClick(window, Qt.Key.Key_Down, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(window, Qt.Key.Key_Right, Qt.KeyboardModifier.ControlModifier)
+    assert (window.session.selection.layer, window.session.selection.head) == (1, 1)
+    qtbot.keyClick(window, Qt.Key.Key_Left, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(window, Qt.Key.Key_Left, Qt.KeyboardModifier.ControlModifier)
+    assert window.session.selection.head == 3  # wraps around
+
+
+def test_clicking_a_thumbnail_focuses_it(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    window.grids.setCurrentIndex(1)
+    qtbot.waitExposed(window.model_view)
+    view, _ = window.model_view.cells[1 * 4 + 2]
+    centre = window.model_view.mapFromScene(view.sceneBoundingRect().center())
+    qtbot.mouseClick(window.model_view.viewport(), Qt.MouseButton.LeftButton, pos=centre)
+    assert (window.session.selection.layer, window.session.selection.head) == (1, 2)
+    np.testing.assert_array_equal(focus_data(window), window.session.trace.attention["cross"][1][2])
+
+
+def test_masks_are_hatched_and_can_be_hidden(qtbot, window):
+    run_text(qtbot, window, "abcd", max_len=5)
+    window.select(kind="dec_self", layer=0, head=0)
+    mask = window.session.trace.masks["dec_self"]
+    assert not mask.all()
+    overlay = window.focus.overlay.image
+    factor = overlay.shape[0] // mask.shape[0]
+    alpha = overlay[::factor, ::factor, 3][: mask.shape[0], : mask.shape[1]]
+    cells_with_hatching = np.array([[overlay[r * factor:(r + 1) * factor, c * factor:(c + 1) * factor, 3].max() > 0
+                                     for c in range(mask.shape[1])] for r in range(mask.shape[0])])
+    np.testing.assert_array_equal(cells_with_hatching, ~mask)
+    assert alpha.shape == mask.shape
+    assert window.focus.overlay.isVisible()
+    window.selector.masks.setChecked(False)
+    assert not window.focus.overlay.isVisible()
+    window.select(kind="enc_self")
+    assert window.focus.overlay.image is None  # nothing masked in a single unpadded sentence
+    assert window.focus.badge.isHidden()
+
+
+def test_attention_on_masked_cells_raises_a_badge(window):
+    matrix = np.full((3, 3), 1 / 3, dtype=np.float32)  # uniform rows ignore the causal mask
+    window.focus.show_matrix(matrix, np.tril(np.ones((3, 3), dtype=bool)), list("abc"), list("abc"))
+    assert not window.focus.badge.isHidden() and "masked" in window.focus.badge.text()
+    window.focus.show_matrix(np.tril(matrix), np.tril(np.ones((3, 3), dtype=bool)), list("abc"), list("abc"))
+    assert window.focus.badge.isHidden()
+
+
+def test_hover_reads_out_a_cell(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    view = window.focus.plot.getViewBox()
+    scene_point = view.mapViewToScene(QPointF(1, 0))  # key 1, query 0
+    window.focus._on_mouse_moved(scene_point)
+    value = window.session.trace.attention["cross"][0][0][0, 1]
+    assert window.focus.readout.text() == f"query 0 ‘<s>’ → key 1 ‘b’: {value:.4f}"
+    assert window.focus.vline.isVisible() and window.focus.vline.value() == 1
+
+
+def test_stepping_through_the_decoding(qtbot, window):
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")  # a known number of steps
+    steps = window.session.result.steps
+    window.decoding.controls.slider.setValue(1)
+    assert window.session.selection.step == 1
+    box = window.focus.step_box.rect()
+    assert (box.top(), box.height()) == (0.5, 1.0)
+    np.testing.assert_allclose(window.decoding.top_k.values, steps[1].top_probs[0])
+    cross_row = window.session.trace.attention["cross"][0][0][1]
+    np.testing.assert_allclose(window.decoding.source_strip.values, cross_row)
+    assert "decoder input: &lt;s&gt; " in window.decoding.prefix.text()
+    window.decoding.controls.next.click()
+    assert window.session.selection.step == 2
+    qtbot.keyClick(window, Qt.Key.Key_Left, Qt.KeyboardModifier.AltModifier)
+    assert window.session.selection.step == 1
+
+
+def test_play_walks_to_the_last_step(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    controls = window.decoding.controls
+    controls.timer.setInterval(10)
+    controls.slider.setValue(0)
+    controls.play.click()
+    last = len(window.session.trace.tgt_tokens) - 1
+    qtbot.waitUntil(lambda: window.session.selection.step == last and not controls.timer.isActive(), timeout=WAIT)
+
+
+def test_beam_hypotheses_each_show_their_own_attention(qtbot, window):
+    run_text(qtbot, window, "abc", mode="beam", beam=3, max_len=5)
+    results = window.session.results
+    assert window.decoding.beam.hypotheses.count() == len(results) == 3
+    assert window.decoding.beam.tree.topLevelItemCount() >= 1
+    window.decoding.beam.hypotheses.setCurrentRow(2)
+    assert window.session.result is results[2]
+    np.testing.assert_array_equal(focus_data(window), results[2].trace.attention["cross"][0][0])
+    window.decoding.controls.slider.setValue(1)
+    step = results[2].steps[1]
+    np.testing.assert_allclose(window.decoding.top_k.values, step.top_probs[results[2].rows[1]])
+
+
+def test_forced_decoding_to_a_target(qtbot, window):
+    run_text(qtbot, window, "abc", mode="forced", target="cba")
+    assert window.session.trace.tgt_tokens == ["<s>", "c", "b", "a"]
+    assert window.session.result.tokens == ["c", "b", "a", "</s>"]
+
+
+def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
+    run_text(qtbot, window, "abcd", max_len=5)
+    png = tmp_path / "focus.png"
+    window.export_focus_image(str(png))
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (2 * window.focus.width(), 2 * window.focus.height())
+    pixels = np.array([image.pixel(x, y) for x in range(0, image.width(), 7) for y in range(0, image.height(), 7)])
+    assert len(np.unique(pixels)) > 20  # a real picture, not a blank rectangle
+    svg = tmp_path / "focus.svg"
+    window.export_focus_image(str(svg))
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "<svg" in text and ("<image" in text or "<path" in text)
+    grid = tmp_path / "heads.png"
+    window.export_grid_image(str(grid))
+    assert QImage(str(grid)).width() == 2 * window.head_grid.width()
+    npz = tmp_path / "trace.npz"
+    window.export_npz(str(npz))
+    arrays = np.load(npz)
+    trace = window.session.trace
+    for kind in trace.kinds:
+        for layer, weights in enumerate(trace.attention[kind]):
+            np.testing.assert_array_equal(arrays[f"{kind}_L{layer}"], weights)
+        np.testing.assert_array_equal(arrays[f"{kind}_mask"], trace.masks[kind])
+    csv_path = tmp_path / "cross.csv"
+    window.export_csv(str(csv_path))
+    rows = list(csv.reader(csv_path.open(encoding="utf-8")))
+    assert rows[0][1:] == trace.src_tokens and [row[0] for row in rows[1:]] == trace.tgt_tokens
+    np.testing.assert_allclose(np.array(rows[1:])[:, 1:].astype(float), trace.attention["cross"][0][0], atol=1e-5)
+
+
+def test_export_to_a_bad_path_says_so(qtbot, window, tmp_path):
+    run_text(qtbot, window, "abc", max_len=4)
+    window.export_focus_image(str(tmp_path / "focus.gif"))
+    assert "Export failed" in window.input_bar.output.text() and ".png or .svg" in window.input_bar.output.text()
+
+
+def test_drop_a_checkpoint_on_the_window(qtbot, window, gru_checkpoint):
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(gru_checkpoint))])
+    enter = QDragEnterEvent(QPoint(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    window.dragEnterEvent(enter)
+    assert enter.isAccepted()
+    drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    window.dropEvent(drop)
+    qtbot.waitUntil(lambda: window.session.model.arch == "gru-additive", timeout=WAIT)
+    run_text(qtbot, window, "abc", max_len=4)
+    trace = window.session.trace
+    assert trace.kinds == ["cross"] and trace.heads("cross") == 1
+    np.testing.assert_array_equal(focus_data(window), trace.attention["cross"][0][0])
+
+
+def test_unreadable_file_gets_a_message_and_keeps_the_model(qtbot, window, tmp_path, random_checkpoint):
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"\x00" * 40)
+    window.open_path(str(bad))
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
+    assert str(bad) in window.input_bar.output.text()
+    assert window.session.model.path == random_checkpoint
+    run_text(qtbot, window, "abc", max_len=3)  # still usable
+
+
+def test_empty_long_and_unknown_input(qtbot, window):
+    window.input_bar.text.setText("   ")
+    window.run()
+    assert "Type a sentence" in window.input_bar.output.text() and window.session.request is None
+    run_text(qtbot, window, "ab" * 50, max_len=3)
+    qtbot.waitUntil(lambda: "only the first 64" in window.input_bar.output.text(), timeout=WAIT)
+    assert len(window.session.trace.src_tokens) == 64
+    run_text(qtbot, window, "abc xyz", max_len=3)
+    qtbot.waitUntil(lambda: "shown as &lt;unk&gt;" in window.input_bar.output.text(), timeout=WAIT)
+    assert window.session.trace.src_tokens[4:7] == ["<unk>"] * 3
+
+
+def test_a_newer_request_wins(qtbot, window):
+    bar = window.input_bar
+    bar.max_len.setValue(6)
+    for text in ("aaa", "bbb", "ccc"):
+        bar.text.setText(text)
+        window.run()
+    last = window.session.request
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request is last, timeout=WAIT)
+    assert window.session.trace.src_tokens[:3] == ["c", "c", "c"]
+
+
+def test_gpu_out_of_memory_falls_back_to_the_cpu(qtbot, window):
+    worker = window.worker_thread.worker
+    translator = worker.translator
+    original = translator.decode
+    calls = []
+
+    def decode_once_out_of_memory(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(*args, **kwargs)
+
+    translator.decode = decode_once_out_of_memory
+    translator.device = torch.device("cuda")  # what the worker sees on a GPU machine
+    run_text(qtbot, window, "abc", max_len=3)
+    assert "ran out of memory" in window.input_bar.output.text()
+    assert worker.translator.device.type == "cpu" and len(calls) == 2
+
+
+def test_settings_are_restored(qtbot, qsettings, random_checkpoint):
+    first = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(first)
+    qtbot.waitUntil(lambda: first.session.model is not None, timeout=WAIT)
+    first.input_bar.mode.setCurrentIndex(first.input_bar.mode.findData("beam"))
+    first.input_bar.beam.setValue(7)
+    first.selector.colormap.setCurrentText("cividis")
+    first.selector.masks.setChecked(False)
+    first.input_bar.text.setText("abc")
+    first.close()
+    second = create_window(None, "cpu", qsettings)
+    qtbot.addWidget(second)
+    assert second.input_bar.mode.currentData() == "beam" and second.input_bar.beam.value() == 7
+    assert second.selector.colormap.currentText() == "cividis" and not second.selector.masks.isChecked()
+    assert second.recent_files() == [str(random_checkpoint)]
+    second.close()
