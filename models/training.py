@@ -332,9 +332,9 @@ class _Trainer:
                                                                                 self.device)
             finally:
                 self.model.train()
-        if not bar.disable:  # tqdm.write prints even for a disabled bar
-            shown = "  ".join(f"{name} {value:.3f}" for name, value in self.metrics.items() if value is not None)
-            bar.write(f"step {self.step}: {shown}", file=sys.stderr)
+        # Printed with or without the bar: in a background run's log these lines are the record.
+        shown = "  ".join(f"{name} {value:.3f}" for name, value in self.metrics.items() if value is not None)
+        bar.write(f"step {self.step} ({self._seconds():.0f} s): {shown}", file=sys.stderr)
 
     def _provenance(self) -> dict[str, Any]:
         training = {name: value for name, value in dataclasses.asdict(self.config).items()
