@@ -332,3 +332,15 @@ def test_settings_are_restored(qtbot, qsettings, random_checkpoint):
     assert second.selector.colormap.currentText() == "cividis" and not second.selector.masks.isChecked()
     assert second.recent_files() == [str(random_checkpoint)]
     second.close()
+
+
+def test_long_inputs_label_what_fits_and_zooming_reveals_every_token(window):
+    tokens = [f"t{index}" for index in range(400)]
+    matrix = np.random.default_rng(0).random((400, 400)).astype(np.float32)
+    window.focus.show_matrix(matrix, None, tokens, tokens)
+    bottom = window.focus.plot.getAxis("bottom")
+    shown = bottom._tickLevels[0]
+    assert 5 < len(shown) < 100  # a readable subset, not 400 overlapping labels
+    window.focus.plot.getViewBox().setRange(xRange=(100, 110), yRange=(0, 10), padding=0)
+    labels = [label for _, label in window.focus.plot.getAxis("bottom")._tickLevels[0]]
+    assert labels == [f"t{index}" for index in range(100, 111)]

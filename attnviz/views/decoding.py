@@ -103,22 +103,25 @@ class BarChart(pg.PlotWidget):
         if horizontal:
             self.getPlotItem().invertY(True)
         self.values = np.zeros(0)
+        self.brush, self.highlight_brush = pg.mkBrush(BAR), pg.mkBrush(HIGHLIGHT)
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
                  title: str = "") -> None:
         self.values = np.asarray(values, dtype=float)
         positions = np.arange(len(self.values))
-        brushes = [pg.mkBrush(HIGHLIGHT if index == highlight else BAR) for index in positions]
+        brushes = [self.highlight_brush if index == highlight else self.brush for index in positions]
+        every = max(1, len(labels) // 40)  # a label per bar would overlap on long sources
+        ticks = [(index, label) for index, label in enumerate(labels) if index % every == 0]
         if self.horizontal:
             self.bars.setOpts(x0=0, y=positions, width=self.values, height=0.7, x=None, brushes=brushes)
             self.setXRange(0, 1, padding=0.02)
             self.setYRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
-            self.getAxis("left").setTicks([list(enumerate(labels))])
+            self.getAxis("left").setTicks([ticks])
         else:
             self.bars.setOpts(x=positions, height=self.values, width=0.8, brushes=brushes)
             self.setYRange(0, 1, padding=0.02)
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
-            self.getAxis("bottom").setTicks([list(enumerate(labels))])
+            self.getAxis("bottom").setTicks([ticks])
         self.setTitle(title, size="9pt")
 
 

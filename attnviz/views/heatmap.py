@@ -14,6 +14,16 @@ from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 
 
+def visible_ticks(tokens: list[str], low: float, high: float, room: float) -> list[tuple[int, str]]:
+    """Ticks for tokens between ``low`` and ``high``, every n-th so that at most ``room`` are drawn."""
+    first, last = max(0, int(np.ceil(low))), min(len(tokens) - 1, int(np.floor(high)))
+    if last < first:
+        return []
+    every = max(1, int(np.ceil((last - first + 1) / max(room, 1.0))))
+    start = first + (-first % every)
+    return [(index, tokens[index]) for index in range(start, last + 1, every)]
+
+
 class HeatmapView(QWidget):
     """Shows ``[query, key]`` weights in [0, 1]; rows are queries (top to bottom), columns keys."""
 
@@ -68,6 +78,7 @@ class HeatmapView(QWidget):
                                         interactive=False, width=14, colorMapMenu=False)
         self.graphics.addItem(self.colorbar, row=0, col=1)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.plot.getViewBox().sigRangeChanged.connect(self._update_ticks)
 
     def set_colormap(self, name: str) -> None:
         self.image.setLookupTable(lookup_table(name))
@@ -90,22 +101,23 @@ class HeatmapView(QWidget):
             self.overlay.setRect(rect)
         else:
             self.overlay.clear()
-        self._set_ticks(self.plot.getAxis("left"), query_tokens)
-        self._set_ticks(self.plot.getAxis("bottom"), key_tokens)
         self.plot.setLabel("left", axis_names[0])
         self.plot.setLabel("bottom", axis_names[1])
-        self.plot.getViewBox().setRange(rect, padding=0)
         self.plot.getViewBox().setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
+        self.plot.getViewBox().setRange(rect, padding=0)
+        self._update_ticks()
         self.title.setText(title)
         self._update_badge()
 
-    @staticmethod
-    def _set_ticks(axis: pg.AxisItem, tokens: list[str]) -> None:
-        # Every token is a tick; when they would overlap pyqtgraph draws only those that fit.
-        every = max(1, len(tokens) // 60)
-        major = [(index, token) for index, token in enumerate(tokens) if index % every == 0]
-        minor = [(index, token) for index, token in enumerate(tokens) if index % every != 0]
-        axis.setTicks([major, minor])
+    def _update_ticks(self, *_) -> None:
+        """Label as many tokens as fit in the visible range: all of them once zoomed in far enough.
+
+        Laying out hundreds of overlapping labels on every paint is what made long inputs slow.
+        """
+        (x_low, x_high), (y_low, y_high) = self.plot.getViewBox().viewRange()
+        left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
+        left.setTicks([visible_ticks(self.query_tokens, y_low, y_high, max(1.0, left.height()) / 16)])
+        bottom.setTicks([visible_ticks(self.key_tokens, x_low, x_high, max(1.0, bottom.width()) / 34)])
 
     def _update_badge(self) -> None:
         if self.mask is None or self.mask.shape != self.matrix.shape:
