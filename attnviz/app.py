@@ -11,7 +11,8 @@ DEFAULT_DEMO = DEMO_FOLDER / "en-es-transformer.safetensors"
 
 
 def demo_checkpoints() -> list[Path]:
-    return sorted(DEMO_FOLDER.glob("*.safetensors"))
+    """The bundled checkpoints (not the trainer's ``*.train-state.safetensors`` beside them)."""
+    return sorted(path for path in DEMO_FOLDER.glob("*.safetensors") if not path.name.endswith(".train-state.safetensors"))
 
 
 def available_devices() -> list[str]:

@@ -16,9 +16,9 @@ from typing import Sequence
 from models.errors import AttnvizError
 
 from . import __version__
-from .commands import export, info, render, train, translate
+from .commands import evaluate, export, info, render, train, translate
 
-COMMANDS = {module.NAME: module for module in (info, translate, export, render, train)}
+COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, train)}
 
 
 def error(message: str) -> None:

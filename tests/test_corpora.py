@@ -346,3 +346,16 @@ def test_pig_latin_builder_command_line(tmp_path, capsys):
     assert "train" in capsys.readouterr().out
     assert piglatin.main(["--english", str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "p")]) == 1
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_copy_sources_point_at_the_copied_characters():
+    from models.data.piglatin import copy_sources, to_pig_latin
+
+    for text in ("team", "apple", "queen", "the air-conditioning", "rhythm", "well-known words"):
+        output, sources = to_pig_latin(text), copy_sources(text)
+        assert len(sources) == len(output), text
+        for character, source in zip(output, sources):
+            if source is not None:
+                assert text.lower()[source] == character, (text, character, source)
+    assert copy_sources("team") == [1, 2, 3, 0, None, None]
+    assert copy_sources("apple")[-3:] == [None, None, None]

@@ -46,6 +46,24 @@ def to_pig_latin(text: str) -> str:
     return _LETTER_RUN.sub(lambda match: _word_to_pig_latin(match.group()), text.lower())
 
 
+def copy_sources(text: str) -> list[int | None]:
+    """For each character of ``to_pig_latin(text)``, the index of the source character it copies
+    (``None`` for the added ``ay``/``way``). The ground truth an attention alignment is scored against."""
+    lowered = text.lower()
+    sources: list[int | None] = []
+    position = 0
+    for match in _LETTER_RUN.finditer(lowered):
+        sources.extend(range(position, match.start()))  # spaces, hyphens and other characters copy over
+        start, word = match.start(), match.group()
+        cluster = _consonant_cluster_length(word)
+        order = list(range(cluster, len(word))) + list(range(cluster))
+        sources.extend(start + index for index in order)
+        sources.extend([None] * (3 if cluster == 0 else 2))
+        position = match.end()
+    sources.extend(range(position, len(lowered)))
+    return sources
+
+
 def _word_to_pig_latin(word: str) -> str:
     cluster = _consonant_cluster_length(word)
     if cluster == 0:

@@ -1,0 +1,44 @@
+"""``attnviz evaluate -c CKPT --data PAIRS.tsv [--beam K] [--limit N] [--alignment piglatin] [--json]``
+
+Exact match, chrF and BLEU on held-out pairs, exact match by source length, and with ``--alignment
+piglatin`` the share of copied characters whose strongest cross-attention is on the character copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from models.errors import InputError
+
+from .common import add_model_options, open_translator
+
+NAME = "evaluate"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="score a checkpoint on held-out pairs", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_options(parser)
+    parser.add_argument("--data", required=True, help="pairs, source<TAB>target per line")
+    parser.add_argument("--beam", type=int, default=1, metavar="K")
+    parser.add_argument("--max-len", type=int, metavar="N")
+    parser.add_argument("--limit", type=int, metavar="N", help="only the first N pairs")
+    parser.add_argument("--alignment", choices=("piglatin",), help="also score the cross-attention alignment")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.data.pairs import read_pairs
+    from models.evaluation import evaluate
+
+    if args.beam < 1:
+        raise InputError(f"--beam must be at least 1; got {args.beam}")
+    pairs = read_pairs(args.data)[: args.limit]
+    copy_sources = None
+    if args.alignment == "piglatin":
+        from models.data.piglatin import copy_sources
+    scores = evaluate(open_translator(args), pairs, beam=args.beam, max_len=args.max_len, copy_sources=copy_sources)
+    print(json.dumps(dataclasses.asdict(scores)) if args.json else "\n".join(scores.lines()))
+    return 0
