@@ -1,0 +1,85 @@
+"""``attnviz render``: the app's heatmap drawn headless to PNG and SVG, and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from PySide6.QtGui import QImage
+
+from attnviz.cli import main
+
+
+def render(capsys, *args) -> tuple[int, str]:
+    code = main(["render", *[str(arg) for arg in args]])
+    return code, capsys.readouterr().err
+
+
+def distinct_colours(path) -> int:
+    image = QImage(str(path))
+    return len({image.pixel(x, y) for x in range(0, image.width(), 9) for y in range(0, image.height(), 9)})
+
+
+def test_png_is_twice_the_requested_size_and_shows_a_heatmap(qapp, capsys, tmp_path, random_checkpoint):
+    output = tmp_path / "cross.png"
+    code, err = render(capsys, "-c", random_checkpoint, "abc", "--kind", "cross", "--layer", "1", "--head", "mean",
+                       "--size", "640x480", "--max-len", "4", "-o", output)
+    assert code == 0, err
+    image = QImage(str(output))
+    assert (image.width(), image.height()) == (1280, 960)
+    assert distinct_colours(output) > 30
+
+
+def test_all_heads_and_svg(qapp, capsys, tmp_path, random_checkpoint):
+    png, svg = tmp_path / "heads.png", tmp_path / "rollout.svg"
+    assert render(capsys, "-c", random_checkpoint, "abc", "--kind", "enc_self", "--head", "all", "-o", png)[0] == 0
+    assert distinct_colours(png) > 30
+    code, err = render(capsys, "-c", random_checkpoint, "abcd", "--kind", "dec_self", "--head", "rollout",
+                       "--target", "dcba", "-o", svg)
+    assert code == 0, err
+    text = svg.read_text()
+    assert text.startswith("<?xml") and "<svg" in text and "decoder input" in text  # the axis name is text
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (["--kind", "cross", "--layer", "7"], "--layer must be below 2"),
+    (["--kind", "cross", "--head", "9"], "--head must be below 4"),
+    (["--kind", "cross", "--head", "median"], "--head must be"),
+    (["--kind", "cross", "--size", "10x10"], "--size"),
+])
+def test_bad_selections(qapp, capsys, tmp_path, random_checkpoint, options, fragment):
+    code, err = render(capsys, "-c", random_checkpoint, "abc", *options, "-o", tmp_path / "x.png")
+    assert code == 1 and fragment in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_the_gui_starts_and_quits_cleanly(tmp_path, random_checkpoint):
+    """A real process: the window opens the checkpoint, runs a sentence, closes; exit code 0, no crash."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+        from PySide6.QtCore import QSettings, QTimer
+        from PySide6.QtWidgets import QApplication
+        from attnviz.app import create_window
+        app = QApplication(sys.argv)
+        window = create_window({str(random_checkpoint)!r}, "cpu",
+                               QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))
+        window.show()
+        def finish():
+            assert window.session.trace is not None, "no result"
+            window.close()
+            app.quit()
+        def start():
+            window.input_bar.text.setText("abc")
+            window.run()
+            QTimer.singleShot(3000, finish)
+        QTimer.singleShot(1000, start)
+        sys.exit(app.exec())
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "QThread: Destroyed while thread" not in result.stderr
