@@ -10,15 +10,16 @@ usage errors exit 2. A traceback means a bug.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
 from models.errors import AttnvizError
 
 from . import __version__
-from .commands import evaluate, export, info, render, train, translate
+from .commands import convert, evaluate, export, info, render, train, translate
 
-COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, train)}
+COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, train, convert)}
 
 
 def error(message: str) -> None:
@@ -58,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         error("interrupted")
         return 130
+    except BrokenPipeError:  # the reader went away (`attnviz ... | head`): stop quietly, like other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

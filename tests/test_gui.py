@@ -344,3 +344,12 @@ def test_long_inputs_label_what_fits_and_zooming_reveals_every_token(window):
     window.focus.plot.getViewBox().setRange(xRange=(100, 110), yRange=(0, 10), padding=0)
     labels = [label for _, label in window.focus.plot.getAxis("bottom")._tickLevels[0]]
     assert labels == [f"t{index}" for index in range(100, 111)]
+
+
+def test_short_labels_all_show_and_only_a_wide_one_is_left_out():
+    from attnviz.views.heatmap import visible_ticks
+
+    tokens = list("abcdef") + ["</s>"]
+    ticks = visible_ticks(tokens, -0.5, 6.5, cell=18, size=lambda token: 6 * len(token))
+    assert [index for index, _ in ticks] == [0, 1, 2, 3, 4, 5]  # "</s>" (24 px) would overlap "f"
+    assert visible_ticks(tokens, 1.5, 3.2, cell=18, size=lambda token: 6)[0] == (2, "c")

@@ -3,10 +3,12 @@ the decoding step highlighted and masked cells hatched."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QPen, QColor
+from PySide6.QtGui import QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
@@ -14,14 +16,19 @@ from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 
 
-def visible_ticks(tokens: list[str], low: float, high: float, room: float) -> list[tuple[int, str]]:
-    """Ticks for tokens between ``low`` and ``high``, every n-th so that at most ``room`` are drawn."""
+def visible_ticks(tokens: list[str], low: float, high: float, cell: float,
+                  size: Callable[[str], float]) -> list[tuple[int, str]]:
+    """Ticks for the tokens between ``low`` and ``high`` whose labels do not overlap: from the first
+    one on, each label is kept when it clears the last kept one (``size``: its extent in pixels along
+    the axis, ``cell``: pixels per token). Short tokens all show; only labels that would overlap are left out."""
     first, last = max(0, int(np.ceil(low))), min(len(tokens) - 1, int(np.floor(high)))
-    if last < first:
-        return []
-    every = max(1, int(np.ceil((last - first + 1) / max(room, 1.0))))
-    start = first + (-first % every)
-    return [(index, tokens[index]) for index in range(start, last + 1, every)]
+    ticks, end = [], -np.inf
+    for index in range(first, last + 1):
+        centre, half = index * cell, size(tokens[index]) / 2 + 2
+        if centre - half >= end:
+            ticks.append((index, tokens[index]))
+            end = centre + half
+    return ticks
 
 
 class HeatmapView(QWidget):
@@ -79,6 +86,7 @@ class HeatmapView(QWidget):
         self.graphics.addItem(self.colorbar, row=0, col=1)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.plot.getViewBox().sigRangeChanged.connect(self._update_ticks)
+        self.plot.getViewBox().sigResized.connect(self._update_ticks)  # same range, new pixels per cell
 
     def set_colormap(self, name: str) -> None:
         self.image.setLookupTable(lookup_table(name))
@@ -116,8 +124,11 @@ class HeatmapView(QWidget):
         """
         (x_low, x_high), (y_low, y_high) = self.plot.getViewBox().viewRange()
         left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
-        left.setTicks([visible_ticks(self.query_tokens, y_low, y_high, max(1.0, left.height()) / 16)])
-        bottom.setTicks([visible_ticks(self.key_tokens, x_low, x_high, max(1.0, bottom.width()) / 34)])
+        metrics = QFontMetrics(bottom.style.get("tickFont") or self.font())
+        row_height = left.height() / max(y_high - y_low, 1e-6)
+        column_width = bottom.width() / max(x_high - x_low, 1e-6)
+        left.setTicks([visible_ticks(self.query_tokens, y_low, y_high, row_height, lambda _: metrics.height())])
+        bottom.setTicks([visible_ticks(self.key_tokens, x_low, x_high, column_width, metrics.horizontalAdvance)])
 
     def _update_badge(self) -> None:
         if self.mask is None or self.mask.shape != self.matrix.shape:

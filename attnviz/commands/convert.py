@@ -1,0 +1,77 @@
+"""``attnviz convert SRC -o OUT.safetensors [--format F] [--set KEY=VALUE]... [--src-vocab FILE]
+[--tgt-vocab FILE] [--trust]``: a checkpoint trained with other people's code → an attnviz checkpoint.
+
+Formats (auto-detected when --format is omitted):
+  marian           a Hugging Face Marian / opus-mt folder (config.json, model.safetensors or
+                   pytorch_model.bin, source.spm, target.spm, vocab.json)
+  nn-transformer   the PyTorch nn.Transformer tutorial's Seq2SeqTransformer, or any model with
+                   nn.Transformer's keys; needs --set nhead=N --set norm_first=true|false
+  pytorch-seq2seq  the PyTorch seq2seq tutorial's EncoderRNN + AttnDecoderRNN: a folder with encoder*.pt
+                   and decoder*.pt, or one file holding both
+  jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
+
+--set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
+one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
+Files are read without running code from them; --trust opens whole pickled models (with inert stand-ins
+for their classes) and must only be used for files from a source you trust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from models.checkpoint import SUFFIX, save_checkpoint
+from models.errors import InputError
+
+from .train import parse_settings
+
+NAME = "convert"
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="import a checkpoint trained with other code", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("source", metavar="SRC", help="the foreign checkpoint file or folder")
+    parser.add_argument("-o", "--output", required=True, help="the attnviz checkpoint to write (.safetensors)")
+    parser.add_argument("--format", choices=FORMAT_NAMES, help="the source format (default: detected)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a hyper-parameter the file lacks, named as in its source code")
+    parser.add_argument("--src-vocab", metavar="FILE", help="source vocabulary, one token a line")
+    parser.add_argument("--tgt-vocab", metavar="FILE", help="target vocabulary, one token a line")
+    parser.add_argument("--trust", action="store_true",
+                        help="allow whole pickled models (classes become inert stubs); trusted files only")
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.importers import convert  # the importers load only when converting
+
+    output = Path(args.output)
+    if output.suffix != SUFFIX:
+        raise InputError(f"{output}: the output file must end in {SUFFIX}")
+    if not output.parent.exists():
+        raise InputError(f"{output}: the folder {output.parent} does not exist")
+    checkpoint = convert(args.source, args.format, parse_settings(args.set), args.src_vocab, args.tgt_vocab,
+                         trust=args.trust)
+    provenance = {**checkpoint.provenance, "command": _command(args)}
+    save_checkpoint(output, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer, provenance)
+    config = checkpoint.config
+    record = checkpoint.provenance.get("imported_from", {})
+    print(f"saved {output}: {record.get('format', '?')} → {config.arch}, {checkpoint.model.parameter_count():,} "
+          f"parameters", file=sys.stderr)
+    return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command line that made the checkpoint, rebuilt from the parsed arguments."""
+    parts = ["attnviz", NAME, shlex.quote(str(args.source)), "-o", shlex.quote(str(args.output))]
+    if args.format:
+        parts += ["--format", args.format]
+    parts += [part for item in args.set for part in ("--set", shlex.quote(item))]
+    for option, value in (("--src-vocab", args.src_vocab), ("--tgt-vocab", args.tgt_vocab)):
+        if value:
+            parts += [option, shlex.quote(str(value))]
+    return " ".join(parts + (["--trust"] if args.trust else []))

@@ -1,0 +1,43 @@
+"""The bundled demo checkpoints: each loads, its config is valid, and it translates the inputs recorded in
+resources/checkpoints/demos.json to the recorded outputs (which its README line quotes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnviz.app import DEFAULT_DEMO, demo_checkpoints
+from models.checkpoint import load_checkpoint
+from models.translator import Translator
+
+FOLDER = Path(__file__).resolve().parent.parent / "resources" / "checkpoints"
+RECORDS = json.loads((FOLDER / "demos.json").read_text(encoding="utf-8"))
+README = (FOLDER / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_shipped_checkpoint_has_a_record_and_every_record_a_file():
+    assert sorted(path.stem for path in demo_checkpoints()) == sorted(RECORDS)
+    assert sum(path.stat().st_size for path in FOLDER.parent.rglob("*") if path.is_file()) < 60 * 2**20
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_demo_loads_and_translates_as_recorded(name):
+    record = RECORDS[name]
+    checkpoint = load_checkpoint(FOLDER / f"{name}.safetensors")
+    checkpoint.model.config.validate()
+    assert checkpoint.model.config.arch == record["arch"]
+    assert name in README
+    translator = Translator(checkpoint, "cpu")
+    for source, expected in record["examples"].items():
+        assert translator.translate(source).text == expected, source
+        assert expected in README
+
+
+def test_the_app_opens_the_english_spanish_demo_by_default_when_it_is_there():
+    from attnviz.app import initial_checkpoint
+
+    demos = demo_checkpoints()
+    expected = str(DEFAULT_DEMO) if DEFAULT_DEMO.exists() else (str(demos[0]) if demos else None)
+    assert initial_checkpoint(None) == expected
