@@ -51,6 +51,9 @@ class TransformerConfig:
     query, keys and values come from the un-normalised input (``pre_norm_kv=False``); ``nn.Transformer``
     with ``norm_first=True`` normalises all three (``pre_norm_kv=True``).
     ``norm_position="post"``: ``LN(x + Dropout(Sublayer(x)))``.
+    ``embedding_norm``: a LayerNorm on embedding + positions before the first layer (jadore v3).
+    ``logit_scale``: logits are multiplied by it (jadore: d_model^-0.5 with a tied output projection).
+    ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
     """
 
     arch: str
@@ -75,6 +78,9 @@ class TransformerConfig:
     tie_output: bool = False
     attention_bias: bool = True
     output_bias: bool = True
+    embedding_norm: bool = False
+    logit_scale: float = 1.0
+    norm_kind: str = "layer_norm"
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -94,6 +100,9 @@ class TransformerConfig:
         _check_choice("norm_position", self.norm_position, ("pre", "post"))
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
+        _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
+        _require(isinstance(self.logit_scale, (int, float)) and self.logit_scale > 0,
+                 f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
                  "share_embeddings needs equal source and target vocabulary sizes")
         _check_special_ids(self)

@@ -1,10 +1,14 @@
-"""Tokenizers: text ↔ token ids, behind one small interface shared by the character and sentencepiece kinds.
+"""Tokenizers: text ↔ token ids, behind one small interface.
 
-Every kind reserves the same four special ids (``PAD_ID``..``EOS_ID``), so models, decoding and the
-checkpoint format never ask which tokenizer they have. ``encode`` returns ids without ``<s>``/``</s>``:
-adding them is the caller's decision (the encoder and the decoder want different ones). A tokenizer is
-stored in checkpoint metadata as the plain JSON of ``to_dict`` (DESIGN §5) and read back with
-``Tokenizer.from_dict``.
+The kinds attnviz trains (``char``, ``sentencepiece``) reserve the same four special ids
+(``PAD_ID``..``EOS_ID``), so models, decoding and the checkpoint format never ask which tokenizer they
+have. The kinds made by importers of foreign checkpoints (``word``, ``sentencepiece-vocab``; see
+models/importers/) keep the vocabulary and special ids the foreign model was trained with: their
+``pad_id``.. are per instance, and the model config carries the same ids. ``encode`` returns ids without
+``<s>``/``</s>``: adding them is the caller's decision (the encoder and the decoder want different ones);
+the one exception is a ``word`` tokenizer built with ``add_bos`` for a source side that was trained with a
+leading ``<bos>``. A tokenizer is stored in checkpoint metadata as the plain JSON of ``to_dict``
+(DESIGN §5) and read back with ``Tokenizer.from_dict``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import abc
 import base64
 import binascii
 import io
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -99,7 +105,8 @@ class Tokenizer(abc.ABC):
         """Rebuild a tokenizer from :meth:`to_dict`'s output; malformed data raises :class:`ConfigError`."""
         if not isinstance(data, dict):
             raise ConfigError(f"tokenizer data must be a JSON object; got {type(data).__name__}")
-        kinds = {cls.kind: cls for cls in (CharTokenizer, SentencePieceTokenizer)}
+        kinds = {cls.kind: cls for cls in (CharTokenizer, SentencePieceTokenizer, WordTokenizer,
+                                            SentencePieceVocabTokenizer)}
         kind = data.get("kind")
         if not isinstance(kind, str) or kind not in kinds:  # a list or dict "kind" is unhashable
             raise ConfigError(f"tokenizer kind must be one of {', '.join(kinds)}; got {kind!r}")
@@ -312,3 +319,195 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _label(self, token_id: int) -> str:
         return self._processor.id_to_piece(token_id)
+
+
+SPECIAL_ROLES = ("pad", "unk", "bos", "eos")
+WORD_SPLITS = ("whitespace", "punct", "basic", "seq2seq-tutorial")
+
+
+class VocabularyTokenizer(Tokenizer):
+    """Base of the kinds whose vocabulary and special ids come from a foreign checkpoint.
+
+    ``vocabulary[i]`` is the label of id ``i``; ``specials`` maps ``pad``, ``unk``, ``bos``, ``eos`` to ids
+    (``unk`` may be None: such a vocabulary cannot represent unknown input at all).
+    """
+
+    def __init__(self, vocabulary: Sequence[str], specials: dict[str, int | None]):
+        vocabulary = list(vocabulary)
+        if not vocabulary or not all(isinstance(entry, str) for entry in vocabulary):
+            raise ConfigError(f"a {self.kind} tokenizer needs a non-empty list of strings as its vocabulary")
+        self._vocabulary = vocabulary
+        self._ids: dict[str, int] = {}
+        for index, entry in enumerate(vocabulary):
+            self._ids.setdefault(entry, index)  # a duplicated entry encodes to its first id
+        self._specials = self._checked_specials(specials, len(vocabulary))
+
+    def _checked_specials(self, specials: dict[str, int | None], size: int) -> dict[str, int | None]:
+        if not isinstance(specials, dict) or set(specials) != set(SPECIAL_ROLES):
+            raise ConfigError(f"{self.kind} tokenizer specials must name exactly {', '.join(SPECIAL_ROLES)}")
+        for role, value in specials.items():
+            optional = role == "unk" and value is None
+            if not optional and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size):
+                raise ConfigError(f"{self.kind} tokenizer: the {role} id must be below the vocabulary size ({size}); "
+                                  f"got {value!r}")
+        return dict(specials)
+
+    @property
+    def pad_id(self) -> int:
+        return self._specials["pad"]
+
+    @property
+    def unk_id(self) -> int | None:
+        return self._specials["unk"]
+
+    @property
+    def bos_id(self) -> int:
+        return self._specials["bos"]
+
+    @property
+    def eos_id(self) -> int:
+        return self._specials["eos"]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocabulary)
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """The labels in id order (a copy)."""
+        return list(self._vocabulary)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        skipped = {self.pad_id, self.bos_id, self.eos_id}
+        return self._decode([token_id for token_id in self._checked(ids) if token_id not in skipped])
+
+    def token(self, token_id: int) -> str:
+        (token_id,) = self._checked([token_id])
+        return self._label(token_id)
+
+    def _label(self, token_id: int) -> str:
+        entry = self._vocabulary[token_id]
+        return SPACE_LABEL if entry == " " else entry
+
+    def _common_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "vocabulary": list(self._vocabulary), "specials": dict(self._specials)}
+
+    @staticmethod
+    def _payload_parts(data: dict[str, Any], kind: str) -> tuple[list[str], dict[str, Any]]:
+        vocabulary, specials = data.get("vocabulary"), data.get("specials")
+        if not isinstance(vocabulary, list) or not isinstance(specials, dict):
+            raise ConfigError(f"{kind} tokenizer data needs a 'vocabulary' list and a 'specials' object")
+        return vocabulary, specials
+
+
+class WordTokenizer(VocabularyTokenizer):
+    """One id per word of a fixed vocabulary (the PyTorch tutorials, jadore's torchtext fields).
+
+    ``split`` says how text becomes words: ``whitespace`` (as is), ``punct`` (punctuation split off words,
+    case kept: close to spaCy's tokenizers), ``basic`` (the same, lower-cased, like torchtext's
+    ``basic_english``) or ``seq2seq-tutorial`` (the PyTorch seq2seq tutorial's
+    ``normalizeString``: lower case, ASCII, ``!``/``?`` kept as words, everything else not a letter dropped).
+    ``add_bos`` starts every encoding with ``bos_id`` (a source side trained as ``<bos> words <eos>``).
+    """
+
+    kind = "word"
+
+    def __init__(self, vocabulary: Sequence[str], specials: dict[str, int | None], *, split: str = "whitespace",
+                 add_bos: bool = False):
+        super().__init__(vocabulary, specials)
+        if split not in WORD_SPLITS:
+            raise ConfigError(f"word tokenizer split must be one of {', '.join(WORD_SPLITS)}; got {split!r}")
+        self.split, self.add_bos = split, bool(add_bos)
+
+    def words(self, text: str) -> list[str]:
+        if self.split in ("punct", "basic"):
+            return re.findall(r"\w+|[^\w\s]", text.lower() if self.split == "basic" else text)
+        if self.split == "seq2seq-tutorial":
+            folded = "".join(c for c in unicodedata.normalize("NFD", text.lower().strip())
+                             if unicodedata.category(c) != "Mn")
+            return re.sub(r"[^a-zA-Z!?]+", " ", re.sub(r"([.!?])", r" \1", folded)).split()
+        return text.split()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._common_dict(), "split": self.split, "add_bos": self.add_bos}
+
+    @classmethod
+    def _from_payload(cls, data: dict[str, Any]) -> WordTokenizer:
+        vocabulary, specials = cls._payload_parts(data, cls.kind)
+        return cls(vocabulary, specials, split=data.get("split", "whitespace"), add_bos=bool(data.get("add_bos")))
+
+    def _encode(self, text: str) -> list[int]:
+        words = self.words(text)
+        if not words:
+            raise EmptyInputError("the text has no words once normalised")
+        unknown = sorted({word for word in words if word not in self._ids})
+        if unknown and self.unk_id is None:  # nothing to replace them with
+            raise UnknownCharactersError(unknown)
+        ids = [self._ids.get(word, self.unk_id) for word in words]
+        return [self.bos_id, *ids] if self.add_bos else ids
+
+    def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
+        return sorted({word for word in self.words(text) if word not in self._ids})
+
+    def _decode(self, ids: list[int]) -> str:
+        return " ".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids)
+
+
+class SentencePieceVocabTokenizer(VocabularyTokenizer):
+    """A sentencepiece model for splitting text into pieces, and a separate piece → id vocabulary
+    (Hugging Face Marian: ids come from ``vocab.json``, not from the sentencepiece model).
+
+    A leading language code such as ``>>fr<<`` (multilingual Marian models) is looked up as one token.
+    """
+
+    kind = "sentencepiece-vocab"
+
+    def __init__(self, model_proto: bytes, vocabulary: Sequence[str], specials: dict[str, int | None]):
+        super().__init__(vocabulary, specials)
+        self._model_proto = bytes(model_proto)
+        try:
+            self._processor = spm.SentencePieceProcessor(model_proto=self._model_proto)
+        except RuntimeError as error:
+            raise ConfigError(f"not a sentencepiece model ({error})") from None
+
+    @property
+    def model_proto(self) -> bytes:
+        return self._model_proto
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._common_dict(), "model_proto": base64.b64encode(self._model_proto).decode("ascii")}
+
+    @classmethod
+    def _from_payload(cls, data: dict[str, Any]) -> SentencePieceVocabTokenizer:
+        vocabulary, specials = cls._payload_parts(data, cls.kind)
+        return cls(_decode_model_proto(data.get("model_proto")), vocabulary, specials)
+
+    def pieces(self, text: str) -> list[str]:
+        code = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[: end + 2]], text[end + 2:]
+        return code + self._processor.encode(text, out_type=str)
+
+    def _encode(self, text: str) -> list[int]:
+        unk = self.unk_id
+        ids = [self._ids.get(piece, unk) for piece in self.pieces(text)]
+        if unk is None and None in ids:
+            raise UnknownCharactersError(self._unknown_characters(text, []))
+        return ids
+
+    def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
+        missing = [piece for piece in self.pieces(text) if piece not in self._ids]
+        return sorted({c for piece in missing for c in piece.replace("▁", " ") if not c.isspace()})
+
+    def _decode(self, ids: list[int]) -> str:
+        pieces = [UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids]
+        return self._processor.decode_pieces(pieces).replace("▁", " ").strip()
+
+
+def _decode_model_proto(encoded: Any) -> bytes:
+    if not isinstance(encoded, str):
+        raise ConfigError("tokenizer data needs a base64 'model_proto' string")
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except binascii.Error as error:
+        raise ConfigError(f"'model_proto' is not valid base64 ({error})") from None

@@ -22,8 +22,29 @@ from .trace import Intermediates
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
 
+class UnbiasedStdNorm(nn.Module):
+    """The annotated transformer's LayerNorm: ``weight · (x − mean) / (std + eps) + bias`` with the unbiased
+    (n − 1) std, eps added to the std rather than the variance. Same parameter names as ``nn.LayerNorm``."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.weight * (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + self.eps) + self.bias
+
+
+def layer_norm(config: TransformerConfig) -> nn.Module:
+    if config.norm_kind == "unbiased_std":
+        return UnbiasedStdNorm(config.d_model, config.layer_norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+
 class TokenEmbedding(nn.Module):
-    """Token embedding (×√E when configured) plus sinusoidal positions, then dropout."""
+    """Token embedding (×√E when configured) plus sinusoidal positions, then dropout, then a LayerNorm
+    when ``embedding_norm`` is set (jadore v3 normalises here instead of after the last layer)."""
 
     def __init__(self, vocab_size: int, config: TransformerConfig):
         super().__init__()
@@ -32,11 +53,13 @@ class TokenEmbedding(nn.Module):
         table = sinusoid_table(config.max_len, config.d_model, config.positions)
         self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
         self.dropout = nn.Dropout(config.dropout)
+        self.norm = layer_norm(config) if config.embedding_norm else None
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
         positions = self.positions[offset: offset + ids.shape[1]]  # [L, E]
-        return self.dropout(self.tokens(ids) * self.scale + positions)
+        x = self.dropout(self.tokens(ids) * self.scale + positions)
+        return x if self.norm is None else self.norm(x)
 
 
 class AttentionSublayer(nn.Module):
@@ -49,7 +72,7 @@ class AttentionSublayer(nn.Module):
         super().__init__()
         self.attention = MultiHeadAttention(config.d_model, config.heads, head_dim=config.head_dim,
                                             bias=config.attention_bias, dropout=config.dropout)
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm_position == "pre"
         self.pre_norm_kv = config.pre_norm_kv
@@ -85,7 +108,7 @@ class FeedForwardSublayer(nn.Module):
         self.linear_in = nn.Linear(config.d_model, config.d_ff)
         self.linear_out = nn.Linear(config.d_ff, config.d_model)
         self.activation = ACTIVATIONS[config.activation]
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm_position == "pre"
 
@@ -138,10 +161,10 @@ class TransformerSeq2Seq(Seq2Seq):
             self.tgt_embedding.tokens.weight = self.src_embedding.tokens.weight
         self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
-        make_norm = lambda: nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)  # noqa: E731
-        self.encoder_norm = make_norm() if config.final_norm else None
-        self.decoder_norm = make_norm() if config.final_norm else None
+        self.encoder_norm = layer_norm(config) if config.final_norm else None
+        self.decoder_norm = layer_norm(config) if config.final_norm else None
         self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
+        self.logit_scale = config.logit_scale
         if config.tie_output:
             self.output.weight = self.tgt_embedding.tokens.weight
         self._init_weights()
@@ -177,7 +200,10 @@ class TransformerSeq2Seq(Seq2Seq):
             cross_weights.append(cross_w)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        return self.output(x), self_weights, cross_weights
+        logits = self.output(x)  # [B, L, V]
+        if self.logit_scale != 1.0:
+            logits = logits * self.logit_scale
+        return logits, self_weights, cross_weights
 
     def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
         memory, src_mask, enc_weights = self.encode(src_ids, need_weights)

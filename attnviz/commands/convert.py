@@ -9,6 +9,7 @@ Formats (auto-detected when --format is omitted):
   pytorch-seq2seq  the PyTorch seq2seq tutorial's EncoderRNN + AttnDecoderRNN: a folder with encoder*.pt
                    and decoder*.pt, or one file holding both
   jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
+  annotated        harvardnlp/annotated-transformer (a state dict of make_model); needs --set h=N
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -29,7 +30,7 @@ from models.errors import InputError
 from .train import parse_settings
 
 NAME = "convert"
-FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore")
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated")
 
 
 def add_parser(subparsers) -> None:

@@ -1,0 +1,129 @@
+"""Import checkpoints trained with other people's code: one module per format, each converting the foreign
+weights, hyper-parameters and vocabularies into an attnviz config, model and tokenizers, exactly
+(shared/reference/checkpoint-formats.md is the spec of each format).
+
+    detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
+                                                | "annotated"
+    inspect(path, ...)                       -> Inspection: what the file says and what it lacks
+    convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
+
+What a file does not hold (``nhead`` of an nn.Transformer, the LayerNorm placement of an old jadore
+checkpoint, vocabularies) is given as ``settings`` (``--set KEY=VALUE``, keys named as in the source
+code's constructor) and vocabulary files; :class:`MissingSettingsError` lists what to give with the values
+that were read, and the answers are kept in the converted checkpoint's provenance (``imported_from``).
+Files are read without running code from them (see safe_load); ``trust=True`` opens whole pickled models
+with inert stubs in place of their classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import Checkpoint
+from ..errors import CheckpointError
+from . import annotated, jadore, marian, nn_transformer, pytorch_seq2seq
+from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
+
+FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated)}
+# Detection order: the most specific layouts first.
+_FILE_ORDER = (jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
+_FOLDER_ORDER = (marian, pytorch_seq2seq)
+
+__all__ = ["FORMATS", "Inspection", "MissingSettingsError", "convert", "detect_format", "inspect"]
+
+
+def detect_format(path: str | Path, *, trust: bool = False) -> str:
+    """The format of a file or folder; a :class:`CheckpointError` says why when none fits."""
+    return _detect(_source(path, trust))
+
+
+def inspect(path: str | Path, format: str | None = None, settings: Mapping[str, Any] | None = None, *,
+            trust: bool = False) -> Inspection:
+    """What the file says (``inferred``) and what it lacks (``missing``, ``vocabularies``): the GUI's
+    one dialog is filled from this."""
+    source = _source(path, trust)
+    module = _module(format or _detect(source))
+    inspection, _ = module.inspect(source, Settings(settings, module.ACCEPTED, module.NAME))
+    return inspection
+
+
+def convert(path: str | Path, format: str | None = None, settings: Mapping[str, Any] | None = None,
+            src_vocab: str | Path | None = None, tgt_vocab: str | Path | None = None,
+            trust: bool = False) -> Checkpoint:
+    """A loaded :class:`Checkpoint` (model in eval mode, tokenizers, provenance) made from a foreign one.
+
+    Save it with ``models.checkpoint.save_checkpoint(out, ckpt.model, ckpt.source_tokenizer,
+    ckpt.target_tokenizer, ckpt.provenance)``.
+    """
+    source = _source(path, trust)
+    module = _module(format or _detect(source))
+    settings_ = Settings(settings, module.ACCEPTED, module.NAME)
+    checkpoint = module.convert(source, settings_, _optional(src_vocab), _optional(tgt_vocab))
+    return checkpoint
+
+
+def _optional(path: str | Path | None) -> str | None:
+    return None if path in (None, "") else str(path)
+
+
+def _module(name: str):
+    if name not in FORMATS:
+        raise CheckpointError(f"--format {name}", f"unknown format; known: {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def _source(path: str | Path, trust: bool) -> Source:
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(path, "no such file or folder")
+    # A Marian weights file stands for the folder holding its config and vocabularies.
+    weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
+    if weights_file and marian.claims(Source(path.parent)):
+        path = path.parent
+    return Source(path, trust)
+
+
+def _detect(source: Source) -> str:
+    path = source.path
+    if path.is_dir():
+        for module in _FOLDER_ORDER:
+            if module.claims(source):
+                return module.NAME
+        raise source.error("a folder, but not a Hugging Face Marian model (config.json with model_type marian) "
+                           "nor the PyTorch seq2seq tutorial's encoder and decoder files")
+    if path.stat().st_size == 0:
+        raise source.error("the file is empty")
+    if path.suffix == ".safetensors":
+        _refuse_attnviz(path)
+    for module in _FILE_ORDER:
+        if module.claims(source):
+            return module.NAME
+    raise source.error(_unrecognised(source))
+
+
+def _refuse_attnviz(path: Path) -> None:
+    from ..checkpoint import FORMAT, read_metadata
+
+    try:
+        read_metadata(path)
+    except CheckpointError:
+        return
+    raise CheckpointError(path, f"already an {FORMAT} checkpoint: open it directly, there is nothing to convert")
+
+
+def _unrecognised(source: Source) -> str:
+    state = find_state_dict(source.payload)
+    kind = "safetensors file" if source.path.suffix == ".safetensors" else "file"
+    if state is None:
+        found = type(source.payload).__name__
+        if isinstance(source.payload, Mapping):
+            found = "a dict with keys " + ", ".join(map(str, list(source.payload)[:6]))
+        return f"a {kind} holding {found}: no state dict of a format this version imports ({', '.join(FORMATS)})"
+    if any(key.endswith("encoder.layers.0.self_attn.q_proj.weight") for key in state):
+        return ("looks like the weights of a Hugging Face model (Marian?): convert the folder that holds them "
+                "with config.json, vocab.json, source.spm and target.spm")
+    keys = ", ".join(list(state)[:3])
+    return (f"a {kind} whose weights ({keys}, ...) match no format this version imports "
+            f"({', '.join(FORMATS)}); pass --format if you know it")

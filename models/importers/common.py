@@ -1,0 +1,379 @@
+"""What every importer shares: the source being read, settings the user supplies, weight mapping with
+one-line errors, vocabulary files, and the record kept in the converted checkpoint's provenance.
+
+Every failure is a :class:`CheckpointError` naming the file and what is wrong (a missing or unexpected
+weight, a shape, a hyper-parameter the file does not hold), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from torch import Tensor, nn
+
+from ..base import Seq2Seq
+from ..errors import CheckpointError
+from . import safe_load
+
+SHOWN = 4  # names listed in one error line before "and N more"
+
+
+@dataclass
+class Inspection:
+    """What a foreign checkpoint says about itself, and what it lacks.
+
+    ``inferred``: hyper-parameters read from the file (by their names in the source code).
+    ``missing``: settings to supply (``--set KEY=VALUE``; a GUI dialog field each), KEY → what to give.
+    ``vocabularies``: ``"src"``/``"tgt"`` → what to give when the file holds no vocabulary.
+    ``accepted``: every setting the format takes, KEY → meaning (with the default when there is one).
+    """
+
+    format: str
+    path: Path
+    inferred: dict[str, Any] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    vocabularies: dict[str, str] = field(default_factory=dict)
+    accepted: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and not self.vocabularies
+
+    def require(self, src_vocab: Any = None, tgt_vocab: Any = None) -> None:
+        """Raise :class:`MissingSettingsError` unless the given vocabularies fill what the file lacks."""
+        for side, given in (("src", src_vocab), ("tgt", tgt_vocab)):
+            if given is not None:
+                self.vocabularies.pop(side, None)
+        if not self.complete:
+            raise MissingSettingsError(self)
+
+
+class MissingSettingsError(CheckpointError):
+    """The file lacks hyper-parameters or vocabularies; ``inspection`` says which, and what was read."""
+
+    def __init__(self, inspection: Inspection):
+        self.inspection = inspection
+        asks = [f"--set {key}={hint}" for key, hint in inspection.missing.items()]
+        asks += [f"--{side}-vocab FILE ({hint})" for side, hint in inspection.vocabularies.items()]
+        read = ", ".join(f"{key}={value}" for key, value in inspection.inferred.items())
+        super().__init__(inspection.path, f"the {inspection.format} file does not say everything needed; give "
+                                          f"{'; '.join(asks)}" + (f" (read from the file: {read})" if read else ""))
+
+
+class Source:
+    """A file or folder being imported; its unpickled content is loaded once, on first use."""
+
+    def __init__(self, path: str | Path, trust: bool = False):
+        self.path = Path(path)
+        self.trust = trust
+        self._payload: Any = None
+        self._loaded = False
+
+    @property
+    def payload(self) -> Any:
+        """The file's content: a safetensors file's tensors, or what a pickle holds (see safe_load)."""
+        if not self._loaded:
+            if self.path.suffix == ".safetensors":
+                self._payload = read_safetensors(self.path)
+            else:
+                self._payload = safe_load.load(self.path, trust=self.trust)
+            self._loaded = True
+        return self._payload
+
+    def error(self, reason: str) -> CheckpointError:
+        return CheckpointError(self.path, reason)
+
+
+class Settings:
+    """``--set`` values for one format: checked against the keys it accepts, and recorded as used
+    (``supplied``: given by the user; ``assumed``: a default the file did not contradict)."""
+
+    def __init__(self, given: Mapping[str, Any] | None, accepted: Mapping[str, str], format_name: str):
+        self.given = dict(given or {})
+        unknown = sorted(set(self.given) - set(accepted))
+        if unknown:
+            takes = f"takes {', '.join(accepted)}" if accepted else "takes none"
+            raise CheckpointError(f"--format {format_name}", f"no setting named {', '.join(unknown)}; this format "
+                                                              f"{takes}")
+        self.accepted = dict(accepted)
+        self.supplied: dict[str, Any] = {}
+        self.assumed: dict[str, Any] = {}
+        self.format = format_name
+
+    def has(self, key: str) -> bool:
+        return key in self.given
+
+    def value(self, key: str, kind: type, default: Any = None, *, choices: tuple = ()) -> Any:
+        """The user's value for ``key`` converted to ``kind`` (or ``default``, recorded as assumed)."""
+        if key not in self.given:
+            if default is not None:
+                self.assumed[key] = default
+            return default
+        value = _convert(self.given[key], kind, key, self.format)
+        if choices and value not in choices:
+            raise CheckpointError(f"--set {key}", f"must be one of {', '.join(map(str, choices))}; got {value!r}")
+        self.supplied[key] = value
+        return value
+
+    def pick(self, key: str, kind: type, inferred: Mapping[str, Any], default: Any = None, *,
+             choices: tuple = ()) -> Any:
+        """The user's value for ``key``, else the one read from the file, else ``default`` (assumed)."""
+        if key in self.given:
+            return self.value(key, kind, choices=choices)
+        if inferred.get(key) is not None:
+            return inferred[key]
+        return self.value(key, kind, default, choices=choices)
+
+
+def _convert(value: Any, kind: type, key: str, format_name: str) -> Any:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        if value in (0, 1):
+            return bool(value)
+    elif kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    elif kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    elif kind is str:
+        return str(value)
+    raise CheckpointError(f"--set {key}", f"{format_name} needs {'true or false' if kind is bool else kind.__name__} "
+                                          f"here; got {value!r}")
+
+
+# State dicts
+
+def read_safetensors(path: Path) -> dict[str, Tensor]:
+    """Every tensor of a safetensors file (no pickle involved); unreadable files are one-line errors."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return {name: handle.get_tensor(name) for name in handle.keys()}
+    except (SafetensorError, OSError, ValueError, struct.error) as error:
+        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(path, f"not a readable safetensors file ({text})") from None
+
+
+def tensor_dict(value: Any) -> dict[str, Tensor] | None:
+    """``value`` as a state dict (a mapping of tensors, or a module's ``state_dict()``), else None."""
+    if isinstance(value, nn.Module):
+        value = value.state_dict()
+    if isinstance(value, Mapping) and value and all(isinstance(k, str) for k in value) \
+            and all(isinstance(v, Tensor) for v in value.values()):
+        state = dict(value)
+        if all(key.startswith("module.") for key in state):  # saved from DataParallel/DDP
+            state = {key[len("module."):]: tensor for key, tensor in state.items()}
+        return state
+    return None
+
+
+WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "net", "module", "weights")
+
+
+def find_state_dict(payload: Any) -> dict[str, Tensor] | None:
+    """The state dict in ``payload``: itself, or under a usual wrapper key (``{'model': sd, ...}``)."""
+    found = tensor_dict(payload)
+    if found is not None:
+        return found
+    if isinstance(payload, Mapping):
+        for key in WRAPPER_KEYS:
+            if key in payload and (found := tensor_dict(payload[key])) is not None:
+                return found
+    return None
+
+
+class WeightMap:
+    """Foreign weights taken one by one into our names; what was never taken, or asked for but absent,
+    is reported in one line by :meth:`load_into`."""
+
+    def __init__(self, source: Source, state: Mapping[str, Tensor], layout: str):
+        self.source, self.state, self.layout = source, dict(state), layout
+        self.assigned: dict[str, tuple[str, Tensor]] = {}  # our name → (foreign name, tensor)
+        self.taken: set[str] = set()
+        self.absent: list[str] = []
+
+    def get(self, key: str) -> Tensor | None:
+        """The foreign tensor ``key`` (marked as used), or None (recorded as missing)."""
+        if key not in self.state:
+            if key not in self.absent:
+                self.absent.append(key)
+            return None
+        self.taken.add(key)
+        return self.state[key].detach().float()
+
+    def has(self, key: str) -> bool:
+        return key in self.state
+
+    def ignore(self, *keys: str) -> None:
+        """Known keys the conversion does not need (derived buffers, tied copies)."""
+        self.taken.update(key for key in keys if key in self.state)
+
+    def put(self, ours: str, foreign: str, tensor: Tensor | None) -> None:
+        if tensor is not None:
+            self.assigned[ours] = (foreign, tensor)
+
+    def copy(self, ours: str, foreign: str, transform: Callable[[Tensor], Tensor] | None = None) -> None:
+        tensor = self.get(foreign)
+        self.put(ours, foreign, None if tensor is None else (transform(tensor) if transform else tensor))
+
+    def check_complete(self) -> None:
+        if self.absent:
+            raise self.source.error(f"missing weights for the {self.layout} layout: {_names(self.absent)}")
+        extra = sorted(set(self.state) - self.taken)
+        if extra:
+            raise self.source.error(f"unexpected weights, not part of the {self.layout} layout: {_names(extra)}")
+
+    def load_into(self, model: Seq2Seq) -> Seq2Seq:
+        self.check_complete()
+        expected = model.state_dict()
+        aliases = _aliases(expected)
+        unfilled = [name for name in expected if name not in self.assigned and name not in aliases]
+        if unfilled:  # a mapping bug, not the user's file: still one line
+            raise self.source.error(f"the {self.layout} conversion left weights unset: {_names(unfilled)}")
+        for ours, (foreign, tensor) in self.assigned.items():
+            if tuple(tensor.shape) != tuple(expected[ours].shape):
+                raise self.source.error(f"weight {foreign} has shape {tuple(tensor.shape)}; the hyper-parameters "
+                                        f"imply {tuple(expected[ours].shape)}")
+        with torch.no_grad():
+            for ours, (_, tensor) in self.assigned.items():
+                expected[ours].copy_(tensor)
+        return model.eval()
+
+
+def _aliases(state: Mapping[str, Tensor]) -> set[str]:
+    seen, aliases = set(), set()
+    for name, tensor in state.items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
+            aliases.add(name)
+        seen.add(key)
+    return aliases
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:SHOWN])
+    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
+def layer_count(state: Mapping[str, Tensor], prefix: str) -> int:
+    """How many ``{prefix}N.`` blocks the keys hold (N from 0)."""
+    indices = {int(rest.split(".", 1)[0]) for key in state if key.startswith(prefix)
+               and (rest := key[len(prefix):]).split(".", 1)[0].isdigit()}
+    return max(indices) + 1 if indices else 0
+
+
+def check_sinusoid(source: Source, stored: Tensor | None, expected: Tensor, what: str) -> None:
+    """A stored position table must be the sinusoid our model rebuilds (else the conversion would lie)."""
+    if stored is None:
+        return
+    table = stored.detach().float().reshape(-1, stored.shape[-1])[: expected.shape[0]]
+    reference = expected[: table.shape[0]]
+    if table.shape != reference.shape or not torch.allclose(table, reference, atol=1e-3):
+        raise source.error(f"{what} is not the sinusoid this format uses (learned or modified positions are "
+                           f"not supported)")
+
+
+# Vocabularies
+
+def read_vocabulary(path: str | Path, *, side: str = "src", trust: bool = False) -> list[str]:
+    """Tokens in id order from a vocabulary file.
+
+    A text file has one token a line (the line number, from 0, is the id); ``.json`` holds a list or a
+    token → id object. Pickles (``.pkl``/``.pt``; trusted ones may hold objects) may hold a list, a
+    token → id dict, a tutorial ``Lang`` (``index2word``), a torchtext legacy ``Field``/``Vocab``
+    (``itos``), or jadore's data file (``{'vocab': {'src': Field, 'trg': Field}}``; ``side`` picks one).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(path, "no such vocabulary file")
+    data = path.read_bytes()
+    if data[:1] == b"\x80" or data.startswith(b"PK\x03\x04"):
+        return _tokens_from_object(path, safe_load.load(path, trust=trust), side)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError(path, "a vocabulary file must be UTF-8 text, JSON or a pickle") from None
+    if path.suffix == ".json":
+        try:
+            return _tokens_from_object(path, json.loads(text), side)
+        except json.JSONDecodeError as error:
+            raise CheckpointError(path, f"not valid JSON ({error})") from None
+    tokens = text.split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    tokens = [token.rstrip("\r") for token in tokens]
+    if not tokens:
+        raise CheckpointError(path, "the vocabulary file is empty")
+    return tokens
+
+
+def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> list[str]:
+    """Follow the usual containers down to a token list: ``{'vocab': {'src': Field}}``, ``Field.vocab``..."""
+    if isinstance(value, list) and value and all(isinstance(token, str) for token in value):
+        return list(value)
+    if isinstance(value, Mapping) and value and all(isinstance(k, str) and isinstance(v, int)
+                                                    for k, v in value.items()):
+        return _from_ids(path, dict(value))
+    attributes = vars(value) if hasattr(value, "__dict__") and not isinstance(value, Mapping) else {}
+    if isinstance(attributes.get("index2word"), Mapping):  # the PyTorch tutorial's Lang
+        return _from_ids(path, {token: int(index) for index, token in attributes["index2word"].items()})
+    if isinstance(attributes.get("itos"), list):  # a torchtext legacy Vocab
+        return list(attributes["itos"])
+    if depth < 4:
+        inner = attributes.get("vocab")  # a torchtext legacy Field
+        if inner is None and isinstance(value, Mapping):
+            keys = ("src", "source", "vocab", "dict") if side == "src" else ("tgt", "trg", "target", "vocab", "dict")
+            inner = next((value[key] for key in keys if key in value), None)
+        if inner is not None:
+            return _tokens_from_object(path, inner, side, depth + 1)
+    raise CheckpointError(path, f"holds no vocabulary this reader knows ({type(value).__name__}); give a text "
+                                f"file with one token a line")
+
+
+def _from_ids(path: Path, ids: dict[str, int]) -> list[str]:
+    size = max(ids.values()) + 1
+    tokens: list[str | None] = [None] * size
+    for token, index in ids.items():
+        if index < 0:
+            raise CheckpointError(path, f"token {token!r} has a negative id")
+        tokens[index] = token
+    gaps = [index for index, token in enumerate(tokens) if token is None]
+    if gaps:
+        raise CheckpointError(path, f"the vocabulary has no token for id {gaps[0]} ({len(gaps)} ids missing)")
+    return tokens  # type: ignore[return-value]
+
+
+def check_vocab_size(source: Source, tokens: list[str], rows: int, side: str, origin: str) -> None:
+    if len(tokens) != rows:
+        name = "source" if side == "src" else "target"
+        raise source.error(f"the {name} vocabulary ({origin}) has {len(tokens)} tokens; the model's {name} "
+                           f"embedding has {rows} rows")
+
+
+def special_id(tokens: list[str], names: tuple[str, ...], settings: Settings, key: str,
+               default: int | None) -> int | None:
+    """A special token's id: the user's ``--set key=ID``, else where the vocabulary holds one of ``names``,
+    else ``default`` (recorded as assumed)."""
+    if settings.has(key):
+        return settings.value(key, int)
+    for name in names:
+        if name in tokens:
+            return tokens.index(name)
+    return settings.value(key, int, default)
+
+
+def provenance(format_name: str, source: Source, settings: Settings, inferred: dict[str, Any],
+               **extra: Any) -> dict[str, Any]:
+    """The record kept in the converted checkpoint: where it came from and every value not read from it."""
+    record = {"format": format_name, "file": str(source.path.resolve()), "read_from_file": inferred,
+              "supplied": settings.supplied, "assumed": settings.assumed}
+    record.update({key: value for key, value in extra.items() if value})
+    return {"imported_from": record}

@@ -1,0 +1,239 @@
+"""Hugging Face Marian / opus-mt folders (shared/reference/checkpoint-formats.md §6).
+
+Files: ``config.json``, ``model.safetensors`` or ``pytorch_model.bin``, ``source.spm``, ``target.spm``,
+``vocab.json`` (``target_vocab.json`` when ``separate_vocabs``), ``tokenizer_config.json``.
+``modeling_marian.py`` is always post-LN without embedding or final norms (the legacy BART fields
+``normalize_before``.. in config.json are ignored there, so here too), swish FFN, embedding ×√d when
+``scale_embedding``, half-split sinusoids from position 0, LayerNorm eps 1e-5, logits
+``lm_head(x) + final_logits_bias``, decoding started from ``decoder_start_token_id`` (= pad). Token ids
+come from vocab.json, not from the sentencepiece models, and every source ends with ``</s>``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..checkpoint import Checkpoint
+from ..config import TransformerConfig
+from ..errors import CheckpointError
+from ..tokenizers import SentencePieceVocabTokenizer
+from ..transformer import TransformerSeq2Seq
+from . import safe_load
+from .common import Inspection, Settings, Source, WeightMap, read_safetensors
+
+NAME = "marian"
+PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
+ACCEPTED: dict[str, str] = {}  # config.json says everything
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
+                 "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "vocab_size", "decoder_vocab_size",
+                 "max_position_embeddings", "scale_embedding", "share_encoder_decoder_embeddings",
+                 "tie_word_embeddings", "pad_token_id", "eos_token_id", "decoder_start_token_id", "dropout")
+
+
+def claims(source: Source) -> bool:
+    config = source.path / "config.json"
+    if not source.path.is_dir() or not config.is_file():
+        return False
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and (data.get("model_type") == "marian"
+                                       or "MarianMTModel" in (data.get("architectures") or []))
+
+
+def _config(source: Source) -> dict[str, Any]:
+    path = source.path / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    defaults = {"scale_embedding": False, "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
+                "activation_function": "gelu", "max_position_embeddings": 1024, "dropout": 0.1, "eos_token_id": 0}
+    data = {**defaults, **data}
+    data["decoder_vocab_size"] = data.get("decoder_vocab_size") or data.get("vocab_size")
+    data.setdefault("decoder_start_token_id", data.get("pad_token_id"))
+    absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
+    if absent:
+        raise CheckpointError(path, f"lacks {', '.join(absent)}")
+    return {name: data[name] for name in CONFIG_FIELDS}
+
+
+def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+    config = _config(source)
+    inspection = Inspection(NAME, source.path, dict(config), accepted=ACCEPTED)
+    for name in ("source.spm", "target.spm", "vocab.json"):
+        if not (source.path / name).is_file():
+            raise source.error(f"the Marian folder has no {name}")
+    return inspection, config
+
+
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+    if src_vocab or tgt_vocab:
+        raise source.error("a Marian folder brings its own vocabularies (vocab.json); drop --src-vocab/--tgt-vocab")
+    inspection, hf = inspect(source, settings)
+    config = _our_config(source, hf)
+    state, weights_file = _read_weights(source)
+    model = TransformerSeq2Seq(config)
+    _map_weights(source, state, config, weights_file).load_into(model)
+    source_tokenizer, target_tokenizer, tokenizer_config = _tokenizers(source, config)
+    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
+                                "read_from_file": inspection.inferred,
+                                **({"tokenizer_config": tokenizer_config} if tokenizer_config else {})}}
+    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+
+
+def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
+    for first, second in (("encoder_attention_heads", "decoder_attention_heads"),
+                          ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if hf[first] != hf[second]:
+            raise source.error(f"{first}={hf[first]} differs from {second}={hf[second]}, which one config "
+                               f"cannot express")
+    activation = ACTIVATIONS.get(hf["activation_function"])
+    if activation is None:
+        raise source.error(f"activation_function {hf['activation_function']!r} is not supported "
+                           f"({', '.join(ACTIVATIONS)})")
+    shared = bool(hf["share_encoder_decoder_embeddings"])
+    return TransformerConfig(
+        arch="transformer-postln", src_vocab_size=hf["vocab_size"],
+        tgt_vocab_size=hf["vocab_size"] if shared else hf["decoder_vocab_size"],
+        d_model=hf["d_model"], heads=hf["encoder_attention_heads"], d_ff=hf["encoder_ffn_dim"],
+        encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
+        max_len=hf["max_position_embeddings"], norm_position="post", final_norm=False, layer_norm_eps=1e-5,
+        activation=activation, positions="half_split", scale_embedding=bool(hf["scale_embedding"]),
+        share_embeddings=shared, tie_output=bool(hf["tie_word_embeddings"]), attention_bias=True, output_bias=True,
+        pad_id=hf["pad_token_id"], bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=True)
+
+
+def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        path = source.path / name
+        if path.is_file():
+            if name.endswith(".safetensors"):
+                payload = read_safetensors(path)
+            else:
+                payload = safe_load.load(path, trust=source.trust)
+            if not isinstance(payload, dict):
+                raise CheckpointError(path, f"holds {type(payload).__name__}, not a state dict")
+            return payload, path
+    raise source.error("the Marian folder has neither model.safetensors nor pytorch_model.bin")
+
+
+def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig, file: Path) -> WeightMap:
+    # MarianMTModel keys start with "model."; a bare MarianModel's do not.
+    prefix = "model." if any(key.startswith("model.") for key in state) else ""
+    weights = WeightMap(Source(file), state, NAME)
+    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
+        for index in range(count):
+            theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
+            blocks = [("self_attn", "self_attention")]
+            if side == "decoder":
+                blocks.append(("encoder_attn", "cross_attention"))
+            for their_block, our_block in blocks:
+                for proj, name in PROJECTIONS:
+                    for kind in ("weight", "bias"):
+                        weights.copy(f"{ours}{our_block}.attention.{name}.{kind}",
+                                      f"{theirs}{their_block}.{proj}.{kind}")
+                for kind in ("weight", "bias"):
+                    weights.copy(f"{ours}{our_block}.norm.{kind}", f"{theirs}{their_block}_layer_norm.{kind}")
+            for kind in ("weight", "bias"):
+                weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}fc1.{kind}")
+                weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}fc2.{kind}")
+                weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}final_layer_norm.{kind}")
+        weights.ignore(f"{prefix}{side}.embed_positions.weight", f"{prefix}{side}.version")  # regenerated
+    _map_embeddings(weights, prefix, config)
+    return weights
+
+
+def _map_embeddings(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
+    """Tied copies may or may not be saved (transformers 5 saves ``model.shared.weight`` only): take the
+    first present, and count the others as used."""
+    candidates = {"shared": f"{prefix}shared.weight", "encoder": f"{prefix}encoder.embed_tokens.weight",
+                  "decoder": f"{prefix}decoder.embed_tokens.weight"}
+
+    def first(*names: str) -> None | tuple[str, Tensor]:
+        for name in names:
+            if weights.has(candidates[name]):
+                return candidates[name], weights.get(candidates[name])
+        weights.get(candidates[names[0]])  # recorded as missing
+        return None
+
+    if config.share_embeddings:
+        found = first("shared", "encoder", "decoder")
+        weights.ignore(*candidates.values())
+        source_embedding = target_embedding = found
+    else:
+        source_embedding, target_embedding = first("encoder", "shared"), first("decoder")
+        weights.ignore(candidates["shared"])
+    for ours, found in (("src_embedding.tokens.weight", source_embedding),
+                        ("tgt_embedding.tokens.weight", target_embedding)):
+        if found is not None:
+            weights.put(ours, *found)
+    if config.tie_output:
+        weights.ignore("lm_head.weight")
+        if target_embedding is not None:
+            weights.put("output.weight", *target_embedding)
+    else:
+        weights.copy("output.weight", "lm_head.weight")
+    if weights.has("final_logits_bias"):
+        weights.copy("output.bias", "final_logits_bias", lambda bias: bias.reshape(-1))
+    else:  # transformers creates it as zeros when a file lacks it
+        weights.put("output.bias", "final_logits_bias", torch.zeros(config.tgt_vocab_size))
+
+
+def _tokenizers(source: Source, config: TransformerConfig):
+    folder = source.path
+    tokenizer_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    separate = bool(tokenizer_config.get("separate_vocabs", False))
+    source_vocab = _vocabulary(folder / "vocab.json", config.src_vocab_size)
+    if separate:
+        target_file = folder / (tokenizer_config.get("target_vocab_file") or "target_vocab.json")
+        target_file = target_file if target_file.is_file() else folder / "target_vocab.json"
+        target_vocab = _vocabulary(target_file, config.tgt_vocab_size)
+    else:
+        target_vocab = source_vocab if config.tgt_vocab_size == config.src_vocab_size else \
+            _vocabulary(folder / "vocab.json", config.tgt_vocab_size)
+    tokenizers = []
+    for spm_name, vocabulary in (("source.spm", source_vocab), ("target.spm", target_vocab)):
+        specials = _specials(folder, vocabulary, config)
+        tokenizers.append(SentencePieceVocabTokenizer((folder / spm_name).read_bytes(), vocabulary, specials))
+    kept = {key: tokenizer_config[key] for key in ("source_lang", "target_lang", "separate_vocabs")
+            if key in tokenizer_config}
+    return tokenizers[0], tokenizers[1], kept
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+
+
+def _vocabulary(path: Path, size: int) -> list[str]:
+    """vocab.json's piece → id map as a list; ids the model has but the map lacks get placeholders
+    (they are never produced by the tokenizer, and label as ``<id N>``)."""
+    data = _json(path)
+    if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+        raise CheckpointError(path, "is not a piece → id object")
+    if data and max(data.values()) >= size:
+        raise CheckpointError(path, f"has id {max(data.values())}, beyond the model's vocabulary of {size}")
+    pieces = [f"<id {index}>" for index in range(size)]
+    for piece, index in sorted(data.items(), key=lambda item: -item[1]):  # lowest piece wins a shared id
+        pieces[index] = piece
+    return pieces
+
+
+def _specials(folder: Path, vocabulary: list[str], config: TransformerConfig) -> dict[str, int | None]:
+    found = {name: vocabulary.index(token) if token in vocabulary else None
+             for name, token in (("pad", "<pad>"), ("unk", "<unk>"), ("eos", "</s>"))}
+    for name, expected in (("pad", config.pad_id), ("eos", config.eos_id)):
+        if found[name] is not None and found[name] != expected:
+            raise CheckpointError(folder / "vocab.json", f"puts the {name} token at {found[name]}; config.json "
+                                                         f"says {expected}")
+    return {"pad": config.pad_id, "unk": found["unk"], "bos": config.bos_id, "eos": config.eos_id}

@@ -1,0 +1,225 @@
+"""The PyTorch tutorial "Language Translation with nn.Transformer" (``Seq2SeqTransformer``), and any model
+with ``torch.nn.Transformer``'s key layout (shared/reference/checkpoint-formats.md §5).
+
+Keys: ``transformer.{encoder,decoder}.layers.N.*`` (``in_proj_weight`` rows q | k | v), the final
+``transformer.{encoder,decoder}.norm`` that ``nn.Transformer`` always adds, ``src_tok_emb.embedding``,
+``tgt_tok_emb.embedding`` (×√E), ``generator`` and the interleaved ``positional_encoding.pos_embedding``.
+The file does not say ``nhead`` or ``norm_first`` (the keys are identical either way), so they are asked
+for, unless a trusted whole pickled model carries them. ``norm_first=True`` normalises q, k and v
+(``pre_norm_kv``). The tutorial's vocabularies are not saved: one text file per side (one token a line),
+specials found by name (``<unk> <pad> <bos> <eos>``) or given as ``UNK_IDX``.. like the tutorial's globals.
+Sources are framed ``<bos> tokens <eos>`` as the tutorial's ``text_transform`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from ..base import sinusoid_table
+from ..checkpoint import Checkpoint
+from ..config import TransformerConfig
+from ..tokenizers import WORD_SPLITS, WordTokenizer
+from ..transformer import TransformerSeq2Seq
+from .common import (
+    Inspection,
+    Settings,
+    Source,
+    WeightMap,
+    check_sinusoid,
+    check_vocab_size,
+    find_state_dict,
+    layer_count,
+    provenance,
+    read_vocabulary,
+    special_id,
+)
+
+NAME = "nn-transformer"
+ANCHOR = "encoder.layers.0.self_attn.in_proj_weight"
+ACCEPTED = {
+    "nhead": "attention heads per layer (nn.Transformer's nhead)",
+    "norm_first": "true for pre-LN layers, false for post-LN (nn.Transformer's default)",
+    "layer_norm_eps": "LayerNorm epsilon (default 1e-5)",
+    "activation": "relu (default) or gelu",
+    "maxlen": "longest sequence, at most the stored position table (default: the table, at most 512)",
+    "UNK_IDX": "id of <unk> (default: found by name, else 0)",
+    "PAD_IDX": "id of <pad> (default: found by name, else 1)",
+    "BOS_IDX": "id of <bos> (default: found by name, else 2)",
+    "EOS_IDX": "id of <eos> (default: found by name, else 3)",
+    "tokenize": f"how text becomes words: {', '.join(WORD_SPLITS)} (default punct, close to spaCy)",
+    "src_bos": "start every source with <bos> (default true, as the tutorial's text_transform)",
+}
+
+
+def prefix_of(state: dict) -> str | None:
+    for key in state:
+        if key.endswith(ANCHOR) and key[: -len(ANCHOR)] + "decoder.layers.0.multihead_attn.in_proj_weight" in state:
+            return key[: -len(ANCHOR)]
+    return None
+
+
+def claims(source: Source) -> bool:
+    state = find_state_dict(source.payload) if source.path.is_file() else None
+    return state is not None and prefix_of(state) is not None
+
+
+def _from_module(payload: Any) -> dict[str, Any]:
+    """``nhead``, ``norm_first``.. when the file is a (trusted) pickled model holding an nn.Transformer."""
+    if not isinstance(payload, nn.Module):
+        return {}
+    for module in payload.modules():
+        if isinstance(module, nn.TransformerEncoderLayer):
+            found = {"nhead": module.self_attn.num_heads, "norm_first": bool(module.norm_first),
+                     "layer_norm_eps": float(module.norm1.eps)}
+            activation = {1: "relu", 2: "gelu"}.get(getattr(module, "activation_relu_or_gelu", 0))
+            return {**found, "activation": activation} if activation else found
+    return {}
+
+
+def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
+    state = find_state_dict(source.payload)
+    prefix = prefix_of(state or {})
+    if state is None or prefix is None:
+        raise source.error(f"not an nn.Transformer state dict (no '{ANCHOR}' key)")
+    encoder, decoder = prefix + "encoder.layers.", prefix + "decoder.layers."
+    inferred: dict[str, Any] = {
+        "emb_size": int(state[prefix + ANCHOR].shape[1]),
+        "num_encoder_layers": layer_count(state, encoder),
+        "num_decoder_layers": layer_count(state, decoder),
+        "dim_feedforward": _rows(source, state, encoder + "0.linear1.weight"),
+        "src_vocab_size": _rows(source, state, "src_tok_emb.embedding.weight"),
+        "tgt_vocab_size": _rows(source, state, "tgt_tok_emb.embedding.weight"),
+    }
+    if "positional_encoding.pos_embedding" in state:
+        inferred["maxlen"] = int(state["positional_encoding.pos_embedding"].shape[0])
+    inferred.update(_from_module(source.payload))
+    inspection = Inspection(NAME, source.path, inferred, accepted=ACCEPTED)
+    emb = inferred["emb_size"]
+    if "nhead" not in inferred and not settings.has("nhead"):
+        divisors = [n for n in range(1, emb + 1) if emb % n == 0 and n <= 64]
+        inspection.missing["nhead"] = f"N (one of {', '.join(map(str, divisors))})"
+    if "norm_first" not in inferred and not settings.has("norm_first"):
+        inspection.missing["norm_first"] = "true|false"
+    for side in ("src", "tgt"):
+        inspection.vocabularies[side] = "one token a line: the tutorial's vocab_transform[...].get_itos()"
+    return inspection, state
+
+
+def _rows(source: Source, state: dict, key: str) -> int:
+    if key not in state:
+        raise source.error(f"missing weights for the {NAME} layout: {key}")
+    return int(state[key].shape[0])
+
+
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+    inspection, state = inspect(source, settings)
+    inspection.require(src_vocab, tgt_vocab)
+    inferred = inspection.inferred
+    src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
+    tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
+    check_vocab_size(source, src_tokens, inferred["src_vocab_size"], "src", str(src_vocab))
+    check_vocab_size(source, tgt_tokens, inferred["tgt_vocab_size"], "tgt", str(tgt_vocab))
+    src_ids, tgt_ids = _specials(src_tokens, settings), _specials(tgt_tokens, settings)
+    if src_ids["pad"] != tgt_ids["pad"] or src_ids["eos"] != tgt_ids["eos"]:
+        raise source.error("the source and target vocabularies put <pad> or <eos> at different ids, which one "
+                           "model config cannot express")
+    config = _config(source, state, settings, inferred, tgt_ids)
+    model = TransformerSeq2Seq(config)
+    _map_weights(source, state, config).load_into(model)
+    split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)
+    add_bos = settings.value("src_bos", bool, True)
+    source_tokenizer = WordTokenizer(src_tokens, src_ids, split=split, add_bos=add_bos)
+    target_tokenizer = WordTokenizer(tgt_tokens, tgt_ids, split=split)
+    record = provenance(NAME, source, settings, inferred, vocabularies={"src": str(src_vocab), "tgt": str(tgt_vocab)})
+    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+
+
+def _config(source: Source, state: dict, settings: Settings, inferred: dict[str, Any],
+            specials: dict[str, int | None]) -> TransformerConfig:
+    nhead = settings.pick("nhead", int, inferred)
+    norm_first = settings.pick("norm_first", bool, inferred)
+    emb = inferred["emb_size"]
+    if nhead < 1 or emb % nhead:
+        raise source.error(f"nhead={nhead} does not divide emb_size={emb}")
+    table_rows = inferred.get("maxlen")
+    maxlen = settings.value("maxlen", int, min(table_rows or 512, 512))
+    if table_rows is not None and maxlen > table_rows:
+        raise source.error(f"maxlen={maxlen} is longer than the stored position table ({table_rows})")
+    return TransformerConfig(
+        arch="transformer-preln" if norm_first else "transformer-postln",
+        src_vocab_size=inferred["src_vocab_size"], tgt_vocab_size=inferred["tgt_vocab_size"],
+        d_model=emb, heads=nhead, d_ff=inferred["dim_feedforward"],
+        encoder_layers=inferred["num_encoder_layers"], decoder_layers=inferred["num_decoder_layers"],
+        max_len=maxlen, norm_position="pre" if norm_first else "post", final_norm=_final_norm(source, state),
+        pre_norm_kv=True,  # norm_first normalises the input of q, k and v alike
+        layer_norm_eps=settings.pick("layer_norm_eps", float, inferred, 1e-5),
+        activation=settings.pick("activation", str, inferred, "relu", choices=("relu", "gelu")),
+        positions="interleaved", scale_embedding=True,
+        pad_id=specials["pad"], bos_id=specials["bos"], eos_id=specials["eos"], src_append_eos=True)
+
+
+def _specials(tokens: list[str], settings: Settings) -> dict[str, int | None]:
+    return {"unk": special_id(tokens, ("<unk>",), settings, "UNK_IDX", 0),
+            "pad": special_id(tokens, ("<pad>",), settings, "PAD_IDX", 1),
+            "bos": special_id(tokens, ("<bos>", "<s>", "<sos>"), settings, "BOS_IDX", 2),
+            "eos": special_id(tokens, ("<eos>", "</s>"), settings, "EOS_IDX", 3)}
+
+
+def _final_norm(source: Source, state: dict) -> bool:
+    prefix = prefix_of(state)
+    present = [prefix + f"{side}.norm.weight" in state for side in ("encoder", "decoder")]
+    if present[0] != present[1]:
+        raise source.error("a final norm on one stack only, which this conversion cannot express")
+    return present[0]
+
+
+def _map_weights(source: Source, state: dict, config: TransformerConfig) -> WeightMap:
+    prefix = prefix_of(state)
+    weights = WeightMap(source, state, NAME)
+    for index in range(config.encoder_layers):
+        theirs, ours = f"{prefix}encoder.layers.{index}.", f"encoder_layers.{index}."
+        _attention(weights, theirs + "self_attn.", ours + "self_attention.attention.")
+        weights.copy(ours + "self_attention.norm.weight", theirs + "norm1.weight")
+        weights.copy(ours + "self_attention.norm.bias", theirs + "norm1.bias")
+        _feed_forward(weights, theirs, ours, "norm2")
+    for index in range(config.decoder_layers):
+        theirs, ours = f"{prefix}decoder.layers.{index}.", f"decoder_layers.{index}."
+        _attention(weights, theirs + "self_attn.", ours + "self_attention.attention.")
+        _attention(weights, theirs + "multihead_attn.", ours + "cross_attention.attention.")
+        for norm, sublayer in (("norm1", "self_attention"), ("norm2", "cross_attention")):
+            weights.copy(ours + f"{sublayer}.norm.weight", theirs + f"{norm}.weight")
+            weights.copy(ours + f"{sublayer}.norm.bias", theirs + f"{norm}.bias")
+        _feed_forward(weights, theirs, ours, "norm3")
+    if config.final_norm:
+        for side in ("encoder", "decoder"):
+            weights.copy(f"{side}_norm.weight", f"{prefix}{side}.norm.weight")
+            weights.copy(f"{side}_norm.bias", f"{prefix}{side}.norm.bias")
+    weights.copy("src_embedding.tokens.weight", "src_tok_emb.embedding.weight")
+    weights.copy("tgt_embedding.tokens.weight", "tgt_tok_emb.embedding.weight")
+    weights.copy("output.weight", "generator.weight")
+    weights.copy("output.bias", "generator.bias")
+    if weights.has("positional_encoding.pos_embedding"):
+        weights.ignore("positional_encoding.pos_embedding")
+        expected = sinusoid_table(config.max_len, config.d_model, "interleaved")
+        table = "positional_encoding.pos_embedding"
+        check_sinusoid(source, state[table], expected, table)
+    return weights
+
+
+def _attention(weights: WeightMap, theirs: str, ours: str) -> None:
+    """nn.MultiheadAttention packs q, k, v row-wise into one ``in_proj``."""
+    for kind in ("weight", "bias"):
+        packed = weights.get(theirs + f"in_proj_{kind}")
+        if packed is not None:
+            for name, part in zip(("query", "key", "value"), packed.chunk(3, dim=0)):
+                weights.put(ours + f"{name}.{kind}", theirs + f"in_proj_{kind}", part)
+        weights.copy(ours + f"output.{kind}", theirs + f"out_proj.{kind}")
+
+
+def _feed_forward(weights: WeightMap, theirs: str, ours: str, norm: str) -> None:
+    for kind in ("weight", "bias"):
+        weights.copy(ours + f"feed_forward.linear_in.{kind}", theirs + f"linear1.{kind}")
+        weights.copy(ours + f"feed_forward.linear_out.{kind}", theirs + f"linear2.{kind}")
+        weights.copy(ours + f"feed_forward.norm.{kind}", theirs + f"{norm}.{kind}")

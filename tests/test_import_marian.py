@@ -1,0 +1,184 @@
+"""Import of Hugging Face Marian (opus-mt) folders, checked against ``transformers`` itself, offline.
+
+A tiny ``MarianMTModel`` is built from a ``MarianConfig`` with random weights and written with
+``save_pretrained``; the two sentencepiece models are trained here on a few sentences; ``vocab.json``
+(ids deliberately unlike the sentencepiece ids) and ``tokenizer_config.json`` are written by hand.
+
+Decoding settings are aligned with ours, and why:
+- ``bad_words_ids=[[pad]]``: our decoders never emit padding (real opus-mt configs ban it the same way);
+- ``forced_eos_token_id=None``: ours does not force ``</s>`` at the length limit;
+- beam search with ``length_penalty=0.0``: transformers divides by ``length ** α``, we by GNMT's
+  ``((5 + length) / 6) ** α``; only α = 0 (rank by summed log-probability) is the same rule in both.
+  With α = 0 the early-stopping variants agree; ours keeps finished hypotheses in the beam where
+  transformers sets them aside, which can in principle pick a different best hypothesis, but not on
+  these inputs (greedy and beam differ on several, so the beams are really searched).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+
+import pytest
+import sentencepiece as spm
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
+
+from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from models.decoding import beam_search, finish, greedy  # noqa: E402
+from models.errors import CheckpointError  # noqa: E402
+from models.importers import convert, detect_format  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # "Recommended: pip install sacremoses."
+
+SOURCE = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
+          "we are going to the beach", "she reads a book every night", "the water is cold"]
+TARGET = ["el gato se sentó en la alfombra", "dónde está la casa", "me gustan las manzanas verdes",
+          "el perro corre en el parque", "vamos a la playa", "ella lee un libro cada noche", "el agua está fría"]
+SENTENCES = ["the cat is on the house", "green water", "i like the beach", "she reads", "where is the dog",
+             "the sun", "we need more time", "open the window"]
+MAX_NEW = 15
+
+
+def train_spm(texts: list[str]) -> bytes:
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=model, vocab_size=40,
+                                   hard_vocab_limit=False, character_coverage=1.0, num_threads=1, minloglevel=2)
+    return model.getvalue()
+
+
+def write_folder(folder) -> int:
+    """Tokenizer files of an opus-mt folder; returns the vocabulary size."""
+    pieces = set()
+    for name, texts in (("source.spm", SOURCE), ("target.spm", TARGET)):
+        proto = train_spm(texts)
+        (folder / name).write_bytes(proto)
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+        pieces |= {processor.id_to_piece(i) for i in range(processor.get_piece_size())} - {"<unk>", "<s>", "</s>"}
+    ordered = sorted(pieces, reverse=True)  # unlike either sentencepiece model's own ids
+    vocab = {"</s>": 0, "<unk>": 1, ">>es<<": 2, **{piece: index + 3 for index, piece in enumerate(ordered)}}
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"source_lang": "en", "target_lang": "es",
+                                                              "separate_vocabs": False}), encoding="utf-8")
+    return len(vocab)
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("opus-mt-en-es")
+    vocab_size = write_folder(folder)
+    pad = vocab_size - 1
+    config = transformers.MarianConfig(
+        vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=16, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        activation_function="swish", max_position_embeddings=64, pad_token_id=pad, decoder_start_token_id=pad,
+        eos_token_id=0, forced_eos_token_id=0, scale_embedding=True)
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(config)
+    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
+        for name, parameter in model.named_parameters():
+            if "embed_positions" not in name and "layer_norm" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
+        model.final_logits_bias.normal_(0.0, 0.5)
+        model.final_logits_bias[0, 0] += 3.0  # </s>: some outputs end early, some run to the limit
+    model.save_pretrained(folder)
+    original = transformers.MarianMTModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    original.generation_config.forced_eos_token_id = None
+    tokenizer = transformers.MarianTokenizer.from_pretrained(str(folder))
+    return folder, original, tokenizer, pad
+
+
+def generation(pad: int, beams: int):
+    return transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=beams, do_sample=False, bad_words_ids=[[pad]],
+                                         decoder_start_token_id=pad, eos_token_id=0, pad_token_id=pad,
+                                         length_penalty=0.0)
+
+
+def test_detects_the_folder_and_reads_everything_from_it(marian):
+    folder, *_ = marian
+    assert detect_format(folder) == "marian" and detect_format(folder / "model.safetensors") == "marian"
+    checkpoint = convert(folder)
+    config = checkpoint.config
+    assert (config.norm_position, config.final_norm) == ("post", False)
+    assert (config.activation, config.positions) == ("swish", "half_split")
+    assert config.scale_embedding and config.share_embeddings and config.tie_output and config.bos_id == config.pad_id
+    assert checkpoint.provenance["imported_from"]["tokenizer_config"]["target_lang"] == "es"
+
+
+def test_token_ids_come_from_vocab_json(marian):
+    folder, _, tokenizer, _ = marian
+    checkpoint = convert(folder)
+    for text in [*SENTENCES, "zebra quux", ">>es<< the cat"]:
+        expected = tokenizer(text).input_ids
+        assert checkpoint.source_tokenizer.encode(text, unknown="replace") + [checkpoint.config.eos_id] == expected
+    ids = tokenizer(SENTENCES[0]).input_ids
+    assert checkpoint.target_tokenizer.decode(ids) == tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_logits_and_every_head_equal_transformers(marian):
+    folder, original, _, pad = marian
+    model = convert(folder).model
+    generator = torch.Generator().manual_seed(3)
+    src = torch.randint(3, pad, (3, 9), generator=generator)
+    src[:, -1], src[1, 5], src[1, 6:] = 0, 0, pad
+    tgt = torch.randint(3, pad, (3, 7), generator=generator)
+    tgt[:, 0] = pad  # decoding starts from the pad token
+    with torch.no_grad():
+        expected = original(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt,
+                            output_attentions=True)
+        logits, intermediates = model(src, tgt, need_weights=True)
+    assert (logits - expected.logits).abs().max() < 1e-4
+    for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
+                         ("cross", expected.cross_attentions)):
+        assert len(theirs) == len(intermediates.attention[kind]) == 2 and theirs[0].shape[1] == 4
+        for layer, weights in zip(theirs, intermediates.attention[kind]):
+            assert (layer - weights).abs().max() < 1e-5
+
+
+def test_greedy_and_beam_outputs_equal_generate(marian):
+    folder, original, tokenizer, pad = marian
+    model = convert(folder).model
+    differs, ended = False, False
+    for text in SENTENCES:
+        ids = tokenizer(text).input_ids
+        with torch.no_grad():
+            expected_greedy = original.generate(torch.tensor([ids]), generation_config=generation(pad, 1))[0, 1:].tolist()
+            expected_beam = original.generate(torch.tensor([ids]), generation_config=generation(pad, 4))[0, 1:].tolist()
+        ours_greedy = finish(greedy(model, ids, max_len=MAX_NEW))[0].token_ids
+        ours_beam = finish(beam_search(model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
+        assert ours_greedy == expected_greedy, text
+        assert ours_beam == expected_beam, text
+        differs |= ours_beam != ours_greedy
+        ended |= 0 in ours_beam[:-1] or (ours_beam[-1] == 0 and len(ours_beam) < MAX_NEW)
+    assert differs and ended  # the comparison exercised real beams and early ends
+
+
+def test_an_older_folder_with_every_tied_key_in_pytorch_model_bin(marian, tmp_path):
+    folder, original, _, pad = marian
+    older = tmp_path / "older"
+    shutil.copytree(folder, older)
+    (older / "model.safetensors").unlink()
+    torch.save(original.state_dict(), older / "pytorch_model.bin")  # lm_head, embed_tokens, embed_positions too
+    checkpoint = convert(older)
+    path = save_checkpoint(tmp_path / "marian.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    reloaded = load_checkpoint(path)
+    src = torch.tensor([[7, 9, 11, 13, 0]])
+    tgt = torch.tensor([[pad, 5, 6]])
+    with torch.no_grad():
+        expected = original(input_ids=src, decoder_input_ids=tgt).logits
+        assert (reloaded.model(src, tgt)[0] - expected).abs().max() < 1e-4
+    assert reloaded.source_tokenizer.encode("the cat") == checkpoint.source_tokenizer.encode("the cat")
+
+
+def test_a_marian_weights_file_away_from_its_folder_is_named(marian, tmp_path):
+    folder, *_ = marian
+    alone = tmp_path / "weights.safetensors"
+    shutil.copy(folder / "model.safetensors", alone)
+    with pytest.raises(CheckpointError, match="convert the folder that holds them with config.json"):
+        convert(alone)
