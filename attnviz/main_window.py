@@ -20,6 +20,7 @@ from .session import AXIS_NAMES, KIND_LABELS, ModelInfo, Session
 from .views.controls import InputBar, ModelPanel, SelectorBar
 from .views.decoding import DecodingPanel
 from .views.heatmap import HeatmapView
+from .views.import_dialog import ImportDialog
 from .views.thumbnails import ThumbnailGrid
 from .worker import WorkerThread
 
@@ -29,6 +30,8 @@ MAX_RECENT = 8
 
 class MainWindow(QMainWindow):
     load_requested = Signal(str, str)  # path, device → worker
+    import_requested = Signal(object)  # ImportAnswer → worker
+    save_requested = Signal(str)
     run_requested = Signal(object)  # Request → worker
     device_requested = Signal(str)
 
@@ -106,7 +109,12 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open, "Open a checkpoint")
+        self._action(file_menu, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open,
+                     "Open an attnviz checkpoint, or one trained with other code (converted on opening)")
+        self._action(file_menu, "Open &Folder…", self.open_folder_dialog, None,
+                     "Open a checkpoint folder (a Hugging Face Marian model, the seq2seq tutorial's files)")
+        self._action(file_menu, "Save Model &As…", self.save_model_as, "Ctrl+Shift+S",
+                     "Save the open model as an attnviz checkpoint (an imported model keeps your answers)")
         self.recent_menu = file_menu.addMenu("Open &Recent")
         demo_menu = file_menu.addMenu("&Demos")
         for path in self.demos:
@@ -139,6 +147,9 @@ class MainWindow(QMainWindow):
         self.worker_thread = WorkerThread()
         worker = self.worker_thread.worker
         self.load_requested.connect(worker.load)
+        self.import_requested.connect(worker.import_model)
+        self.save_requested.connect(worker.save)
+        worker.import_needed.connect(self._ask_import)
         self.run_requested.connect(worker.run)
         self.device_requested.connect(worker.set_device)
         worker.loaded.connect(self._on_loaded)
@@ -199,6 +210,31 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Open a checkpoint", "", CHECKPOINT_FILTER)
         if path:
             self.open_path(path)
+
+    def open_folder_dialog(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a checkpoint folder")
+        if path:
+            self.open_path(path)
+
+    def save_model_as(self, path: str | None = None) -> None:
+        if self.session.model is None:
+            return
+        path = path or self._ask_path("Save model as", Path(self.session.model.path).stem + ".safetensors",
+                                      "attnviz checkpoint (*.safetensors)")
+        if path:
+            self.save_requested.emit(path)
+
+    def _ask_import(self, question) -> None:
+        """A foreign checkpoint needs answers: one dialog, then the worker converts it."""
+        self.input_bar.set_busy(False)
+        self.import_dialog = ImportDialog(question, self)
+        self.import_dialog.accepted.connect(self._on_import_answered)
+        self.import_dialog.open()  # window-modal without blocking the event loop
+
+    def _on_import_answered(self) -> None:
+        device = self.model_panel.device.currentText()
+        self.input_bar.set_busy(True)
+        self.import_requested.emit(self.import_dialog.answer("" if device == "auto" else device))
 
     def open_path(self, path: str) -> None:
         self.statusBar().showMessage(f"Opening {path}…")

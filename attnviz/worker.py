@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import traceback
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from models.checkpoint import load_checkpoint
-from models.errors import AttnvizError, UnknownCharactersError
+from models.checkpoint import SUFFIX, load_checkpoint, read_metadata, save_checkpoint
+from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, UnknownCharactersError
+from models.importers import Inspection, MissingSettingsError, TrustRequiredError, convert, inspect
 from models.translator import Translator
 
 from .session import ModelInfo, Request
@@ -35,6 +37,43 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         device=str(translator.device), max_len=model.config.max_len)
 
 
+@dataclass(frozen=True)
+class ImportAnswer:
+    """What the user said about a foreign checkpoint in the import dialog."""
+
+    path: str
+    format: str | None
+    settings: dict
+    src_vocab: str | None
+    tgt_vocab: str | None
+    trust: bool
+    device: str
+    inspection: Inspection | None = None
+
+
+@dataclass(frozen=True)
+class ImportQuestion:
+    """A foreign checkpoint needs answers: ``inspection`` says what it lacks (None: it needs trust first)."""
+
+    path: str
+    inspection: Inspection | None
+    problem: str
+    previous: ImportAnswer | None = None
+
+
+def is_native(path: str) -> bool:
+    """An attnviz checkpoint (the other files and folders are imported)."""
+    if not (path.endswith(SUFFIX) and Path(path).is_file()):
+        return False
+    try:
+        read_metadata(path)
+    except ForeignCheckpointError:
+        return False
+    except CheckpointError:
+        return True  # a damaged file: loading it reports what is wrong
+    return True
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
 
@@ -42,6 +81,7 @@ def is_out_of_memory(error: BaseException) -> bool:
 class ModelWorker(QObject):
     loaded = Signal(object)  # ModelInfo of a newly opened model
     load_failed = Signal(str)
+    import_needed = Signal(object)  # ImportQuestion: a foreign file needs settings, vocabularies or trust
     device_changed = Signal(object)  # ModelInfo after the model moved to another device
     step = Signal(int, object)  # request id, DecodeStep
     finished = Signal(int, object)  # request id, list[DecodeResult]
@@ -55,13 +95,56 @@ class ModelWorker(QObject):
 
     @Slot(str, str)
     def load(self, path: str, device: str) -> None:
+        """Open an attnviz checkpoint, or import a foreign one (asking for what it lacks)."""
         try:
-            translator = Translator(load_checkpoint(path), device or None)
+            checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(path)
+            if checkpoint is None:
+                return
+            self._open(checkpoint, path, device)
         except AttnvizError as failure:
             self.load_failed.emit(str(failure))
-            return
+
+    @Slot(object)
+    def import_model(self, answer: ImportAnswer) -> None:
+        """Convert a foreign checkpoint with the user's answers; a failure asks again, saying why."""
+        try:
+            checkpoint = convert(answer.path, answer.format, answer.settings, answer.src_vocab, answer.tgt_vocab,
+                                 trust=answer.trust)
+            self._open(checkpoint, answer.path, answer.device)
+        except AttnvizError as failure:
+            inspection = failure.inspection if isinstance(failure, MissingSettingsError) else answer.inspection
+            self.import_needed.emit(ImportQuestion(answer.path, inspection, str(failure), answer))
+
+    def _import_without_asking(self, path: str):
+        """The converted checkpoint, or None after asking the GUI for settings, vocabularies or trust."""
+        try:
+            inspection = inspect(path)
+        except TrustRequiredError as failure:
+            self.import_needed.emit(ImportQuestion(path, None, str(failure)))
+            return None
+        if inspection.missing or inspection.vocabularies:
+            self.import_needed.emit(ImportQuestion(path, inspection, ""))
+            return None
+        return convert(path, inspection.format)
+
+    def _open(self, checkpoint, path: str, device: str) -> None:
+        translator = Translator(checkpoint, device or None)
         self.translator = translator
         self.loaded.emit(describe(translator, Path(path)))
+
+    @Slot(str)
+    def save(self, path: str) -> None:
+        """Write the open model as an attnviz checkpoint (an imported model keeps its answers in it)."""
+        if self.translator is None:
+            return
+        checkpoint = self.translator.checkpoint
+        try:
+            save_checkpoint(path, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
+                            checkpoint.provenance)
+        except (OSError, AttnvizError) as failure:
+            self.notice.emit(f"Could not save {path}: {failure}")
+            return
+        self.notice.emit(f"Saved {path}")
 
     @Slot(str)
     def set_device(self, device: str) -> None:

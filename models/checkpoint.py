@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 
 from .base import Seq2Seq
 from .config import config_from_dict, config_to_dict
-from .errors import AttnvizError, CheckpointError
+from .errors import AttnvizError, CheckpointError, ForeignCheckpointError
 from .tokenizers import Tokenizer
 
 FORMAT = "attnviz"
@@ -84,7 +84,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     except (SafetensorError, OSError, ValueError, struct.error) as error:
         raise CheckpointError(path, f"not a readable safetensors file ({_first_line(error)})") from None
     if raw.get("format") != FORMAT:
-        raise CheckpointError(path, "a safetensors file, but not an attnviz checkpoint (no 'format: attnviz' "
+        raise ForeignCheckpointError(path, "a safetensors file, but not an attnviz checkpoint (no 'format: attnviz' "
                                     "metadata); foreign checkpoints are imported with 'attnviz convert'")
     version = raw.get("format_version", "")
     if not version.isdigit() or int(version) > FORMAT_VERSION:

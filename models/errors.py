@@ -43,5 +43,9 @@ class CheckpointError(AttnvizError):
         super().__init__(f"{self.path}: {reason}")
 
 
+class ForeignCheckpointError(CheckpointError):
+    """A readable file, but not in the attnviz format: the importers (``attnviz convert``) may read it."""
+
+
 class DataError(AttnvizError):
     """A training corpus that cannot be read."""

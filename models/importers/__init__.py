@@ -25,13 +25,15 @@ from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
 from . import annotated, jadore, marian, nn_transformer, pytorch_seq2seq
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
+from .safe_load import TrustRequiredError
 
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated)}
 # Detection order: the most specific layouts first.
 _FILE_ORDER = (jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
 _FOLDER_ORDER = (marian, pytorch_seq2seq)
 
-__all__ = ["FORMATS", "Inspection", "MissingSettingsError", "convert", "detect_format", "inspect"]
+__all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
+           "inspect"]
 
 
 def detect_format(path: str | Path, *, trust: bool = False) -> str:

@@ -39,6 +39,11 @@ from torch import nn
 
 from ..errors import CheckpointError
 
+
+class TrustRequiredError(CheckpointError):
+    """The file opens only with arbitrary unpickling, which the user must allow (``trust=True``)."""
+
+
 TRUST_HINT = "open it only if you trust where it came from: attnviz convert --trust (CLI) or tick 'trusted' (GUI)"
 
 # Modules whose names a checkpoint never needs: they only serve to act on the machine (files, processes,
@@ -160,7 +165,7 @@ class RestrictedUnpickler(pickle.Unpickler):
             return self.allowed[full]
         if is_hostile(module, name):
             raise hostile_error(self.path, module, name)
-        raise CheckpointError(self.path, f"needs arbitrary unpickling (it contains {full}); {TRUST_HINT}")
+        raise TrustRequiredError(self.path, f"needs arbitrary unpickling (it contains {full}); {TRUST_HINT}")
 
 
 class Stub(nn.Module):
@@ -272,7 +277,7 @@ def _torch_load(path: Path, trust: bool) -> Any:
             raise hostile_error(path, *needed) from None
         if not trust:
             what = f"it contains {'.'.join(needed)}" if needed else "it uses pickle features the safe reader refuses"
-            raise CheckpointError(path, f"needs arbitrary unpickling ({what}); {TRUST_HINT}") from None
+            raise TrustRequiredError(path, f"needs arbitrary unpickling ({what}); {TRUST_HINT}") from None
     except (RuntimeError, EOFError, OSError, ValueError, KeyError, struct.error, IndexError) as error:
         raise _damaged(path, error) from None
     try:

@@ -1,0 +1,122 @@
+"""Opening checkpoints from other code in the app: the one dialog for what a file lacks, trust, refusal
+of hostile pickles, and saving the converted model with the answers in it."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from attnviz.app import create_window
+from models.checkpoint import load_checkpoint
+from tests.test_import_nn_transformer import HEADS, SRC_WORDS, TGT_WORDS, Seq2SeqTransformer, write_vocab
+from tests.test_import_safety import CreatesAFile
+
+WAIT = 20_000
+pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor")
+
+
+@pytest.fixture(scope="module")
+def tutorial_files(tmp_path_factory):
+    torch.manual_seed(5)
+    original = Seq2SeqTransformer(4 + len(SRC_WORDS), 4 + len(TGT_WORDS), False).eval()
+    folder = tmp_path_factory.mktemp("tutorial")
+    torch.save(original.state_dict(), folder / "transformer.pt")
+    torch.save(original, folder / "whole.pt")
+    return folder, write_vocab(folder / "src.txt", SRC_WORDS), write_vocab(folder / "tgt.txt", TGT_WORDS)
+
+
+@pytest.fixture
+def window(qtbot, qsettings, random_checkpoint):
+    window = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
+    yield window
+    window.close()
+
+
+def opened(window, name: str) -> bool:
+    return window.session.model is not None and window.session.model.path.name == name
+
+
+def drop(window, path) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    window.dropEvent(QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                                Qt.KeyboardModifier.NoModifier))
+
+
+def wait_for_dialog(qtbot, window, previous=None):
+    qtbot.waitUntil(lambda: getattr(window, "import_dialog", None) not in (None, previous)
+                    and window.import_dialog.isVisible(), timeout=WAIT)
+    return window.import_dialog
+
+
+def test_a_state_dict_asks_once_then_opens_and_saves_with_the_answers(qtbot, window, tutorial_files, tmp_path):
+    folder, src_vocab, tgt_vocab = tutorial_files
+    drop(window, folder / "transformer.pt")
+    dialog = wait_for_dialog(qtbot, window)
+    assert set(dialog.fields) == {"nhead", "norm_first"} and set(dialog.vocabularies) == {"src", "tgt"}
+    dialog.fields["nhead"].setText("3")  # wrong: d_model is not divisible by 3
+    dialog.fields["norm_first"].setText("false")
+    dialog.vocabularies["src"].setText(str(src_vocab))
+    dialog.vocabularies["tgt"].setText(str(tgt_vocab))
+    dialog.accept()
+    again = wait_for_dialog(qtbot, window, dialog)  # asked again, saying why, keeping the answers
+    assert again.problem.isVisibleTo(again) and "nhead" in again.problem.text()
+    assert again.vocabularies["src"].text() == str(src_vocab)
+    again.fields["nhead"].setText(str(HEADS))
+    again.accept()
+    qtbot.waitUntil(lambda: opened(window, "transformer.pt"), timeout=WAIT)
+    assert window.session.model.arch == "transformer-postln"
+    window.input_bar.text.setText(" ".join(SRC_WORDS[:3]))
+    window.input_bar.max_len.setValue(5)
+    window.run()
+    qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == HEADS,
+                    timeout=WAIT)
+    trace = window.session.trace
+    assert trace.kinds == ["enc_self", "dec_self", "cross"] and trace.heads("cross") == HEADS
+    saved = tmp_path / "converted.safetensors"
+    window.save_model_as(str(saved))
+    qtbot.waitUntil(saved.exists, timeout=WAIT)
+    remembered = load_checkpoint(saved).provenance["imported_from"]
+    assert "nhead" in str(remembered) and "transformer.pt" in str(remembered)
+
+
+def test_a_whole_pickled_model_opens_only_when_trusted(qtbot, window, tutorial_files):
+    folder, src_vocab, tgt_vocab = tutorial_files
+    window.open_path(str(folder / "whole.pt"))
+    dialog = wait_for_dialog(qtbot, window)
+    assert not dialog.fields and "unpickling" in dialog.problem.text()
+    dialog.reject()  # not trusted: nothing opens, the open model stays
+    assert opened(window, "random.safetensors")
+    window.open_path(str(folder / "whole.pt"))
+    dialog = wait_for_dialog(qtbot, window, dialog)
+    dialog.trust.setChecked(True)
+    dialog.accept()
+    vocab_dialog = wait_for_dialog(qtbot, window, dialog)  # the trusted file still lacks its vocabularies
+    assert vocab_dialog.trust.isChecked() and not vocab_dialog.fields  # nhead and norm_first were read
+    vocab_dialog.vocabularies["src"].setText(str(src_vocab))
+    vocab_dialog.vocabularies["tgt"].setText(str(tgt_vocab))
+    vocab_dialog.accept()
+    qtbot.waitUntil(lambda: opened(window, "whole.pt"), timeout=WAIT)
+    assert window.session.model.arch == "transformer-postln"
+
+
+@pytest.mark.parametrize("layout", ["torch.save", "pickle"])
+def test_a_hostile_pickle_is_refused_in_the_window(qtbot, window, tmp_path, layout):
+    target = tmp_path / "pwned"
+    payload = {"model": {"weight": torch.ones(2, 2)}, "settings": CreatesAFile(target)}
+    path = tmp_path / "model.pt"
+    if layout == "torch.save":
+        torch.save(payload, path)
+    else:
+        path.write_bytes(pickle.dumps(payload, protocol=4))
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
+    assert not target.exists() and opened(window, "random.safetensors")
+    assert getattr(window, "import_dialog", None) is None  # no "trust" offer for a file that would run code
