@@ -353,3 +353,24 @@ def test_short_labels_all_show_and_only_a_wide_one_is_left_out():
     ticks = visible_ticks(tokens, -0.5, 6.5, cell=18, size=lambda token: 6 * len(token))
     assert [index for index, _ in ticks] == [0, 1, 2, 3, 4, 5]  # "</s>" (24 px) would overlap "f"
     assert visible_ticks(tokens, 1.5, 3.2, cell=18, size=lambda token: 6)[0] == (2, "c")
+
+
+def test_plots_follow_a_dark_palette(qtbot, qsettings, random_checkpoint, qapp):
+    from PySide6.QtGui import QColor, QPalette
+
+    original = qapp.palette()
+    dark = QPalette(original)
+    dark.setColor(QPalette.ColorRole.Base, QColor(20, 20, 24))
+    dark.setColor(QPalette.ColorRole.Text, QColor(230, 230, 230))
+    qapp.setPalette(dark)
+    try:
+        window = create_window(str(random_checkpoint), "cpu", qsettings)
+        qtbot.addWidget(window)
+        assert window.focus.graphics.backgroundBrush().color() == QColor(20, 20, 24)
+        assert window.head_grid.backgroundBrush().color() == QColor(20, 20, 24)
+        window.close()
+    finally:
+        qapp.setPalette(original)
+        from attnviz.app import follow_palette
+
+        follow_palette()
