@@ -15,6 +15,17 @@ def demo_checkpoints() -> list[Path]:
     return sorted(path for path in DEMO_FOLDER.glob("*.safetensors") if not path.name.endswith(".train-state.safetensors"))
 
 
+def demo_example(path: Path) -> str:
+    """The first example sentence recorded for a bundled demo ('' for any other checkpoint)."""
+    import json
+
+    records_file = DEMO_FOLDER / "demos.json"
+    if path.parent.resolve() != DEMO_FOLDER.resolve() or not records_file.exists():
+        return ""
+    record = json.loads(records_file.read_text(encoding="utf-8")).get(path.stem, {})
+    return next(iter(record.get("examples", {})), "")
+
+
 def available_devices() -> list[str]:
     import torch
 

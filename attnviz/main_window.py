@@ -51,6 +51,7 @@ class MainWindow(QMainWindow):
     def _build_views(self, devices: list[str]) -> None:
         self.input_bar = InputBar()
         self.selector = SelectorBar()
+        self.selector.setEnabled(False)  # nothing to choose from until a trace exists
         self.focus = HeatmapView()
         self.head_grid = ThumbnailGrid()
         self.model_view = ThumbnailGrid()
@@ -227,6 +228,7 @@ class MainWindow(QMainWindow):
     def _ask_import(self, question) -> None:
         """A foreign checkpoint needs answers: one dialog, then the worker converts it."""
         self.input_bar.set_busy(False)
+        self.statusBar().showMessage(f"{Path(question.path).name} needs a few answers before it can open")
         self.import_dialog = ImportDialog(question, self)
         self.import_dialog.accepted.connect(self._on_import_answered)
         self.import_dialog.open()  # window-modal without blocking the event loop
@@ -263,7 +265,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Opened {info.path} on {info.device}", 5000)
         self.input_bar.max_len.setMaximum(info.max_len)
         if not self.input_bar.text.text():
-            self.input_bar.text.setText(str(self.settings.value("run/text", "")))
+            from .app import demo_example
+
+            self.input_bar.text.setText(str(self.settings.value("run/text", "")) or demo_example(info.path))
         self.run()
 
     def _on_load_failed(self, message: str) -> None:
@@ -295,8 +299,9 @@ class MainWindow(QMainWindow):
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
         self._show_output()
-        self.decoding.beam.show_results(results if self.session.request.mode == "beam" else [], self.session.steps)
-        self.decoding.beam.setVisible(self.session.request.mode == "beam")
+        beam = self.session.request.mode == "beam"
+        self.decoding.beam.show_results(results if beam else [], self.session.steps)
+        self.decoding.beam.setVisible(beam)
         self.refresh(rebuild=True)
 
     def _on_failed(self, request_id: int, message: str) -> None:
@@ -367,6 +372,7 @@ class MainWindow(QMainWindow):
             return
         kind = selection.kind
         layers, heads = trace.layers(kind), trace.heads(kind)
+        self.selector.setEnabled(True)
         self.selector.configure(trace.kinds, {}, {})
         self.selector.show_selection(kind, selection.layer, selection.head, layers, heads)
         self.focus.show_matrix(*self.current_matrix())

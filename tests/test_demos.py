@@ -41,3 +41,15 @@ def test_the_app_opens_the_english_spanish_demo_by_default_when_it_is_there():
     demos = demo_checkpoints()
     expected = str(DEFAULT_DEMO) if DEFAULT_DEMO.exists() else (str(demos[0]) if demos else None)
     assert initial_checkpoint(None) == expected
+
+
+def test_opening_a_demo_runs_its_example_at_once(qtbot, qsettings):
+    from attnviz.app import create_window
+
+    name = sorted(RECORDS)[0]
+    source, expected = next(iter(RECORDS[name]["examples"].items()))
+    window = create_window(str(FOLDER / f"{name}.safetensors"), "cpu", qsettings)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.session.result is not None, timeout=20_000)
+    assert window.input_bar.text.text() == source and window.session.result.text == expected
+    window.close()

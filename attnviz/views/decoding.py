@@ -188,6 +188,7 @@ class DecodingPanel(QWidget):
         self.top_k = BarChart(horizontal=True)
         self.top_k.setToolTip("The most likely next tokens at this step; the chosen one is highlighted")
         self.beam = BeamPanel()
+        self.beam.hide()  # shown for beam search only
         charts = QSplitter(Qt.Orientation.Horizontal)
         for widget in (self.source_strip, self.top_k, self.beam):
             charts.addWidget(widget)

@@ -38,7 +38,7 @@ class HeatmapView(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.title = QLabel()
+        self.title = QLabel("The attention appears here once a sentence has run.")
         self.title.setObjectName("heatmapTitle")
         self.badge = QLabel()
         self.badge.setStyleSheet("color: white; background: #c62828; padding: 2px 6px; border-radius: 3px;")
