@@ -258,6 +258,7 @@ class MainWindow(QMainWindow):
 
     def _on_loaded(self, info: ModelInfo) -> None:
         self.session.set_model(info)
+        self.clear_views("The attention appears here once a sentence has run.")
         self._remember(str(info.path))
         self.input_bar.set_busy(False)
         self.model_panel.show_model(info)
@@ -366,14 +367,14 @@ class MainWindow(QMainWindow):
         if trace is None:
             return
         if not trace.kinds:
-            self.focus.title.setText("This model has no attention (GRU decoder without attention): only its outputs are shown.")
+            self.clear_views("This model has no attention (a GRU decoder without attention): only its outputs are shown.")
             self.decoding.controls.set_count(len(trace.tgt_tokens), selection.step)
             self._refresh_step()
             return
         kind = selection.kind
         layers, heads = trace.layers(kind), trace.heads(kind)
         self.selector.setEnabled(True)
-        self.selector.configure(trace.kinds, {}, {})
+        self.selector.configure(trace.kinds)
         self.selector.show_selection(kind, selection.layer, selection.head, layers, heads)
         self.focus.show_matrix(*self.current_matrix())
         if rebuild or layer_changed:
@@ -387,6 +388,12 @@ class MainWindow(QMainWindow):
         self.model_view.select(selection.layer if head is not None else None, head)
         self.decoding.controls.set_count(len(trace.tgt_tokens), selection.step)
         self._refresh_step()
+
+    def clear_views(self, message: str) -> None:
+        self.focus.clear(message)
+        for grid in (self.head_grid, self.model_view):
+            grid.build(0, 0, [], [])
+        self.selector.setEnabled(False)
 
     def _refresh_step(self) -> None:
         result, trace, selection = self.session.result, self.session.trace, self.session.selection

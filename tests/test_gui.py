@@ -374,3 +374,16 @@ def test_plots_follow_a_dark_palette(qtbot, qsettings, random_checkpoint, qapp):
         from attnviz.app import follow_palette
 
         follow_palette()
+
+
+def test_a_model_without_attention_clears_the_heatmaps(qtbot, window, char_tokenizer, tmp_path):
+    run_text(qtbot, window, "abc", max_len=3)
+    assert window.focus.image.image is not None
+    torch.manual_seed(3)
+    path = save_checkpoint(tmp_path / "none.safetensors", build_model(tiny_config("gru-none")), char_tokenizer, char_tokenizer)
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: window.session.model.arch == "gru-none", timeout=WAIT)
+    assert window.focus.image.image is None and not window.head_grid.cells  # the old model's attention is gone
+    run_text(qtbot, window, "abc", max_len=3)
+    assert "no attention" in window.focus.title.text() and window.focus.image.image is None
+    assert window.decoding.top_k.values.size > 0  # its decoding steps are still shown

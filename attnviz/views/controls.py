@@ -126,9 +126,8 @@ class SelectorBar(QWidget):
         for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
             signal.connect(lambda *_: self.changed.emit())
 
-    def configure(self, kinds: list[str], layers: dict[str, int], heads: dict[str, int]) -> None:
-        """Offer what the current trace has; keeps the current choices where they still exist."""
-        self._layers, self._heads = layers, heads
+    def configure(self, kinds: list[str]) -> None:
+        """Offer the kinds the current trace has; keeps the current choice where it still exists."""
         self.blockSignals(True)
         current = self.kind.currentData()
         self.kind.clear()

@@ -143,6 +143,16 @@ class HeatmapView(QWidget):
         else:
             self.badge.hide()
 
+    def clear(self, message: str) -> None:
+        """Show nothing but ``message`` (no model, or a model without attention)."""
+        self.image.clear()
+        self.overlay.clear()
+        self.step_box.hide()
+        self.matrix, self.mask, self.query_tokens, self.key_tokens = np.zeros((1, 1), np.float32), None, [], []
+        self._update_ticks()
+        self.badge.hide()
+        self.title.setText(message)
+
     def set_step(self, row: int | None) -> None:
         """Outline query row ``row`` (the current decoding step), or nothing."""
         if row is None or not 0 <= row < self.matrix.shape[0]:
