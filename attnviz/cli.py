@@ -59,6 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         error("interrupted")
         return 130
+    except RuntimeError as failure:
+        if "out of memory" not in str(failure).lower():
+            raise
+        error(f"the device ran out of memory ({str(failure).splitlines()[0]}); try --device cpu")
+        return 1
     except BrokenPipeError:  # the reader went away (`attnviz ... | head`): stop quietly, like other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

@@ -176,3 +176,16 @@ def test_train_rejects_bad_data_and_settings(capsys, tmp_path, content, options,
                        "--out", tmp_path / "m.safetensors", *options)
     assert_one_line_error(code, err, fragment)
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_out_of_device_memory_is_one_line_with_the_way_out(capsys, monkeypatch, random_checkpoint):
+    import torch
+
+    from models.translator import Translator
+
+    def out_of_memory(*args, **kwargs):  # what a GPU says; there is none here to run out
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(Translator, "decode", out_of_memory)
+    code, _, err = cli(capsys, "translate", "-c", random_checkpoint, "abc")
+    assert_one_line_error(code, err, "ran out of memory", "--device cpu")
