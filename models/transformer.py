@@ -175,6 +175,12 @@ class TransformerSeq2Seq(Seq2Seq):
                 nn.init.xavier_uniform_(parameter)
             elif name.endswith("bias"):
                 nn.init.zeros_(parameter)
+        # Token vectors start at the scale of the sinusoids they are added to (unit variance per
+        # dimension after the optional ×√E); Xavier would make them ~20× smaller for a large vocabulary,
+        # and the positions would drown the tokens out.
+        std = self.config.d_model ** -0.5 if self.config.scale_embedding else 1.0
+        for embedding in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(embedding.tokens.weight, std=std)
 
     def encode(self, src_ids: Tensor, need_weights: bool) -> tuple[Tensor, Tensor, list[Tensor]]:
         """Shape: src_ids ``[B, S]`` → memory ``[B, S, E]``, src_mask ``[B, 1, 1, S]``, weights per layer."""

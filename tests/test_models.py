@@ -412,3 +412,16 @@ def test_a_start_token_equal_to_pad_is_still_attended():
     first_row = intermediates.attention["dec_self"][0][0, :, 0, :]  # the start token's own row
     assert torch.allclose(first_row[:, 0], torch.ones(first_row.shape[0]))
     assert bool(intermediates.masks["dec_self"][0, 0, 2, 0])
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_token_embeddings_start_at_the_scale_of_the_positions(scale):
+    """Otherwise the sinusoids drown the tokens and a large-vocabulary model barely learns."""
+    import torch
+
+    from models import build_model, make_config
+
+    torch.manual_seed(0)
+    model = build_model(make_config("transformer-preln", 8000, 8000, d_model=256, heads=4, scale_embedding=scale))
+    embedded = model.src_embedding.tokens.weight * model.src_embedding.scale
+    assert 0.9 < embedded.std().item() < 1.1
