@@ -27,11 +27,11 @@ from .common import (
     Source,
     WeightMap,
     check_sinusoid,
-    check_vocab_size,
     find_state_dict,
     layer_count,
     provenance,
-    read_vocabulary,
+    read_vocabularies,
+    weight_rows,
 )
 
 NAME = "annotated"
@@ -56,9 +56,9 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
         raise source.error(f"not an annotated-transformer state dict (no '{ANCHOR}' key)")
     inferred: dict[str, Any] = {
         "d_model": int(state[ANCHOR].shape[1]), "N": layer_count(state, "encoder.layers."),
-        "d_ff": _rows(source, state, "encoder.layers.0.feed_forward.w_1.weight"),
-        "src_vocab": _rows(source, state, "src_embed.0.lut.weight"),
-        "tgt_vocab": _rows(source, state, "tgt_embed.0.lut.weight"),
+        "d_ff": weight_rows(source, state, "encoder.layers.0.feed_forward.w_1.weight", NAME),
+        "src_vocab": weight_rows(source, state, "src_embed.0.lut.weight", NAME),
+        "tgt_vocab": weight_rows(source, state, "tgt_embed.0.lut.weight", NAME),
     }
     if "src_embed.1.pe" in state:
         inferred["max_len"] = int(state["src_embed.1.pe"].shape[1])
@@ -71,20 +71,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
     return inspection, state
 
 
-def _rows(source: Source, state: dict, key: str) -> int:
-    if key not in state:
-        raise source.error(f"missing weights for the {NAME} layout: {key}")
-    return int(state[key].shape[0])
-
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
     inspection, state = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
-    tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
-    check_vocab_size(source, src_tokens, inferred["src_vocab"], "src", str(src_vocab))
-    check_vocab_size(source, tgt_tokens, inferred["tgt_vocab"], "tgt", str(tgt_vocab))
+    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab, inferred["src_vocab"],
+                                               inferred["tgt_vocab"])
     specials = [{role: tokens.index(name) if name in tokens else default for role, name, default in SPECIALS}
                 for tokens in (src_tokens, tgt_tokens)]
     if specials[0]["pad"] != specials[1]["pad"] or specials[0]["eos"] != specials[1]["eos"]:

@@ -351,6 +351,23 @@ def _from_ids(path: Path, ids: dict[str, int]) -> list[str]:
     return tokens  # type: ignore[return-value]
 
 
+def weight_rows(source: Source, state: Mapping[str, Any], key: str, layout: str) -> int:
+    """The first dimension of weight ``key`` (an embedding's vocabulary, a layer's width)."""
+    if key not in state:
+        raise source.error(f"missing weights for the {layout} layout: {key}")
+    return int(state[key].shape[0])
+
+
+def read_vocabularies(source: Source, src_vocab: str | None, tgt_vocab: str | None, src_rows: int,
+                      tgt_rows: int) -> tuple[list[str], list[str]]:
+    """Both vocabulary files, each checked against its embedding's row count."""
+    src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
+    tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
+    check_vocab_size(source, src_tokens, src_rows, "src", str(src_vocab))
+    check_vocab_size(source, tgt_tokens, tgt_rows, "tgt", str(tgt_vocab))
+    return src_tokens, tgt_tokens
+
+
 def check_vocab_size(source: Source, tokens: list[str], rows: int, side: str, origin: str) -> None:
     if len(tokens) != rows:
         name = "source" if side == "src" else "target"

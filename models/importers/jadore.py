@@ -38,12 +38,12 @@ from .common import (
     Source,
     WeightMap,
     check_sinusoid,
-    check_vocab_size,
     layer_count,
     provenance,
-    read_vocabulary,
+    read_vocabularies,
     special_id,
     tensor_dict,
+    weight_rows,
 )
 
 NAME = "jadore"
@@ -92,9 +92,9 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     inferred = {key: options[key] for key in ("n_head", "d_k", "d_v", "proj_share_weight", "embs_share_weight",
                                               "scale_emb_or_prj", "src_pad_idx", "trg_pad_idx") if key in options}
     inferred.update({"d_model": int(state[ANCHOR].shape[1]), "n_layers": layer_count(state, "encoder.layer_stack."),
-                     "d_inner_hid": _rows(source, state, "encoder.layer_stack.0.pos_ffn.w_1.weight"),
-                     "src_vocab_size": _rows(source, state, "encoder.src_word_emb.weight"),
-                     "trg_vocab_size": _rows(source, state, "decoder.trg_word_emb.weight")})
+                     "d_inner_hid": weight_rows(source, state, "encoder.layer_stack.0.pos_ffn.w_1.weight", NAME),
+                     "src_vocab_size": weight_rows(source, state, "encoder.src_word_emb.weight", NAME),
+                     "trg_vocab_size": weight_rows(source, state, "decoder.trg_word_emb.weight", NAME)})
     if "encoder.position_enc.pos_table" in state:
         inferred["n_position"] = int(state["encoder.position_enc.pos_table"].shape[1])
     if any(marker in options for marker in V3_MARKERS):
@@ -109,20 +109,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     return inspection, (state, options)
 
 
-def _rows(source: Source, state: Mapping[str, Tensor], key: str) -> int:
-    if key not in state:
-        raise source.error(f"missing weights for the {NAME} layout: {key}")
-    return int(state[key].shape[0])
-
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
     inspection, (state, _) = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
-    tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
-    check_vocab_size(source, src_tokens, inferred["src_vocab_size"], "src", str(src_vocab))
-    check_vocab_size(source, tgt_tokens, inferred["trg_vocab_size"], "tgt", str(tgt_vocab))
+    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab, inferred["src_vocab_size"],
+                                               inferred["trg_vocab_size"])
     src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens, settings, inferred)
     config, d_k, d_v = _config(source, state, settings, inferred, tgt_specials)
     model = TransformerSeq2Seq(config)

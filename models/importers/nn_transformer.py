@@ -28,12 +28,12 @@ from .common import (
     Source,
     WeightMap,
     check_sinusoid,
-    check_vocab_size,
     find_state_dict,
     layer_count,
     provenance,
-    read_vocabulary,
+    read_vocabularies,
     special_id,
+    weight_rows,
 )
 
 NAME = "nn-transformer"
@@ -88,9 +88,9 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
         "emb_size": int(state[prefix + ANCHOR].shape[1]),
         "num_encoder_layers": layer_count(state, encoder),
         "num_decoder_layers": layer_count(state, decoder),
-        "dim_feedforward": _rows(source, state, encoder + "0.linear1.weight"),
-        "src_vocab_size": _rows(source, state, "src_tok_emb.embedding.weight"),
-        "tgt_vocab_size": _rows(source, state, "tgt_tok_emb.embedding.weight"),
+        "dim_feedforward": weight_rows(source, state, encoder + "0.linear1.weight", NAME),
+        "src_vocab_size": weight_rows(source, state, "src_tok_emb.embedding.weight", NAME),
+        "tgt_vocab_size": weight_rows(source, state, "tgt_tok_emb.embedding.weight", NAME),
     }
     if "positional_encoding.pos_embedding" in state:
         inferred["maxlen"] = int(state["positional_encoding.pos_embedding"].shape[0])
@@ -107,20 +107,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
     return inspection, state
 
 
-def _rows(source: Source, state: dict, key: str) -> int:
-    if key not in state:
-        raise source.error(f"missing weights for the {NAME} layout: {key}")
-    return int(state[key].shape[0])
-
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
     inspection, state = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
-    tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
-    check_vocab_size(source, src_tokens, inferred["src_vocab_size"], "src", str(src_vocab))
-    check_vocab_size(source, tgt_tokens, inferred["tgt_vocab_size"], "tgt", str(tgt_vocab))
+    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab, inferred["src_vocab_size"],
+                                               inferred["tgt_vocab_size"])
     src_ids, tgt_ids = _specials(src_tokens, settings), _specials(tgt_tokens, settings)
     if src_ids["pad"] != tgt_ids["pad"] or src_ids["eos"] != tgt_ids["eos"]:
         raise source.error("the source and target vocabularies put <pad> or <eos> at different ids, which one "
