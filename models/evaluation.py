@@ -38,7 +38,7 @@ class Evaluation:
                  f"BLEU {self.bleu:.2f}"]
         if self.alignment is not None:
             lines.append(f"alignment {100 * self.alignment:.2f}% of {self.aligned_tokens} copied tokens")
-        if self.by_length:
+        if 0 < len(self.by_length) <= 30:  # words; for sentences every length is its own bucket
             lines.append("exact match by source length: " + ", ".join(
                 f"{length}: {correct}/{total}" for length, (correct, total) in sorted(self.by_length.items())))
         lines.append(f"seconds {self.seconds:.1f}")
