@@ -130,7 +130,7 @@ def test_clicking_a_thumbnail_focuses_it(qtbot, window):
 
 
 def test_masks_are_hatched_and_can_be_hidden(qtbot, window):
-    run_text(qtbot, window, "abcd", max_len=5)
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")  # 5 decoder positions, whatever the model says
     window.select(kind="dec_self", layer=0, head=0)
     mask = window.session.trace.masks["dec_self"]
     assert not mask.all()
@@ -199,12 +199,14 @@ def test_beam_hypotheses_each_show_their_own_attention(qtbot, window):
     results = window.session.results
     assert window.decoding.beam.hypotheses.count() == len(results) == 3
     assert window.decoding.beam.tree.topLevelItemCount() >= 1
-    window.decoding.beam.hypotheses.setCurrentRow(2)
-    assert window.session.result is results[2]
-    np.testing.assert_array_equal(focus_data(window), results[2].trace.attention["cross"][0][0])
-    window.decoding.controls.slider.setValue(1)
-    step = results[2].steps[1]
-    np.testing.assert_allclose(window.decoding.top_k.values, step.top_probs[results[2].rows[1]])
+    pick = max(range(1, 3), key=lambda index: len(results[index].steps))  # a lower-ranked one with steps to walk
+    window.decoding.beam.hypotheses.setCurrentRow(pick)
+    assert window.session.result is results[pick]
+    np.testing.assert_array_equal(focus_data(window), results[pick].trace.attention["cross"][0][0])
+    last = len(results[pick].steps) - 1
+    window.decoding.controls.slider.setValue(last)
+    step = results[pick].steps[last]
+    np.testing.assert_allclose(window.decoding.top_k.values, step.top_probs[results[pick].rows[last]])
 
 
 def test_forced_decoding_to_a_target(qtbot, window):
