@@ -56,6 +56,7 @@ class _Decoder:
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
         self.src_tokens = [(source_label or label)(int(i)) for i in src_ids]
         self.encoder: Intermediates = Intermediates()
+        self.encoder_trace: AttentionTrace | None = None
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens, for use_cache=False
 
@@ -140,6 +141,12 @@ class _Decoder:
         return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
                             score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
 
+    def _encoder_trace(self) -> AttentionTrace:
+        """The encoder's part of every hypothesis' trace: converted once, shared by all of them."""
+        if self.encoder_trace is None:
+            self.encoder_trace = AttentionTrace.from_intermediates(self.encoder, 0, self.src_tokens, [])
+        return self.encoder_trace
+
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
         """Stack one hypothesis' attention rows into ``[heads, T, K]`` arrays (dec_self padded to T keys)."""
         tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
@@ -147,7 +154,7 @@ class _Decoder:
         attention: dict[str, list[np.ndarray]] = {}
         masks: dict[str, np.ndarray] = {}
         if self.encoder.attention:
-            encoder_trace = AttentionTrace.from_intermediates(self.encoder, 0, self.src_tokens, [])
+            encoder_trace = self._encoder_trace()
             attention.update(encoder_trace.attention)
             masks.update(encoder_trace.masks)
         for kind in ("dec_self", "cross"):
