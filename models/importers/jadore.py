@@ -109,7 +109,6 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     return inspection, (state, options)
 
 
-
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
     inspection, (state, _) = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)

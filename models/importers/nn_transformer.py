@@ -107,7 +107,6 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
     return inspection, state
 
 
-
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
     inspection, state = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)

@@ -151,6 +151,19 @@ def hostile_error(path: Path, module: str, name: str) -> CheckpointError:
                                  f"(the file may be malicious); nothing from it was run")
 
 
+def allowed_class(path: Path, allowed: dict[str, Any], module: str, name: str) -> Any | None:
+    """The allow-listed object for ``module.name``; a hostile name is refused; anything else is None.
+
+    Both unpicklers ask this first, so the list of what may and what may never load is in one place.
+    """
+    full = f"{module}.{name}"
+    if full in allowed:
+        return allowed[full]
+    if is_hostile(module, name):
+        raise hostile_error(path, module, name)
+    return None
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """A plain-pickle reader that resolves allow-listed names only; anything else is refused."""
 
@@ -160,12 +173,10 @@ class RestrictedUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         module, name = python3_name(module, name)
-        full = f"{module}.{name}"
-        if full in self.allowed:
-            return self.allowed[full]
-        if is_hostile(module, name):
-            raise hostile_error(self.path, module, name)
-        raise TrustRequiredError(self.path, f"needs arbitrary unpickling (it contains {full}); {TRUST_HINT}")
+        found = allowed_class(self.path, self.allowed, module, name)
+        if found is not None:
+            return found
+        raise TrustRequiredError(self.path, f"needs arbitrary unpickling (it contains {module}.{name}); {TRUST_HINT}")
 
 
 class Stub(nn.Module):
@@ -219,11 +230,10 @@ class StubUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         module, name = python3_name(module, name)
+        found = allowed_class(self.path, self.allowed, module, name)
+        if found is not None:
+            return found
         full = f"{module}.{name}"
-        if full in self.allowed:
-            return self.allowed[full]
-        if is_hostile(module, name):
-            raise hostile_error(self.path, module, name)
         if module.startswith("torch.nn.modules.") and module in sys.modules:  # never import anything new
             found = getattr(sys.modules[module], name, None)
             if isinstance(found, type) and issubclass(found, nn.Module):
