@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
-import numpy as np
 from PySide6.QtCore import QSettings, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
 
-from models.aggregate import aggregate
 from models.errors import AttnvizError
 
-from . import __version__
+from . import __version__, viewmodel
+from .demos import demo_example
 from .export import save_widget_image, write_csv, write_npz
-from .session import AXIS_NAMES, KIND_LABELS, ModelInfo, Session
+from .session import ModelInfo, Session
 from .views.controls import InputBar, ModelPanel, SelectorBar
 from .views.decoding import DecodingPanel
 from .views.heatmap import HeatmapView
@@ -29,11 +27,11 @@ MAX_RECENT = 8
 
 
 class MainWindow(QMainWindow):
-    load_requested = Signal(str, str)  # path, device → worker
-    import_requested = Signal(object)  # ImportAnswer → worker
+    load_requested = Signal(int, str, str)  # job id, path, device → worker
+    import_requested = Signal(int, object)  # job id, ImportAnswer → worker
     save_requested = Signal(str)
     run_requested = Signal(object)  # Request → worker
-    device_requested = Signal(str)
+    device_requested = Signal(int, str)  # job id, device
 
     def __init__(self, demos: list[Path], devices: list[str], settings: QSettings | None = None):
         super().__init__()
@@ -81,12 +79,12 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.decoding_dock], [280], Qt.Orientation.Vertical)
         self.input_bar.run_requested.connect(self.run)
         self.selector.changed.connect(self._on_selector_changed)
-        self.selector.colormap.currentTextChanged.connect(self.set_colormap)
-        self.selector.masks.toggled.connect(self.focus.set_masks_visible)
+        self.selector.colormap_changed.connect(self.set_colormap)
+        self.selector.masks_toggled.connect(self.focus.set_masks_visible)
         self.head_grid.clicked.connect(lambda _, head: self.select(head=head))
         self.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
-        self.decoding.controls.step_changed.connect(lambda step: self.select(step=step))
-        self.decoding.beam.hypothesis_chosen.connect(self._on_hypothesis)
+        self.decoding.step_changed.connect(lambda step: self.select(step=step))
+        self.decoding.hypothesis_chosen.connect(self._on_hypothesis)
         self.model_panel.demo_chosen.connect(self.open_path)
         self.model_panel.device_chosen.connect(self._on_device)
         self.focus.hovered.connect(lambda text: self.statusBar().showMessage(text))
@@ -137,7 +135,7 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Previous head", lambda: self.step_selection("head", -1), "Ctrl+Left")
         self._action(view_menu, "Next step", lambda: self.step_selection("step", 1), "Alt+Right")
         self._action(view_menu, "Previous step", lambda: self.step_selection("step", -1), "Alt+Left")
-        self._action(view_menu, "Toggle masks", self.selector.masks.toggle, "Ctrl+M")
+        self._action(view_menu, "Toggle masks", self.selector.toggle_masks, "Ctrl+M")
         view_menu.addSeparator()
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())
@@ -171,12 +169,10 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/state")
         if state is not None:
             self.restoreState(state)
-        bar = self.input_bar
-        bar.mode.setCurrentIndex(max(0, bar.mode.findData(self.settings.value("run/mode", "greedy"))))
-        bar.beam.setValue(int(self.settings.value("run/beam", 4)))
-        bar.max_len.setValue(int(self.settings.value("run/max_len", 100)))
-        self.selector.colormap.setCurrentText(str(self.settings.value("view/colormap", "viridis")))
-        self.selector.masks.setChecked(self.settings.value("view/masks", True) in (True, "true"))
+        self.input_bar.set_options(str(self.settings.value("run/mode", "greedy")), int(self.settings.value("run/beam", 4)),
+                                   int(self.settings.value("run/max_len", 100)))
+        self.selector.set_colormap_name(str(self.settings.value("view/colormap", "viridis")))
+        self.selector.set_masks_visible(self.settings.value("view/masks", True) in (True, "true"))
         self._update_recent_menu()
 
     def _save_settings(self) -> None:
@@ -185,10 +181,10 @@ class MainWindow(QMainWindow):
         options = self.input_bar.options()
         for key in ("mode", "beam", "max_len"):
             self.settings.setValue(f"run/{key}", options[key])
-        self.settings.setValue("view/colormap", self.selector.colormap.currentText())
-        self.settings.setValue("view/masks", self.selector.masks.isChecked())
+        self.settings.setValue("view/colormap", self.selector.colormap_name())
+        self.settings.setValue("view/masks", self.selector.masks_visible())
         if self.session.model is not None:
-            self.settings.setValue("run/text", self.input_bar.text.text())
+            self.settings.setValue("run/text", self.input_bar.text_value())
         self.settings.sync()
 
     def recent_files(self) -> list[str]:
@@ -225,8 +221,10 @@ class MainWindow(QMainWindow):
         if path:
             self.save_requested.emit(path)
 
-    def _ask_import(self, question) -> None:
+    def _ask_import(self, job_id: int, question) -> None:
         """A foreign checkpoint needs answers: one dialog, then the worker converts it."""
+        if not self.session.is_current_model_job(job_id):
+            return
         self.input_bar.set_busy(False)
         self.statusBar().showMessage(f"{Path(question.path).name} needs a few answers before it can open")
         self.import_dialog = ImportDialog(question, self)
@@ -234,59 +232,65 @@ class MainWindow(QMainWindow):
         self.import_dialog.open()  # window-modal without blocking the event loop
 
     def _on_import_answered(self) -> None:
-        device = self.model_panel.device.currentText()
         self.input_bar.set_busy(True)
-        self.import_requested.emit(self.import_dialog.answer("" if device == "auto" else device))
+        job_id = self._new_model_job()
+        self.import_requested.emit(job_id, self.import_dialog.answer(self.model_panel.device_name()))
+
+    def _new_model_job(self) -> int:
+        """An id for an open, import or device move; the worker skips any older one still queued."""
+        job_id = self.session.new_model_job()
+        self.worker_thread.worker.latest_model_job = job_id
+        return job_id
 
     def open_path(self, path: str) -> None:
         self.statusBar().showMessage(f"Opening {path}…")
         self.input_bar.set_busy(True)
-        device = self.model_panel.device.currentText()
-        self.load_requested.emit(str(path), "" if device == "auto" else device)
+        self.load_requested.emit(self._new_model_job(), str(path), self.model_panel.device_name())
 
     def run(self) -> None:
-        text = self.input_bar.text.text()
+        text = self.input_bar.text_value()
         if self.session.model is None:
             return
         if not text.strip():
-            self.input_bar.output.setText("Type a sentence to see its attention.")
+            self.input_bar.show_message("Type a sentence to see its attention.")
             return
         request = self.session.new_request(text, **self.input_bar.options())
         self.worker_thread.worker.latest_request = request.id  # the running decode stops at its next step
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
 
-    def _on_loaded(self, info: ModelInfo) -> None:
-        self.session.set_model(info)
+    def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
+        if not self.session.accept_model(job_id, info):
+            return
         self.clear_views("The attention appears here once a sentence has run.")
         self._remember(str(info.path))
         self.input_bar.set_busy(False)
         self.model_panel.show_model(info)
         self.setWindowTitle(f"attnviz — {info.path.name}")
         self.statusBar().showMessage(f"Opened {info.path} on {info.device}", 5000)
-        self.input_bar.max_len.setMaximum(info.max_len)
-        if not self.input_bar.text.text():
-            from .app import demo_example
-
-            self.input_bar.text.setText(str(self.settings.value("run/text", "")) or demo_example(info.path))
+        self.input_bar.set_limits(info.max_len)
+        if not self.input_bar.text_value():
+            self.input_bar.set_text(str(self.settings.value("run/text", "")) or demo_example(info.path))
         self.run()
 
-    def _on_load_failed(self, message: str) -> None:
+    def _on_load_failed(self, job_id: int, message: str) -> None:
+        if not self.session.is_current_model_job(job_id):
+            return
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
         kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
         self.show_error(f"Cannot open it: {message}{kept}")
 
     def show_error(self, message: str) -> None:
-        """Errors are said in the window, under the input, never in a blocking dialog."""
-        self.input_bar.output.setText(f"<span style='color:#c62828'>{html.escape(message)}</span>")
+        self.input_bar.show_error(message)
 
     def _on_device(self, device: str) -> None:
-        self.device_requested.emit("" if device == "auto" else device)
+        self.device_requested.emit(self._new_model_job(), device)
         self.run()  # queued after the move, so it runs on the new device
 
-    def _on_device_changed(self, info: ModelInfo) -> None:
-        self.session.model = info
+    def _on_device_changed(self, job_id: int, info: ModelInfo) -> None:
+        if not self.session.accept_device(job_id, info):
+            return
         self.model_panel.show_model(info)
         self.statusBar().showMessage(f"The model now runs on {info.device}", 5000)
 
@@ -301,8 +305,7 @@ class MainWindow(QMainWindow):
         self.statusBar().clearMessage()
         self._show_output()
         beam = self.session.request.mode == "beam"
-        self.decoding.beam.show_results(results if beam else [], self.session.steps)
-        self.decoding.beam.setVisible(beam)
+        self.decoding.show_beam(viewmodel.beam_state(results, self.session.steps) if beam else None)
         self.refresh(rebuild=True)
 
     def _on_failed(self, request_id: int, message: str) -> None:
@@ -310,18 +313,18 @@ class MainWindow(QMainWindow):
             self.input_bar.set_busy(False)
             self.show_error(message)
 
-    def _on_notice(self, message: str) -> None:
-        self.session.notices.append(message)
+    def _on_notice(self, request_id: int, message: str) -> None:
+        if not self.session.accept_notice(request_id, message):
+            return
         self.statusBar().showMessage(message, 8000)
         self._show_output()
 
     def _show_output(self) -> None:
         result = self.session.result
-        if result is None:
-            return
-        notices = "".join(f"<br><span style='color:#e65100'>⚠ {html.escape(notice)}</span>" for notice in self.session.notices)
-        self.input_bar.output.setText(f"<b>{html.escape(result.text) or '(empty)'}</b> &nbsp; score {result.score:.3f} · "
-                                      f"log p {result.log_prob:.3f} · {len(result.token_ids)} tokens{notices}")
+        if result is not None:
+            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices))
+        elif self.session.notices:
+            self.input_bar.show_message(self.session.notices[-1])
 
     def _on_hypothesis(self, index: int) -> None:
         self.session.selection.hypothesis = index
@@ -329,7 +332,7 @@ class MainWindow(QMainWindow):
         self._show_output()
         self.refresh(rebuild=True)
 
-    # --- what the views show ------------------------------------------------------------------------
+    # --- what the views show (computed by attnviz/viewmodel.py) -------------------------------------
     def _on_selector_changed(self) -> None:
         chosen = self.selector.selection()
         if chosen["kind"] is not None:
@@ -342,75 +345,32 @@ class MainWindow(QMainWindow):
         self.refresh(rebuild=after.kind != before.kind, layer_changed=after.layer != before.layer)
 
     def step_selection(self, field: str, delta: int) -> None:
-        trace, selection = self.session.trace, self.session.selection
-        if trace is None or not trace.kinds:
-            return
-        if field == "head":
-            heads = trace.heads(selection.kind)
-            head = selection.head if isinstance(selection.head, int) else -1 if delta > 0 else heads
-            self.select(head=(head + delta) % heads)
-        else:
-            self.select(**{field: getattr(selection, field) + delta})
+        change = self.session.stepped_selection(field, delta)
+        if change is not None:
+            self.select(**change)
 
-    def current_matrix(self) -> tuple[np.ndarray, np.ndarray, list[str], list[str], str, tuple[str, str]] | None:
-        trace, selection = self.session.trace, self.session.selection
-        if trace is None or selection.kind not in trace.attention:
-            return None
-        kind, layer, head = selection.kind, selection.layer, selection.head
-        matrix = trace.attention[kind][layer][head] if isinstance(head, int) else aggregate(trace, kind, layer, head)
-        head_name = f"head {head}" if isinstance(head, int) else ("attention rollout" if head == "rollout" else f"{head} of heads")
-        title = f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name}"  # plain words only: no token text
-        return matrix, trace.masks[kind], trace.query_tokens(kind), trace.key_tokens(kind), title, AXIS_NAMES[kind]
+    def current_heatmap(self) -> viewmodel.HeatmapState | None:
+        trace = self.session.trace
+        return viewmodel.heatmap(trace, self.session.selection) if trace is not None else None
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
-        trace, selection = self.session.trace, self.session.selection
+        trace, selection, result = self.session.trace, self.session.selection, self.session.result
         if trace is None:
             return
         if not trace.kinds:
             self.clear_views("This model has no attention (a GRU decoder without attention): only its outputs are shown.")
-            self.decoding.controls.set_count(len(trace.tgt_tokens), selection.step)
-            self._refresh_step()
-            return
-        kind = selection.kind
-        layers, heads = trace.layers(kind), trace.heads(kind)
-        self.selector.setEnabled(True)
-        self.selector.configure(trace.kinds)
-        self.selector.show_selection(kind, selection.layer, selection.head, layers, heads)
-        self.focus.show_matrix(*self.current_matrix())
-        if rebuild or layer_changed:
-            self.head_grid.build(1, heads, [f"L{selection.layer}"], [f"H{h}" for h in range(heads)])
-            self.head_grid.set_images(list(trace.attention[kind][selection.layer]))
-        if rebuild:
-            self.model_view.build(layers, heads, [f"L{layer}" for layer in range(layers)], [f"H{h}" for h in range(heads)])
-            self.model_view.set_images([weights for layer in trace.attention[kind] for weights in layer])
-        head = selection.head if isinstance(selection.head, int) else None
-        self.head_grid.select(0 if head is not None else None, head)
-        self.model_view.select(selection.layer if head is not None else None, head)
-        self.decoding.controls.set_count(len(trace.tgt_tokens), selection.step)
-        self._refresh_step()
+        else:
+            self.selector.show_state(viewmodel.selector_state(trace, selection))
+            self.focus.show_heatmap(viewmodel.heatmap(trace, selection))
+            self.head_grid.show_grid(viewmodel.head_grid(trace, selection), images=rebuild or layer_changed)
+            self.model_view.show_grid(viewmodel.model_grid(trace, selection), images=rebuild)
+        self.decoding.show_state(viewmodel.step_state(result, trace, selection))
 
     def clear_views(self, message: str) -> None:
         self.focus.clear(message)
         for grid in (self.head_grid, self.model_view):
             grid.build(0, 0, [], [])
         self.selector.setEnabled(False)
-
-    def _refresh_step(self) -> None:
-        result, trace, selection = self.session.result, self.session.trace, self.session.selection
-        step_index = selection.step
-        self.focus.set_step(step_index if selection.kind in ("dec_self", "cross") else None)
-        step = result.steps[step_index] if result is not None and step_index < len(result.steps) else None
-        if step is None:
-            self.decoding.show_prefix(trace.tgt_tokens, step_index, None, None)
-            return
-        row = result.rows[step_index]
-        self.decoding.show_prefix(trace.tgt_tokens, step_index, step.tokens[row], float(step.probabilities[row]))
-        cross = None
-        if "cross" in trace.attention:
-            layer = min(selection.layer, trace.layers("cross") - 1) if selection.kind == "cross" else trace.layers("cross") - 1
-            weights = trace.attention["cross"][layer][:, step_index]
-            cross = weights[selection.head] if isinstance(selection.head, int) and selection.kind == "cross" else weights.mean(axis=0)
-        self.decoding.show_step(step, row, cross, trace.src_tokens)
 
     def set_colormap(self, name: str) -> None:
         for view in (self.focus, self.head_grid, self.model_view):
@@ -434,7 +394,7 @@ class MainWindow(QMainWindow):
 
     def _export_name(self) -> str:
         selection = self.session.selection
-        return f"{selection.kind}-L{selection.layer}-{selection.head if isinstance(selection.head, str) else f'H{selection.head}'}"
+        return viewmodel.export_name(selection.kind, selection.layer, selection.head)
 
     def export_focus_image(self, path: str | None = None) -> None:
         path = path or self._ask_path("Export heatmap", self._export_name() + ".png", "PNG (*.png);;SVG (*.svg)")
@@ -455,13 +415,12 @@ class MainWindow(QMainWindow):
             self._export(write_npz, path, self.session.result)
 
     def export_csv(self, path: str | None = None) -> None:
-        current = self.current_matrix()
+        current = self.current_heatmap()
         if current is None:
             return
-        path = path or self._ask_path("Export this heatmap", self._export_name() + ".csv", "CSV (*.csv)")
+        path = path or self._ask_path("Export this heatmap", current.file_stem + ".csv", "CSV (*.csv)")
         if path:
-            matrix, _, queries, keys, _, _ = current
-            self._export(write_csv, path, matrix, queries, keys)
+            self._export(write_csv, path, current.matrix, current.query_labels, current.key_labels)
 
     # --- window events --------------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
@@ -481,8 +440,8 @@ class MainWindow(QMainWindow):
                           "<p>Offline and native: PyTorch, Qt (PySide6) and pyqtgraph.</p>")
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        self.decoding.controls.stop()
-        self.input_bar.debounce.stop()
+        self.decoding.stop()
+        self.input_bar.stop()
         self._save_settings()
         self.worker_thread.close()
         super().closeEvent(event)

@@ -1,15 +1,19 @@
-"""Headless drawing of traces with the app's own views (used by ``attnviz render``)."""
+"""Headless drawing of traces with the app's own views (used by ``attnviz render``).
+
+What is drawn comes from the same view-model as the window's (attnviz/viewmodel.py), so a rendered file
+shows exactly what the window would.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from models.aggregate import aggregate
 from models.trace import AttentionTrace
 
+from . import viewmodel
 from .export import save_widget_image
-from .session import AXIS_NAMES, KIND_LABELS
+from .session import Selection
 
 
 def _application():
@@ -22,22 +26,20 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
                  size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True) -> Path:
     """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads."""
     application = _application()
-    from .app import follow_palette
     from .views.heatmap import HeatmapView
+    from .views.style import follow_palette
     from .views.thumbnails import ThumbnailGrid
 
     follow_palette()
     if head == "all":
-        heads = trace.heads(kind)
         widget = ThumbnailGrid()
-        widget.build(1, heads, [f"L{layer}"], [f"H{index}" for index in range(heads)])
-        widget.set_images(list(trace.attention[kind][layer]))
+        widget.show_grid(viewmodel.head_grid(trace, Selection(kind=kind, layer=layer, head=0)))
+        widget.select(None, None)  # a figure of every head outlines none
     else:
         widget = HeatmapView()
-        matrix = trace.attention[kind][layer][head] if isinstance(head, int) else aggregate(trace, kind, layer, head)
-        name = f"head {head}" if isinstance(head, int) else head
-        widget.show_matrix(matrix, trace.masks[kind], trace.query_tokens(kind), trace.key_tokens(kind),
-                           f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {name}", AXIS_NAMES[kind])
+        state = viewmodel.heatmap(trace, Selection(kind=kind, layer=layer, head=head))
+        widget.show_matrix(state.matrix, state.mask, state.query_labels, state.key_labels, state.title,
+                           state.axis_names)
         widget.set_masks_visible(masks)
         widget.readout.hide()
     widget.set_colormap(colormap)

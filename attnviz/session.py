@@ -1,5 +1,10 @@
-"""What the app has open and what it shows, with no widgets: the model's description, the current
-request, the results of the newest request (stale ones are dropped) and the view selection."""
+"""What the app has open and what it shows, with no widgets, no Qt and no torch: the model's description,
+the newest request and its results, notices, the view selection, and the rules that drop stale answers.
+
+Every job sent to the worker carries an id from one counter: runs (``Request``), and model jobs (open,
+import, device move). The newest run wins and so does the newest model job; an answer that carries an
+older id is dropped here, so it can never land on a newer run or model.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,7 @@ from typing import Any
 
 from models.trace import AttentionTrace, DecodeResult, DecodeStep
 
-KIND_LABELS = {"enc_self": "Encoder self-attention", "dec_self": "Decoder self-attention", "cross": "Cross-attention"}
-AXIS_NAMES = {"enc_self": ("source (queries)", "source (keys)"),
-              "dec_self": ("decoder input (queries)", "decoder input (keys)"),
-              "cross": ("decoder input (queries)", "source (keys)")}
+NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,16 @@ class Session:
     results: list[DecodeResult] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     selection: Selection = field(default_factory=Selection)
+    model_job: int = 0  # id of the newest open/import/device move
     _next_id: int = 0
 
-    def new_request(self, text: str, **options: Any) -> Request:
+    def next_id(self) -> int:
         self._next_id += 1
-        self.request = Request(self._next_id, text, **options)
+        return self._next_id
+
+    # --- runs ----------------------------------------------------------------------------------------
+    def new_request(self, text: str, **options: Any) -> Request:
+        self.request = Request(self.next_id(), text, **options)
         self.steps, self.results, self.notices = [], [], []
         return self.request
 
@@ -89,11 +96,39 @@ class Session:
         self.clamp()
         return True
 
-    def set_model(self, info: ModelInfo) -> None:
-        self.model = info
-        self.results, self.steps = [], []
-        self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
+    def accept_notice(self, request_id: int, message: str) -> bool:
+        """A notice of a run is kept only while that run is the newest; others always."""
+        if request_id != NO_REQUEST and not self.is_current(request_id):
+            return False
+        self.notices.append(message)
+        return True
 
+    # --- the model -----------------------------------------------------------------------------------
+    def new_model_job(self) -> int:
+        """An id for an open, import or device move; a newer one makes older ones stale."""
+        self.model_job = self.next_id()
+        return self.model_job
+
+    def is_current_model_job(self, job_id: int) -> bool:
+        return job_id == self.model_job
+
+    def accept_model(self, job_id: int, info: ModelInfo) -> bool:
+        """A newly opened model replaces the old one, its results and its selection."""
+        if not self.is_current_model_job(job_id):
+            return False
+        self.model = info
+        self.request, self.results, self.steps, self.notices = None, [], [], []
+        self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
+        return True
+
+    def accept_device(self, job_id: int, info: ModelInfo) -> bool:
+        """The same model on another device: results stay."""
+        if job_id != NO_REQUEST and not self.is_current_model_job(job_id):
+            return False
+        self.model = info
+        return True
+
+    # --- what is shown -------------------------------------------------------------------------------
     @property
     def result(self) -> DecodeResult | None:
         if not self.results:
@@ -121,3 +156,15 @@ class Session:
         self.selection = dataclasses.replace(self.selection, **changes)
         self.clamp()
         return self.selection
+
+    def stepped_selection(self, field_name: str, delta: int) -> dict[str, Any] | None:
+        """The change that moves ``field_name`` (layer, head, step) by ``delta``; heads wrap around and
+        an aggregate steps to the first or last head. None when nothing is shown."""
+        trace, selection = self.trace, self.selection
+        if trace is None or not trace.kinds:
+            return None
+        if field_name == "head":
+            heads = trace.heads(selection.kind)
+            head = selection.head if isinstance(selection.head, int) else -1 if delta > 0 else heads
+            return {"head": (head + delta) % heads}
+        return {field_name: getattr(selection, field_name) + delta}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import traceback
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,10 +18,11 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from models.checkpoint import SUFFIX, load_checkpoint, read_metadata, save_checkpoint
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, UnknownCharactersError
-from models.importers import Inspection, MissingSettingsError, TrustRequiredError, convert, inspect
+from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.translator import Translator
 
-from .session import ModelInfo, Request
+from .imports import ImportAnswer, ImportQuestion
+from .session import NO_REQUEST, ModelInfo, Request
 
 
 def describe(translator: Translator, path: Path) -> ModelInfo:
@@ -35,30 +35,6 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         source_tokenizer=f"{checkpoint.source_tokenizer.kind}, {checkpoint.source_tokenizer.vocab_size} tokens",
         target_tokenizer=f"{checkpoint.target_tokenizer.kind}, {checkpoint.target_tokenizer.vocab_size} tokens",
         device=str(translator.device), max_len=model.config.max_len)
-
-
-@dataclass(frozen=True)
-class ImportAnswer:
-    """What the user said about a foreign checkpoint in the import dialog."""
-
-    path: str
-    format: str | None
-    settings: dict
-    src_vocab: str | None
-    tgt_vocab: str | None
-    trust: bool
-    device: str
-    inspection: Inspection | None = None
-
-
-@dataclass(frozen=True)
-class ImportQuestion:
-    """A foreign checkpoint needs answers: ``inspection`` says what it lacks (None: it needs trust first)."""
-
-    path: str
-    inspection: Inspection | None
-    problem: str
-    previous: ImportAnswer | None = None
 
 
 def is_native(path: str) -> bool:
@@ -79,58 +55,71 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 class ModelWorker(QObject):
-    loaded = Signal(object)  # ModelInfo of a newly opened model
-    load_failed = Signal(str)
-    import_needed = Signal(object)  # ImportQuestion: a foreign file needs settings, vocabularies or trust
-    device_changed = Signal(object)  # ModelInfo after the model moved to another device
+    """Every signal carries the id of the job it answers (see attnviz/session.py): the GUI drops stale ones."""
+
+    loaded = Signal(int, object)  # job id, ModelInfo of a newly opened model
+    load_failed = Signal(int, str)
+    import_needed = Signal(int, object)  # job id, ImportQuestion: a foreign file needs settings, vocabularies or trust
+    device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
     step = Signal(int, object)  # request id, DecodeStep
     finished = Signal(int, object)  # request id, list[DecodeResult]
     failed = Signal(int, str)
-    notice = Signal(str)
+    notice = Signal(int, str)  # request id (0: no run), message
 
     def __init__(self):
         super().__init__()
         self.translator: Translator | None = None
-        self.latest_request = 0  # written by the GUI thread; an int assignment is atomic in CPython
+        # Written by the GUI thread before it asks (an int assignment is atomic in CPython): a job whose id
+        # is no longer the newest is skipped, and a running decode stops at its next step.
+        self.latest_request = 0
+        self.latest_model_job = 0
 
-    @Slot(str, str)
-    def load(self, path: str, device: str) -> None:
+    def _stale_model_job(self, job_id: int) -> bool:
+        return job_id != self.latest_model_job
+
+    @Slot(int, str, str)
+    def load(self, job_id: int, path: str, device: str) -> None:
         """Open an attnviz checkpoint, or import a foreign one (asking for what it lacks)."""
+        if self._stale_model_job(job_id):
+            return
         try:
-            checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(path)
-            if checkpoint is None:
+            checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(job_id, path)
+            if checkpoint is None or self._stale_model_job(job_id):
                 return
-            self._open(checkpoint, path, device)
+            self._open(job_id, checkpoint, path, device)
         except AttnvizError as failure:
-            self.load_failed.emit(str(failure))
+            self.load_failed.emit(job_id, str(failure))
 
-    @Slot(object)
-    def import_model(self, answer: ImportAnswer) -> None:
+    @Slot(int, object)
+    def import_model(self, job_id: int, answer: ImportAnswer) -> None:
         """Convert a foreign checkpoint with the user's answers; a failure asks again, saying why."""
+        if self._stale_model_job(job_id):
+            return
         try:
             checkpoint = convert(answer.path, answer.format, answer.settings, answer.src_vocab, answer.tgt_vocab,
                                  trust=answer.trust)
-            self._open(checkpoint, answer.path, answer.device)
+            if not self._stale_model_job(job_id):
+                self._open(job_id, checkpoint, answer.path, answer.device)
         except AttnvizError as failure:
             inspection = failure.inspection if isinstance(failure, MissingSettingsError) else answer.inspection
-            self.import_needed.emit(ImportQuestion(answer.path, inspection, str(failure), answer))
+            self.import_needed.emit(job_id, ImportQuestion(answer.path, inspection, str(failure), answer))
 
-    def _import_without_asking(self, path: str):
+    def _import_without_asking(self, job_id: int, path: str):
         """The converted checkpoint, or None after asking the GUI for settings, vocabularies or trust."""
         try:
             inspection = inspect(path)
         except TrustRequiredError as failure:
-            self.import_needed.emit(ImportQuestion(path, None, str(failure)))
+            self.import_needed.emit(job_id, ImportQuestion(path, None, str(failure)))
             return None
         if inspection.missing or inspection.vocabularies:
-            self.import_needed.emit(ImportQuestion(path, inspection, ""))
+            self.import_needed.emit(job_id, ImportQuestion(path, inspection, ""))
             return None
         return convert(path, inspection.format)
 
-    def _open(self, checkpoint, path: str, device: str) -> None:
+    def _open(self, job_id: int, checkpoint, path: str, device: str) -> None:
         translator = Translator(checkpoint, device or None)
         self.translator = translator
-        self.loaded.emit(describe(translator, Path(path)))
+        self.loaded.emit(job_id, describe(translator, Path(path)))
 
     @Slot(str)
     def save(self, path: str) -> None:
@@ -142,52 +131,56 @@ class ModelWorker(QObject):
             save_checkpoint(path, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
                             checkpoint.provenance)
         except (OSError, AttnvizError) as failure:
-            self.notice.emit(f"Could not save {path}: {failure}")
+            self.notice.emit(NO_REQUEST, f"Could not save {path}: {failure}")
             return
-        self.notice.emit(f"Saved {path}")
+        self.notice.emit(NO_REQUEST, f"Saved {path}")
 
-    @Slot(str)
-    def set_device(self, device: str) -> None:
-        if self.translator is None:
+    @Slot(int, str)
+    def set_device(self, job_id: int, device: str) -> None:
+        if self.translator is None or self._stale_model_job(job_id):
             return
         try:
             self.translator.to(device or "auto")
         except (AttnvizError, RuntimeError) as failure:
-            self.notice.emit(f"Could not move the model to {device}: {failure}")
+            self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: {failure}")
             return
-        self.device_changed.emit(describe(self.translator, self.translator.checkpoint.path))
+        self.device_changed.emit(job_id, describe(self.translator, self.translator.checkpoint.path))
 
     @Slot(object)
     def run(self, request: Request) -> None:
         if self.translator is None or request.id != self.latest_request:
             return
         try:
-            self._decode(request)
+            try:
+                self._decode(request)
+            except RuntimeError as failure:
+                if not is_out_of_memory(failure) or self.translator.device.type == "cpu":
+                    raise
+                self._fall_back_to_the_cpu(request)
+                self._decode(request)
         except AttnvizError as failure:
             self.failed.emit(request.id, str(failure))
-        except RuntimeError as failure:
-            if not is_out_of_memory(failure) or self.translator.device.type == "cpu":
-                raise
-            self.translator.to("cpu")
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            self.notice.emit("The GPU ran out of memory; the model now runs on the CPU.")
-            self.device_changed.emit(describe(self.translator, self.translator.checkpoint.path))
-            self._decode(request)
         except Exception as failure:  # a bug: say so in the window instead of killing the thread
             traceback.print_exc()
             self.failed.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
+
+    def _fall_back_to_the_cpu(self, request: Request) -> None:
+        self.translator.to("cpu")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        self.notice.emit(request.id, "The GPU ran out of memory; the model now runs on the CPU.")
+        self.device_changed.emit(NO_REQUEST, describe(self.translator, self.translator.checkpoint.path))
 
     def _decode(self, request: Request) -> None:
         translator = self.translator
         try:
             source = translator.source(request.text)
         except UnknownCharactersError as unknown:
-            self.notice.emit(f"{str(unknown)[0].upper()}{str(unknown)[1:]}: shown as <unk>.")
+            self.notice.emit(request.id, f"{str(unknown)[0].upper()}{str(unknown)[1:]}: shown as <unk>.")
             source = translator.source(request.text, unknown="replace")
         if source.truncated:
-            self.notice.emit(f"The text has {source.original_length} tokens; only the first "
-                             f"{translator.config.max_len} are used (the model's maximum).")
+            self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
+                                         f"{translator.config.max_len} are used (the model's maximum).")
         target_ids = translator.target(request.target, unknown="replace") if request.mode == "forced" else None
         steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
                                   max_len=request.max_len)

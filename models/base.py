@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from .config import ModelConfig
 from .masks import padding_mask
-from .trace import Intermediates
+from .intermediates import Intermediates
 
 
 @dataclass

@@ -8,6 +8,7 @@ the defaults are the seed documents' architectures.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -191,3 +192,17 @@ def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides
                  **{**defaults, **overrides})
     config.validate()
     return config
+
+
+def parse_settings(items: list[str]) -> dict:
+    """``KEY=VALUE`` strings → a dict; values are read as JSON when they parse (numbers, true/false)."""
+    settings = {}
+    for item in items:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise ConfigError(f"--set takes KEY=VALUE; got {item!r}")
+        try:
+            settings[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key.strip()] = value
+    return settings

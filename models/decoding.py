@@ -20,7 +20,8 @@ from torch import Tensor
 
 from .base import Seq2Seq
 from .errors import InputError
-from .trace import AttentionTrace, DecodeResult, DecodeStep, Intermediates, to_numpy
+from .intermediates import Intermediates, to_numpy, trace_from_intermediates
+from .trace import AttentionTrace, DecodeResult, DecodeStep
 
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
@@ -144,7 +145,7 @@ class _Decoder:
     def _encoder_trace(self) -> AttentionTrace:
         """The encoder's part of every hypothesis' trace: converted once, shared by all of them."""
         if self.encoder_trace is None:
-            self.encoder_trace = AttentionTrace.from_intermediates(self.encoder, 0, self.src_tokens, [])
+            self.encoder_trace = trace_from_intermediates(self.encoder, 0, self.src_tokens, [])
         return self.encoder_trace
 
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:

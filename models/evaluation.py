@@ -17,7 +17,7 @@ import numpy as np
 import sacrebleu
 
 from .decoding import finish
-from .translator import Translator
+from .translator import Translator, decoding_mode
 
 CopySources = Callable[[str], list[int | None]]
 
@@ -52,8 +52,7 @@ def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: 
     hits = total = 0
     for source_text, reference in pairs:
         source = translator.source(source_text, unknown="replace")
-        mode = "greedy" if beam == 1 else "beam"
-        result = finish(translator.decode(source, mode=mode, beam=beam, max_len=max_len,
+        result = finish(translator.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len,
                                           need_weights=copy_sources is not None))[0]
         hypotheses.append(result.text)
         correct = result.text == reference

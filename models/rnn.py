@@ -15,7 +15,7 @@ from .attention import AdditiveAttention, MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import RNNConfig
 from .masks import target_mask
-from .trace import Intermediates
+from .intermediates import Intermediates
 
 
 class GRUEncoder(nn.Module):

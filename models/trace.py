@@ -1,7 +1,8 @@
 """What attention did, as plain data: ``AttentionTrace`` (one sentence) and ``DecodeStep`` (one step).
 
-Inside models, attention travels as tensors ``[batch, heads, query_len, key_len]`` (``Intermediates``);
-these classes hold numpy arrays on the host so they can cross threads and be saved. Kinds:
+Inside models, attention travels as tensors ``[batch, heads, query_len, key_len]`` (``Intermediates``, in
+models/intermediates.py); these classes hold numpy arrays on the host so they can cross threads and be
+saved, and this module imports no torch, so the app's plain-data side (session, view-model) loads without it. Kinds:
 ``enc_self`` (encoder self-attention), ``dec_self`` (decoder self-attention), ``cross``. Masks are boolean,
 True = may attend.
 """
@@ -11,21 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
-from torch import Tensor
-
-from .masks import expand_for_trace
 
 KINDS = ("enc_self", "dec_self", "cross")
-
-
-@dataclass
-class Intermediates:
-    """Attention tensors of one batched forward pass, per kind one tensor ``[B, H, Q, K]`` per layer,
-    and the mask each kind used (broadcastable to ``[B, 1, Q, K]``)."""
-
-    attention: dict[str, list[Tensor]] = field(default_factory=dict)
-    masks: dict[str, Tensor | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,19 +44,6 @@ class AttentionTrace:
 
     def key_tokens(self, kind: str) -> list[str]:
         return self.tgt_tokens if kind == "dec_self" else self.src_tokens
-
-    @classmethod
-    def from_intermediates(cls, intermediates: Intermediates, index: int, src_tokens: list[str],
-                           tgt_tokens: list[str], dtype: type = np.float32) -> "AttentionTrace":
-        """Take example ``index`` of a batched forward pass (trimmed to the given token lists)."""
-        attention, masks = {}, {}
-        for kind, per_layer in intermediates.attention.items():
-            q_len = len(src_tokens) if kind == "enc_self" else len(tgt_tokens)
-            k_len = len(tgt_tokens) if kind == "dec_self" else len(src_tokens)
-            attention[kind] = [to_numpy(layer[index, :, :q_len, :k_len], dtype) for layer in per_layer]
-            mask = intermediates.masks.get(kind)
-            masks[kind] = expand_for_trace(mask, index, q_len, k_len)[:q_len, :k_len].numpy().copy()
-        return cls(list(src_tokens), list(tgt_tokens), attention, masks)
 
 
 @dataclass
@@ -136,7 +111,3 @@ class DecodeResult:
     steps: list[DecodeStep]
     truncated_source: bool = False
     rows: list[int] = field(default_factory=list)
-
-
-def to_numpy(tensor: Tensor, dtype: type = np.float32) -> np.ndarray:
-    return tensor.detach().to("cpu", torch.float32).numpy().astype(dtype, copy=False)

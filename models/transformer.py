@@ -17,7 +17,7 @@ from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import TransformerConfig
 from .masks import target_mask
-from .trace import Intermediates
+from .intermediates import Intermediates
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 

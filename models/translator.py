@@ -18,17 +18,30 @@ from .errors import AttnvizError, EmptyInputError
 MODES = ("greedy", "beam", "forced")
 
 
+def decoding_mode(beam: int, forced: bool = False) -> str:
+    """The one rule every caller uses: forced when there is a target, beam above width 1, else greedy."""
+    if forced:
+        return "forced"
+    return "beam" if beam > 1 else "greedy"
+
+
 class DeviceError(AttnvizError):
     """A device that does not exist on this machine."""
 
 
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
+
+def available_devices() -> list[str]:
+    """The kinds of device this machine has: always ``cpu``, then ``cuda`` and ``mps`` where present."""
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if _mps_available() else [])
+
+
 def default_device() -> str:
     """``cuda`` if available, else ``mps``, else ``cpu``."""
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    devices = available_devices()
+    return "cuda" if "cuda" in devices else "mps" if "mps" in devices else "cpu"
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -40,7 +53,7 @@ def resolve_device(name: str | None) -> torch.device:
         raise DeviceError(f"unknown device {name!r} (use cpu, cuda, cuda:N or mps)") from None
     if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
         raise DeviceError(f"device {name!r} is not available: this machine has no such CUDA device")
-    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    if device.type == "mps" and not _mps_available():
         raise DeviceError("device 'mps' is not available on this machine")
     return device
 
@@ -121,5 +134,4 @@ class Translator:
                   unknown: str = "error"):
         """The best result for ``text`` (greedy when ``beam`` is 1)."""
         source = self.source(text, unknown=unknown)
-        mode = "greedy" if beam == 1 else "beam"
-        return finish(self.decode(source, mode=mode, beam=beam, max_len=max_len, need_weights=need_weights))[0]
+        return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len, need_weights=need_weights))[0]

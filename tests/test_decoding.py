@@ -15,6 +15,7 @@ import torch
 from models import ARCHS, build_model, make_config
 from models.config import TRANSFORMER_ARCHS
 from models.decoding import beam_search, forced, greedy, run
+from models.intermediates import trace_from_intermediates
 from models.trace import AttentionTrace, DecodeStep
 
 SRC_VOCAB, TGT_VOCAB = 13, 11
@@ -65,7 +66,7 @@ def forward_trace(model, token_ids: list[int]) -> AttentionTrace:
     tgt_in = [BOS] + list(token_ids[:-1])
     with torch.no_grad():
         _, inter = model(torch.tensor([SOURCE]), torch.tensor([tgt_in]), need_weights=True)
-    return AttentionTrace.from_intermediates(inter, 0, [source_label(i) for i in SOURCE], [label(i) for i in tgt_in])
+    return trace_from_intermediates(inter, 0, [source_label(i) for i in SOURCE], [label(i) for i in tgt_in])
 
 
 def assert_same_trace(actual: AttentionTrace, expected: AttentionTrace, model) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnviz.app import DEFAULT_DEMO, demo_checkpoints
+from attnviz.demos import DEFAULT_DEMO, demo_checkpoints
 from models.checkpoint import load_checkpoint
 from models.translator import Translator
 
@@ -36,7 +36,7 @@ def test_demo_loads_and_translates_as_recorded(name):
 
 
 def test_the_app_opens_the_english_spanish_demo_by_default_when_it_is_there():
-    from attnviz.app import initial_checkpoint
+    from attnviz.demos import initial_checkpoint
 
     demos = demo_checkpoints()
     expected = str(DEFAULT_DEMO) if DEFAULT_DEMO.exists() else (str(demos[0]) if demos else None)

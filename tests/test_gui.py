@@ -8,11 +8,12 @@ left running (conftest).
 from __future__ import annotations
 
 import csv
+import threading
 
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage
 
 from attnviz.app import create_window
@@ -289,14 +290,28 @@ def test_empty_long_and_unknown_input(qtbot, window):
 
 
 def test_a_newer_request_wins(qtbot, window):
+    """Both guards hold: the worker skips (or stops) requests that are no longer the newest, and the
+    session drops whatever a stale request still delivers."""
+    run_text(qtbot, window, "aaa", max_len=6)
+    stale_results = window.session.results
+    worker = window.worker_thread.worker
+    finished_ids = []
+    worker.finished.connect(lambda request_id, _: finished_ids.append(request_id))
     bar = window.input_bar
-    bar.max_len.setValue(6)
-    for text in ("aaa", "bbb", "ccc"):
+    release = threading.Event()
+    QTimer.singleShot(0, worker, lambda: release.wait(10))  # the worker is busy while three requests queue up
+    for text in ("aab", "bbb", "ccc"):
         bar.text.setText(text)
         window.run()
+    release.set()
     last = window.session.request
     qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request is last, timeout=WAIT)
+    assert finished_ids == [last.id]  # the worker never finished a request that was already stale
     assert window.session.trace.src_tokens[:3] == ["c", "c", "c"]
+    worker.finished.emit(last.id - 1, stale_results)  # what a slow worker would still deliver
+    worker.notice.emit(last.id - 1, "a notice of an older run")
+    assert window.session.trace.src_tokens[:3] == ["c", "c", "c"]
+    assert "older run" not in window.input_bar.output.text()
 
 
 def test_gpu_out_of_memory_falls_back_to_the_cpu(qtbot, window):
@@ -373,7 +388,7 @@ def test_plots_follow_a_dark_palette(qtbot, qsettings, random_checkpoint, qapp):
         window.close()
     finally:
         qapp.setPalette(original)
-        from attnviz.app import follow_palette
+        from attnviz.views.style import follow_palette
 
         follow_palette()
 

@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 
 from models.checkpoint import SUFFIX, save_checkpoint
+from models.config import parse_settings
 from models.errors import InputError
 
-from .train import parse_settings
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from models.decoding import finish
+from models.translator import decoding_mode
 
 from ..export import check_output, write_npz
 from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
@@ -31,11 +32,8 @@ def run(args: argparse.Namespace) -> int:
     translator = open_translator(args)
     source = translator.source(args.text, unknown=unknown_mode(args))
     announce_truncation(source, "the text", translator.config.max_len)
-    if args.target is not None:
-        steps = translator.decode(source, mode="forced", target_ids=translator.target(args.target, unknown=unknown_mode(args)))
-    elif args.beam > 1:
-        steps = translator.decode(source, mode="beam", beam=args.beam, max_len=args.max_len)
-    else:
-        steps = translator.decode(source, mode="greedy", max_len=args.max_len)
+    target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
+    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
+                              target_ids=target, max_len=args.max_len)
     write_npz(output, finish(steps)[0])
     return 0

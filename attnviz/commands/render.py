@@ -13,12 +13,13 @@ import sys
 from models.aggregate import AGGREGATES
 from models.decoding import finish
 from models.errors import InputError
+from models.trace import KINDS
+from models.translator import decoding_mode
 
 from ..export import IMAGE_SUFFIXES, check_output
 from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
 
 NAME = "render"
-KINDS = ("enc_self", "dec_self", "cross")
 
 
 def add_parser(subparsers) -> None:
@@ -56,11 +57,9 @@ def decode_trace(args: argparse.Namespace):
     translator = open_translator(args)
     source = translator.source(args.text, unknown=unknown_mode(args))
     announce_truncation(source, "the text", translator.config.max_len)
-    if args.target is not None:
-        target = translator.target(args.target, unknown=unknown_mode(args))
-        steps = translator.decode(source, mode="forced", target_ids=target)
-    else:
-        steps = translator.decode(source, mode="beam" if args.beam > 1 else "greedy", beam=args.beam, max_len=args.max_len)
+    target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
+    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
+                              target_ids=target, max_len=args.max_len)
     return finish(steps)[0].trace
 
 

@@ -8,11 +8,9 @@ under ``torchrun --nproc_per_node N`` (one process per device).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from models.config import ARCHS, make_config
-from models.errors import ConfigError
+from models.config import ARCHS, make_config, parse_settings
 
 NAME = "train"
 
@@ -42,20 +40,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--valid-sentences", type=int, default=200, help="validation pairs decoded for chrF/BLEU")
     parser.add_argument("--resume", action="store_true", help="continue from the trainer state next to --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def parse_settings(items: list[str]) -> dict:
-    """``KEY=VALUE`` strings → a dict; values are read as JSON when they parse (numbers, true/false)."""
-    settings = {}
-    for item in items:
-        key, separator, value = item.partition("=")
-        if not separator or not key:
-            raise ConfigError(f"--set takes KEY=VALUE; got {item!r}")
-        try:
-            settings[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            settings[key.strip()] = value
-    return settings
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ import sys
 
 from models.decoding import finish
 from models.errors import InputError
+from models.translator import decoding_mode
 
 from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
 
@@ -39,8 +40,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"input {number}: {failure}") from None
     for number, source in enumerate(sources, 1):
         announce_truncation(source, f"input {number}", translator.config.max_len)
-        mode = "greedy" if args.beam == 1 else "beam"
-        best = finish(translator.decode(source, mode=mode, beam=args.beam, length_penalty=args.length_penalty,
+        best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam, length_penalty=args.length_penalty,
                                         max_len=args.max_len, need_weights=False))[0]
         print(best.text, flush=True)
     return 0

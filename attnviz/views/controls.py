@@ -11,9 +11,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, Q
                                QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from models.aggregate import AGGREGATES
-
-from ..session import KIND_LABELS, ModelInfo
+from ..session import ModelInfo
+from ..viewmodel import KIND_LABELS, ResultLine, SelectorState, head_choices
 from .style import COLORMAPS
 
 MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
@@ -93,11 +92,42 @@ class InputBar(QWidget):
         return {"mode": self.mode.currentData(), "beam": self.beam.value(), "target": self.target.text(),
                 "max_len": self.max_len.value()}
 
+    def set_options(self, mode: str, beam: int, max_len: int) -> None:
+        self.mode.setCurrentIndex(max(0, self.mode.findData(mode)))
+        self.beam.setValue(beam)
+        self.max_len.setValue(max_len)
+
+    def text_value(self) -> str:
+        return self.text.text()
+
+    def set_text(self, text: str) -> None:
+        self.text.setText(text)
+
+    def set_limits(self, max_len: int) -> None:
+        """The longest output the open model can make."""
+        self.max_len.setMaximum(max_len)
+
+    def stop(self) -> None:
+        self.debounce.stop()
+
+    def show_message(self, text: str) -> None:
+        self.output.setText(html.escape(text))
+
+    def show_error(self, message: str) -> None:
+        """Errors are said here, under the input, never in a blocking dialog."""
+        self.output.setText(f"<span style='color:#c62828'>{html.escape(message)}</span>")
+
+    def show_result(self, line: ResultLine) -> None:
+        notices = "".join(f"<br><span style='color:#e65100'>⚠ {html.escape(notice)}</span>" for notice in line.notices)
+        self.output.setText(f"<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; {html.escape(line.details)}{notices}")
+
 
 class SelectorBar(QWidget):
     """Kind, layer, head (or an aggregate), colormap and the mask overlay switch."""
 
     changed = Signal()
+    colormap_changed = Signal(str)
+    masks_toggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -125,33 +155,42 @@ class SelectorBar(QWidget):
         layout.addWidget(self.masks)
         for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
             signal.connect(lambda *_: self.changed.emit())
+        self.colormap.currentTextChanged.connect(self.colormap_changed)
+        self.masks.toggled.connect(self.masks_toggled)
 
-    def configure(self, kinds: list[str]) -> None:
-        """Offer the kinds the current trace has; keeps the current choice where it still exists."""
-        self.blockSignals(True)
-        current = self.kind.currentData()
-        self.kind.clear()
-        for kind in kinds:
-            self.kind.addItem(KIND_LABELS[kind], kind)
-        if current in kinds:
-            self.kind.setCurrentIndex(kinds.index(current))
-        self.blockSignals(False)
+    def colormap_name(self) -> str:
+        return self.colormap.currentText()
 
-    def show_selection(self, kind: str, layer: int, head: int | str, layers: int, heads: int) -> None:
+    def set_colormap_name(self, name: str) -> None:
+        self.colormap.setCurrentText(name)
+
+    def masks_visible(self) -> bool:
+        return self.masks.isChecked()
+
+    def set_masks_visible(self, visible: bool) -> None:
+        self.masks.setChecked(visible)
+
+    def toggle_masks(self) -> None:
+        self.masks.toggle()
+
+    def show_state(self, state: SelectorState) -> None:
+        """Offer the trace's kinds, layers and heads, and show the current choice (emits nothing)."""
+        self.setEnabled(True)
         for widget in (self.kind, self.layer, self.head):
             widget.blockSignals(True)
-        index = self.kind.findData(kind)
-        if index >= 0:
-            self.kind.setCurrentIndex(index)
-        self.layer.setRange(0, max(0, layers - 1))
-        self.layer.setValue(layer)
-        if self.head.count() != heads + len(AGGREGATES):
+        if [self.kind.itemData(index) for index in range(self.kind.count())] != state.kinds:
+            self.kind.clear()
+            for kind in state.kinds:
+                self.kind.addItem(KIND_LABELS[kind], kind)
+        self.kind.setCurrentIndex(max(0, self.kind.findData(state.kind)))
+        self.layer.setRange(0, max(0, state.layers - 1))
+        self.layer.setValue(state.layer)
+        choices = head_choices(state.heads)
+        if [self.head.itemData(index) for index in range(self.head.count())] != [value for _, value in choices]:
             self.head.clear()
-            for number in range(heads):
-                self.head.addItem(f"head {number}", number)
-            for name in AGGREGATES:
-                self.head.addItem(f"{name} of heads" if name != "rollout" else "attention rollout", name)
-        self.head.setCurrentIndex(max(0, self.head.findData(head)))
+            for label, value in choices:
+                self.head.addItem(label, value)
+        self.head.setCurrentIndex(max(0, self.head.findData(state.head)))
         for widget in (self.kind, self.layer, self.head):
             widget.blockSignals(False)
 
@@ -188,8 +227,16 @@ class ModelPanel(QWidget):
         layout.addLayout(form)
         layout.addWidget(QLabel("Demos"))
         layout.addWidget(self.demos)
-        self.device.activated.connect(lambda _: self.device_chosen.emit(self.device.currentText()))
+        self.device.activated.connect(lambda _: self.device_chosen.emit(self.device_name()))
         self.demos.itemActivated.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
+
+    def device_name(self) -> str:
+        """The chosen device, "" for the best available."""
+        name = self.device.currentText()
+        return "" if name == "auto" else name
+
+    def set_device_name(self, name: str) -> None:
+        self.device.setCurrentText(name)
 
     def show_model(self, info: ModelInfo) -> None:
         config = info.config

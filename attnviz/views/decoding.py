@@ -11,8 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSlider,
                                QSplitter, QStyle, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from models.trace import DecodeResult, DecodeStep
-
+from ..viewmodel import BarsState, BeamNode, BeamState, StepState
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
@@ -105,6 +104,9 @@ class BarChart(pg.PlotWidget):
         self.values = np.zeros(0)
         self.brush, self.highlight_brush = pg.mkBrush(BAR), pg.mkBrush(HIGHLIGHT)
 
+    def show_bars(self, state: BarsState) -> None:
+        self.set_bars(state.labels, state.values, state.highlight, html.escape(state.title))
+
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
                  title: str = "") -> None:
         self.values = np.asarray(values, dtype=float)
@@ -144,38 +146,32 @@ class BeamPanel(QWidget):
         layout.addWidget(self.tree, 2)
         self.hypotheses.currentRowChanged.connect(lambda row: row >= 0 and self.hypothesis_chosen.emit(row))
 
-    def show_results(self, results: list[DecodeResult], steps: list[DecodeStep]) -> None:
+    def show_beam(self, state: BeamState) -> None:
         self.hypotheses.blockSignals(True)
         self.hypotheses.clear()
-        for rank, result in enumerate(results):
-            item = QListWidgetItem(f"{rank + 1}. {result.text}    score {result.score:.3f}  (log p {result.log_prob:.3f})")
-            item.setToolTip(" ".join(result.tokens))
+        for line, tooltip in state.hypotheses:
+            item = QListWidgetItem(line)
+            item.setToolTip(tooltip)
             self.hypotheses.addItem(item)
-        self.hypotheses.setCurrentRow(0 if results else -1)
+        self.hypotheses.setCurrentRow(0 if state.hypotheses else -1)
         self.hypotheses.blockSignals(False)
-        self._build_tree(steps)
-
-    def _build_tree(self, steps: list[DecodeStep]) -> None:
         self.tree.clear()
-        previous: list[QTreeWidgetItem] = []
-        for step in steps:
-            current = []
-            for row in range(step.beam_size):
-                parent = previous[int(step.parents[row])] if previous else self.tree.invisibleRootItem()
-                if previous and bool(steps[step.step - 1].finished[int(step.parents[row])]):
-                    current.append(parent)  # a finished hypothesis only carries itself forward
-                    continue
-                item = QTreeWidgetItem(parent, [step.tokens[row], f"{step.probabilities[row]:.2f}",
-                                                f"{step.scores[row]:.2f}"])
-                if step.finished[row]:
-                    item.setForeground(0, pg.mkColor(HIGHLIGHT))
-                current.append(item)
-            previous = current
+        self._add_nodes(self.tree.invisibleRootItem(), state.roots)
         self.tree.expandAll()
+
+    def _add_nodes(self, parent: QTreeWidgetItem, nodes: list[BeamNode]) -> None:
+        for node in nodes:
+            item = QTreeWidgetItem(parent, [node.token, f"{node.probability:.2f}", f"{node.score:.2f}"])
+            if node.finished:
+                item.setForeground(0, pg.mkColor(HIGHLIGHT))
+            self._add_nodes(item, node.children)
 
 
 class DecodingPanel(QWidget):
-    """Everything about one decoding step; the main window feeds it the session's data."""
+    """Everything about one decoding step, drawn from the view-model's ``StepState`` and ``BeamState``."""
+
+    step_changed = Signal(int)
+    hypothesis_chosen = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -197,6 +193,23 @@ class DecodingPanel(QWidget):
         layout.addWidget(self.controls)
         layout.addWidget(self.prefix)
         layout.addWidget(charts, 1)
+        self.controls.step_changed.connect(self.step_changed)
+        self.beam.hypothesis_chosen.connect(self.hypothesis_chosen)
+
+    def show_state(self, state: StepState) -> None:
+        self.controls.set_count(state.count, state.step)
+        self.show_prefix(state.tokens, state.step, state.produced, state.probability)
+        if state.top_k is not None:
+            self.top_k.show_bars(state.top_k)
+        self.source_strip.show_bars(state.source_bars)
+
+    def show_beam(self, state: BeamState | None) -> None:
+        """The beam's hypotheses and tree (``None``: not a beam search, the panel hides)."""
+        self.beam.show_beam(state or BeamState([], []))
+        self.beam.setVisible(state is not None)
+
+    def stop(self) -> None:
+        self.controls.stop()
 
     def show_prefix(self, tokens: list[str], step: int, produced: str | None, probability: float | None) -> None:
         """The decoder's input up to ``step`` (its last token, the query, emphasised) and what it produced."""
@@ -207,16 +220,3 @@ class DecodingPanel(QWidget):
         tail = (f"&nbsp; → &nbsp;<b>{html.escape(produced)}</b> (p = {probability:.3f})"
                 if produced is not None and probability is not None else "")
         self.prefix.setText(f"Step {step + 1}, decoder input: " + " ".join(parts) + tail)
-
-    def show_step(self, step: DecodeStep, row: int, cross_row: np.ndarray | None, source_tokens: list[str]) -> None:
-        """Top-k of hypothesis ``row`` at ``step`` and its cross-attention over the source."""
-        labels = step.top_tokens[row]
-        chosen = labels.index(step.tokens[row]) if step.tokens[row] in labels else None
-        self.top_k.set_bars(labels, step.top_probs[row], chosen,
-                            f"next token ‘{html.escape(step.tokens[row])}’: p = {step.probabilities[row]:.3f}, "
-                            f"rank {step.ranks[row] + 1}")
-        if cross_row is not None:
-            strongest = int(np.argmax(cross_row)) if len(cross_row) else None
-            self.source_strip.set_bars(source_tokens, cross_row, strongest, "cross-attention of this step")
-        else:
-            self.source_strip.set_bars([], np.zeros(0), None, "this model has no cross-attention")

@@ -11,6 +11,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
+from ..viewmodel import HeatmapState
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
@@ -94,6 +95,10 @@ class HeatmapView(QWidget):
 
     def set_masks_visible(self, visible: bool) -> None:
         self.overlay.setVisible(visible)
+
+    def show_heatmap(self, state: HeatmapState) -> None:
+        self.show_matrix(state.matrix, state.mask, state.query_labels, state.key_labels, state.title, state.axis_names)
+        self.set_step(state.step_row)
 
     def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
                     key_tokens: list[str], title: str = "", axis_names: tuple[str, str] = ("queries", "keys")) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget)
 
-from ..commands.train import parse_settings
-from ..worker import ImportAnswer, ImportQuestion
+from models.config import parse_settings
+
+from ..imports import ImportAnswer, ImportQuestion
 
 TRUST_TEXT = ("Unpickling can run code hidden in a file. attnviz replaces every class the file names by an inert "
               "stand-in and refuses files that call the system, so no code from it runs; still, tick this only "

@@ -30,3 +30,13 @@ def hatch(mask: np.ndarray, max_pixels: int = 2048) -> np.ndarray:
     image[..., :3] = MASK_RGBA
     image[..., 3] = np.where(blocked, np.where(stripe, 230, 90), 0)
     return image
+
+
+def follow_palette() -> None:
+    """Plots take the system palette's colours, so they follow light and dark themes."""
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    palette = QApplication.palette()
+    pg.setConfigOptions(background=palette.color(QPalette.ColorRole.Base),
+                        foreground=palette.color(QPalette.ColorRole.Text), antialias=True)

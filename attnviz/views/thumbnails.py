@@ -1,4 +1,5 @@
-"""Grids of bare attention thumbnails (no token labels: DESIGN §7). One class serves the head grid (all
+"""Grids of bare attention thumbnails (no token labels: on 48 small plots they are unreadable and make
+drawing about 3× slower; labels belong to the one large focus view). One class serves the head grid (all
 heads of a layer: one row) and the model view (every layer × head). Plots are rebuilt only when the
 grid's shape changes; new data only calls ``setImage``."""
 
@@ -9,6 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Signal
 from PySide6.QtWidgets import QWidget
 
+from ..viewmodel import GridState
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
 
@@ -27,6 +29,13 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.row_labels: list[pg.LabelItem] = []
         self.col_labels: list[pg.LabelItem] = []
         self.ci.setSpacing(3)
+
+    def show_grid(self, state: GridState, images: bool = True) -> None:
+        """Draw ``state``; with ``images`` False only the outline of the selected thumbnail moves."""
+        if images:
+            self.build(state.rows, state.cols, state.row_names, state.col_names)
+            self.set_images(state.matrices)
+        self.select(*(state.selected or (None, None)))
 
     def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
         """Make ``rows × cols`` empty thumbnails with row and column headers. Only a new shape rebuilds;

@@ -1,0 +1,230 @@
+"""What each view shows, computed from the session with no Qt and no torch.
+
+Every function here takes plain data (a trace, a selection, results) and returns a frozen dataclass that
+a widget only has to draw. The main window and the headless renderer (``attnviz render``) both read
+these, so the window and a rendered file can never disagree on which matrix, labels or title they show.
+See docs/ARCHITECTURE.md for the data flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from models.aggregate import AGGREGATES, aggregate
+from models.trace import KINDS, AttentionTrace, DecodeResult, DecodeStep
+
+from .session import Selection
+
+KIND_LABELS = {"enc_self": "Encoder self-attention", "dec_self": "Decoder self-attention", "cross": "Cross-attention"}
+AXIS_NAMES = {"enc_self": ("source (queries)", "source (keys)"),
+              "dec_self": ("decoder input (queries)", "decoder input (keys)"),
+              "cross": ("decoder input (queries)", "source (keys)")}
+LEVELS = (0.0, 1.0)  # attention weights are probabilities: one fixed range keeps maps comparable
+assert tuple(KIND_LABELS) == KINDS
+
+
+def head_name(head: int | str) -> str:
+    """How a head or an aggregate is named in titles, menus and file names' long form."""
+    if isinstance(head, int):
+        return f"head {head}"
+    return "attention rollout" if head == "rollout" else f"{head} of heads"
+
+
+def head_choices(heads: int) -> list[tuple[str, int | str]]:
+    """(label, value) for every head and aggregate, in menu order."""
+    return [(head_name(number), number) for number in range(heads)] + [(head_name(name), name) for name in AGGREGATES]
+
+
+def export_name(kind: str, layer: int, head: int | str) -> str:
+    """A file name stem for one heatmap: ``cross-L0-H3``, ``enc_self-L1-rollout``."""
+    return f"{kind}-L{layer}-{head if isinstance(head, str) else f'H{head}'}"
+
+
+@dataclass(frozen=True)
+class HeatmapState:
+    """One ``[query, key]`` matrix with everything drawn around it."""
+
+    matrix: np.ndarray
+    mask: np.ndarray | None  # True = may attend
+    query_labels: list[str]
+    key_labels: list[str]
+    title: str  # rich text, plain words only (no token text)
+    axis_names: tuple[str, str]
+    levels: tuple[float, float]
+    step_row: int | None  # the query row of the current decoding step, outlined
+    file_stem: str
+
+
+@dataclass(frozen=True)
+class GridState:
+    """Thumbnails ``rows × cols``, one matrix each (row by row), and the one the focus view shows."""
+
+    rows: int
+    cols: int
+    row_names: list[str]
+    col_names: list[str]
+    matrices: list[np.ndarray]
+    selected: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class SelectorState:
+    kinds: list[str]
+    kind: str
+    layer: int
+    head: int | str
+    layers: int
+    heads: int
+
+
+@dataclass(frozen=True)
+class BarsState:
+    labels: list[str]
+    values: np.ndarray
+    highlight: int | None
+    title: str
+
+
+@dataclass(frozen=True)
+class StepState:
+    """The decoding panel at one step: the decoder's input so far, what it produced, the top-k chart and
+    the cross-attention row of that step as bars over the source (with which layer and head they show)."""
+
+    count: int
+    step: int
+    tokens: list[str]  # the decoder's whole input; tokens[step] is this step's query
+    produced: str | None
+    probability: float | None
+    top_k: BarsState | None
+    source_bars: BarsState
+
+
+@dataclass(frozen=True)
+class BeamNode:
+    token: str
+    probability: float
+    score: float
+    finished: bool
+    children: list["BeamNode"] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BeamState:
+    hypotheses: list[tuple[str, str]]  # (line, tooltip), best first
+    roots: list[BeamNode]
+
+
+@dataclass(frozen=True)
+class ResultLine:
+    text: str
+    details: str
+    notices: list[str]
+
+
+def selector_state(trace: AttentionTrace, selection: Selection) -> SelectorState:
+    kind = selection.kind
+    return SelectorState(trace.kinds, kind, selection.layer, selection.head, trace.layers(kind), trace.heads(kind))
+
+
+def matrix_of(trace: AttentionTrace, kind: str, layer: int, head: int | str) -> np.ndarray:
+    """The ``[query, key]`` matrix of one head, or of an aggregate of the layer's heads."""
+    return trace.attention[kind][layer][head] if isinstance(head, int) else aggregate(trace, kind, layer, head)
+
+
+def heatmap(trace: AttentionTrace, selection: Selection) -> HeatmapState | None:
+    """The focus view: the selected head (or aggregate) of the selected kind and layer."""
+    kind, layer, head = selection.kind, selection.layer, selection.head
+    if kind not in trace.attention:
+        return None
+    step_row = selection.step if kind in ("dec_self", "cross") else None
+    return HeatmapState(
+        matrix=matrix_of(trace, kind, layer, head), mask=trace.masks[kind],
+        query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind),
+        title=f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}", axis_names=AXIS_NAMES[kind],
+        levels=LEVELS, step_row=step_row, file_stem=export_name(kind, layer, head))
+
+
+def head_grid(trace: AttentionTrace, selection: Selection) -> GridState:
+    """Every head of the selected layer, in one row."""
+    kind, layer = selection.kind, selection.layer
+    heads = trace.heads(kind)
+    selected = (0, selection.head) if isinstance(selection.head, int) else None
+    return GridState(1, heads, [f"L{layer}"], [f"H{h}" for h in range(heads)], list(trace.attention[kind][layer]),
+                     selected)
+
+
+def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
+    """Every layer × head of the selected kind."""
+    kind = selection.kind
+    layers, heads = trace.layers(kind), trace.heads(kind)
+    selected = (selection.layer, selection.head) if isinstance(selection.head, int) else None
+    return GridState(layers, heads, [f"L{layer}" for layer in range(layers)], [f"H{h}" for h in range(heads)],
+                     [weights for layer in trace.attention[kind] for weights in layer], selected)
+
+
+def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
+    """The cross-attention row of the current step over the source tokens.
+
+    When the focus view shows cross-attention, the bars show the same layer and head (or the head mean
+    for an aggregate); otherwise they show the mean of the last layer's heads. The title says which.
+    """
+    if "cross" not in trace.attention:
+        return BarsState([], np.zeros(0), None, "this model has no cross-attention")
+    on_cross = selection.kind == "cross"
+    layer = selection.layer if on_cross else trace.layers("cross") - 1
+    weights = trace.attention["cross"][layer][:, selection.step]
+    if on_cross and isinstance(selection.head, int):
+        values, which = weights[selection.head], f"layer {layer}, head {selection.head}"
+    else:
+        values, which = weights.mean(axis=0), f"layer {layer}, mean of heads"
+    strongest = int(np.argmax(values)) if len(values) else None
+    return BarsState(trace.src_tokens, values, strongest, f"cross-attention of this step ({which})")
+
+
+def top_k_bars(step: DecodeStep, row: int) -> BarsState:
+    labels = step.top_tokens[row]
+    chosen = labels.index(step.tokens[row]) if step.tokens[row] in labels else None
+    title = (f"next token ‘{step.tokens[row]}’: p = {step.probabilities[row]:.3f}, rank {step.ranks[row] + 1}")
+    return BarsState(labels, np.asarray(step.top_probs[row], dtype=float), chosen, title)
+
+
+def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:
+    """The decoding panel for the selected step of ``result``."""
+    index, tokens = selection.step, trace.tgt_tokens
+    step = result.steps[index] if index < len(result.steps) else None
+    if step is None:
+        return StepState(len(tokens), index, tokens, None, None, None, source_bars(trace, selection))
+    row = result.rows[index]
+    return StepState(len(tokens), index, tokens, step.tokens[row], float(step.probabilities[row]),
+                     top_k_bars(step, row), source_bars(trace, selection))
+
+
+def beam_state(results: list[DecodeResult], steps: list[DecodeStep]) -> BeamState:
+    """The final hypotheses and the tree of every hypothesis the beam kept, step by step.
+
+    A finished hypothesis is carried forward as itself (its padding rows are not new nodes).
+    """
+    hypotheses = [(f"{rank + 1}. {result.text}    score {result.score:.3f}  (log p {result.log_prob:.3f})",
+                   " ".join(result.tokens)) for rank, result in enumerate(results)]
+    roots: list[BeamNode] = []
+    previous: list[BeamNode] = []
+    for step in steps:
+        current = []
+        for row in range(step.beam_size):
+            parent_row = int(step.parents[row])
+            if previous and bool(steps[step.step - 1].finished[parent_row]):
+                current.append(previous[parent_row])
+                continue
+            node = BeamNode(step.tokens[row], float(step.probabilities[row]), float(step.scores[row]),
+                            bool(step.finished[row]))
+            (previous[parent_row].children if previous else roots).append(node)
+            current.append(node)
+        previous = current
+    return BeamState(hypotheses, roots)
+
+
+def result_line(result: DecodeResult, notices: list[str]) -> ResultLine:
+    details = f"score {result.score:.3f} · log p {result.log_prob:.3f} · {len(result.token_ids)} tokens"
+    return ResultLine(result.text, details, list(notices))
