@@ -96,7 +96,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(area, dock)
         return dock
 
-    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+    def _action(self, menu, text: str, slot, *, shortcut=None, tip: str = "") -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
@@ -108,12 +108,12 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self._action(file_menu, "&Open…", self.open_dialog, QKeySequence.StandardKey.Open,
-                     "Open an attnviz checkpoint, or one trained with other code (converted on opening)")
-        self._action(file_menu, "Open &Folder…", self.open_folder_dialog, None,
-                     "Open a checkpoint folder (a Hugging Face Marian model, the seq2seq tutorial's files)")
-        self._action(file_menu, "Save Model &As…", self.save_model_as, "Ctrl+Shift+S",
-                     "Save the open model as an attnviz checkpoint (an imported model keeps your answers)")
+        self._action(file_menu, "&Open…", self.open_dialog, shortcut=QKeySequence.StandardKey.Open,
+                     tip="Open an attnviz checkpoint, or one trained with other code (converted on opening)")
+        self._action(file_menu, "Open &Folder…", self.open_folder_dialog,
+                     tip="Open a checkpoint folder (a Hugging Face Marian model, the seq2seq tutorial's files)")
+        self._action(file_menu, "Save Model &As…", self.save_model_as, shortcut="Ctrl+Shift+S",
+                     tip="Save the open model as an attnviz checkpoint (an imported model keeps your answers)")
         self.recent_menu = file_menu.addMenu("Open &Recent")
         demo_menu = file_menu.addMenu("&Demos")
         for path in self.demos:
@@ -121,21 +121,21 @@ class MainWindow(QMainWindow):
         demo_menu.setEnabled(bool(self.demos))
         file_menu.addSeparator()
         export_menu = file_menu.addMenu("&Export")
-        self._action(export_menu, "Heatmap as &image…", self.export_focus_image, QKeySequence.StandardKey.Save,
-                     "The focus view as PNG (2×) or SVG")
-        self._action(export_menu, "All &heads of this layer as image…", self.export_grid_image, None)
-        self._action(export_menu, "Attention &data (NPZ)…", self.export_npz, None)
-        self._action(export_menu, "This heatmap as &CSV…", self.export_csv, None)
+        self._action(export_menu, "Heatmap as &image…", self.export_focus_image,
+                     shortcut=QKeySequence.StandardKey.Save, tip="The focus view as PNG (2×) or SVG")
+        self._action(export_menu, "All &heads of this layer as image…", self.export_grid_image)
+        self._action(export_menu, "Attention &data (NPZ)…", self.export_npz)
+        self._action(export_menu, "This heatmap as &CSV…", self.export_csv)
         file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
+        self._action(file_menu, "&Quit", self.close, shortcut=QKeySequence.StandardKey.Quit)
         view_menu = self.menuBar().addMenu("&View")
-        self._action(view_menu, "Next layer", lambda: self.step_selection("layer", 1), "Ctrl+Down")
-        self._action(view_menu, "Previous layer", lambda: self.step_selection("layer", -1), "Ctrl+Up")
-        self._action(view_menu, "Next head", lambda: self.step_selection("head", 1), "Ctrl+Right")
-        self._action(view_menu, "Previous head", lambda: self.step_selection("head", -1), "Ctrl+Left")
-        self._action(view_menu, "Next step", lambda: self.step_selection("step", 1), "Alt+Right")
-        self._action(view_menu, "Previous step", lambda: self.step_selection("step", -1), "Alt+Left")
-        self._action(view_menu, "Toggle masks", self.selector.toggle_masks, "Ctrl+M")
+        self._action(view_menu, "Next layer", lambda: self.step_selection("layer", 1), shortcut="Ctrl+Down")
+        self._action(view_menu, "Previous layer", lambda: self.step_selection("layer", -1), shortcut="Ctrl+Up")
+        self._action(view_menu, "Next head", lambda: self.step_selection("head", 1), shortcut="Ctrl+Right")
+        self._action(view_menu, "Previous head", lambda: self.step_selection("head", -1), shortcut="Ctrl+Left")
+        self._action(view_menu, "Next step", lambda: self.step_selection("step", 1), shortcut="Alt+Right")
+        self._action(view_menu, "Previous step", lambda: self.step_selection("step", -1), shortcut="Alt+Left")
+        self._action(view_menu, "Toggle masks", self.selector.toggle_masks, shortcut="Ctrl+M")
         view_menu.addSeparator()
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())

@@ -38,8 +38,8 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
     else:
         widget = HeatmapView()
         state = viewmodel.heatmap(trace, Selection(kind=kind, layer=layer, head=head))
-        widget.show_matrix(state.matrix, state.mask, state.query_labels, state.key_labels, state.title,
-                           state.axis_names)
+        widget.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
+                           title=state.title, axis_names=state.axis_names)
         widget.set_masks_visible(masks)
         widget.readout.hide()
     widget.set_colormap(colormap)

@@ -125,12 +125,14 @@ class ResultLine:
 
 def selector_state(trace: AttentionTrace, selection: Selection) -> SelectorState:
     kind = selection.kind
-    return SelectorState(trace.kinds, kind, selection.layer, selection.head, trace.layers(kind), trace.heads(kind))
+    return SelectorState(kinds=trace.kinds, kind=kind, layer=selection.layer, head=selection.head,
+                         layers=trace.layers(kind), heads=trace.heads(kind))
 
 
-def matrix_of(trace: AttentionTrace, kind: str, layer: int, head: int | str) -> np.ndarray:
+def matrix_of(trace: AttentionTrace, selection: Selection) -> np.ndarray:
     """The ``[query, key]`` matrix of one head, or of an aggregate of the layer's heads."""
-    return trace.attention[kind][layer][head] if isinstance(head, int) else aggregate(trace, kind, layer, head)
+    kind, layer, head = selection.kind, selection.layer, selection.head
+    return trace.attention[kind][layer][head] if isinstance(head, int) else aggregate(trace, kind, layer, how=head)
 
 
 def heatmap(trace: AttentionTrace, selection: Selection) -> HeatmapState | None:
@@ -140,7 +142,7 @@ def heatmap(trace: AttentionTrace, selection: Selection) -> HeatmapState | None:
         return None
     step_row = selection.step if kind in ("dec_self", "cross") else None
     return HeatmapState(
-        matrix=matrix_of(trace, kind, layer, head), mask=trace.masks[kind],
+        matrix=matrix_of(trace, selection), mask=trace.masks[kind],
         query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind),
         title=f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}", axis_names=AXIS_NAMES[kind],
         levels=LEVELS, step_row=step_row, file_stem=export_name(kind, layer, head))
@@ -151,8 +153,8 @@ def head_grid(trace: AttentionTrace, selection: Selection) -> GridState:
     kind, layer = selection.kind, selection.layer
     heads = trace.heads(kind)
     selected = (0, selection.head) if isinstance(selection.head, int) else None
-    return GridState(1, heads, [f"L{layer}"], [f"H{h}" for h in range(heads)], list(trace.attention[kind][layer]),
-                     selected)
+    return GridState(rows=1, cols=heads, row_names=[f"L{layer}"], col_names=[f"H{h}" for h in range(heads)],
+                     matrices=list(trace.attention[kind][layer]), selected=selected)
 
 
 def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
@@ -160,8 +162,9 @@ def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
     kind = selection.kind
     layers, heads = trace.layers(kind), trace.heads(kind)
     selected = (selection.layer, selection.head) if isinstance(selection.head, int) else None
-    return GridState(layers, heads, [f"L{layer}" for layer in range(layers)], [f"H{h}" for h in range(heads)],
-                     [weights for layer in trace.attention[kind] for weights in layer], selected)
+    return GridState(rows=layers, cols=heads, row_names=[f"L{layer}" for layer in range(layers)],
+                     col_names=[f"H{h}" for h in range(heads)],
+                     matrices=[weights for layer in trace.attention[kind] for weights in layer], selected=selected)
 
 
 def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
@@ -171,7 +174,7 @@ def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
     for an aggregate); otherwise they show the mean of the last layer's heads. The title says which.
     """
     if "cross" not in trace.attention:
-        return BarsState([], np.zeros(0), None, "this model has no cross-attention")
+        return BarsState(labels=[], values=np.zeros(0), highlight=None, title="this model has no cross-attention")
     on_cross = selection.kind == "cross"
     layer = selection.layer if on_cross else trace.layers("cross") - 1
     weights = trace.attention["cross"][layer][:, selection.step]
@@ -180,25 +183,27 @@ def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
     else:
         values, which = weights.mean(axis=0), f"layer {layer}, mean of heads"
     strongest = int(np.argmax(values)) if len(values) else None
-    return BarsState(trace.src_tokens, values, strongest, f"cross-attention of this step ({which})")
+    return BarsState(labels=trace.src_tokens, values=values, highlight=strongest,
+                     title=f"cross-attention of this step ({which})")
 
 
 def top_k_bars(step: DecodeStep, row: int) -> BarsState:
     labels = step.top_tokens[row]
     chosen = labels.index(step.tokens[row]) if step.tokens[row] in labels else None
     title = (f"next token ‘{step.tokens[row]}’: p = {step.probabilities[row]:.3f}, rank {step.ranks[row] + 1}")
-    return BarsState(labels, np.asarray(step.top_probs[row], dtype=float), chosen, title)
+    return BarsState(labels=labels, values=np.asarray(step.top_probs[row], dtype=float), highlight=chosen, title=title)
 
 
 def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:
     """The decoding panel for the selected step of ``result``."""
     index, tokens = selection.step, trace.tgt_tokens
     step = result.steps[index] if index < len(result.steps) else None
-    if step is None:
-        return StepState(len(tokens), index, tokens, None, None, None, source_bars(trace, selection))
-    row = result.rows[index]
-    return StepState(len(tokens), index, tokens, step.tokens[row], float(step.probabilities[row]),
-                     top_k_bars(step, row), source_bars(trace, selection))
+    row = result.rows[index] if step is not None else 0
+    return StepState(count=len(tokens), step=index, tokens=tokens,
+                     produced=step.tokens[row] if step is not None else None,
+                     probability=float(step.probabilities[row]) if step is not None else None,
+                     top_k=top_k_bars(step, row) if step is not None else None,
+                     source_bars=source_bars(trace, selection))
 
 
 def beam_state(results: list[DecodeResult], steps: list[DecodeStep]) -> BeamState:
@@ -217,8 +222,8 @@ def beam_state(results: list[DecodeResult], steps: list[DecodeStep]) -> BeamStat
             if previous and bool(steps[step.step - 1].finished[parent_row]):
                 current.append(previous[parent_row])
                 continue
-            node = BeamNode(step.tokens[row], float(step.probabilities[row]), float(step.scores[row]),
-                            bool(step.finished[row]))
+            node = BeamNode(token=step.tokens[row], probability=float(step.probabilities[row]),
+                            score=float(step.scores[row]), finished=bool(step.finished[row]))
             (previous[parent_row].children if previous else roots).append(node)
             current.append(node)
         previous = current

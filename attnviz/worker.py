@@ -86,7 +86,7 @@ class ModelWorker(QObject):
             checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(job_id, path)
             if checkpoint is None or self._stale_model_job(job_id):
                 return
-            self._open(job_id, checkpoint, path, device)
+            self._open(job_id, checkpoint, path=path, device=device)
         except AttnvizError as failure:
             self.load_failed.emit(job_id, str(failure))
 
@@ -96,13 +96,14 @@ class ModelWorker(QObject):
         if self._stale_model_job(job_id):
             return
         try:
-            checkpoint = convert(answer.path, answer.format, answer.settings, answer.src_vocab, answer.tgt_vocab,
-                                 trust=answer.trust)
+            checkpoint = convert(answer.path, answer.format, settings=answer.settings, src_vocab=answer.src_vocab,
+                                 tgt_vocab=answer.tgt_vocab, trust=answer.trust)
             if not self._stale_model_job(job_id):
-                self._open(job_id, checkpoint, answer.path, answer.device)
+                self._open(job_id, checkpoint, path=answer.path, device=answer.device)
         except AttnvizError as failure:
             inspection = failure.inspection if isinstance(failure, MissingSettingsError) else answer.inspection
-            self.import_needed.emit(job_id, ImportQuestion(answer.path, inspection, str(failure), answer))
+            self.import_needed.emit(job_id, ImportQuestion(answer.path, inspection, problem=str(failure),
+                                                           previous=answer))
 
     def _import_without_asking(self, job_id: int, path: str):
         """The converted checkpoint, or None after asking the GUI for settings, vocabularies or trust."""
@@ -128,8 +129,8 @@ class ModelWorker(QObject):
             return
         checkpoint = self.translator.checkpoint
         try:
-            save_checkpoint(path, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
-                            checkpoint.provenance)
+            save_checkpoint(path, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
+                            target_tokenizer=checkpoint.target_tokenizer, provenance=checkpoint.provenance)
         except (OSError, AttnvizError) as failure:
             self.notice.emit(NO_REQUEST, f"Could not save {path}: {failure}")
             return

@@ -77,12 +77,12 @@ def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, IMAGE_SUFFIXES)
     head, size = parse_head(args.head), parse_size(args.size)
     trace = decode_trace(args)
-    check_selection(trace, args.kind, args.layer, head)
+    check_selection(trace, args.kind, args.layer, head=head)
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..rendering import render_trace  # Qt loads only now
 
-    render_trace(trace, args.kind, args.layer, head, output, size=size, colormap=args.colormap,
+    render_trace(trace, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
                  masks=not args.no_masks)
     print(output, file=sys.stderr)
     return 0

@@ -105,7 +105,7 @@ class BarChart(pg.PlotWidget):
         self.brush, self.highlight_brush = pg.mkBrush(BAR), pg.mkBrush(HIGHLIGHT)
 
     def show_bars(self, state: BarsState) -> None:
-        self.set_bars(state.labels, state.values, state.highlight, html.escape(state.title))
+        self.set_bars(state.labels, state.values, highlight=state.highlight, title=html.escape(state.title))
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
                  title: str = "") -> None:
@@ -198,7 +198,7 @@ class DecodingPanel(QWidget):
 
     def show_state(self, state: StepState) -> None:
         self.controls.set_count(state.count, state.step)
-        self.show_prefix(state.tokens, state.step, state.produced, state.probability)
+        self.show_prefix(state.tokens, state.step, produced=state.produced, probability=state.probability)
         if state.top_k is not None:
             self.top_k.show_bars(state.top_k)
         self.source_strip.show_bars(state.source_bars)

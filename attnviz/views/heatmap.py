@@ -97,7 +97,8 @@ class HeatmapView(QWidget):
         self.overlay.setVisible(visible)
 
     def show_heatmap(self, state: HeatmapState) -> None:
-        self.show_matrix(state.matrix, state.mask, state.query_labels, state.key_labels, state.title, state.axis_names)
+        self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
+                         title=state.title, axis_names=state.axis_names)
         self.set_step(state.step_row)
 
     def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
