@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from models.checkpoint import load_checkpoint
-from models.translator import SourceInput, Translator
+from models.decoding import finish
+from models.trace import DecodeResult
+from models.translator import SourceInput, Translator, decoding_mode
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -33,3 +35,14 @@ def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
     if source.truncated:
         print(f"attnviz: warning: {label} has {source.original_length} tokens; only the first {limit} are used "
               f"(the model's maximum length)", file=sys.stderr)
+
+
+def decode_one(args: argparse.Namespace) -> DecodeResult:
+    """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam."""
+    translator = open_translator(args)
+    source = translator.source(args.text, unknown=unknown_mode(args))
+    announce_truncation(source, "the text", translator.config.max_len)
+    target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
+    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
+                              target_ids=target, max_len=args.max_len)
+    return finish(steps)[0]

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from models.decoding import finish
-from models.translator import decoding_mode
-
 from ..export import check_output, write_npz
-from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
+from .common import add_decoding_options, add_model_options, decode_one
 
 NAME = "export"
 
@@ -29,11 +26,5 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, (".npz",))
-    translator = open_translator(args)
-    source = translator.source(args.text, unknown=unknown_mode(args))
-    announce_truncation(source, "the text", translator.config.max_len)
-    target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
-    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
-                              target_ids=target, max_len=args.max_len)
-    write_npz(output, finish(steps)[0])
+    write_npz(output, decode_one(args))
     return 0

@@ -11,13 +11,11 @@ import os
 import sys
 
 from models.aggregate import AGGREGATES
-from models.decoding import finish
 from models.errors import InputError
 from models.trace import KINDS
-from models.translator import decoding_mode
 
 from ..export import IMAGE_SUFFIXES, check_output
-from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
+from .common import add_decoding_options, add_model_options, decode_one
 
 NAME = "render"
 
@@ -53,16 +51,6 @@ def parse_size(text: str) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def decode_trace(args: argparse.Namespace):
-    translator = open_translator(args)
-    source = translator.source(args.text, unknown=unknown_mode(args))
-    announce_truncation(source, "the text", translator.config.max_len)
-    target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
-    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
-                              target_ids=target, max_len=args.max_len)
-    return finish(steps)[0].trace
-
-
 def check_selection(trace, kind: str, layer: int, head: int | str) -> None:
     if kind not in trace.attention:
         have = ", ".join(trace.kinds) or "no attention at all"
@@ -76,7 +64,7 @@ def check_selection(trace, kind: str, layer: int, head: int | str) -> None:
 def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, IMAGE_SUFFIXES)
     head, size = parse_head(args.head), parse_size(args.size)
-    trace = decode_trace(args)
+    trace = decode_one(args).trace
     check_selection(trace, args.kind, args.layer, head=head)
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
