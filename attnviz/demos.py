@@ -15,15 +15,20 @@ def demo_checkpoints() -> list[Path]:
     return sorted(path for path in DEMO_FOLDER.glob("*.safetensors") if not path.name.endswith(".train-state.safetensors"))
 
 
-def demo_example(path: Path) -> str:
-    """The first example sentence recorded for a bundled demo ('' for any other checkpoint)."""
+def demo_examples(path: Path) -> list[str]:
+    """The example sentences recorded for a bundled demo (none for any other checkpoint)."""
     import json
 
     records_file = DEMO_FOLDER / "demos.json"
     if path.parent.resolve() != DEMO_FOLDER.resolve() or not records_file.exists():
-        return ""
+        return []
     record = json.loads(records_file.read_text(encoding="utf-8")).get(path.stem, {})
-    return next(iter(record.get("examples", {})), "")
+    return list(record.get("examples", {}))
+
+
+def demo_example(path: Path) -> str:
+    """The first example sentence recorded for a bundled demo ('' for any other checkpoint)."""
+    return next(iter(demo_examples(path)), "")
 
 
 def initial_checkpoint(requested: str | None) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
@@ -12,9 +12,9 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QMainWindow, QMessageBo
 from models.errors import AttnvizError
 
 from . import __version__, viewmodel
-from .demos import demo_example
+from .demos import demo_examples
 from .export import save_widget_image, write_csv, write_npz
-from .session import ModelInfo, Session
+from .session import ModelInfo, RunSettings, Session
 from .views.controls import InputBar, ModelPanel, SelectorBar
 from .views.decoding import DecodingPanel
 from .views.heatmap import HeatmapView
@@ -135,7 +135,15 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Previous head", lambda: self.step_selection("head", -1), shortcut="Ctrl+Left")
         self._action(view_menu, "Next step", lambda: self.step_selection("step", 1), shortcut="Alt+Right")
         self._action(view_menu, "Previous step", lambda: self.step_selection("step", -1), shortcut="Alt+Left")
+        self._action(view_menu, "First step", lambda: self.select(step=0), shortcut="Alt+Home")
+        self._action(view_menu, "Last step", lambda: self.select(step=len(self.session.trace.tgt_tokens) - 1)
+                     if self.session.trace else None, shortcut="Alt+End")
         self._action(view_menu, "Toggle masks", self.selector.toggle_masks, shortcut="Ctrl+M")
+        self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
+                     tip="Show the whole heatmap again (or double-click it)")
+        self.window_keys = {action.shortcut().toString() for action in view_menu.actions() if not action.shortcut().isEmpty()}
+        for line in self.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
+            line.installEventFilter(self)
         view_menu.addSeparator()
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())
@@ -169,8 +177,6 @@ class MainWindow(QMainWindow):
         state = self.settings.value("window/state")
         if state is not None:
             self.restoreState(state)
-        self.input_bar.set_options(str(self.settings.value("run/mode", "greedy")), int(self.settings.value("run/beam", 4)),
-                                   int(self.settings.value("run/max_len", 100)))
         self.selector.set_colormap_name(str(self.settings.value("view/colormap", "viridis")))
         self.selector.set_masks_visible(self.settings.value("view/masks", True) in (True, "true"))
         self._update_recent_menu()
@@ -178,13 +184,14 @@ class MainWindow(QMainWindow):
     def _save_settings(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
-        options = self.input_bar.options()
-        for key in ("mode", "beam", "max_len"):
-            self.settings.setValue(f"run/{key}", options[key])
         self.settings.setValue("view/colormap", self.selector.colormap_name())
         self.settings.setValue("view/masks", self.selector.masks_visible())
-        if self.session.model is not None:
-            self.settings.setValue("run/text", self.input_bar.text_value())
+        if self.session.model is not None:  # the open model's input, restored when it is opened next
+            run = self.input_bar.run_settings()
+            self.settings.setValue("run/model", str(self.session.model.path))
+            for key in ("text", "mode", "beam", "target"):
+                self.settings.setValue(f"run/{key}", getattr(run, key))
+            self.settings.remove("run/max_len")  # each model's limit is its own
         self.settings.sync()
 
     def recent_files(self) -> list[str]:
@@ -260,18 +267,31 @@ class MainWindow(QMainWindow):
         self.run_requested.emit(request)
 
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
-        if not self.session.accept_model(job_id, info):
+        if not self.session.is_current_model_job(job_id):
             return
+        self.session.keep_run_settings(self.input_bar.run_settings())
+        self.session.accept_model(job_id, info)
         self.clear_views("The attention appears here once a sentence has run.")
         self._remember(str(info.path))
         self.input_bar.set_busy(False)
         self.model_panel.show_model(info)
         self.setWindowTitle(f"attnviz — {info.path.name}")
         self.statusBar().showMessage(f"Opened {info.path} on {info.device}", 5000)
-        self.input_bar.set_limits(info.max_len)
-        if not self.input_bar.text_value():
-            self.input_bar.set_text(str(self.settings.value("run/text", "")) or demo_example(info.path))
+        examples = demo_examples(info.path)
+        self.input_bar.set_examples(examples)
+        self.input_bar.show_run_settings(self._run_settings_for(info, examples), info.max_len)
         self.run()
+
+    def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
+        """The model's own input: as left this session, as saved at the last exit for the same model, or
+        its first example at its own length limit."""
+        settings = self.session.run_settings_for(info, next(iter(examples), ""))
+        if str(info.path) in self.session.run_settings or self.settings.value("run/model") != str(info.path):
+            return settings
+        return RunSettings(text=str(self.settings.value("run/text", settings.text)),
+                           mode=str(self.settings.value("run/mode", settings.mode)),
+                           beam=int(self.settings.value("run/beam", settings.beam)),
+                           target=str(self.settings.value("run/target", "")), max_len=info.max_len)
 
     def _on_load_failed(self, job_id: int, message: str) -> None:
         if not self.session.is_current_model_job(job_id):
@@ -322,7 +342,9 @@ class MainWindow(QMainWindow):
     def _show_output(self) -> None:
         result = self.session.result
         if result is not None:
-            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices))
+            limit = self.session.request.max_len if self.session.request.mode != "forced" else None
+            eos_id = self.session.model.config.get("eos_id") if self.session.model else None
+            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices, limit=limit, eos_id=eos_id))
         elif self.session.notices:
             self.input_bar.show_message(self.session.notices[-1])
 
@@ -399,7 +421,8 @@ class MainWindow(QMainWindow):
     def export_focus_image(self, path: str | None = None) -> None:
         path = path or self._ask_path("Export heatmap", self._export_name() + ".png", "PNG (*.png);;SVG (*.svg)")
         if path:
-            self._export(save_widget_image, self.focus, path)
+            with self.focus.exporting():
+                self._export(save_widget_image, self.focus, path)
 
     def export_grid_image(self, path: str | None = None) -> None:
         name = f"{self.session.selection.kind}-L{self.session.selection.layer}-heads.png"
@@ -423,6 +446,14 @@ class MainWindow(QMainWindow):
             self._export(write_csv, path, current.matrix, current.query_labels, current.key_labels)
 
     # --- window events --------------------------------------------------------------------------------
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        """A line edit claims Ctrl/Alt+arrows for moving its cursor; the window's navigation keys win."""
+        if event.type() == QEvent.Type.ShortcutOverride:
+            if QKeySequence(event.keyCombination()).toString() in self.window_keys:
+                event.ignore()
+                return True
+        return super().eventFilter(watched, event)
+
     def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         if event.mimeData().hasUrls() and any(url.isLocalFile() for url in event.mimeData().urls()):
             event.acceptProposedAction()

@@ -46,6 +46,18 @@ class Request:
     max_len: int = 100
 
 
+@dataclass(frozen=True)
+class RunSettings:
+    """What the input bar holds for one model: each model keeps its own (a Spanish target means nothing
+    to a Pig Latin model, and one model's length limit is not another's)."""
+
+    text: str = ""
+    mode: str = "greedy"
+    beam: int = 4
+    target: str = ""
+    max_len: int = 100
+
+
 @dataclass
 class Selection:
     """Which heatmap the focus view shows. ``head`` is a head index or an aggregate name."""
@@ -66,6 +78,7 @@ class Session:
     notices: list[str] = field(default_factory=list)
     selection: Selection = field(default_factory=Selection)
     model_job: int = 0  # id of the newest open/import/device move
+    run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
     _next_id: int = 0
 
     def next_id(self) -> int:
@@ -120,6 +133,15 @@ class Session:
         self.request, self.results, self.steps, self.notices = None, [], [], []
         self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
         return True
+
+    def keep_run_settings(self, settings: RunSettings) -> None:
+        """Remember the open model's input bar before another model replaces it."""
+        if self.model is not None:
+            self.run_settings[str(self.model.path)] = settings
+
+    def run_settings_for(self, info: ModelInfo, example: str = "") -> RunSettings:
+        """What the input bar shows for ``info``: as the user left it, or its example at the model's own limit."""
+        return self.run_settings.get(str(info.path), RunSettings(text=example, max_len=info.max_len))
 
     def accept_device(self, job_id: int, info: ModelInfo) -> bool:
         """The same model on another device: results stay."""

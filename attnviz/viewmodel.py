@@ -230,6 +230,14 @@ def beam_state(results: list[DecodeResult], steps: list[DecodeStep]) -> BeamStat
     return BeamState(hypotheses, roots)
 
 
-def result_line(result: DecodeResult, notices: list[str]) -> ResultLine:
+def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,
+                eos_id: int | None = None) -> ResultLine:
+    """The output, its scores, and the notices; says so when decoding stopped at ``limit`` tokens
+    before the model produced its end token (``eos_id``)."""
     details = f"score {result.score:.3f} · log p {result.log_prob:.3f} · {len(result.token_ids)} tokens"
-    return ResultLine(result.text, details, list(notices))
+    notices = list(notices)
+    ended = bool(result.token_ids) and result.token_ids[-1] == eos_id
+    if limit is not None and eos_id is not None and not ended and len(result.token_ids) >= limit:
+        notices.append(f"Decoding stopped at the length limit ({limit} tokens) before the end of the sentence: "
+                       "raise “max” to see the rest.")
+    return ResultLine(result.text, details, notices)

@@ -339,14 +339,18 @@ def test_settings_are_restored(qtbot, qsettings, random_checkpoint):
     qtbot.waitUntil(lambda: first.session.model is not None, timeout=WAIT)
     first.input_bar.mode.setCurrentIndex(first.input_bar.mode.findData("beam"))
     first.input_bar.beam.setValue(7)
+    first.input_bar.max_len.setValue(9)
     first.selector.colormap.setCurrentText("cividis")
     first.selector.masks.setChecked(False)
     first.input_bar.text.setText("abc")
     first.close()
-    second = create_window(None, "cpu", qsettings)
+    second = create_window(str(random_checkpoint), "cpu", qsettings)  # the same model: its input comes back
     qtbot.addWidget(second)
-    assert second.input_bar.mode.currentData() == "beam" and second.input_bar.beam.value() == 7
     assert second.selector.colormap.currentText() == "cividis" and not second.selector.masks.isChecked()
+    qtbot.waitUntil(lambda: second.session.model is not None, timeout=WAIT)
+    assert second.input_bar.mode.currentData() == "beam" and second.input_bar.beam.value() == 7
+    assert second.input_bar.text.text() == "abc"
+    assert second.input_bar.max_len.value() == 64  # a length limit is not carried across runs: the model's own
     assert second.recent_files() == [str(random_checkpoint)]
     second.close()
 

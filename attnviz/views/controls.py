@@ -8,10 +8,10 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox,
-                               QVBoxLayout, QWidget)
+                               QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QSpinBox,
+                               QToolButton, QVBoxLayout, QWidget)
 
-from ..session import ModelInfo
+from ..session import ModelInfo, RunSettings
 from ..viewmodel import KIND_LABELS, ResultLine, SelectorState, head_choices
 from .style import COLORMAPS
 
@@ -29,6 +29,12 @@ class InputBar(QWidget):
         self.text = QLineEdit()
         self.text.setPlaceholderText("Type a sentence; Enter runs it")
         self.text.setClearButtonEnabled(True)
+        self.examples = QToolButton()
+        self.examples.setText("Examples")
+        self.examples.setToolTip("Example sentences recorded for this model")
+        self.examples.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.examples.setMenu(QMenu(self.examples))
+        self.examples.setEnabled(False)
         self.mode = QComboBox()
         for key, label in MODES.items():
             self.mode.addItem(label, key)
@@ -55,7 +61,7 @@ class InputBar(QWidget):
         self.output.setWordWrap(True)
         self.output.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row = QHBoxLayout()
-        for widget, stretch in ((self.text, 3), (self.mode, 0), (self.beam, 0), (self.target, 2),
+        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.mode, 0), (self.beam, 0), (self.target, 2),
                                 (self.max_len, 0), (self.run, 0), (self.busy, 0)):
             row.addWidget(widget, stretch)
         layout = QVBoxLayout(self)
@@ -96,6 +102,38 @@ class InputBar(QWidget):
         self.mode.setCurrentIndex(max(0, self.mode.findData(mode)))
         self.beam.setValue(beam)
         self.max_len.setValue(max_len)
+
+    def run_settings(self) -> RunSettings:
+        options = self.options()
+        return RunSettings(text=self.text.text(), mode=options["mode"], beam=options["beam"], target=options["target"],
+                           max_len=options["max_len"])
+
+    def show_run_settings(self, settings: RunSettings, limit: int) -> None:
+        """Show one model's input (``limit``: the longest output that model can make); runs nothing."""
+        for widget in (self.text, self.target, self.mode, self.beam, self.max_len):
+            widget.blockSignals(True)
+        self.max_len.setMaximum(limit)
+        self.text.setText(settings.text)
+        self.target.setText(settings.target)
+        self.set_options(settings.mode, settings.beam, min(settings.max_len, limit))
+        for widget in (self.text, self.target, self.mode, self.beam, self.max_len):
+            widget.blockSignals(False)
+        self._show_mode_options()
+
+    def set_examples(self, examples: list[str]) -> None:
+        """Offer ``examples`` in the Examples menu; picking one runs it."""
+        menu = self.examples.menu()
+        menu.clear()
+        for example in examples:
+            menu.addAction(example, lambda text=example: self._use_example(text))
+        self.examples.setEnabled(bool(examples))
+
+    def _use_example(self, text: str) -> None:
+        self.text.setText(text)
+        self._run_now()
+
+    def line_edits(self) -> list[QLineEdit]:
+        return [self.text, self.target]
 
     def text_value(self) -> str:
         return self.text.text()
@@ -215,7 +253,7 @@ class ModelPanel(QWidget):
         self.device.addItems(devices)
         self.device.setToolTip("Where the model runs; switching re-runs the sentence")
         self.demos = QListWidget()
-        self.demos.setToolTip("Bundled demo checkpoints: double-click to open")
+        self.demos.setToolTip("Bundled demo checkpoints: click one to open it")
         for path in demos:
             item = QListWidgetItem(path.stem)
             item.setData(Qt.ItemDataRole.UserRole, str(path))
@@ -228,6 +266,7 @@ class ModelPanel(QWidget):
         layout.addWidget(QLabel("Demos"))
         layout.addWidget(self.demos)
         self.device.activated.connect(lambda _: self.device_chosen.emit(self.device_name()))
+        self.demos.itemClicked.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.demos.itemActivated.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
 
     def device_name(self) -> str:

@@ -3,7 +3,8 @@ the decoding step highlighted and masked cells hatched."""
 
 from __future__ import annotations
 
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 import pyqtgraph as pg
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 from ..viewmodel import HeatmapState
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 
+HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 
 
@@ -45,7 +47,7 @@ class HeatmapView(QWidget):
         self.badge.setStyleSheet("color: white; background: #c62828; padding: 2px 6px; border-radius: 3px;")
         self.badge.hide()
         self.graphics = pg.GraphicsLayoutWidget()
-        self.readout = QLabel("Hover over a cell to read its weight.")
+        self.readout = QLabel(HOVER_HINT)
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
@@ -86,6 +88,7 @@ class HeatmapView(QWidget):
                                         interactive=False, width=14, colorMapMenu=False)
         self.graphics.addItem(self.colorbar, row=0, col=1)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
+        self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
         self.plot.getViewBox().sigRangeChanged.connect(self._update_ticks)
         self.plot.getViewBox().sigResized.connect(self._update_ticks)  # same range, new pixels per cell
 
@@ -122,6 +125,30 @@ class HeatmapView(QWidget):
         self._update_ticks()
         self.title.setText(title)
         self._update_badge()
+        self.clear_hover()  # it described a cell of the matrix shown before
+
+    def clear_hover(self) -> None:
+        self.vline.hide()
+        self.hline.hide()
+        self.readout.setText(HOVER_HINT)
+
+    def reset_zoom(self) -> None:
+        rows, cols = self.matrix.shape
+        self.plot.getViewBox().setRange(QRectF(-0.5, -0.5, cols, rows), padding=0)
+
+    @contextmanager
+    def exporting(self) -> Iterator[None]:
+        """Hide what belongs to the pointer (crosshair, readout) while the view is drawn into a file."""
+        crosshair = self.vline.isVisible()
+        self.vline.hide()
+        self.hline.hide()
+        self.readout.hide()
+        try:
+            yield
+        finally:
+            self.readout.show()
+            self.vline.setVisible(crosshair)
+            self.hline.setVisible(crosshair)
 
     def _update_ticks(self, *_) -> None:
         """Label as many tokens as fit in the visible range: all of them once zoomed in far enough.
@@ -157,6 +184,7 @@ class HeatmapView(QWidget):
         self.matrix, self.mask, self.query_tokens, self.key_tokens = np.zeros((1, 1), np.float32), None, [], []
         self._update_ticks()
         self.badge.hide()
+        self.clear_hover()
         self.title.setText(message)
 
     def set_step(self, row: int | None) -> None:
@@ -180,6 +208,10 @@ class HeatmapView(QWidget):
         masked = self.mask is not None and not bool(self.mask[row, col])
         return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {self.matrix[row, col]:.4f}"
                 + ("  (masked: not allowed to attend)" if masked else ""))
+
+    def _on_mouse_clicked(self, event) -> None:
+        if event.double():
+            self.reset_zoom()
 
     def _on_mouse_moved(self, position: QPointF) -> None:
         cell = self.cell_at(position)

@@ -1,0 +1,141 @@
+"""Faults a teacher met within minutes of using the app, each driven as a user would in a real offscreen
+window: run settings that leaked from one model to the next, a readout describing tokens that no longer
+exist, navigation keys swallowed by the sentence box, demos that needed a double click."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QImage
+
+from attnviz import viewmodel
+from attnviz.app import create_window
+from attnviz.demos import DEMO_FOLDER, demo_examples
+from models import build_model
+from models.checkpoint import save_checkpoint
+from models.trace import DecodeResult
+from tests.helpers import tiny_config
+from tests.test_gui import WAIT, run_text
+
+
+@pytest.fixture(scope="module")
+def short_checkpoint(tmp_path_factory, char_tokenizer):
+    """A second model whose length limit (40) differs from the random checkpoint's (64)."""
+    torch.manual_seed(2)
+    model = build_model(tiny_config("gru-additive", max_len=40))
+    return save_checkpoint(tmp_path_factory.mktemp("short") / "short.safetensors", model, char_tokenizer, char_tokenizer)
+
+
+@pytest.fixture
+def window(qtbot, qsettings, random_checkpoint):
+    window = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.resize(1200, 800)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
+    yield window
+    window.close()
+
+
+def open_and_wait(qtbot, window, path) -> None:
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == path, timeout=WAIT)
+
+
+def test_each_model_keeps_its_own_length_limit_text_mode_and_target(qtbot, window, random_checkpoint,
+                                                                    short_checkpoint):
+    bar = window.input_bar
+    assert bar.max_len.value() == 64  # the model's own limit, not a fixed 100
+    run_text(qtbot, window, "abc", mode="forced", target="cba", max_len=64)
+    open_and_wait(qtbot, window, short_checkpoint)
+    assert bar.max_len.value() == bar.max_len.maximum() == 40
+    assert (bar.text.text(), bar.mode.currentData(), bar.target.text()) == ("", "greedy", "")
+    bar.text.setText("hag")
+    open_and_wait(qtbot, window, random_checkpoint)
+    assert bar.max_len.value() == 64  # not the other model's 40
+    assert (bar.text.text(), bar.mode.currentData(), bar.target.text()) == ("abc", "forced", "cba")
+    open_and_wait(qtbot, window, short_checkpoint)
+    assert bar.text.text() == "hag"
+
+
+def test_a_run_cut_at_the_length_limit_says_so(qtbot, window):
+    run_text(qtbot, window, "abcabc", max_len=2)
+    result = window.session.result
+    stopped = result.token_ids[-1] != window.session.model.config["eos_id"]
+    assert ("length limit (2 tokens)" in window.input_bar.output.text()) == stopped
+
+
+def test_the_result_line_says_when_the_limit_cut_the_output():
+    cut = DecodeResult(token_ids=[5, 6], tokens=["a", "b"], text="ab", log_prob=-1.0, score=-1.0, trace=None, steps=[])
+    ended = DecodeResult(token_ids=[5, 3], tokens=["a", "</s>"], text="a", log_prob=-1.0, score=-1.0, trace=None, steps=[])
+    assert "length limit (2 tokens)" in viewmodel.result_line(cut, [], limit=2, eos_id=3).notices[-1]
+    assert viewmodel.result_line(ended, [], limit=2, eos_id=3).notices == []
+    assert viewmodel.result_line(cut, [], limit=3, eos_id=3).notices == []
+
+
+def test_a_demo_offers_its_examples_and_opens_with_one_click(qtbot, window):
+    panel = window.model_panel.demos
+    item = next(panel.item(row) for row in range(panel.count()) if panel.item(row).text() == "piglatin-gru-additive")
+    qtbot.mouseClick(panel.viewport(), Qt.MouseButton.LeftButton, pos=panel.visualItemRect(item).center())
+    path = DEMO_FOLDER / "piglatin-gru-additive.safetensors"
+    qtbot.waitUntil(lambda: window.session.model.path == path and bool(window.session.results), timeout=WAIT)
+    menu = window.input_bar.examples.menu()
+    assert [action.text() for action in menu.actions()] == demo_examples(path)
+    menu.actions()[2].trigger()
+    qtbot.waitUntil(lambda: window.session.request.text == demo_examples(path)[2] and bool(window.session.results),
+                    timeout=WAIT)
+    assert window.session.result.text == "eamtay"
+
+
+def hover(window, key: int, query: int) -> None:
+    window.focus._on_mouse_moved(window.focus.plot.getViewBox().mapViewToScene(QPointF(key, query)))
+
+
+def test_the_hover_readout_and_crosshair_go_when_the_data_changes(qtbot, window):
+    run_text(qtbot, window, "abcd", max_len=4)
+    hover(window, 3, 0)
+    assert "‘d’" in window.focus.readout.text() and window.focus.vline.isVisible()
+    run_text(qtbot, window, "ab", max_len=4)  # key 3 no longer exists
+    assert "‘d’" not in window.focus.readout.text() and not window.focus.vline.isVisible()
+    hover(window, 1, 0)
+    window.select(layer=1)
+    assert window.focus.readout.text().startswith("Hover") and not window.focus.hline.isVisible()
+
+
+def test_exports_leave_out_the_crosshair_and_readout(qtbot, window, tmp_path):
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")
+    clean, hovered = tmp_path / "clean.png", tmp_path / "hovered.png"
+    window.export_focus_image(str(clean))
+    hover(window, 2, 1)
+    window.export_focus_image(str(hovered))
+    assert window.focus.vline.isVisible()  # still there in the window after the export
+    assert QImage(str(clean)) == QImage(str(hovered))
+
+
+def test_navigation_keys_work_while_the_sentence_box_has_the_focus(qtbot, window):
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")
+    window.select(layer=0, head=0, step=0)
+    box = window.input_bar.text
+    box.setFocus()
+    qtbot.keyClick(box, Qt.Key.Key_Right, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(box, Qt.Key.Key_Down, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(box, Qt.Key.Key_Right, Qt.KeyboardModifier.AltModifier)
+    selection = window.session.selection
+    assert (selection.head, selection.layer, selection.step) == (1, 1, 1)
+
+
+def test_first_and_last_step_buttons_and_zoom_reset(qtbot, window):
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")
+    controls = window.decoding.controls
+    controls.first.click()
+    assert window.session.selection.step == 0
+    controls.last.click()
+    assert window.session.selection.step == len(window.session.trace.tgt_tokens) - 1
+    view = window.focus.plot.getViewBox()
+    view.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
+    window.focus.reset_zoom()
+    (x_low, x_high), (y_low, y_high) = view.viewRange()
+    rows, cols = window.focus.matrix.shape
+    np.testing.assert_allclose([x_low, x_high, y_low, y_high], [-0.5, cols - 0.5, -0.5, rows - 0.5], atol=1e-6)
