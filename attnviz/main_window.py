@@ -1,4 +1,9 @@
-"""The main window: wires the session, the worker thread and the views; menus, shortcuts, files, settings."""
+"""The main window: wires the session, the worker thread and the views; menus, shortcuts, files, settings.
+
+The window is made in two steps so that it can appear at once: the constructor shows the window with a
+"loading" line (Qt only), and ``build`` — which loads pyqtgraph and torch — makes the views and the
+worker. ``attnviz`` calls ``build`` from the event loop right after the window is on screen.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QMainWindow, QMessageBox, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter,
+                               QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
 
@@ -15,12 +20,6 @@ from . import __version__, viewmodel
 from .demos import demo_examples
 from .export import save_widget_image, write_csv, write_npz
 from .session import ModelInfo, RunSettings, Session
-from .views.controls import InputBar, ModelPanel, SelectorBar
-from .views.decoding import DecodingPanel
-from .views.heatmap import HeatmapView
-from .views.import_dialog import ImportDialog
-from .views.thumbnails import ThumbnailGrid
-from .worker import WorkerThread
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt);;All files (*)"
 MAX_RECENT = 8
@@ -33,20 +32,36 @@ class MainWindow(QMainWindow):
     run_requested = Signal(object)  # Request → worker
     device_requested = Signal(int, str)  # job id, device
 
-    def __init__(self, demos: list[Path], devices: list[str], settings: QSettings | None = None):
+    def __init__(self, demos: list[Path], settings: QSettings | None = None):
         super().__init__()
         self.settings = settings or QSettings()
         self.session = Session()
         self.demos = demos
+        self.built = False
         self.setWindowTitle("attnviz")
-        self.setAcceptDrops(True)
+        geometry = self.settings.value("window/geometry")
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(1360, 860)
+        loading = QLabel("Loading attnviz and the model…")
+        loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setCentralWidget(loading)
+
+    def build(self, devices: list[str]) -> None:
+        """Make the views, menus and worker thread (this loads pyqtgraph and torch)."""
         self._build_views(devices)
         self._build_menus()
         self._start_worker()
         self._restore_settings()
+        self.setAcceptDrops(True)
+        self.built = True
 
     # --- construction -------------------------------------------------------------------------------
     def _build_views(self, devices: list[str]) -> None:
+        from .views.controls import InputBar, ModelPanel, SelectorBar
+        from .views.decoding import DecodingPanel
+        from .views.heatmap import HeatmapView
+        from .views.thumbnails import ThumbnailGrid
+
         self.input_bar = InputBar()
         self.selector = SelectorBar()
         self.selector.setEnabled(False)  # nothing to choose from until a trace exists
@@ -151,6 +166,8 @@ class MainWindow(QMainWindow):
         self._action(help_menu, "&About attnviz", self.about)
 
     def _start_worker(self) -> None:
+        from .worker import WorkerThread  # torch loads here
+
         self.worker_thread = WorkerThread()
         worker = self.worker_thread.worker
         self.load_requested.connect(worker.load)
@@ -169,11 +186,6 @@ class MainWindow(QMainWindow):
 
     # --- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        geometry = self.settings.value("window/geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1360, 860)
         state = self.settings.value("window/state")
         if state is not None:
             self.restoreState(state)
@@ -234,6 +246,8 @@ class MainWindow(QMainWindow):
             return
         self.input_bar.set_busy(False)
         self.statusBar().showMessage(f"{Path(question.path).name} needs a few answers before it can open")
+        from .views.import_dialog import ImportDialog
+
         self.import_dialog = ImportDialog(question, self)
         self.import_dialog.accepted.connect(self._on_import_answered)
         self.import_dialog.open()  # window-modal without blocking the event loop
@@ -471,8 +485,9 @@ class MainWindow(QMainWindow):
                           "<p>Offline and native: PyTorch, Qt (PySide6) and pyqtgraph.</p>")
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        self.decoding.stop()
-        self.input_bar.stop()
-        self._save_settings()
-        self.worker_thread.close()
+        if self.built:  # closed while still loading: nothing to stop or save yet
+            self.decoding.stop()
+            self.input_bar.stop()
+            self._save_settings()
+            self.worker_thread.close()
         super().closeEvent(event)
