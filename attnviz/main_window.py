@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox, QSplitter,
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
         self.selector.changed.connect(self._on_selector_changed)
         self.selector.colormap_changed.connect(self.set_colormap)
         self.selector.masks_toggled.connect(self.focus.set_masks_visible)
+        self.selector.options_changed.connect(self._on_options_changed)
         self.head_grid.clicked.connect(lambda _, head: self.select(head=head))
         self.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
         self.decoding.step_changed.connect(lambda step: self.select(step=step))
@@ -163,6 +164,9 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&What am I looking at?", self.explain, shortcut="F1",
+                     tip="Attention kinds, masks, aggregates, decoding steps and beams, on one page")
+        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts)
         self._action(help_menu, "&About attnviz", self.about)
 
     def _start_worker(self) -> None:
@@ -385,9 +389,17 @@ class MainWindow(QMainWindow):
         if change is not None:
             self.select(**change)
 
+    def _on_options_changed(self) -> None:
+        self.session.options = self.selector.view_options()
+        current = self.current_heatmap()
+        if current is not None:
+            self.focus.show_heatmap(current)
+
     def current_heatmap(self) -> viewmodel.HeatmapState | None:
-        trace = self.session.trace
-        return viewmodel.heatmap(trace, self.session.selection) if trace is not None else None
+        trace, result = self.session.trace, self.session.result
+        if trace is None:
+            return None
+        return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
         trace, selection, result = self.session.trace, self.session.selection, self.session.result
@@ -397,7 +409,7 @@ class MainWindow(QMainWindow):
             self.clear_views("This model has no attention (a GRU decoder without attention): only its outputs are shown.")
         else:
             self.selector.show_state(viewmodel.selector_state(trace, selection))
-            self.focus.show_heatmap(viewmodel.heatmap(trace, selection))
+            self.focus.show_heatmap(self.current_heatmap())
             self.head_grid.show_grid(viewmodel.head_grid(trace, selection), images=rebuild or layer_changed)
             self.model_view.show_grid(viewmodel.model_grid(trace, selection), images=rebuild)
         self.decoding.show_state(viewmodel.step_state(result, trace, selection))
@@ -477,6 +489,18 @@ class MainWindow(QMainWindow):
         if paths:
             event.acceptProposedAction()
             self.open_path(paths[0])
+
+    def explain(self) -> None:
+        from .views.help import explanation_dialog
+
+        explanation_dialog(self).open()
+
+    def show_shortcuts(self) -> None:
+        from .views.help import shortcuts_dialog
+
+        actions = [action for menu in self.menuBar().findChildren(QMenu) for action in menu.actions()]
+        shortcuts_dialog(self, [(action.text().replace("&", ""), action.shortcut().toString(QKeySequence.SequenceFormat.NativeText))
+                                for action in actions if not action.shortcut().isEmpty()]).open()
 
     def about(self) -> None:
         QMessageBox.about(self, "About attnviz",

@@ -69,6 +69,16 @@ class Selection:
     hypothesis: int = 0
 
 
+@dataclass(frozen=True)
+class ViewOptions:
+    """How the focus heatmap is drawn: ``colour_range`` "fixed" (0–1, comparable across maps) or "own" (this
+    map's own minimum to maximum: flat-looking means and rollouts show their structure); ``predicted_labels``
+    labels decoder rows with the token each one predicts ("<s> → El") instead of the decoder input alone."""
+
+    colour_range: str = "fixed"
+    predicted_labels: bool = False
+
+
 @dataclass
 class Session:
     model: ModelInfo | None = None
@@ -77,6 +87,7 @@ class Session:
     results: list[DecodeResult] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     selection: Selection = field(default_factory=Selection)
+    options: ViewOptions = field(default_factory=ViewOptions)
     model_job: int = 0  # id of the newest open/import/device move
     run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
     _next_id: int = 0

@@ -15,7 +15,7 @@ import numpy as np
 from models.aggregate import AGGREGATES, aggregate
 from models.trace import KINDS, AttentionTrace, DecodeResult, DecodeStep
 
-from .session import Selection
+from .session import Selection, ViewOptions
 
 KIND_LABELS = {"enc_self": "Encoder self-attention", "dec_self": "Decoder self-attention", "cross": "Cross-attention"}
 AXIS_NAMES = {"enc_self": ("source (queries)", "source (keys)"),
@@ -135,17 +135,43 @@ def matrix_of(trace: AttentionTrace, selection: Selection) -> np.ndarray:
     return trace.attention[kind][layer][head] if isinstance(head, int) else aggregate(trace, kind, layer, how=head)
 
 
-def heatmap(trace: AttentionTrace, selection: Selection) -> HeatmapState | None:
-    """The focus view: the selected head (or aggregate) of the selected kind and layer."""
+def colour_levels(matrix: np.ndarray, mask: np.ndarray | None, colour_range: str) -> tuple[float, float]:
+    """0–1, or the map's own range over the cells it may attend to (never an empty range)."""
+    if colour_range != "own":
+        return LEVELS
+    cells = matrix[mask] if mask is not None and mask.shape == matrix.shape and mask.any() else matrix.ravel()
+    cells = cells[np.isfinite(cells)]
+    if cells.size == 0:
+        return LEVELS
+    low, high = float(cells.min()), float(cells.max())
+    return (low, high) if high > low else (low, low + 1e-6)
+
+
+def predicted_labels(inputs: list[str], outputs: list[str]) -> list[str]:
+    """Decoder rows named by what they predict: row t's input token → output token t."""
+    return [f"{token} → {outputs[row]}" if row < len(outputs) else token for row, token in enumerate(inputs)]
+
+
+def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = ViewOptions(),
+            outputs: list[str] | None = None) -> HeatmapState | None:
+    """The focus view: the selected head (or aggregate) of the selected kind and layer. ``outputs`` (the
+    result's tokens) name decoder rows by their prediction when the options ask for it."""
     kind, layer, head = selection.kind, selection.layer, selection.head
     if kind not in trace.attention:
         return None
-    step_row = selection.step if kind in ("dec_self", "cross") else None
+    decoder_rows = kind in ("dec_self", "cross")
+    queries = trace.query_tokens(kind)
+    if decoder_rows and options.predicted_labels and outputs is not None:
+        queries = predicted_labels(queries, outputs)
+    matrix, mask = matrix_of(trace, selection), trace.masks[kind]
+    axis_names = AXIS_NAMES[kind]
+    if decoder_rows and options.predicted_labels and outputs is not None:
+        axis_names = ("decoder input → predicted token", axis_names[1])
     return HeatmapState(
-        matrix=matrix_of(trace, selection), mask=trace.masks[kind],
-        query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind),
-        title=f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}", axis_names=AXIS_NAMES[kind],
-        levels=LEVELS, step_row=step_row, file_stem=export_name(kind, layer, head))
+        matrix=matrix, mask=mask, query_labels=queries, key_labels=trace.key_tokens(kind),
+        title=f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}", axis_names=axis_names,
+        levels=colour_levels(matrix, mask, options.colour_range), step_row=selection.step if decoder_rows else None,
+        file_stem=export_name(kind, layer, head))
 
 
 def head_grid(trace: AttentionTrace, selection: Selection) -> GridState:

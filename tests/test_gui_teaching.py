@@ -139,3 +139,29 @@ def test_first_and_last_step_buttons_and_zoom_reset(qtbot, window):
     (x_low, x_high), (y_low, y_high) = view.viewRange()
     rows, cols = window.focus.matrix.shape
     np.testing.assert_allclose([x_low, x_high, y_low, y_high], [-0.5, cols - 0.5, -0.5, rows - 0.5], atol=1e-6)
+
+
+def test_the_colour_bar_shows_the_maps_own_range_on_request(qtbot, window):
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")
+    window.select(kind="cross", head="mean")
+    assert window.focus.colorbar.levels() == (0.0, 1.0)
+    window.selector.colour_range.setCurrentIndex(window.selector.colour_range.findData("own"))
+    matrix = window.session.trace.attention["cross"][window.session.selection.layer].mean(axis=0)
+    np.testing.assert_allclose(window.focus.colorbar.levels(), (matrix.min(), matrix.max()), rtol=1e-5)
+    np.testing.assert_allclose(window.focus.image.getLevels(), (matrix.min(), matrix.max()), rtol=1e-5)
+    window.selector.predicted.setChecked(True)
+    assert window.focus.query_tokens[0] == f"<s> → {window.session.result.tokens[0]}"
+
+
+def test_help_explains_the_screen_and_lists_the_shortcuts(qtbot, window):
+    from PySide6.QtWidgets import QDialog, QTextBrowser
+
+    window.show_shortcuts()
+    dialog = window.findChildren(QDialog)[-1]
+    text = dialog.findChild(QTextBrowser).toPlainText()
+    assert "Next head" in text and "Ctrl+Right" in text and "Reset zoom" in text
+    dialog.close()
+    window.explain()
+    text = window.findChildren(QDialog)[-1].findChild(QTextBrowser).toPlainText()
+    assert "Masks" in text and "rollout" in text and "Beam" in text
+    assert "masked" in window.focus.legend.text() and "current decoding step" in window.focus.legend.text()

@@ -165,3 +165,17 @@ def test_the_plain_data_side_loads_neither_qt_nor_torch():
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'PySide6', 'pyqtgraph', 'shiboken6'}))")
     output = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert output.stdout.strip() == "[]"
+
+
+def test_the_colour_range_and_rows_named_by_their_prediction(trace):
+    from attnviz.session import ViewOptions
+
+    selection = Selection(kind="dec_self", layer=0, head="mean")
+    assert viewmodel.heatmap(trace, selection).levels == (0.0, 1.0)
+    own = viewmodel.heatmap(trace, selection, ViewOptions(colour_range="own"))
+    allowed = own.matrix[trace.masks["dec_self"]]
+    assert own.levels == (float(allowed.min()), float(allowed.max()))  # masked zeros do not stretch the range
+    named = viewmodel.heatmap(trace, selection, ViewOptions(predicted_labels=True), outputs=["▁el", "▁gato", "</s>"])
+    assert named.query_labels == ["<s> → ▁el", "▁el → ▁gato", "▁gato → </s>"] and named.key_labels == TGT
+    encoder = viewmodel.heatmap(trace, Selection(kind="enc_self"), ViewOptions(predicted_labels=True), outputs=["x"])
+    assert encoder.query_labels == SRC  # encoder rows predict nothing

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, Q
                                QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QSpinBox,
                                QToolButton, QVBoxLayout, QWidget)
 
-from ..session import ModelInfo, RunSettings
+from ..session import ModelInfo, RunSettings, ViewOptions
 from ..viewmodel import KIND_LABELS, ResultLine, SelectorState, head_choices
 from .style import COLORMAPS
 
@@ -166,6 +166,7 @@ class SelectorBar(QWidget):
     changed = Signal()
     colormap_changed = Signal(str)
     masks_toggled = Signal(bool)
+    options_changed = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -181,6 +182,14 @@ class SelectorBar(QWidget):
         self.colormap = QComboBox()
         self.colormap.addItems(COLORMAPS)
         self.colormap.setToolTip("Colormap (all perceptually uniform; viridis and cividis are colour-blind safe)")
+        self.colour_range = QComboBox()
+        self.colour_range.addItem("range 0–1", "fixed")
+        self.colour_range.addItem("map's own range", "own")
+        self.colour_range.setToolTip("0–1 keeps every map comparable; a map's own range shows the structure of "
+                                     "means and rollouts, which spread their weight thin")
+        self.predicted = QCheckBox("Rows → prediction")
+        self.predicted.setToolTip("Label each decoder row with the token it predicts (“<s> → El”): row t is the "
+                                  "decoder input at step t, and its output is the next token")
         self.masks = QCheckBox("Masks")
         self.masks.setChecked(True)
         self.masks.setToolTip("Hatch the cells the model was not allowed to attend to (padding, future)")
@@ -189,12 +198,17 @@ class SelectorBar(QWidget):
         for widget in (self.kind, self.layer, self.head):
             layout.addWidget(widget)
         layout.addStretch(1)
-        layout.addWidget(self.colormap)
-        layout.addWidget(self.masks)
+        for widget in (self.predicted, self.colour_range, self.colormap, self.masks):
+            layout.addWidget(widget)
         for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
             signal.connect(lambda *_: self.changed.emit())
         self.colormap.currentTextChanged.connect(self.colormap_changed)
         self.masks.toggled.connect(self.masks_toggled)
+        self.colour_range.currentIndexChanged.connect(lambda *_: self.options_changed.emit())
+        self.predicted.toggled.connect(lambda *_: self.options_changed.emit())
+
+    def view_options(self) -> ViewOptions:
+        return ViewOptions(colour_range=self.colour_range.currentData(), predicted_labels=self.predicted.isChecked())
 
     def colormap_name(self) -> str:
         return self.colormap.currentText()

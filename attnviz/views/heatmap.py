@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 from ..viewmodel import HeatmapState
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 
+LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span style='color:{HIGHLIGHT}'>▭</span> "
+          "current decoding step · <span style='color:#c62828'>⚠</span> weight on a masked cell</span>")
 HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 
@@ -48,10 +50,14 @@ class HeatmapView(QWidget):
         self.badge.hide()
         self.graphics = pg.GraphicsLayoutWidget()
         self.readout = QLabel(HOVER_HINT)
+        self.legend = QLabel(LEGEND)
+        self.legend.setObjectName("heatmapLegend")
+        self.legend.setToolTip("Hatched cells: the mask forbids attending there (padding, or the future for the "
+                               "decoder). The outlined row: the query of the current decoding step.")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
-        for widget in (self.title, self.badge, self.graphics, self.readout):
+        for widget in (self.title, self.badge, self.graphics, self.legend, self.readout):
             layout.addWidget(widget)
         self._build_plot()
         self.matrix = np.zeros((1, 1), dtype=np.float32)
@@ -101,16 +107,19 @@ class HeatmapView(QWidget):
 
     def show_heatmap(self, state: HeatmapState) -> None:
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
-                         title=state.title, axis_names=state.axis_names)
+                         title=state.title, axis_names=state.axis_names, levels=state.levels)
         self.set_step(state.step_row)
 
     def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
-                    key_tokens: list[str], title: str = "", axis_names: tuple[str, str] = ("queries", "keys")) -> None:
-        """Replace the data; items are reused, only images, ticks and ranges change."""
+                    key_tokens: list[str], title: str = "", axis_names: tuple[str, str] = ("queries", "keys"),
+                    levels: tuple[float, float] = (0.0, 1.0)) -> None:
+        """Replace the data; items are reused, only images, ticks and ranges change. ``levels``: the weights
+        drawn at the two ends of the colormap, shown on the colour bar."""
         rows, cols = matrix.shape
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
-        self.image.setImage(self.matrix, autoLevels=False, levels=(0.0, 1.0))
+        self.image.setImage(self.matrix, autoLevels=False, levels=levels)
+        self.colorbar.setLevels(values=levels)
         rect = QRectF(-0.5, -0.5, cols, rows)  # cell (r, c) is centred on (c, r)
         self.image.setRect(rect)
         if mask is not None and not mask.all():
