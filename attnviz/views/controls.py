@@ -183,8 +183,8 @@ class SelectorBar(QWidget):
         self.colormap.addItems(COLORMAPS)
         self.colormap.setToolTip("Colormap (all perceptually uniform; viridis and cividis are colour-blind safe)")
         self.colour_range = QComboBox()
-        self.colour_range.addItem("range 0–1", "fixed")
-        self.colour_range.addItem("map's own range", "own")
+        self.colour_range.addItem("colours 0–1", "fixed")
+        self.colour_range.addItem("colours: own range", "own")
         self.colour_range.setToolTip("0–1 keeps every map comparable; a map's own range shows the structure of "
                                      "means and rollouts, which spread their weight thin")
         self.predicted = QCheckBox("Rows → prediction")
@@ -193,13 +193,16 @@ class SelectorBar(QWidget):
         self.masks = QCheckBox("Masks")
         self.masks.setChecked(True)
         self.masks.setToolTip("Hatch the cells the model was not allowed to attend to (padding, future)")
-        layout = QHBoxLayout(self)
+        # Two rows: what to show, then how to draw it; one row does not fit a 1000-pixel-wide window.
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        for widget in (self.kind, self.layer, self.head):
-            layout.addWidget(widget)
-        layout.addStretch(1)
-        for widget in (self.predicted, self.colour_range, self.colormap, self.masks):
-            layout.addWidget(widget)
+        layout.setSpacing(2)
+        for widgets in ((self.kind, self.layer, self.head), (self.predicted, self.colour_range, self.colormap, self.masks)):
+            row = QHBoxLayout()
+            for widget in widgets:
+                row.addWidget(widget)
+            row.addStretch(1)
+            layout.addLayout(row)
         for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
             signal.connect(lambda *_: self.changed.emit())
         self.colormap.currentTextChanged.connect(self.colormap_changed)
