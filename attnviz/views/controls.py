@@ -8,8 +8,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-                               QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QSpinBox,
-                               QToolButton, QVBoxLayout, QWidget)
+                               QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
+                               QSpinBox, QToolButton, QVBoxLayout, QWidget)
 
 from ..session import ModelInfo, RunSettings, ViewOptions
 from ..viewmodel import KIND_LABELS, ResultLine, SelectorState, head_choices
@@ -278,7 +278,11 @@ class ModelPanel(QWidget):
         form = QFormLayout()
         form.addRow("Device", self.device)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.info, 1)
+        scroll = QScrollArea()  # a long provenance scrolls instead of making the window taller than the screen
+        scroll.setWidget(self.info)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        layout.addWidget(scroll, 1)
         layout.addLayout(form)
         layout.addWidget(QLabel("Demos"))
         layout.addWidget(self.demos)

@@ -15,6 +15,7 @@ from ..viewmodel import BarsState, BeamNode, BeamState, StepState
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
+CHART_MIN_HEIGHT = 130
 
 
 class StepControls(QWidget):
@@ -151,6 +152,8 @@ class BeamPanel(QWidget):
         layout.addWidget(QLabel("Hypotheses"))
         layout.addWidget(self.hypotheses, 1)
         layout.addWidget(self.tree, 2)
+        for view in (self.hypotheses, self.tree):  # showing the beam must not grow the window
+            view.setMinimumHeight(40)
         self.hypotheses.currentRowChanged.connect(lambda row: row >= 0 and self.hypothesis_chosen.emit(row))
 
     def show_beam(self, state: BeamState) -> None:
@@ -194,6 +197,7 @@ class DecodingPanel(QWidget):
         self.beam.hide()  # shown for beam search only
         charts = QSplitter(Qt.Orientation.Horizontal)
         for widget in (self.source_strip, self.top_k, self.beam):
+            widget.setMinimumHeight(CHART_MIN_HEIGHT)  # readable at 1000×650; never taller than that needs
             charts.addWidget(widget)
         charts.setSizes([500, 260, 300])
         layout = QVBoxLayout(self)
