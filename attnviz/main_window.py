@@ -139,6 +139,8 @@ class MainWindow(QMainWindow):
         export_menu = file_menu.addMenu("&Export")
         self._action(export_menu, "Heatmap as &image…", self.export_focus_image,
                      shortcut=QKeySequence.StandardKey.Save, tip="The focus view as PNG (2×) or SVG")
+        self._action(export_menu, "&Copy image", self.copy_focus_image, shortcut="Ctrl+Shift+C",
+                     tip="The focus view to the clipboard, for pasting into slides")
         self._action(export_menu, "All &heads of this layer as image…", self.export_grid_image)
         self._action(export_menu, "Attention &data (NPZ)…", self.export_npz)
         self._action(export_menu, "This heatmap as &CSV…", self.export_csv)
@@ -449,6 +451,13 @@ class MainWindow(QMainWindow):
         if path:
             with self.focus.exporting():
                 self._export(save_widget_image, self.focus, path)
+
+    def copy_focus_image(self) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        with self.focus.exporting():
+            QApplication.clipboard().setPixmap(self.focus.grab())
+        self.statusBar().showMessage("The heatmap is on the clipboard", 5000)
 
     def export_grid_image(self, path: str | None = None) -> None:
         name = f"{self.session.selection.kind}-L{self.session.selection.layer}-heads.png"

@@ -165,3 +165,15 @@ def test_help_explains_the_screen_and_lists_the_shortcuts(qtbot, window):
     text = window.findChildren(QDialog)[-1].findChild(QTextBrowser).toPlainText()
     assert "Masks" in text and "rollout" in text and "Beam" in text
     assert "masked" in window.focus.legend.text() and "current decoding step" in window.focus.legend.text()
+
+
+def test_copy_image_puts_the_heatmap_on_the_clipboard_without_the_crosshair(qtbot, window, qapp):
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")
+    hover(window, 1, 0)
+    qtbot.keyClick(window, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    copied = qapp.clipboard().image()
+    assert not copied.isNull() and (copied.width(), copied.height()) == (window.focus.width(), window.focus.height())
+    window.focus.clear_hover()
+    with window.focus.exporting():
+        clean = window.focus.grab().toImage()
+    assert copied.convertToFormat(clean.format()) == clean
