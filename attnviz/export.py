@@ -89,3 +89,25 @@ def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
     if not image.save(str(path)):
         raise InputError(f"{path}: could not write the image")
     return path
+
+
+def save_figure(svg: str, path: str | Path, scale: float = 2.0) -> Path:
+    """A figure from attnviz/figures.py: the SVG text itself, or a PNG rendered from it at ``scale``×."""
+    path = check_output(path, IMAGE_SUFFIXES)
+    if path.suffix.lower() == ".svg":
+        path.write_text(svg, encoding="utf-8")
+        return path
+    from PySide6.QtCore import QByteArray
+    from PySide6.QtGui import QColor, QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
+    renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
+    size = renderer.defaultSize() * scale
+    image = QImage(size, QImage.Format.Format_ARGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    renderer.render(painter)
+    painter.end()
+    if not image.save(str(path)):
+        raise InputError(f"{path}: could not write the image")
+    return path

@@ -18,7 +18,7 @@ from models.errors import AttnvizError
 
 from . import __version__, viewmodel
 from .demos import demo_examples
-from .export import save_widget_image, write_csv, write_npz
+from .export import save_figure, save_widget_image, write_csv, write_npz
 from .session import ModelInfo, RunSettings, Session
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt);;All files (*)"
@@ -448,9 +448,15 @@ class MainWindow(QMainWindow):
 
     def export_focus_image(self, path: str | None = None) -> None:
         path = path or self._ask_path("Export heatmap", self._export_name() + ".png", "PNG (*.png);;SVG (*.svg)")
-        if path:
-            with self.focus.exporting():
-                self._export(save_widget_image, self.focus, path)
+        if not path:
+            return
+        if path.lower().endswith(".svg") and self.current_heatmap() is not None:  # vector cells, labels as text
+            from .figures import heatmap_svg
+
+            self._export(save_figure, heatmap_svg(self.current_heatmap(), self.focus.lut()), path)
+            return
+        with self.focus.exporting():
+            self._export(save_widget_image, self.focus, path)
 
     def copy_focus_image(self) -> None:
         from PySide6.QtWidgets import QApplication
@@ -462,8 +468,13 @@ class MainWindow(QMainWindow):
     def export_grid_image(self, path: str | None = None) -> None:
         name = f"{self.session.selection.kind}-L{self.session.selection.layer}-heads.png"
         path = path or self._ask_path("Export all heads of this layer", name, "PNG (*.png);;SVG (*.svg)")
-        if path:
-            self._export(save_widget_image, self.head_grid, path)
+        trace, selection = self.session.trace, self.session.selection
+        if path and trace is not None and selection.kind in trace.attention:
+            from .figures import heads_svg
+
+            figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(selection.kind, selection.layer),
+                               trace.query_tokens(selection.kind), trace.key_tokens(selection.kind), self.focus.lut())
+            self._export(save_figure, figure, path)
 
     def export_npz(self, path: str | None = None) -> None:
         if self.session.result is None or self.session.trace is None:

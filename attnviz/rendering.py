@@ -6,13 +6,15 @@ shows exactly what the window would.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 from models.trace import AttentionTrace
 
 from . import viewmodel
-from .export import save_widget_image
+from .export import save_figure, save_widget_image
+from .figures import heads_svg, heatmap_svg
 from .session import Selection
 
 
@@ -24,24 +26,37 @@ def _application():
 
 def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
                  size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True) -> Path:
-    """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads."""
-    application = _application()
-    from .views.heatmap import HeatmapView
-    from .views.style import follow_palette
-    from .views.thumbnails import ThumbnailGrid
+    """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads.
+
+    Every head of a layer, and any SVG, is a figure from attnviz/figures.py (vector cells, labels as text);
+    a PNG of one heatmap is the window's own focus view drawn offscreen.
+    """
+    _application()
+    from .views.style import follow_palette, lookup_table
 
     follow_palette()
+    selection = Selection(kind=kind, layer=layer, head=0 if head == "all" else head)
+    lut = lookup_table(colormap)
     if head == "all":
-        widget = ThumbnailGrid()
-        widget.show_grid(viewmodel.head_grid(trace, Selection(kind=kind, layer=layer, head=0)))
-        widget.select(None, None)  # a figure of every head outlines none
-    else:
-        widget = HeatmapView()
-        state = viewmodel.heatmap(trace, Selection(kind=kind, layer=layer, head=head))
-        widget.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
-                           title=state.title, axis_names=state.axis_names)
-        widget.set_masks_visible(masks)
-        widget.readout.hide()
+        figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(kind, layer),
+                           trace.query_tokens(kind), trace.key_tokens(kind), lut)
+        return save_figure(figure, output)
+    state = viewmodel.heatmap(trace, selection)
+    if not masks:
+        state = dataclasses.replace(state, mask=None)
+    if Path(output).suffix.lower() == ".svg":
+        return save_figure(heatmap_svg(state, lut), output)
+    return _render_widget(state, output, size=size, colormap=colormap)
+
+
+def _render_widget(state: viewmodel.HeatmapState, output: Path, *, size: tuple[int, int], colormap: str) -> Path:
+    application = _application()
+    from .views.heatmap import HeatmapView
+
+    widget = HeatmapView()
+    widget.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
+                       title=state.title, axis_names=state.axis_names)
+    widget.readout.hide()
     widget.set_colormap(colormap)
     widget.resize(*size)
     widget.show()  # lay out once so every item has its final geometry before painting

@@ -174,6 +174,10 @@ def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = 
         file_stem=export_name(kind, layer, head))
 
 
+def heads_title(kind: str, layer: int) -> str:
+    return f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · every head"
+
+
 def head_grid(trace: AttentionTrace, selection: Selection) -> GridState:
     """Every head of the selected layer, in one row."""
     kind, layer = selection.kind, selection.layer

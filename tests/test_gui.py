@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import threading
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -226,11 +227,22 @@ def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
     assert len(np.unique(pixels)) > 20  # a real picture, not a blank rectangle
     svg = tmp_path / "focus.svg"
     window.export_focus_image(str(svg))
-    text = svg.read_text()
-    assert text.startswith("<?xml") and "<svg" in text and ("<image" in text or "<path" in text)
+    root = ElementTree.parse(svg).getroot()
+    cells = [rect for rect in root.iter("{http://www.w3.org/2000/svg}rect") if rect.find("{*}title") is not None]
+    matrix = window.focus.matrix
+    assert len(cells) == matrix.size  # one vector rectangle per cell, its weight as its tooltip
+    np.testing.assert_allclose([float(cell.find("{*}title").text) for cell in cells], matrix.ravel(), atol=1e-4)
+    texts = [text.text for text in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "Cross-attention · layer 0 · head 0" in texts and "source (keys)" in texts
+    assert set(window.session.trace.src_tokens) <= set(texts)
     grid = tmp_path / "heads.png"
     window.export_grid_image(str(grid))
-    assert QImage(str(grid)).width() == 2 * window.head_grid.width()
+    heads = QImage(str(grid))
+    assert heads.width() > 400 and len({heads.pixel(x, heads.height() // 2) for x in range(0, heads.width(), 3)}) > 10
+    grid_svg = tmp_path / "heads.svg"
+    window.export_grid_image(str(grid_svg))
+    texts = [text.text for text in ElementTree.parse(grid_svg).getroot().iter("{http://www.w3.org/2000/svg}text")]
+    assert {"L0 · H0", "L0 · H3"} <= set(texts) and "Cross-attention · layer 0 · every head" in texts
     npz = tmp_path / "trace.npz"
     window.export_npz(str(npz))
     arrays = np.load(npz)

@@ -98,6 +98,10 @@ class HeatmapView(QWidget):
         self.plot.getViewBox().sigRangeChanged.connect(self._update_ticks)
         self.plot.getViewBox().sigResized.connect(self._update_ticks)  # same range, new pixels per cell
 
+    def lut(self) -> np.ndarray:
+        """The colormap's lookup table ``[256, 3 or 4]`` (for figures drawn outside the widget)."""
+        return self.image.lut if self.image.lut is not None else lookup_table(DEFAULT_COLORMAP)
+
     def set_colormap(self, name: str) -> None:
         self.image.setLookupTable(lookup_table(name))
         self.colorbar.setColorMap(pg.colormap.get(name))

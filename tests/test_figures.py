@@ -1,0 +1,56 @@
+"""Slide-ready SVG figures from view-model states (no Qt): vector cells up to 64×64, one embedded bitmap
+beyond (said in the file), hatched masks, the step row outlined, labels as text."""
+
+from __future__ import annotations
+
+import base64
+import re
+import zlib
+from xml.etree import ElementTree
+
+import numpy as np
+
+from attnviz.figures import VECTOR_LIMIT, heatmap_svg, png_bytes
+from attnviz.viewmodel import HeatmapState
+
+SVG = "{http://www.w3.org/2000/svg}"
+LUT = np.stack([np.arange(256)] * 3, axis=1).astype(np.uint8)  # grey ramp: colour = weight × 255
+
+
+def state(size: int, mask: np.ndarray | None = None) -> HeatmapState:
+    matrix = np.linspace(0, 1, size * size, dtype=np.float32).reshape(size, size)
+    labels = [f"t{index}" for index in range(size)]
+    return HeatmapState(matrix=matrix, mask=mask, query_labels=labels, key_labels=labels,
+                        title="<b>Decoder self-attention</b> · layer 0 · head 1", axis_names=("queries", "keys"),
+                        levels=(0.0, 1.0), step_row=2, file_stem="x")
+
+
+def test_small_maps_are_vector_cells_with_hatched_masks_and_the_step_outlined():
+    mask = np.tril(np.ones((4, 4), dtype=bool))
+    root = ElementTree.fromstring(heatmap_svg(state(4, mask), LUT).split("\n", 1)[1])
+    rects = list(root.iter(f"{SVG}rect"))
+    cells = [rect for rect in rects if rect.find(f"{SVG}title") is not None]
+    assert len(cells) == 16
+    assert cells[-1].get("fill") == "#ffffff" and cells[0].get("fill") == "#000000"
+    assert len([rect for rect in rects if rect.get("fill") == "url(#masked)"]) == int((~mask).sum())
+    outline = [rect for rect in rects if rect.get("stroke") == "#ff5a36"]
+    assert len(outline) == 1 and float(outline[0].get("y")) == float(cells[8].get("y"))  # row 2
+    texts = [text.text for text in root.iter(f"{SVG}text")]
+    assert "Decoder self-attention · layer 0 · head 1" in texts and {"t0", "t3", "queries", "keys"} <= set(texts)
+
+
+def test_large_maps_embed_one_bitmap_and_say_so():
+    text = heatmap_svg(state(VECTOR_LIMIT + 1), LUT)
+    assert f"drawn as one embedded bitmap (vector cells up to {VECTOR_LIMIT}×{VECTOR_LIMIT})" in text
+    assert text.count("<title>") == 0
+    encoded = re.search(r"base64,([A-Za-z0-9+/=]+)", text).group(1)
+    assert base64.b64decode(encoded).startswith(b"\x89PNG")
+
+
+def test_png_bytes_hold_the_pixels():
+    rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    data = png_bytes(rgb)
+    start = data.index(b"IDAT") + 4
+    length = int.from_bytes(data[start - 8:start - 4], "big")
+    rows = zlib.decompress(data[start:start + length])
+    assert rows == b"\x00" + rgb[0].tobytes() + b"\x00" + rgb[1].tobytes()
