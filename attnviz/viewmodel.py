@@ -101,19 +101,30 @@ class StepState:
     source_bars: BarsState
 
 
-@dataclass(frozen=True)
+@dataclass
 class BeamNode:
+    """One token a beam hypothesis added, placed for drawing: ``depth`` (the step) along x, ``slot`` along y
+    (leaves one apart, a parent centred on its children)."""
+
     token: str
     probability: float
     score: float
     finished: bool
-    children: list["BeamNode"] = field(default_factory=list)
+    depth: int
+    parent: int  # index in BeamState.nodes, -1 for the first step
+    slot: float = 0.0
+    children: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class BeamState:
     hypotheses: list[tuple[str, str]]  # (line, tooltip), best first
-    roots: list[BeamNode]
+    nodes: list[BeamNode]
+    paths: list[list[int]]  # per hypothesis (best first), its nodes from the first step to the last
+
+    @property
+    def roots(self) -> list[BeamNode]:
+        return [node for node in self.nodes if node.parent < 0]
 
 
 @dataclass(frozen=True)
@@ -237,27 +248,48 @@ def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection
 
 
 def beam_state(results: list[DecodeResult], steps: list[DecodeStep]) -> BeamState:
-    """The final hypotheses and the tree of every hypothesis the beam kept, step by step.
+    """The final hypotheses, and the tree of every hypothesis the beam kept, laid out for drawing.
 
     A finished hypothesis is carried forward as itself (its padding rows are not new nodes).
     """
     hypotheses = [(f"{rank + 1}. {result.text}    score {result.score:.3f}  (log p {result.log_prob:.3f})",
                    " ".join(result.tokens)) for rank, result in enumerate(results)]
-    roots: list[BeamNode] = []
-    previous: list[BeamNode] = []
+    nodes: list[BeamNode] = []
+    at: dict[tuple[int, int], int] = {}  # (step, row) → node
     for step in steps:
-        current = []
         for row in range(step.beam_size):
             parent_row = int(step.parents[row])
-            if previous and bool(steps[step.step - 1].finished[parent_row]):
-                current.append(previous[parent_row])
+            parent = at.get((step.step - 1, parent_row), -1)
+            if parent >= 0 and bool(steps[step.step - 1].finished[parent_row]):
+                at[(step.step, row)] = parent
                 continue
-            node = BeamNode(token=step.tokens[row], probability=float(step.probabilities[row]),
-                            score=float(step.scores[row]), finished=bool(step.finished[row]))
-            (previous[parent_row].children if previous else roots).append(node)
-            current.append(node)
-        previous = current
-    return BeamState(hypotheses, roots)
+            at[(step.step, row)] = len(nodes)
+            nodes.append(BeamNode(token=step.tokens[row], probability=float(step.probabilities[row]),
+                                  score=float(step.scores[row]), finished=bool(step.finished[row]),
+                                  depth=step.step, parent=parent))
+            if parent >= 0:
+                nodes[parent].children.append(len(nodes) - 1)
+    _lay_out(nodes)
+    paths = [list(dict.fromkeys(at[(step.step, row)] for step, row in zip(result.steps, result.rows)
+                                if (step.step, row) in at)) for result in results]
+    return BeamState(hypotheses, nodes, paths)
+
+
+def _lay_out(nodes: list[BeamNode]) -> None:
+    """Leaves one slot apart in depth-first order; every other node centred on its children (iterative:
+    a beam can be a thousand steps deep)."""
+    next_leaf = 0.0
+    stack = [(index, False) for index in reversed(range(len(nodes))) if nodes[index].parent < 0]
+    while stack:
+        index, children_placed = stack.pop()
+        node = nodes[index]
+        if not node.children:
+            node.slot, next_leaf = next_leaf, next_leaf + 1
+        elif children_placed:
+            node.slot = (nodes[node.children[0]].slot + nodes[node.children[-1]].slot) / 2
+        else:
+            stack.append((index, True))
+            stack.extend((child, False) for child in reversed(node.children))
 
 
 def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,

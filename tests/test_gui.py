@@ -200,10 +200,13 @@ def test_beam_hypotheses_each_show_their_own_attention(qtbot, window):
     run_text(qtbot, window, "abc", mode="beam", beam=3, max_len=5)
     results = window.session.results
     assert window.decoding.beam.hypotheses.count() == len(results) == 3
-    assert window.decoding.beam.tree.topLevelItemCount() >= 1
+    graph = window.decoding.beam.graph
+    assert len(graph.labels) == len(graph.state.nodes) >= 3 and graph.chosen == set(graph.state.paths[0])
     pick = max(range(1, 3), key=lambda index: len(results[index].steps))  # a lower-ranked one with steps to walk
     window.decoding.beam.hypotheses.setCurrentRow(pick)
     assert window.session.result is results[pick]
+    assert graph.chosen == set(graph.state.paths[pick])
+    assert [graph.labels[node].text() for node in graph.state.paths[pick]] == results[pick].tokens
     np.testing.assert_array_equal(focus_data(window), results[pick].trace.attention["cross"][0][0])
     last = len(results[pick].steps) - 1
     window.decoding.controls.slider.setValue(last)

@@ -104,13 +104,26 @@ def test_the_beam_tree_carries_a_finished_hypothesis_forward(trace):
     steps = [step(0, rows=2, parents=(0, 0), finished=(False, False)),
              step(1, rows=2, parents=(0, 1), finished=(True, False)),
              step(2, rows=2, parents=(0, 1), finished=(True, True))]  # row 0 finished at step 1: no new node
-    state = viewmodel.beam_state([result(trace, steps, "a"), result(trace, steps, "b")], steps)
+    first, second = result(trace, steps[:2], "a"), result(trace, steps, "b")
+    first.rows, second.rows = [0, 0], [1, 1, 1]
+    state = viewmodel.beam_state([first, second], steps)
     assert [line for line, _ in state.hypotheses] == ["1. a    score -0.900  (log p -1.250)",
                                                        "2. b    score -0.900  (log p -1.250)"]
-    assert len(state.roots) == 2
-    first, second = state.roots
-    assert len(first.children) == 1 and first.children[0].finished and first.children[0].children == []
-    assert len(second.children) == 1 and len(second.children[0].children) == 1
+    assert [(node.depth, node.parent, node.finished) for node in state.nodes] == [
+        (0, -1, False), (0, -1, False), (1, 0, True), (1, 1, False), (2, 3, True)]
+    assert len(state.roots) == 2 and state.nodes[2].children == []
+    assert state.paths == [[0, 2], [1, 3, 4]]
+    assert [node.slot for node in state.nodes] == [0.0, 1.0, 0.0, 1.0, 1.0]  # leaves one apart, parents centred
+
+
+def test_a_wide_deep_beam_lays_out_without_overlap():
+    rows, depth = 8, 60
+    steps = [step(index, rows=rows, parents=tuple(range(rows)), finished=(False,) * rows) for index in range(depth)]
+    steps[0] = step(0, rows=rows, parents=(0,) * rows, finished=(False,) * rows)
+    state = viewmodel.beam_state([], steps)
+    assert len(state.nodes) == rows * depth
+    leaves = sorted(node.slot for node in state.nodes if not node.children)
+    assert leaves == [float(index) for index in range(rows)]  # eight lines, one slot apart
 
 
 def test_result_line_and_head_names():

@@ -8,10 +8,10 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSlider,
-                               QSplitter, QStyle, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QSplitter, QStyle, QVBoxLayout, QWidget
 
-from ..viewmodel import BarsState, BeamNode, BeamState, StepState
+from ..viewmodel import BarsState, BeamState, StepState
+from .beam import BeamPanel
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
@@ -135,48 +135,6 @@ class BarChart(pg.PlotWidget):
         self.setTitle(title, size="9pt")
 
 
-class BeamPanel(QWidget):
-    """Final hypotheses with scores, and the beam's tree through the steps; picking one emits its index."""
-
-    hypothesis_chosen = Signal(int)
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.hypotheses = QListWidget()
-        self.hypotheses.setToolTip("Final hypotheses, best first: pick one to see its own attention")
-        self.tree = QTreeWidget()
-        self.tree.setHeaderLabels(["beam tree", "p", "score"])
-        self.tree.setToolTip("Every hypothesis the beam kept, step by step")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(QLabel("Hypotheses"))
-        layout.addWidget(self.hypotheses, 1)
-        layout.addWidget(self.tree, 2)
-        for view in (self.hypotheses, self.tree):  # showing the beam must not grow the window
-            view.setMinimumHeight(40)
-        self.hypotheses.currentRowChanged.connect(lambda row: row >= 0 and self.hypothesis_chosen.emit(row))
-
-    def show_beam(self, state: BeamState) -> None:
-        self.hypotheses.blockSignals(True)
-        self.hypotheses.clear()
-        for line, tooltip in state.hypotheses:
-            item = QListWidgetItem(line)
-            item.setToolTip(tooltip)
-            self.hypotheses.addItem(item)
-        self.hypotheses.setCurrentRow(0 if state.hypotheses else -1)
-        self.hypotheses.blockSignals(False)
-        self.tree.clear()
-        self._add_nodes(self.tree.invisibleRootItem(), state.roots)
-        self.tree.expandAll()
-
-    def _add_nodes(self, parent: QTreeWidgetItem, nodes: list[BeamNode]) -> None:
-        for node in nodes:
-            item = QTreeWidgetItem(parent, [node.token, f"{node.probability:.2f}", f"{node.score:.2f}"])
-            if node.finished:
-                item.setForeground(0, pg.mkColor(HIGHLIGHT))
-            self._add_nodes(item, node.children)
-
-
 class DecodingPanel(QWidget):
     """Everything about one decoding step, drawn from the view-model's ``StepState`` and ``BeamState``."""
 
@@ -216,7 +174,7 @@ class DecodingPanel(QWidget):
 
     def show_beam(self, state: BeamState | None) -> None:
         """The beam's hypotheses and tree (``None``: not a beam search, the panel hides)."""
-        self.beam.show_beam(state or BeamState([], []))
+        self.beam.show_beam(state or BeamState([], [], []))
         self.beam.setVisible(state is not None)
 
     def stop(self) -> None:
