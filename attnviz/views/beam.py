@@ -82,8 +82,7 @@ class BeamGraph(QGraphicsView):
             edge.setPen(QPen(QColor(HIGHLIGHT) if on_path else QColor(150, 150, 150), 2.2 if on_path else 1))
             edge.setZValue(1 if on_path else 0)
         if self.chosen:
-            last = self.labels[self.state.paths[rank][-1]]
-            self.ensureVisible(last, 40, 20)
+            self.centerOn(self.labels[self.state.paths[rank][-1]])
 
     def fit(self) -> None:
         self.fitInView(self.scene().sceneRect(), Qt.AspectRatioMode.KeepAspectRatio)

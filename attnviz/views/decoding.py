@@ -174,8 +174,8 @@ class DecodingPanel(QWidget):
 
     def show_beam(self, state: BeamState | None) -> None:
         """The beam's hypotheses and tree (``None``: not a beam search, the panel hides)."""
+        self.beam.setVisible(state is not None)  # first: the graph scrolls to the chosen path once it has a size
         self.beam.show_beam(state or BeamState([], [], []))
-        self.beam.setVisible(state is not None)
 
     def stop(self) -> None:
         self.controls.stop()
