@@ -123,7 +123,8 @@ class HeatmapView(QWidget):
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
         self.image.setImage(self.matrix, autoLevels=False, levels=levels)
-        self.colorbar.setLevels(values=levels)
+        if tuple(self.colorbar.levels()) != tuple(levels):  # redrawing the bar costs a layout pass
+            self.colorbar.setLevels(values=levels)
         rect = QRectF(-0.5, -0.5, cols, rows)  # cell (r, c) is centred on (c, r)
         self.image.setRect(rect)
         if mask is not None and not mask.all():
