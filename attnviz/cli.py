@@ -1,4 +1,4 @@
-"""The ``attnviz`` command (DESIGN §6). Subcommands run headless; only the GUI imports Qt.
+"""The ``attnviz`` command (the README's command list is its contract). Subcommands run headless; only the GUI imports Qt.
 
     attnviz [CHECKPOINT]            open the GUI (the bundled demo when none is given)
     attnviz info|translate|export|train ...

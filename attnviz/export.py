@@ -1,4 +1,4 @@
-"""Writing what the app shows: NPZ (DESIGN §6 layout) and CSV need no Qt; PNG and SVG render widgets.
+"""Writing what the app shows: NPZ (the layout the README documents) and CSV need no Qt; PNG and SVG render widgets.
 
 Qt is imported inside the image functions only, so the headless ``attnviz export`` can use this module.
 """
@@ -60,7 +60,7 @@ def check_output(path: str | Path, suffixes: tuple[str, ...]) -> Path:
 def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
     """PNG at ``scale``× the widget's size (for papers), or SVG (vector) through QSvgGenerator.
 
-    pyqtgraph's own SVG exporter breaks on closed paths (DESIGN §7), so the widget renders itself.
+    pyqtgraph's own SVG exporter breaks on closed paths (pyqtgraph 0.14), so the widget renders itself.
     """
     from PySide6.QtCore import QPoint, QRect, QSize
     from PySide6.QtGui import QImage, QPainter

@@ -217,6 +217,6 @@ class WorkerThread:
 
 
 def leave_a_core_for_the_gui() -> None:
-    """torch on all cores starves the GUI thread on small machines (DESIGN §3)."""
+    """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading)."""
     cores = os.cpu_count() or 1
     torch.set_num_threads(max(1, cores - 1))

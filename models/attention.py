@@ -43,7 +43,8 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
 class MultiHeadAttention(nn.Module):
     """Project q, k, v (one linear each, all heads at once), scaled dot-product per head, combine.
 
-    With ``output_projection=False`` and one head this is seed 004's ScaledDotAttention.
+    With ``output_projection=False`` and one head this is the GRU family's scaled-dot attention
+    (docs/architectures.md#gru-scaled-dot).
     Incremental decoding projects keys and values once (:meth:`project_kv`) and calls :meth:`attend`.
     """
 
@@ -88,7 +89,8 @@ class MultiHeadAttention(nn.Module):
 
 
 class AdditiveAttention(nn.Module):
-    """Bahdanau attention: score = w₂ · act(W₁ [query; key] + b₁) + b₂, softmax over keys (seed 004).
+    """Bahdanau attention: score = w₂ · act(W₁ [query; key] + b₁) + b₂, softmax over keys
+    (docs/architectures.md#gru-additive).
 
     The concatenated form equals the tutorial's ``Va(tanh(Wa q + Ua k))`` with ``W₁ = [Wa | Ua]``.
     """

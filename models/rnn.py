@@ -1,4 +1,5 @@
-"""GRU encoder with seed 004's decoders: none, additive, scaled-dot, causal scaled-dot, Transformer.
+"""GRU encoder with its decoders: none, additive, scaled-dot, causal scaled-dot, Transformer decoder over
+the annotations (docs/architectures.md#gru-encoder).
 
 Dimension legend: B batch, S source length, T target length, N hidden size, V vocabulary.
 Masks: True = may attend. Attention decoders attend over the encoder annotations (one per source

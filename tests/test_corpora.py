@@ -31,7 +31,6 @@ from models.errors import DataError
 
 
 @pytest.mark.parametrize(("english", "expected"), [
-    # DESIGN §9
     ("impress", "impressway"),
     ("team", "eamtay"),
     ("shopping", "oppingshay"),

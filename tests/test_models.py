@@ -1,8 +1,8 @@
 """Every architecture of models.config.ARCHS, tiny and seeded.
 
 - padding invariance: a sentence alone equals the same sentence right-padded in a batch;
-- ``forward`` returns the attention kinds and shapes DESIGN §4 documents;
-- pre-LN (seed 000) and post-LN (seed 001) layers against references written out by hand;
+- ``forward`` returns the attention kinds and shapes docs/architectures.md#trace-shapes documents;
+- pre-LN and post-LN layers (docs/architectures.md) against references written out by hand;
 - sinusoid tables against the formula, in both layouts;
 - tied/shared embeddings are one Parameter.
 """
@@ -115,7 +115,7 @@ def test_forward_returns_the_documented_attention(arch):
             assert (weights[~full.expand_as(weights)] == 0).all()
             torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=1e-5, rtol=0)
         src_keep = src != PAD  # [B, S]
-        if kind == "dec_self":  # look-ahead ∧ target padding (seed 001)
+        if kind == "dec_self":  # look-ahead ∧ target padding
             expected_mask = causal_mask(q_len)[None] & (tgt != PAD)[:, None, :]
         elif kind == "cross" and arch == "gru-causal-scaled-dot":  # output step t sees source 0..t
             expected_mask = torch.ones(q_len, k_len, dtype=torch.bool).tril()[None] & src_keep[:, None, :]
@@ -256,7 +256,7 @@ def test_postln_encoder_layer_normalises_after_the_residual():
 
 @pytest.mark.parametrize("arch", TRANSFORMER_ARCHS)
 def test_encoder_stack_composition(arch):
-    """Embedding + sinusoid positions, the layers in order, final LayerNorm for pre-LN only (seed 000/001)."""
+    """Embedding + sinusoid positions, the layers in order, final LayerNorm for pre-LN only."""
     model = tiny_model(arch, seed=12)
     _randomise_norms(model, seed=13)
     src = _pad([SHORT_SRC, LONG_SRC])

@@ -1,4 +1,5 @@
-"""English→Spanish verse pairs from two public-domain Bibles (DESIGN §9), for the demo checkpoints.
+"""English→Spanish verse pairs from two public-domain Bibles (the World English Bible and the
+Reina-Valera 1909, aligned by verse), for the demo checkpoints.
 
 The World English Bible (SWORD module ``engWEB2015eb``, Debian ``sword-text-web``) and the Reina-Valera
 1909 (``spaRV1909eb``, Debian ``sword-text-sparv``) are read verse by verse with ``pysword``, cleaned of

@@ -1,6 +1,7 @@
 """Sentence pairs: ``PAIRS.tsv`` files, train/validation splits, and the token-id batches training reads.
 
-``PAIRS.tsv`` holds one ``source<TAB>target`` sentence pair a line, UTF-8 (DESIGN §6).
+``PAIRS.tsv`` holds one ``source<TAB>target`` sentence pair a line, UTF-8 (the format `attnviz train`
+and `attnviz evaluate` read).
 
 Blank lines are skipped and each side loses its surrounding whitespace (a stray ``\\r`` or trailing space
 is never part of a sentence). Anything else that is not exactly two non-empty sides is a

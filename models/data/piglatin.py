@@ -1,4 +1,4 @@
-"""Pig Latin (DESIGN §9): the character-level demo task, and its corpus of English words.
+"""Pig Latin: the character-level demo task, and its corpus of English words.
 
 The rule, word by word on lower-cased text: a word that starts with a vowel gets ``way`` appended
 (``impress`` → ``impressway``); any other word moves its leading consonant cluster, the letters before its
@@ -160,7 +160,7 @@ def _readme(english_pairs: str | Path, splits: Mapping[str, list[str]], phrase_c
         f"test word is ever trained on. Train also holds {phrase_count:,} phrases of 2–4 consecutive words of a",
         "verse, all of them training words, so the model learns that spaces separate words.",
         "",
-        "The rule (DESIGN §9): " + "; ".join(f"`{text}` → `{to_pig_latin(text)}`" for text in examples) + ".",
+        "The rule: " + "; ".join(f"`{text}` → `{to_pig_latin(text)}`" for text in examples) + ".",
         "",
         "Word lengths (letters and hyphens):",
         "",
