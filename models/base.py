@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -34,6 +35,12 @@ class LayerCache:
             k, v = torch.cat([self.self_k, k], dim=2), torch.cat([self.self_v, v], dim=2)
         self.self_k, self.self_v = k, v
         return k, v
+
+    def cross_kv(self, project: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        """The keys/values of the encoder output: ``project()`` once per sentence, then the cached ones."""
+        if self.cross_k is None:
+            self.cross_k, self.cross_v = project()
+        return self.cross_k, self.cross_v
 
     def reorder(self, index: Tensor) -> "LayerCache":
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731

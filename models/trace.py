@@ -59,13 +59,23 @@ class AttentionTrace:
 
     @classmethod
     def from_intermediates(cls, intermediates: Intermediates, index: int, src_tokens: list[str],
-                           tgt_tokens: list[str], dtype: type = np.float32) -> "AttentionTrace":
-        """Take example ``index`` of a batched forward pass (trimmed to the given token lists)."""
+                           tgt_tokens: list[str], dtype: type = np.float32, release: bool = False) -> "AttentionTrace":
+        """Take example ``index`` of a batched forward pass (trimmed to the given token lists).
+
+        ``release`` empties the intermediates' lists as their tensors are converted, so that a conversion
+        to another dtype holds one layer twice at a time, not the whole pass.
+        """
         attention, masks = {}, {}
         for kind, per_layer in intermediates.attention.items():
             q_len = len(src_tokens) if kind == "enc_self" else len(tgt_tokens)
             k_len = len(tgt_tokens) if kind == "dec_self" else len(src_tokens)
-            attention[kind] = [to_numpy(layer[index, :, :q_len, :k_len], dtype) for layer in per_layer]
+            attention[kind] = []
+            for layer in range(len(per_layer)):
+                attention[kind].append(to_numpy(per_layer[layer][index, :, :q_len, :k_len], dtype))
+                if release:
+                    per_layer[layer] = None
+            if release:
+                per_layer.clear()
             mask = intermediates.masks.get(kind)
             masks[kind] = expand_for_trace(mask, index, q_len, k_len)[:q_len, :k_len].numpy().copy()
         return cls(list(src_tokens), list(tgt_tokens), attention, masks)

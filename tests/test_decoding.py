@@ -14,7 +14,7 @@ import torch
 
 from models import ARCHS, build_model, make_config
 from models.config import TRANSFORMER_ARCHS
-from models.decoding import beam_search, forced, greedy, run
+from models.decoding import beam_search, forced, forced_step_by_step, greedy, run
 from models.trace import AttentionTrace, DecodeStep
 
 SRC_VOCAB, TGT_VOCAB = 13, 11
@@ -204,6 +204,62 @@ def test_forced_on_greedy_output_reproduces_greedy(arch, ends):
     assert_same_trace(forced_results[0].trace, forward_trace(model, target + [EOS]), model)
     if not ends:  # greedy never chose the end token forced decoding appends
         assert forced_steps[-1].token_id == EOS and forced_steps[-1].rank > 0
+
+
+FORCED_TARGET = [4, 7, 7, 10, 5, 9, 4, 8]  # not what a random model would choose: ranks above 0 too
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_pass_forced_equals_step_by_step_forced(arch):
+    """The one teacher-forced pass gives every step's numbers and the trace the incremental loop gives."""
+    model = tiny_model(arch, seed=7)
+    one_steps, (one,) = run(forced(model, SOURCE, FORCED_TARGET, **LABELS, top_k=5))
+    loop_steps, (loop,) = run(forced_step_by_step(model, SOURCE, FORCED_TARGET, **LABELS, top_k=5))
+    assert one.token_ids == loop.token_ids == FORCED_TARGET + [EOS] and one.tokens == loop.tokens
+    assert one.log_prob == pytest.approx(loop.log_prob, abs=ATOL) and one.score == pytest.approx(loop.score, abs=ATOL)
+    assert one.rows == loop.rows and len(one_steps) == len(loop_steps) == len(FORCED_TARGET) + 1
+    assert max(int(step.rank) for step in loop_steps) > 0
+    for a, b in zip(one_steps, loop_steps):
+        assert (a.step, a.tokens, a.top_tokens) == (b.step, b.tokens, b.top_tokens)
+        np.testing.assert_array_equal(a.token_ids, b.token_ids)
+        np.testing.assert_array_equal(a.ranks, b.ranks)
+        np.testing.assert_array_equal(a.top_ids, b.top_ids)
+        np.testing.assert_array_equal(a.finished, b.finished)
+        np.testing.assert_array_equal(a.parents, b.parents)
+        np.testing.assert_allclose(a.probabilities, b.probabilities, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(a.top_probs, b.top_probs, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(a.scores, b.scores, atol=ATOL, rtol=0)
+        assert sorted(a.attention) == sorted(b.attention) and sorted(a.masks) == sorted(b.masks)
+        for kind in a.attention:
+            np.testing.assert_array_equal(a.masks[kind], b.masks[kind])
+            for x, y in zip(a.attention[kind], b.attention[kind]):
+                np.testing.assert_allclose(x, y, atol=ATOL, rtol=0)
+    assert_same_trace(one.trace, loop.trace, model)
+    for kind in one.trace.masks:
+        np.testing.assert_array_equal(one.trace.masks[kind], loop.trace.masks[kind])
+
+
+@pytest.mark.parametrize("arch", ["transformer-preln", "gru-transformer-decoder"])
+def test_each_attention_matrix_is_held_once(arch):
+    """A step's attention row is a view into its result's trace, for forced and greedy decoding."""
+    model = never_ending_model(arch, seed=2)
+    for steps, (result,) in (run(forced(model, SOURCE, FORCED_TARGET)), run(greedy(model, SOURCE, max_len=MAX_LEN))):
+        for index, step in enumerate(steps):
+            for kind, layers in step.attention.items():
+                for layer, row in enumerate(layers):
+                    stacked = result.trace.attention[kind][layer]
+                    assert np.shares_memory(row, stacked), (kind, layer, index)
+                    np.testing.assert_array_equal(row[0], stacked[:, index, : row.shape[-1]])
+
+
+def test_a_float16_trace_keeps_the_numbers_to_three_digits():
+    model = tiny_model("transformer-preln", seed=3)
+    _, (half,) = run(forced(model, SOURCE, FORCED_TARGET, dtype=np.float16))
+    _, (full,) = run(forced(model, SOURCE, FORCED_TARGET))
+    for kind in full.trace.kinds:
+        for h, f in zip(half.trace.attention[kind], full.trace.attention[kind]):
+            assert h.dtype == np.float16 and f.dtype == np.float32
+            np.testing.assert_allclose(h, f, atol=1e-3, rtol=0)
 
 
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
