@@ -26,7 +26,7 @@ from torch import Tensor
 
 from .base import Seq2Seq
 from .errors import InputError
-from .trace import AttentionTrace, DecodeResult, DecodeStep, Intermediates, to_numpy
+from .trace import AttentionTrace, DecodeResult, DecodeStep, Intermediates, RowBuffer, to_numpy
 
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
@@ -66,6 +66,7 @@ class _Decoder:
         self.encoder_trace: AttentionTrace | None = None
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
+        self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
 
     def begin(self) -> None:
         with torch.inference_mode():
@@ -114,8 +115,11 @@ class _Decoder:
         """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``);
         ``frozen`` marks rows whose parent had already finished (their padding step costs nothing)."""
         choices = self.choices(log_probs.index_select(0, parents), tokens, frozen)
-        rows = {kind: [to_numpy(layer.index_select(0, parents), self.dtype) for layer in layers]
-                for kind, layers in attention.items()}
+        if self.rows is not None:
+            rows = self.rows.add(index, attention)
+        else:
+            rows = {kind: [to_numpy(layer.index_select(0, parents), self.dtype) for layer in layers]
+                    for kind, layers in attention.items()}
         mask_rows = {kind: mask.index_select(0, parents).cpu().numpy() for kind, mask in masks.items()}
         return DecodeStep(step=index, **choices, parents=parents.cpu().numpy(),
                           scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(),
@@ -165,14 +169,11 @@ class _Decoder:
         return self.encoder_trace
 
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
-        """Stack one hypothesis' attention rows into ``[heads, T, K]`` arrays (dec_self padded to T keys).
-
-        Without a beam the steps then hold views into these arrays instead of their own rows, so every
-        attention matrix is held once; a beam's steps hold rows that several hypotheses share.
-        """
+        """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): without
+        a beam the arrays the rows were written into, with one stacked from the rows the hypotheses share."""
         tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
         length = len(path)
-        share = all(step.beam_size == 1 for step, _ in path)
+        written = self.rows.finish([step for step, _ in path]) if self.rows is not None else {}
         attention: dict[str, list[np.ndarray]] = {}
         masks: dict[str, np.ndarray] = {}
         if self.encoder.attention:
@@ -183,11 +184,9 @@ class _Decoder:
             if kind not in path[0][0].attention:
                 continue
             key_len = length if kind == "dec_self" else len(self.src_tokens)
-            attention[kind] = []
-            for layer in range(len(path[0][0].attention[kind])):
-                attention[kind].append(_stack_rows([step.attention[kind][layer][row] for step, row in path], key_len))
-                if share:  # layer by layer, so the rows and the stacked copy coexist for one layer only
-                    _share_rows(path, kind, layer, attention[kind][layer])
+            attention[kind] = written.get(kind) or [
+                _stack_rows([step.attention[kind][layer][row] for step, row in path], key_len)
+                for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
         return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks)
@@ -218,13 +217,6 @@ class _Decoder:
                               log_prob=float(scores[-1]), score=float(scores[-1]), trace=trace, steps=steps,
                               rows=[0] * len(steps))
         return steps, result
-
-
-def _share_rows(path: list[tuple[DecodeStep, int]], kind: str, layer: int, stacked: np.ndarray) -> None:
-    """Point each one-row step's attention row of ``kind``/``layer`` at its row of ``stacked``."""
-    for index, (step, _) in enumerate(path):
-        key_len = step.attention[kind][layer].shape[-1]
-        step.attention[kind][layer] = stacked[None, :, index, :key_len]
 
 
 def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
@@ -286,6 +278,7 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
     ``decoder.max_len`` steps. Returns the steps."""
     decoder.begin()
+    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype) if decoder.need_weights else None
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)
