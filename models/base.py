@@ -54,8 +54,14 @@ class LayerCache:
         return self.cross_k, self.cross_v
 
     def reorder(self, index: Tensor) -> "LayerCache":
+        """Follow beam parents; the buffers keep their spare room, so the next step copies nothing more."""
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
-        return LayerCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v))
+        cache = LayerCache(cross_k=pick(self.cross_k), cross_v=pick(self.cross_v),
+                           room_k=pick(self.room_k), room_v=pick(self.room_v))
+        if self.self_k is not None:
+            length = self.self_k.shape[2]
+            cache.self_k, cache.self_v = cache.room_k[:, :, :length], cache.room_v[:, :, :length]
+        return cache
 
 
 def _room_for(prefix: Tensor | None, new: Tensor, length: int) -> Tensor:

@@ -21,7 +21,7 @@ def test_a_long_prefix_shows_a_window_ending_at_the_step(qtbot):
     first = 700 - PREFIX_WINDOW
     assert f"… {first} earlier" in text
     assert f" w{first} " in text and f"w{first - 1} " not in text and "w0 " not in text
-    assert f">w700</b>" in text and "w701</b> (p = 0.250)" in text and " w702" not in text
+    assert ">w700</b>" in text and "w701</b> (p = 0.250)" in text and " w702" not in text
     panel.show_prefix(tokens, 3, None, None)  # a short prefix is written out whole
     assert "earlier" not in panel.prefix.text() and panel.prefix.text().startswith("Step 4, decoder input: w0 w1 w2 ")
 
