@@ -18,16 +18,21 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = Fals
     """Softmax over the last axis restricted to allowed cells; fully masked rows give zeros.
 
     ``in_place`` lets it overwrite ``scores`` (the caller's own temporary) instead of copying it: at
-    1,024 × 1,024 cells per head every full pass over the scores costs as much as the softmax.
+    1,024 × 1,024 cells per head every new full-size tensor costs as much as the softmax itself.
     """
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    blocked = ~mask
-    filled = scores.masked_fill_(blocked, float("-inf")) if in_place else scores.masked_fill(blocked, float("-inf"))
-    weights = torch.softmax(filled, dim=-1)
+    blocked = None if mask is None else ~mask
+    filled = scores
+    if blocked is not None:
+        filled = scores.masked_fill_(blocked, float("-inf")) if in_place else scores.masked_fill(blocked, float("-inf"))
+    overwrite = in_place and not scores.requires_grad  # out= has no gradient; without one it saves a tensor
+    weights = torch.softmax(filled, dim=-1, out=filled) if overwrite else torch.softmax(filled, dim=-1)
+    if blocked is None:
+        return weights
     # A row with no allowed key is softmax(all -inf) = NaN; zero it (every other masked cell is 0 already).
     empty = blocked.all(dim=-1, keepdim=True)
-    return weights.masked_fill(empty, 0.0) if bool(empty.any()) else weights
+    if not bool(empty.any()):
+        return weights
+    return weights.masked_fill_(empty, 0.0) if overwrite else weights.masked_fill(empty, 0.0)
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,

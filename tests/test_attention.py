@@ -196,7 +196,17 @@ def test_masked_softmax_in_place_gives_the_same_weights_and_only_then_overwrites
     in_place = masked_softmax(scores, mask, in_place=True)
     torch.testing.assert_close(in_place, copied, atol=0, rtol=0)
     _check_weights(in_place, mask)
-    assert torch.isinf(scores[~mask.expand_as(scores)]).all()
+    assert in_place.data_ptr() == scores.data_ptr()  # no new full-size tensor
+
+
+def test_masked_softmax_in_place_still_trains():
+    torch.manual_seed(26)
+    mask = _random_mask((2, 3, 5, 7), seed=27)
+    leaf = torch.randn(2, 3, 5, 7, requires_grad=True)
+    (masked_softmax(leaf * 2, mask, in_place=True) ** 2).sum().backward()
+    expected_leaf = leaf.detach().clone().requires_grad_(True)
+    (masked_softmax(expected_leaf * 2, mask) ** 2).sum().backward()
+    torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=0, rtol=0)
 
 
 def test_masked_softmax_with_broadcast_mask_and_without_mask():
