@@ -30,9 +30,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = Fals
         return weights
     # A row with no allowed key is softmax(all -inf) = NaN; zero it (every other masked cell is 0 already).
     empty = blocked.all(dim=-1, keepdim=True)
-    if not bool(empty.any()):
-        return weights
-    return weights.masked_fill_(empty, 0.0) if overwrite else weights.masked_fill(empty, 0.0)
+    if not overwrite:  # training: no check, which would make the host wait for the device at every layer
+        return weights.masked_fill(empty, 0.0)
+    return weights.masked_fill_(empty, 0.0) if bool(empty.any()) else weights
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,

@@ -241,9 +241,15 @@ def test_one_pass_forced_equals_step_by_step_forced(arch):
 
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-transformer-decoder"])
 def test_each_attention_matrix_is_held_once(arch):
-    """A step's attention row is a view into its result's trace, for forced and greedy decoding."""
+    """A step's attention row is a view into its result's trace, for forced and greedy decoding (one run
+    to ``max_len``, one that stopped early and so got compact arrays)."""
     model = never_ending_model(arch, seed=2)
-    for steps, (result,) in (run(forced(model, SOURCE, FORCED_TARGET)), run(greedy(model, SOURCE, max_len=MAX_LEN))):
+    runs = [run(forced(model, SOURCE, FORCED_TARGET)), run(greedy(model, SOURCE, max_len=MAX_LEN)),
+            run(greedy(eos_ending_model(arch)[0], SOURCE, max_len=MAX_LEN + 5))]
+    assert len(runs[2][0]) < MAX_LEN + 5
+    for steps, (result,) in runs:
+        for arrays in result.trace.attention.values():
+            assert all(array.flags.c_contiguous for array in arrays)
         for index, step in enumerate(steps):
             for kind, layers in step.attention.items():
                 for layer, row in enumerate(layers):
