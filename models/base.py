@@ -56,8 +56,9 @@ class LayerCache:
     def reorder(self, index: Tensor) -> "LayerCache":
         """Follow beam parents; the buffers keep their spare room, so the next step copies nothing more."""
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
-        cache = LayerCache(cross_k=pick(self.cross_k), cross_v=pick(self.cross_v),
-                           room_k=pick(self.room_k), room_v=pick(self.room_v))
+        room_k, room_v = (self.room_k, self.room_v) if self.room_k is not None else (self.self_k, self.self_v)
+        cache = LayerCache(cross_k=pick(self.cross_k), cross_v=pick(self.cross_v), room_k=pick(room_k),
+                           room_v=pick(room_v))
         if self.self_k is not None:
             length = self.self_k.shape[2]
             cache.self_k, cache.self_v = cache.room_k[:, :, :length], cache.room_v[:, :, :length]
