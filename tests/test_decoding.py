@@ -422,3 +422,30 @@ def test_decode_step_fields(arch, mode):
                 assert layer.shape == (k, count, key_len)
                 np.testing.assert_allclose(layer.sum(axis=-1), 1.0, atol=1e-5)
             assert step.masks[kind].shape == (k, key_len) and step.masks[kind].dtype == np.bool_
+
+
+def test_key_value_cache_grows_by_doubling_and_follows_beam_parents():
+    from models.base import LayerCache
+
+    torch.manual_seed(8)
+    cache, keys, values = LayerCache(), [], []
+    rooms = set()
+    for _ in range(40):
+        k, v = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+        keys.append(k)
+        values.append(v)
+        all_k, all_v = cache.extend_self(k, v)
+        rooms.add(cache.room_k.data_ptr())
+        torch.testing.assert_close(all_k, torch.cat(keys, dim=2), atol=0, rtol=0)
+        torch.testing.assert_close(all_v, torch.cat(values, dim=2), atol=0, rtol=0)
+    assert len(rooms) <= 3  # 16, then 34, then 70 positions: not one buffer per step
+    parents = torch.tensor([2, 0, 0])
+    moved = cache.reorder(parents)
+    torch.testing.assert_close(moved.self_k, torch.cat(keys, dim=2)[parents], atol=0, rtol=0)
+    before = moved.room_k.data_ptr()
+    moved.extend_self(torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4))
+    assert moved.room_k.data_ptr() == before and moved.self_k.shape[2] == 41
+    calls = []
+    project = lambda: calls.append(1) or (torch.ones(1), torch.zeros(1))  # noqa: E731
+    first = cache.cross_kv(project)
+    assert cache.cross_kv(project)[0] is first[0] and len(calls) == 1  # projected once, then cached
