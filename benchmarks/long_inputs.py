@@ -74,7 +74,7 @@ def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:
 
     folder = tempfile.mkdtemp()
     settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
-    window = create_window(model_file(folder), device, settings)
+    window = create_window(model_file(folder, max(1024, tokens)), device, settings)
     window.resize(1400, 900)
     window.show()
     wait_for(application, lambda: window.session.model is not None)
@@ -146,6 +146,12 @@ def main() -> None:
     parser.add_argument("--case", nargs=2, metavar=("MODE", "TOKENS"), help=argparse.SUPPRESS)
     parser.add_argument("--step-costs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from models.translator import DeviceError, resolve_device
+
+    try:
+        resolve_device(args.device)
+    except DeviceError as error:
+        parser.exit(1, f"long_inputs: error: {error}\n")
     if args.case:
         print(json.dumps(one_case(args.case[0], int(args.case[1]), args.device, args.repeats)))
         return
