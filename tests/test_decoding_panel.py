@@ -52,3 +52,22 @@ def test_top_k_labels_all_show_and_long_tokens_are_cut(qtbot):
     shown = ticks(chart)
     assert [index for index, _ in shown] == list(range(10))
     assert shown[-1][1] == "a-very-long-subword-token"[: LABEL_CHARS - 1] + "…"
+
+
+def test_the_beam_tree_is_built_for_a_beam_only(qtbot):
+    import torch
+
+    from models import build_model
+    from models.decoding import beam_search, greedy, run
+    from tests.helpers import tiny_config
+
+    torch.manual_seed(0)
+    model = build_model(tiny_config("transformer-preln")).eval()
+    panel = DecodingPanel()
+    qtbot.addWidget(panel)
+    steps, results = run(greedy(model, [5, 6, 7, 3], max_len=30))
+    panel.beam.show_results([], steps)  # what the window passes when the mode is not beam search
+    assert panel.beam.tree.topLevelItemCount() == 0
+    steps, results = run(beam_search(model, [5, 6, 7, 3], beam=2, max_len=6))
+    panel.beam.show_results(results, steps)
+    assert panel.beam.tree.topLevelItemCount() == 2 and panel.beam.hypotheses.count() == len(results)

@@ -177,7 +177,7 @@ class BeamPanel(QWidget):
             self.hypotheses.addItem(item)
         self.hypotheses.setCurrentRow(0 if results else -1)
         self.hypotheses.blockSignals(False)
-        self._build_tree(steps)
+        self._build_tree(steps if results else [])  # without a beam the panel is hidden: no tree to build
 
     def _build_tree(self, steps: list[DecodeStep]) -> None:
         self.tree.clear()
