@@ -14,13 +14,25 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
-    """Softmax over the last axis restricted to allowed cells; fully masked rows give zeros."""
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
-    # A row with no allowed key is softmax(all -inf) = NaN; zero it (and nothing else changes).
-    return weights.masked_fill(~mask, 0.0)
+def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = False) -> Tensor:
+    """Softmax over the last axis restricted to allowed cells; fully masked rows give zeros.
+
+    ``in_place`` lets it overwrite ``scores`` (the caller's own temporary) instead of copying it: at
+    1,024 × 1,024 cells per head every new full-size tensor costs as much as the softmax itself.
+    """
+    blocked = None if mask is None else ~mask
+    filled = scores
+    if blocked is not None:
+        filled = scores.masked_fill_(blocked, float("-inf")) if in_place else scores.masked_fill(blocked, float("-inf"))
+    overwrite = in_place and not scores.requires_grad  # out= has no gradient; without one it saves a tensor
+    weights = torch.softmax(filled, dim=-1, out=filled) if overwrite else torch.softmax(filled, dim=-1)
+    if blocked is None:
+        return weights
+    # A row with no allowed key is softmax(all -inf) = NaN; zero it (every other masked cell is 0 already).
+    empty = blocked.all(dim=-1, keepdim=True)
+    if not overwrite:  # training: no check, which would make the host wait for the device at every layer
+        return weights.masked_fill(empty, 0.0)
+    return weights.masked_fill_(empty, 0.0) if bool(empty.any()) else weights
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
@@ -34,8 +46,8 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
     """
     if not need_weights:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout), None
-    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # [B, H, Q, K]
-    weights = masked_softmax(scores, mask)
+    scores = torch.matmul(q, k.transpose(-2, -1)).div_(math.sqrt(q.shape[-1]))  # [B, H, Q, K]
+    weights = masked_softmax(scores, mask, in_place=True)
     output = torch.matmul(F.dropout(weights, dropout) if dropout else weights, v)  # [B, H, Q, Dv]
     return output, weights
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -21,23 +22,55 @@ from .intermediates import Intermediates
 
 @dataclass
 class LayerCache:
-    """Keys and values one decoder layer already computed. Shape of each: ``[B, H, len, D]``."""
+    """Keys and values one decoder layer already computed. Shape of each: ``[B, H, len, D]``.
+
+    The self-attention prefix lives at the start of ``room_k``/``room_v``, buffers that double when
+    full: a step copies only its own keys/values, where concatenating would copy the whole prefix at
+    every step (and leave the process' memory fragmented by ever larger freed blocks).
+    """
 
     self_k: Tensor | None = None
     self_v: Tensor | None = None
     cross_k: Tensor | None = None
     cross_v: Tensor | None = None
+    room_k: Tensor | None = None
+    room_v: Tensor | None = None
 
     def extend_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append this step's keys/values and return the whole prefix's."""
-        if self.self_k is not None:
-            k, v = torch.cat([self.self_k, k], dim=2), torch.cat([self.self_v, v], dim=2)
-        self.self_k, self.self_v = k, v
-        return k, v
+        start = 0 if self.self_k is None else self.self_k.shape[2]
+        end = start + k.shape[2]
+        if self.room_k is None or end > self.room_k.shape[2]:
+            self.room_k, self.room_v = _room_for(self.self_k, k, end), _room_for(self.self_v, v, end)
+        self.room_k[:, :, start:end] = k
+        self.room_v[:, :, start:end] = v
+        self.self_k, self.self_v = self.room_k[:, :, :end], self.room_v[:, :, :end]
+        return self.self_k, self.self_v
+
+    def cross_kv(self, project: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        """The keys/values of the encoder output: ``project()`` once per sentence, then the cached ones."""
+        if self.cross_k is None:
+            self.cross_k, self.cross_v = project()
+        return self.cross_k, self.cross_v
 
     def reorder(self, index: Tensor) -> "LayerCache":
+        """Follow beam parents; the buffers keep their spare room, so the next step copies nothing more."""
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
-        return LayerCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v))
+        room_k, room_v = (self.room_k, self.room_v) if self.room_k is not None else (self.self_k, self.self_v)
+        cache = LayerCache(cross_k=pick(self.cross_k), cross_v=pick(self.cross_v), room_k=pick(room_k),
+                           room_v=pick(room_v))
+        if self.self_k is not None:
+            length = self.self_k.shape[2]
+            cache.self_k, cache.self_v = cache.room_k[:, :, :length], cache.room_v[:, :, :length]
+        return cache
+
+
+def _room_for(prefix: Tensor | None, new: Tensor, length: int) -> Tensor:
+    """A buffer with room for twice ``length`` positions, holding ``prefix`` at its start."""
+    room = new.new_empty(new.shape[0], new.shape[1], max(2 * length, 16), new.shape[3])
+    if prefix is not None:
+        room[:, :, : prefix.shape[2]] = prefix
+    return room
 
 
 @dataclass

@@ -8,6 +8,12 @@ A generator's return value (``StopIteration.value``) is the list of ``DecodeResu
 with its own ``AttentionTrace`` assembled from the steps through the beam parents. Stopping iteration
 early is how a caller aborts. Incremental decoding uses the models' key/value caches; ``use_cache=False``
 recomputes the whole prefix at every step (the reference the cache is tested and benchmarked against).
+
+Forced decoding knows every decoder input in advance, so it runs one teacher-forced forward pass and
+derives its steps from that pass; ``forced_step_by_step`` feeds the target one token at a time through
+the same loop as greedy decoding (the reference the one pass is tested against). A step's attention
+rows are views into its result's trace, so each attention matrix is held once. ``dtype`` is the trace's
+number type (float32, or float16 where memory matters more than the last digits).
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ from torch import Tensor
 
 from .base import Seq2Seq
 from .errors import InputError
-from .intermediates import Intermediates, to_numpy, trace_from_intermediates
+from .intermediates import Intermediates, RowBuffer, to_numpy, trace_from_intermediates
 from .trace import AttentionTrace, DecodeResult, DecodeStep
 
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
+NextToken = Callable[[int, Tensor], Tensor]  # (step index, log-probabilities [1, V]) -> the token fed next [1]
 
 
 def run(steps: Steps) -> tuple[list[DecodeStep], list[DecodeResult]]:
@@ -45,10 +52,10 @@ class _Decoder:
     """Shared state of one decoding run: the model, the encoded source and the capture settings."""
 
     def __init__(self, model: Seq2Seq, src_ids: Sequence[int], label: Label, source_label: Label | None,
-                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None):
+                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32):
         if len(src_ids) == 0:
             raise InputError("the source has no tokens")
-        self.model, self.label, self.top_k = model, label, top_k
+        self.model, self.label, self.top_k, self.dtype = model, label, top_k, dtype
         self.need_weights, self.use_cache = need_weights, use_cache
         config = model.config
         self.max_len = min(max_len or config.max_len, config.max_len)
@@ -59,7 +66,8 @@ class _Decoder:
         self.encoder: Intermediates = Intermediates()
         self.encoder_trace: AttentionTrace | None = None
         self.state = None
-        self.prefix: Tensor | None = None  # [K, t] fed tokens, for use_cache=False
+        self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
+        self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
 
     def begin(self) -> None:
         with torch.inference_mode():
@@ -69,18 +77,22 @@ class _Decoder:
     def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
         """Feed ``tokens`` ``[K]``; returns log-probabilities ``[K, V]``, attention rows and mask rows."""
         with torch.inference_mode():
-            self.prefix = torch.cat([self.prefix, tokens[:, None]], dim=1)
             if self.use_cache:
                 output = self.model.step(tokens, self.state, need_weights=self.need_weights)
                 logits, attention, masks = output.logits, output.attention, output.masks
             else:
+                self.prefix = torch.cat([self.prefix, tokens[:, None]], dim=1)
                 logits, attention, masks = self._recompute()
-            log_probs = torch.log_softmax(logits.float(), dim=-1)
-            if self.pad != self.eos:
-                # Padding is never an output (fairseq does the same): a teacher-forced forward masks pad
-                # keys, so a decoded pad would make the cached trace disagree with the full forward's.
-                log_probs[:, self.pad] = float("-inf")
-            return log_probs, attention, masks
+            return self.log_probs(logits), attention, masks
+
+    def log_probs(self, logits: Tensor) -> Tensor:
+        """Next-token log-probabilities ``[..., V]`` of ``logits``."""
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        if self.pad != self.eos:
+            # Padding is never an output (fairseq does the same): a teacher-forced forward masks pad
+            # keys, so a decoded pad would make the cached trace disagree with the full forward's.
+            log_probs[..., self.pad] = float("-inf")
+        return log_probs
 
     def _recompute(self):
         src = self.src.expand(self.prefix.shape[0], -1)
@@ -95,31 +107,40 @@ class _Decoder:
     def reorder(self, parents: Tensor) -> None:
         if self.use_cache:
             self.state = self.state.reorder(parents)
-        self.prefix = self.prefix.index_select(0, parents)
+        else:
+            self.prefix = self.prefix.index_select(0, parents)
 
     def make_step(self, index: int, log_probs: Tensor, parents: Tensor, tokens: Tensor, scores: Tensor,
                   finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor],
                   frozen: Tensor | None = None) -> DecodeStep:
         """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``);
         ``frozen`` marks rows whose parent had already finished (their padding step costs nothing)."""
-        parent_log_probs = log_probs.index_select(0, parents)  # [K, V]
-        chosen = parent_log_probs.gather(1, tokens[:, None])[:, 0]  # [K]
-        ranks = (parent_log_probs > chosen[:, None]).sum(dim=1)
+        choices = self.choices(log_probs.index_select(0, parents), tokens, frozen)
+        if self.rows is not None:
+            rows = self.rows.add(index, attention)
+        else:
+            rows = {kind: [to_numpy(layer.index_select(0, parents), self.dtype) for layer in layers]
+                    for kind, layers in attention.items()}
+        mask_rows = {kind: mask.index_select(0, parents).cpu().numpy() for kind, mask in masks.items()}
+        return DecodeStep(step=index, **choices, parents=parents.cpu().numpy(),
+                          scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(),
+                          attention=rows, masks=mask_rows)
+
+    def choices(self, log_probs: Tensor, tokens: Tensor, frozen: Tensor | None = None) -> dict:
+        """Per row of ``log_probs`` ``[N, V]``: the chosen token's probability and rank, and the top-k.
+
+        Rows are a beam's hypotheses at one step, or all the steps of one forced pass.
+        """
+        chosen = log_probs.gather(1, tokens[:, None])[:, 0]  # [N]
+        ranks = (log_probs > chosen[:, None]).sum(dim=1)
         if frozen is not None:
             chosen, ranks = chosen.masked_fill(frozen, 0.0), ranks.masked_fill(frozen, 0)
-        top = parent_log_probs.topk(min(self.top_k, parent_log_probs.shape[1]), dim=1)
-        top_ids = top.indices.cpu().numpy()
-        token_ids = tokens.cpu().numpy()
-        rows = {kind: [to_numpy(layer.index_select(0, parents)) for layer in layers]
-                for kind, layers in attention.items()}
-        mask_rows = {kind: mask.index_select(0, parents).cpu().numpy() for kind, mask in masks.items()}
-        return DecodeStep(
-            step=index, token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
-            probabilities=chosen.exp().cpu().numpy(), ranks=ranks.cpu().numpy(),
-            top_ids=top_ids, top_tokens=[[self.label(int(t)) for t in row] for row in top_ids],
-            top_probs=top.values.exp().cpu().numpy(), parents=parents.cpu().numpy(),
-            scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(), attention=rows,
-            masks=mask_rows)
+        top = log_probs.topk(min(self.top_k, log_probs.shape[1]), dim=1)
+        top_ids, token_ids = top.indices.cpu().numpy(), tokens.cpu().numpy()
+        return dict(token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
+                    probabilities=chosen.exp().cpu().numpy(), ranks=ranks.cpu().numpy(), top_ids=top_ids,
+                    top_tokens=[[self.label(int(t)) for t in row] for row in top_ids],
+                    top_probs=top.values.exp().cpu().numpy())
 
     def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
         if not steps:
@@ -145,13 +166,15 @@ class _Decoder:
     def _encoder_trace(self) -> AttentionTrace:
         """The encoder's part of every hypothesis' trace: converted once, shared by all of them."""
         if self.encoder_trace is None:
-            self.encoder_trace = trace_from_intermediates(self.encoder, 0, self.src_tokens, [])
+            self.encoder_trace = trace_from_intermediates(self.encoder, 0, self.src_tokens, [], self.dtype)
         return self.encoder_trace
 
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
-        """Stack one hypothesis' attention rows into ``[heads, T, K]`` arrays (dec_self padded to T keys)."""
+        """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): without
+        a beam the arrays the rows were written into, with one stacked from the rows the hypotheses share."""
         tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
         length = len(path)
+        written = self.rows.finish([step for step, _ in path]) if self.rows is not None else {}
         attention: dict[str, list[np.ndarray]] = {}
         masks: dict[str, np.ndarray] = {}
         if self.encoder.attention:
@@ -162,11 +185,39 @@ class _Decoder:
             if kind not in path[0][0].attention:
                 continue
             key_len = length if kind == "dec_self" else len(self.src_tokens)
-            attention[kind] = [_stack_rows([step.attention[kind][layer][row] for step, row in path], key_len)
-                               for layer in range(len(path[0][0].attention[kind]))]
+            attention[kind] = written.get(kind) or [
+                _stack_rows([step.attention[kind][layer][row] for step, row in path], key_len)
+                for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
         return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks)
+
+    def forced_result(self, target: list[int], logits: Tensor, inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
+        """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
+        right; its trace is the pass' own attention, and each step's rows are views into it."""
+        tokens = torch.tensor(target, device=logits.device)
+        log_probs = self.log_probs(logits)
+        choices = self.choices(log_probs, tokens)
+        scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0).cpu().numpy()
+        tgt_tokens = [self.label(self.bos)] + choices["tokens"][:-1]
+        trace = None
+        if self.need_weights:
+            trace = trace_from_intermediates(inter, 0, self.src_tokens, tgt_tokens, self.dtype, release=True)
+        steps = []
+        for index in range(len(target)):
+            one = {key: value[index: index + 1] for key, value in choices.items()}
+            attention, masks = {}, {}
+            for kind in ("dec_self", "cross") if trace is not None else ():
+                if kind in trace.attention:
+                    key_len = index + 1 if kind == "dec_self" else len(self.src_tokens)
+                    attention[kind] = [layer[None, :, index, :key_len] for layer in trace.attention[kind]]
+                    masks[kind] = trace.masks[kind][index: index + 1, :key_len]
+            steps.append(DecodeStep(step=index, **one, parents=np.zeros(1, dtype=np.int64), scores=scores[index: index + 1],
+                                    finished=one["token_ids"] == self.eos, attention=attention, masks=masks))
+        result = DecodeResult(token_ids=list(target), tokens=list(choices["tokens"]), text="",
+                              log_prob=float(scores[-1]), score=float(scores[-1]), trace=trace, steps=steps,
+                              rows=[0] * len(steps))
+        return steps, result
 
 
 def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
@@ -179,53 +230,76 @@ def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
 
 
 def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
-           max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
+           max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
+           dtype: type = np.float32) -> Steps:
     """Take the most likely token at every step until the end token or ``max_len`` tokens."""
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len)
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len, dtype)
+    steps = yield from _one_by_one(decoder, lambda index, log_probs: log_probs.argmax(dim=-1))
+    return decoder.results(steps)
+
+
+def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+           source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
+           dtype: type = np.float32) -> Steps:
+    """Feed the user's target (the end token is appended) and report each token's probability and rank.
+
+    One teacher-forced forward pass computes every step (a recurrent decoder still runs its cell once
+    per token inside that pass, but nothing is searched).
+    """
+    target = _forced_target(model, target_ids)
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, True, len(target), dtype)
+    tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
+    with torch.inference_mode():
+        logits, inter = model(decoder.src, tgt_in, need_weights=need_weights)
+    steps, result = decoder.forced_result(target, logits[0], inter)
+    del inter, logits  # the trace now owns the attention the pass computed
+    yield from steps
+    return [result]
+
+
+def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+                        source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
+                        use_cache: bool = True) -> Steps:
+    """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
+    target = _forced_target(model, target_ids)
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, len(target))
+    device = decoder.src.device
+    steps = yield from _one_by_one(decoder, lambda index, log_probs: torch.tensor([target[index]], device=device))
+    return decoder.results(steps)
+
+
+def _forced_target(model: Seq2Seq, target_ids: Sequence[int]) -> list[int]:
+    target = list(target_ids) + [model.config.eos_id]
+    if len(target) > model.config.max_len:
+        raise InputError(f"the target has {len(target)} tokens; this model takes at most {model.config.max_len}")
+    return target
+
+
+def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeStep, None, list[DecodeStep]]:
+    """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
+    ``decoder.max_len`` steps. Returns the steps."""
     decoder.begin()
-    tokens = torch.tensor([decoder.bos], device=decoder.src.device)
-    score = torch.zeros(1, dtype=torch.float64, device=decoder.src.device)
-    zero = torch.zeros(1, dtype=torch.long, device=decoder.src.device)
+    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype) if decoder.need_weights else None
+    device = decoder.src.device
+    tokens = torch.tensor([decoder.bos], device=device)
+    score = torch.zeros(1, dtype=torch.float64, device=device)
+    zero = torch.zeros(1, dtype=torch.long, device=device)
     steps = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)
-        tokens = log_probs.argmax(dim=-1)  # [1]
+        tokens = next_token(index, log_probs)  # [1]
         score = score + log_probs[0, tokens]
         done = tokens == decoder.eos
         steps.append(decoder.make_step(index, log_probs, zero, tokens, score, done, attention, masks))
         yield steps[-1]
         if bool(done[0]):
             break
-    return decoder.results(steps)
-
-
-def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
-           source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
-           use_cache: bool = True) -> Steps:
-    """Feed the user's target (the end token is appended) and report each token's probability and rank."""
-    target = list(target_ids) + [model.config.eos_id]
-    if len(target) > model.config.max_len:
-        raise InputError(f"the target has {len(target)} tokens; this model takes at most {model.config.max_len}")
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, len(target))
-    decoder.begin()
-    device = decoder.src.device
-    tokens = torch.tensor([decoder.bos], device=device)
-    score = torch.zeros(1, dtype=torch.float64, device=device)
-    zero = torch.zeros(1, dtype=torch.long, device=device)
-    steps = []
-    for index, target_id in enumerate(target):
-        log_probs, attention, masks = decoder.step(tokens)
-        tokens = torch.tensor([target_id], device=device)
-        score = score + log_probs[0, tokens]
-        done = tokens == decoder.eos
-        steps.append(decoder.make_step(index, log_probs, zero, tokens, score, done, attention, masks))
-        yield steps[-1]
-    return decoder.results(steps)
+    return steps
 
 
 def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
                 label: Label = str, source_label: Label | None = None, max_len: int | None = None,
-                top_k: int = 10, need_weights: bool = True, use_cache: bool = True) -> Steps:
+                top_k: int = 10, need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32) -> Steps:
     """Keep the ``beam`` best partial hypotheses by summed log-probability.
 
     A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
@@ -234,7 +308,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     """
     if beam < 1:
         raise InputError(f"the beam width must be at least 1; got {beam}")
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len)
+    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len, dtype)
     decoder.begin()
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)

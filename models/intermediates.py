@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from .masks import expand_for_trace
-from .trace import AttentionTrace
+from .trace import AttentionTrace, DecodeStep
 
 
 @dataclass
@@ -23,13 +23,23 @@ class Intermediates:
 
 
 def trace_from_intermediates(intermediates: Intermediates, index: int, src_tokens: list[str],
-                             tgt_tokens: list[str], dtype: type = np.float32) -> AttentionTrace:
-    """Example ``index`` of a batched forward pass as a trace (trimmed to the given token lists)."""
+                             tgt_tokens: list[str], dtype: type = np.float32, release: bool = False) -> AttentionTrace:
+    """Example ``index`` of a batched forward pass as a trace (trimmed to the given token lists).
+
+    ``release`` empties the intermediates' lists as their tensors are converted, so that a conversion
+    to another dtype holds one layer twice at a time, not the whole pass.
+    """
     attention, masks = {}, {}
     for kind, per_layer in intermediates.attention.items():
         q_len = len(src_tokens) if kind == "enc_self" else len(tgt_tokens)
         k_len = len(tgt_tokens) if kind == "dec_self" else len(src_tokens)
-        attention[kind] = [to_numpy(layer[index, :, :q_len, :k_len], dtype) for layer in per_layer]
+        attention[kind] = []
+        for layer in range(len(per_layer)):
+            attention[kind].append(to_numpy(per_layer[layer][index, :, :q_len, :k_len], dtype))
+            if release:
+                per_layer[layer] = None
+        if release:
+            per_layer.clear()
         mask = intermediates.masks.get(kind)
         masks[kind] = expand_for_trace(mask, index, q_len, k_len)[:q_len, :k_len].numpy().copy()
     return AttentionTrace(list(src_tokens), list(tgt_tokens), attention, masks)
@@ -37,3 +47,49 @@ def trace_from_intermediates(intermediates: Intermediates, index: int, src_token
 
 def to_numpy(tensor: Tensor, dtype: type = np.float32) -> np.ndarray:
     return tensor.detach().to("cpu", torch.float32).numpy().astype(dtype, copy=False)
+
+
+class RowBuffer:
+    """The attention rows of one hypothesis (decoding without a beam), written step by step straight into
+    one ``[heads, max_len, key_len]`` array per kind and layer (dec_self rows zero-filled on the right).
+
+    Each step holds views into these arrays, so every attention matrix is held once, and no step's work
+    grows with the history. Pages of a zero-filled array that no row touched take no memory, so a short
+    output of a model with a long maximum costs what it uses.
+    """
+
+    def __init__(self, max_len: int, dtype: type = np.float32):
+        self.max_len, self.dtype = max_len, dtype
+        self.arrays: dict[str, list[np.ndarray]] = {}
+
+    def add(self, index: int, attention: dict[str, list[Tensor]]) -> dict[str, list[np.ndarray]]:
+        """Store step ``index``'s rows (per kind and layer ``[1, heads, key_len]``); returns views of them."""
+        views = {}
+        for kind, layers in attention.items():
+            if kind not in self.arrays:
+                key_len = self.max_len if kind == "dec_self" else layers[0].shape[-1]
+                self.arrays[kind] = [np.zeros((layer.shape[1], self.max_len, key_len), self.dtype) for layer in layers]
+            views[kind] = []
+            for array, layer in zip(self.arrays[kind], layers):
+                key_len = layer.shape[-1]
+                array[:, index, :key_len] = to_numpy(layer[0], self.dtype)
+                views[kind].append(array[None, :, index, :key_len])
+        return views
+
+    def finish(self, steps: list["DecodeStep"]) -> dict[str, list[np.ndarray]]:
+        """The ``[heads, T, key_len]`` arrays of the ``T = len(steps)`` steps taken (dec_self: T keys).
+
+        A run that stopped before ``max_len`` gets compact copies, made layer by layer, and its steps'
+        views move into them; the long arrays are then freed.
+        """
+        length = len(steps)
+        for kind, arrays in self.arrays.items():
+            for layer, array in enumerate(arrays):
+                key_len = length if kind == "dec_self" else array.shape[2]
+                if length == self.max_len and key_len == array.shape[2]:
+                    continue
+                arrays[layer] = compact = np.ascontiguousarray(array[:, :length, :key_len])
+                for index, step in enumerate(steps):
+                    width = step.attention[kind][layer].shape[-1]
+                    step.attention[kind][layer] = compact[None, :, index, :width]
+        return self.arrays

@@ -85,10 +85,8 @@ class GRUDecoder(nn.Module):
     def _attend(self, query: Tensor, state: DecoderState, mask: Tensor) -> tuple[Tensor, Tensor]:
         if isinstance(self.attention, AdditiveAttention):
             return self.attention(query, state.memory, state.memory, mask)
-        cache = state.caches[0]
-        if cache.cross_k is None:  # the annotations' keys and values are projected once per sentence
-            cache.cross_k, cache.cross_v = self.attention.project_kv(state.memory, state.memory)
-        return self.attention.attend(query, cache.cross_k, cache.cross_v, mask)
+        k, v = state.caches[0].cross_kv(lambda: self.attention.project_kv(state.memory, state.memory))
+        return self.attention.attend(query, k, v, mask)
 
 
 class TransformerBlock(nn.Module):
@@ -109,12 +107,8 @@ class TransformerBlock(nn.Module):
             k, v = cache.extend_self(k, v)
         attended, self_weights = self.self_attention.attend(x, k, v, self_mask)
         x = x + attended
-        if cache is not None and cache.cross_k is not None:
-            k, v = cache.cross_k, cache.cross_v
-        else:
-            k, v = self.encoder_attention.project_kv(memory, memory)
-            if cache is not None:
-                cache.cross_k, cache.cross_v = k, v
+        project = lambda: self.encoder_attention.project_kv(memory, memory)  # noqa: E731
+        k, v = cache.cross_kv(project) if cache is not None else project()
         attended, cross_weights = self.encoder_attention.attend(x, k, v, cross_mask)
         x = x + attended
         return x + F.relu(self.mlp(x)), self_weights, cross_weights

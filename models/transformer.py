@@ -140,12 +140,8 @@ class DecoderLayer(nn.Module):
                 cache: LayerCache | None, need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Shape: x ``[B, L, E]``, memory ``[B, S, E]`` → x, self weights ``[B, H, L, K]``, cross ``[B, H, L, S]``."""
         x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights)
-        if cache is not None and cache.cross_k is not None:
-            k, v = cache.cross_k, cache.cross_v
-        else:
-            k, v = self.cross_attention.attention.project_kv(memory, memory)  # [B, H, S, D]
-            if cache is not None:
-                cache.cross_k, cache.cross_v = k, v
+        project = lambda: self.cross_attention.attention.project_kv(memory, memory)  # noqa: E731
+        k, v = cache.cross_kv(project) if cache is not None else project()  # [B, H, S, D]
         x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights)
         return self.feed_forward(x), self_weights, cross_weights
 

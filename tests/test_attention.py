@@ -186,6 +186,29 @@ def test_masked_softmax_zeros_masked_cells_and_fully_masked_rows():
     torch.testing.assert_close(weights[1, 2, 3][mask[1, 2, 3]], torch.softmax(row, dim=0), atol=1e-7, rtol=0)
 
 
+def test_masked_softmax_in_place_gives_the_same_weights_and_only_then_overwrites_the_scores():
+    torch.manual_seed(24)
+    scores = torch.randn(2, 3, 5, 7) * 5
+    mask = _random_mask((2, 3, 5, 7), seed=25)
+    kept = scores.clone()
+    copied = masked_softmax(scores, mask)
+    torch.testing.assert_close(scores, kept, atol=0, rtol=0)  # the caller's scores are left alone
+    in_place = masked_softmax(scores, mask, in_place=True)
+    torch.testing.assert_close(in_place, copied, atol=0, rtol=0)
+    _check_weights(in_place, mask)
+    assert in_place.data_ptr() == scores.data_ptr()  # no new full-size tensor
+
+
+def test_masked_softmax_in_place_still_trains():
+    torch.manual_seed(26)
+    mask = _random_mask((2, 3, 5, 7), seed=27)
+    leaf = torch.randn(2, 3, 5, 7, requires_grad=True)
+    (masked_softmax(leaf * 2, mask, in_place=True) ** 2).sum().backward()
+    expected_leaf = leaf.detach().clone().requires_grad_(True)
+    (masked_softmax(expected_leaf * 2, mask) ** 2).sum().backward()
+    torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=0, rtol=0)
+
+
 def test_masked_softmax_with_broadcast_mask_and_without_mask():
     torch.manual_seed(22)
     scores = torch.randn(2, 3, 4, 6)

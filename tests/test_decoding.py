@@ -14,7 +14,7 @@ import torch
 
 from models import ARCHS, build_model, make_config
 from models.config import TRANSFORMER_ARCHS
-from models.decoding import beam_search, forced, greedy, run
+from models.decoding import beam_search, forced, forced_step_by_step, greedy, run
 from models.intermediates import trace_from_intermediates
 from models.trace import AttentionTrace, DecodeStep
 
@@ -207,6 +207,68 @@ def test_forced_on_greedy_output_reproduces_greedy(arch, ends):
         assert forced_steps[-1].token_id == EOS and forced_steps[-1].rank > 0
 
 
+FORCED_TARGET = [4, 7, 7, 10, 5, 9, 4, 8]  # not what a random model would choose: ranks above 0 too
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_one_pass_forced_equals_step_by_step_forced(arch):
+    """The one teacher-forced pass gives every step's numbers and the trace the incremental loop gives."""
+    model = tiny_model(arch, seed=7)
+    one_steps, (one,) = run(forced(model, SOURCE, FORCED_TARGET, **LABELS, top_k=5))
+    loop_steps, (loop,) = run(forced_step_by_step(model, SOURCE, FORCED_TARGET, **LABELS, top_k=5))
+    assert one.token_ids == loop.token_ids == FORCED_TARGET + [EOS] and one.tokens == loop.tokens
+    assert one.log_prob == pytest.approx(loop.log_prob, abs=ATOL) and one.score == pytest.approx(loop.score, abs=ATOL)
+    assert one.rows == loop.rows and len(one_steps) == len(loop_steps) == len(FORCED_TARGET) + 1
+    assert max(int(step.rank) for step in loop_steps) > 0
+    for a, b in zip(one_steps, loop_steps):
+        assert (a.step, a.tokens, a.top_tokens) == (b.step, b.tokens, b.top_tokens)
+        np.testing.assert_array_equal(a.token_ids, b.token_ids)
+        np.testing.assert_array_equal(a.ranks, b.ranks)
+        np.testing.assert_array_equal(a.top_ids, b.top_ids)
+        np.testing.assert_array_equal(a.finished, b.finished)
+        np.testing.assert_array_equal(a.parents, b.parents)
+        np.testing.assert_allclose(a.probabilities, b.probabilities, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(a.top_probs, b.top_probs, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(a.scores, b.scores, atol=ATOL, rtol=0)
+        assert sorted(a.attention) == sorted(b.attention) and sorted(a.masks) == sorted(b.masks)
+        for kind in a.attention:
+            np.testing.assert_array_equal(a.masks[kind], b.masks[kind])
+            for x, y in zip(a.attention[kind], b.attention[kind]):
+                np.testing.assert_allclose(x, y, atol=ATOL, rtol=0)
+    assert_same_trace(one.trace, loop.trace, model)
+    for kind in one.trace.masks:
+        np.testing.assert_array_equal(one.trace.masks[kind], loop.trace.masks[kind])
+
+
+@pytest.mark.parametrize("arch", ["transformer-preln", "gru-transformer-decoder"])
+def test_each_attention_matrix_is_held_once(arch):
+    """A step's attention row is a view into its result's trace, for forced and greedy decoding (one run
+    to ``max_len``, one that stopped early and so got compact arrays)."""
+    model = never_ending_model(arch, seed=2)
+    runs = [run(forced(model, SOURCE, FORCED_TARGET)), run(greedy(model, SOURCE, max_len=MAX_LEN)),
+            run(greedy(eos_ending_model(arch)[0], SOURCE, max_len=MAX_LEN + 5))]
+    assert len(runs[2][0]) < MAX_LEN + 5
+    for steps, (result,) in runs:
+        for arrays in result.trace.attention.values():
+            assert all(array.flags.c_contiguous for array in arrays)
+        for index, step in enumerate(steps):
+            for kind, layers in step.attention.items():
+                for layer, row in enumerate(layers):
+                    stacked = result.trace.attention[kind][layer]
+                    assert np.shares_memory(row, stacked), (kind, layer, index)
+                    np.testing.assert_array_equal(row[0], stacked[:, index, : row.shape[-1]])
+
+
+def test_a_float16_trace_keeps_the_numbers_to_three_digits():
+    model = tiny_model("transformer-preln", seed=3)
+    _, (half,) = run(forced(model, SOURCE, FORCED_TARGET, dtype=np.float16))
+    _, (full,) = run(forced(model, SOURCE, FORCED_TARGET))
+    for kind in full.trace.kinds:
+        for h, f in zip(half.trace.attention[kind], full.trace.attention[kind]):
+            assert h.dtype == np.float16 and f.dtype == np.float32
+            np.testing.assert_allclose(h, f, atol=1e-3, rtol=0)
+
+
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
 def test_forced_reports_rank_of_a_non_greedy_target(arch):
     model = tiny_model(arch, seed=6)
@@ -361,3 +423,30 @@ def test_decode_step_fields(arch, mode):
                 assert layer.shape == (k, count, key_len)
                 np.testing.assert_allclose(layer.sum(axis=-1), 1.0, atol=1e-5)
             assert step.masks[kind].shape == (k, key_len) and step.masks[kind].dtype == np.bool_
+
+
+def test_key_value_cache_grows_by_doubling_and_follows_beam_parents():
+    from models.base import LayerCache
+
+    torch.manual_seed(8)
+    cache, keys, values = LayerCache(), [], []
+    rooms = set()
+    for _ in range(40):
+        k, v = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+        keys.append(k)
+        values.append(v)
+        all_k, all_v = cache.extend_self(k, v)
+        rooms.add(cache.room_k.data_ptr())
+        torch.testing.assert_close(all_k, torch.cat(keys, dim=2), atol=0, rtol=0)
+        torch.testing.assert_close(all_v, torch.cat(values, dim=2), atol=0, rtol=0)
+    assert len(rooms) <= 3  # 16, then 34, then 70 positions: not one buffer per step
+    parents = torch.tensor([2, 0, 0])
+    moved = cache.reorder(parents)
+    torch.testing.assert_close(moved.self_k, torch.cat(keys, dim=2)[parents], atol=0, rtol=0)
+    before = moved.room_k.data_ptr()
+    moved.extend_self(torch.zeros(3, 2, 1, 4), torch.zeros(3, 2, 1, 4))
+    assert moved.room_k.data_ptr() == before and moved.self_k.shape[2] == 41
+    calls = []
+    project = lambda: calls.append(1) or (torch.ones(1), torch.zeros(1))  # noqa: E731
+    first = cache.cross_kv(project)
+    assert cache.cross_kv(project)[0] is first[0] and len(calls) == 1  # projected once, then cached

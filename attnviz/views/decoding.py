@@ -16,6 +16,9 @@ from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
 CHART_MIN_HEIGHT = 130
+PREFIX_WINDOW = 24  # decoder input tokens shown before the current step; earlier ones are counted
+LABEL_PIXELS = {False: 34, True: 16}  # room a bar label needs across / along (top-k) the bars
+LABEL_CHARS = 14  # a longer token label is cut, with "…" (the tooltip and the result line say it all)
 
 
 class StepControls(QWidget):
@@ -97,6 +100,8 @@ class StepControls(QWidget):
 class BarChart(pg.PlotWidget):
     """Bars with token labels; ``horizontal`` puts tokens on the vertical axis (top-k chart)."""
 
+    labels: tuple[str, ...] = ()  # a class default: Qt may resize the chart before __init__ ends
+
     def __init__(self, horizontal: bool, parent: QWidget | None = None):
         super().__init__(parent)
         self.horizontal = horizontal
@@ -120,19 +125,38 @@ class BarChart(pg.PlotWidget):
         self.values = np.asarray(values, dtype=float)
         positions = np.arange(len(self.values))
         brushes = [self.highlight_brush if index == highlight else self.brush for index in positions]
-        every = max(1, len(labels) // 40)  # a label per bar would overlap on long sources
-        ticks = [(index, label) for index, label in enumerate(labels) if index % every == 0]
+        self.labels = tuple(labels)
         if self.horizontal:
             self.bars.setOpts(x0=0, y=positions, width=self.values, height=0.7, x=None, brushes=brushes)
             self.setXRange(0, 1, padding=0.02)
             self.setYRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
-            self.getAxis("left").setTicks([ticks])
         else:
             self.bars.setOpts(x=positions, height=self.values, width=0.8, brushes=brushes)
             self.setYRange(0, 1, padding=0.02)
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
-            self.getAxis("bottom").setTicks([ticks])
+        self._place_labels()
         self.setTitle(title, size="9pt")
+
+    def _place_labels(self) -> None:
+        every = label_stride(len(self.labels), self.height() if self.horizontal else self.width(), self.horizontal)
+        ticks = [(index, short_label(label)) for index, label in enumerate(self.labels) if index % every == 0]
+        self.getAxis("left" if self.horizontal else "bottom").setTicks([ticks])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        if self.labels:  # none yet while the chart is being built
+            self._place_labels()
+
+
+def label_stride(count: int, pixels: int, horizontal: bool = False) -> int:
+    """Label every n-th of ``count`` bars so labels never overlap in ``pixels`` (1: label every bar);
+    ``horizontal`` bars are labelled by rows of text, vertical ones by text side by side."""
+    fits = max(1, pixels // LABEL_PIXELS[horizontal])
+    return max(1, -(-count // fits))
+
+
+def short_label(label: str) -> str:
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
 
 
 class DecodingPanel(QWidget):
@@ -181,10 +205,15 @@ class DecodingPanel(QWidget):
         self.controls.stop()
 
     def show_prefix(self, tokens: list[str], step: int, produced: str | None, probability: float | None) -> None:
-        """The decoder's input up to ``step`` (its last token, the query, emphasised) and what it produced."""
-        parts = []
-        for index, token in enumerate(tokens[: step + 1]):
-            text = html.escape(token)
+        """The decoder's input up to ``step`` (its last token, the query, emphasised) and what it produced.
+
+        Only the last ``PREFIX_WINDOW`` tokens before the step are written out, so a long prefix keeps
+        the current step in view; the earlier ones are counted.
+        """
+        first = max(0, step - PREFIX_WINDOW)
+        parts = [f"<i>… {first} earlier</i>"] if first else []
+        for index in range(first, min(step + 1, len(tokens))):
+            text = html.escape(tokens[index])
             parts.append(f"<b style='color:{HIGHLIGHT}'>{text}</b>" if index == step else text)
         tail = (f"&nbsp; → &nbsp;<b>{html.escape(produced)}</b> (p = {probability:.3f})"
                 if produced is not None and probability is not None else "")

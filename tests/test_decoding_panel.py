@@ -1,0 +1,75 @@
+"""The decoding panel at length, in a real offscreen QApplication: a long prefix keeps the current step in
+view, and bar labels are thinned to the chart's size so they never overlap."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attnviz.views.decoding import LABEL_CHARS, LABEL_PIXELS, PREFIX_WINDOW, BarChart, DecodingPanel
+
+
+def ticks(chart: BarChart) -> list[tuple[int, str]]:
+    return list(chart.getAxis("left" if chart.horizontal else "bottom")._tickLevels[0])
+
+
+def test_a_long_prefix_shows_a_window_ending_at_the_step(qtbot):
+    panel = DecodingPanel()
+    qtbot.addWidget(panel)
+    tokens = [f"w{index}" for index in range(1024)]
+    panel.show_prefix(tokens, 700, "w701", 0.25)
+    text = panel.prefix.text()
+    first = 700 - PREFIX_WINDOW
+    assert f"… {first} earlier" in text
+    assert f" w{first} " in text and f"w{first - 1} " not in text and "w0 " not in text
+    assert ">w700</b>" in text and "w701</b> (p = 0.250)" in text and " w702" not in text
+    panel.show_prefix(tokens, 3, None, None)  # a short prefix is written out whole
+    assert "earlier" not in panel.prefix.text() and panel.prefix.text().startswith("Step 4, decoder input: w0 w1 w2 ")
+
+
+def test_bar_labels_are_thinned_to_the_chart_size_and_follow_a_resize(qtbot):
+    chart = BarChart(horizontal=False)
+    qtbot.addWidget(chart)
+    chart.resize(680, 200)
+    chart.show()
+    labels = [f"t{index}" for index in range(1024)]
+    chart.set_bars(labels, np.full(1024, 1 / 1024), 3)
+    shown = ticks(chart)
+    assert 0 < len(shown) <= 680 // LABEL_PIXELS[False]
+    stride = shown[1][0] - shown[0][0]
+    assert shown == [(index, labels[index]) for index in range(0, 1024, stride)]
+    chart.resize(1360, 200)
+    qtbot.waitUntil(lambda: len(ticks(chart)) > len(shown))
+    assert len(ticks(chart)) <= 1360 // LABEL_PIXELS[False]
+
+
+def test_top_k_labels_all_show_and_long_tokens_are_cut(qtbot):
+    chart = BarChart(horizontal=True)
+    qtbot.addWidget(chart)
+    chart.resize(260, 300)
+    chart.show()
+    labels = [f"tok{index}" for index in range(9)] + ["a-very-long-subword-token"]
+    chart.set_bars(labels, np.linspace(0.3, 0.01, 10), 0)
+    shown = ticks(chart)
+    assert [index for index, _ in shown] == list(range(10))
+    assert shown[-1][1] == "a-very-long-subword-token"[: LABEL_CHARS - 1] + "…"
+
+
+def test_the_beam_tree_is_built_for_a_beam_only(qtbot):
+    import torch
+
+    from models import build_model
+    from models.decoding import beam_search, greedy, run
+    from tests.helpers import tiny_config
+
+    torch.manual_seed(0)
+    model = build_model(tiny_config("transformer-preln")).eval()
+    panel = DecodingPanel()
+    qtbot.addWidget(panel)
+    from attnviz.viewmodel import beam_state
+
+    run(greedy(model, [5, 6, 7, 3], max_len=30))
+    panel.show_beam(None)  # what the window passes when the mode is not beam search: nothing is laid out
+    assert panel.beam.graph.labels == [] and panel.beam.isHidden()
+    steps, results = run(beam_search(model, [5, 6, 7, 3], beam=2, max_len=6))
+    panel.show_beam(beam_state(results, steps))
+    assert len(panel.beam.graph.state.roots) == 2 and panel.beam.hypotheses.count() == len(results)
