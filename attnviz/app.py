@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+import ctypes.util
+import os
 import sys
 
-from .demos import demo_checkpoints, initial_checkpoint
+from .demos import ICON, demo_checkpoints, initial_checkpoint
+
+# What Qt's xcb platform plugin needs beyond Qt itself (Debian/Ubuntu package names): without them Qt aborts.
+XCB_LIBRARIES = {"xcb-cursor": "libxcb-cursor0", "xcb-icccm": "libxcb-icccm4", "xcb-keysyms": "libxcb-keysyms1",
+                 "xkbcommon-x11": "libxkbcommon-x11-0"}
+HEADLESS = "or run headless with QT_QPA_PLATFORM=offscreen, or draw images with `attnviz render`"
+
+
+def platform_problem() -> str | None:
+    """Why Qt could not open a window here (one line with what to do), or None. Checked before Qt starts,
+    because Qt answers a missing display or library by aborting the process."""
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if not sys.platform.startswith("linux") or platform.split(":")[0] not in ("", "xcb", "wayland"):
+        return None  # macOS, Windows and the offscreen/minimal platforms need nothing more
+    if platform.startswith("wayland"):
+        return None if os.environ.get("WAYLAND_DISPLAY") else f"no Wayland display (WAYLAND_DISPLAY is not set); {HEADLESS}"
+    if not os.environ.get("DISPLAY"):
+        if not platform and os.environ.get("WAYLAND_DISPLAY"):
+            return None
+        return f"no display to open the window on (DISPLAY is not set); {HEADLESS}"
+    missing = [package for library, package in XCB_LIBRARIES.items() if ctypes.util.find_library(library) is None]
+    if missing:
+        return (f"Qt's xcb platform needs system libraries that are missing: apt-get install {' '.join(missing)} "
+                f"(Debian/Ubuntu); {HEADLESS}")
+    return None
 
 
 def create_window(checkpoint: str | None = None, device: str | None = None, settings=None):
@@ -36,9 +62,15 @@ def build_window(window, checkpoint: str | None, device: str | None) -> None:
 
 
 def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
+    problem = platform_problem()
+    if problem:
+        print(f"attnviz: error: {problem}", file=sys.stderr)
+        return 1
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv)
+    app.setWindowIcon(QIcon(str(ICON)))
     app.setApplicationName("attnviz")
     app.setOrganizationName("attnviz")
     app.setApplicationDisplayName("attnviz")

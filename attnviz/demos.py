@@ -1,13 +1,37 @@
-"""The bundled demo checkpoints: where they are, their recorded example sentences, the default one.
-No Qt, no torch."""
+"""The bundled demo checkpoints: where they are, their recorded example sentences, names, the default one.
+No Qt, no torch.
+
+The repository's top-level ``resources/`` folder is installed as the package ``attnviz.resources`` (see
+pyproject.toml), so an installed attnviz finds its demos with importlib.resources wherever it lives; a
+source checkout run without installing finds the same folder beside the package.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from pathlib import Path
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+DEFAULT_NAME = "en-es-transformer"
+
+
+def resources_folder() -> Path:
+    """The installed ``attnviz.resources`` package (a data-only namespace package); in a source checkout
+    that is not installed, the repository's own folder."""
+    try:
+        spec = importlib.util.find_spec("attnviz.resources")
+    except ModuleNotFoundError:
+        spec = None
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(location) / "checkpoints").is_dir():
+            return Path(location)
+    return Path(__file__).resolve().parent.parent / "resources"
+
+
+RESOURCES = resources_folder()
 DEMO_FOLDER = RESOURCES / "checkpoints"
-DEFAULT_DEMO = DEMO_FOLDER / "en-es-transformer.safetensors"
+DEFAULT_DEMO = DEMO_FOLDER / f"{DEFAULT_NAME}.safetensors"
+ICON = RESOURCES / "icons" / "attnviz.svg"
 
 
 def demo_checkpoints() -> list[Path]:
@@ -15,15 +39,23 @@ def demo_checkpoints() -> list[Path]:
     return sorted(path for path in DEMO_FOLDER.glob("*.safetensors") if not path.name.endswith(".train-state.safetensors"))
 
 
+def demo_records() -> dict[str, dict]:
+    """``demos.json``: per demo name, its architecture and example sentences (with their outputs)."""
+    records_file = DEMO_FOLDER / "demos.json"
+    return json.loads(records_file.read_text(encoding="utf-8")) if records_file.exists() else {}
+
+
+def demo_path(name: str) -> Path | None:
+    """The checkpoint of the bundled demo called ``name`` (None when there is no such demo)."""
+    path = DEMO_FOLDER / f"{name}.safetensors"
+    return path if name and "/" not in name and path in demo_checkpoints() else None
+
+
 def demo_examples(path: Path) -> list[str]:
     """The example sentences recorded for a bundled demo (none for any other checkpoint)."""
-    import json
-
-    records_file = DEMO_FOLDER / "demos.json"
-    if path.parent.resolve() != DEMO_FOLDER.resolve() or not records_file.exists():
+    if Path(path).parent.resolve() != DEMO_FOLDER.resolve():
         return []
-    record = json.loads(records_file.read_text(encoding="utf-8")).get(path.stem, {})
-    return list(record.get("examples", {}))
+    return list(demo_records().get(Path(path).stem, {}).get("examples", {}))
 
 
 def demo_example(path: Path) -> str:

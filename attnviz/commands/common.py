@@ -1,18 +1,26 @@
-"""Options and helpers the subcommands share."""
+"""Options and helpers the subcommands share.
+
+The command modules load torch only when a command runs (inside functions), so that `attnviz --help`,
+`--version` and the desktop app's first frame do not wait for it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from models.checkpoint import load_checkpoint
-from models.decoding import finish
-from models.trace import DecodeResult
-from models.translator import SourceInput, Translator, decoding_mode
+from ..demos import demo_path
+
+if TYPE_CHECKING:
+    from models.trace import DecodeResult
+    from models.translator import SourceInput, Translator
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--checkpoint", required=True, help="an attnviz .safetensors checkpoint")
+    parser.add_argument("-c", "--checkpoint", required=True, type=checkpoint_path,
+                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
 
 
@@ -23,7 +31,16 @@ def add_decoding_options(parser: argparse.ArgumentParser) -> None:
                         help="map characters the vocabulary lacks to <unk> instead of refusing the text")
 
 
+def checkpoint_path(text: str) -> str:
+    """A checkpoint path as given, or the file of the bundled demo called ``text`` when no such file exists."""
+    demo = demo_path(text) if not Path(text).exists() else None
+    return str(demo) if demo is not None else text
+
+
 def open_translator(args: argparse.Namespace) -> Translator:
+    from models.checkpoint import load_checkpoint
+    from models.translator import Translator
+
     return Translator(load_checkpoint(args.checkpoint), args.device)
 
 
@@ -39,6 +56,9 @@ def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
 
 def decode_one(args: argparse.Namespace) -> DecodeResult:
     """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam."""
+    from models.decoding import finish
+    from models.translator import decoding_mode
+
     translator = open_translator(args)
     source = translator.source(args.text, unknown=unknown_mode(args))
     announce_truncation(source, "the text", translator.config.max_len)

@@ -24,7 +24,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from models.checkpoint import SUFFIX, save_checkpoint
 from models.config import parse_settings
 from models.errors import InputError
 
@@ -48,6 +47,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.checkpoint import SUFFIX, save_checkpoint
     from models.importers import convert  # the importers load only when converting
 
     output = Path(args.output)

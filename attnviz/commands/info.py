@@ -6,14 +6,16 @@ import argparse
 import dataclasses
 import json
 
-from models.checkpoint import load_checkpoint
+
+from .common import checkpoint_path
 
 NAME = "info"
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="describe a checkpoint", description=__doc__)
-    parser.add_argument("checkpoint", help="an attnviz .safetensors checkpoint")
+    parser.add_argument("checkpoint", type=checkpoint_path,
+                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
@@ -32,6 +34,8 @@ def describe(checkpoint) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from models.checkpoint import load_checkpoint
+
     summary = describe(load_checkpoint(args.checkpoint))
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))

@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from models.decoding import finish
 from models.errors import InputError
-from models.translator import decoding_mode
 
 from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
 
@@ -31,6 +29,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
     if args.beam < 1:
         raise InputError(f"--beam must be at least 1; got {args.beam}")
+    from models.decoding import finish
+    from models.translator import decoding_mode
+
     translator = open_translator(args)
     sources = []
     for number, text in enumerate(texts, 1):  # check every input before spending time on any
