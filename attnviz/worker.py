@@ -17,7 +17,7 @@ import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from models.checkpoint import SUFFIX, load_checkpoint, read_metadata, save_checkpoint
-from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, UnknownCharactersError
+from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.translator import Translator
 
@@ -174,11 +174,11 @@ class ModelWorker(QObject):
 
     def _decode(self, request: Request) -> None:
         translator = self.translator
-        try:
-            source = translator.source(request.text)
-        except UnknownCharactersError as unknown:
-            self.notice.emit(request.id, f"{str(unknown)[0].upper()}{str(unknown)[1:]}: shown as <unk>.")
-            source = translator.source(request.text, unknown="replace")
+        source = translator.source(request.text)
+        if source.unknown:
+            shown = " ".join(repr(character) for character in source.unknown[:10])
+            self.notice.emit(request.id, f"The model's vocabulary has no token for {shown}: each became its "
+                                         "unknown token, shown as ⟨…⟩.")
         if source.truncated:
             self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
                                          f"{translator.config.max_len} are used (the model's maximum).")

@@ -8,7 +8,8 @@ models/importers/) keep the vocabulary and special ids the foreign model was tra
 ``<s>``/``</s>``: adding them is the caller's decision (the encoder and the decoder want different ones);
 the one exception is a ``word`` tokenizer built with ``add_bos`` for a source side that was trained with a
 leading ``<bos>``. A tokenizer is stored in checkpoint metadata as the plain JSON of ``to_dict``
-(DESIGN §5) and read back with ``Tokenizer.from_dict``.
+and read back with ``Tokenizer.from_dict``; it records how typed text is normalised before encoding
+(models/normalize.py), so an imported model is fed the same forms as one trained here.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, ClassVar
 import sentencepiece as spm
 
 from .errors import ConfigError, DataError, EmptyInputError, UnknownCharactersError
+from .normalize import NORMALIZATIONS, normalize
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
@@ -39,6 +41,29 @@ class Tokenizer(abc.ABC):
     """Maps text to token ids and back; ids 0..3 are ``SPECIAL_TOKENS`` for every kind."""
 
     kind: ClassVar[str]
+    normalization: str = "nfkc"  # how typed text is brought to the training text's forms (NORMALIZATIONS)
+
+    def normalize(self, text: str) -> str:
+        """``text`` as the training text was written (NFKC, quote/dash variants the vocabulary has, lower
+        case for a vocabulary without capitals); what is still unknown stays for ``encode`` to mark."""
+        return normalize(text, self.knows, how=self.normalization, lowercase=self.lowercase_only)
+
+    def knows(self, character: str) -> bool:
+        """Whether the vocabulary can write ``character`` without its unknown token."""
+        cache = self.__dict__.setdefault("_known", {})
+        if character not in cache:
+            cache[character] = character.isspace() or (bool(character.strip()) and self.unk_id not in self._encode(character))
+        return cache[character]
+
+    @property
+    def lowercase_only(self) -> bool:
+        """A vocabulary with no capital letters (typed capitals are lowered for it)."""
+        return False
+
+    def unknown_surfaces(self, text: str, ids: list[int]) -> list[str]:
+        """The text behind each unknown token of ``ids`` (the encoding of ``text``), in order; empty when
+        this kind cannot tell (its labels then stay the unknown token's)."""
+        return []
 
     @property
     def pad_id(self) -> int:
@@ -110,7 +135,15 @@ class Tokenizer(abc.ABC):
         kind = data.get("kind")
         if not isinstance(kind, str) or kind not in kinds:  # a list or dict "kind" is unhashable
             raise ConfigError(f"tokenizer kind must be one of {', '.join(kinds)}; got {kind!r}")
-        return kinds[kind]._from_payload(data)
+        normalization = data.get("normalization", "nfkc")  # checkpoints from before it was recorded: NFKC
+        if normalization not in NORMALIZATIONS:
+            raise ConfigError(f"tokenizer normalization must be one of {', '.join(NORMALIZATIONS)}; got {normalization!r}")
+        tokenizer = kinds[kind]._from_payload(data)
+        tokenizer.normalization = normalization
+        return tokenizer
+
+    def _with_normalization(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "normalization": self.normalization}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size})"
@@ -180,7 +213,17 @@ class CharTokenizer(Tokenizer):
         return list(self._characters)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "characters": list(self._characters)}
+        return self._with_normalization({"kind": self.kind, "characters": list(self._characters)})
+
+    @property
+    def lowercase_only(self) -> bool:
+        return not any(character != character.lower() for character in self._characters)
+
+    def knows(self, character: str) -> bool:
+        return character in self._ids
+
+    def unknown_surfaces(self, text: str, ids: list[int]) -> list[str]:
+        return [character for character in text if character not in self._ids]
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> CharTokenizer:
@@ -271,7 +314,14 @@ class SentencePieceTokenizer(Tokenizer):
         return self._processor.get_piece_size()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model_proto": base64.b64encode(self._model_proto).decode("ascii")}
+        return self._with_normalization({"kind": self.kind,
+                                         "model_proto": base64.b64encode(self._model_proto).decode("ascii")})
+
+    def unknown_surfaces(self, text: str, ids: list[int]) -> list[str]:
+        if UNK_ID not in ids:
+            return []
+        pieces = self._processor.encode(text, out_type=str)
+        return [piece.lstrip("▁") or piece for piece, token_id in zip(pieces, ids) if token_id == UNK_ID]
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> SentencePieceTokenizer:
@@ -390,7 +440,8 @@ class VocabularyTokenizer(Tokenizer):
         return SPACE_LABEL if entry == " " else entry
 
     def _common_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "vocabulary": list(self._vocabulary), "specials": dict(self._specials)}
+        return self._with_normalization({"kind": self.kind, "vocabulary": list(self._vocabulary),
+                                         "specials": dict(self._specials)})
 
     @staticmethod
     def _payload_parts(data: dict[str, Any], kind: str) -> tuple[list[str], dict[str, Any]]:

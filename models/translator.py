@@ -7,7 +7,7 @@ with the target tokenizer's detokenisation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -60,10 +60,17 @@ def resolve_device(name: str | None) -> torch.device:
 
 @dataclass
 class SourceInput:
-    """Token ids ready for the encoder; ``original_length`` > ``len(ids)`` when the text was truncated."""
+    """Token ids ready for the encoder; ``original_length`` > ``len(ids)`` when the text was truncated.
+
+    ``unknown``: the characters the vocabulary has no token for (sorted, distinct; they became its unknown
+    token); ``labels``: when there are some, the encoder positions' labels with each unknown token shown
+    as the text it stands for, ``⟨"⟩``.
+    """
 
     ids: list[int]
     original_length: int
+    unknown: list[str] = field(default_factory=list)
+    labels: list[str] | None = None
 
     @property
     def truncated(self) -> bool:
@@ -87,19 +94,32 @@ class Translator:
         self.model.to(self.device)
         return self
 
-    def source(self, text: str, *, unknown: str = "error") -> SourceInput:
-        """Encode the source text; keeps the first ``max_len`` tokens (the end token included)."""
-        ids = self.source_tokenizer.encode(text, unknown=unknown)
+    def source(self, text: str, *, unknown: str = "replace") -> SourceInput:
+        """Encode the source text as the training text was written (models/normalize.py); keeps the first
+        ``max_len`` tokens (the end token included). Characters the vocabulary still lacks become its
+        unknown token (``unknown="error"``: refused instead)."""
+        tokenizer = self.source_tokenizer
+        text = tokenizer.normalize(text)
+        ids = tokenizer.encode(text, unknown=unknown)
+        missing, labels = [], None
+        if tokenizer.unk_id is not None and tokenizer.unk_id in ids:
+            missing = sorted({character for character in text if not tokenizer.knows(character)})
+            surfaces = iter(tokenizer.unknown_surfaces(text, ids))
+            labels = [f"⟨{next(surfaces, '?')}⟩" if token_id == tokenizer.unk_id else tokenizer.token(token_id)
+                      for token_id in ids]
         if self.config.src_append_eos:
             ids = ids + [self.config.eos_id]
+            labels = labels + [tokenizer.token(self.config.eos_id)] if labels is not None else None
         limit = self.config.max_len
         if len(ids) <= limit:
-            return SourceInput(ids, len(ids))
+            return SourceInput(ids, len(ids), missing, labels)
         kept = ids[: limit - 1] + [self.config.eos_id] if self.config.src_append_eos else ids[:limit]
-        return SourceInput(kept, len(ids))
+        if labels is not None:
+            labels = labels[: limit - 1] + labels[-1:] if self.config.src_append_eos else labels[:limit]
+        return SourceInput(kept, len(ids), missing, labels)
 
-    def target(self, text: str, *, unknown: str = "error") -> list[int]:
-        ids = self.target_tokenizer.encode(text, unknown=unknown)
+    def target(self, text: str, *, unknown: str = "replace") -> list[int]:
+        ids = self.target_tokenizer.encode(self.target_tokenizer.normalize(text), unknown=unknown)
         if not ids:
             raise EmptyInputError("the target text is empty")
         return ids
@@ -128,10 +148,12 @@ class Translator:
         for result in results:
             result.text = self.target_tokenizer.decode(result.token_ids)
             result.truncated_source = source.truncated
+            if source.labels is not None and result.trace is not None:
+                result.trace.src_tokens = list(source.labels)
         return results
 
     def translate(self, text: str, *, beam: int = 1, max_len: int | None = None, need_weights: bool = False,
-                  unknown: str = "error"):
+                  unknown: str = "replace"):
         """The best result for ``text`` (greedy when ``beam`` is 1)."""
         source = self.source(text, unknown=unknown)
         return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len, need_weights=need_weights))[0]

@@ -56,20 +56,24 @@ def test_translate_reads_standard_input(monkeypatch, capsys, random_checkpoint):
     assert code == 0 and len(out.split("\n")) == 3
 
 
-@pytest.mark.parametrize("text, fragments", [
-    ("", ["input 1", "empty"]),
-    ("   \t ", ["input 1", "empty"]),
-    ("abc xyz", ["input 1", "'x'", "'y'", "'z'"]),
+@pytest.mark.parametrize("options, text, fragments", [
+    ([], "", ["input 1", "empty"]),
+    ([], "   \t ", ["input 1", "empty"]),
+    (["--strict"], "abc xyz", ["input 1", "'x'", "'y'", "'z'"]),
 ])
-def test_translate_rejects_bad_text(capsys, random_checkpoint, text, fragments):
-    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, text)
+def test_translate_rejects_bad_text(capsys, random_checkpoint, options, text, fragments):
+    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, *options, text)
     assert_one_line_error(code, err, *fragments)
     assert out == ""
 
 
-def test_unknown_characters_can_be_replaced(capsys, random_checkpoint):
-    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "3", "--replace-unknown", "abc xyz")
-    assert code == 0 and err == "" and len(out.splitlines()) == 1
+def test_unknown_characters_become_the_unknown_token_with_a_warning(capsys, random_checkpoint):
+    code, out, err = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "3", "abc xyz")
+    assert code == 0 and len(out.splitlines()) == 1
+    assert err.splitlines() == ["attnviz: warning: input 1: the model's vocabulary has no token for 'x' 'y' 'z'; "
+                                "each became its unknown token (--strict refuses such text)"]
+    code, out, _ = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "3", "--replace-unknown", "abc xyz")
+    assert code == 0 and len(out.splitlines()) == 1  # the old switch is still accepted
 
 
 def test_too_long_text_is_truncated_with_a_notice(capsys, random_checkpoint):

@@ -300,8 +300,8 @@ def test_empty_long_and_unknown_input(qtbot, window):
     qtbot.waitUntil(lambda: "only the first 64" in window.input_bar.output.text(), timeout=WAIT)
     assert len(window.session.trace.src_tokens) == 64
     run_text(qtbot, window, "abc xyz", max_len=3)
-    qtbot.waitUntil(lambda: "shown as &lt;unk&gt;" in window.input_bar.output.text(), timeout=WAIT)
-    assert window.session.trace.src_tokens[4:7] == ["<unk>"] * 3
+    qtbot.waitUntil(lambda: "no token for &#x27;x&#x27;" in window.input_bar.output.text(), timeout=WAIT)
+    assert window.session.trace.src_tokens[4:7] == ["⟨x⟩", "⟨y⟩", "⟨z⟩"]  # the unknown token, marked with its text
 
 
 def test_a_newer_request_wins(qtbot, window):

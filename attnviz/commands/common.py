@@ -27,8 +27,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 def add_decoding_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy; default 1)")
     parser.add_argument("--max-len", type=int, metavar="N", help="stop after N output tokens (default: the model's maximum)")
-    parser.add_argument("--replace-unknown", action="store_true",
-                        help="map characters the vocabulary lacks to <unk> instead of refusing the text")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse text with characters the vocabulary lacks (default: they become the unknown "
+                             "token, with a warning)")
+    parser.add_argument("--replace-unknown", action="store_true", help=argparse.SUPPRESS)  # the default now
 
 
 def checkpoint_path(text: str) -> str:
@@ -45,7 +47,15 @@ def open_translator(args: argparse.Namespace) -> Translator:
 
 
 def unknown_mode(args: argparse.Namespace) -> str:
-    return "replace" if args.replace_unknown else "error"
+    return "error" if getattr(args, "strict", False) else "replace"
+
+
+def announce_unknown(source: SourceInput, label: str) -> None:
+    """Say on stderr which characters became the unknown token (the output line stays clean)."""
+    if source.unknown:
+        shown = " ".join(repr(character) for character in source.unknown[:10])
+        print(f"attnviz: warning: {label}: the model's vocabulary has no token for {shown}; each became its "
+              f"unknown token (--strict refuses such text)", file=sys.stderr)
 
 
 def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
@@ -61,6 +71,7 @@ def decode_one(args: argparse.Namespace) -> DecodeResult:
 
     translator = open_translator(args)
     source = translator.source(args.text, unknown=unknown_mode(args))
+    announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
     steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,

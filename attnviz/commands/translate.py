@@ -10,7 +10,8 @@ import sys
 
 from models.errors import InputError
 
-from .common import add_decoding_options, add_model_options, announce_truncation, open_translator, unknown_mode
+from .common import (add_decoding_options, add_model_options, announce_truncation, announce_unknown, open_translator,
+                     unknown_mode)
 
 NAME = "translate"
 
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         except InputError as failure:
             raise InputError(f"input {number}: {failure}") from None
     for number, source in enumerate(sources, 1):
+        announce_unknown(source, f"input {number}")
         announce_truncation(source, f"input {number}", translator.config.max_len)
         best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam, length_penalty=args.length_penalty,
                                         max_len=args.max_len, need_weights=False))[0]
