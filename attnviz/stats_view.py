@@ -92,5 +92,8 @@ def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: i
     def entry(index: int) -> TypicalSentence:
         return TypicalSentence(index, stats.pairs[index][0], targets[index], float(values[index]))
 
-    return TypicalState(f"{KIND_LABELS[kind]}, layer {layer}, head {head}: mean entropy {mean:.3f} nats",
+    values_text = " · ".join(f"{name} {table[layer, head]:.3f}" for name, table in statistics.tables()[kind].items()
+                             if name != "padding")
+    return TypicalState(f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {values_text} (entropy in nats; a sentence is "
+                        f"typical when its entropy is near {mean:.3f})",
                         [entry(index) for index in most], [entry(index) for index in least])
