@@ -69,8 +69,9 @@ def head_stats_state(stats: HeadStats, run: str, kind: str, selected: tuple[int,
         runs=[(name, RUN_LABELS[name]) for name in stats.runs], run=run,
         kinds=[(name, KIND_LABELS[name]) for name in stats.runs[run].kinds], kind=kind, layers=layers, heads=heads,
         panels=panels, selected=selected,
-        summary=f"{len(stats.pairs)} sentences, {RUN_LABELS[run]}; {padding}. Click a head for its most and least "
-                f"typical sentences; double-click a sentence to run it.")
+        summary=f"{len(stats.pairs)} sentences, {RUN_LABELS[run]}; {padding}. Heads across, layers down; colours 0–1 "
+                f"(entropy: 0 to its largest). Click a head for its most and least typical sentences; double-click "
+                f"a sentence to run it.")
 
 
 def levels_of(name: str, values: np.ndarray) -> tuple[float, float]:

@@ -128,7 +128,7 @@ class HeadStatsView(QWidget):
             return
         for heading, entries in (("Most typical", state.most), ("Least typical", state.least)):
             header = QListWidgetItem(heading)
-            header.setFlags(Qt.ItemFlag.NoItemFlags)
+            header.setFlags(Qt.ItemFlag.ItemIsEnabled)  # a heading: not selectable, not greyed out
             font = header.font()
             font.setBold(True)
             header.setFont(font)
