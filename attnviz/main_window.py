@@ -291,8 +291,10 @@ class MainWindow(QMainWindow):
 
     def corpus_head_stats(self, path: str | None = None) -> None:
         """Run a PAIRS.tsv corpus on the worker; the Head statistics dock shows every head's statistics."""
+        if self.session.model is None:
+            return
         path = path or QFileDialog.getOpenFileName(self, "Corpus head statistics: sentence pairs", "", PAIRS_FILTER)[0]
-        if not path or self.session.model is None:
+        if not path:
             return
         if getattr(self, "head_stats", None) is None:  # made on first use: most sessions never need it
             from .head_stats_panel import HeadStatsPanel

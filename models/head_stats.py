@@ -18,7 +18,7 @@ from torch import Tensor
 from .base import Seq2Seq
 from .data.pairs import Example, Pair, collate, encode_pairs
 from .decoding import finish
-from .errors import AttnvizError
+from .errors import AttnvizError, InputError
 from .head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
 from .intermediates import Intermediates
 from .translator import SourceInput, Translator
@@ -37,7 +37,7 @@ def corpus_head_stats(translator: Translator, pairs: Sequence[Pair], *, batch_si
     if not model.kinds:
         raise NoAttentionError(f"this model ({model.config.arch}) has no attention: there are no heads to describe")
     if batch_size < 1:
-        raise AttnvizError(f"the batch size must be at least 1; got {batch_size}")
+        raise InputError(f"the batch size must be at least 1; got {batch_size}")
     examples = encode_pairs(pairs, translator.source_tokenizer, translator.target_tokenizer, model.config, "the corpus")
     total = len(examples) * (2 if decode else 1)
     reference = example_stats(model, examples, batch_size, "reference",
@@ -86,7 +86,8 @@ def example_stats(model: Seq2Seq, examples: Sequence[Example], batch_size: int, 
             tgt_lengths = torch.tensor([len(examples[i][1]) + 1 for i in indices], device=device)
             for kind, sums in batch_sums(intermediates, batch.src, src_lengths, tgt_lengths, model.config.eos_id).items():
                 if kind not in totals:
-                    totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:])
+                    # float32 per sentence (a few hundred rows each) keeps a large corpus' sums small
+                    totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:], dtype=np.float32)
                                              for name, values in sums.sums.items()},
                                             np.zeros(len(examples), dtype=np.int64), np.zeros(len(examples), dtype=np.int64))
                 for name, values in sums.sums.items():

@@ -49,8 +49,9 @@ def statistics_of(kind: str) -> list[str]:
 
 @dataclass
 class KindSums:
-    """One attention kind's per-sentence sums over real query rows: ``sums[stat]`` ``[N, layers, heads]``;
-    ``rows[n]`` the real query rows of sentence n (``previous`` counts ``previous_rows``: rows from 1)."""
+    """One attention kind's per-sentence sums over real query rows: ``sums[stat]`` ``[N, layers, heads]`` (float32
+    once gathered over a corpus); ``rows[n]`` the real query rows of sentence n (``previous`` counts
+    ``previous_rows``: rows from 1)."""
 
     sums: dict[str, np.ndarray]
     rows: np.ndarray
@@ -70,14 +71,14 @@ class RunStats:
     def mean(self, kind: str, statistic: str) -> np.ndarray:
         """``[layers, heads]``: the statistic over every real query row of the corpus."""
         sums = self.kinds[kind]
-        return sums.sums[statistic].sum(axis=0) / max(int(sums.rows_of(statistic).sum()), 1)
+        return sums.sums[statistic].sum(axis=0, dtype=np.float64) / max(int(sums.rows_of(statistic).sum()), 1)
 
     def per_sentence(self, kind: str, statistic: str) -> np.ndarray:
         """``[N, layers, heads]``: the statistic of each sentence on its own (NaN for a sentence without rows)."""
         sums = self.kinds[kind]
         rows = sums.rows_of(statistic).astype(np.float64)[:, None, None]
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(rows > 0, sums.sums[statistic] / rows, np.nan)
+            return np.where(rows > 0, sums.sums[statistic].astype(np.float64) / rows, np.nan)
 
     def shape(self, kind: str) -> tuple[int, int]:
         return self.kinds[kind].sums[TYPICAL_BY].shape[1:]
