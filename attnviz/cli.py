@@ -17,9 +17,9 @@ from typing import Sequence
 from models.errors import AttnvizError
 
 from . import __version__
-from .commands import convert, demos, evaluate, export, info, render, train, translate
+from .commands import convert, demos, evaluate, export, info, render, stats, train, translate
 
-COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, train, convert, demos)}
+COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, stats, train, convert, demos)}
 
 
 def error(message: str) -> None:

@@ -22,6 +22,7 @@ from .export import save_figure, save_widget_image, write_csv, write_npz
 from .session import ModelInfo, RunSettings, Session
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt);;All files (*)"
+PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
 MAX_RECENT = 8
 
 
@@ -163,6 +164,8 @@ class MainWindow(QMainWindow):
         for line in self.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
             line.installEventFilter(self)
         view_menu.addSeparator()
+        self._action(view_menu, "Corpus head &statistics…", self.corpus_head_stats,
+                     tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical")
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
@@ -285,6 +288,22 @@ class MainWindow(QMainWindow):
         self.worker_thread.worker.latest_request = request.id  # the running decode stops at its next step
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
+
+    def corpus_head_stats(self, path: str | None = None) -> None:
+        """Run a PAIRS.tsv corpus on the worker; the Head statistics dock shows every head's statistics."""
+        if self.session.model is None:
+            return
+        path = path or QFileDialog.getOpenFileName(self, "Corpus head statistics: sentence pairs", "", PAIRS_FILTER)[0]
+        if not path:
+            return
+        if getattr(self, "head_stats", None) is None:  # made on first use: most sessions never need it
+            from .head_stats_panel import HeadStatsPanel
+
+            self.head_stats = HeadStatsPanel(self.worker_thread.worker, self)
+            self.head_stats.view.sentence_chosen.connect(lambda text: (self.input_bar.set_text(text), self.run()))
+            self.head_stats.dock = self._dock("Head statistics", self.head_stats.view, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.head_stats.dock.show()
+        self.head_stats.start(self.session.next_id(), path)
 
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):

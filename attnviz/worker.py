@@ -65,6 +65,7 @@ class ModelWorker(QObject):
     finished = Signal(int, object)  # request id, list[DecodeResult]
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
+    head_stats_ready = Signal(int, object)  # job id, HeadStats (models/head_summary.py) or the line saying why not
 
     def __init__(self):
         super().__init__()
@@ -73,6 +74,7 @@ class ModelWorker(QObject):
         # is no longer the newest is skipped, and a running decode stops at its next step.
         self.latest_request = 0
         self.latest_model_job = 0
+        self.latest_stats_job = 0
 
     def _stale_model_job(self, job_id: int) -> bool:
         return job_id != self.latest_model_job
@@ -164,6 +166,27 @@ class ModelWorker(QObject):
         except Exception as failure:  # a bug: say so in the window instead of killing the thread
             traceback.print_exc()
             self.failed.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
+
+    @Slot(int, str)
+    def head_stats(self, job_id: int, path: str) -> None:
+        """Statistics of every head over a PAIRS.tsv corpus; stops once a newer statistics or model job exists."""
+        from models.data.pairs import read_pairs
+        from models.head_stats import corpus_head_stats
+
+        current = lambda *_: job_id == self.latest_stats_job and self.latest_model_job < job_id  # noqa: E731
+        if self.translator is None or not current():
+            return
+        try:
+            stats = corpus_head_stats(self.translator, read_pairs(path), progress=current)
+        except AttnvizError as failure:
+            self.head_stats_ready.emit(job_id, str(failure))
+            return
+        except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
+            traceback.print_exc()
+            self.head_stats_ready.emit(job_id, f"internal error: {type(failure).__name__}: {failure}")
+            return
+        if stats is not None:
+            self.head_stats_ready.emit(job_id, stats)
 
     def _fall_back_to_the_cpu(self, request: Request) -> None:
         self.translator.to("cpu")

@@ -1,0 +1,100 @@
+"""What the Head statistics view shows, computed from a corpus' ``HeadStats`` (no Qt, no torch): one small
+layers × heads heatmap per statistic of the chosen run and kind, and for a clicked head the corpus sentences
+where it is most and least typical. The statistics are defined in models/head_summary.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.head_summary import STATISTICS, TYPICAL_BY, HeadStats
+
+from .viewmodel import KIND_LABELS
+
+TYPICAL_COUNT = 5
+RUN_LABELS = {"reference": "forced on the references", "decoded": "forced on the model's own output"}
+
+
+@dataclass(frozen=True)
+class StatPanel:
+    """One statistic as a ``[layers, heads]`` matrix; ``levels`` is its colour range."""
+
+    name: str
+    description: str
+    matrix: np.ndarray
+    levels: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class HeadStatsState:
+    runs: list[tuple[str, str]]  # (run, label)
+    run: str
+    kinds: list[tuple[str, str]]  # (kind, label)
+    kind: str
+    layers: int
+    heads: int
+    panels: list[StatPanel]
+    selected: tuple[int, int] | None
+    summary: str
+
+
+@dataclass(frozen=True)
+class TypicalSentence:
+    index: int  # in the corpus, from 0
+    source: str
+    target: str  # the reference, or the model's output in the decoded run
+    value: float  # the head's mean entropy on this sentence
+
+
+@dataclass(frozen=True)
+class TypicalState:
+    title: str
+    most: list[TypicalSentence]
+    least: list[TypicalSentence]
+
+
+def head_stats_state(stats: HeadStats, run: str, kind: str, selected: tuple[int, int] | None = None) -> HeadStatsState:
+    """The panels of ``run`` and ``kind`` (each falls back to the first there is); padding is left out while it
+    is 0 everywhere, as it always is unless a mask is broken."""
+    run = run if run in stats.runs else next(iter(stats.runs))
+    kind = kind if kind in stats.runs[run].kinds else next(iter(stats.runs[run].kinds))
+    tables = stats.runs[run].tables()[kind]
+    panels = [StatPanel(name, STATISTICS[name][1], values, levels_of(name, values)) for name, values in tables.items()
+              if name != "padding" or values.any()]
+    layers, heads = stats.runs[run].shape(kind)
+    padding = "no weight on padding (checked)" if stats.max_padding() == 0 else \
+        f"weight {stats.max_padding():.3g} on padding: a mask is broken"
+    return HeadStatsState(
+        runs=[(name, RUN_LABELS[name]) for name in stats.runs], run=run,
+        kinds=[(name, KIND_LABELS[name]) for name in stats.runs[run].kinds], kind=kind, layers=layers, heads=heads,
+        panels=panels, selected=selected,
+        summary=f"{len(stats.pairs)} sentences, {RUN_LABELS[run]}; {padding}. Heads across, layers down; colours 0–1 "
+                f"(entropy: 0 to its largest). Click a head for its most and least typical sentences; double-click "
+                f"a sentence to run it.")
+
+
+def levels_of(name: str, values: np.ndarray) -> tuple[float, float]:
+    """Weights are shares of 1: a fixed 0–1 range keeps heads comparable. Entropy has no fixed top."""
+    if name == "entropy":
+        return 0.0, max(float(np.nanmax(values)), 1e-6)
+    return 0.0, 1.0
+
+
+def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: int,
+                      count: int = TYPICAL_COUNT) -> TypicalState:
+    """The sentences where head (``layer``, ``head``) of ``kind`` is most and least typical."""
+    statistics = stats.runs[run]
+    most, least = statistics.typical(kind, layer, head, count)
+    values = statistics.per_sentence(kind, TYPICAL_BY)[:, layer, head]
+    mean = float(statistics.mean(kind, TYPICAL_BY)[layer, head])
+    targets = stats.outputs if run == "decoded" else [target for _, target in stats.pairs]
+
+    def entry(index: int) -> TypicalSentence:
+        return TypicalSentence(index, stats.pairs[index][0], targets[index], float(values[index]))
+
+    values_text = " · ".join(f"{name} {table[layer, head]:.3f}" for name, table in statistics.tables()[kind].items()
+                             if name != "padding")
+    return TypicalState(f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {values_text} (entropy in nats; a sentence is "
+                        f"typical when its entropy is near {mean:.3f})",
+                        [entry(index) for index in most], [entry(index) for index in least])
