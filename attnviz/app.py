@@ -14,6 +14,30 @@ XCB_LIBRARIES = {"xcb-cursor": "libxcb-cursor0", "xcb-icccm": "libxcb-icccm4", "
 HEADLESS = "or run headless with QT_QPA_PLATFORM=offscreen, or draw images with `attnviz render`"
 
 
+STARTUP_PROBE = "ATTNVIZ_STARTUP_PROBE"  # benchmarks/startup.py: the launch time; the app reports and quits
+
+
+def _probe_startup(app, window, launched: float) -> None:
+    """Print when the window was shown and when the first heatmap was drawn (seconds since ``launched``,
+    an epoch time), then quit: what benchmarks/startup.py measures."""
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    print(f"shown {time.time() - launched:.3f}", flush=True)
+    timer = QTimer(window)
+
+    def check() -> None:
+        if window.built and window.session.results and window.focus.image.image is not None:
+            app.processEvents()  # the heatmap's paint
+            print(f"heatmap {time.time() - launched:.3f}", flush=True)
+            timer.stop()
+            window.close()
+
+    timer.timeout.connect(check)
+    timer.start(5)
+
+
 def platform_problem() -> str | None:
     """Why Qt could not open a window here (one line with what to do), or None. Checked before Qt starts,
     because Qt answers a missing display or library by aborting the process."""
@@ -81,6 +105,8 @@ def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
     window = MainWindow(demo_checkpoints())
     window.show()  # at once, saying it is loading; the heavy imports follow from the event loop,
     app.processEvents()  # once the window has had a moment to be drawn
+    if os.environ.get(STARTUP_PROBE):
+        _probe_startup(app, window, float(os.environ[STARTUP_PROBE]))
     QTimer.singleShot(30, lambda: build_window(window, checkpoint, device))
     code = app.exec()
     del window
