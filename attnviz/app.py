@@ -38,6 +38,19 @@ def _probe_startup(app, window, launched: float) -> None:
     timer.start(5)
 
 
+def _quit_on_interrupt(app, window) -> None:
+    """Ctrl+C in the terminal closes the window cleanly (settings saved, the worker stopped): Python only
+    sees the signal when it runs, so a timer gives it a moment every 200 ms."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+
+
 def platform_problem() -> str | None:
     """Why Qt could not open a window here (one line with what to do), or None. Checked before Qt starts,
     because Qt answers a missing display or library by aborting the process."""
@@ -108,6 +121,7 @@ def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
     if os.environ.get(STARTUP_PROBE):
         _probe_startup(app, window, float(os.environ[STARTUP_PROBE]))
     QTimer.singleShot(30, lambda: build_window(window, checkpoint, device))
+    _quit_on_interrupt(app, window)
     code = app.exec()
     del window
     return code

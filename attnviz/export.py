@@ -1,4 +1,4 @@
-"""Writing what the app shows: NPZ (the layout the README documents) and CSV need no Qt; PNG and SVG render widgets.
+"""Writing what the app shows, every file atomically (models/files.py): NPZ (the layout the README documents) and CSV need no Qt; PNG and SVG render widgets.
 
 Qt is imported inside the image functions only, so the headless ``attnviz export`` can use this module.
 """
@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import InputError
+from models.files import WriteError, atomic_output, check_output_folder, write_bytes, write_text
 from models.trace import AttentionTrace, DecodeResult
 
 IMAGE_SUFFIXES = (".png", ".svg")
@@ -28,37 +29,33 @@ def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
 
 def write_npz(path: str | Path, result: DecodeResult) -> Path:
     """The trace plus ``output_tokens``, ``translation`` and ``score``."""
-    path = Path(path)
     arrays = trace_arrays(result.trace)
     arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
                   score=np.array(result.score))
-    with open(path, "wb") as handle:  # np.savez would append .npz to a name that lacks it
+    with atomic_output(path) as temporary, open(temporary, "wb") as handle:  # np.savez would append .npz
         np.savez_compressed(handle, **arrays)
-    return path
+    return Path(path)
 
 
 def write_csv(path: str | Path, matrix: np.ndarray, query_tokens: list[str], key_tokens: list[str]) -> Path:
     """One heatmap: a header row of key tokens, then one row per query token."""
-    path = Path(path)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with atomic_output(path) as temporary, open(temporary, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["query \\ key", *key_tokens])
         for token, row in zip(query_tokens, matrix):
             writer.writerow([token, *(f"{value:.6g}" for value in row)])
-    return path
+    return Path(path)
 
 
 def check_output(path: str | Path, suffixes: tuple[str, ...]) -> Path:
     path = Path(path)
     if path.suffix.lower() not in suffixes:
         raise InputError(f"{path}: the file name must end in {' or '.join(suffixes)}")
-    if not path.parent.exists():
-        raise InputError(f"{path}: the folder {path.parent} does not exist")
-    return path
+    return check_output_folder(path)
 
 
 def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
-    """PNG at ``scale``× the widget's size (for papers), or SVG (vector) through QSvgGenerator.
+    """PNG at ``scale``× the widget's size (for papers), or SVG through QSvgGenerator; written atomically.
 
     pyqtgraph's own SVG exporter breaks on closed paths (pyqtgraph 0.14), so the widget renders itself.
     """
@@ -70,15 +67,16 @@ def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
     path = check_output(path, IMAGE_SUFFIXES)
     size = widget.size()
     if path.suffix.lower() == ".svg":
-        generator = QSvgGenerator()
-        generator.setFileName(str(path))
-        generator.setSize(size)
-        generator.setViewBox(QRect(0, 0, size.width(), size.height()))
-        generator.setTitle("attnviz")
-        painter = QPainter(generator)
-        QWidget.render(widget, painter, QPoint(0, 0))  # QWidget's: a QGraphicsView's own render() draws only its scene
-        painter.end()
-        return path
+        with atomic_output(path) as temporary:
+            generator = QSvgGenerator()
+            generator.setFileName(str(temporary))
+            generator.setSize(size)
+            generator.setViewBox(QRect(0, 0, size.width(), size.height()))
+            generator.setTitle("attnviz")
+            painter = QPainter(generator)
+            QWidget.render(widget, painter, QPoint(0, 0))  # QWidget's: a QGraphicsView's render() draws only its scene
+            painter.end()
+        return path  # atomic_output checked that the generator wrote something
     image = QImage(QSize(int(size.width() * scale), int(size.height() * scale)), QImage.Format.Format_ARGB32)
     image.fill(widget.palette().window().color())
     painter = QPainter(image)
@@ -86,28 +84,36 @@ def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
     painter.scale(scale, scale)
     QWidget.render(widget, painter, QPoint(0, 0))
     painter.end()
-    if not image.save(str(path)):
-        raise InputError(f"{path}: could not write the image")
+    _save_png(image, path)
     return path
+
+
+def _save_png(image, path: Path) -> None:
+    """Encode in memory, then write atomically: a disk error is then ours to report, in one line."""
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buffer, "PNG"):
+        raise WriteError(f"{path}: could not encode the image")
+    write_bytes(path, bytes(data.data()))
 
 
 def save_figure(svg: str, path: str | Path, scale: float = 2.0) -> Path:
     """A figure from attnviz/figures.py: the SVG text itself, or a PNG rendered from it at ``scale``×."""
     path = check_output(path, IMAGE_SUFFIXES)
     if path.suffix.lower() == ".svg":
-        path.write_text(svg, encoding="utf-8")
-        return path
+        return write_text(path, svg)
     from PySide6.QtCore import QByteArray
     from PySide6.QtGui import QColor, QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
 
     renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
-    size = renderer.defaultSize() * scale
-    image = QImage(size, QImage.Format.Format_ARGB32)
+    image = QImage(renderer.defaultSize() * scale, QImage.Format.Format_ARGB32)
     image.fill(QColor("white"))
     painter = QPainter(image)
     renderer.render(painter)
     painter.end()
-    if not image.save(str(path)):
-        raise InputError(f"{path}: could not write the image")
+    _save_png(image, path)
     return path

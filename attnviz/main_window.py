@@ -20,6 +20,7 @@ from . import __version__, viewmodel
 from .demos import demo_examples
 from .export import save_figure, save_widget_image, write_csv, write_npz
 from .session import ModelInfo, RunSettings, Session
+from .settings import SettingsReader
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt);;All files (*)"
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
@@ -36,11 +37,12 @@ class MainWindow(QMainWindow):
     def __init__(self, demos: list[Path], settings: QSettings | None = None):
         super().__init__()
         self.settings = settings or QSettings()
+        self.stored = SettingsReader(self.settings)  # every read goes through it: a bad value cannot stop the app
         self.session = Session()
         self.demos = demos
         self.built = False
         self.setWindowTitle("attnviz")
-        geometry = self.settings.value("window/geometry")
+        geometry = self.stored.blob("window/geometry")
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1360, 860)
         loading = QLabel("Loading attnviz and the model…")
@@ -195,11 +197,15 @@ class MainWindow(QMainWindow):
 
     # --- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        state = self.settings.value("window/state")
+        from .views.style import COLORMAPS
+
+        state = self.stored.blob("window/state")
         if state is not None:
             self.restoreState(state)
-        self.selector.set_colormap_name(str(self.settings.value("view/colormap", "viridis")))
-        self.selector.set_masks_visible(self.settings.value("view/masks", True) in (True, "true"))
+        self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
+        self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
+        if self.stored.problems:
+            self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)
         self._update_recent_menu()
 
     def _save_settings(self) -> None:
@@ -216,8 +222,7 @@ class MainWindow(QMainWindow):
         self.settings.sync()
 
     def recent_files(self) -> list[str]:
-        value = self.settings.value("files/recent", [])
-        return [value] if isinstance(value, str) else list(value or [])
+        return self.stored.strings("files/recent")
 
     def _remember(self, path: str) -> None:
         recent = [path] + [item for item in self.recent_files() if item != path]
@@ -325,12 +330,14 @@ class MainWindow(QMainWindow):
         """The model's own input: as left this session, as saved at the last exit for the same model, or
         its first example at its own length limit."""
         settings = self.session.run_settings_for(info, next(iter(examples), ""))
-        if str(info.path) in self.session.run_settings or self.settings.value("run/model") != str(info.path):
+        from .views.controls import MODES
+
+        stored = self.stored
+        if str(info.path) in self.session.run_settings or stored.text("run/model") != str(info.path):
             return settings
-        return RunSettings(text=str(self.settings.value("run/text", settings.text)),
-                           mode=str(self.settings.value("run/mode", settings.mode)),
-                           beam=int(self.settings.value("run/beam", settings.beam)),
-                           target=str(self.settings.value("run/target", "")), max_len=info.max_len)
+        return RunSettings(text=stored.text("run/text", settings.text), mode=stored.choice("run/mode", settings.mode, MODES),
+                           beam=stored.integer("run/beam", settings.beam, 2, 32),
+                           target=stored.text("run/target", ""), max_len=info.max_len)
 
     def _on_load_failed(self, job_id: int, message: str) -> None:
         if not self.session.is_current_model_job(job_id):
@@ -447,7 +454,7 @@ class MainWindow(QMainWindow):
 
     # --- export ---------------------------------------------------------------------------------------
     def _ask_path(self, title: str, default_name: str, file_filter: str) -> str:
-        folder = str(self.settings.value("files/export_folder", str(Path.home())))
+        folder = self.stored.text("files/export_folder", str(Path.home()))
         path, _ = QFileDialog.getSaveFileName(self, title, str(Path(folder) / default_name), file_filter)
         if path:
             self.settings.setValue("files/export_folder", str(Path(path).parent))

@@ -91,6 +91,9 @@ class ModelWorker(QObject):
             self._open(job_id, checkpoint, path=path, device=device)
         except AttnvizError as failure:
             self.load_failed.emit(job_id, str(failure))
+        except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window, never a dead thread)
+            traceback.print_exc()
+            self.load_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
 
     @Slot(int, object)
     def import_model(self, job_id: int, answer: ImportAnswer) -> None:

@@ -10,18 +10,16 @@ Weights shared between modules (tied embeddings) are stored once.
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from .base import Seq2Seq
 from .config import config_from_dict, config_to_dict
 from .errors import AttnvizError, CheckpointError, ForeignCheckpointError
+from .files import read_header, read_safetensors, write_safetensors
 from .tokenizers import Tokenizer
 
 FORMAT = "attnviz"
@@ -46,9 +44,9 @@ class Checkpoint:
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
                     provenance: dict[str, Any] | None = None, *, dtype: torch.dtype = torch.float32) -> Path:
-    """Write ``path`` atomically (a temporary file renamed into place, so a crash never leaves half a file)."""
+    """Write ``path`` atomically (models/files.py: a crash or a full disk never leaves half a file)."""
     path = Path(path)
-    tensors = _unique_tensors(model, dtype)
+    tensors = unique_tensors(model, dtype)
     metadata = {
         "format": FORMAT,
         "format_version": str(FORMAT_VERSION),
@@ -56,14 +54,12 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenize
         "tokenizers": json.dumps({"source": source_tokenizer.to_dict(), "target": target_tokenizer.to_dict()}),
         "provenance": json.dumps(provenance or {}),
     }
-    temporary = path.with_name(path.name + ".partial")
-    save_file(tensors, str(temporary), metadata=metadata)
-    temporary.replace(path)
-    return path
+    return write_safetensors(path, tensors, metadata)
 
 
-def _unique_tensors(model: Seq2Seq, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """The state dict with each shared tensor once (safetensors refuses aliases)."""
+def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """The state dict on the CPU with each shared tensor (tied embeddings) once under its first name, floats
+    as ``dtype`` (safetensors refuses aliases)."""
     tensors, seen = {}, set()
     for name, tensor in model.state_dict().items():
         key = (tensor.data_ptr(), tuple(tensor.shape))
@@ -78,11 +74,9 @@ def _unique_tensors(model: Seq2Seq, dtype: torch.dtype) -> dict[str, torch.Tenso
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """The decoded metadata document of an attnviz checkpoint (weights are not read)."""
     path = _existing_file(path)
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            raw = handle.metadata() or {}
-    except (SafetensorError, OSError, ValueError, struct.error) as error:
-        raise CheckpointError(path, f"not a readable safetensors file ({_first_line(error)})") from None
+    raw = read_header(path).get("__metadata__") or {}
+    if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
+        raise CheckpointError(path, "not a readable safetensors file (its metadata is not a map of strings)")
     if raw.get("format") != FORMAT:
         raise ForeignCheckpointError(path, "a safetensors file, but not an attnviz checkpoint (no 'format: attnviz' "
                                     "metadata); foreign checkpoints are imported with 'attnviz convert'")
@@ -132,10 +126,9 @@ def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer
 def _load_weights(path: Path, model: Seq2Seq) -> None:
     expected = model.state_dict()
     try:
-        with safe_open(str(path), framework="pt") as handle:
-            stored = {name: handle.get_tensor(name) for name in handle.keys()}
-    except (SafetensorError, OSError, ValueError, struct.error) as error:
-        raise CheckpointError(path, f"the weights cannot be read ({_first_line(error)})") from None
+        stored, _ = read_safetensors(path)  # read whole: a file rewritten meanwhile cannot crash the process
+    except CheckpointError as error:
+        raise CheckpointError(path, f"the weights cannot be read ({error.reason})") from None
     aliases = _aliases(model)
     missing = sorted(name for name in expected if name not in stored and name not in aliases)
     unexpected = sorted(name for name in stored if name not in expected)
@@ -172,8 +165,3 @@ def _existing_file(path: str | Path) -> Path:
     if path.stat().st_size == 0:
         raise CheckpointError(path, "the file is empty")
     return path
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

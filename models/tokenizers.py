@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import sentencepiece as spm
 
-from .errors import ConfigError, DataError, EmptyInputError, UnknownCharactersError
+from .errors import AttnvizError, ConfigError, DataError, EmptyInputError, UnknownCharactersError
 from .normalize import NORMALIZATIONS, normalize
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
@@ -52,7 +52,10 @@ class Tokenizer(abc.ABC):
         """Whether the vocabulary can write ``character`` without its unknown token."""
         cache = self.__dict__.setdefault("_known", {})
         if character not in cache:
-            cache[character] = character.isspace() or (bool(character.strip()) and self.unk_id not in self._encode(character))
+            try:
+                cache[character] = character.isspace() or self.unk_id not in self._encode(character)
+            except AttnvizError:  # a vocabulary without an unknown token refuses what it lacks
+                cache[character] = False
         return cache[character]
 
     @property

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import math
 import os
-import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -35,23 +34,22 @@ import sacrebleu
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import Tensor
 from tqdm import tqdm
 
 from . import build_model
 from .base import Seq2Seq
-from .checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import Checkpoint, save_checkpoint, unique_tensors
 from .config import ModelConfig, config_to_dict
 from .data.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
 from .errors import CheckpointError, ConfigError
+from .files import check_output_folder, read_safetensors, write_safetensors
 from .tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .translator import Translator, resolve_device
 
 STATE_SUFFIX = ".train-state.safetensors"
 STATE_FORMAT = "attnviz-train-state"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the state holds the weights and tokenizers (one consistent file)
 ADAM_BETAS = (0.9, 0.98)  # the Transformer paper's; a shorter second-moment memory suits warm-up
 WEIGHT_DECAY = 0.01
 TOKENIZER_KINDS = ("char", "sentencepiece")
@@ -153,6 +151,7 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
     checkpoint is written every ``save_every`` steps and at the end."""
     config.validate()
     model_config.validate()
+    check_output_folder(out_path)  # before any work: a typo in --out must not cost the whole run
     _check_tokenizers(model_config, source_tokenizer, target_tokenizer)
     if not train_pairs:
         raise ConfigError("the training corpus has no pairs")
@@ -350,10 +349,13 @@ class _Trainer:
         if self.device.type == "cuda":
             rng["cuda"] = self.processes.gather(torch.cuda.get_rng_state(self.device))
         if self.processes.main:
-            save_checkpoint(self.out_path, self.model, *self.tokenizers, self._provenance())
+            # The state holds the weights too, and is written first: whenever a run is stopped, the state file
+            # alone is a consistent point to resume from, whatever became of the checkpoint beside it.
             tensors = {f"rng.{rank}.{kind}": state for kind, states in rng.items() for rank, state in enumerate(states)}
             tensors.update(_optimizer_tensors(self.optimizer))
+            tensors.update({f"model.{name}": value for name, value in unique_tensors(self.model).items()})
             _write_state(state_path(self.out_path), tensors, self._state_document())
+            save_checkpoint(self.out_path, self.model, *self.tokenizers, self._provenance())
         self.processes.barrier()
 
     def _state_document(self) -> dict[str, Any]:
@@ -361,21 +363,21 @@ class _Trainer:
                 "seconds": self._seconds(), "processes": self.processes.world,
                 "scheduler": {"kind": "inverse_sqrt", "peak": self.config.learning_rate,
                               "warmup_steps": self.config.warmup_steps, "last_step": self.step},
-                "training": dataclasses.asdict(self.config), "model": config_to_dict(self.model_config)}
+                "training": dataclasses.asdict(self.config), "model": config_to_dict(self.model_config),
+                "tokenizers": [tokenizer.to_dict() for tokenizer in self.tokenizers]}
 
     def restore(self) -> None:
         """Continue from ``out_path`` and its training state: weights, optimizer, data position, RNG."""
         path = state_path(self.out_path)
         tensors, document = _read_state(path)
         _check_resumable(path, document, self.config, self.model_config)
-        checkpoint = load_checkpoint(self.out_path)
-        if [t.to_dict() for t in self.tokenizers] != [checkpoint.source_tokenizer.to_dict(),
-                                                      checkpoint.target_tokenizer.to_dict()]:
+        if [t.to_dict() for t in self.tokenizers] != document.get("tokenizers"):
             raise ConfigError(f"cannot resume {self.out_path}: it was trained with other tokenizers")
-        if checkpoint.provenance.get("steps") != document["step"]:
-            raise CheckpointError(path, f"holds step {document['step']} but the checkpoint step "
-                                        f"{checkpoint.provenance.get('steps')}; they were not saved together")
-        self.model.load_state_dict(checkpoint.model.state_dict())
+        weights = {name[len("model."):]: tensor for name, tensor in tensors.items() if name.startswith("model.")}
+        expected = unique_tensors(self.model)
+        if set(weights) != set(expected):
+            raise CheckpointError(path, "the training state's weights do not match the model; train again without resume")
+        self.model.load_state_dict(weights, strict=False)
         _load_optimizer(self.optimizer, tensors)
         self.step = document["step"]
         self.stream = BatchStream(self.stream.lengths, self.config.batch_size, self.config.seed,
@@ -451,21 +453,14 @@ def _load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor]
 
 def _write_state(path: Path, tensors: dict[str, Tensor], document: dict[str, Any]) -> None:
     metadata = {"format": STATE_FORMAT, "format_version": str(STATE_VERSION), "state": json.dumps(document)}
-    temporary = path.with_name(path.name + ".partial")
-    save_file({name: tensor.contiguous() for name, tensor in tensors.items()}, str(temporary), metadata=metadata)
-    temporary.replace(path)
+    write_safetensors(path, tensors, metadata)
 
 
 def _read_state(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
     if not path.is_file():
         raise CheckpointError(path, "no training state to resume from (it is written next to the checkpoint "
                                     "by a run without resume)")
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-    except (SafetensorError, OSError, ValueError, struct.error) as error:
-        raise CheckpointError(path, f"not a readable safetensors file ({str(error).splitlines()[0]})") from None
+    tensors, metadata = read_safetensors(path)
     if metadata.get("format") != STATE_FORMAT or metadata.get("format_version") != str(STATE_VERSION):
         raise CheckpointError(path, "not an attnviz training state (version "
                                     f"{STATE_VERSION}); train again without resume")
@@ -473,3 +468,4 @@ def _read_state(path: Path) -> tuple[dict[str, Tensor], dict[str, Any]]:
         return tensors, json.loads(metadata["state"])
     except (KeyError, json.JSONDecodeError) as error:
         raise CheckpointError(path, f"the training state's metadata is damaged ({error})") from None
+

@@ -79,8 +79,8 @@ def test_pytorch_seq2seq_folder_converts_translates_and_remembers(tmp_path, caps
     assert code == 0 and "pytorch-seq2seq → gru-additive" in err
     checkpoint = load_checkpoint(output)
     assert (checkpoint.config.max_len, checkpoint.config.additive_activation) == (8, "tanh")
-    code, out, _ = cli(capsys, "translate", "-c", output, "Je suis content !", "il est grand")
-    assert code == 0 and len(out.splitlines()) == 2
+    code, out, err = cli(capsys, "translate", "-c", output, "Je suis content !", "il est grand")
+    assert code == 0 and len(out.splitlines()) == 2, err
     code, out, _ = cli(capsys, "info", output)
     assert code == 0 and '"supplied": {"MAX_LENGTH": 8}' in out and '"assumed": {"tokenize": "seq2seq-tutorial"}' in out
 

@@ -48,17 +48,18 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from models.checkpoint import SUFFIX, save_checkpoint
+    from models.files import check_output_folder
     from models.importers import convert  # the importers load only when converting
 
     output = Path(args.output)
     if output.suffix != SUFFIX:
         raise InputError(f"{output}: the output file must end in {SUFFIX}")
-    if not output.parent.exists():
-        raise InputError(f"{output}: the folder {output.parent} does not exist")
-    checkpoint = convert(args.source, args.format, parse_settings(args.set), args.src_vocab, args.tgt_vocab,
-                         trust=args.trust)
+    check_output_folder(output)  # before the conversion, not after it
+    checkpoint = convert(args.source, args.format, settings=parse_settings(args.set), src_vocab=args.src_vocab,
+                         tgt_vocab=args.tgt_vocab, trust=args.trust)
     provenance = {**checkpoint.provenance, "command": _command(args)}
-    save_checkpoint(output, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer, provenance)
+    save_checkpoint(output, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
+                    target_tokenizer=checkpoint.target_tokenizer, provenance=provenance)
     config = checkpoint.config
     record = checkpoint.provenance.get("imported_from", {})
     print(f"saved {output}: {record.get('format', '?')} → {config.arch}, {checkpoint.model.parameter_count():,} "

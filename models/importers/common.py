@@ -8,18 +8,17 @@ weight, a shape, a hyper-parameter the file does not hold), never a traceback.
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
 from torch import Tensor, nn
 
 from ..base import Seq2Seq
 from ..errors import CheckpointError
+from ..files import read_safetensors as read_safetensors_file
 from . import safe_load
 
 SHOWN = 4  # names listed in one error line before "and N more"
@@ -154,12 +153,7 @@ def _convert(value: Any, kind: type, key: str, format_name: str) -> Any:
 
 def read_safetensors(path: Path) -> dict[str, Tensor]:
     """Every tensor of a safetensors file (no pickle involved); unreadable files are one-line errors."""
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            return {name: handle.get_tensor(name) for name in handle.keys()}
-    except (SafetensorError, OSError, ValueError, struct.error) as error:
-        text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(path, f"not a readable safetensors file ({text})") from None
+    return read_safetensors_file(path)[0]
 
 
 def tensor_dict(value: Any) -> dict[str, Tensor] | None:

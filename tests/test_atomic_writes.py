@@ -1,0 +1,187 @@
+"""Never lose a good file: every writer, on a real full disk and in a real read-only folder (small tmpfs
+mounts made by the test; attnviz's CI runs as root), leaves the file that was there byte-identical, no
+temporary behind, and says so in one line. Damaged settings never stop the app; training checks its
+output folder before step 1; a killed training always leaves a state it can resume from."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnviz.cli import main
+from models import build_model
+from models.checkpoint import save_checkpoint
+from models.files import WriteError, write_bytes
+from tests.helpers import tiny_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mount_tmpfs(folder: Path, size: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({result.stderr.decode().strip()}): the disk tests need root")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB file system: a good file in it, then filled up so that nothing more fits."""
+    folder = tmp_path / "disk"
+    mount_tmpfs(folder, "1m")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def fill(folder: Path) -> None:
+    """Take every free byte of the file system."""
+    for index, chunk in enumerate((65536, 512, 1)):
+        with open(folder / f"filler{index}", "wb", buffering=0) as handle:
+            try:
+                while True:
+                    handle.write(b"\0" * chunk)
+            except OSError:
+                pass
+
+
+def left_behind(folder: Path) -> list[str]:
+    return [path.name for path in folder.iterdir() if path.name.endswith(".partial")]
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory, char_tokenizer):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny") / "tiny.safetensors"
+    return save_checkpoint(path, build_model(tiny_config("transformer-preln")), char_tokenizer, char_tokenizer)
+
+
+WRITERS = {
+    "export npz": lambda out, ckpt: ["export", "-c", ckpt, "abc", "-o", out],
+    "render png": lambda out, ckpt: ["render", "-c", ckpt, "abc", "--kind", "cross", "-o", out],
+    "render svg": lambda out, ckpt: ["render", "-c", ckpt, "abc", "--kind", "cross", "-o", out],
+    "render all heads": lambda out, ckpt: ["render", "-c", ckpt, "abc", "--kind", "cross", "--head", "all", "-o", out],
+    "convert": lambda out, ckpt: None,
+}
+SUFFIXES = {"export npz": ".npz", "render png": ".png", "render svg": ".svg", "render all heads": ".png"}
+
+
+@pytest.mark.parametrize("writer", list(SUFFIXES))
+def test_a_full_disk_keeps_the_old_file(writer, small_disk, tiny_checkpoint, capsys, qapp):
+    target = small_disk / f"good{SUFFIXES[writer]}"
+    target.write_bytes(b"the good old file" * 10)
+    before = target.read_bytes()
+    fill(small_disk)
+    code = main([str(arg) for arg in WRITERS[writer](target, tiny_checkpoint)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith(f"attnviz: error: {target}: could not write it")
+    assert target.read_bytes() == before and left_behind(small_disk) == []
+
+
+def test_a_full_disk_keeps_an_old_checkpoint(small_disk, tiny_checkpoint, char_tokenizer):
+    target = small_disk / "model.safetensors"
+    target.write_bytes(Path(tiny_checkpoint).read_bytes()[:2000])  # whatever was there: it must survive as it was
+    before = target.read_bytes()
+    fill(small_disk)
+    with pytest.raises(WriteError, match="could not write it"):
+        save_checkpoint(target, build_model(tiny_config("transformer-preln")), char_tokenizer, char_tokenizer)
+    assert target.read_bytes() == before and left_behind(small_disk) == []
+
+
+def test_a_read_only_folder_is_one_line_and_exit_1(tmp_path, tiny_checkpoint, capsys):
+    folder = tmp_path / "readonly"
+    mount_tmpfs(folder, "1m")
+    try:
+        (folder / "old.npz").write_bytes(b"old")
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+        for argv in (["export", "-c", tiny_checkpoint, "abc", "-o", folder / "old.npz"],
+                     ["render", "-c", tiny_checkpoint, "abc", "--kind", "cross", "-o", folder / "x.svg"],
+                     ["convert", tiny_checkpoint, "-o", folder / "x.safetensors"]):
+            code = main([str(arg) for arg in argv])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert code == 1 and len(err) == 1 and "cannot write in" in err[0] and "Read-only file system" in err[0]
+        assert (folder / "old.npz").read_bytes() == b"old" and not (folder / "x.svg").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_files_get_the_umask_mode_and_a_folder_path_is_refused(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_bytes(tmp_path / "a.bin", b"x")
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+    with pytest.raises(WriteError, match="is a folder"):
+        write_bytes(tmp_path, b"x")
+
+
+def test_train_checks_its_output_folder_before_step_1(tmp_path, capsys):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{word}\t{word[::-1]}\n" for word in ("abc", "bca", "cab", "hag", "gah") * 4))
+    started = time.perf_counter()
+    code = main(["train", "--data", str(data), "--arch", "gru-additive", "--tokenizer", "char", "--steps", "100000",
+                 "--out", str(tmp_path / "missing" / "dir" / "m.safetensors"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and err == [f"attnviz: error: {tmp_path / 'missing' / 'dir' / 'm.safetensors'}: the folder "
+                                 f"{tmp_path / 'missing' / 'dir'} does not exist"]
+    assert time.perf_counter() - started < 20  # it did not train 100,000 steps first
+
+
+def test_damaged_settings_fall_back_to_defaults_and_the_app_starts(tmp_path):
+    config = tmp_path / "config" / "attnviz"
+    config.mkdir(parents=True)
+    (config / "attnviz.conf").write_text("[run]\nbeam=abc\nmax_len=abc\nmode=sideways\n"
+                                         "[window]\ngeometry=hello\nstate=@ByteArray(garbage)\n"
+                                         "[view]\nmasks=perhaps\ncolormap=42\n[files]\nrecent=7\n")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen",
+           "ATTNVIZ_STARTUP_PROBE": repr(time.time())}
+    result = subprocess.run([sys.executable, "-m", "attnviz.cli"], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "heatmap" in result.stdout and "Traceback" not in result.stderr
+
+
+KILL_DRIVER = """
+import sys
+from models.data.pairs import read_pairs
+from models.training import TrainingConfig, build_tokenizers, train
+from models.config import make_config
+pairs = read_pairs(sys.argv[1])
+source, target = build_tokenizers(pairs, "char", 0, True)
+config = make_config("gru-additive", source.vocab_size, target.vocab_size, hidden=16)
+train(config, source, target, pairs, pairs[:4], sys.argv[2],
+      TrainingConfig(steps=int(sys.argv[3]), batch_size=8, eval_every=10_000, save_every=1, progress=False,
+                     validation_sentences=2), resume=sys.argv[4] == "resume")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_training_killed_while_saving_can_always_resume(kill, tmp_path):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{word}\t{word[::-1]}\n" for word in ("abc", "bca", "cab", "hag", "gah", "ace") * 4))
+    out = tmp_path / "m.safetensors"
+    driver = [sys.executable, "-c", KILL_DRIVER, str(data), str(out)]
+    run = subprocess.Popen(driver + ["100000", "fresh"], cwd=ROOT, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not out.exists() and time.time() < deadline:  # saving every step: the kill lands in or near a save
+        time.sleep(0.05)
+    time.sleep(0.3)
+    run.send_signal(kill)
+    run.wait(timeout=60)
+    from models.training import _read_state, state_path
+
+    assert left_behind(tmp_path) == []
+    _, document = _read_state(state_path(out))  # the state file alone is a consistent point
+    resumed = subprocess.run(driver + [str(document["step"] + 2), "resume"], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert _read_state(state_path(out))[1]["step"] == document["step"] + 2
