@@ -24,6 +24,7 @@ _STRING_PUSHES = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UN
                             "BINSTRING", "STRING"})
 # Opcodes that add to an object already on the stack instead of making a new one.
 _MUTATORS = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"})
+MAX_NESTING = 1000  # open MARKs at once; real checkpoints nest a few dozen levels
 MIN_BUDGET = 1 << 20  # elements any file may make, however small it is
 BYTES_FACTOR = 16  # and per byte of the file
 
@@ -58,12 +59,16 @@ def check_pickle_size(path: Path, data: bytes, budget: int, pickles: int = 8) ->
 
 
 def _replay(path: Path, opcodes, budget: int) -> None:
-    stack: list[_Node | None] = []  # None is a MARK
+    stack: list[_Node] = []
+    marks: list[int] = []  # stack heights at each open MARK
     memo: dict[int, _Node] = {}
     for opcode, arg, _position in opcodes:
         name = opcode.name
         if name == "MARK":
-            stack.append(None)
+            marks.append(len(stack))
+            if len(marks) > MAX_NESTING:
+                raise CheckpointError(path, f"refused: its pickle nests more than {MAX_NESTING} levels deep; "
+                                            f"nothing from it was run")
             continue
         if name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
             memo[len(memo) if name == "MEMOIZE" else int(arg)] = stack[-1]
@@ -74,7 +79,7 @@ def _replay(path: Path, opcodes, budget: int) -> None:
         if name == "DUP":
             stack.append(stack[-1])
             continue
-        popped = _pop(stack, opcode.stack_before)
+        popped = _pop(stack, marks, opcode.stack_before)
         if name in _MUTATORS:
             target = popped[0]
             target.size += sum(node.size for node in popped[1:])
@@ -88,11 +93,11 @@ def _replay(path: Path, opcodes, budget: int) -> None:
             return
 
 
-def _pop(stack: list, before: list) -> list[_Node]:
+def _pop(stack: list[_Node], marks: list[int], before: list) -> list[_Node]:
     """The nodes an opcode consumes, in stack order; a mark and what lies above it are consumed together."""
     if pickletools.stackslice in before:
-        mark = len(stack) - 1 - stack[::-1].index(None)
-        above = stack[mark + 1:]
+        mark = marks.pop()
+        above = stack[mark:]
         del stack[mark:]
         below = before.index(pickletools.markobject)
     else:
