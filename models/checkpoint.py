@@ -143,8 +143,9 @@ def _json_depth(text: str) -> int:
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
     """Build the model the file describes and load its weights; the model comes back in eval mode.
 
-    The config is compared with the weights' names and shapes in the file's header before any module is
-    built, so a config that claims more than the file holds costs no memory."""
+    The config is compared with the weights' shapes in the file's header before any module is built, so a
+    config that claims more than the file holds costs no memory; every weight's shape is checked before
+    any weight is read."""
     from . import build_model  # the package imports this module's users, not the other way round
 
     path = _existing_file(path)
@@ -161,9 +162,9 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
                                     f"({type(error).__name__}: {_first_line(error)[:120]})") from None
     _check_vocabularies(path, config, source, target)
     shapes = _stored_shapes(path)
-    meta = check_against_weights(path, config, shapes)
-    check_shapes(path, meta, shapes, _aliases(meta))
+    check_against_weights(path, config, shapes)
     model = build_model(config)
+    check_shapes(path, model, shapes, _aliases(model))
     _load_weights(path, model)
     return Checkpoint(model.to(device).eval(), source, target, document["provenance"], path)
 
@@ -197,13 +198,13 @@ def _load_weights(path: Path, model: Seq2Seq) -> None:
 
 
 def _aliases(model: Seq2Seq) -> set[str]:
-    """Names in the state dict that are the same tensor as an earlier name (saved only once). Compared
-    by identity, which works on the meta device too (where every tensor has the same null address)."""
+    """Names in the state dict that share storage with an earlier name (saved only once)."""
     seen, aliases = set(), set()
-    for name, tensor in model.state_dict(keep_vars=True).items():
-        if id(tensor) in seen:
+    for name, tensor in model.state_dict().items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
             aliases.add(name)
-        seen.add(id(tensor))
+        seen.add(key)
     return aliases
 
 

@@ -6,11 +6,14 @@ allocate gigabytes. So a config is checked in three steps, each cheap:
 
 1. :func:`check_config_fields`: every field has its declared type (a bool is not an int, a float is
    finite) and every size is within :data:`BOUNDS`; a problem is one line naming the field.
-2. :func:`meta_model`: the model is built on PyTorch's ``meta`` device, which records shapes and
-   allocates no memory.
-3. :func:`check_against_weights`: the sizes of that model are compared with the tensors the file holds
-   (names and shapes from a safetensors header, or a loaded state dict): the config must describe these
-   weights, not a bigger model.
+2. :func:`check_against_weights`: the least number of weights such a model has is compared with the
+   tensors the file holds (shapes from a safetensors header, or a loaded state dict): the config must
+   describe these weights, not a bigger model. Only then is the model built.
+3. :func:`check_shapes`: every weight of the built model is in the file with the same shape (for an
+   attnviz checkpoint, from the header, before any weight is read).
+
+(Building on PyTorch's ``meta`` device would give the shapes without memory, but its first use in a
+process costs over a second of imports; the count from the config costs nothing.)
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ import math
 import typing
 from pathlib import Path
 from typing import Any, Mapping
-
-import torch
 
 from .errors import CheckpointError, ConfigError
 
@@ -35,9 +36,11 @@ BOUNDS = {
     "max_len": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
 }
-# Elements a model may have beyond the weights a file stores: buffers rebuilt from the config (position
-# tables). 2**25 floats are 128 MiB.
+# Numbers a model may rebuild from its config rather than store (position tables): 2**25 floats, 128 MiB.
 UNSTORED_ELEMENTS = 1 << 25
+# Slack for what least_elements does not count (biases, norms): a model may be this much bigger than
+# the weights found before its shapes are compared one by one.
+SMALL_MODEL_ELEMENTS = 1 << 16
 MAX_FLOAT = 1e6  # logit_scale, layer_norm_eps...
 
 
@@ -76,36 +79,43 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def meta_model(config: Any) -> torch.nn.Module:
-    """The model ``config`` describes, on the ``meta`` device: shapes only, no memory."""
-    from . import build_model  # the package imports its users, not the other way round
+def least_elements(config: Any) -> tuple[int, int]:
+    """(weights, buffers): at least how many numbers the model ``config`` describes stores, and how many
+    it rebuilds from the config (position tables). Only the big matrices are counted, so a real model
+    has a few more; computed from the config alone, nothing is built."""
+    if hasattr(config, "d_model"):
+        d, inner = config.d_model, config.heads * config.head_dim
+        embeddings = config.src_vocab_size * d + (0 if config.share_embeddings else config.tgt_vocab_size * d)
+        layers = (config.encoder_layers * (4 * d * inner + 2 * d * config.d_ff)
+                  + config.decoder_layers * (8 * d * inner + 2 * d * config.d_ff))
+        output = 0 if config.tie_output else config.tgt_vocab_size * d
+        return embeddings + layers + output, 2 * config.max_len * d
+    h = config.hidden
+    embeddings = (config.src_vocab_size + config.tgt_vocab_size) * h
+    decoder_layers = config.decoder_layers * h * h if config.arch == "gru-transformer-decoder" else 0
+    positions = config.max_len * h if config.arch == "gru-transformer-decoder" else 0
+    return embeddings + 6 * h * h + decoder_layers + config.tgt_vocab_size * h, positions
 
-    with torch.device("meta"):
-        return build_model(config)
 
-
-def model_elements(model: torch.nn.Module) -> int:
-    """Every element the model would hold: parameters and all buffers, saved or not."""
-    return sum(tensor.numel() for tensor in (*model.parameters(), *model.buffers()))
-
-
-def check_against_weights(path: str | Path, config: Any, stored: Mapping[str, Any]) -> torch.nn.Module:
+def check_against_weights(path: str | Path, config: Any, stored: Mapping[str, Any]) -> None:
     """Refuse a config that describes a bigger model than the weights ``stored`` (tensors, or shapes as
-    tuples) could fill, before the real model is built. Returns the meta model for finer comparison."""
+    tuples) could fill, before any module is built: the model it builds is then no bigger than the file."""
     try:
         config.validate()  # types and bounds first (check_config_fields), then consistency
     except ConfigError as error:
         raise CheckpointError(path, f"bad config: {error}") from None
     stored_elements = sum(math.prod(_shape(value)) for value in stored.values())
-    model = meta_model(config)
-    needed = model_elements(model)
-    if needed > stored_elements + UNSTORED_ELEMENTS:
-        raise CheckpointError(path, f"the config describes a model of {needed:,} numbers but the file holds "
-                                    f"only {stored_elements:,}: the config does not match the weights")
-    return model
+    weights, buffers = least_elements(config)
+    if weights > stored_elements + SMALL_MODEL_ELEMENTS:
+        raise CheckpointError(path, f"the config describes a model of at least {weights:,} numbers but the file "
+                                    f"holds only {stored_elements:,}: the config does not match the weights")
+    if buffers > UNSTORED_ELEMENTS:
+        raise CheckpointError(path, f"bad config: max_len ({config.max_len}) is too long for a model this wide "
+                                    f"(its position tables would hold {buffers:,} numbers; at most "
+                                    f"{UNSTORED_ELEMENTS:,})")
 
 
-def check_shapes(path: str | Path, model: torch.nn.Module, stored: Mapping[str, Any],
+def check_shapes(path: str | Path, model: Any, stored: Mapping[str, Any],
                  aliases: set[str] = frozenset()) -> None:
     """Every weight the model has is stored with the shape the config implies, and nothing else is."""
     expected = model.state_dict()

@@ -348,3 +348,32 @@ def test_standard_input_encodings(random_checkpoint):
 def test_a_lone_surrogate_argument_in_process(capsys, random_checkpoint):
     _, _, err = run_cli(capsys, ["translate", "-c", random_checkpoint, "ab\ud800"], allowed=(1,))
     assert "surrogate U+D800" in err
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"format_version": "9" * 300}, "format version '99999999999999999999...' is not supported"),
+    ({"config": "[" * 100_000}, "'config' is nested 100000 levels deep"),
+    ({"provenance": "1" + "0" * 5000}, "'provenance' is not valid JSON"),
+    ({"provenance": "[1]"}, "'provenance' must be a JSON object"),
+])
+def test_metadata_messages_name_the_entry(capsys, tmp_path, random_checkpoint, changes, fragment):
+    path = rewrite_metadata(random_checkpoint, tmp_path / "bad.safetensors", **changes)
+    _, _, err = run_cli(capsys, ["info", path], allowed=(1,))
+    assert fragment in err and str(path) in err
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"d_model": 10 ** 300}, "d_model must be between 0 and 32768; got a 301-digit number"),
+    ({"d_model": True}, "d_model must be an integer; got True"),
+    ({"dropout": "0.1"}, "dropout must be a number"),
+    ({"final_norm": 1}, "final_norm must be true or false"),
+    ({"encoder_layers": 20, "d_model": 4096}, "the config describes a model of"),
+    ({"encoder_layers": 3}, "missing weights: encoder_layers.2."),
+    ({"d_model": 36}, "the config implies"),
+])
+def test_config_messages_name_the_field(capsys, tmp_path, random_checkpoint, changes, fragment):
+    data = Path(random_checkpoint).read_bytes()
+    config = json.loads(json.loads(data[8:8 + struct.unpack("<Q", data[:8])[0]])["__metadata__"]["config"])
+    path = rewrite_metadata(random_checkpoint, tmp_path / "bad.safetensors", config=json.dumps({**config, **changes}))
+    _, _, err = run_cli(capsys, ["info", path], allowed=(1,))
+    assert fragment in err and str(path) in err
