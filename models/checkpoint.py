@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from safetensors.torch import save_file
 
 from .base import Seq2Seq
 from .config import config_from_dict, config_to_dict
-from .errors import AttnvizError, CheckpointError, ForeignCheckpointError
+from .errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from .tokenizers import Tokenizer
 from .validation import check_against_weights, check_shapes
 
@@ -192,9 +193,21 @@ def _load_weights(path: Path, model: Seq2Seq) -> None:
     except (SafetensorError, OSError, ValueError, struct.error) as error:
         raise CheckpointError(path, f"the weights cannot be read ({_first_line(error)})") from None
     check_shapes(path, model, stored, _aliases(model))
+    _warn_not_finite(path, stored)
     with torch.no_grad():
         model.load_state_dict({name: tensor.float() if tensor.is_floating_point() else tensor
                                for name, tensor in stored.items()}, strict=False)
+
+
+def _warn_not_finite(path: Path, stored: dict[str, torch.Tensor]) -> None:
+    """A checkpoint may hold NaN or infinite weights (a training run that diverged): it still opens, with
+    a warning, and the views show where the numbers broke down."""
+    broken = [name for name, tensor in stored.items()
+              if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
+    if broken:
+        shown = ", ".join(broken[:3]) + (", ..." if len(broken) > 3 else "")
+        warnings.warn(f"{path}: {len(broken)} weight tensor(s) hold NaN or infinite values ({shown}); outputs may "
+                      f"be meaningless", NumericalWarning, stacklevel=3)
 
 
 def _aliases(model: Seq2Seq) -> set[str]:

@@ -22,7 +22,8 @@ import dataclasses
 import math
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import CheckpointError, ConfigError
 

@@ -126,8 +126,8 @@ BAD_METADATA = [
 @pytest.mark.parametrize("changes", BAD_METADATA, ids=lambda changes: f"{next(iter(changes))}")
 def test_bad_metadata_is_one_line(capsys, tmp_path, random_checkpoint, changes):
     path = rewrite_metadata(random_checkpoint, tmp_path / "bad.safetensors", **changes)
-    for command in (["info", path], ["translate", "-c", path, "abc"]):
-        code, out, err = run_cli(capsys, command)
+    for command in (["info", path], ["info", "--json", path], ["translate", "-c", path, "abc"]):
+        _, out, _ = run_cli(capsys, command)
         assert "\x1b" not in out  # a checkpoint's escape sequences never reach the terminal
 
 
@@ -233,7 +233,7 @@ def test_pickle_bombs_are_refused(capsys, tmp_path, name, trust):
     path = tmp_path / name
     path.write_bytes(BOMBS[name])
     out = tmp_path / "converted.safetensors"
-    code, _, err = run_cli(capsys, ["convert", path, "-o", out, *(["--trust"] if trust else [])], allowed=(1,))
+    _, _, err = run_cli(capsys, ["convert", path, "-o", out, *(["--trust"] if trust else [])], allowed=(1,))
     assert str(path) in err and not out.exists()
 
 
@@ -301,7 +301,7 @@ def test_odd_text_in_process(capsys, random_checkpoint, text):
 
 
 def test_very_long_text_is_truncated_with_a_notice(capsys, random_checkpoint):
-    code, out, err = run_cli(capsys, ["translate", "-c", random_checkpoint, "--max-len", "2", "abc" * 100_000])
+    code, _, err = run_cli(capsys, ["translate", "-c", random_checkpoint, "--max-len", "2", "abc" * 100_000])
     assert code == 0 and "warning" in err and "only the first" in err
 
 
@@ -321,7 +321,7 @@ def test_out_of_range_options(capsys, tmp_path, random_checkpoint, command, opti
 def cli_process(args: list, stdin: bytes = b"") -> subprocess.CompletedProcess:
     """The CLI in a child process, argv given as bytes (as a shell passes them)."""
     return subprocess.run([sys.executable, "-m", "attnviz.cli", *args], input=stdin, capture_output=True,
-                          timeout=60, cwd=Path(__file__).resolve().parents[1])
+                          timeout=60, check=False, cwd=Path(__file__).resolve().parents[1])
 
 
 def assert_process_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -377,3 +377,18 @@ def test_config_messages_name_the_field(capsys, tmp_path, random_checkpoint, cha
     path = rewrite_metadata(random_checkpoint, tmp_path / "bad.safetensors", config=json.dumps({**config, **changes}))
     _, _, err = run_cli(capsys, ["info", path], allowed=(1,))
     assert fragment in err and str(path) in err
+
+
+def test_nan_weights_open_with_a_warning_and_beam_search_survives(capsys, tmp_path, random_checkpoint):
+    from models.checkpoint import load_checkpoint, save_checkpoint
+
+    checkpoint = load_checkpoint(random_checkpoint)
+    with torch.no_grad():
+        checkpoint.model.output.bias.fill_(float("nan"))
+    path = save_checkpoint(tmp_path / "nan.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer)
+    code, _, err = run_cli(capsys, ["translate", "-c", path, "--beam", "4", "--max-len", "5", "abc"])
+    lines = err.splitlines()
+    assert code == 0 and len(lines) == 2 and all(line.startswith("attnviz: warning: ") for line in lines)
+    assert "output.bias" in lines[0] and "NaN or infinite" in lines[0]
+    assert "the model produced NaN at step 1" in lines[1]

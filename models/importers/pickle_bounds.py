@@ -32,7 +32,7 @@ BYTES_FACTOR = 16  # and per byte of the file
 class _Node:
     """One object on the replayed stack: how many elements it stands for, and what a size check needs."""
 
-    __slots__ = ("size", "value", "items")
+    __slots__ = ("items", "size", "value")
 
     def __init__(self, size: int = 1, value: object = None, items: list | None = None):
         self.size, self.value, self.items = size, value, items
