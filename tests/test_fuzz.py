@@ -392,3 +392,18 @@ def test_nan_weights_open_with_a_warning_and_beam_search_survives(capsys, tmp_pa
     assert code == 0 and len(lines) == 2 and all(line.startswith("attnviz: warning: ") for line in lines)
     assert "output.bias" in lines[0] and "NaN or infinite" in lines[0]
     assert "the model produced NaN at step 1" in lines[1]
+
+
+def test_translations_from_a_hostile_vocabulary_are_escaped(capsys, tmp_path, random_checkpoint):
+    """A vocabulary of a lone surrogate and an escape character, and a model that always picks them."""
+    from models.checkpoint import load_checkpoint, save_checkpoint
+    from models.tokenizers import CharTokenizer
+
+    checkpoint = load_checkpoint(random_checkpoint)
+    tokenizer = CharTokenizer(["\ud800", "\x1b", *"cdefgh "])
+    with torch.no_grad():
+        checkpoint.model.output.bias.zero_()
+        checkpoint.model.output.bias[tokenizer.encode("\ud800")[0]] = 100.0
+    path = save_checkpoint(tmp_path / "hostile-vocabulary.safetensors", checkpoint.model, tokenizer, tokenizer)
+    code, out, _ = run_cli(capsys, ["translate", "-c", path, "--max-len", "3", "cde"])
+    assert code == 0 and out.startswith("\\ud800")

@@ -11,7 +11,7 @@ from models.decoding import finish
 from models.errors import InputError
 
 from .common import (add_decoding_options, add_model_options, announce_truncation, argument_text, encoding_name,
-                     finite_float, input_lines, open_translator, unknown_mode)
+                     finite_float, input_lines, open_translator, terminal_text, unknown_mode)
 
 NAME = "translate"
 
@@ -45,5 +45,5 @@ def run(args: argparse.Namespace) -> int:
         mode = "greedy" if args.beam == 1 else "beam"
         best = finish(translator.decode(source, mode=mode, beam=args.beam, length_penalty=args.length_penalty,
                                         max_len=args.max_len, need_weights=False))[0]
-        print(best.text, flush=True)
+        print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
     return 0
