@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import Sequence
 
-from models.errors import AttnvizError
+from models.errors import AttnvizError, NumericalWarning
 
 from . import __version__
 from .commands import convert, demos, evaluate, export, info, render, stats, train, translate
@@ -28,6 +29,17 @@ def error(message: str) -> None:
 
 def warn(message: str) -> None:
     print(f"attnviz: warning: {message}", file=sys.stderr)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """The core's warnings about the model's numbers as one ``attnviz: warning:`` line; others as usual."""
+    if issubclass(category, NumericalWarning):
+        warn(str(message))
+    else:
+        _default_show_warning(message, category, filename, lineno, file, line)
+
+
+_default_show_warning = warnings.showwarning
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("gui", "-h", "--help", "--version")):
         argv = ["gui", *argv]
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     try:
         if args.command == "gui":
             from .app import run_app  # Qt is imported here and nowhere on the headless paths

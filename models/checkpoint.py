@@ -10,6 +10,7 @@ Weights shared between modules (tied embeddings) are stored once.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ import torch
 
 from .base import Seq2Seq
 from .config import config_from_dict, config_to_dict
-from .errors import AttnvizError, CheckpointError, ForeignCheckpointError
+from .errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from .files import read_header, read_safetensors, write_safetensors
 from .tokenizers import Tokenizer
+from .validation import check_against_weights, check_shapes
 
 FORMAT = "attnviz"
 FORMAT_VERSION = 1
@@ -81,22 +83,64 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         raise ForeignCheckpointError(path, "a safetensors file, but not an attnviz checkpoint (no 'format: attnviz' "
                                     "metadata); foreign checkpoints are imported with 'attnviz convert'")
     version = raw.get("format_version", "")
-    if not version.isdigit() or int(version) > FORMAT_VERSION:
-        raise CheckpointError(path, f"checkpoint format version {version!r} is not supported "
+    if not (version.isascii() and version.isdigit()) or len(version) > 6 or int(version) > FORMAT_VERSION:
+        shown = version if len(version) <= 20 else version[:20] + "..."
+        raise CheckpointError(path, f"checkpoint format version {shown!r} is not supported "
                                     f"(this attnviz reads up to {FORMAT_VERSION})")
     document: dict[str, Any] = {"format_version": int(version)}
-    for key in ("config", "tokenizers", "provenance"):
+    for key, kind in (("config", dict), ("tokenizers", dict), ("provenance", dict)):
         if key not in raw:
             raise CheckpointError(path, f"the metadata has no '{key}' entry")
-        try:
-            document[key] = json.loads(raw[key])
-        except json.JSONDecodeError as error:
-            raise CheckpointError(path, f"the metadata entry '{key}' is not valid JSON ({error})") from None
+        document[key] = _json_entry(path, key, raw[key])
+        if not isinstance(document[key], kind):
+            raise CheckpointError(path, f"the metadata entry '{key}' must be a JSON object; got "
+                                        f"{type(document[key]).__name__}")
     return document
 
 
+MAX_JSON_DEPTH = 64  # far deeper than any config, tokenizer or provenance attnviz writes
+
+
+def _json_entry(path: Path, key: str, text: str) -> Any:
+    """One metadata entry decoded; too deep a nesting, too long a number or bad JSON is one line."""
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise CheckpointError(path, f"the metadata entry '{key}' is nested {depth} levels deep "
+                                    f"(at most {MAX_JSON_DEPTH})")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, or an integer with too many digits
+        raise CheckpointError(path, f"the metadata entry '{key}' is not valid JSON ({_first_line(error)})") from None
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of brackets outside strings, found without parsing (no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
-    """Build the model the file describes and load its weights; the model comes back in eval mode."""
+    """Build the model the file describes and load its weights; the model comes back in eval mode.
+
+    The config is compared with the weights' shapes in the file's header before any module is built, so a
+    config that claims more than the file holds costs no memory; every weight's shape is checked before
+    any weight is read."""
     from . import build_model  # the package imports this module's users, not the other way round
 
     path = _existing_file(path)
@@ -108,13 +152,16 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
         target = Tokenizer.from_dict(tokenizers["target"])
     except AttnvizError as error:
         raise CheckpointError(path, f"bad metadata: {error}") from None
-    except (KeyError, TypeError) as error:
-        raise CheckpointError(path, f"bad metadata: missing tokenizer entry {error}") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise CheckpointError(path, f"bad metadata: missing tokenizer entry or a malformed one "
+                                    f"({type(error).__name__}: {_first_line(error)[:120]})") from None
     _check_vocabularies(path, config, source, target)
+    shapes = _stored_shapes(path)
+    check_against_weights(path, config, shapes)
     model = build_model(config)
+    check_shapes(path, model, shapes, _aliases(model))
     _load_weights(path, model)
-    provenance = document["provenance"] if isinstance(document["provenance"], dict) else {}
-    return Checkpoint(model.to(device).eval(), source, target, provenance, path)
+    return Checkpoint(model.to(device).eval(), source, target, document["provenance"], path)
 
 
 def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer) -> None:
@@ -123,26 +170,42 @@ def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer
                                     f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
 
 
+def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Name and shape of every tensor in the file, from its header only (no weights are read)."""
+    shapes = {}
+    for name, entry in read_header(path).items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
+                                                  for size in shape):
+            raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
+        shapes[name] = tuple(shape)
+    return shapes
+
+
 def _load_weights(path: Path, model: Seq2Seq) -> None:
-    expected = model.state_dict()
+    """Read the weights (their names and shapes were checked against the model already)."""
     try:
         stored, _ = read_safetensors(path)  # read whole: a file rewritten meanwhile cannot crash the process
     except CheckpointError as error:
         raise CheckpointError(path, f"the weights cannot be read ({error.reason})") from None
-    aliases = _aliases(model)
-    missing = sorted(name for name in expected if name not in stored and name not in aliases)
-    unexpected = sorted(name for name in stored if name not in expected)
-    if missing or unexpected:
-        parts = [f"missing weights: {', '.join(missing[:5])}" if missing else "",
-                 f"unexpected weights: {', '.join(unexpected[:5])}" if unexpected else ""]
-        raise CheckpointError(path, "; ".join(part for part in parts if part))
-    for name, tensor in stored.items():
-        if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise CheckpointError(path, f"weight {name} has shape {tuple(tensor.shape)}, the config implies "
-                                        f"{tuple(expected[name].shape)}")
+    check_shapes(path, model, stored, _aliases(model))
+    _warn_not_finite(path, stored)
     with torch.no_grad():
         model.load_state_dict({name: tensor.float() if tensor.is_floating_point() else tensor
                                for name, tensor in stored.items()}, strict=False)
+
+
+def _warn_not_finite(path: Path, stored: dict[str, torch.Tensor]) -> None:
+    """A checkpoint may hold NaN or infinite weights (a training run that diverged): it still opens, with
+    a warning, and the views show where the numbers broke down."""
+    broken = [name for name, tensor in stored.items()
+              if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
+    if broken:
+        shown = ", ".join(broken[:3]) + (", ..." if len(broken) > 3 else "")
+        warnings.warn(f"{path}: {len(broken)} weight tensor(s) hold NaN or infinite values ({shown}); outputs may "
+                      f"be meaningless", NumericalWarning, stacklevel=3)
 
 
 def _aliases(model: Seq2Seq) -> set[str]:
@@ -165,3 +228,8 @@ def _existing_file(path: str | Path) -> Path:
     if path.stat().st_size == 0:
         raise CheckpointError(path, "the file is empty")
     return path
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from .errors import ConfigError
+from .validation import check_config_fields
 
 TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
 RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder")
@@ -92,6 +93,7 @@ class TransformerConfig:
         return self.d_head or self.d_model // self.heads
 
     def validate(self) -> None:
+        check_config_fields(self)
         _check_choice("arch", self.arch, TRANSFORMER_ARCHS)
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "d_model", "heads", "d_ff",
                         "encoder_layers", "decoder_layers", "max_len")
@@ -140,6 +142,7 @@ class RNNConfig:
     src_append_eos: bool = True  # end every source with eos_id
 
     def validate(self) -> None:
+        check_config_fields(self)
         _check_choice("arch", self.arch, RNN_ARCHS)
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "hidden", "max_len",
                         "decoder_layers", "decoder_heads")

@@ -18,6 +18,7 @@ number type (float32, or float16 where memory matters more than the last digits)
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Generator, Sequence
 
 import numpy as np
@@ -25,7 +26,7 @@ import torch
 from torch import Tensor
 
 from .base import Seq2Seq
-from .errors import InputError
+from .errors import InputError, NumericalWarning
 from .intermediates import Intermediates, RowBuffer, to_numpy, trace_from_intermediates
 from .trace import AttentionTrace, DecodeResult, DecodeStep
 
@@ -314,12 +315,15 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     tokens = torch.tensor([decoder.bos], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
     finished = torch.zeros(1, dtype=torch.bool, device=device)
-    steps = []
+    steps, reported = [], False
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [k, V]
+        if bool(torch.isnan(log_probs).any()):
+            reported = reported or _report_not_finite(index, attention)
+            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
         candidates = _extend(log_probs, finished, decoder.pad).double() + scores[:, None]  # [k, V]
         vocab = candidates.shape[1]
-        best = candidates.view(-1).topk(min(beam, int(torch.isfinite(candidates).sum())))
+        best = candidates.view(-1).topk(max(1, min(beam, int(torch.isfinite(candidates).sum()))))
         parents, tokens = best.indices // vocab, best.indices % vocab
         scores = best.values
         frozen = finished.index_select(0, parents)
@@ -330,6 +334,15 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
             break
         decoder.reorder(parents)
     return decoder.results(steps, length_penalty)
+
+
+def _report_not_finite(index: int, attention: dict[str, list[Tensor]]) -> bool:
+    """Warn where the model first produced NaN: in an attention layer, or else in its scores."""
+    where = next((f"layer {layer + 1} {kind} attention" for kind, layers in attention.items()
+                  for layer, weights in enumerate(layers) if bool(torch.isnan(weights).any())), "its output scores")
+    warnings.warn(f"the model produced NaN at step {index + 1}, {where}; such tokens are never chosen and the "
+                  f"result may be meaningless", NumericalWarning, stacklevel=2)
+    return True
 
 
 def _extend(log_probs: Tensor, finished: Tensor, pad: int) -> Tensor:

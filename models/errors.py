@@ -49,3 +49,8 @@ class ForeignCheckpointError(CheckpointError):
 
 class DataError(AttnvizError):
     """A training corpus that cannot be read."""
+
+
+class NumericalWarning(UserWarning):
+    """The model computed NaN or infinite numbers: results go on but may be meaningless (a CLI prints it
+    as ``attnviz: warning: ...``)."""

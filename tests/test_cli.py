@@ -51,7 +51,7 @@ def test_translate_prints_one_line_per_input(capsys, random_checkpoint):
 def test_translate_reads_standard_input(monkeypatch, capsys, random_checkpoint):
     import io
 
-    monkeypatch.setattr(sys, "stdin", io.StringIO("abc\nhag\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"abc\nhag\n")))
     code, out, _ = cli(capsys, "translate", "-c", random_checkpoint, "--max-len", "4", "--beam", "3")
     assert code == 0 and len(out.split("\n")) == 3
 
@@ -95,9 +95,16 @@ def test_bad_checkpoint_files(capsys, tmp_path, content, fragment):
     assert_one_line_error(code, err, str(path), fragment)
 
 
-def test_bad_beam_width(capsys, random_checkpoint):
-    code, _, err = cli(capsys, "translate", "-c", random_checkpoint, "--beam", "0", "abc")
-    assert_one_line_error(code, err, "--beam")
+@pytest.mark.parametrize("options, fragment", [
+    (["--beam", "0"], "between 1 and 64"), (["--beam", "5000"], "between 1 and 64"), (["--beam", "x"], "not an integer"),
+    (["--max-len", "-1"], "--max-len"), (["--max-len", "0"], "between 1"),
+    (["--length-penalty", "nan"], "finite"), (["--encoding", "klingon"], "unknown text encoding"),
+])
+def test_bad_options_are_usage_errors(capsys, random_checkpoint, options, fragment):
+    with pytest.raises(SystemExit) as exit:
+        main(["translate", "-c", str(random_checkpoint), *options, "abc"])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and fragment in err and "Traceback" not in err
 
 
 def test_export_writes_the_documented_npz_layout(capsys, tmp_path, random_checkpoint):

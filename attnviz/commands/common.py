@@ -7,15 +7,91 @@ The command modules load torch only when a command runs (inside functions), so t
 from __future__ import annotations
 
 import argparse
+import codecs
+import math
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from models.errors import InputError
 
 from ..demos import demo_path
 
 if TYPE_CHECKING:
     from models.trace import DecodeResult
     from models.translator import SourceInput, Translator
+
+MAX_BEAM = 64  # wider beams cost memory and time in proportion and change no result worth seeing
+MAX_OUTPUT_TOKENS = 100_000
+
+
+def int_range(low: int, high: int | None = None):
+    """An argparse ``type`` for an integer in ``[low, high]``: out of range is a usage error naming it."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+        if value < low or (high is not None and value > high):
+            wanted = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}; got {value}")
+        return value
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """An argparse ``type`` for a finite number (``nan`` and ``inf`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {text[:40]!r}")
+    return value
+
+
+def encoding_name(text: str) -> str:
+    """An argparse ``type`` for a text encoding Python knows (utf-8, latin-1, utf-16...)."""
+    try:
+        return codecs.lookup(text).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown text encoding {text[:40]!r}") from None
+
+
+def argument_text(text: str, label: str) -> str:
+    """``text`` from the command line, refused with its position if it is not valid UTF-8 (Python hands
+    undecodable argv bytes over as lone surrogates, which no tokenizer or terminal can take)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError as error:
+        try:
+            os.fsencode(text).decode("utf-8")
+        except UnicodeEncodeError:  # a surrogate that did not come from bytes
+            raise InputError(f"{label}: a lone surrogate U+{ord(text[error.start]):04X} at character "
+                             f"{error.start + 1}, not text") from None
+        except UnicodeDecodeError as bad:
+            raise InputError(f"{label}: not UTF-8 text (byte 0x{bad.object[bad.start]:02x} at byte offset "
+                             f"{bad.start})") from None
+    return text
+
+
+def input_lines(encoding: str) -> list[str]:
+    """The lines of standard input (``\\n`` or ``\\r\\n`` ends), decoded with ``encoding``; bad bytes are one
+    error naming the line and column."""
+    from models.data.pairs import decode_lines
+
+    lines = decode_lines(sys.stdin.buffer.read(), "standard input", encoding)
+    if lines and lines[-1] == "":  # the text ended with a line end
+        lines.pop()
+    return lines
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print: control characters (escape sequences that clear the screen or set the
+    title) and lone surrogates shown as escapes, everything else as is."""
+    return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1] for char in text)
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +101,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_decoding_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, default=1, metavar="K", help="beam width (1 = greedy; default 1)")
-    parser.add_argument("--max-len", type=int, metavar="N", help="stop after N output tokens (default: the model's maximum)")
+    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K",
+                        help=f"beam width (1 = greedy; default 1; at most {MAX_BEAM})")
+    parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
+                        help="stop after N output tokens (default: the model's maximum)")
     parser.add_argument("--strict", action="store_true",
                         help="refuse text with characters the vocabulary lacks (default: they become the unknown "
                              "token, with a warning)")

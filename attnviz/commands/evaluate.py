@@ -10,9 +10,7 @@ import argparse
 import dataclasses
 import json
 
-from models.errors import InputError
-
-from .common import add_model_options, open_translator
+from .common import MAX_BEAM, MAX_OUTPUT_TOKENS, add_model_options, int_range, open_translator
 
 NAME = "evaluate"
 
@@ -22,9 +20,9 @@ def add_parser(subparsers) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_options(parser)
     parser.add_argument("--data", required=True, help="pairs, source<TAB>target per line")
-    parser.add_argument("--beam", type=int, default=1, metavar="K")
-    parser.add_argument("--max-len", type=int, metavar="N")
-    parser.add_argument("--limit", type=int, metavar="N", help="only the first N pairs")
+    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K")
+    parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N")
+    parser.add_argument("--limit", type=int_range(1), metavar="N", help="only the first N pairs")
     parser.add_argument("--alignment", choices=("piglatin",), help="also score the cross-attention alignment")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
@@ -33,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
     from models.data.pairs import read_pairs
     from models.evaluation import evaluate
 
-    if args.beam < 1:
-        raise InputError(f"--beam must be at least 1; got {args.beam}")
     pairs = read_pairs(args.data)[: args.limit]
     copy_sources = None
     if args.alignment == "piglatin":

@@ -9,6 +9,8 @@ import json
 
 from .common import checkpoint_path
 
+from .common import terminal_text
+
 NAME = "info"
 
 
@@ -37,11 +39,11 @@ def run(args: argparse.Namespace) -> int:
     from models.checkpoint import load_checkpoint
 
     summary = describe(load_checkpoint(args.checkpoint))
-    if args.json:
-        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    if args.json:  # JSON escapes control characters itself; lone surrogates are escaped too (ensure_ascii)
+        print(json.dumps(summary, indent=2, ensure_ascii=not _encodable(summary)))
         return 0
     config = summary["config"]
-    print(f"file         {summary['file']}")
+    print(f"file         {terminal_text(summary['file'])}")
     print(f"architecture {summary['arch']}  ({summary['parameters']:,} parameters)")
     print(f"attention    {', '.join(summary['attention_kinds']) or 'none (no attention)'}")
     for side in ("source", "target"):
@@ -49,5 +51,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"{side:<12} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens")
     print("config       " + ", ".join(f"{key}={value}" for key, value in config.items() if key != "arch"))
     for key, value in summary["provenance"].items():
-        print(f"{key:<12} {json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else value}")
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+        print(terminal_text(f"{key:<12} {shown}"))
     return 0
+
+
+def _encodable(summary: dict) -> bool:
+    """Whether the summary is valid Unicode throughout (no lone surrogates), so it prints as UTF-8."""
+    try:
+        json.dumps(summary, ensure_ascii=False).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False

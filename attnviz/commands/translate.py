@@ -6,12 +6,11 @@ With no TEXT, each line of standard input is one input.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from models.errors import InputError
 
-from .common import (add_decoding_options, add_model_options, announce_truncation, announce_unknown, open_translator,
-                     unknown_mode)
+from .common import (add_decoding_options, add_model_options, announce_truncation, announce_unknown, argument_text,
+                     encoding_name, finite_float, input_lines, open_translator, terminal_text, unknown_mode)
 
 NAME = "translate"
 
@@ -20,16 +19,19 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="translate sentences", description=__doc__)
     add_model_options(parser)
     add_decoding_options(parser)
-    parser.add_argument("--length-penalty", type=float, default=0.6, help="beam length penalty α (default 0.6)")
+    parser.add_argument("--length-penalty", type=finite_float, default=0.6, help="beam length penalty α (default 0.6)")
+    parser.add_argument("--encoding", type=encoding_name, default="utf-8",
+                        help="text encoding of standard input (default utf-8)")
     parser.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
 
 
 def run(args: argparse.Namespace) -> int:
-    texts = args.text or [line.rstrip("\n") for line in sys.stdin]
+    if args.text:
+        texts = [argument_text(text, f"input {number}") for number, text in enumerate(args.text, 1)]
+    else:
+        texts = input_lines(args.encoding)
     if not texts:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
-    if args.beam < 1:
-        raise InputError(f"--beam must be at least 1; got {args.beam}")
     from models.decoding import finish
     from models.translator import decoding_mode
 
@@ -43,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for number, source in enumerate(sources, 1):
         announce_unknown(source, f"input {number}")
         announce_truncation(source, f"input {number}", translator.config.max_len)
-        best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam, length_penalty=args.length_penalty,
-                                        max_len=args.max_len, need_weights=False))[0]
-        print(best.text, flush=True)
+        best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam,
+                                        length_penalty=args.length_penalty, max_len=args.max_len,
+                                        need_weights=False))[0]
+        print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
     return 0

@@ -19,6 +19,14 @@ LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span 
           "current decoding step · <span style='color:#c62828'>⚠</span> weight on a masked cell</span>")
 HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
+NOT_A_NUMBER_RGBA = (255, 0, 255, 255)  # NaN or infinite cells: a colour no colour map uses
+
+
+def not_a_number_cells(matrix: np.ndarray) -> np.ndarray:
+    """An RGBA image ``[q, k, 4]``, opaque magenta where ``matrix`` is NaN or infinite, clear elsewhere."""
+    image = np.zeros(matrix.shape + (4,), dtype=np.ubyte)
+    image[~np.isfinite(matrix)] = NOT_A_NUMBER_RGBA
+    return image
 
 
 def visible_ticks(tokens: list[str], low: float, high: float, cell: float,
@@ -79,6 +87,8 @@ class HeatmapView(QWidget):
         self.image.setLevels((0.0, 1.0))
         self.overlay = pg.ImageItem(axisOrder="row-major")
         self.overlay.setZValue(5)
+        self.not_a_number = pg.ImageItem(axisOrder="row-major")
+        self.not_a_number.setZValue(6)
         self.step_box = QGraphicsRectItem()
         self.step_box.setPen(QPen(QColor(HIGHLIGHT), 0))
         self.step_box.setZValue(10)
@@ -86,7 +96,7 @@ class HeatmapView(QWidget):
         crosshair_pen = pg.mkPen((255, 255, 255, 110), width=1, style=Qt.PenStyle.DashLine)
         self.vline = pg.InfiniteLine(angle=90, movable=False, pen=crosshair_pen)
         self.hline = pg.InfiniteLine(angle=0, movable=False, pen=crosshair_pen)
-        for item in (self.image, self.overlay, self.step_box, self.vline, self.hline):
+        for item in (self.image, self.overlay, self.not_a_number, self.step_box, self.vline, self.hline):
             self.plot.addItem(item)
         self.vline.hide()
         self.hline.hide()
@@ -132,6 +142,11 @@ class HeatmapView(QWidget):
             self.overlay.setRect(rect)
         else:
             self.overlay.clear()
+        if not np.isfinite(self.matrix).all():
+            self.not_a_number.setImage(not_a_number_cells(self.matrix), autoLevels=False)
+            self.not_a_number.setRect(rect)
+        else:
+            self.not_a_number.clear()
         self.plot.setLabel("left", axis_names[0])
         self.plot.setLabel("bottom", axis_names[1])
         self.plot.getViewBox().setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
@@ -220,8 +235,10 @@ class HeatmapView(QWidget):
         query = self.query_tokens[row] if row < len(self.query_tokens) else str(row)
         key = self.key_tokens[col] if col < len(self.key_tokens) else str(col)
         masked = self.mask is not None and not bool(self.mask[row, col])
-        return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {self.matrix[row, col]:.4f}"
-                + ("  (masked: not allowed to attend)" if masked else ""))
+        value = self.matrix[row, col]
+        return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {value:.4f}"
+                + ("  (masked: not allowed to attend)" if masked else "")
+                + ("" if np.isfinite(value) else "  (not a number: the model's computation broke down here)"))
 
     def _on_mouse_clicked(self, event) -> None:
         if event.double():

@@ -50,15 +50,27 @@ def _read_lines(path: Path) -> list[str]:
         raise DataError(f"{path}: a folder, not a PAIRS.tsv file") from None
     except OSError as error:
         raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
+    return decode_lines(data, str(path))
+
+
+def decode_lines(data: bytes, name: str, encoding: str = "utf-8") -> list[str]:
+    """``data`` as lines of text, without their line ends (``\\n`` or Windows' ``\\r\\n``). Bytes that are not
+    ``encoding`` are a :class:`DataError` naming ``name``, the line and the column."""
+    if encoding.replace("-", "").replace("_", "").lower() not in ("utf8", "utf8sig"):
+        try:
+            return data.decode(encoding).splitlines()
+        except UnicodeDecodeError as error:
+            raise DataError(f"{name}: not {encoding} text (byte 0x{data[error.start]:02x} at offset "
+                            f"{error.start})") from None
     if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
         data = data[3:]
     lines = []
     # Decoding line by line is what lets the error say where the bad bytes are.
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
-            lines.append(raw.decode("utf-8"))
+            lines.append(raw.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as error:
-            raise DataError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} "
+            raise DataError(f"{name}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} "
                             f"at column {error.start + 1})") from None
     return lines
 

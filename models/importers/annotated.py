@@ -21,6 +21,7 @@ from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..tokenizers import WORD_SPLITS, WordTokenizer
 from ..transformer import TransformerSeq2Seq
+from ..validation import check_against_weights
 from .common import (
     Inspection,
     Settings,
@@ -92,6 +93,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         norm_position="pre", final_norm=True, pre_norm_kv=True, layer_norm_eps=1e-6, norm_kind="unbiased_std",
         activation="relu", positions="interleaved", scale_embedding=True,
         pad_id=specials[1]["pad"], bos_id=specials[1]["bos"], eos_id=specials[1]["eos"], src_append_eos=True)
+    check_against_weights(source.path, config, state)
     model = TransformerSeq2Seq(config)
     _map_weights(source, state, config).load_into(model)
     split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)

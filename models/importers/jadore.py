@@ -32,6 +32,7 @@ from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..tokenizers import WORD_SPLITS, WordTokenizer
 from ..transformer import TransformerSeq2Seq
+from ..validation import check_against_weights
 from .common import (
     Inspection,
     Settings,
@@ -117,6 +118,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                                                inferred["trg_vocab_size"])
     src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens, settings, inferred)
     config, d_k, d_v = _config(source, state, settings, inferred, tgt_specials)
+    check_against_weights(source.path, config, state)
     model = TransformerSeq2Seq(config)
     _map_weights(source, state, config, d_k, d_v).load_into(model)
     keep_case = settings.value("keep_case", bool, False)

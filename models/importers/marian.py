@@ -23,6 +23,7 @@ from ..config import TransformerConfig
 from ..errors import CheckpointError
 from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
+from ..validation import check_against_weights
 from . import safe_load
 from .common import Inspection, Settings, Source, WeightMap, read_safetensors
 
@@ -80,6 +81,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, hf = inspect(source, settings)
     config = _our_config(source, hf)
     state, weights_file = _read_weights(source)
+    check_against_weights(weights_file, config, state)
     model = TransformerSeq2Seq(config)
     _map_weights(source, state, config, weights_file).load_into(model)
     source_tokenizer, target_tokenizer, tokenizer_config = _tokenizers(source, config)

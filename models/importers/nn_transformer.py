@@ -22,6 +22,7 @@ from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..tokenizers import WORD_SPLITS, WordTokenizer
 from ..transformer import TransformerSeq2Seq
+from ..validation import check_against_weights
 from .common import (
     Inspection,
     Settings,
@@ -118,6 +119,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         raise source.error("the source and target vocabularies put <pad> or <eos> at different ids, which one "
                            "model config cannot express")
     config = _config(source, state, settings, inferred, tgt_ids)
+    check_against_weights(source.path, config, state)
     model = TransformerSeq2Seq(config)
     _map_weights(source, state, config).load_into(model)
     split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)

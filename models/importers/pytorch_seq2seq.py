@@ -32,6 +32,7 @@ from ..config import RNNConfig
 from ..errors import CheckpointError
 from ..rnn import RNNSeq2Seq
 from ..tokenizers import WORD_SPLITS, WordTokenizer
+from ..validation import check_against_weights
 from . import safe_load
 from .common import (
     Inspection,
@@ -156,6 +157,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                        tgt_vocab_size=inferred["output_size"], hidden=inferred["hidden_size"],
                        max_len=settings.value("MAX_LENGTH", int, 10), attention_query="hidden",
                        additive_activation="tanh", pad_id=sos, bos_id=sos, eos_id=eos, src_append_eos=True)
+    check_against_weights(source.path, config, {**encoder, **decoder})
     model = RNNSeq2Seq(config)
     state = {**{f"encoder.{k}": v for k, v in encoder.items()}, **{f"decoder.{k}": v for k, v in decoder.items()}}
     _map_weights(source, state).load_into(model)

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
+from .pickle_bounds import check_pickle_size, size_budget
 
 
 class TrustRequiredError(CheckpointError):
@@ -262,19 +263,60 @@ def load(path: str | Path, *, trust: bool = False) -> Any:
         head = handle.read(64)
     if not head:
         raise CheckpointError(path, "the file is empty")
+    budget = size_budget(path.stat().st_size)
     if head.startswith(b"PK\x03\x04"):
         if not zipfile.is_zipfile(path):
             raise CheckpointError(path, "truncated or damaged: a torch.save zip archive without its directory "
                                         "(was the download or copy cut short?)")
         with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                if member.endswith(".pkl"):
-                    refuse_hostile(path, archive.read(member))
-        return _torch_load(path, trust)
+            for member in archive.infolist():
+                if member.filename.endswith(".pkl"):
+                    data = _read_member(path, archive, member)
+                    refuse_hostile(path, data)
+                    check_pickle_size(path, data, budget)
+        return _checked_tensors(path, _torch_load(path, trust))
     if head.startswith(_LEGACY_TORCH_MAGIC) or head[:1] == b"\x80":
-        refuse_hostile(path, path.read_bytes())
-        return _torch_load(path, trust) if head.startswith(_LEGACY_TORCH_MAGIC) else _plain_load(path, trust)
+        data = path.read_bytes()
+        refuse_hostile(path, data)
+        check_pickle_size(path, data, budget)
+        payload = _torch_load(path, trust) if head.startswith(_LEGACY_TORCH_MAGIC) else _plain_load(path, trust)
+        return _checked_tensors(path, payload)
     raise CheckpointError(path, "not a PyTorch or pickle file (it does not start like one)")
+
+
+def _read_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
+    """A pickle inside a zip, refused if it claims to unpack to more than the budget (a zip bomb)."""
+    if member.file_size > size_budget(path.stat().st_size):
+        raise CheckpointError(path, f"refused: {member.filename} would unpack to {member.file_size:,} bytes")
+    try:
+        return archive.read(member)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        raise _damaged(path, error) from None
+
+
+MAX_WALK = 1 << 20  # objects looked at when checking what a file unpickled into
+
+
+def _checked_tensors(path: Path, payload: Any) -> Any:
+    """Refuse a tensor that claims more elements than its storage holds (a view with zero strides would
+    turn a few bytes into gigabytes as soon as it is copied). Walks at most :data:`MAX_WALK` objects."""
+    pending, seen = [payload], set()
+    while pending and len(seen) < MAX_WALK:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, torch.Tensor):
+            if item.numel() * item.element_size() > item.untyped_storage().nbytes():
+                raise CheckpointError(path, f"refused: a tensor of shape {tuple(item.shape)} made from "
+                                            f"{item.untyped_storage().nbytes():,} bytes of data")
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif isinstance(getattr(item, "__dict__", None), dict):
+            pending.extend(item.__dict__.values())
+    return payload
 
 
 def _torch_load(path: Path, trust: bool) -> Any:
