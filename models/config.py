@@ -209,3 +209,38 @@ def parse_settings(items: list[str]) -> dict:
         except json.JSONDecodeError:
             settings[key.strip()] = value
     return settings
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How to train. ``batch_size`` counts sentence pairs per step over all processes; ``eval_every`` and
+    ``save_every`` of 0 mean only at the end; ``clip_norm`` of 0 disables clipping; ``device`` None: auto."""
+
+    steps: int = 2_000
+    batch_size: int = 64
+    learning_rate: float = 1e-3  # the peak, reached at the end of warm-up
+    warmup_steps: int = 200
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    eval_every: int = 500
+    save_every: int = 500
+    validation_sentences: int = 200  # validation pairs decoded greedily for chrF and BLEU
+    seed: int = 0
+    device: str | None = None
+    progress: bool = True
+
+    def validate(self) -> None:
+        def require(condition: bool, message: str) -> None:
+            if not condition:
+                raise ConfigError(message)
+
+        for name in ("steps", "batch_size"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 1, f"{name} must be at least 1; got {value!r}")
+        for name in ("warmup_steps", "eval_every", "save_every", "validation_sentences"):
+            value = getattr(self, name)
+            require(isinstance(value, int) and value >= 0, f"{name} must be 0 or more; got {value!r}")
+        require(self.learning_rate > 0, f"learning_rate must be positive; got {self.learning_rate}")
+        require(0.0 <= self.label_smoothing < 1.0, f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
+        require(self.clip_norm >= 0, f"clip_norm must be 0 (off) or positive; got {self.clip_norm}")
+        require(isinstance(self.seed, int), f"seed must be an integer; got {self.seed!r}")

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from . import build_model
 from .base import Seq2Seq
 from .checkpoint import Checkpoint, save_checkpoint, unique_tensors
-from .config import ModelConfig, config_to_dict
+from .config import ModelConfig, TrainingConfig, config_to_dict
 from .data.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
 from .errors import CheckpointError, ConfigError
 from .files import check_output_folder, read_safetensors, write_safetensors
@@ -55,41 +55,6 @@ WEIGHT_DECAY = 0.01
 TOKENIZER_KINDS = ("char", "sentencepiece")
 # Settings that change the weights; a resumed run must use the ones it started with.
 _RESUME_FIXED = ("batch_size", "learning_rate", "warmup_steps", "label_smoothing", "clip_norm", "seed")
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    """How to train. ``batch_size`` counts sentence pairs per step over all processes; ``eval_every`` and
-    ``save_every`` of 0 mean only at the end; ``clip_norm`` of 0 disables clipping; ``device`` None: auto."""
-
-    steps: int = 10_000
-    batch_size: int = 64
-    learning_rate: float = 5e-4  # the peak, reached at the end of warm-up
-    warmup_steps: int = 500
-    label_smoothing: float = 0.1
-    clip_norm: float = 1.0
-    eval_every: int = 500
-    save_every: int = 1000
-    validation_sentences: int = 100  # validation pairs decoded greedily for chrF and BLEU
-    seed: int = 0
-    device: str | None = None
-    progress: bool = True
-
-    def validate(self) -> None:
-        def require(condition: bool, message: str) -> None:
-            if not condition:
-                raise ConfigError(message)
-
-        for name in ("steps", "batch_size"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and value >= 1, f"{name} must be at least 1; got {value!r}")
-        for name in ("warmup_steps", "eval_every", "save_every", "validation_sentences"):
-            value = getattr(self, name)
-            require(isinstance(value, int) and value >= 0, f"{name} must be 0 or more; got {value!r}")
-        require(self.learning_rate > 0, f"learning_rate must be positive; got {self.learning_rate}")
-        require(0.0 <= self.label_smoothing < 1.0, f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
-        require(self.clip_norm >= 0, f"clip_norm must be 0 (off) or positive; got {self.clip_norm}")
-        require(isinstance(self.seed, int), f"seed must be an integer; got {self.seed!r}")
 
 
 @dataclass

@@ -249,3 +249,15 @@ def test_split_pairs_is_deterministic_and_keeps_a_source_on_one_side():
     assert split_pairs(pairs, 0.0, seed=5) == (pairs, [])
     with pytest.raises(ConfigError, match="valid_fraction"):
         split_pairs(pairs, 1.0, seed=5)
+
+
+def test_the_command_line_trains_with_the_librarys_defaults():
+    from attnviz.cli import build_parser
+    from models.config import TrainingConfig
+
+    args = build_parser().parse_args(["train", "--data", "x.tsv", "--arch", "gru-additive", "--out", "m.safetensors"])
+    defaults = TrainingConfig()
+    assert (args.steps, args.lr, args.warmup, args.batch_size, args.eval_every, args.save_every, args.valid_sentences,
+            args.label_smoothing, args.clip, args.seed) == (
+        defaults.steps, defaults.learning_rate, defaults.warmup_steps, defaults.batch_size, defaults.eval_every,
+        defaults.save_every, defaults.validation_sentences, defaults.label_smoothing, defaults.clip_norm, defaults.seed)

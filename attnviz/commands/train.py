@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from models.config import ARCHS, make_config, parse_settings
+from models.config import ARCHS, TrainingConfig, make_config, parse_settings
 
 NAME = "train"
+DEFAULTS = TrainingConfig()  # one set of training defaults: the library's
 
 
 def add_parser(subparsers) -> None:
@@ -23,21 +24,23 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--valid-fraction", type=float, default=0.05, help="share held out when --valid is absent")
     parser.add_argument("--arch", required=True, choices=ARCHS)
     parser.add_argument("--out", required=True, help="the checkpoint to write (.safetensors)")
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=DEFAULTS.steps)
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     parser.add_argument("--tokenizer", choices=("char", "sentencepiece"), default="sentencepiece")
     parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size per side")
     parser.add_argument("--shared-vocab", action="store_true", help="one tokenizer for both sides")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a model config field")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentence pairs per step (over all processes)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    parser.add_argument("--warmup", type=int, default=200, help="warm-up steps")
-    parser.add_argument("--label-smoothing", type=float, default=0.1)
-    parser.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
-    parser.add_argument("--eval-every", type=int, default=500)
-    parser.add_argument("--save-every", type=int, default=500)
-    parser.add_argument("--valid-sentences", type=int, default=200, help="validation pairs decoded for chrF/BLEU")
+    parser.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size,
+                        help="sentence pairs per step (over all processes)")
+    parser.add_argument("--lr", type=float, default=DEFAULTS.learning_rate, help="peak learning rate")
+    parser.add_argument("--warmup", type=int, default=DEFAULTS.warmup_steps, help="warm-up steps")
+    parser.add_argument("--label-smoothing", type=float, default=DEFAULTS.label_smoothing)
+    parser.add_argument("--clip", type=float, default=DEFAULTS.clip_norm, help="gradient norm clip")
+    parser.add_argument("--eval-every", type=int, default=DEFAULTS.eval_every)
+    parser.add_argument("--save-every", type=int, default=DEFAULTS.save_every)
+    parser.add_argument("--valid-sentences", type=int, default=DEFAULTS.validation_sentences,
+                        help="validation pairs decoded for chrF/BLEU")
     parser.add_argument("--resume", action="store_true", help="continue from the trainer state next to --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
