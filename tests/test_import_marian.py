@@ -24,6 +24,7 @@ import shutil
 import pytest
 import sentencepiece as spm
 import torch
+from safetensors.torch import save_file
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
@@ -223,3 +224,18 @@ def test_untied_embeddings_convert_exactly(untied_marian, tmp_path):
     path = save_checkpoint(tmp_path / "untied.safetensors", checkpoint.model, checkpoint.source_tokenizer,
                            checkpoint.target_tokenizer, checkpoint.provenance)
     assert_logits_and_every_head_equal(load_checkpoint(path).model, original, pad)  # untied tensors stored apart
+
+
+def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(marian, tmp_path):
+    folder, original, _, _ = marian
+    changed = tmp_path / "changed"
+    shutil.copytree(folder, changed)
+    state = {name: tensor.clone().contiguous() for name, tensor in original.state_dict().items()}
+    save_file({**state, "model.decoder.adapter.weight": torch.zeros(2, 2)}, changed / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"unexpected weights, not part of the marian layout: "
+                                              r"model.decoder.adapter.weight$"):
+        convert(changed)
+    # config.json ties lm_head to the shared table: a different saved lm_head would be dropped unseen
+    save_file({**state, "lm_head.weight": state["lm_head.weight"] + 1.0}, changed / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"weight lm_head.weight differs from model.shared.weight"):
+        convert(changed)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,9 +238,7 @@ class WeightMap:
     def check_complete(self) -> None:
         if self.absent:
             raise self.source.error(f"missing weights for the {self.layout} layout: {_names(self.absent)}")
-        extra = sorted(set(self.state) - self.taken)
-        if extra:
-            raise self.source.error(f"unexpected weights, not part of the {self.layout} layout: {_names(extra)}")
+        refuse_unused(self.source, self.layout, set(self.state) - self.taken)
 
     def load_into(self, model: Seq2Seq) -> Seq2Seq:
         self.check_complete()
@@ -285,6 +283,19 @@ class WeightMap:
         mapped = sum(tensor.numel() for name, (_, tensor) in self.assigned.items() if name not in aliases)
         if ours_count != mapped:
             raise self.source.error(f"the converted model has {ours_count} parameters, {mapped} were mapped into it")
+
+
+def refuse_unused(source: Source, layout: str, unused: Collection[str]) -> None:
+    """A weight the conversion would not use is a refusal naming it: silently dropping one would show a
+    model other than the one that was trained."""
+    if unused:
+        raise source.error(f"unexpected weights, not part of the {layout} layout: {_names(sorted(unused))}")
+
+
+def saved_as_one(state: Mapping[str, Tensor], first: str, second: str) -> bool:
+    """Whether the file holds both keys with equal values: tied weights are often saved under both names,
+    and ours may be tied only when the file's really are one."""
+    return first in state and second in state and _same(state[first], state[second])
 
 
 def _same(first: Tensor, second: Tensor) -> bool:

@@ -26,7 +26,7 @@ from ..errors import CheckpointError
 from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, read_safetensors, saved_as_one
 
 NAME = "marian"
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
@@ -178,7 +178,7 @@ class EmbeddingKeys:
     copies: dict[str, tuple[str, ...]]  # kept key → saved copies transformers overwrites with it
 
     @classmethod
-    def of(cls, state: dict[str, Tensor], prefix: str, hf: dict[str, Any]) -> "EmbeddingKeys":
+    def of(cls, state: dict[str, Tensor], prefix: str, hf: dict[str, Any]) -> EmbeddingKeys:
         shared, lm_head = f"{prefix}shared.weight", "lm_head.weight"
         own = {side: f"{prefix}{side}.embed_tokens.weight" for side in ("encoder", "decoder")}
         share, tie = bool(hf["share_encoder_decoder_embeddings"]), bool(hf["tie_word_embeddings"])
@@ -197,16 +197,10 @@ class EmbeddingKeys:
 
     def shared_input(self, state: dict[str, Tensor]) -> bool:
         """Whether one table can serve both sides exactly."""
-        return self.encoder == self.decoder or (self.encoder in state and self.decoder in state
-                                                and _equal(state[self.encoder], state[self.decoder]))
+        return self.encoder == self.decoder or saved_as_one(state, self.encoder, self.decoder)
 
     def tied_output(self, state: dict[str, Tensor]) -> bool:
-        return self.output == self.decoder or (self.output in state and self.decoder in state
-                                               and _equal(state[self.output], state[self.decoder]))
-
-
-def _equal(first: Tensor, second: Tensor) -> bool:
-    return first.shape == second.shape and torch.equal(first, second)
+        return self.output == self.decoder or saved_as_one(state, self.output, self.decoder)
 
 
 def _map_embeddings(weights: WeightMap, prefix: str, keys: EmbeddingKeys, config: TransformerConfig) -> None:
