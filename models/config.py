@@ -160,8 +160,14 @@ class RNNConfig:
 ModelConfig = Union[TransformerConfig, RNNConfig]
 
 
+# Fields added after checkpoints were first shared, with the value that means "not used": left out of a
+# saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
+LATER_FIELDS = {"position_offset": 0}
+
+
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    data = dataclasses.asdict(config)
+    return {key: value for key, value in data.items() if key not in LATER_FIELDS or value != LATER_FIELDS[key]}
 
 
 def config_from_dict(data: dict[str, Any]) -> ModelConfig:

@@ -158,3 +158,13 @@ def test_other_model_types_are_refused_naming_what_is_supported(tmp_path):
     with pytest.raises(CheckpointError, match=r"a Hugging Face prophetnet model; this version imports model types "
                                               r"marian, bart, mbart$"):
         detect_format(tmp_path)
+
+
+def test_checkpoints_without_learned_positions_save_the_config_older_versions_read(family):
+    from models.config import config_from_dict, config_to_dict, make_config
+
+    plain = config_to_dict(make_config("transformer-preln", 20, 20))
+    assert "position_offset" not in plain and config_from_dict(plain).position_offset == 0
+    _, folder, _, _ = family
+    saved = config_to_dict(convert(folder).config)
+    assert saved["position_offset"] == 2 and config_from_dict(saved).positions == "learned"
