@@ -20,7 +20,7 @@ RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-do
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
 ACTIVATIONS = ("relu", "gelu", "swish")
-POSITION_LAYOUTS = ("interleaved", "half_split")
+POSITION_LAYOUTS = ("interleaved", "half_split", "learned")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -56,6 +56,8 @@ class TransformerConfig:
     ``embedding_norm``: a LayerNorm on embedding + positions before the first layer (jadore v3).
     ``logit_scale``: logits are multiplied by it (jadore: d_model^-0.5 with a tied output projection).
     ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
+    ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
+    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first).
     """
 
     arch: str
@@ -83,6 +85,7 @@ class TransformerConfig:
     embedding_norm: bool = False
     logit_scale: float = 1.0
     norm_kind: str = "layer_norm"
+    position_offset: int = 0
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -104,6 +107,10 @@ class TransformerConfig:
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
+        _require(isinstance(self.position_offset, int) and self.position_offset >= 0
+                 and (self.position_offset == 0 or self.positions == "learned"),
+                 f"position_offset must be a non-negative integer, used only with learned positions; "
+                 f"got {self.position_offset!r}")
         _require(isinstance(self.logit_scale, (int, float)) and self.logit_scale > 0,
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
@@ -157,8 +164,14 @@ class RNNConfig:
 ModelConfig = Union[TransformerConfig, RNNConfig]
 
 
+# Fields added after checkpoints were first shared, with the value that means "not used": left out of a
+# saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
+LATER_FIELDS = {"position_offset": 0}
+
+
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    data = dataclasses.asdict(config)
+    return {key: value for key, value in data.items() if key not in LATER_FIELDS or value != LATER_FIELDS[key]}
 
 
 def config_from_dict(data: dict[str, Any]) -> ModelConfig:

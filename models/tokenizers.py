@@ -134,7 +134,7 @@ class Tokenizer(abc.ABC):
         if not isinstance(data, dict):
             raise ConfigError(f"tokenizer data must be a JSON object; got {type(data).__name__}")
         kinds = {cls.kind: cls for cls in (CharTokenizer, SentencePieceTokenizer, WordTokenizer,
-                                            SentencePieceVocabTokenizer)}
+                                            SentencePieceVocabTokenizer, TokenizerJsonTokenizer)}
         kind = data.get("kind")
         if not isinstance(kind, str) or kind not in kinds:  # a list or dict "kind" is unhashable
             raise ConfigError(f"tokenizer kind must be one of {', '.join(kinds)}; got {kind!r}")
@@ -556,6 +556,56 @@ class SentencePieceVocabTokenizer(VocabularyTokenizer):
     def _decode(self, ids: list[int]) -> str:
         pieces = [UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids]
         return self._processor.decode_pieces(pieces).replace("▁", " ").strip()
+
+
+class TokenizerJsonTokenizer(VocabularyTokenizer):
+    """A Hugging Face ``tokenizer.json`` (fast tokenizer: byte-level BPE, sentencepiece-style and others),
+    run with the ``tokenizers`` library; ``vocabulary`` labels the model's ids (ids the file lacks read as
+    ``<id N>``). ``add_special_tokens``: encode as the file's post-processor frames a source (BART:
+    ``<s> … </s>``; mBART: ``… </s> en_XX``), so a model using it must not append ``</s>`` itself."""
+
+    kind = "tokenizer-json"
+
+    def __init__(self, definition: str, vocabulary: Sequence[str], specials: dict[str, int | None], *,
+                 add_special_tokens: bool = False):
+        super().__init__(vocabulary, specials)
+        try:  # only checkpoints that carry a tokenizer.json need the library
+            from tokenizers import Tokenizer as FastTokenizer
+        except ImportError:
+            raise ConfigError("this tokenizer needs the 'tokenizers' package: pip install tokenizers") from None
+
+        if not isinstance(definition, str):
+            raise ConfigError("tokenizer-json data needs its 'definition' as a JSON string")
+        try:
+            self._tokenizer = FastTokenizer.from_str(definition)
+        except Exception as error:  # the library raises its own exception type for any malformed file
+            raise ConfigError(f"not a tokenizer.json definition ({str(error).splitlines()[0]})") from None
+        self._definition, self.add_special_tokens = definition, bool(add_special_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens}
+
+    @classmethod
+    def _from_payload(cls, data: dict[str, Any]) -> TokenizerJsonTokenizer:
+        vocabulary, specials = cls._payload_parts(data, cls.kind)
+        return cls(data.get("definition"), vocabulary, specials,
+                   add_special_tokens=bool(data.get("add_special_tokens", False)))
+
+    def _encode(self, text: str) -> list[int]:
+        ids = self._tokenizer.encode(text, add_special_tokens=self.add_special_tokens).ids
+        outside = [token_id for token_id in ids if token_id >= self.vocab_size]
+        if outside:
+            raise DataError(f"the tokenizer gives id {outside[0]}, beyond the model's vocabulary ({self.vocab_size})")
+        return ids
+
+    def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
+        if self.unk_id is None or self.unk_id not in ids:
+            return []
+        return sorted({c for c in text if not c.isspace()
+                       and self.unk_id in self._tokenizer.encode(c, add_special_tokens=False).ids})
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=True).strip()
 
 
 def _decode_model_proto(encoded: Any) -> bytes:

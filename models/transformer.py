@@ -43,21 +43,30 @@ def layer_norm(config: TransformerConfig) -> nn.Module:
 
 
 class TokenEmbedding(nn.Module):
-    """Token embedding (×√E when configured) plus sinusoidal positions, then dropout, then a LayerNorm
+    """Token embedding (×√E when configured) plus sinusoidal or learned positions, then dropout, then a LayerNorm
     when ``embedding_norm`` is set (jadore v3 normalises here instead of after the last layer)."""
 
     def __init__(self, vocab_size: int, config: TransformerConfig):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, config.d_model)
         self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        table = sinusoid_table(config.max_len, config.d_model, config.positions)
-        self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
+        self.position_offset = config.position_offset
+        self.learned_positions = None
+        if config.positions == "learned":
+            self.learned_positions = nn.Embedding(config.max_len + config.position_offset, config.d_model)
+        else:
+            table = sinusoid_table(config.max_len, config.d_model, config.positions)
+            self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
         self.dropout = nn.Dropout(config.dropout)
         self.norm = layer_norm(config) if config.embedding_norm else None
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
-        positions = self.positions[offset: offset + ids.shape[1]]  # [L, E]
+        if self.learned_positions is None:
+            positions = self.positions[offset: offset + ids.shape[1]]  # [L, E]
+        else:
+            start = offset + self.position_offset
+            positions = self.learned_positions.weight[start: start + ids.shape[1]]  # [L, E]
         x = self.dropout(self.tokens(ids) * self.scale + positions)
         return x if self.norm is None else self.norm(x)
 

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.decoding import finish, greedy
+from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format
 
 D, HEADS, FF, LAYERS = 16, 4, 32, 2
@@ -186,3 +187,12 @@ def test_greedy_output_is_the_originals(annotated):
             if next_word == EOS:
                 break
     assert finish(greedy(ours, src[0].tolist(), max_len=8))[0].token_ids == ys[0, 1:].tolist()
+
+
+def test_an_extra_weight_is_refused_by_name(annotated, tmp_path):
+    model, _, vocab = annotated
+    path = tmp_path / "extra.pt"
+    torch.save({**model.state_dict(), "decoder.extra.weight": torch.zeros(2)}, path)
+    with pytest.raises(CheckpointError, match=r"unexpected weights, not part of the annotated layout: "
+                                              r"decoder.extra.weight$"):
+        convert(path, settings={"h": HEADS}, src_vocab=vocab, tgt_vocab=vocab)

@@ -24,6 +24,7 @@ import shutil
 import pytest
 import sentencepiece as spm
 import torch
+from safetensors.torch import save_file
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
@@ -68,16 +69,16 @@ def write_folder(folder) -> int:
     return len(vocab)
 
 
-@pytest.fixture(scope="module")
-def marian(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("opus-mt-en-es")
+def build_marian(folder, **untied) -> tuple:
+    """A tiny MarianMTModel with random weights far from the init, saved into ``folder`` with its tokenizer
+    files, reloaded with eager attention; ``untied``: MarianConfig switches such as tie_word_embeddings."""
     vocab_size = write_folder(folder)
     pad = vocab_size - 1
     config = transformers.MarianConfig(
         vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=16, encoder_layers=2, decoder_layers=2,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
         activation_function="swish", max_position_embeddings=64, pad_token_id=pad, decoder_start_token_id=pad,
-        eos_token_id=0, forced_eos_token_id=0, scale_embedding=True)
+        eos_token_id=0, forced_eos_token_id=0, scale_embedding=True, **untied)
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config)
     with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
@@ -91,6 +92,21 @@ def marian(tmp_path_factory):
     original.generation_config.forced_eos_token_id = None
     tokenizer = transformers.MarianTokenizer.from_pretrained(str(folder))
     return folder, original, tokenizer, pad
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory):
+    return build_marian(tmp_path_factory.mktemp("opus-mt-en-es"))
+
+
+UNTIED = {"untied-output": {"tie_word_embeddings": False},
+          "unshared-sides": {"share_encoder_decoder_embeddings": False},
+          "untied-and-unshared": {"tie_word_embeddings": False, "share_encoder_decoder_embeddings": False}}
+
+
+@pytest.fixture(scope="module", params=list(UNTIED))
+def untied_marian(request, tmp_path_factory):
+    return build_marian(tmp_path_factory.mktemp(request.param), **UNTIED[request.param])
 
 
 def generation(pad: int, beams: int):
@@ -120,9 +136,7 @@ def test_token_ids_come_from_vocab_json(marian):
     assert checkpoint.target_tokenizer.decode(ids) == tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def test_logits_and_every_head_equal_transformers(marian):
-    folder, original, _, pad = marian
-    model = convert(folder).model
+def assert_logits_and_every_head_equal(model, original, pad: int) -> None:
     generator = torch.Generator().manual_seed(3)
     src = torch.randint(3, pad, (3, 9), generator=generator)
     src[:, -1], src[1, 5], src[1, 6:] = 0, 0, pad
@@ -140,16 +154,30 @@ def test_logits_and_every_head_equal_transformers(marian):
             assert (layer - weights).abs().max() < 1e-5
 
 
+def greedy_pairs(model, original, tokenizer, pad: int) -> list[tuple[list[int], list[int]]]:
+    """(ours, transformers') greedy outputs for every test sentence."""
+    pairs = []
+    for text in SENTENCES:
+        ids = tokenizer(text).input_ids
+        with torch.no_grad():
+            expected = original.generate(torch.tensor([ids]), generation_config=generation(pad, 1))[0, 1:].tolist()
+        pairs.append((finish(greedy(model, ids, max_len=MAX_NEW))[0].token_ids, expected))
+    return pairs
+
+
+def test_logits_and_every_head_equal_transformers(marian):
+    folder, original, _, pad = marian
+    assert_logits_and_every_head_equal(convert(folder).model, original, pad)
+
+
 def test_greedy_and_beam_outputs_equal_generate(marian):
     folder, original, tokenizer, pad = marian
     model = convert(folder).model
     differs, ended = False, False
-    for text in SENTENCES:
+    for text, (ours_greedy, expected_greedy) in zip(SENTENCES, greedy_pairs(model, original, tokenizer, pad)):
         ids = tokenizer(text).input_ids
         with torch.no_grad():
-            expected_greedy = original.generate(torch.tensor([ids]), generation_config=generation(pad, 1))[0, 1:].tolist()
             expected_beam = original.generate(torch.tensor([ids]), generation_config=generation(pad, 4))[0, 1:].tolist()
-        ours_greedy = finish(greedy(model, ids, max_len=MAX_NEW))[0].token_ids
         ours_beam = finish(beam_search(model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
         assert ours_greedy == expected_greedy, text
         assert ours_beam == expected_beam, text
@@ -182,3 +210,32 @@ def test_a_marian_weights_file_away_from_its_folder_is_named(marian, tmp_path):
     shutil.copy(folder / "model.safetensors", alone)
     with pytest.raises(CheckpointError, match="convert the folder that holds them with config.json"):
         convert(alone)
+
+
+def test_untied_embeddings_convert_exactly(untied_marian, tmp_path):
+    """Fine-tuned models saved with tie_word_embeddings=False or share_encoder_decoder_embeddings=False keep
+    their own encoder, decoder and output tables: each must be the one the conversion computes with."""
+    folder, original, tokenizer, pad = untied_marian
+    checkpoint = convert(folder)
+    assert not (checkpoint.config.share_embeddings and checkpoint.config.tie_output)
+    assert_logits_and_every_head_equal(checkpoint.model, original, pad)
+    pairs = greedy_pairs(checkpoint.model, original, tokenizer, pad)
+    assert all(ours == expected for ours, expected in pairs), pairs
+    path = save_checkpoint(tmp_path / "untied.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    assert_logits_and_every_head_equal(load_checkpoint(path).model, original, pad)  # untied tensors stored apart
+
+
+def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(marian, tmp_path):
+    folder, original, _, _ = marian
+    changed = tmp_path / "changed"
+    shutil.copytree(folder, changed)
+    state = {name: tensor.clone().contiguous() for name, tensor in original.state_dict().items()}
+    save_file({**state, "model.decoder.adapter.weight": torch.zeros(2, 2)}, changed / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"unexpected weights, not part of the marian layout: "
+                                              r"model.decoder.adapter.weight$"):
+        convert(changed)
+    # config.json ties lm_head to the shared table: a different saved lm_head would be dropped unseen
+    save_file({**state, "lm_head.weight": state["lm_head.weight"] + 1.0}, changed / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"weight lm_head.weight differs from model.shared.weight"):
+        convert(changed)

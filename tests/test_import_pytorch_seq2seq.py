@@ -197,3 +197,18 @@ def test_vocabularies_from_a_pickled_lang_or_json(tutorial, tmp_path):
     checkpoint = convert(path, src_vocab=lang, tgt_vocab=words, trust=True)
     assert checkpoint.source_tokenizer.vocabulary == ["SOS", "EOS", *SRC_WORDS]
     assert checkpoint.target_tokenizer.vocabulary == ["SOS", "EOS", *TGT_WORDS]
+
+
+@pytest.mark.parametrize("layout", ["two-files", "flat"])
+def test_an_extra_weight_is_refused_by_name(tutorial, tmp_path, layout):
+    encoder, decoder, _, src_vocab, tgt_vocab = tutorial
+    extra = {"extra.weight": torch.zeros(2)}
+    if layout == "two-files":
+        torch.save(encoder.state_dict(), tmp_path / "encoder.pt")
+        torch.save({**decoder.state_dict(), **extra}, tmp_path / "decoder.pt")
+        path, named = tmp_path, "decoder.extra.weight"
+    else:
+        path, named = tmp_path / "seq2seq.pt", "extra.weight"
+        torch.save({**nn.ModuleDict({"encoder": encoder, "decoder": decoder}).state_dict(), **extra}, path)
+    with pytest.raises(CheckpointError, match=rf"unexpected weights, not part of the pytorch-seq2seq layout: {named}$"):
+        convert(path, format="pytorch-seq2seq", src_vocab=src_vocab, tgt_vocab=tgt_vocab)

@@ -197,3 +197,23 @@ def test_the_unpickler_refuses_on_its_own(hostile, monkeypatch):
         with pytest.raises(CheckpointError, match="refused: unpickling it would call"):
             load(path, trust=trust)
     assert not target.exists()
+
+
+def test_tied_weights_given_different_tensors_are_refused_after_mapping(tmp_path):
+    """The check after mapping: when our model ties two weights, giving them different source tensors would
+    let the last one win unseen; a mapping that leaves a weight unequal to its source is refused too."""
+    from models.config import make_config
+    from models.importers.common import Source, WeightMap
+    from models.transformer import TransformerSeq2Seq
+
+    model = TransformerSeq2Seq(make_config("transformer-postln", 12, 12, d_model=8, heads=2, d_ff=16, encoder_layers=1,
+                                           decoder_layers=1, share_embeddings=True, tie_output=True))
+    state = {f"theirs.{name}": tensor.clone() + 1.0 for name, tensor in model.state_dict().items()}
+    state["theirs.tgt_embedding.tokens.weight"] += 1.0  # the file's target table is its own
+    weights = WeightMap(Source(tmp_path / "file.pt"), state, "test")
+    for name in model.state_dict():
+        weights.copy(name, f"theirs.{name}")
+    with pytest.raises(CheckpointError, match=r"weights theirs.src_embedding.tokens.weight and "
+                                              r"theirs.tgt_embedding.tokens.weight differ, but the converted model "
+                                              r"ties src_embedding.tokens.weight and tgt_embedding.tokens.weight"):
+        weights.load_into(model)

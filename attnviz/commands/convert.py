@@ -10,6 +10,7 @@ Formats (auto-detected when --format is omitted):
                    and decoder*.pt, or one file holding both
   jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
   annotated        harvardnlp/annotated-transformer (a state dict of make_model); needs --set h=N
+  hf-bart          a Hugging Face BART or mBART folder (config.json, model.safetensors, tokenizer.json)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -29,7 +30,7 @@ from models.errors import InputError
 
 
 NAME = "convert"
-FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated")
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart")
 
 
 def add_parser(subparsers) -> None:

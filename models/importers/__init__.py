@@ -3,7 +3,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 (shared/reference/checkpoint-formats.md is the spec of each format).
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
-                                                | "annotated"
+                                                | "annotated" | "hf-bart"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -23,14 +23,14 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, jadore, marian, nn_transformer, pytorch_seq2seq
+from . import annotated, hf_bart, jadore, marian, nn_transformer, pytorch_seq2seq
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
 from .safe_load import TrustRequiredError
 
-FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated)}
+FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart)}
 # Detection order: the most specific layouts first.
 _FILE_ORDER = (jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
-_FOLDER_ORDER = (marian, pytorch_seq2seq)
+_FOLDER_ORDER = (marian, hf_bart, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
            "inspect"]
@@ -80,9 +80,9 @@ def _source(path: str | Path, trust: bool) -> Source:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(path, "no such file or folder")
-    # A Marian weights file stands for the folder holding its config and vocabularies.
+    # A Hugging Face weights file stands for the folder holding its config and vocabularies.
     weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
-    if weights_file and marian.claims(Source(path.parent)):
+    if weights_file and (marian.claims(Source(path.parent)) or hf_bart.claims(Source(path.parent))):
         path = path.parent
     return Source(path, trust)
 
@@ -93,8 +93,12 @@ def _detect(source: Source) -> str:
         for module in _FOLDER_ORDER:
             if module.claims(source):
                 return module.NAME
-        raise source.error("a folder, but not a Hugging Face Marian model (config.json with model_type marian) "
-                           "nor the PyTorch seq2seq tutorial's encoder and decoder files")
+        found = hf_bart.model_type(path)
+        if found is not None:
+            raise source.error(f"a Hugging Face {found} model; this version imports model types "
+                               f"{', '.join(('marian', *hf_bart.MODEL_TYPES))}")
+        raise source.error("a folder, but not a Hugging Face Marian, BART or mBART model (config.json with its "
+                           "model_type) nor the PyTorch seq2seq tutorial's encoder and decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")
     if path.suffix == ".safetensors":
@@ -126,6 +130,6 @@ def _unrecognised(source: Source) -> str:
     if any(key.endswith("encoder.layers.0.self_attn.q_proj.weight") for key in state):
         return ("looks like the weights of a Hugging Face model (Marian?): convert the folder that holds them "
                 "with config.json, vocab.json, source.spm and target.spm")
-    keys = ", ".join(list(state)[:3])
+    keys = ", ".join(sorted(state)[:3])
     return (f"a {kind} whose weights ({keys}, ...) match no format this version imports "
             f"({', '.join(FORMATS)}); pass --format if you know it")

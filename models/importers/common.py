@@ -8,7 +8,7 @@ weight, a shape, a hyper-parameter the file does not hold), never a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,8 +207,19 @@ class WeightMap:
         return key in self.state
 
     def ignore(self, *keys: str) -> None:
-        """Known keys the conversion does not need (derived buffers, tied copies)."""
+        """Known keys the conversion does not need (buffers rebuilt from the config, state no forward reads)."""
         self.taken.update(key for key in keys if key in self.state)
+
+    def ignore_copies(self, kept: str, *copies: str) -> None:
+        """Keys saved as tied copies of ``kept``: dropped only when equal to it, since a copy that was
+        trained apart from ``kept`` is a weight the model computes with."""
+        reference = self.state.get(kept)
+        for key in copies:
+            if key in self.state and key != kept and reference is not None:  # a missing ``kept`` is reported
+                if not _same(self.state[key], reference):
+                    raise self.source.error(f"weight {key} differs from {kept}, which this {self.layout} conversion "
+                                            f"takes in its place")
+                self.taken.add(key)
 
     def put(self, ours: str, foreign: str, tensor: Tensor | None) -> None:
         if tensor is not None:
@@ -221,9 +232,7 @@ class WeightMap:
     def check_complete(self) -> None:
         if self.absent:
             raise self.source.error(f"missing weights for the {self.layout} layout: {_names(self.absent)}")
-        extra = sorted(set(self.state) - self.taken)
-        if extra:
-            raise self.source.error(f"unexpected weights, not part of the {self.layout} layout: {_names(extra)}")
+        refuse_unused(self.source, self.layout, set(self.state) - self.taken)
 
     def load_into(self, model: Seq2Seq) -> Seq2Seq:
         self.check_complete()
@@ -236,10 +245,56 @@ class WeightMap:
             if tuple(tensor.shape) != tuple(expected[ours].shape):
                 raise self.source.error(f"weight {foreign} has shape {tuple(tensor.shape)}; the hyper-parameters "
                                         f"imply {tuple(expected[ours].shape)}")
+        self._check_tied(expected)
         with torch.no_grad():
             for ours, (_, tensor) in self.assigned.items():
                 expected[ours].copy_(tensor)
+        self.verify(model)
         return model.eval()
+
+    def _check_tied(self, expected: Mapping[str, Tensor]) -> None:
+        """Names our model ties together must receive equal tensors, else the last copy would silently win."""
+        storage: dict[tuple[int, tuple[int, ...]], tuple[str, str, Tensor]] = {}
+        for name, tensor in expected.items():
+            key = (tensor.data_ptr(), tuple(tensor.shape))
+            if name not in self.assigned:
+                continue
+            foreign, value = self.assigned[name]
+            if key in storage and not _same(storage[key][2], value):
+                raise self.source.error(f"weights {storage[key][1]} and {foreign} differ, but the converted model "
+                                        f"ties {storage[key][0]} and {name} together")
+            storage.setdefault(key, (name, foreign, value))
+
+    def verify(self, model: Seq2Seq) -> None:
+        """After loading: every mapped tensor (or each part of a transformed one) reads back unchanged, and the
+        model holds exactly as many parameters as were mapped into it — a cheap guard against mapping bugs."""
+        state = model.state_dict()
+        for ours, (foreign, tensor) in self.assigned.items():
+            if not _same(state[ours].detach().float().cpu(), tensor):
+                raise self.source.error(f"after conversion, {ours} does not hold {foreign} (its values differ)")
+        aliases = _aliases(state)
+        ours_count = sum(tensor.numel() for name, tensor in state.items() if name not in aliases)
+        mapped = sum(tensor.numel() for name, (_, tensor) in self.assigned.items() if name not in aliases)
+        if ours_count != mapped:
+            raise self.source.error(f"the converted model has {ours_count} parameters, {mapped} were mapped into it")
+
+
+def refuse_unused(source: Source, layout: str, unused: Collection[str]) -> None:
+    """A weight the conversion would not use is a refusal naming it: silently dropping one would show a
+    model other than the one that was trained."""
+    if unused:
+        raise source.error(f"unexpected weights, not part of the {layout} layout: {_names(sorted(unused))}")
+
+
+def saved_as_one(state: Mapping[str, Tensor], first: str, second: str) -> bool:
+    """Whether the file holds both keys with equal values: tied weights are often saved under both names,
+    and ours may be tied only when the file's really are one."""
+    return first in state and second in state and _same(state[first], state[second])
+
+
+def _same(first: Tensor, second: Tensor) -> bool:
+    return tuple(first.shape) == tuple(second.shape) and torch.equal(first.detach().float().cpu(),
+                                                                     second.detach().float().cpu())
 
 
 def _aliases(state: Mapping[str, Tensor]) -> set[str]:

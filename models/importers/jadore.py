@@ -42,6 +42,7 @@ from .common import (
     layer_count,
     provenance,
     read_vocabularies,
+    saved_as_one,
     special_id,
     tensor_dict,
     weight_rows,
@@ -172,16 +173,12 @@ def _config(source: Source, state: Mapping[str, Tensor], settings: Settings, inf
         # Both scalings exist only with a shared projection; v2 always scales the logits then.
         scale_embedding=share_proj and scale == "emb",
         logit_scale=d_model ** -0.5 if share_proj and scale in (None, "prj") else 1.0,
-        share_embeddings=share_embs and _same(state, "encoder.src_word_emb.weight", "decoder.trg_word_emb.weight"),
-        tie_output=share_proj and _same(state, "trg_word_prj.weight", "decoder.trg_word_emb.weight"),
+        share_embeddings=share_embs and saved_as_one(state, "encoder.src_word_emb.weight",
+                                                     "decoder.trg_word_emb.weight"),
+        tie_output=share_proj and saved_as_one(state, "trg_word_prj.weight", "decoder.trg_word_emb.weight"),
         attention_bias=False, output_bias=False,
         pad_id=specials["pad"], bos_id=specials["bos"], eos_id=specials["eos"], src_append_eos=True)
     return config, d_k, d_v
-
-
-def _same(state: Mapping[str, Tensor], first: str, second: str) -> bool:
-    """Tied weights are saved under both names; tie ours only when the file's really are one."""
-    return first in state and second in state and torch.equal(state[first], state[second])
 
 
 def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], settings: Settings,

@@ -12,12 +12,14 @@ come from vocab.json, not from the sentencepiece models, and every source ends w
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from ..base import sinusoid_table
 from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..errors import CheckpointError
@@ -25,7 +27,7 @@ from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, read_safetensors, saved_as_one
 
 NAME = "marian"
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
@@ -79,11 +81,12 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     if src_vocab or tgt_vocab:
         raise source.error("a Marian folder brings its own vocabularies (vocab.json); drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
-    config = _our_config(source, hf)
     state, weights_file = _read_weights(source)
+    keys = EmbeddingKeys.of(state, _prefix(state), hf)
+    config = _our_config(source, hf, keys.shared_input(state), keys.tied_output(state))
     check_against_weights(weights_file, config, state)
     model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config, weights_file).load_into(model)
+    _map_weights(source, state, config, keys, weights_file).load_into(model)
     source_tokenizer, target_tokenizer, tokenizer_config = _tokenizers(source, config)
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
                                 "read_from_file": inspection.inferred,
@@ -91,7 +94,9 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     return Checkpoint(model, source_tokenizer, target_tokenizer, record)
 
 
-def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
+def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_output: bool) -> TransformerConfig:
+    """``shared_input``/``tied_output``: what the saved tensors allow (one table for both sides, the output
+    layer reading the decoder's table), not just what config.json says."""
     for first, second in (("encoder_attention_heads", "decoder_attention_heads"),
                           ("encoder_ffn_dim", "decoder_ffn_dim")):
         if hf[first] != hf[second]:
@@ -109,7 +114,7 @@ def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
         encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
         max_len=hf["max_position_embeddings"], norm_position="post", final_norm=False, layer_norm_eps=1e-5,
         activation=activation, positions="half_split", scale_embedding=bool(hf["scale_embedding"]),
-        share_embeddings=shared, tie_output=bool(hf["tie_word_embeddings"]), attention_bias=True, output_bias=True,
+        share_embeddings=shared and shared_input, tie_output=tied_output, attention_bias=True, output_bias=True,
         pad_id=hf["pad_token_id"], bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=True)
 
 
@@ -127,9 +132,15 @@ def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
     raise source.error("the Marian folder has neither model.safetensors nor pytorch_model.bin")
 
 
-def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig, file: Path) -> WeightMap:
-    # MarianMTModel keys start with "model."; a bare MarianModel's do not.
-    prefix = "model." if any(key.startswith("model.") for key in state) else ""
+def _prefix(state: dict[str, Tensor]) -> str:
+    """MarianMTModel keys start with "model."; a bare MarianModel's do not."""
+    return "model." if any(key.startswith("model.") for key in state) else ""
+
+
+def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig, keys: EmbeddingKeys,
+                 file: Path) -> WeightMap:
+    prefix = _prefix(state)
+    table = sinusoid_table(config.max_len, config.d_model, config.positions)
     weights = WeightMap(Source(file), state, NAME)
     for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
         for index in range(count):
@@ -148,41 +159,60 @@ def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerCo
                 weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}fc1.{kind}")
                 weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}fc2.{kind}")
                 weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}final_layer_norm.{kind}")
-        weights.ignore(f"{prefix}{side}.embed_positions.weight", f"{prefix}{side}.version")  # regenerated
-    _map_embeddings(weights, prefix, config)
+        positions = f"{prefix}{side}.embed_positions.weight"
+        check_sinusoid(weights.source, state.get(positions), table, positions)
+        weights.ignore(positions, f"{prefix}{side}.version")  # rebuilt from the config; a format marker
+    _map_embeddings(weights, prefix, keys, config)
     return weights
 
 
-def _map_embeddings(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
-    """Tied copies may or may not be saved (transformers 5 saves ``model.shared.weight`` only): take the
-    first present, and count the others as used."""
-    candidates = {"shared": f"{prefix}shared.weight", "encoder": f"{prefix}encoder.embed_tokens.weight",
-                  "decoder": f"{prefix}decoder.embed_tokens.weight"}
+@dataclass(frozen=True)
+class EmbeddingKeys:
+    """Which saved tensor each embedding role reads, as ``modeling_marian.py`` does: the encoder's and the
+    decoder's own ``embed_tokens`` and ``lm_head`` whenever saved (untied models keep them apart from
+    ``shared``), ``shared`` for a side that has none; with ``tie_word_embeddings`` transformers replaces
+    the side copies and ``lm_head`` by ``shared`` (or the decoder's embedding) on load, so those copies must
+    equal what they are tied to."""
 
-    def first(*names: str) -> None | tuple[str, Tensor]:
-        for name in names:
-            if weights.has(candidates[name]):
-                return candidates[name], weights.get(candidates[name])
-        weights.get(candidates[names[0]])  # recorded as missing
-        return None
+    encoder: str
+    decoder: str
+    output: str
+    copies: dict[str, tuple[str, ...]]  # kept key → saved copies transformers overwrites with it
 
-    if config.share_embeddings:
-        found = first("shared", "encoder", "decoder")
-        weights.ignore(*candidates.values())
-        source_embedding = target_embedding = found
-    else:
-        source_embedding, target_embedding = first("encoder", "shared"), first("decoder")
-        weights.ignore(candidates["shared"])
-    for ours, found in (("src_embedding.tokens.weight", source_embedding),
-                        ("tgt_embedding.tokens.weight", target_embedding)):
-        if found is not None:
-            weights.put(ours, *found)
-    if config.tie_output:
-        weights.ignore("lm_head.weight")
-        if target_embedding is not None:
-            weights.put("output.weight", *target_embedding)
-    else:
-        weights.copy("output.weight", "lm_head.weight")
+    @classmethod
+    def of(cls, state: dict[str, Tensor], prefix: str, hf: dict[str, Any]) -> EmbeddingKeys:
+        shared, lm_head = f"{prefix}shared.weight", "lm_head.weight"
+        own = {side: f"{prefix}{side}.embed_tokens.weight" for side in ("encoder", "decoder")}
+        share, tie = bool(hf["share_encoder_decoder_embeddings"]), bool(hf["tie_word_embeddings"])
+        copies: dict[str, tuple[str, ...]] = {}
+        if share and (tie or shared not in state):  # one table; older files may lack "shared"
+            kept = next((key for key in (shared, own["encoder"], own["decoder"]) if key in state), shared)
+            copies[kept] = (shared, own["encoder"], own["decoder"])
+            encoder = decoder = kept
+        else:
+            encoder = own["encoder"] if own["encoder"] in state or not share else shared
+            decoder = own["decoder"] if own["decoder"] in state or not share else shared
+        output = decoder if tie else lm_head
+        if tie:
+            copies[decoder] = copies.get(decoder, ()) + (lm_head,)
+        return cls(encoder, decoder, output, copies)
+
+    def shared_input(self, state: dict[str, Tensor]) -> bool:
+        """Whether one table can serve both sides exactly."""
+        return self.encoder == self.decoder or saved_as_one(state, self.encoder, self.decoder)
+
+    def tied_output(self, state: dict[str, Tensor]) -> bool:
+        return self.output == self.decoder or saved_as_one(state, self.output, self.decoder)
+
+
+def _map_embeddings(weights: WeightMap, prefix: str, keys: EmbeddingKeys, config: TransformerConfig) -> None:
+    for kept, copies in keys.copies.items():
+        weights.ignore_copies(kept, *copies)
+    if keys.encoder != f"{prefix}shared.weight" and keys.decoder != f"{prefix}shared.weight":
+        weights.ignore(f"{prefix}shared.weight")  # transformers' forward never reads it then
+    weights.copy("src_embedding.tokens.weight", keys.encoder)
+    weights.copy("tgt_embedding.tokens.weight", keys.decoder)
+    weights.copy("output.weight", keys.output)
     if weights.has("final_logits_bias"):
         weights.copy("output.bias", "final_logits_bias", lambda bias: bias.reshape(-1))
     else:  # transformers creates it as zeros when a file lacks it

@@ -44,6 +44,7 @@ from .common import (
     provenance,
     read_safetensors,
     read_vocabulary,
+    refuse_unused,
     special_id,
     tensor_dict,
 )
@@ -101,9 +102,7 @@ def _parts(source: Source) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[s
     if state is not None and all(any(k.startswith(f"{role}.") for k in state) for role in ("encoder", "decoder")):
         split = {role: {k[len(role) + 1:]: v for k, v in state.items() if k.startswith(role + ".")}
                  for role in ("encoder", "decoder")}
-        extra = sorted(k for k in state if not k.startswith(("encoder.", "decoder.")))
-        if extra:
-            raise source.error(f"unexpected weights, not part of the {NAME} layout: {', '.join(extra[:4])}")
+        refuse_unused(source, NAME, [k for k in state if not k.startswith(("encoder.", "decoder."))])
         return split["encoder"], split["decoder"], {}
     raise source.error("no encoder and decoder state dicts of the seq2seq tutorial in it")
 
