@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from models.checkpoint import SUFFIX, load_checkpoint, read_metadata, save_checkpoint
+from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.translator import Translator
@@ -26,15 +26,17 @@ from .session import NO_REQUEST, ModelInfo, Request
 
 
 def describe(translator: Translator, path: Path) -> ModelInfo:
-    import dataclasses
+    summary = describe_checkpoint(translator.checkpoint)
 
-    checkpoint, model = translator.checkpoint, translator.model
+    def tokenizer(side: dict) -> str:
+        characters = f": {side['characters']}" if "characters" in side else ""
+        return f"{side['kind']}, {side['vocab_size']} tokens{characters}"
+
     return ModelInfo(
-        path=path, arch=model.config.arch, parameters=model.parameter_count(), kinds=tuple(model.kinds),
-        config=dataclasses.asdict(model.config), provenance=dict(checkpoint.provenance),
-        source_tokenizer=f"{checkpoint.source_tokenizer.kind}, {checkpoint.source_tokenizer.vocab_size} tokens",
-        target_tokenizer=f"{checkpoint.target_tokenizer.kind}, {checkpoint.target_tokenizer.vocab_size} tokens",
-        device=str(translator.device), max_len=model.config.max_len)
+        path=path, arch=summary["arch"], parameters=summary["parameters"], kinds=tuple(summary["attention_kinds"]),
+        config=summary["config"], provenance=dict(summary["provenance"]),
+        source_tokenizer=tokenizer(summary["source_tokenizer"]), target_tokenizer=tokenizer(summary["target_tokenizer"]),
+        device=str(translator.device), max_len=translator.config.max_len)
 
 
 def is_native(path: str) -> bool:

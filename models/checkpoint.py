@@ -9,6 +9,7 @@ Weights shared between modules (tied embeddings) are stored once.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -42,6 +43,30 @@ class Checkpoint:
     @property
     def config(self):
         return self.model.config
+
+
+def describe_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
+    """What ``attnviz info`` prints and the window's model panel shows: architecture, sizes, attention kinds,
+    tokenizers (a character vocabulary with its characters), the steps it was trained for, provenance."""
+    model = checkpoint.model
+
+    def tokenizer(side: Tokenizer) -> dict[str, Any]:
+        described = {"kind": side.kind, "vocab_size": side.vocab_size}
+        if hasattr(side, "characters"):
+            described["characters"] = "".join(side.characters)
+        return described
+
+    return {
+        "file": str(checkpoint.path),
+        "arch": model.config.arch,
+        "parameters": model.parameter_count(),
+        "attention_kinds": list(model.kinds),
+        "config": dataclasses.asdict(model.config),
+        "source_tokenizer": tokenizer(checkpoint.source_tokenizer),
+        "target_tokenizer": tokenizer(checkpoint.target_tokenizer),
+        "steps": checkpoint.provenance.get("steps"),
+        "provenance": checkpoint.provenance,
+    }
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,

@@ -1,7 +1,7 @@
 """Architecture configurations: one frozen dataclass per family, saved verbatim in every checkpoint.
 
-The ``arch`` field names the architecture as the CLI does (DESIGN §6). Family-specific switches exist
-so that checkpoints from other codebases can be expressed exactly (shared/reference/checkpoint-formats.md);
+The ``arch`` field names the architecture as the CLI's ``--arch`` does. Family-specific switches exist
+so that checkpoints from other codebases can be expressed exactly (docs/checkpoint-formats.md);
 the defaults are the seed documents' architectures.
 """
 
@@ -47,9 +47,9 @@ def _check_positive(config: Any, *names: str) -> None:
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """Encoder-decoder Transformer (seed 000: pre-LN; seed 001: post-LN).
+    """Encoder-decoder Transformer, pre-LN or post-LN (docs/architectures.md#pre-ln-transformer).
 
-    ``norm_position="pre"``: ``x + Dropout(Sublayer(LN(x)))``; seed 000 normalises only the attention
+    ``norm_position="pre"``: ``x + Dropout(Sublayer(LN(x)))``; the pre-LN design normalises only the attention
     query, keys and values come from the un-normalised input (``pre_norm_kv=False``); ``nn.Transformer``
     with ``norm_first=True`` normalises all three (``pre_norm_kv=True``).
     ``norm_position="post"``: ``LN(x + Dropout(Sublayer(x)))``.
@@ -120,13 +120,13 @@ class TransformerConfig:
 
 @dataclass(frozen=True)
 class RNNConfig:
-    """GRU encoder with one of seed 004's decoders.
+    """GRU encoder with one of its decoders (docs/architectures.md#gru-encoder).
 
     ``gru-none``: GRU decoder without attention, started from the encoder's final hidden state.
     ``gru-additive`` / ``gru-scaled-dot`` / ``gru-causal-scaled-dot``: at each step attention over the
     encoder annotations; the GRU reads ``[embedding; context]``. ``attention_query`` picks the query:
     ``"hidden"`` (the decoder's previous hidden state, Bahdanau and the PyTorch tutorial) or
-    ``"embedding"`` (the current input embedding, seed 004's wording). The causal variant lets output
+    ``"embedding"`` (the current input embedding). The causal variant lets output
     step t attend to source positions 0..t only.
     ``gru-transformer-decoder``: ``decoder_layers`` blocks of causal self-attention, attention over the
     annotations and a Linear→ReLU MLP, each with a residual, then a linear output layer.
@@ -193,7 +193,8 @@ def config_from_dict(data: dict[str, Any]) -> ModelConfig:
 
 
 def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> ModelConfig:
-    """The config for an ``--arch`` name; pre-LN keeps seed 000's final norm, post-LN has none (seed 001)."""
+    """The config for an ``--arch`` name; pre-LN keeps a final norm after each stack, post-LN has
+    none (docs/architectures.md)."""
     _check_choice("arch", arch, ARCHS)
     if arch in TRANSFORMER_ARCHS:
         post = arch == "transformer-postln"

@@ -1,4 +1,4 @@
-"""Encoder-decoder Transformer: pre-LN (seed 000) or post-LN (seed 001), chosen by ``TransformerConfig``.
+"""Encoder-decoder Transformer: pre-LN or post-LN (docs/architectures.md), chosen by ``TransformerConfig``.
 
 Dimension legend: B batch, S source length, T target length, E d_model, H heads, V vocabulary.
 Masks: True = may attend. Encoder self-attention and cross-attention mask padded source keys; decoder

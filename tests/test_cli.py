@@ -1,4 +1,4 @@
-"""The headless CLI as scripts use it (DESIGN §6): outputs, the NPZ layout, and one-line errors."""
+"""The headless CLI as scripts use it (the README's command list): outputs, the NPZ layout, and one-line errors."""
 
 from __future__ import annotations
 

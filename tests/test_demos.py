@@ -53,3 +53,13 @@ def test_opening_a_demo_runs_its_example_at_once(qtbot, qsettings):
     qtbot.waitUntil(lambda: window.session.result is not None, timeout=20_000)
     assert window.input_bar.text.text() == source and window.session.result.text == expected
     window.close()
+
+
+def test_shipped_demos_carry_no_machine_paths():
+    import re
+
+    from models.files import read_header
+
+    for path in demo_checkpoints():
+        provenance = read_header(path)["__metadata__"]["provenance"]
+        assert not re.search(r'(^|[\s"=])/(work|tmp|root|home|Users)/', provenance), path.name

@@ -1,5 +1,5 @@
 """Import of harvardnlp/annotated-transformer models, written here from the reference's description
-(shared/reference/checkpoint-formats.md §7): pre-LN sublayer connections, its own LayerNorm (unbiased std,
+(docs/checkpoint-formats.md#annotated): pre-LN sublayer connections, its own LayerNorm (unbiased std,
 eps added to the std), ``linears.0-3`` attention, embeddings ×√d, a ``pe`` buffer, a log-softmax generator."""
 
 from __future__ import annotations

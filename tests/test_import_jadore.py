@@ -1,6 +1,6 @@
 """Import of jadore801120/attention-is-all-you-need-pytorch checkpoints, v2 (pre-LN) and v3 (post-LN).
 
-The model is written here from the reference's description (shared/reference/checkpoint-formats.md §1):
+The model is written here from the reference's description (docs/checkpoint-formats.md#jadore):
 w_qs/w_ks/w_vs/fc without biases, LayerNorm eps 1e-6 inside each sublayer, the stack ``layer_norm``
 after the last layer (v2) or on embedding + positions (v3), the interleaved ``pos_table`` buffer,
 ``masked_fill(mask == 0, -1e9)``, tied embeddings and projection with their logit/embedding scaling.

@@ -1,7 +1,6 @@
 """Import of the PyTorch "Language Translation with nn.Transformer" tutorial model.
 
-``Seq2SeqTransformer`` is written here from the tutorial's description (shared/reference/
-checkpoint-formats.md §5): token embeddings ×√E, an interleaved sinusoid table ``[maxlen, 1, E]`` added
+``Seq2SeqTransformer`` is written here from the tutorial's description (docs/checkpoint-formats.md#nn-transformer): token embeddings ×√E, an interleaved sinusoid table ``[maxlen, 1, E]`` added
 seq-first, ``torch.nn.Transformer`` (seq-first, final norms on both stacks), a ``generator`` linear. Random
 weights; the original's per-head attention is read through hooks, as the reference describes.
 """

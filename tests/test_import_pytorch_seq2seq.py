@@ -1,7 +1,6 @@
 """Import of the PyTorch seq2seq tutorial's EncoderRNN + AttnDecoderRNN (Bahdanau attention).
 
-The two modules are written here from the tutorial's description (shared/reference/checkpoint-formats.md
-§4), with random weights, and saved in the layouts users save them in.
+The two modules are written here from the tutorial's description (docs/checkpoint-formats.md#pytorch-seq2seq), with random weights, and saved in the layouts users save them in.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ command line that answers --help without loading torch, demos named by their nam
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -20,8 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("wheel")
+    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools' staging folder: stale files would ship
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(ROOT),
                     "-w", str(folder)], check=True, capture_output=True, timeout=600)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     return next(folder.glob("attnviz-*.whl"))
 
 

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
-
-from .common import checkpoint_path
-
-from .common import terminal_text
+from .common import checkpoint_path, terminal_text
 
 NAME = "info"
 
@@ -21,24 +17,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
-def describe(checkpoint) -> dict:
-    model = checkpoint.model
-    return {
-        "file": str(checkpoint.path),
-        "arch": model.config.arch,
-        "parameters": model.parameter_count(),
-        "attention_kinds": list(model.kinds),
-        "config": dataclasses.asdict(model.config),
-        "source_tokenizer": {"kind": checkpoint.source_tokenizer.kind, "vocab_size": checkpoint.source_tokenizer.vocab_size},
-        "target_tokenizer": {"kind": checkpoint.target_tokenizer.kind, "vocab_size": checkpoint.target_tokenizer.vocab_size},
-        "provenance": checkpoint.provenance,
-    }
-
-
 def run(args: argparse.Namespace) -> int:
-    from models.checkpoint import load_checkpoint
+    from models.checkpoint import describe_checkpoint, load_checkpoint
 
-    summary = describe(load_checkpoint(args.checkpoint))
+    summary = describe_checkpoint(load_checkpoint(args.checkpoint))
     if args.json:  # JSON escapes control characters itself; lone surrogates are escaped too (ensure_ascii)
         print(json.dumps(summary, indent=2, ensure_ascii=not _encodable(summary)))
         return 0
@@ -48,7 +30,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"attention    {', '.join(summary['attention_kinds']) or 'none (no attention)'}")
     for side in ("source", "target"):
         tokenizer = summary[f"{side}_tokenizer"]
-        print(f"{side:<12} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens")
+        characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
+        print(terminal_text(f"{side:<12} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens{characters}"))
+    if summary["steps"] is not None:
+        print(f"trained      {summary['steps']} steps")
     print("config       " + ", ".join(f"{key}={value}" for key, value in config.items() if key != "arch"))
     for key, value in summary["provenance"].items():
         shown = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)

@@ -1,6 +1,6 @@
 """Import checkpoints trained with other people's code: one module per format, each converting the foreign
 weights, hyper-parameters and vocabularies into an attnviz config, model and tokenizers, exactly
-(shared/reference/checkpoint-formats.md is the spec of each format).
+(docs/checkpoint-formats.md says what each format maps).
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
                                                 | "annotated" | "hf-bart"

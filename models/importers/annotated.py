@@ -1,5 +1,5 @@
 """harvardnlp/annotated-transformer (v2022 ``the_annotated_transformer.py``; the 2018 notebook has the same
-keys; shared/reference/checkpoint-formats.md §7).
+keys; docs/checkpoint-formats.md#annotated).
 
 A bare state dict: ``{src,tgt}_embed.0.lut`` (×√d), the interleaved ``{src,tgt}_embed.1.pe`` buffer,
 ``encoder.layers.N.{self_attn.linears.0-3, feed_forward.w_1/w_2, sublayer.0-1.norm}``, the decoder's

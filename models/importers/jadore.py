@@ -1,4 +1,4 @@
-"""jadore801120/attention-is-all-you-need-pytorch (shared/reference/checkpoint-formats.md §1).
+"""jadore801120/attention-is-all-you-need-pytorch (docs/checkpoint-formats.md#jadore).
 
 ``train.py`` saves ``{'epoch', 'settings': argparse.Namespace, 'model': state_dict}``. The keys of the
 two versions in use are identical, the math is not:

@@ -1,4 +1,4 @@
-"""Hugging Face Marian / opus-mt folders (shared/reference/checkpoint-formats.md §6).
+"""Hugging Face Marian / opus-mt folders (docs/checkpoint-formats.md#marian).
 
 Files: ``config.json``, ``model.safetensors`` or ``pytorch_model.bin``, ``source.spm``, ``target.spm``,
 ``vocab.json`` (``target_vocab.json`` when ``separate_vocabs``), ``tokenizer_config.json``.

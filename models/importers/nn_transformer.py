@@ -1,5 +1,5 @@
 """The PyTorch tutorial "Language Translation with nn.Transformer" (``Seq2SeqTransformer``), and any model
-with ``torch.nn.Transformer``'s key layout (shared/reference/checkpoint-formats.md §5).
+with ``torch.nn.Transformer``'s key layout (docs/checkpoint-formats.md#nn-transformer).
 
 Keys: ``transformer.{encoder,decoder}.layers.N.*`` (``in_proj_weight`` rows q | k | v), the final
 ``transformer.{encoder,decoder}.norm`` that ``nn.Transformer`` always adds, ``src_tok_emb.embedding``,

@@ -1,6 +1,6 @@
 """The PyTorch tutorial "NLP From Scratch: Translation with a Sequence to Sequence Network and Attention"
 (current, batched version: ``EncoderRNN`` + ``AttnDecoderRNN`` with ``BahdanauAttention``;
-shared/reference/checkpoint-formats.md §4).
+docs/checkpoint-formats.md#pytorch-seq2seq).
 
 The tutorial never saves; users save the two state dicts. Layouts read here:
 - a folder holding one ``encoder*`` and one ``decoder*`` file (``.pt``/``.pth``/``.bin``/``.safetensors``),
