@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -19,6 +20,11 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     code = main([str(arg) for arg in args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def assert_error(code: int, err: str, message: str) -> None:
+    """Exit 1 and exactly ``attnviz: error: MESSAGE`` on stderr: scripts match these lines."""
+    assert (code, err.strip().splitlines()) == (1, [f"attnviz: error: {message}"]), err
 
 
 def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
@@ -56,14 +62,14 @@ def test_translate_reads_standard_input(monkeypatch, capsys, random_checkpoint):
     assert code == 0 and len(out.split("\n")) == 3
 
 
-@pytest.mark.parametrize("options, text, fragments", [
-    ([], "", ["input 1", "empty"]),
-    ([], "   \t ", ["input 1", "empty"]),
-    (["--strict"], "abc xyz", ["input 1", "'x'", "'y'", "'z'"]),
+@pytest.mark.parametrize("options, text, message", [
+    ([], "", "input 1: the text is empty"),
+    ([], "   \t ", "input 1: the text is empty"),
+    (["--strict"], "abc xyz", "input 1: the model's vocabulary has no token for 'x' 'y' 'z'"),
 ])
-def test_translate_rejects_bad_text(capsys, random_checkpoint, options, text, fragments):
+def test_translate_rejects_bad_text(capsys, random_checkpoint, options, text, message):
     code, out, err = cli(capsys, "translate", "-c", random_checkpoint, *options, text)
-    assert_one_line_error(code, err, *fragments)
+    assert_error(code, err, message)
     assert out == ""
 
 
@@ -82,17 +88,17 @@ def test_too_long_text_is_truncated_with_a_notice(capsys, random_checkpoint):
     assert "input 1 has 201 tokens; only the first 64 are used" in err
 
 
-@pytest.mark.parametrize("content, fragment", [
+@pytest.mark.parametrize("content, message", [
     (None, "no such file"),
-    (b"", "empty"),
-    (b"not a checkpoint at all", "not a readable safetensors file"),
+    (b"", "the file is empty"),
+    (b"not a checkpoint at all", "not a readable safetensors file (its header length is wrong)"),
 ])
-def test_bad_checkpoint_files(capsys, tmp_path, content, fragment):
+def test_bad_checkpoint_files(capsys, tmp_path, content, message):
     path = tmp_path / "model.safetensors"
     if content is not None:
         path.write_bytes(content)
     code, _, err = cli(capsys, "translate", "-c", path, "abc")
-    assert_one_line_error(code, err, str(path), fragment)
+    assert_error(code, err, f"{path}: {message}")
 
 
 @pytest.mark.parametrize("options, fragment", [
@@ -140,17 +146,19 @@ def test_export_forced_to_a_target(capsys, tmp_path, random_checkpoint):
 
 def test_export_refuses_a_bad_output_path(capsys, tmp_path, random_checkpoint):
     code, _, err = cli(capsys, "export", "-c", random_checkpoint, "abc", "-o", tmp_path / "trace.txt")
-    assert_one_line_error(code, err, ".npz")
+    assert_error(code, err, f"{tmp_path / 'trace.txt'}: the file name must end in .npz")
     code, _, err = cli(capsys, "export", "-c", random_checkpoint, "abc", "-o", tmp_path / "absent" / "t.npz")
-    assert_one_line_error(code, err, "does not exist")
+    assert_error(code, err, f"{tmp_path / 'absent' / 't.npz'}: the folder {tmp_path / 'absent'} does not exist")
 
 
 def test_the_installed_entry_point_runs_as_a_process(random_checkpoint):
-    result = subprocess.run([sys.executable, "-m", "attnviz.cli", "translate", "-c", str(random_checkpoint), ""],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    assert result.stderr.strip() == "attnviz: error: input 1: the text is empty" or "empty" in result.stderr
-    assert "Traceback" not in result.stderr
+    script = shutil.which("attnviz")  # the console script pip installed, as a user runs it
+    assert script is not None, "attnviz is not installed (pip install -e .)"
+    result = subprocess.run([script, "translate", "-c", str(random_checkpoint), ""], capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stderr.strip()) == (1, "attnviz: error: input 1: the text is empty")
+    version = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=120)
+    assert version.stdout.strip().startswith("attnviz ")
 
 
 def test_train_from_the_command_line_then_translate(capsys, tmp_path):
@@ -175,17 +183,17 @@ def test_train_from_the_command_line_then_translate(capsys, tmp_path):
     assert correct >= 8, out_text
 
 
-@pytest.mark.parametrize("content, options, fragment", [
-    ("abc\tcba\nno tab here\n", [], "pairs.tsv:2"),
-    ("abc\tcba\n", ["--set", "d_model"], "KEY=VALUE"),
-    ("abc\tcba\n", ["--set", "colour=blue"], "no settings named colour"),
+@pytest.mark.parametrize("content, options, message", [
+    ("abc\tcba\nno tab here\n", [], "{data}:2: expected source<TAB>target, found no TAB"),
+    ("abc\tcba\n", ["--set", "d_model"], "--set takes KEY=VALUE; got 'd_model'"),
+    ("abc\tcba\n", ["--set", "colour=blue"], "gru-additive has no settings named colour"),
 ])
-def test_train_rejects_bad_data_and_settings(capsys, tmp_path, content, options, fragment):
+def test_train_rejects_bad_data_and_settings(capsys, tmp_path, content, options, message):
     data = tmp_path / "pairs.tsv"
     data.write_text(content, encoding="utf-8")
     code, _, err = cli(capsys, "train", "--data", data, "--arch", "gru-additive", "--tokenizer", "char",
                        "--out", tmp_path / "m.safetensors", *options)
-    assert_one_line_error(code, err, fragment)
+    assert_error(code, err, message.format(data=data))
     assert not (tmp_path / "m.safetensors").exists()
 
 
@@ -199,4 +207,5 @@ def test_out_of_device_memory_is_one_line_with_the_way_out(capsys, monkeypatch, 
 
     monkeypatch.setattr(Translator, "decode", out_of_memory)
     code, _, err = cli(capsys, "translate", "-c", random_checkpoint, "abc")
-    assert_one_line_error(code, err, "ran out of memory", "--device cpu")
+    assert_error(code, err, "the device ran out of memory (CUDA out of memory. Tried to allocate 20.00 GiB); "
+                            "try --device cpu")
