@@ -21,7 +21,7 @@ import torch
 from .base import Seq2Seq
 from .config import config_from_dict, config_to_dict
 from .errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
-from .files import read_header, read_safetensors, write_safetensors
+from .files import existing_file, read_header, read_safetensors, write_safetensors
 from .tokenizers import Tokenizer
 from .validation import check_against_weights, check_shapes
 
@@ -100,7 +100,7 @@ def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[s
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """The decoded metadata document of an attnviz checkpoint (weights are not read)."""
-    path = _existing_file(path)
+    path = existing_file(path)
     raw = read_header(path).get("__metadata__") or {}
     if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
         raise CheckpointError(path, "not a readable safetensors file (its metadata is not a map of strings)")
@@ -168,7 +168,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
     any weight is read."""
     from . import build_model  # the package imports this module's users, not the other way round
 
-    path = _existing_file(path)
+    path = existing_file(path)
     document = read_metadata(path)
     try:
         config = config_from_dict(document["config"])
@@ -242,17 +242,6 @@ def _aliases(model: Seq2Seq) -> set[str]:
             aliases.add(name)
         seen.add(key)
     return aliases
-
-
-def _existing_file(path: str | Path) -> Path:
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(path, "no such file")
-    if path.is_dir():
-        raise CheckpointError(path, "a folder, not a checkpoint file")
-    if path.stat().st_size == 0:
-        raise CheckpointError(path, "the file is empty")
-    return path
 
 
 def _first_line(error: Exception) -> str:

@@ -113,13 +113,21 @@ def write_safetensors(path: str | Path, tensors: dict, metadata: dict[str, str])
     return Path(path)
 
 
-def read_safetensors_bytes(path: str | Path) -> bytes:
-    """The whole file, or a one-line ``CheckpointError`` (missing, a folder, unreadable, empty)."""
+def existing_file(path: str | Path) -> Path:
+    """``path`` if it is a file with something in it, else a one-line ``CheckpointError``."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(path, "no such file")
     if path.is_dir():
         raise CheckpointError(path, "a folder, not a checkpoint file")
+    if path.stat().st_size == 0:
+        raise CheckpointError(path, "the file is empty")
+    return path
+
+
+def read_safetensors_bytes(path: str | Path) -> bytes:
+    """The whole file, or a one-line ``CheckpointError`` (missing, a folder, unreadable, empty)."""
+    path = existing_file(path)
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -147,11 +155,7 @@ def safetensors_header(path: str | Path, data: bytes) -> dict[str, Any]:
 
 def read_header(path: str | Path) -> dict[str, Any]:
     """Only the header of a safetensors file (names, dtypes, shapes, metadata), without reading the weights."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(path, "no such file")
-    if path.is_dir():
-        raise CheckpointError(path, "a folder, not a checkpoint file")
+    path = existing_file(path)
     try:
         with open(path, "rb") as handle:
             start = handle.read(8)

@@ -443,3 +443,20 @@ def provenance(format_name: str, source: Source, settings: Settings, inferred: d
               "supplied": settings.supplied, "assumed": settings.assumed}
     record.update({key: value for key, value in extra.items() if value})
     return {"imported_from": record}
+
+
+HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # Hugging Face name → ours
+
+
+def hf_activation(source: Source, hf: dict[str, Any]) -> str:
+    """Our activation for a Hugging Face encoder-decoder's config.json, after checking that the encoder and the
+    decoder agree on what one config of ours holds once (heads, feed-forward width)."""
+    for first, second in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if hf[first] != hf[second]:
+            raise source.error(f"{first}={hf[first]} differs from {second}={hf[second]}, which one config "
+                               f"cannot express")
+    activation = HF_ACTIVATIONS.get(hf["activation_function"])
+    if activation is None:
+        raise source.error(f"activation_function {hf['activation_function']!r} is not supported "
+                           f"({', '.join(HF_ACTIVATIONS)})")
+    return activation

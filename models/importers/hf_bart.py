@@ -24,14 +24,13 @@ from ..tokenizers import TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, hf_activation, read_safetensors
 
 NAME = "hf-bart"
 MODEL_TYPES = ("bart", "mbart")
 POSITION_OFFSET = 2
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED: dict[str, str] = {}  # config.json says everything
-ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "swish": "swish", "silu": "swish"}
 CONFIG_FIELDS = ("model_type", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                  "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "activation_function",
                  "vocab_size", "max_position_embeddings", "scale_embedding", "tie_word_embeddings", "pad_token_id",
@@ -96,15 +95,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) -> TransformerConfig:
-    for first, second in (("encoder_attention_heads", "decoder_attention_heads"),
-                          ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf[first] != hf[second]:
-            raise source.error(f"{first}={hf[first]} differs from {second}={hf[second]}, which one config "
-                               f"cannot express")
-    activation = ACTIVATIONS.get(hf["activation_function"])
-    if activation is None:
-        raise source.error(f"activation_function {hf['activation_function']!r} is not supported "
-                           f"({', '.join(ACTIVATIONS)})")
+    activation = hf_activation(source, hf)
     pre = hf["model_type"] == "mbart"
     prefix = _prefix(state)
     lm_head = state.get("lm_head.weight")

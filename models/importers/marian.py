@@ -27,12 +27,12 @@ from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, read_safetensors, saved_as_one
+from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, read_safetensors,
+                     saved_as_one)
 
 NAME = "marian"
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED: dict[str, str] = {}  # config.json says everything
-ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
 CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
                  "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "vocab_size", "decoder_vocab_size",
                  "max_position_embeddings", "scale_embedding", "share_encoder_decoder_embeddings",
@@ -97,15 +97,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_output: bool) -> TransformerConfig:
     """``shared_input``/``tied_output``: what the saved tensors allow (one table for both sides, the output
     layer reading the decoder's table), not just what config.json says."""
-    for first, second in (("encoder_attention_heads", "decoder_attention_heads"),
-                          ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf[first] != hf[second]:
-            raise source.error(f"{first}={hf[first]} differs from {second}={hf[second]}, which one config "
-                               f"cannot express")
-    activation = ACTIVATIONS.get(hf["activation_function"])
-    if activation is None:
-        raise source.error(f"activation_function {hf['activation_function']!r} is not supported "
-                           f"({', '.join(ACTIVATIONS)})")
+    activation = hf_activation(source, hf)
     shared = bool(hf["share_encoder_decoder_embeddings"])
     return TransformerConfig(
         arch="transformer-postln", src_vocab_size=hf["vocab_size"],
