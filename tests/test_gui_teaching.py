@@ -17,7 +17,7 @@ from models import build_model
 from models.checkpoint import save_checkpoint
 from models.trace import DecodeResult
 from tests.helpers import tiny_config
-from tests.test_gui import WAIT, run_text
+from tests.test_gui import WAIT, run_text, window  # noqa: F401 (the same window fixture)
 
 
 @pytest.fixture(scope="module")
@@ -26,17 +26,6 @@ def short_checkpoint(tmp_path_factory, char_tokenizer):
     torch.manual_seed(2)
     model = build_model(tiny_config("gru-additive", max_len=40))
     return save_checkpoint(tmp_path_factory.mktemp("short") / "short.safetensors", model, char_tokenizer, char_tokenizer)
-
-
-@pytest.fixture
-def window(qtbot, qsettings, random_checkpoint):
-    window = create_window(str(random_checkpoint), "cpu", qsettings)
-    qtbot.addWidget(window)
-    window.resize(1200, 800)
-    window.show()
-    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
-    yield window
-    window.close()
 
 
 def open_and_wait(qtbot, window, path) -> None:

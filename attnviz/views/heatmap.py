@@ -29,19 +29,36 @@ def not_a_number_cells(matrix: np.ndarray) -> np.ndarray:
     return image
 
 
+SHORT_INPUT = 40  # up to this many tokens in view, every one is labelled (cut with "…" to its cell if need be)
+
+
 def visible_ticks(tokens: list[str], low: float, high: float, cell: float,
                   size: Callable[[str], float]) -> list[tuple[int, str]]:
-    """Ticks for the tokens between ``low`` and ``high`` whose labels do not overlap: from the first
-    one on, each label is kept when it clears the last kept one (``size``: its extent in pixels along
-    the axis, ``cell``: pixels per token). Short tokens all show; only labels that would overlap are left out."""
+    """Ticks for the tokens between ``low`` and ``high`` (``size``: a label's extent in pixels along the
+    axis, ``cell``: pixels per token). Labels that fit all show. When they do not: a short stretch still
+    labels every token, each cut with "…" to its cell; a long one labels every n-th token, evenly, and
+    zooming in reveals the rest."""
     first, last = max(0, int(np.ceil(low))), min(len(tokens) - 1, int(np.floor(high)))
-    ticks, end = [], -np.inf
-    for index in range(first, last + 1):
-        centre, half = index * cell, size(tokens[index]) / 2 + 2
-        if centre - half >= end:
-            ticks.append((index, tokens[index]))
-            end = centre + half
-    return ticks
+    if last < first:
+        return []
+    shown = range(first, last + 1)
+    widest = max(size(tokens[index]) for index in shown) + 4
+    if widest <= cell:
+        return [(index, tokens[index]) for index in shown]
+    if len(shown) <= SHORT_INPUT:
+        return [(index, _cut(tokens[index], cell - 4, size)) for index in shown]
+    every = int(np.ceil(widest / max(cell, 1e-6)))
+    return [(index, tokens[index]) for index in shown if index % every == 0]
+
+
+def _cut(label: str, room: float, size: Callable[[str], float]) -> str:
+    """``label`` shortened with "…" until it fits ``room`` pixels (at least its first character)."""
+    if size(label) <= room:
+        return label
+    for length in range(len(label) - 1, 0, -1):
+        if size(label[:length] + "…") <= room:
+            return label[:length] + "…"
+    return label[:1] + "…" if len(label) > 1 else label
 
 
 class HeatmapView(QWidget):
