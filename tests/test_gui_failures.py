@@ -1,0 +1,42 @@
+"""The window says what went wrong when a file cannot be opened or written; nothing is lost silently."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from safetensors.torch import save_file
+
+from models.files import read_safetensors
+from tests.test_gui import WAIT, window  # noqa: F401 (the same window fixture)
+
+
+def test_a_checkpoint_that_cannot_be_built_is_reported_in_the_window(qtbot, window, tmp_path, random_checkpoint):
+    tensors, metadata = read_safetensors(random_checkpoint)
+    config = json.loads(metadata["config"])
+    config["max_len"] = 10 ** 14  # a position table larger than any address space: torch refuses the memory
+    path = tmp_path / "impossible.safetensors"
+    save_file(tensors, str(path), metadata={**metadata, "config": json.dumps(config)})
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
+    assert "impossible.safetensors" in window.input_bar.output.text()
+    assert "still showing random.safetensors" in window.input_bar.output.text()
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".png"])
+def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, window, tmp_path, suffix):
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    # A read-only tmpfs: root ignores file modes, so chmod would not stop the write.
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], check=False).returncode != 0:
+        folder.rmdir()
+        folder.write_text("a file where the folder should be")
+    try:
+        window.export_focus_image(str(folder / f"focus{suffix}"))
+        assert "Export failed" in window.input_bar.output.text()
+        assert not window.statusBar().currentMessage().startswith("Saved")
+        assert not (folder / f"focus{suffix}").exists()
+    finally:
+        if folder.is_dir():
+            subprocess.run(["umount", str(folder)], check=True)
