@@ -166,3 +166,16 @@ def test_copy_image_puts_the_heatmap_on_the_clipboard_without_the_crosshair(qtbo
     with window.focus.exporting():
         clean = window.focus.grab().toImage()
     assert copied.convertToFormat(clean.format()) == clean
+
+
+def test_the_layout_holds_at_1000_by_650_and_beam_mode_does_not_grow_the_window(qtbot, window):
+    from attnviz.views.decoding import CHART_MIN_HEIGHT
+
+    window.resize(1000, 650)
+    qtbot.waitUntil(lambda: (window.width(), window.height()) == (1000, 650), timeout=WAIT)
+    run_text(qtbot, window, "abcabc " * 6, mode="beam", beam=8, max_len=20)
+    qtbot.wait(50)
+    assert (window.width(), window.height()) == (1000, 650)
+    assert window.minimumSizeHint().height() <= 650 and window.minimumSizeHint().width() <= 1000
+    for chart in (window.decoding.source_strip, window.decoding.top_k, window.decoding.beam):
+        assert chart.height() >= CHART_MIN_HEIGHT  # readable, not collapsed to a few pixels

@@ -8,16 +8,17 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QSplitter, QStyle, QVBoxLayout, QWidget
 
 from ..viewmodel import BarsState, BeamState, StepState
 from .beam import BeamPanel
+from .heatmap import visible_ticks
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
 CHART_MIN_HEIGHT = 130
 PREFIX_WINDOW = 24  # decoder input tokens shown before the current step; earlier ones are counted
-LABEL_PIXELS = {False: 34, True: 16}  # room a bar label needs across / along (top-k) the bars
 LABEL_CHARS = 14  # a longer token label is cut, with "…" (the tooltip and the result line say it all)
 
 
@@ -138,21 +139,19 @@ class BarChart(pg.PlotWidget):
         self.setTitle(title, size="9pt")
 
     def _place_labels(self) -> None:
-        every = label_stride(len(self.labels), self.height() if self.horizontal else self.width(), self.horizontal)
-        ticks = [(index, short_label(label)) for index, label in enumerate(self.labels) if index % every == 0]
-        self.getAxis("left" if self.horizontal else "bottom").setTicks([ticks])
+        """Labels measured like the heatmap's (visible_ticks): all when they fit, thinned evenly when not."""
+        axis = self.getAxis("left" if self.horizontal else "bottom")
+        metrics = QFontMetrics(axis.style.get("tickFont") or self.font())
+        labels = [short_label(label) for label in self.labels]
+        pixels = (axis.height() if self.horizontal else axis.width()) or (self.height() if self.horizontal else self.width())
+        cell = pixels / max(len(labels), 1)
+        size = (lambda _: metrics.height()) if self.horizontal else metrics.horizontalAdvance
+        axis.setTicks([visible_ticks(labels, -0.5, len(labels) - 0.5, cell, size)])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
         if self.labels:  # none yet while the chart is being built
             self._place_labels()
-
-
-def label_stride(count: int, pixels: int, horizontal: bool = False) -> int:
-    """Label every n-th of ``count`` bars so labels never overlap in ``pixels`` (1: label every bar);
-    ``horizontal`` bars are labelled by rows of text, vertical ones by text side by side."""
-    fits = max(1, pixels // LABEL_PIXELS[horizontal])
-    return max(1, -(-count // fits))
 
 
 def short_label(label: str) -> str:
