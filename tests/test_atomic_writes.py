@@ -185,3 +185,22 @@ def test_a_training_killed_while_saving_can_always_resume(kill, tmp_path):
                              timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert _read_state(state_path(out))[1]["step"] == document["step"] + 2
+
+
+def test_ctrl_c_closes_the_app_cleanly_and_saves_its_settings(tmp_path, random_checkpoint):
+    config = tmp_path / "config"
+    env = {**os.environ, "XDG_CONFIG_HOME": str(config), "QT_QPA_PLATFORM": "offscreen",
+           "ATTNVIZ_STARTUP_PROBE": repr(time.time())}  # it says when the window is shown (no example: no run)
+    process = subprocess.Popen([sys.executable, "-m", "attnviz.cli", str(random_checkpoint), "--device", "cpu"],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().startswith("shown")
+        time.sleep(3)  # the model loads behind the window
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert code == 0 and "Traceback" not in process.stderr.read()
+    assert "geometry=@ByteArray(" in (config / "attnviz" / "attnviz.conf").read_text(encoding="utf-8")
