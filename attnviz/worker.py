@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import traceback
+import warnings
 import weakref
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import torch
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
-from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError
+from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.translator import Translator
 
@@ -87,10 +88,15 @@ class ModelWorker(QObject):
         if self._stale_model_job(job_id):
             return
         try:
-            checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(job_id, path)
+            with warnings.catch_warnings(record=True) as caught:  # NaN weights: said in the window
+                warnings.simplefilter("always", NumericalWarning)
+                checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(job_id, path)
             if checkpoint is None or self._stale_model_job(job_id):
                 return
             self._open(job_id, checkpoint, path=path, device=device)
+            for warning in caught:
+                if issubclass(warning.category, NumericalWarning):
+                    self.notice.emit(NO_REQUEST, str(warning.message))
         except AttnvizError as failure:
             self.load_failed.emit(job_id, str(failure))
         except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window, never a dead thread)
@@ -217,10 +223,17 @@ class ModelWorker(QObject):
             if request.id != self.latest_request:
                 steps.close()
                 return
-            try:
-                step = next(steps)
-            except StopIteration as stop:
-                self.finished.emit(request.id, stop.value)
+            with warnings.catch_warnings(record=True) as caught:  # NaN from the model: said in the window
+                warnings.simplefilter("always", NumericalWarning)
+                try:
+                    step = next(steps)
+                except StopIteration as stop:
+                    step, results = None, stop.value
+            for warning in caught:
+                if issubclass(warning.category, NumericalWarning):
+                    self.notice.emit(request.id, str(warning.message)[:1].upper() + str(warning.message)[1:] + ".")
+            if step is None:
+                self.finished.emit(request.id, results)
                 return
             self.step.emit(request.id, step)
 

@@ -198,6 +198,10 @@ class _Decoder:
         right; its trace is the pass' own attention, and each step's rows are views into it."""
         tokens = torch.tensor(target, device=logits.device)
         log_probs = self.log_probs(logits)
+        broken = torch.isnan(log_probs).any(dim=-1).nonzero()
+        if len(broken):
+            _report_not_finite(int(broken[0, 0]), inter.attention)
+            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))
         choices = self.choices(log_probs, tokens)
         scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0).cpu().numpy()
         tgt_tokens = [self.label(self.bos)] + choices["tokens"][:-1]
@@ -285,9 +289,12 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     tokens = torch.tensor([decoder.bos], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)
     zero = torch.zeros(1, dtype=torch.long, device=device)
-    steps = []
+    steps, reported = [], False
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)
+        if bool(torch.isnan(log_probs).any()):
+            reported = reported or _report_not_finite(index, attention)
+            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
         tokens = next_token(index, log_probs)  # [1]
         score = score + log_probs[0, tokens]
         done = tokens == decoder.eos

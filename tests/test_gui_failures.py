@@ -40,3 +40,20 @@ def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, wi
     finally:
         if folder.is_dir():
             subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_model_that_computes_nan_says_so_in_the_window(qtbot, window, tmp_path, random_checkpoint):
+    import torch
+
+    from models.checkpoint import load_checkpoint, save_checkpoint
+    from tests.test_gui import run_text
+
+    checkpoint = load_checkpoint(random_checkpoint)
+    with torch.no_grad():
+        checkpoint.model.output.bias.fill_(float("nan"))
+    path = save_checkpoint(tmp_path / "nan.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer)
+    window.open_path(str(path))
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == path, timeout=WAIT)
+    run_text(qtbot, window, "abc", max_len=3)
+    qtbot.waitUntil(lambda: "The model produced NaN at step 1" in window.input_bar.output.text(), timeout=WAIT)
