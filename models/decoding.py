@@ -52,7 +52,7 @@ def finish(steps: Steps) -> list[DecodeResult]:
 class _Decoder:
     """Shared state of one decoding run: the model, the encoded source and the capture settings."""
 
-    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], label: Label, source_label: Label | None,
+    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], *, label: Label, source_label: Label | None,
                  top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32):
         if len(src_ids) == 0:
             raise InputError("the source has no tokens")
@@ -111,7 +111,7 @@ class _Decoder:
         else:
             self.prefix = self.prefix.index_select(0, parents)
 
-    def make_step(self, index: int, log_probs: Tensor, parents: Tensor, tokens: Tensor, scores: Tensor,
+    def make_step(self, index: int, log_probs: Tensor, *, parents: Tensor, tokens: Tensor, scores: Tensor,
                   finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor],
                   frozen: Tensor | None = None) -> DecodeStep:
         """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``);
@@ -238,7 +238,8 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
            max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
            dtype: type = np.float32) -> Steps:
     """Take the most likely token at every step until the end token or ``max_len`` tokens."""
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len, dtype)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
+                       use_cache=use_cache, max_len=max_len, dtype=dtype)
     steps = yield from _one_by_one(decoder, lambda index, log_probs: log_probs.argmax(dim=-1))
     return decoder.results(steps)
 
@@ -252,7 +253,8 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
     per token inside that pass, but nothing is searched).
     """
     target = _forced_target(model, target_ids)
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, True, len(target), dtype)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
+                       use_cache=True, max_len=len(target), dtype=dtype)
     tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
     with torch.inference_mode():
         logits, inter = model(decoder.src, tgt_in, need_weights=need_weights)
@@ -267,7 +269,8 @@ def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequ
                         use_cache: bool = True) -> Steps:
     """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
     target = _forced_target(model, target_ids)
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, len(target))
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
+                       use_cache=use_cache, max_len=len(target))
     device = decoder.src.device
     steps = yield from _one_by_one(decoder, lambda index, log_probs: torch.tensor([target[index]], device=device))
     return decoder.results(steps)
@@ -298,7 +301,8 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
         tokens = next_token(index, log_probs)  # [1]
         score = score + log_probs[0, tokens]
         done = tokens == decoder.eos
-        steps.append(decoder.make_step(index, log_probs, zero, tokens, score, done, attention, masks))
+        steps.append(decoder.make_step(index, log_probs, parents=zero, tokens=tokens, scores=score, finished=done,
+                                       attention=attention, masks=masks))
         yield steps[-1]
         if bool(done[0]):
             break
@@ -316,7 +320,8 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     """
     if beam < 1:
         raise InputError(f"the beam width must be at least 1; got {beam}")
-    decoder = _Decoder(model, src_ids, label, source_label, top_k, need_weights, use_cache, max_len, dtype)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
+                       use_cache=use_cache, max_len=max_len, dtype=dtype)
     decoder.begin()
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)
@@ -335,7 +340,8 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
         scores = best.values
         frozen = finished.index_select(0, parents)
         finished = frozen | (tokens == decoder.eos)
-        steps.append(decoder.make_step(index, log_probs, parents, tokens, scores, finished, attention, masks, frozen))
+        steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=scores,
+                                       finished=finished, attention=attention, masks=masks, frozen=frozen))
         yield steps[-1]
         if bool(finished.all()):
             break

@@ -124,8 +124,9 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
     valid_examples = encode_pairs(valid_pairs, source_tokenizer, target_tokenizer, model_config, "validation")
     processes = _Processes.start(config)
     try:
-        trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples,
-                           (list(valid_pairs), valid_examples), Path(out_path), config, processes, provenance)
+        trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples=train_examples,
+                           valid=(list(valid_pairs), valid_examples), out_path=Path(out_path), config=config,
+                           processes=processes, provenance=provenance)
         if resume:
             trainer.restore()
         return trainer.run()
@@ -208,7 +209,7 @@ class _Processes:
 class _Trainer:
     """One training run: the model, its optimizer, the data position and the metrics so far."""
 
-    def __init__(self, model_config: ModelConfig, tokenizers: tuple[Tokenizer, Tokenizer],
+    def __init__(self, model_config: ModelConfig, tokenizers: tuple[Tokenizer, Tokenizer], *,
                  train_examples: list[Example], valid: tuple[list[Pair], list[Example]], out_path: Path,
                  config: TrainingConfig, processes: _Processes, provenance: dict[str, Any] | None):
         self.model_config, self.tokenizers, self.config = model_config, tokenizers, config
@@ -246,8 +247,10 @@ class _Trainer:
                 if last or (config.save_every and self.step % config.save_every == 0):
                     self._save()
         self.model.eval()
-        return TrainingSummary(self.step, self.metrics["train_loss"], self.metrics["valid_loss"],
-                               self.metrics["chrf"], self.metrics["bleu"], self._seconds(), self.out_path, self.model)
+        return TrainingSummary(step=self.step, train_loss=self.metrics["train_loss"],
+                               valid_loss=self.metrics["valid_loss"], chrf=self.metrics["chrf"],
+                               bleu=self.metrics["bleu"], seconds=self._seconds(), checkpoint=self.out_path,
+                               model=self.model)
 
     def _seconds(self) -> float:
         """Training time of this checkpoint so far, resumed runs included."""

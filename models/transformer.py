@@ -199,7 +199,7 @@ class TransformerSeq2Seq(Seq2Seq):
             x = self.encoder_norm(x)
         return x, src_mask, weights
 
-    def decode(self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, self_mask: Tensor | None,
+    def decode(self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, *, self_mask: Tensor | None,
                caches: list[LayerCache] | None, offset: int, need_weights: bool):
         """Shape: tgt_ids ``[B, L]`` → logits ``[B, L, V]``, self and cross weights per layer."""
         x = self.tgt_embedding(tgt_ids, offset)
@@ -219,7 +219,8 @@ class TransformerSeq2Seq(Seq2Seq):
     def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
         memory, src_mask, enc_weights = self.encode(src_ids, need_weights)
         self_mask = target_mask(tgt_in, self.pad_id)  # [B, 1, T, T]
-        logits, self_weights, cross_weights = self.decode(tgt_in, memory, src_mask, self_mask, None, 0, need_weights)
+        logits, self_weights, cross_weights = self.decode(tgt_in, memory, src_mask, self_mask=self_mask, caches=None,
+                                                          offset=0, need_weights=need_weights)
         intermediates = Intermediates(masks={"enc_self": src_mask, "dec_self": self_mask, "cross": src_mask})
         if need_weights:
             intermediates.attention = {"enc_self": enc_weights, "dec_self": self_weights, "cross": cross_weights}
@@ -236,7 +237,8 @@ class TransformerSeq2Seq(Seq2Seq):
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:
         # The one new query may attend to every cached position: no self mask is needed.
         logits, self_weights, cross_weights = self.decode(
-            tokens[:, None], state.memory, state.src_mask, None, state.caches, state.position, need_weights)
+            tokens[:, None], state.memory, state.src_mask, self_mask=None, caches=state.caches, offset=state.position,
+            need_weights=need_weights)
         state.position += 1
         batch = tokens.shape[0]
         masks = {"dec_self": torch.ones(batch, state.position, dtype=torch.bool, device=tokens.device),
