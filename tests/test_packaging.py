@@ -87,3 +87,13 @@ def test_no_display_is_one_line_and_exit_1_not_a_qt_abort(platform):
     assert result.stderr.strip().splitlines() == [
         "attnviz: error: no display to open the window on (DISPLAY is not set); or run headless with "
         "QT_QPA_PLATFORM=offscreen, or draw images with `attnviz render`"]
+
+
+def test_info_reports_the_steps_trained_and_a_character_vocabulary(capsys):
+    assert main(["info", "piglatin-gru-additive"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "source       char tokenizer, 32 tokens: ' -abcdefghijklmnopqrstuvwxyz'" in out
+    assert "trained      8000 steps" in out
+    assert main(["info", "--json", "piglatin-gru-additive"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["steps"] == 8000 and summary["target_tokenizer"]["characters"] == " -abcdefghijklmnopqrstuvwxyz"
