@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import os
 import sys
 
@@ -120,7 +121,7 @@ def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
     app.processEvents()  # once the window has had a moment to be drawn
     if os.environ.get(STARTUP_PROBE):
         _probe_startup(app, window, float(os.environ[STARTUP_PROBE]))
-    QTimer.singleShot(30, lambda: build_window(window, checkpoint, device))
+    QTimer.singleShot(30, functools.partial(build_window, window, checkpoint, device))
     _quit_on_interrupt(app, window)
     code = app.exec()
     del window

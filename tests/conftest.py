@@ -53,3 +53,18 @@ def no_thread_left_running():
     for thread in running:
         thread.close()
     assert not running, f"{len(running)} worker thread(s) left running"
+
+
+@pytest.fixture
+def window(qtbot, qsettings, random_checkpoint):
+    """A real window on the random checkpoint, opened and shown (offscreen)."""
+    from attnviz.app import create_window
+
+    window = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.resize(1200, 800)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=20_000)
+    yield window
+    window.close()
+

@@ -34,17 +34,6 @@ def gru_checkpoint(tmp_path_factory, char_tokenizer):
     return save_checkpoint(path, model, char_tokenizer, char_tokenizer)
 
 
-@pytest.fixture
-def window(qtbot, qsettings, random_checkpoint):
-    window = create_window(str(random_checkpoint), "cpu", qsettings)
-    qtbot.addWidget(window)
-    window.resize(1200, 800)
-    window.show()
-    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
-    yield window
-    window.close()
-
-
 def run_text(qtbot, window, text: str, **options) -> None:
     bar = window.input_bar
     if "mode" in options:

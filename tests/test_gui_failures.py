@@ -9,7 +9,7 @@ import pytest
 from safetensors.torch import save_file
 
 from models.files import read_safetensors
-from tests.test_gui import WAIT, window  # noqa: F401 (the same window fixture)
+from tests.test_gui import WAIT
 
 
 def test_a_checkpoint_that_cannot_be_built_is_reported_in_the_window(qtbot, window, tmp_path, random_checkpoint):

@@ -9,7 +9,7 @@ import numpy as np
 
 from attnviz.views.heatmap import NOT_A_NUMBER_RGBA
 from tests.test_checkpoint import rewrite_metadata
-from tests.test_gui import WAIT, run_text, window  # noqa: F401 - the window fixture
+from tests.test_gui import WAIT, run_text
 
 
 def test_a_config_that_claims_a_huge_model_gets_a_message_and_keeps_the_model(qtbot, window, tmp_path,  # noqa: F811

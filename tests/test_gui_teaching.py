@@ -11,13 +11,12 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage
 
 from attnviz import viewmodel
-from attnviz.app import create_window
 from attnviz.demos import DEMO_FOLDER, demo_examples
 from models import build_model
 from models.checkpoint import save_checkpoint
 from models.trace import DecodeResult
 from tests.helpers import tiny_config
-from tests.test_gui import WAIT, run_text, window  # noqa: F401 (the same window fixture)
+from tests.test_gui import WAIT, run_text
 
 
 @pytest.fixture(scope="module")

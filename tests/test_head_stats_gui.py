@@ -14,7 +14,7 @@ from attnviz import stats_view
 from models.checkpoint import load_checkpoint
 from models.head_stats import corpus_head_stats
 from models.translator import Translator
-from tests.test_gui import WAIT, window  # noqa: F401 (the window fixture)
+from tests.test_gui import WAIT
 
 PAIRS = [("abc", "ba"), ("a", "hgfedcba"), ("abcdefgh abc", "c"), ("ab", "ab"), ("hh a", "a h"), ("bad", "dab")]
 

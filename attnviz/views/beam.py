@@ -4,7 +4,7 @@ width 8 and depth 60: the view scrolls and zooms (wheel), and a double-click fit
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (QGraphicsScene, QGraphicsSimpleTextItem, QGraphicsView, QLabel, QListWidget,
                                QListWidgetItem, QSplitter, QVBoxLayout, QWidget)
