@@ -7,6 +7,7 @@ worker. ``attnviz`` calls ``build`` from the event loop right after the window i
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal
@@ -20,9 +21,12 @@ from . import __version__, viewmodel
 from .demos import demo_examples
 from .export import save_figure, save_widget_image, write_csv, write_npz
 from .session import ModelInfo, RunSettings, Session
+from .session_file import SUFFIX as SESSION_SUFFIX
 from .settings import SettingsReader
 
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt);;All files (*)"
+SESSION_FILTER = "attnviz sessions (*.attnviz);;All files (*)"
+PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
 MAX_RECENT = 8
 
@@ -41,6 +45,8 @@ class MainWindow(QMainWindow):
         self.session = Session()
         self.demos = demos
         self.built = False
+        self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
+        self.presentation = None  # while presenting: what to restore (window state, fonts, full screen)
         self.setWindowTitle("attnviz")
         geometry = self.stored.blob("window/geometry")
         if geometry is None or not self.restoreGeometry(geometry):
@@ -134,6 +140,11 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Save Model &As…", self.save_model_as, shortcut="Ctrl+Shift+S",
                      tip="Save the open model as an attnviz checkpoint (an imported model keeps your answers)")
         self.recent_menu = file_menu.addMenu("Open &Recent")
+        file_menu.addSeparator()
+        self._action(file_menu, "Open Sessio&n…", self.open_session_dialog, shortcut="Ctrl+Shift+O",
+                     tip="Reopen a saved view: the model, the sentence, the decoding and the selected head")
+        self._action(file_menu, "Save Sess&ion As…", self.save_session, shortcut="Ctrl+Alt+S",
+                     tip="Save this view (model, sentence, decoding, head, colours) as a small .attnviz file")
         demo_menu = file_menu.addMenu("&Demos")
         for path in self.demos:
             self._action(demo_menu, path.stem, lambda _=False, p=path: self.open_path(str(p)))
@@ -162,6 +173,11 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Toggle masks", self.selector.toggle_masks, shortcut="Ctrl+M")
         self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
                      tip="Show the whole heatmap again (or double-click it)")
+        self.present_action = self._action(view_menu, "&Present", self.toggle_presentation, shortcut="F11",
+                                           tip="Full screen, large text, docks hidden; ← → walk the steps, "
+                                               "↑ ↓ the layers, Esc ends")
+        self.present_action.setCheckable(True)
+        self.presentation_keys = self._presentation_keys()
         self.window_keys = {action.shortcut().toString() for action in view_menu.actions() if not action.shortcut().isEmpty()}
         for line in self.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
             line.installEventFilter(self)
@@ -278,6 +294,9 @@ class MainWindow(QMainWindow):
         return job_id
 
     def open_path(self, path: str) -> None:
+        if Path(path).suffix == SESSION_SUFFIX:
+            self.open_session(path)
+            return
         self.statusBar().showMessage(f"Opening {path}…")
         self.input_bar.set_busy(True)
         self.load_requested.emit(self._new_model_job(), str(path), self.model_panel.device_name())
@@ -323,7 +342,11 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Opened {info.path} on {info.device}", 5000)
         examples = demo_examples(info.path)
         self.input_bar.set_examples(examples)
-        self.input_bar.show_run_settings(self._run_settings_for(info, examples), info.max_len)
+        pending = self.pending_session
+        if pending is not None and Path(pending.checkpoint).resolve() != Path(info.path).resolve():
+            self.pending_session = pending = None  # another model was opened meanwhile
+        run = pending.run if pending is not None else self._run_settings_for(info, examples)
+        self.input_bar.show_run_settings(run, info.max_len)
         self.run()
 
     def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
@@ -342,6 +365,7 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, job_id: int, message: str) -> None:
         if not self.session.is_current_model_job(job_id):
             return
+        self.pending_session = None
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
         kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
@@ -369,9 +393,13 @@ class MainWindow(QMainWindow):
             return
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
+        if self.pending_session is not None:  # a reopened session: its head, step and hypothesis
+            selection, self.pending_session = self.pending_session.selection, None
+            self.session.replace_selection(**dataclasses.asdict(selection))
         self._show_output()
         beam = self.session.request.mode == "beam"
-        self.decoding.show_beam(viewmodel.beam_state(results, self.session.steps) if beam else None)
+        self.decoding.show_beam(viewmodel.beam_state(results, self.session.steps) if beam else None,
+                                self.session.selection.hypothesis)
         self.refresh(rebuild=True)
 
     def _on_failed(self, request_id: int, message: str) -> None:
@@ -451,6 +479,110 @@ class MainWindow(QMainWindow):
     def set_colormap(self, name: str) -> None:
         for view in (self.focus, self.head_grid, self.model_view):
             view.set_colormap(name)
+
+    # --- sessions and presenting (attnviz/session_file.py) -------------------------------------------
+    def open_session_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a session", self.stored.text("files/session_folder", ""),
+                                              SESSION_FILTER)
+        if path:
+            self.open_session(path)
+
+    def open_session(self, path: str) -> None:
+        """Reopen a saved view: its model is opened (its input bar filled from the session), the sentence
+        runs, and the saved head, step and hypothesis are selected when the run arrives. A bad file or a
+        moved checkpoint is one line in the window; the open model stays."""
+        from .session_file import SessionFileError, read_session
+        from .views.style import COLORMAPS
+
+        try:
+            saved = read_session(path, COLORMAPS)
+        except SessionFileError as problem:
+            kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
+            self.show_error(f"Cannot open the session: {problem}{kept}")
+            return
+        self.settings.setValue("files/session_folder", str(Path(path).resolve().parent))
+        self.selector.set_colormap_name(saved.look.colormap)
+        self.selector.set_masks_visible(saved.look.masks)
+        self.selector.set_view_options(saved.look.options)
+        self.session.options = saved.look.options
+        self.session.keep_run_settings(self.input_bar.run_settings())
+        self.session.run_settings.pop(str(saved.checkpoint), None)  # the session's input, not the last one
+        self.pending_session = saved
+        self.open_path(str(saved.checkpoint))
+        if saved.ignored:
+            self.statusBar().showMessage(f"Session from a newer attnviz: ignored {', '.join(saved.ignored)}", 10000)
+
+    def save_session(self, path: str | None = None) -> None:
+        from .session_file import Look, SessionFileError, save_session
+        from models.files import WriteError
+
+        if self.session.model is None:
+            return
+        path = path or self._ask_path("Save session", Path(self.session.model.path).stem + SESSION_SUFFIX, SESSION_FILTER)
+        if not path:
+            return
+        look = Look(colormap=self.selector.colormap_name(), masks=self.selector.masks_visible(),
+                    options=self.selector.view_options())
+        try:
+            written = save_session(path, checkpoint=self.session.model.path, run=self.input_bar.run_settings(),
+                                   selection=self.session.selection, look=look)
+        except (SessionFileError, WriteError, OSError) as failure:
+            self.show_error(f"Saving the session failed: {failure}")
+            return
+        self.statusBar().showMessage(f"Saved the session as {written}", 5000)
+
+    def toggle_presentation(self) -> None:
+        self.set_presenting(self.presentation is None)
+
+    def set_presenting(self, on: bool) -> None:
+        """Presentation mode: full screen, every font larger, the docks hidden, the heatmap in front;
+        the arrow keys walk the decoding steps (← →) and the layers (↑ ↓), Esc or F11 ends it."""
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance()
+        if on == (self.presentation is not None):
+            return
+        if on:
+            self.presentation = {"state": self.saveState(), "font": app.font(), "maximized": self.isMaximized(),
+                                 "full_screen": self.isFullScreen()}
+            font = app.font()
+            font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
+            app.setFont(font)
+            self.focus.set_tick_font(app.font())
+            for dock in (self.model_dock, self.decoding_dock, getattr(getattr(self, "head_stats", None), "dock", None)):
+                if dock is not None:
+                    dock.hide()
+            self.grids.hide()
+            self.showFullScreen()
+            self.focus.setFocus()
+            self.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
+        else:
+            saved, self.presentation = self.presentation, None
+            app.setFont(saved["font"])
+            self.focus.set_tick_font(None)
+            self.grids.show()
+            self.restoreState(saved["state"])
+            if not saved["full_screen"]:
+                self.showMaximized() if saved["maximized"] else self.showNormal()
+        for action in self.presentation_keys:
+            action.setEnabled(on)
+        self.present_action.setChecked(on)
+        self.refresh(rebuild=True)
+
+    def _presentation_keys(self) -> list[QAction]:
+        """Bare arrow keys and Esc act only while presenting (elsewhere they belong to the widgets)."""
+        keys = []
+        for key, slot in (("Right", lambda: self.step_selection("step", 1)), ("Left", lambda: self.step_selection("step", -1)),
+                          ("Down", lambda: self.step_selection("layer", 1)), ("Up", lambda: self.step_selection("layer", -1)),
+                          ("Escape", lambda: self.set_presenting(False))):
+            action = QAction(self)
+            action.setShortcut(QKeySequence(key))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            action.triggered.connect(slot)
+            action.setEnabled(False)
+            self.addAction(action)
+            keys.append(action)
+        return keys
 
     # --- export ---------------------------------------------------------------------------------------
     def _ask_path(self, title: str, default_name: str, file_filter: str) -> str:

@@ -125,13 +125,17 @@ class BeamPanel(QWidget):
             self.graph.highlight(row)
             self.hypothesis_chosen.emit(row)
 
-    def show_beam(self, state: BeamState) -> None:
+    def show_beam(self, state: BeamState, chosen: int = 0) -> None:
+        """Show the hypotheses with ``chosen`` (a rank, best first) picked and its path highlighted."""
+        chosen = chosen if 0 <= chosen < len(state.hypotheses) else 0
         self.hypotheses.blockSignals(True)
         self.hypotheses.clear()
         for line, tooltip in state.hypotheses:
             item = QListWidgetItem(line)
             item.setToolTip(f"{line}\n{tooltip}")
             self.hypotheses.addItem(item)
-        self.hypotheses.setCurrentRow(0 if state.hypotheses else -1)
+        self.hypotheses.setCurrentRow(chosen if state.hypotheses else -1)
         self.hypotheses.blockSignals(False)
         self.graph.show_beam(state)
+        if chosen:
+            self.graph.highlight(chosen)

@@ -213,6 +213,10 @@ class SelectorBar(QWidget):
     def view_options(self) -> ViewOptions:
         return ViewOptions(colour_range=self.colour_range.currentData(), predicted_labels=self.predicted.isChecked())
 
+    def set_view_options(self, options: ViewOptions) -> None:
+        self.colour_range.setCurrentIndex(max(0, self.colour_range.findData(options.colour_range)))
+        self.predicted.setChecked(options.predicted_labels)
+
     def colormap_name(self) -> str:
         return self.colormap.currentText()
 

@@ -195,10 +195,11 @@ class DecodingPanel(QWidget):
             self.top_k.show_bars(state.top_k)
         self.source_strip.show_bars(state.source_bars)
 
-    def show_beam(self, state: BeamState | None) -> None:
-        """The beam's hypotheses and tree (``None``: not a beam search, the panel hides)."""
+    def show_beam(self, state: BeamState | None, chosen: int = 0) -> None:
+        """The beam's hypotheses and tree with hypothesis ``chosen`` picked (``None``: not a beam search, the
+        panel hides)."""
         self.beam.setVisible(state is not None)  # first: the graph scrolls to the chosen path once it has a size
-        self.beam.show_beam(state or BeamState([], [], []))
+        self.beam.show_beam(state or BeamState([], [], []), chosen)
 
     def stop(self) -> None:
         self.controls.stop()

@@ -136,6 +136,12 @@ class HeatmapView(QWidget):
     def set_masks_visible(self, visible: bool) -> None:
         self.overlay.setVisible(visible)
 
+    def set_tick_font(self, font) -> None:
+        """The token labels' font (a QFont; None: the default): presentation mode makes them larger."""
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).setTickFont(font)
+        self._update_ticks()
+
     def show_heatmap(self, state: HeatmapState) -> None:
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
                          title=state.title, axis_names=state.axis_names, levels=state.levels)

@@ -1,0 +1,171 @@
+"""Teaching sessions (.attnviz files) and presentation mode: a saved view reopens identically, bad session
+files are one line, presenting hides the docks and walks the steps with the arrow keys."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+
+from attnviz.demos import DEFAULT_DEMO
+from attnviz.session import RunSettings, Selection, ViewOptions
+from attnviz.session_file import Look, SessionFileError, read_session, save_session
+from tests.test_gui import WAIT, run_text
+
+
+def _save(path, checkpoint, **changes):
+    run = changes.pop("run", RunSettings(text="abc", mode="beam", beam=3, max_len=6))
+    return save_session(path, checkpoint=checkpoint, run=run, selection=Selection(kind="dec_self", layer=1, head="mean",
+                        step=2, hypothesis=1), look=Look(colormap="magma", masks=False,
+                                                         options=ViewOptions(colour_range="own")))
+
+
+def test_a_session_file_round_trips(tmp_path, random_checkpoint):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    checkpoint = shutil.copy(random_checkpoint, folder / "model.safetensors")
+    path = _save(folder / "lesson", checkpoint)
+    assert path.name == "lesson.attnviz"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["checkpoint"] == "model.safetensors"  # relative: the folder can move as a whole
+    saved = read_session(path)
+    assert saved.checkpoint == folder / "model.safetensors"
+    assert saved.run == RunSettings(text="abc", mode="beam", beam=3, max_len=6)
+    assert saved.selection == Selection(kind="dec_self", layer=1, head="mean", step=2, hypothesis=1)
+    assert saved.look == Look(colormap="magma", masks=False, options=ViewOptions(colour_range="own"))
+    moved = tmp_path / "moved"
+    shutil.move(folder, moved)
+    assert read_session(moved / "lesson.attnviz").checkpoint == moved / "model.safetensors"
+
+
+def test_a_bundled_demo_is_named_not_located(tmp_path):
+    path = _save(tmp_path / "demo.attnviz", DEFAULT_DEMO)
+    assert json.loads(path.read_text(encoding="utf-8"))["demo"] == DEFAULT_DEMO.stem
+    assert read_session(path).checkpoint == DEFAULT_DEMO
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("", "not JSON text"),
+    ("[1, 2]", 'no "format": "attnviz-session"'),
+    ('{"format": "attnviz-session", "version": 9, "demo": "x"}', "saved by a newer attnviz (session version 9"),
+    ('{"format": "attnviz-session", "version": true, "demo": "x"}', '"version" must be a positive integer'),
+    ('{"format": "attnviz-session", "version": 1}', 'names no checkpoint'),
+    ('{"format": "attnviz-session", "version": 1, "demo": "nope"}', "the bundled demo 'nope' is not part"),
+    ('{"format": "attnviz-session", "version": 1, "checkpoint": "gone.safetensors"}', "is not there (moved or deleted?)"),
+    ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "input": {"mode": "sideways"}}',
+     '"input.mode" must be one of greedy, beam, forced'),
+    ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "input": {"beam": 1e9}}',
+     '"input.beam" must be an integer from 1 to 256'),
+    ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "selection": {"head": "loudest"}}',
+     '"selection.head" must be a head index or one of mean, max, rollout'),
+    ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "selection": {"kind": "sideways"}}',
+     '"selection.kind" must be one of enc_self, dec_self, cross'),
+    ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "view": []}', '"view" must be an object'),
+    ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "view": {"masks": "yes"}}',
+     '"view.masks" must be true or false'),
+    ("[" * 100_000, "not JSON text"),
+], ids=["empty", "a-list", "newer", "boolean-version", "no-checkpoint", "unknown-demo", "moved", "mode", "beam",
+        "head", "kind", "view-list", "masks-text", "deep-nesting"])
+def test_a_bad_session_file_is_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.attnviz"
+    path.write_text(content.replace("DEMO", DEFAULT_DEMO.stem), encoding="utf-8")
+    with pytest.raises(SessionFileError) as caught:
+        read_session(path)
+    text = str(caught.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+def test_a_newer_sessions_extra_fields_are_named_not_fatal(tmp_path):
+    path = tmp_path / "newer.attnviz"
+    path.write_text(json.dumps({"format": "attnviz-session", "version": 1, "demo": DEFAULT_DEMO.stem,
+                                "compare": "other.safetensors", "view": {"grid": True}}), encoding="utf-8")
+    assert read_session(path).ignored == ("compare", "view.grid")
+
+
+def _view(window):
+    """What the window shows, as plain data: compared between the saved and the reopened window."""
+    heatmap = window.current_heatmap()
+    return {"selection": window.session.selection, "run": window.input_bar.run_settings(),
+            "colormap": window.selector.colormap_name(), "masks": window.selector.masks_visible(),
+            "options": window.selector.view_options(), "title": heatmap.title, "queries": heatmap.query_labels,
+            "keys": heatmap.key_labels, "output": window.session.result.tokens,
+            "hypothesis": window.session.selection.hypothesis}
+
+
+def test_a_saved_session_reopens_the_same_view(qtbot, window, qsettings, tmp_path, random_checkpoint):
+    from attnviz.app import create_window
+
+    run_text(qtbot, window, "abcd", mode="beam", beam=3, max_len=6)
+    window.select(kind="dec_self", layer=1, head=1, step=2)
+    window._on_hypothesis(1)
+    window.selector.set_colormap_name("magma")
+    window.selector.set_masks_visible(False)
+    window.selector.colour_range.setCurrentIndex(1)
+    window.selector.predicted.setChecked(True)
+    path = tmp_path / "lesson.attnviz"
+    window.save_session(str(path))
+    assert path.exists()
+    saved_view, saved_image = _view(window), window.focus.image.image.copy()
+
+    other = create_window(None, "cpu", qsettings)  # the default demo: another model is open before
+    qtbot.addWidget(other)
+    other.show()
+    qtbot.waitUntil(lambda: other.session.model is not None and bool(other.session.results), timeout=WAIT)
+    other.open_session(str(path))
+    qtbot.waitUntil(lambda: other.session.model.path == random_checkpoint and bool(other.session.results)
+                    and other.pending_session is None, timeout=WAIT)
+    assert _view(other) == saved_view
+    np.testing.assert_array_equal(other.focus.image.image, saved_image)
+    assert not other.focus.overlay.isVisible()
+    assert other.decoding.beam.hypotheses.currentRow() == 1  # the reopened hypothesis is the one picked
+    other.close()
+
+
+def test_a_session_whose_checkpoint_moved_is_one_line_and_keeps_the_model(qtbot, window, tmp_path, random_checkpoint):
+    checkpoint = shutil.copy(random_checkpoint, tmp_path / "gone.safetensors")
+    path = _save(tmp_path / "old.attnviz", checkpoint)
+    (tmp_path / "gone.safetensors").unlink()
+    window.open_session(str(path))
+    message = window.input_bar.output.text()
+    assert "Cannot open the session" in message and "is not there (moved or deleted?)" in message
+    assert "still showing random.safetensors" in message
+    assert window.session.model.path == random_checkpoint and window.pending_session is None
+
+
+def test_dropping_a_session_file_opens_it(qtbot, window, tmp_path, random_checkpoint):
+    path = _save(tmp_path / "dropped.attnviz", random_checkpoint)
+    window.open_path(str(path))  # what a drop or a command-line argument does
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.pending_session is None, timeout=WAIT)
+    last_step = len(window.session.trace.tgt_tokens) - 1  # a saved step past this output's end is clamped
+    assert window.session.selection == Selection(kind="dec_self", layer=1, head="mean", step=min(2, last_step),
+                                                 hypothesis=1)
+    assert window.input_bar.run_settings().mode == "beam"
+
+
+def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qtbot, window):
+    from PySide6.QtWidgets import QApplication
+
+    run_text(qtbot, window, "abcd", mode="forced", target="dcba")
+    window.select(kind="cross", layer=0, head=0, step=0)
+    size = QApplication.font().pointSizeF()
+    window.present_action.trigger()
+    assert window.presentation is not None and window.present_action.isChecked()
+    assert not window.model_dock.isVisible() and not window.decoding_dock.isVisible()
+    assert QApplication.font().pointSizeF() == pytest.approx(size * 1.6)
+    assert window.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * 1.6)
+    window.focus.setFocus()
+    qtbot.keyClick(window.focus, Qt.Key.Key_Right)
+    assert window.session.selection.step == 1
+    qtbot.keyClick(window.focus, Qt.Key.Key_Down)
+    assert window.session.selection.layer == 1
+    qtbot.keyClick(window.focus, Qt.Key.Key_Left)
+    assert window.session.selection.step == 0
+    qtbot.keyClick(window.focus, Qt.Key.Key_Escape)
+    assert window.presentation is None and not window.present_action.isChecked()
+    assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
+    assert QApplication.font().pointSizeF() == pytest.approx(size)
+    qtbot.keyClick(window.focus, Qt.Key.Key_Right)  # outside presenting the bare arrows are not the window's
+    assert window.session.selection.step == 0
