@@ -342,6 +342,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Opened {info.path} on {info.device}", 5000)
         examples = demo_examples(info.path)
         self.input_bar.set_examples(examples)
+        self.input_bar.set_languages(info.languages)
         pending = self.pending_session
         if pending is not None and Path(pending.checkpoint).resolve() != Path(info.path).resolve():
             self.pending_session = pending = None  # another model was opened meanwhile
@@ -358,9 +359,10 @@ class MainWindow(QMainWindow):
         stored = self.stored
         if str(info.path) in self.session.run_settings or stored.text("run/model") != str(info.path):
             return settings
-        return RunSettings(text=stored.text("run/text", settings.text), mode=stored.choice("run/mode", settings.mode, MODES),
-                           beam=stored.integer("run/beam", settings.beam, 2, 32),
-                           target=stored.text("run/target", ""), max_len=info.max_len)
+        return dataclasses.replace(settings, text=stored.text("run/text", settings.text),
+                                   mode=stored.choice("run/mode", settings.mode, MODES),
+                                   beam=stored.integer("run/beam", settings.beam, 2, 32),
+                                   target=stored.text("run/target", ""), max_len=info.max_len)
 
     def _on_load_failed(self, job_id: int, message: str) -> None:
         if not self.session.is_current_model_job(job_id):

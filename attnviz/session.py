@@ -32,6 +32,9 @@ class ModelInfo:
     target_tokenizer: str
     device: str
     max_len: int
+    languages: tuple[str, ...] = ()  # a multilingual model's language codes
+    src_lang: str = ""  # the languages it was converted with ("" when none was chosen)
+    tgt_lang: str = ""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Request:
     beam: int = 4
     target: str = ""
     max_len: int = 100
+    src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
+    tgt_lang: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class RunSettings:
     beam: int = 4
     target: str = ""
     max_len: int = 100
+    src_lang: str = ""
+    tgt_lang: str = ""
 
 
 @dataclass
@@ -152,7 +159,8 @@ class Session:
 
     def run_settings_for(self, info: ModelInfo, example: str = "") -> RunSettings:
         """What the input bar shows for ``info``: as the user left it, or its example at the model's own limit."""
-        return self.run_settings.get(str(info.path), RunSettings(text=example, max_len=info.max_len))
+        return self.run_settings.get(str(info.path), RunSettings(text=example, max_len=info.max_len,
+                                                                 src_lang=info.src_lang, tgt_lang=info.tgt_lang))
 
     def accept_device(self, job_id: int, info: ModelInfo) -> bool:
         """The same model on another device: results stay."""

@@ -106,7 +106,8 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     reader = _Reader(path)
     checkpoint = _checkpoint(path, document)
     run = reader.section(document, "input", RunSettings,
-                         {"text": str, "mode": MODES, "beam": (1, 256), "target": str, "max_len": (1, 100_000)})
+                         {"text": str, "mode": MODES, "beam": (1, 256), "target": str, "max_len": (1, 100_000),
+                          "src_lang": str, "tgt_lang": str})
     selection = reader.section(document, "selection", Selection,
                                {"kind": KINDS, "layer": (0, 10_000), "head": "head", "step": (0, 1_000_000),
                                 "hypothesis": (0, 10_000)})

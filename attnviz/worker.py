@@ -31,13 +31,15 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
 
     def tokenizer(side: dict) -> str:
         characters = f": {side['characters']}" if "characters" in side else ""
-        return f"{side['kind']}, {side['vocab_size']} tokens{characters}"
+        languages = f", {len(side['languages'])} languages" if "languages" in side else ""
+        return f"{side['kind']}, {side['vocab_size']} tokens{characters}{languages}"
 
     return ModelInfo(
         path=path, arch=summary["arch"], parameters=summary["parameters"], kinds=tuple(summary["attention_kinds"]),
         config=summary["config"], provenance=dict(summary["provenance"]),
         source_tokenizer=tokenizer(summary["source_tokenizer"]), target_tokenizer=tokenizer(summary["target_tokenizer"]),
-        device=str(translator.device), max_len=translator.config.max_len)
+        device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
+        src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "")
 
 
 def is_native(path: str) -> bool:
@@ -208,6 +210,7 @@ class ModelWorker(QObject):
 
     def _decode(self, request: Request) -> None:
         translator = self.translator
+        translator.set_languages(request.src_lang or None, request.tgt_lang or None)
         source = translator.source(request.text)
         if source.unknown:
             shown = " ".join(repr(character) for character in source.unknown[:10])

@@ -54,6 +54,8 @@ def describe_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
         described = {"kind": side.kind, "vocab_size": side.vocab_size}
         if hasattr(side, "characters"):
             described["characters"] = "".join(side.characters)
+        if side.languages:
+            described.update(language=side.language, languages=sorted(side.languages))
         return described
 
     return {

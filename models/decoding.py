@@ -236,11 +236,17 @@ def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
 
 def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
            max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
-           dtype: type = np.float32) -> Steps:
-    """Take the most likely token at every step until the end token or ``max_len`` tokens."""
+           dtype: type = np.float32, first: Sequence[int] = ()) -> Steps:
+    """Take the most likely token at every step until the end token or ``max_len`` tokens; the first
+    steps take ``first`` instead (a target language's code), reporting what the model gave them."""
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
                        use_cache=use_cache, max_len=max_len, dtype=dtype)
-    steps = yield from _one_by_one(decoder, lambda index, log_probs: log_probs.argmax(dim=-1))
+    device = decoder.src.device
+
+    def next_token(index: int, log_probs: Tensor) -> Tensor:
+        return torch.tensor([first[index]], device=device) if index < len(first) else log_probs.argmax(dim=-1)
+
+    steps = yield from _one_by_one(decoder, next_token)
     return decoder.results(steps)
 
 
@@ -311,8 +317,10 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
 
 def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
                 label: Label = str, source_label: Label | None = None, max_len: int | None = None,
-                top_k: int = 10, need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32) -> Steps:
-    """Keep the ``beam`` best partial hypotheses by summed log-probability.
+                top_k: int = 10, need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32,
+                first: Sequence[int] = ()) -> Steps:
+    """Keep the ``beam`` best partial hypotheses by summed log-probability; every hypothesis starts with
+    ``first`` (a target language's code).
 
     A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
     no cost) so every step has the same rows; the search ends when all rows are finished. Final
@@ -334,6 +342,10 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
             reported = reported or _report_not_finite(index, attention)
             log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
         candidates = _extend(log_probs, finished, decoder.pad).double() + scores[:, None]  # [k, V]
+        if index < len(first):
+            only = torch.full_like(candidates, float("-inf"))
+            only[:, first[index]] = candidates[:, first[index]]
+            candidates = only
         vocab = candidates.shape[1]
         best = candidates.view(-1).topk(max(1, min(beam, int(torch.isfinite(candidates).sum()))))
         parents, tokens = best.indices // vocab, best.indices % vocab

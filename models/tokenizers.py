@@ -63,6 +63,27 @@ class Tokenizer(abc.ABC):
         """A vocabulary with no capital letters (typed capitals are lowered for it)."""
         return False
 
+    @property
+    def languages(self) -> dict[str, int]:
+        """Language code → token id, for multilingual vocabularies (mBART-50, M2M100, NLLB); else empty."""
+        return {}
+
+    language: str | None = None  # the chosen one of ``languages`` (see :meth:`set_language`)
+
+    def set_language(self, code: str) -> None:
+        """Choose the language this side reads or writes; an unknown code is one line naming the known ones."""
+        if not self.languages:
+            raise ConfigError(f"this model has no language codes; got {code!r}")
+        if code not in self.languages:
+            known = sorted(self.languages)
+            shown = ", ".join(known[:12]) + (f", … ({len(known)} in all)" if len(known) > 12 else "")
+            raise ConfigError(f"unknown language {code!r}; this model knows {shown}")
+        self.language = code
+
+    def first_tokens(self) -> list[int]:
+        """Tokens every output must start with (a target language's code, forced first); usually none."""
+        return []
+
     def unknown_surfaces(self, text: str, ids: list[int]) -> list[str]:
         """The text behind each unknown token of ``ids`` (the encoding of ``text``), in order; empty when
         this kind cannot tell (its labels then stay the unknown token's)."""
@@ -567,8 +588,16 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     kind = "tokenizer-json"
 
     def __init__(self, definition: str, vocabulary: Sequence[str], specials: dict[str, int | None], *,
-                 add_special_tokens: bool = False):
+                 add_special_tokens: bool = False, languages: dict[str, int] | None = None,
+                 language: str | None = None, force_language: bool = False):
         super().__init__(vocabulary, specials)
+        languages = dict(languages or {})
+        if not all(isinstance(code, str) and isinstance(index, int) and not isinstance(index, bool)
+                   and 0 <= index < len(self._vocabulary) for code, index in languages.items()):
+            raise ConfigError("tokenizer-json languages must map codes to ids inside the vocabulary")
+        self._languages, self.force_language = languages, bool(force_language)
+        if language is not None:
+            self.set_language(language)
         try:  # only checkpoints that carry a tokenizer.json need the library
             from tokenizers import Tokenizer as FastTokenizer
         except ImportError:
@@ -582,17 +611,39 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
             raise ConfigError(f"not a tokenizer.json definition ({str(error).splitlines()[0]})") from None
         self._definition, self.add_special_tokens = definition, bool(add_special_tokens)
 
+    @property
+    def languages(self) -> dict[str, int]:
+        return dict(self._languages)
+
+    def first_tokens(self) -> list[int]:
+        return [self._languages[self.language]] if self.force_language and self.language else []
+
     def to_dict(self) -> dict[str, Any]:
-        return {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens}
+        data = {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens}
+        if self._languages:  # left out otherwise: older versions read the rest
+            data.update(languages=dict(self._languages), language=self.language, force_language=self.force_language)
+        return data
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> TokenizerJsonTokenizer:
         vocabulary, specials = cls._payload_parts(data, cls.kind)
+        languages, language = data.get("languages"), data.get("language")
+        if languages is not None and not isinstance(languages, dict) or \
+                language is not None and not isinstance(language, str):
+            raise ConfigError("tokenizer-json 'languages' must be an object and 'language' a string")
         return cls(data.get("definition"), vocabulary, specials,
-                   add_special_tokens=bool(data.get("add_special_tokens", False)))
+                   add_special_tokens=bool(data.get("add_special_tokens", False)), languages=languages,
+                   language=language, force_language=bool(data.get("force_language", False)))
 
     def _encode(self, text: str) -> list[int]:
-        ids = self._tokenizer.encode(text, add_special_tokens=self.add_special_tokens).ids
+        encoding = self._tokenizer.encode(text, add_special_tokens=self.add_special_tokens)
+        ids = encoding.ids
+        if self.add_special_tokens and self.language is not None:
+            # The post-processor frames every source with the language it was saved with; the chosen
+            # language's code takes the place of any language code the frame added.
+            codes, chosen = set(self._languages.values()), self._languages[self.language]
+            ids = [chosen if added and token_id in codes else token_id
+                   for token_id, added in zip(ids, encoding.special_tokens_mask)]
         outside = [token_id for token_id in ids if token_id >= self.vocab_size]
         if outside:
             raise DataError(f"the tokenizer gives id {outside[0]}, beyond the model's vocabulary ({self.vocab_size})")

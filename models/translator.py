@@ -94,6 +94,17 @@ class Translator:
         self.model.to(self.device)
         return self
 
+    @property
+    def languages(self) -> list[str]:
+        """The language codes the model reads and writes (multilingual models), sorted; else empty."""
+        return sorted(set(self.source_tokenizer.languages) | set(self.target_tokenizer.languages))
+
+    def set_languages(self, source: str | None = None, target: str | None = None) -> None:
+        """Choose the source and/or target language (codes of :attr:`languages`); one line when unknown."""
+        for tokenizer, code in ((self.source_tokenizer, source), (self.target_tokenizer, target)):
+            if code is not None:
+                tokenizer.set_language(code)
+
     def source(self, text: str, *, unknown: str = "replace") -> SourceInput:
         """Encode the source text as the training text was written (models/normalize.py); keeps the first
         ``max_len`` tokens (the end token included). Characters the vocabulary still lacks become its
@@ -130,15 +141,16 @@ class Translator:
         """A decoding generator (see models.decoding) whose results carry detokenised text."""
         common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
                       top_k=top_k, need_weights=need_weights)
+        first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
         if mode == "greedy":
-            steps = greedy(self.model, source.ids, max_len=max_len, **common)
+            steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
         elif mode == "beam":
             steps = beam_search(self.model, source.ids, beam=beam, length_penalty=length_penalty,
-                                max_len=max_len, **common)
+                                max_len=max_len, first=first, **common)
         elif mode == "forced":
             if target_ids is None:
                 raise EmptyInputError("forced decoding needs a target text")
-            steps = forced(self.model, source.ids, target_ids, **common)
+            steps = forced(self.model, source.ids, first + list(target_ids), **common)
         else:
             raise ValueError(f"mode must be one of {MODES}")
         return self._with_text(steps, source)

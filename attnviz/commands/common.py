@@ -98,6 +98,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--checkpoint", required=True, type=checkpoint_path,
                         help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+    parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
+                                                           "eng_Latn; default: the one chosen when it was converted)")
+    parser.add_argument("--tgt-lang", metavar="CODE", help="target language of a multilingual model")
 
 
 def add_decoding_options(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +124,9 @@ def open_translator(args: argparse.Namespace) -> Translator:
     from models.checkpoint import load_checkpoint
     from models.translator import Translator
 
-    return Translator(load_checkpoint(args.checkpoint), args.device)
+    translator = Translator(load_checkpoint(args.checkpoint), args.device)
+    translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
+    return translator
 
 
 def unknown_mode(args: argparse.Namespace) -> str:

@@ -10,7 +10,8 @@ Formats (auto-detected when --format is omitted):
                    and decoder*.pt, or one file holding both
   jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
   annotated        harvardnlp/annotated-transformer (a state dict of make_model); needs --set h=N
-  hf-bart          a Hugging Face BART or mBART folder (config.json, model.safetensors, tokenizer.json)
+  hf-bart          a Hugging Face BART or mBART folder (config.json, model.safetensors, tokenizer.json);
+                   a multilingual one (mBART-50) takes --src-lang/--tgt-lang, kept in the checkpoint
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -41,6 +42,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--format", choices=FORMAT_NAMES, help="the source format (default: detected)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a hyper-parameter the file lacks, named as in its source code")
+    parser.add_argument("--src-lang", metavar="CODE", help="a multilingual model's source language (mBART-50: "
+                                                           "en_XX; kept in the checkpoint; same as --set src_lang=)")
+    parser.add_argument("--tgt-lang", metavar="CODE", help="its target language, forced as the first output token")
     parser.add_argument("--src-vocab", metavar="FILE", help="source vocabulary, one token a line")
     parser.add_argument("--tgt-vocab", metavar="FILE", help="target vocabulary, one token a line")
     parser.add_argument("--trust", action="store_true",
@@ -56,7 +60,11 @@ def run(args: argparse.Namespace) -> int:
     if output.suffix != SUFFIX:
         raise InputError(f"{output}: the output file must end in {SUFFIX}")
     check_output_folder(output)  # before the conversion, not after it
-    checkpoint = convert(args.source, args.format, settings=parse_settings(args.set), src_vocab=args.src_vocab,
+    settings = parse_settings(args.set)
+    for key, value in (("src_lang", args.src_lang), ("tgt_lang", args.tgt_lang)):
+        if value is not None:
+            settings[key] = value
+    checkpoint = convert(args.source, args.format, settings=settings, src_vocab=args.src_vocab,
                          tgt_vocab=args.tgt_vocab, trust=args.trust)
     provenance = {**checkpoint.provenance, "command": _command(args)}
     save_checkpoint(output, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
@@ -74,7 +82,8 @@ def _command(args: argparse.Namespace) -> str:
     if args.format:
         parts += ["--format", args.format]
     parts += [part for item in args.set for part in ("--set", shlex.quote(item))]
-    for option, value in (("--src-vocab", args.src_vocab), ("--tgt-vocab", args.tgt_vocab)):
+    for option, value in (("--src-lang", args.src_lang), ("--tgt-lang", args.tgt_lang),
+                          ("--src-vocab", args.src_vocab), ("--tgt-vocab", args.tgt_vocab)):
         if value:
             parts += [option, shlex.quote(str(value))]
     return " ".join(parts + (["--trust"] if args.trust else []))

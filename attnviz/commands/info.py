@@ -31,7 +31,13 @@ def run(args: argparse.Namespace) -> int:
     for side in ("source", "target"):
         tokenizer = summary[f"{side}_tokenizer"]
         characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
-        print(terminal_text(f"{side:<12} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens{characters}"))
+        language = f", language {tokenizer['language'] or 'not chosen'}" if "languages" in tokenizer else ""
+        print(terminal_text(f"{side:<12} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens"
+                            f"{characters}{language}"))
+    languages = summary["source_tokenizer"].get("languages") or summary["target_tokenizer"].get("languages")
+    if languages:
+        shown = ", ".join(languages[:20]) + (f", … ({len(languages)} in all)" if len(languages) > 20 else "")
+        print(terminal_text(f"languages    {shown}  (choose with --src-lang/--tgt-lang)"))
     if summary["steps"] is not None:
         print(f"trained      {summary['steps']} steps")
     print("config       " + ", ".join(f"{key}={value}" for key, value in config.items() if key != "arch"))

@@ -44,6 +44,10 @@ class InputBar(QWidget):
         self.beam.setValue(4)
         self.beam.setPrefix("K = ")
         self.beam.setToolTip("Beam width")
+        self.source_language = QComboBox()
+        self.source_language.setToolTip("The language of the sentence (a multilingual model)")
+        self.target_language = QComboBox()
+        self.target_language.setToolTip("The language to write: its code is forced as the first output token")
         self.target = QLineEdit()
         self.target.setPlaceholderText("Target to force")
         self.max_len = QSpinBox()
@@ -61,8 +65,9 @@ class InputBar(QWidget):
         self.output.setWordWrap(True)
         self.output.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row = QHBoxLayout()
-        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.mode, 0), (self.beam, 0), (self.target, 2),
-                                (self.max_len, 0), (self.run, 0), (self.busy, 0)):
+        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.source_language, 0), (self.target_language, 0),
+                                (self.mode, 0), (self.beam, 0), (self.target, 2), (self.max_len, 0), (self.run, 0),
+                                (self.busy, 0)):
             row.addWidget(widget, stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
@@ -77,8 +82,10 @@ class InputBar(QWidget):
         self.run.clicked.connect(self._run_now)
         self.text.textEdited.connect(lambda _: self.debounce.start())
         self.target.textEdited.connect(lambda _: self.debounce.start())
-        for signal in (self.mode.currentIndexChanged, self.beam.valueChanged, self.max_len.valueChanged):
+        for signal in (self.mode.currentIndexChanged, self.beam.valueChanged, self.max_len.valueChanged,
+                       self.source_language.currentIndexChanged, self.target_language.currentIndexChanged):
             signal.connect(lambda *_: self.debounce.start())
+        self.set_languages(())
         self.mode.currentIndexChanged.connect(self._show_mode_options)
         self._show_mode_options()
 
@@ -96,7 +103,22 @@ class InputBar(QWidget):
 
     def options(self) -> dict:
         return {"mode": self.mode.currentData(), "beam": self.beam.value(), "target": self.target.text(),
-                "max_len": self.max_len.value()}
+                "max_len": self.max_len.value(), "src_lang": self.source_language.currentText(),
+                "tgt_lang": self.target_language.currentText()}
+
+    def set_languages(self, codes: tuple[str, ...] | list[str]) -> None:
+        """Offer a multilingual model's language codes (source → target); hidden for other models."""
+        for box in (self.source_language, self.target_language):
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(list(codes))
+            box.setVisible(bool(codes))
+            box.blockSignals(False)
+
+    def _show_languages(self, source: str, target: str) -> None:
+        for box, code in ((self.source_language, source), (self.target_language, target)):
+            if code and box.findText(code) >= 0:
+                box.setCurrentIndex(box.findText(code))
 
     def set_options(self, mode: str, beam: int, max_len: int) -> None:
         self.mode.setCurrentIndex(max(0, self.mode.findData(mode)))
@@ -106,17 +128,20 @@ class InputBar(QWidget):
     def run_settings(self) -> RunSettings:
         options = self.options()
         return RunSettings(text=self.text.text(), mode=options["mode"], beam=options["beam"], target=options["target"],
-                           max_len=options["max_len"])
+                           max_len=options["max_len"], src_lang=options["src_lang"], tgt_lang=options["tgt_lang"])
 
     def show_run_settings(self, settings: RunSettings, limit: int) -> None:
         """Show one model's input (``limit``: the longest output that model can make); runs nothing."""
-        for widget in (self.text, self.target, self.mode, self.beam, self.max_len):
+        widgets = (self.text, self.target, self.mode, self.beam, self.max_len, self.source_language,
+                   self.target_language)
+        for widget in widgets:
             widget.blockSignals(True)
         self.max_len.setMaximum(limit)
         self.text.setText(settings.text)
         self.target.setText(settings.target)
         self.set_options(settings.mode, settings.beam, min(settings.max_len, limit))
-        for widget in (self.text, self.target, self.mode, self.beam, self.max_len):
+        self._show_languages(settings.src_lang, settings.tgt_lang)
+        for widget in widgets:
             widget.blockSignals(False)
         self._show_mode_options()
 

@@ -11,6 +11,7 @@ each source (BART: ``<s> … </s>``; mBART: ``… </s> en_XX``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,18 @@ from ..tokenizers import TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, hf_activation, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, hf_activation, provenance, read_safetensors
 
 NAME = "hf-bart"
 MODEL_TYPES = ("bart", "mbart")
 POSITION_OFFSET = 2
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
-ACCEPTED: dict[str, str] = {}  # config.json says everything
+ACCEPTED = {"src_lang": "the source language's code, for multilingual models (default: the one the tokenizer "
+                        "was saved with)",
+            "tgt_lang": "the target language's code, for models that start each output with it (default: the "
+                        "config's forced_bos_token_id)"}
+# How multilingual tokenizers write language codes: mBART (en_XX), NLLB (eng_Latn), M2M100 (__en__).
+LANGUAGE_CODE = re.compile(r"[a-z]{2}_[A-Z]{2}|[a-z]{3}_[A-Z][a-z]{3}|__[a-z]{2,3}__")
 CONFIG_FIELDS = ("model_type", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                  "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "activation_function",
                  "vocab_size", "max_position_embeddings", "scale_embedding", "tie_word_embeddings", "pad_token_id",
@@ -62,14 +68,27 @@ def _config(source: Source) -> dict[str, Any]:
     defaults = {"scale_embedding": False, "tie_word_embeddings": True, "activation_function": "gelu",
                 "max_position_embeddings": 1024, "dropout": 0.1, "pad_token_id": 1, "bos_token_id": 0,
                 "eos_token_id": 2, "decoder_start_token_id": 2}
-    data = {**defaults, **data}
+    data = {**defaults, **_generation_config(source), **data}
     absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
     if absent:
         raise CheckpointError(path, f"lacks {', '.join(absent)}")
-    for forced in ("forced_bos_token_id",):
-        if data.get(forced) is not None:
-            raise CheckpointError(path, f"sets {forced}={data[forced]}; forced first tokens are not supported yet")
-    return {name: data[name] for name in CONFIG_FIELDS}
+    forced = data.get("forced_bos_token_id")
+    if forced is not None and not (isinstance(forced, int) and not isinstance(forced, bool)):
+        raise CheckpointError(path, f"forced_bos_token_id must be a token id; got {forced!r}")
+    return {**{name: data[name] for name in CONFIG_FIELDS}, "forced_bos_token_id": forced}
+
+
+def _generation_config(source: Source) -> dict[str, Any]:
+    """generation_config.json's forced first token, where recent versions of transformers keep it."""
+    path = source.path / "generation_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    forced = data.get("forced_bos_token_id") if isinstance(data, dict) else None
+    return {} if forced is None else {"forced_bos_token_id": forced}
 
 
 def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
@@ -89,8 +108,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     model = TransformerSeq2Seq(config)
     _map_weights(state, config, weights_file, hf["model_type"]).load_into(model)
     source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
-    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
-                                "read_from_file": inspection.inferred}}
+    _choose_languages(source, settings, hf, source_tokenizer, target_tokenizer)
+    record = provenance(NAME, source, settings, inspection.inferred, weights=weights_file.name)
     return Checkpoint(model, source_tokenizer, target_tokenizer, record)
 
 
@@ -187,8 +206,46 @@ def _tokenizers(source: Source, config: TransformerConfig,
             pieces[index] = piece
     unk = next((index for piece, index in ((p, i) for i, p in enumerate(pieces)) if piece == "<unk>"), None)
     specials = {"pad": config.pad_id, "unk": unk, "eos": config.eos_id}
+    languages = {token["content"]: token["id"] for token in added if isinstance(token, dict)
+                 and token.get("special") and isinstance(token.get("content"), str)
+                 and LANGUAGE_CODE.fullmatch(token["content"]) and isinstance(token.get("id"), int)
+                 and 0 <= token["id"] < len(pieces)}
     try:
-        return (TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": source_bos}, add_special_tokens=True),
-                TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}))
+        return (TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": source_bos}, add_special_tokens=True,
+                                       languages=languages),
+                TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}, languages=languages))
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
+
+
+def _choose_languages(source: Source, settings: Settings, hf: dict[str, Any], source_tokenizer: TokenizerJsonTokenizer,
+                      target_tokenizer: TokenizerJsonTokenizer) -> None:
+    """The languages of a multilingual folder: the source's defaults to the one its tokenizer frames
+    sources with, the target's to the config's forced first token, which then starts every output."""
+    codes = {index: code for code, index in source_tokenizer.languages.items()}
+    if not codes:
+        for key in ("src_lang", "tgt_lang"):
+            if settings.has(key):
+                raise CheckpointError(f"--set {key}", "this model has no language codes in its tokenizer")
+        return
+    framed = next((codes[token_id] for token_id in _frame(source_tokenizer) if token_id in codes), None)
+    forced = hf["forced_bos_token_id"]
+    if forced is not None and forced not in codes:
+        raise source.error(f"forced_bos_token_id {forced} is not one of the tokenizer's language codes; "
+                           f"forced first tokens other than a language are not supported")
+    for tokenizer, key, default in ((source_tokenizer, "src_lang", framed),
+                                    (target_tokenizer, "tgt_lang", codes.get(forced))):
+        code = settings.value(key, str, default)
+        if code is None:
+            continue
+        try:
+            tokenizer.set_language(code)
+        except ConfigError as error:
+            raise CheckpointError(f"--set {key}", str(error)) from None
+    target_tokenizer.force_language = forced is not None
+
+
+def _frame(tokenizer: TokenizerJsonTokenizer) -> list[int]:
+    """The ids the tokenizer's post-processor adds around a source."""
+    bare = tokenizer._tokenizer.encode("a", add_special_tokens=True)
+    return [token_id for token_id, added in zip(bare.ids, bare.special_tokens_mask) if added]

@@ -1,0 +1,212 @@
+"""Multilingual Hugging Face folders (mBART-50 style): language codes in the tokenizer, a source framed with
+its language, every output started by the target language's code (``forced_bos_token_id``) — checked
+against ``transformers`` itself, offline, on a tiny random model and a tokenizer.json trained here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
+from models.decoding import finish  # noqa: E402
+from models.errors import AttnvizError, CheckpointError  # noqa: E402
+from models.importers import convert  # noqa: E402
+from models.translator import Translator  # noqa: E402
+
+SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
+             "we are going to the beach", "she reads a book every night"]
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]
+LANGUAGES = ["en_XX", "es_XX", "fr_XX"]
+PAD, EOS = 1, 2
+MAX_NEW = 10
+
+
+@pytest.fixture(scope="module")
+def mbart50(tmp_path_factory):
+    """An mBART-50-style folder: sources framed ``en_XX … </s>``, outputs forced to start with es_XX."""
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+    folder = tmp_path_factory.mktemp("mbart50")
+    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + LANGUAGES,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(SENTENCES, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=["en_XX", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("en_XX", "</s>")])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    ids = {code: tokenizer.token_to_id(code) for code in LANGUAGES}
+    config = transformers.MBartConfig(vocab_size=tokenizer.get_vocab_size(), d_model=16, encoder_layers=2,
+                                      decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                                      encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
+                                      pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
+                                      scale_embedding=True, forced_eos_token_id=None)
+    torch.manual_seed(0)
+    model = transformers.MBartForConditionalGeneration(config)
+    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input and the language
+        for name, parameter in model.named_parameters():
+            if "layer_norm" not in name and "layernorm" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
+        model.final_logits_bias.normal_(0.0, 0.5)
+        model.final_logits_bias[0, EOS] += 4.0
+    model.generation_config.forced_bos_token_id = ids["es_XX"]
+    model.save_pretrained(folder)
+    original = transformers.MBartForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager")
+    return folder, original.eval(), tokenizer, ids
+
+
+def generate(original, input_ids: list[int], forced: int) -> list[int]:
+    settings = transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=1, do_sample=False,
+                                             bad_words_ids=[[PAD]], decoder_start_token_id=EOS, eos_token_id=EOS,
+                                             pad_token_id=PAD, forced_bos_token_id=forced, forced_eos_token_id=None)
+    with torch.no_grad():
+        return original.generate(torch.tensor([input_ids]), generation_config=settings)[0, 1:].tolist()
+
+
+def framed(tokenizer, text: str, code_id: int) -> list[int]:
+    return [code_id] + tokenizer.encode(text, add_special_tokens=False).ids + [EOS]
+
+
+def greedy_ids(translator: Translator, text: str) -> list[int]:
+    return finish(translator.decode(translator.source(text), mode="greedy", max_len=MAX_NEW))[0].token_ids
+
+
+def test_languages_are_read_and_the_defaults_are_the_folders_own(mbart50):
+    folder, _, _, ids = mbart50
+    checkpoint = convert(folder)
+    translator = Translator(checkpoint)
+    assert translator.languages == LANGUAGES
+    assert checkpoint.source_tokenizer.language == "en_XX" and checkpoint.target_tokenizer.language == "es_XX"
+    assert checkpoint.target_tokenizer.first_tokens() == [ids["es_XX"]]
+    assert checkpoint.provenance["imported_from"]["assumed"] == {"src_lang": "en_XX", "tgt_lang": "es_XX"}
+
+
+def test_greedy_starts_with_the_target_language_and_equals_generate(mbart50):
+    folder, original, tokenizer, ids = mbart50
+    translator = Translator(convert(folder))
+    outputs = set()
+    for text in SENTENCES:
+        expected = generate(original, tokenizer.encode(text).ids, ids["es_XX"])
+        ours = greedy_ids(translator, text)
+        assert ours == expected and ours[0] == ids["es_XX"], text
+        outputs.add(tuple(ours))
+    result = finish(translator.decode(translator.source(SENTENCES[0]), mode="greedy", max_len=MAX_NEW))[0]
+    assert "es_XX" not in result.text and result.trace.tgt_tokens[:2] == ["</s>", "es_XX"]
+    assert len(outputs) > 1
+
+
+def test_both_languages_can_be_changed_at_conversion_or_at_run_time(mbart50, tmp_path):
+    folder, original, tokenizer, ids = mbart50
+    chosen = convert(folder, settings={"src_lang": "fr_XX", "tgt_lang": "fr_XX"})
+    translator = Translator(chosen)
+    changed = 0
+    for text in SENTENCES[:4]:
+        source = framed(tokenizer, text, ids["fr_XX"])
+        assert translator.source(text).ids == source
+        expected = generate(original, source, ids["fr_XX"])
+        assert greedy_ids(translator, text) == expected
+        changed += expected != generate(original, source, ids["es_XX"])
+    assert changed  # the target language changes what the model writes
+    path = save_checkpoint(tmp_path / "fr.safetensors", chosen.model, chosen.source_tokenizer,
+                           chosen.target_tokenizer, chosen.provenance)
+    reloaded = Translator(load_checkpoint(path))  # the choice is kept in the checkpoint
+    assert (reloaded.source_tokenizer.language, reloaded.target_tokenizer.language) == ("fr_XX", "fr_XX")
+    assert greedy_ids(reloaded, SENTENCES[0]) == greedy_ids(translator, SENTENCES[0])
+    reloaded.set_languages(source="en_XX", target="es_XX")
+    assert greedy_ids(reloaded, SENTENCES[0]) == generate(original, tokenizer.encode(SENTENCES[0]).ids, ids["es_XX"])
+
+
+def test_forced_decoding_feeds_the_language_first_and_equals_the_forward(mbart50):
+    folder, original, tokenizer, ids = mbart50
+    translator = Translator(convert(folder))
+    source = translator.source(SENTENCES[1])
+    target = translator.target("la casa")
+    result = finish(translator.decode(source, mode="forced", target_ids=target))[0]
+    assert result.token_ids == [ids["es_XX"], *target, EOS]
+    decoder_input = torch.tensor([[EOS, ids["es_XX"], *target]])
+    with torch.no_grad():
+        logits = original(input_ids=torch.tensor([source.ids]), decoder_input_ids=decoder_input).logits[0]
+    expected = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(result.token_ids)[:, None])[:, 0]
+    assert abs(result.log_prob - float(expected.sum())) < 1e-4
+    beam = finish(translator.decode(source, mode="beam", beam=3, max_len=MAX_NEW))
+    assert all(hypothesis.token_ids[0] == ids["es_XX"] for hypothesis in beam)
+
+
+def test_unknown_languages_are_one_line_naming_the_known_ones(mbart50):
+    folder, _, _, _ = mbart50
+    with pytest.raises(CheckpointError, match=r"--set tgt_lang: unknown language 'de_DE'; this model knows "
+                                              r"en_XX, es_XX, fr_XX$"):
+        convert(folder, settings={"tgt_lang": "de_DE"})
+    translator = Translator(convert(folder))
+    with pytest.raises(AttnvizError, match=r"unknown language 'xx'"):
+        translator.set_languages(source="xx")
+    assert translator.source_tokenizer.language == "en_XX"  # nothing changed
+
+
+def test_a_model_without_languages_refuses_a_language(tmp_path):
+    from tests.test_import_hf_bart import build
+
+    folder, _, _ = build(tmp_path, "bart")
+    with pytest.raises(CheckpointError, match=r"--set src_lang: this model has no language codes"):
+        convert(folder, settings={"src_lang": "en_XX"})
+    with pytest.raises(AttnvizError, match=r"this model has no language codes; got 'en_XX'"):
+        Translator(convert(folder)).set_languages(target="en_XX")
+
+
+def test_the_cli_converts_with_languages_and_translates_into_another(mbart50, tmp_path, capsys):
+    from attnviz.cli import main
+
+    def run_cli(*args: str) -> SimpleNamespace:
+        code = main([str(arg) for arg in args])
+        captured = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
+
+    folder, original, tokenizer, ids = mbart50
+    out = tmp_path / "m.safetensors"
+    done = run_cli("convert", folder, "-o", out, "--tgt-lang", "fr_XX")
+    assert done.returncode == 0, done.stderr
+    info = run_cli("info", out)
+    assert "target       tokenizer-json tokenizer, 300 tokens, language fr_XX" in info.stdout
+    assert "languages    en_XX, es_XX, fr_XX  (choose with --src-lang/--tgt-lang)" in info.stdout
+    text = SENTENCES[2]
+    french = Translator(load_checkpoint(out)).target_tokenizer.decode(
+        generate(original, tokenizer.encode(text).ids, ids["fr_XX"]))
+    spanish = Translator(load_checkpoint(out)).target_tokenizer.decode(
+        generate(original, tokenizer.encode(text).ids, ids["es_XX"]))
+    assert run_cli("translate", "-c", out, "--max-len", MAX_NEW, text).stdout.strip() == french
+    assert run_cli("translate", "-c", out, "--max-len", MAX_NEW, "--tgt-lang", "es_XX", text).stdout.strip() == spanish
+    wrong = run_cli("translate", "-c", out, "--tgt-lang", "klingon", text)
+    assert wrong.returncode == 1 and wrong.stderr.strip().startswith("attnviz: error:") and "klingon" in wrong.stderr
+    assert json.loads(json.dumps(load_checkpoint(out).provenance))["imported_from"]["supplied"] == {"tgt_lang": "fr_XX"}
+
+
+def test_the_window_offers_the_languages_and_rewrites_in_the_one_chosen(qtbot, window, mbart50, tmp_path):
+    folder, original, tokenizer, ids = mbart50
+    text = SENTENCES[3]
+    window.open_path(str(folder))
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == folder, timeout=20_000)
+    bar = window.input_bar
+    assert bar.source_language.isVisibleTo(window) and bar.target_language.isVisibleTo(window)
+    assert [bar.target_language.itemText(i) for i in range(bar.target_language.count())] == LANGUAGES
+    assert (bar.source_language.currentText(), bar.target_language.currentText()) == ("en_XX", "es_XX")
+    bar.max_len.setValue(MAX_NEW)
+    bar.set_text(text)
+    window.run()
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request.text == text, timeout=20_000)
+    assert window.session.results[0].token_ids == generate(original, tokenizer.encode(text).ids, ids["es_XX"])
+    bar.target_language.setCurrentText("fr_XX")  # re-runs after the usual pause
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request.tgt_lang == "fr_XX", timeout=20_000)
+    assert window.session.results[0].token_ids == generate(original, tokenizer.encode(text).ids, ids["fr_XX"])
+    assert window.session.results[0].trace.tgt_tokens[1] == "fr_XX"
+    window.save_session(str(tmp_path / "lesson.attnviz"))  # a lesson keeps the languages too
+    assert json.loads((tmp_path / "lesson.attnviz").read_text())["input"]["tgt_lang"] == "fr_XX"
