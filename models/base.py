@@ -143,9 +143,17 @@ def sinusoid_table(length: int, dim: int, layout: str = "interleaved") -> Tensor
     """Sinusoidal positions ``[length, dim]``, angle = pos / 10000^(2i/dim).
 
     ``interleaved``: dims 2i = sin, 2i+1 = cos (the 2017 paper). ``half_split``: first half sin, second
-    half cos (Marian).
+    half cos (Marian). ``fairseq``: the halves again, with angle = pos / 10000^(i/(half-1)) for i < half =
+    dim // 2, and a zero last column when dim is odd (fairseq, M2M100, NLLB).
     """
     position = torch.arange(length, dtype=torch.float64)[:, None]
+    if layout == "fairseq":
+        half = dim // 2
+        steps = torch.arange(half, dtype=torch.float64)
+        angles = position * torch.exp(-math.log(10000.0) * steps / max(half - 1, 1))  # [length, half]
+        table = torch.zeros(length, dim, dtype=torch.float64)
+        table[:, :half], table[:, half: 2 * half] = torch.sin(angles), torch.cos(angles)
+        return table.float()
     inverse_frequency = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     angles = position * inverse_frequency  # [length, ceil(dim/2)]
     table = torch.zeros(length, dim, dtype=torch.float64)

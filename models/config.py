@@ -20,7 +20,7 @@ RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-do
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
 ACTIVATIONS = ("relu", "gelu", "swish")
-POSITION_LAYOUTS = ("interleaved", "half_split", "learned")
+POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -57,7 +57,10 @@ class TransformerConfig:
     ``logit_scale``: logits are multiplied by it (jadore: d_model^-0.5 with a tied output projection).
     ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
     ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
-    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first).
+    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first); sinusoidal layouts read
+    position p from row ``p + position_offset`` too (M2M100 and NLLB start at the pad id + 1).
+    ``positions="fairseq"``: sines in the first half, cosines in the second, frequencies
+    ``10000^(-i/(half-1))`` (fairseq's, used by M2M100 and NLLB).
     """
 
     arch: str
@@ -107,10 +110,9 @@ class TransformerConfig:
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
-        _require(isinstance(self.position_offset, int) and self.position_offset >= 0
-                 and (self.position_offset == 0 or self.positions == "learned"),
-                 f"position_offset must be a non-negative integer, used only with learned positions; "
-                 f"got {self.position_offset!r}")
+        _require(isinstance(self.position_offset, int) and not isinstance(self.position_offset, bool)
+                 and self.position_offset >= 0,
+                 f"position_offset must be a non-negative integer; got {self.position_offset!r}")
         _require(isinstance(self.logit_scale, (int, float)) and self.logit_scale > 0,
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,

@@ -55,18 +55,16 @@ class TokenEmbedding(nn.Module):
         if config.positions == "learned":
             self.learned_positions = nn.Embedding(config.max_len + config.position_offset, config.d_model)
         else:
-            table = sinusoid_table(config.max_len, config.d_model, config.positions)
+            table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
             self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
         self.dropout = nn.Dropout(config.dropout)
         self.norm = layer_norm(config) if config.embedding_norm else None
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
-        if self.learned_positions is None:
-            positions = self.positions[offset: offset + ids.shape[1]]  # [L, E]
-        else:
-            start = offset + self.position_offset
-            positions = self.learned_positions.weight[start: start + ids.shape[1]]  # [L, E]
+        start = offset + self.position_offset
+        table = self.positions if self.learned_positions is None else self.learned_positions.weight
+        positions = table[start: start + ids.shape[1]]  # [L, E]
         x = self.dropout(self.tokens(ids) * self.scale + positions)
         return x if self.norm is None else self.norm(x)
 

@@ -34,7 +34,7 @@ BOUNDS = {
     "d_model": 1 << 15, "hidden": 1 << 15, "d_head": 1 << 15, "d_ff": 1 << 17,
     "heads": 1024, "decoder_heads": 1024,
     "encoder_layers": 256, "decoder_layers": 256,
-    "max_len": 1 << 17,
+    "max_len": 1 << 17, "position_offset": 1 << 12,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
 }
 # Numbers a model may rebuild from its config rather than store (position tables): 2**25 floats, 128 MiB.
@@ -90,7 +90,7 @@ def least_elements(config: Any) -> tuple[int, int]:
         layers = (config.encoder_layers * (4 * d * inner + 2 * d * config.d_ff)
                   + config.decoder_layers * (8 * d * inner + 2 * d * config.d_ff))
         output = 0 if config.tie_output else config.tgt_vocab_size * d
-        return embeddings + layers + output, 2 * config.max_len * d
+        return embeddings + layers + output, 2 * (config.max_len + config.position_offset) * d
     h = config.hidden
     embeddings = (config.src_vocab_size + config.tgt_vocab_size) * h
     decoder_layers = config.decoder_layers * h * h if config.arch == "gru-transformer-decoder" else 0

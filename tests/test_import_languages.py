@@ -210,3 +210,82 @@ def test_the_window_offers_the_languages_and_rewrites_in_the_one_chosen(qtbot, w
     assert window.session.results[0].trace.tgt_tokens[1] == "fr_XX"
     window.save_session(str(tmp_path / "lesson.attnviz"))  # a lesson keeps the languages too
     assert json.loads((tmp_path / "lesson.attnviz").read_text())["input"]["tgt_lang"] == "fr_XX"
+
+
+NLLB_LANGUAGES = ["eng_Latn", "fra_Latn", "spa_Latn"]
+
+
+@pytest.fixture(scope="module")
+def nllb(tmp_path_factory):
+    """An NLLB-style M2M100 folder: fairseq sinusoidal positions, sources framed ``eng_Latn … </s>``."""
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+    folder = tmp_path_factory.mktemp("nllb")
+    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + NLLB_LANGUAGES,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(SENTENCES, trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=["eng_Latn", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("eng_Latn", "</s>")])
+    tokenizer.save(str(folder / "tokenizer.json"))
+    ids = {code: tokenizer.token_to_id(code) for code in NLLB_LANGUAGES}
+    config = transformers.M2M100Config(vocab_size=tokenizer.get_vocab_size(), d_model=16, encoder_layers=2,
+                                       decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                                       encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
+                                       pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
+                                       scale_embedding=True, forced_eos_token_id=None)
+    torch.manual_seed(1)
+    model = transformers.M2M100ForConditionalGeneration(config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layer_norm" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
+        model.lm_head.weight[EOS] += 0.0  # tied to the embeddings: ends come from the input
+    model.generation_config.forced_bos_token_id = ids["spa_Latn"]
+    model.save_pretrained(folder)
+    original = transformers.M2M100ForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager")
+    return folder, original.eval(), tokenizer, ids
+
+
+def test_an_nllb_folder_computes_what_transformers_computes(nllb, tmp_path):
+    from models.importers import detect_format
+
+    folder, original, tokenizer, ids = nllb
+    assert detect_format(folder) == "hf-bart"
+    checkpoint = convert(folder)
+    config = checkpoint.config
+    assert (config.positions, config.position_offset, config.embedding_norm) == ("fairseq", 2, False)
+    assert Translator(checkpoint).languages == NLLB_LANGUAGES
+    batch = [tokenizer.encode(text).ids for text in SENTENCES[:3]]
+    width = max(map(len, batch))
+    src = torch.tensor([ids_ + [PAD] * (width - len(ids_)) for ids_ in batch])
+    tgt = torch.randint(7, config.tgt_vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
+    tgt[:, 0], tgt[:, 1] = EOS, ids["spa_Latn"]
+    path = save_checkpoint(tmp_path / "nllb.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    with torch.no_grad():
+        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
+                            output_attentions=True)
+        for model in (checkpoint.model, load_checkpoint(path).model):
+            logits, intermediates = model(src, tgt, need_weights=True)
+            assert (logits - expected.logits).abs().max() < 1e-4
+            real = (src != PAD)[:, None, :, None]  # M2M100 gives padding the zero position: only the rows of
+            for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
+                                 ("cross", expected.cross_attentions)):  # padding queries differ
+                assert len(theirs) == len(intermediates.attention[kind]) == 2
+                for layer, weights in zip(theirs, intermediates.attention[kind]):
+                    rows = real if kind == "enc_self" else True
+                    assert ((layer - weights).abs() * rows).max() < 1e-5, kind
+
+
+def test_nllb_greedy_equals_generate_in_each_target_language(nllb):
+    folder, original, tokenizer, ids = nllb
+    translator = Translator(convert(folder))
+    for code in ("spa_Latn", "fra_Latn"):
+        translator.set_languages(target=code)
+        for text in SENTENCES[:4]:
+            assert greedy_ids(translator, text) == generate(original, tokenizer.encode(text).ids, ids[code]), text
+    translator.set_languages(source="fra_Latn")
+    assert translator.source(SENTENCES[0]).ids == framed(tokenizer, SENTENCES[0], ids["fra_Latn"])

@@ -1,11 +1,14 @@
-"""Hugging Face BART and mBART folders (``config.json`` with ``model_type`` ``bart`` or ``mbart``).
+"""Hugging Face BART, mBART and M2M100/NLLB folders (``config.json`` with ``model_type`` ``bart``, ``mbart``
+or ``m2m_100``).
 
 ``modeling_bart.py``: post-LN layers; ``modeling_mbart.py``: pre-LN layers normalising query, keys and
 values, plus a final LayerNorm after each stack. Both: token embedding ×√d when ``scale_embedding``, plus a
 learned position table whose first 2 rows are never read (position p is row p + 2), then a LayerNorm
 (``layernorm_embedding``); logits ``lm_head(x) + final_logits_bias``; decoding starts from
-``decoder_start_token_id``. The tokenizer is the folder's ``tokenizer.json``, whose post-processor frames
-each source (BART: ``<s> … </s>``; mBART: ``… </s> en_XX``).
+``decoder_start_token_id``. ``modeling_m2m_100.py`` (M2M100, NLLB): mBART's layers without the embedding
+LayerNorm, and fairseq's sinusoidal positions (not stored) starting at the pad id + 1. The tokenizer is the
+folder's ``tokenizer.json``, whose post-processor frames each source (BART: ``<s> … </s>``; mBART:
+``… </s> en_XX``; mBART-50, NLLB: ``eng_Latn … </s>``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from . import safe_load
 from .common import Inspection, Settings, Source, WeightMap, hf_activation, provenance, read_safetensors
 
 NAME = "hf-bart"
-MODEL_TYPES = ("bart", "mbart")
+MODEL_TYPES = ("bart", "mbart", "m2m_100")
 POSITION_OFFSET = 2
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED = {"src_lang": "the source language's code, for multilingual models (default: the one the tokenizer "
@@ -94,7 +97,9 @@ def _generation_config(source: Source) -> dict[str, Any]:
 def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
     config = _config(source)
     if not (source.path / "tokenizer.json").is_file():
-        raise source.error(f"the {config['model_type']} folder has no tokenizer.json")
+        slow = " (M2M100's own sentencepiece.bpe.model + vocab.json tokenizer is not read; NLLB folders carry " \
+               "a tokenizer.json)" if config["model_type"] == "m2m_100" else ""
+        raise source.error(f"the {config['model_type']} folder has no tokenizer.json{slow}")
     return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
 
 
@@ -115,7 +120,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) -> TransformerConfig:
     activation = hf_activation(source, hf)
-    pre = hf["model_type"] == "mbart"
+    pre = hf["model_type"] in ("mbart", "m2m_100")
+    fairseq = hf["model_type"] == "m2m_100"  # sinusoidal positions from the pad id + 1, no embedding LayerNorm
     prefix = _prefix(state)
     lm_head = state.get("lm_head.weight")
     shared = state.get(f"{prefix}shared.weight")
@@ -126,9 +132,11 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
         tgt_vocab_size=hf["vocab_size"], d_model=hf["d_model"], heads=hf["encoder_attention_heads"],
         d_ff=hf["encoder_ffn_dim"], encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"],
         dropout=float(hf["dropout"]), max_len=hf["max_position_embeddings"], norm_position="pre" if pre else "post",
-        final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions="learned",
-        position_offset=POSITION_OFFSET, scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
-        tie_output=tied, embedding_norm=True, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
+        final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation,
+        positions="fairseq" if fairseq else "learned",
+        position_offset=hf["pad_token_id"] + 1 if fairseq else POSITION_OFFSET,
+        scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
+        tie_output=tied, embedding_norm=not fairseq, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=False)  # the tokenizer frames it
 
 
@@ -167,9 +175,13 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
                 weights.copy(f"{ours}feed_forward.linear_out.{kind_}", f"{theirs}fc2.{kind_}")
                 weights.copy(f"{ours}feed_forward.norm.{kind_}", f"{theirs}final_layer_norm.{kind_}")
         ours_side = "src" if side == "encoder" else "tgt"
-        weights.copy(f"{ours_side}_embedding.learned_positions.weight", f"{prefix}{side}.embed_positions.weight")
+        if config.positions == "learned":
+            weights.copy(f"{ours_side}_embedding.learned_positions.weight", f"{prefix}{side}.embed_positions.weight")
+        else:  # the sinusoid table some versions saved: rebuilt from the config
+            weights.ignore(f"{prefix}{side}.embed_positions.weights")
         for kind_ in ("weight", "bias"):
-            weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
+            if config.embedding_norm:
+                weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
             if config.final_norm:
                 weights.copy(f"{side}_norm.{kind_}", f"{prefix}{side}.layer_norm.{kind_}")
         weights.ignore(f"{prefix}{side}.version")  # a format marker
