@@ -1,22 +1,28 @@
-"""Hugging Face BART and mBART folders (``config.json`` with ``model_type`` ``bart`` or ``mbart``).
+"""Hugging Face folders of the BART layout (docs/checkpoint-formats.md#hf-bart): ``config.json`` with
+``model_type`` ``bart``, ``mbart`` or ``pegasus``.
 
-``modeling_bart.py``: post-LN layers; ``modeling_mbart.py``: pre-LN layers normalising query, keys and
-values, plus a final LayerNorm after each stack. Both: token embedding ×√d when ``scale_embedding``, plus a
-learned position table whose first 2 rows are never read (position p is row p + 2), then a LayerNorm
-(``layernorm_embedding``); logits ``lm_head(x) + final_logits_bias``; decoding starts from
+The families share their weight names (``{encoder,decoder}.layers.N.self_attn.q_proj``..., ``shared``,
+``lm_head``, ``final_logits_bias``) and differ in what :data:`LAYOUTS` says:
+``modeling_bart.py``: post-LN layers; ``modeling_mbart.py`` and ``modeling_pegasus.py``: pre-LN layers
+normalising query, keys and values, plus a final LayerNorm after each stack. Token embedding ×√d when
+``scale_embedding``; BART and mBART add a learned position table whose first 2 rows are never read
+(position p is row p + 2), then a LayerNorm (``layernorm_embedding``); Pegasus adds half-split sinusoids from
+position 0 and no LayerNorm. Logits ``lm_head(x) + final_logits_bias``; decoding starts from
 ``decoder_start_token_id``. The tokenizer is the folder's ``tokenizer.json``, whose post-processor frames
-each source (BART: ``<s> … </s>``; mBART: ``… </s> en_XX``).
+each source (BART: ``<s> … </s>``; mBART: ``… </s> en_XX``; Pegasus: ``… </s>``).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from ..base import sinusoid_table
 from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
@@ -24,11 +30,25 @@ from ..tokenizers import TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, hf_activation, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, read_safetensors
 
 NAME = "hf-bart"
-MODEL_TYPES = ("bart", "mbart")
-POSITION_OFFSET = 2
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one family computes, in our config's terms."""
+
+    pre_norm: bool  # pre-LN layers normalising q, k and v, and a final LayerNorm after each stack
+    positions: str  # "learned" (a saved table) or one of our sinusoid layouts (rebuilt, a saved copy checked)
+    position_offset: int  # rows of a learned table never read before position 0
+    embedding_norm: bool  # ``layernorm_embedding`` on embedding + positions
+
+
+LAYOUTS = {"bart": Layout(pre_norm=False, positions="learned", position_offset=2, embedding_norm=True),
+           "mbart": Layout(pre_norm=True, positions="learned", position_offset=2, embedding_norm=True),
+           "pegasus": Layout(pre_norm=True, positions="half_split", position_offset=0, embedding_norm=False)}
+MODEL_TYPES = tuple(LAYOUTS)
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED: dict[str, str] = {}  # config.json says everything
 CONFIG_FIELDS = ("model_type", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
@@ -62,7 +82,10 @@ def _config(source: Source) -> dict[str, Any]:
     defaults = {"scale_embedding": False, "tie_word_embeddings": True, "activation_function": "gelu",
                 "max_position_embeddings": 1024, "dropout": 0.1, "pad_token_id": 1, "bos_token_id": 0,
                 "eos_token_id": 2, "decoder_start_token_id": 2}
-    data = {**defaults, **data}
+    if data.get("model_type") == "pegasus":  # PegasusConfig's defaults; it has no start-of-text token
+        defaults.update(pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, max_position_embeddings=512)
+        defaults["bos_token_id"] = data.get("decoder_start_token_id", 0)
+    data = {**defaults, **{key: value for key, value in data.items() if value is not None or key not in defaults}}
     absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
     if absent:
         raise CheckpointError(path, f"lacks {', '.join(absent)}")
@@ -96,7 +119,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) -> TransformerConfig:
     activation = hf_activation(source, hf)
-    pre = hf["model_type"] == "mbart"
+    layout = LAYOUTS[hf["model_type"]]
+    pre = layout.pre_norm
     prefix = _prefix(state)
     lm_head = state.get("lm_head.weight")
     shared = state.get(f"{prefix}shared.weight")
@@ -107,9 +131,9 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
         tgt_vocab_size=hf["vocab_size"], d_model=hf["d_model"], heads=hf["encoder_attention_heads"],
         d_ff=hf["encoder_ffn_dim"], encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"],
         dropout=float(hf["dropout"]), max_len=hf["max_position_embeddings"], norm_position="pre" if pre else "post",
-        final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions="learned",
-        position_offset=POSITION_OFFSET, scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
-        tie_output=tied, embedding_norm=True, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
+        final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
+        position_offset=layout.position_offset, scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
+        tie_output=tied, embedding_norm=layout.embedding_norm, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=False)  # the tokenizer frames it
 
 
@@ -148,9 +172,16 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
                 weights.copy(f"{ours}feed_forward.linear_out.{kind_}", f"{theirs}fc2.{kind_}")
                 weights.copy(f"{ours}feed_forward.norm.{kind_}", f"{theirs}final_layer_norm.{kind_}")
         ours_side = "src" if side == "encoder" else "tgt"
-        weights.copy(f"{ours_side}_embedding.learned_positions.weight", f"{prefix}{side}.embed_positions.weight")
+        positions = f"{prefix}{side}.embed_positions.weight"
+        if config.positions == "learned":
+            weights.copy(f"{ours_side}_embedding.learned_positions.weight", positions)
+        else:  # a fixed table: rebuilt from the config, a saved copy must be the same sinusoid
+            check_sinusoid(weights.source, state.get(positions), sinusoid_table(config.max_len, config.d_model,
+                                                                                config.positions), positions)
+            weights.ignore(positions)
         for kind_ in ("weight", "bias"):
-            weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
+            if config.embedding_norm:
+                weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
             if config.final_norm:
                 weights.copy(f"{side}_norm.{kind_}", f"{prefix}{side}.layer_norm.{kind_}")
         weights.ignore(f"{prefix}{side}.version")  # a format marker
