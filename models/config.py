@@ -58,6 +58,8 @@ class TransformerConfig:
     ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
     ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
     from row ``p + position_offset`` (BART and mBART keep 2 unused rows first).
+    ``tgt_norm_before_positions``: the target side's embedding LayerNorm reads the token vectors alone and the
+    positions are added after it, without the ×√E scale (BlenderbotSmall's decoder); needs ``embedding_norm``.
     """
 
     arch: str
@@ -86,6 +88,7 @@ class TransformerConfig:
     logit_scale: float = 1.0
     norm_kind: str = "layer_norm"
     position_offset: int = 0
+    tgt_norm_before_positions: bool = False
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -111,6 +114,8 @@ class TransformerConfig:
                  and (self.position_offset == 0 or self.positions == "learned"),
                  f"position_offset must be a non-negative integer, used only with learned positions; "
                  f"got {self.position_offset!r}")
+        _require(not self.tgt_norm_before_positions or self.embedding_norm,
+                 "tgt_norm_before_positions needs embedding_norm")
         _require(isinstance(self.logit_scale, (int, float)) and self.logit_scale > 0,
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
@@ -166,7 +171,7 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0}
+LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

@@ -562,13 +562,18 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     """A Hugging Face ``tokenizer.json`` (fast tokenizer: byte-level BPE, sentencepiece-style and others),
     run with the ``tokenizers`` library; ``vocabulary`` labels the model's ids (ids the file lacks read as
     ``<id N>``). ``add_special_tokens``: encode as the file's post-processor frames a source (BART:
-    ``<s> … </s>``; mBART: ``… </s> en_XX``), so a model using it must not append ``</s>`` itself."""
+    ``<s> … </s>``; mBART: ``… </s> en_XX``), so a model using it must not append ``</s>`` itself.
+    ``beyond_is_unknown``: ids the definition gives beyond the model's vocabulary are the unknown token (symbols a
+    BPE makes that the model's vocabulary lacks); otherwise they are an error."""
 
     kind = "tokenizer-json"
 
     def __init__(self, definition: str, vocabulary: Sequence[str], specials: dict[str, int | None], *,
-                 add_special_tokens: bool = False):
+                 add_special_tokens: bool = False, beyond_is_unknown: bool = False):
         super().__init__(vocabulary, specials)
+        if beyond_is_unknown and self.unk_id is None:
+            raise ConfigError("tokenizer-json: beyond_is_unknown needs an unknown token")
+        self.beyond_is_unknown = bool(beyond_is_unknown)
         try:  # only checkpoints that carry a tokenizer.json need the library
             from tokenizers import Tokenizer as FastTokenizer
         except ImportError:
@@ -583,16 +588,25 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
         self._definition, self.add_special_tokens = definition, bool(add_special_tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens}
+        extra = {"beyond_is_unknown": True} if self.beyond_is_unknown else {}  # absent: older versions read it
+        return {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens,
+                **extra}
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> TokenizerJsonTokenizer:
         vocabulary, specials = cls._payload_parts(data, cls.kind)
         return cls(data.get("definition"), vocabulary, specials,
-                   add_special_tokens=bool(data.get("add_special_tokens", False)))
+                   add_special_tokens=bool(data.get("add_special_tokens", False)),
+                   beyond_is_unknown=bool(data.get("beyond_is_unknown", False)))
+
+    def _encoded(self, text: str, add_special_tokens: bool) -> list[int]:
+        ids = self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+        if self.beyond_is_unknown:
+            return [self.unk_id if token_id >= self.vocab_size else token_id for token_id in ids]
+        return ids
 
     def _encode(self, text: str) -> list[int]:
-        ids = self._tokenizer.encode(text, add_special_tokens=self.add_special_tokens).ids
+        ids = self._encoded(text, self.add_special_tokens)
         outside = [token_id for token_id in ids if token_id >= self.vocab_size]
         if outside:
             raise DataError(f"the tokenizer gives id {outside[0]}, beyond the model's vocabulary ({self.vocab_size})")
@@ -602,7 +616,7 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
         if self.unk_id is None or self.unk_id not in ids:
             return []
         return sorted({c for c in text if not c.isspace()
-                       and self.unk_id in self._tokenizer.encode(c, add_special_tokens=False).ids})
+                       and self.unk_id in self._encoded(c, False)})
 
     def _decode(self, ids: list[int]) -> str:
         return self._tokenizer.decode(ids, skip_special_tokens=True).strip()

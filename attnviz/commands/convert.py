@@ -10,7 +10,8 @@ Formats (auto-detected when --format is omitted):
                    and decoder*.pt, or one file holding both
   jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
   annotated        harvardnlp/annotated-transformer (a state dict of make_model); needs --set h=N
-  hf-bart          a Hugging Face BART, mBART or Pegasus folder (config.json, model.safetensors, tokenizer.json)
+  hf-bart          a Hugging Face BART, mBART, Pegasus or BlenderbotSmall folder (config.json, model.safetensors,
+                   tokenizer.json or vocab.json + merges.txt)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).

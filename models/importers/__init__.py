@@ -97,7 +97,7 @@ def _detect(source: Source) -> str:
         if found is not None:
             raise source.error(f"a Hugging Face {found} model; this version imports model types "
                                f"{', '.join(('marian', *hf_bart.MODEL_TYPES))}")
-        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART or Pegasus model (config.json with its "
+        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, Pegasus or BlenderbotSmall model (config.json with its "
                            "model_type) nor the PyTorch seq2seq tutorial's encoder and decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")

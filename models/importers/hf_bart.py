@@ -43,11 +43,20 @@ class Layout:
     positions: str  # "learned" (a saved table) or one of our sinusoid layouts (rebuilt, a saved copy checked)
     position_offset: int  # rows of a learned table never read before position 0
     embedding_norm: bool  # ``layernorm_embedding`` on embedding + positions
+    tgt_norm_before_positions: bool = False  # the decoder's ``layernorm_embedding`` reads the tokens alone
+    tokenizer: str = "tokenizer.json"  # or "bpe-vocab": ``vocab.json`` + ``merges.txt`` with "@@" continuations
 
 
 LAYOUTS = {"bart": Layout(pre_norm=False, positions="learned", position_offset=2, embedding_norm=True),
            "mbart": Layout(pre_norm=True, positions="learned", position_offset=2, embedding_norm=True),
-           "pegasus": Layout(pre_norm=True, positions="half_split", position_offset=0, embedding_norm=False)}
+           "pegasus": Layout(pre_norm=True, positions="half_split", position_offset=0, embedding_norm=False),
+           "blenderbot-small": Layout(pre_norm=False, positions="learned", position_offset=0, embedding_norm=True,
+                                      tgt_norm_before_positions=True, tokenizer="bpe-vocab")}
+# config.json fields a family's config class defaults differently from BartConfig
+FAMILY_DEFAULTS = {"pegasus": {"pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
+                               "max_position_embeddings": 512},
+                   "blenderbot-small": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+                                        "decoder_start_token_id": 1, "max_position_embeddings": 512}}
 MODEL_TYPES = tuple(LAYOUTS)
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED: dict[str, str] = {}  # config.json says everything
@@ -82,9 +91,9 @@ def _config(source: Source) -> dict[str, Any]:
     defaults = {"scale_embedding": False, "tie_word_embeddings": True, "activation_function": "gelu",
                 "max_position_embeddings": 1024, "dropout": 0.1, "pad_token_id": 1, "bos_token_id": 0,
                 "eos_token_id": 2, "decoder_start_token_id": 2}
-    if data.get("model_type") == "pegasus":  # PegasusConfig's defaults; it has no start-of-text token
-        defaults.update(pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, max_position_embeddings=512)
-        defaults["bos_token_id"] = data.get("decoder_start_token_id", 0)
+    defaults.update(FAMILY_DEFAULTS.get(data.get("model_type"), {}))
+    if data.get("model_type") == "pegasus":  # it has no start-of-text token: sources are labelled by the start
+        defaults["bos_token_id"] = data.get("decoder_start_token_id", defaults["decoder_start_token_id"])
     data = {**defaults, **{key: value for key, value in data.items() if value is not None or key not in defaults}}
     absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
     if absent:
@@ -97,8 +106,11 @@ def _config(source: Source) -> dict[str, Any]:
 
 def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
     config = _config(source)
-    if not (source.path / "tokenizer.json").is_file():
-        raise source.error(f"the {config['model_type']} folder has no tokenizer.json")
+    needs = ("tokenizer.json",) if LAYOUTS[config["model_type"]].tokenizer == "tokenizer.json" else \
+        ("vocab.json", "merges.txt")
+    for name in needs:
+        if not (source.path / name).is_file():
+            raise source.error(f"the {config['model_type']} folder has no {name}")
     return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
 
 
@@ -111,7 +123,10 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)
     _map_weights(state, config, weights_file, hf["model_type"]).load_into(model)
-    source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
+    if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
+        source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
+    else:
+        source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
                                 "read_from_file": inspection.inferred}}
     return Checkpoint(model, source_tokenizer, target_tokenizer, record)
@@ -133,7 +148,7 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
         dropout=float(hf["dropout"]), max_len=hf["max_position_embeddings"], norm_position="pre" if pre else "post",
         final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
         position_offset=layout.position_offset, scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
-        tie_output=tied, embedding_norm=layout.embedding_norm, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
+        tie_output=tied, embedding_norm=layout.embedding_norm, tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=False)  # the tokenizer frames it
 
 
@@ -223,3 +238,99 @@ def _tokenizers(source: Source, config: TransformerConfig,
                 TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}))
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
+
+
+BPE_SPECIALS = {"pad": "__null__", "bos": "__start__", "eos": "__end__", "unk": "__unk__"}
+BPE_PUNCTUATION = "[.,!?()]"  # split off before each of these, as BlenderbotSmallTokenizer does
+
+
+def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[TokenizerJsonTokenizer,
+                                                                              TokenizerJsonTokenizer]:
+    """``vocab.json`` + ``merges.txt`` of BlenderbotSmall's tokenizer, expressed for the ``tokenizers`` library:
+    lower case; words split at whitespace, before each of ``. , ! ? ( )`` and around ``'``; BPE over the
+    characters with ``</w>`` on the last, then every piece but the last of a word written with ``@@`` and
+    looked up in vocab.json (unknown pieces: the unknown token). In the library's terms a vocab.json piece
+    ``x@@`` is the symbol ``x`` and a piece ``x`` is ``x</w>``; symbols the merges make that vocab.json lacks
+    get ids beyond the model's vocabulary, read as the unknown token (transformers merges first and looks up
+    after). No source framing: transformers adds no ``__end__``. Not expressed: its ``__newln__`` for a
+    line break (text here is one line)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    folder = source.path
+    vocab = _piece_ids(folder / "vocab.json")
+    merges_path = folder / "merges.txt"
+    try:  # transformers skips the first line (#version) and the last (empty when the file ends with a newline)
+        lines = merges_path.read_text(encoding="utf-8").split("\n")[1:-1]
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointError(merges_path, f"cannot be read ({error})") from None
+    merges = [tuple(line.split()) for line in lines]
+    if any(len(merge) != 2 for merge in merges):
+        raise CheckpointError(merges_path, "has a line that is not two symbols")
+    names = _special_names(folder)
+    specials = {role: vocab.get(name) for role, name in names.items()}
+    for role in ("pad", "eos"):
+        expected = config.pad_id if role == "pad" else config.eos_id
+        if specials[role] != expected:
+            raise CheckpointError(folder / "vocab.json", f"puts {names[role]} at {specials[role]}; config.json says "
+                                                         f"{expected}")
+    if specials["unk"] is None:
+        raise CheckpointError(folder / "vocab.json", f"has no {names['unk']}")
+    symbols: dict[str, int] = {}
+    for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):  # the lowest id wins a shared symbol
+        special = piece in names.values()
+        symbols[piece if special else piece[:-2] if piece.endswith("@@") and len(piece) > 2 else piece + "</w>"] = index
+    beyond = config.tgt_vocab_size
+    for first, second in merges:
+        for symbol in (first, second, first + second):
+            if symbol not in symbols:
+                symbols[symbol] = beyond
+                beyond += 1
+    try:
+        tokenizer = Tokenizer(models.BPE(vocab=symbols, merges=merges, unk_token=names["unk"],
+                                         end_of_word_suffix="</w>"))
+    except Exception as error:  # the library's own exception type
+        raise CheckpointError(merges_path, f"cannot be read as BPE merges ({str(error).splitlines()[0]})") from None
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(BPE_PUNCTUATION), "merged_with_next"),
+        pre_tokenizers.Split("'", "isolated")])
+    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+    tokenizer.add_special_tokens([name for name in names.values() if name in vocab])
+    pieces = [f"<id {index}>" for index in range(config.tgt_vocab_size)]
+    for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):
+        pieces[index] = piece
+    ids = {role: specials[role] for role in ("pad", "unk", "eos")}
+    try:
+        return tuple(TokenizerJsonTokenizer(tokenizer.to_str(), pieces, {**ids, "bos": config.bos_id},
+                                            beyond_is_unknown=True) for _ in range(2))
+    except ConfigError as error:
+        raise CheckpointError(folder / "vocab.json", str(error)) from None
+
+
+def _piece_ids(path: Path) -> dict[str, int]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    if not isinstance(data, dict) or not all(isinstance(key, str) and isinstance(value, int)
+                                             and not isinstance(value, bool) and value >= 0
+                                             for key, value in data.items()):
+        raise CheckpointError(path, "is not a piece → id object")
+    return data
+
+
+def _special_names(folder: Path) -> dict[str, str]:
+    """The special tokens tokenizer_config.json names (as a string or an added-token object), else the defaults."""
+    names = dict(BPE_SPECIALS)
+    path = folder / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+        for role in names:
+            value = data.get(f"{role}_token") if isinstance(data, dict) else None
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str):
+                names[role] = value
+    return names
