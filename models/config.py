@@ -20,7 +20,7 @@ RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-do
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
 ACTIVATIONS = ("relu", "gelu", "swish")
-POSITION_LAYOUTS = ("interleaved", "half_split", "learned")
+POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -57,7 +57,9 @@ class TransformerConfig:
     ``logit_scale``: logits are multiplied by it (jadore: d_model^-0.5 with a tied output projection).
     ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
     ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
-    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first).
+    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first). ``positions="fairseq"``: fairseq's
+    sinusoid table (docs/architectures.md#transformer-common), position p read from row ``p + position_offset``
+    (FSMT: pad id + 1), padding tokens given no position (zeros).
     ``tgt_norm_before_positions``: the target side's embedding LayerNorm reads the token vectors alone and the
     positions are added after it, without the ×√E scale (BlenderbotSmall's decoder); needs ``embedding_norm``.
     """
@@ -111,8 +113,8 @@ class TransformerConfig:
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
         _require(isinstance(self.position_offset, int) and self.position_offset >= 0
-                 and (self.position_offset == 0 or self.positions == "learned"),
-                 f"position_offset must be a non-negative integer, used only with learned positions; "
+                 and (self.position_offset == 0 or self.positions in ("learned", "fairseq")),
+                 f"position_offset must be a non-negative integer, used only with learned or fairseq positions; "
                  f"got {self.position_offset!r}")
         _require(not self.tgt_norm_before_positions or self.embedding_norm,
                  "tgt_norm_before_positions needs embedding_norm")

@@ -58,18 +58,20 @@ class TokenEmbedding(nn.Module):
         if config.positions == "learned":
             self.learned_positions = nn.Embedding(config.max_len + config.position_offset, config.d_model)
         else:
-            table = sinusoid_table(config.max_len, config.d_model, config.positions)
+            table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
             self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
+        # fairseq's padding tokens read the table's zero row at the pad id
+        self.unplaced_id = config.pad_id if config.positions == "fairseq" else None
         self.dropout = nn.Dropout(config.dropout)
         self.norm = layer_norm(config) if config.embedding_norm else None
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
-        if self.learned_positions is None:
-            positions = self.positions[offset: offset + ids.shape[1]]  # [L, E]
-        else:
-            start = offset + self.position_offset
-            positions = self.learned_positions.weight[start: start + ids.shape[1]]  # [L, E]
+        start = offset + self.position_offset
+        table = self.positions if self.learned_positions is None else self.learned_positions.weight
+        positions = table[start: start + ids.shape[1]]  # [L, E]
+        if self.unplaced_id is not None:
+            positions = positions * (ids != self.unplaced_id)[..., None]  # [B, L, E]
         if self.norm_before_positions:
             return self.dropout(self.norm(self.tokens(ids)) + positions)
         x = self.dropout(self.tokens(ids) * self.scale + positions)

@@ -1,8 +1,8 @@
 """Import of Hugging Face BlenderbotSmall folders, checked against ``transformers`` itself, offline.
 
 A tiny ``BlenderbotSmallForConditionalGeneration`` with seeded random weights is written with
-``save_pretrained`` beside the ``vocab.json`` + ``merges.txt`` of its BPE tokenizer: merges learned here with
-the ``tokenizers`` library, written as BlenderbotSmall's files are (lower case, ``@@`` on every piece but a
+``save_pretrained`` beside the ``vocab.json`` + ``merges.txt`` of its BPE tokenizer: merges learned here
+(``tests.helpers.learn_bpe``), written as BlenderbotSmall's files are (lower case, ``@@`` on every piece but a
 word's last, ``#version`` first line), with a few merge results left out of vocab.json as real vocabularies
 do. transformers' own ``BlenderbotSmallTokenizer`` reads them for the reference. Decoding settings as in the
 BART tests: padding banned, no forced tokens.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -19,13 +20,14 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+pytest.importorskip("tokenizers")
 
 from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from models.decoding import finish, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
 from models.translator import Translator  # noqa: E402
+from tests.helpers import learn_bpe  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat.", "where is the house?", "i like green apples!", "the dog's ball (red)",
              "we are going to the beach, now", "she reads a book every night", "the water is cold"]
@@ -37,22 +39,13 @@ LEFT_OUT = 3  # merge results missing from vocab.json
 
 def write_bpe_files(folder) -> int:
     """vocab.json + merges.txt in BlenderbotSmall's form; returns the vocabulary size."""
-    from tokenizers import Regex, models, normalizers, pre_tokenizers, trainers
-
-    learner = tokenizers.Tokenizer(models.BPE(unk_token="__unk__", end_of_word_suffix="</w>"))
-    learner.normalizer = normalizers.Lowercase()
-    learner.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex("[.,!?()]"), "merged_with_next"),
-        pre_tokenizers.Split("'", "isolated")])
-    learner.train_from_iterator(SENTENCES, trainers.BpeTrainer(vocab_size=120, end_of_word_suffix="</w>",
-                                                               show_progress=False, special_tokens=SPECIALS))
-    saved = json.loads(learner.to_str())["model"]
-    merges = [merge if isinstance(merge, str) else " ".join(merge) for merge in saved["merges"]]
-    symbols = sorted(saved["vocab"], key=saved["vocab"].get)
+    words = [word for text in SENTENCES for word in re.findall(r"[a-z]+|[^\sa-z]", text.lower())]
+    learned, symbols = learn_bpe(words, 60)
+    merges = [" ".join(merge) for merge in learned]
     results = {"".join(merge.split()) for merge in merges}
     dropped = [symbol for symbol in symbols if symbol in results][5: 5 + LEFT_OUT]
-    pieces = [symbol if symbol in SPECIALS else symbol[:-4] if symbol.endswith("</w>") else symbol + "@@"
-              for symbol in symbols if symbol not in dropped]
+    pieces = SPECIALS + [symbol[:-4] if symbol.endswith("</w>") else symbol + "@@" for symbol in symbols
+                         if symbol not in dropped]
     (folder / "vocab.json").write_text(json.dumps({piece: index for index, piece in enumerate(pieces)}),
                                        encoding="utf-8")
     (folder / "merges.txt").write_text("\n".join(["#version: 0.2", *merges]) + "\n", encoding="utf-8")
@@ -77,7 +70,7 @@ def blenderbot(tmp_path_factory):
             if "layer_norm" not in name and "layernorm" not in name:
                 parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
         model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, END] += 9.0  # some outputs end early, some run to the limit
+        model.final_logits_bias[0, END] += 3.0  # some outputs end early, some run to the limit
     model.save_pretrained(folder)
     original = transformers.BlenderbotSmallForConditionalGeneration.from_pretrained(
         str(folder), attn_implementation="eager").eval()

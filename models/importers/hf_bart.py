@@ -118,7 +118,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
-    state, weights_file = _read_weights(source)
+    state, weights_file = read_weights(source)
     config = _our_config(source, hf, state)
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)
@@ -136,7 +136,7 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
     activation = hf_activation(source, hf)
     layout = LAYOUTS[hf["model_type"]]
     pre = layout.pre_norm
-    prefix = _prefix(state)
+    prefix = key_prefix(state)
     lm_head = state.get("lm_head.weight")
     shared = state.get(f"{prefix}shared.weight")
     tied = bool(hf["tie_word_embeddings"]) or (lm_head is not None and shared is not None
@@ -152,7 +152,7 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=False)  # the tokenizer frames it
 
 
-def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
+def read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
     for name in ("model.safetensors", "pytorch_model.bin"):
         path = source.path / name
         if path.is_file():
@@ -164,13 +164,16 @@ def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
     raise source.error("the folder has neither model.safetensors nor pytorch_model.bin")
 
 
-def _prefix(state: dict[str, Tensor]) -> str:
+def key_prefix(state: dict[str, Tensor]) -> str:
     return "model." if any(key.startswith("model.") for key in state) else ""
 
 
-def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path, kind: str) -> WeightMap:
-    prefix = _prefix(state)
-    weights = WeightMap(Source(file), state, kind)
+def map_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
+    """The layers and position tables every family of this layout (and FSMT) names alike:
+    ``{prefix}{encoder,decoder}.layers.N.{self_attn,encoder_attn}.{q,k,v,out}_proj``, their ``…_layer_norm``,
+    ``fc1``, ``fc2``, ``final_layer_norm``; ``{prefix}{side}.embed_positions.weight`` (learned: loaded; a
+    sinusoid: checked against ours and rebuilt); ``{prefix}{side}.version`` (a format marker)."""
+    state = weights.state
     for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
         for index in range(count):
             theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
@@ -191,15 +194,25 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
         if config.positions == "learned":
             weights.copy(f"{ours_side}_embedding.learned_positions.weight", positions)
         else:  # a fixed table: rebuilt from the config, a saved copy must be the same sinusoid
-            check_sinusoid(weights.source, state.get(positions), sinusoid_table(config.max_len, config.d_model,
-                                                                                config.positions), positions)
+            table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
+            if config.positions == "fairseq":
+                table[config.pad_id] = 0.0  # fairseq's row for padding tokens
+            check_sinusoid(weights.source, state.get(positions), table, positions)
             weights.ignore(positions)
+        weights.ignore(f"{prefix}{side}.version")  # a format marker
+
+
+def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path, kind: str) -> WeightMap:
+    prefix = key_prefix(state)
+    weights = WeightMap(Source(file), state, kind)
+    map_layers(weights, prefix, config)
+    for side in ("encoder", "decoder"):
         for kind_ in ("weight", "bias"):
             if config.embedding_norm:
+                ours_side = "src" if side == "encoder" else "tgt"
                 weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
             if config.final_norm:
                 weights.copy(f"{side}_norm.{kind_}", f"{prefix}{side}.layer_norm.{kind_}")
-        weights.ignore(f"{prefix}{side}.version")  # a format marker
     shared = f"{prefix}shared.weight"
     kept = shared if shared in state else f"{prefix}encoder.embed_tokens.weight"
     weights.ignore_copies(kept, shared, f"{prefix}encoder.embed_tokens.weight", f"{prefix}decoder.embed_tokens.weight")
@@ -254,10 +267,10 @@ def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[To
     get ids beyond the model's vocabulary, read as the unknown token (transformers merges first and looks up
     after). No source framing: transformers adds no ``__end__``. Not expressed: its ``__newln__`` for a
     line break (text here is one line)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import Regex, decoders, normalizers, pre_tokenizers
 
     folder = source.path
-    vocab = _piece_ids(folder / "vocab.json")
+    vocab = piece_ids(folder / "vocab.json")
     merges_path = folder / "merges.txt"
     try:  # transformers skips the first line (#version) and the last (empty when the file ends with a newline)
         lines = merges_path.read_text(encoding="utf-8").split("\n")[1:-1]
@@ -279,17 +292,7 @@ def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[To
     for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):  # the lowest id wins a shared symbol
         special = piece in names.values()
         symbols[piece if special else piece[:-2] if piece.endswith("@@") and len(piece) > 2 else piece + "</w>"] = index
-    beyond = config.tgt_vocab_size
-    for first, second in merges:
-        for symbol in (first, second, first + second):
-            if symbol not in symbols:
-                symbols[symbol] = beyond
-                beyond += 1
-    try:
-        tokenizer = Tokenizer(models.BPE(vocab=symbols, merges=merges, unk_token=names["unk"],
-                                         end_of_word_suffix="</w>"))
-    except Exception as error:  # the library's own exception type
-        raise CheckpointError(merges_path, f"cannot be read as BPE merges ({str(error).splitlines()[0]})") from None
+    tokenizer = bpe_tokenizer(merges_path, symbols, merges, names["unk"], config.tgt_vocab_size)
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(BPE_PUNCTUATION), "merged_with_next"),
@@ -307,7 +310,25 @@ def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[To
         raise CheckpointError(folder / "vocab.json", str(error)) from None
 
 
-def _piece_ids(path: Path) -> dict[str, int]:
+def bpe_tokenizer(path: Path, symbols: dict[str, int], merges: list[tuple[str, ...]], unk: str, vocab_size: int):
+    """A ``tokenizers`` BPE model (``</w>`` ending a word's last symbol) over ``symbols`` → id; the symbols the
+    merges make that ``symbols`` lacks get ids from ``vocab_size`` on, for a ``beyond_is_unknown`` tokenizer: the
+    library merges only symbols it has ids for, the Python tokenizers merge first and look up after."""
+    from tokenizers import Tokenizer, models
+
+    symbols, beyond = dict(symbols), vocab_size
+    for first, second in merges:
+        for symbol in (first, second, first + second):
+            if symbol not in symbols:
+                symbols[symbol] = beyond
+                beyond += 1
+    try:
+        return Tokenizer(models.BPE(vocab=symbols, merges=merges, unk_token=unk, end_of_word_suffix="</w>"))
+    except Exception as error:  # the library's own exception type
+        raise CheckpointError(path, f"cannot be read as BPE merges ({str(error).splitlines()[0]})") from None
+
+
+def piece_ids(path: Path) -> dict[str, int]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
