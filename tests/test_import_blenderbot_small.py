@@ -156,3 +156,18 @@ def test_an_extra_weight_or_missing_tokenizer_files_are_refused_by_name(blenderb
     (changed / "merges.txt").unlink()
     with pytest.raises(CheckpointError, match=r"the blenderbot-small folder has no merges.txt$"):
         convert(changed)
+
+
+def test_the_cli_converts_the_weights_file_of_the_folder(blenderbot, tmp_path, capsys):
+    from attnviz.cli import main
+
+    folder, original, tokenizer = blenderbot
+    output = tmp_path / "blenderbot.safetensors"
+    assert main(["convert", str(folder / "model.safetensors"), "-o", str(output)]) == 0
+    assert "hf-bart → transformer-postln" in capsys.readouterr().err
+    text = SENTENCES[1]
+    with torch.no_grad():
+        expected = original.generate(torch.tensor([tokenizer(text).input_ids]), generation_config=generation())[0]
+    assert len(expected) > 3  # a sentence with words
+    assert main(["translate", "-c", str(output), "--max-len", str(MAX_NEW), text]) == 0
+    assert capsys.readouterr().out == tokenizer.decode(expected, skip_special_tokens=True) + "\n"

@@ -167,3 +167,18 @@ def test_an_extra_weight_or_missing_vocabularies_are_refused_by_name(fsmt, tmp_p
     (changed / "vocab-tgt.json").unlink()
     with pytest.raises(CheckpointError, match=r"the fsmt folder has no vocab-tgt.json$"):
         convert(changed)
+
+
+def test_the_cli_converts_the_folder_and_translates_as_transformers(fsmt, tmp_path, capsys):
+    from attnviz.cli import main
+
+    folder, original, tokenizer = fsmt
+    output = tmp_path / "fsmt.safetensors"
+    assert main(["convert", str(folder), "-o", str(output)]) == 0
+    assert "fsmt → transformer-postln" in capsys.readouterr().err
+    text = ENGLISH[0]
+    with torch.no_grad():
+        expected = original.generate(torch.tensor([tokenizer(text).input_ids]), generation_config=generation())[0]
+    assert len(expected) > 3  # a sentence with words
+    assert main(["translate", "-c", str(output), "--max-len", str(MAX_NEW), text]) == 0
+    assert capsys.readouterr().out == tokenizer.decode(expected, skip_special_tokens=True) + "\n"
