@@ -1,7 +1,7 @@
 """Import of Hugging Face Pegasus folders, checked against ``transformers`` itself, offline.
 
 A tiny ``PegasusForConditionalGeneration`` with seeded random weights is written with ``save_pretrained``
-beside the tokenizer.json of a ``PegasusTokenizer`` whose vocabulary comes from a sentencepiece model trained
+beside the tokenizer.json of a ``PegasusTokenizer`` (and the ``spiece.model`` older folders carry alone) whose vocabulary comes from a sentencepiece model trained
 here, laid out as Pegasus lays it out: ``<pad>``, ``</s>``, two mask tokens and ``<unk_2>``..``<unk_102>``
 first, the sentencepiece pieces after them (offset 103). Decoding settings as in the BART tests: padding
 banned, no forced tokens.
@@ -33,6 +33,7 @@ MAX_NEW = 12
 
 
 def pegasus_tokenizer():
+    """transformers' tokenizer, and the sentencepiece model its vocabulary comes from (as spiece.model)."""
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES * 5), model_writer=model, vocab_size=40,
                                    model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
@@ -40,14 +41,15 @@ def pegasus_tokenizer():
     vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<mask_1>", 0.0), ("<mask_2>", 0.0)]
     vocab += [(f"<unk_{index}>", -100.0) for index in range(2, OFFSET)]
     vocab += [(processor.id_to_piece(index), processor.get_score(index)) for index in range(2, len(processor))]
-    return transformers.PegasusTokenizer(vocab=vocab, offset=OFFSET)
+    return transformers.PegasusTokenizer(vocab=vocab, offset=OFFSET), model.getvalue()
 
 
 @pytest.fixture(scope="module")
 def pegasus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pegasus")
-    tokenizer = pegasus_tokenizer()
+    tokenizer, spiece = pegasus_tokenizer()
     tokenizer.save_pretrained(folder)
+    (folder / "spiece.model").write_bytes(spiece)
     config = transformers.PegasusConfig(vocab_size=len(tokenizer) + 2, d_model=16, encoder_layers=2,  # ids beyond
                                         decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,  # the
                                         encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,  # tokenizer
@@ -142,6 +144,28 @@ def test_an_extra_weight_or_an_altered_position_table_is_refused_by_name(pegasus
     save_file({**state, positions: state[positions] + 0.5}, changed / "model.safetensors")
     with pytest.raises(CheckpointError, match=rf"{positions} is not the sinusoid this format uses"):
         convert(changed)
-    (changed / "tokenizer.json").unlink()
-    with pytest.raises(CheckpointError, match=r"the pegasus folder has no tokenizer.json"):
+    for name in ("tokenizer.json", "spiece.model"):
+        (changed / name).unlink()
+    with pytest.raises(CheckpointError, match=r"the pegasus folder has no tokenizer.json$"):
         convert(changed)
+
+
+def test_a_folder_with_spiece_model_alone_tokenises_and_computes_the_same(pegasus, tmp_path):
+    """Older folders carry only the sentencepiece model: ids are its pieces' ids + 103 after Pegasus' specials,
+    and the model ends each source with </s> itself."""
+    folder, original, tokenizer = pegasus
+    older = tmp_path / "older"
+    shutil.copytree(folder, older)
+    (older / "tokenizer.json").unlink()
+    checkpoint = convert(older)
+    assert checkpoint.config.src_append_eos and checkpoint.source_tokenizer.kind == "sentencepiece-vocab"
+    translator = Translator(checkpoint)
+    for text in [*SENTENCES, "zebra quux"]:
+        assert translator.source(text, unknown="replace").ids == tokenizer(text).input_ids, text
+    assert checkpoint.target_tokenizer.token(2) == "<mask_1>" and checkpoint.source_tokenizer.unk_id == 2 + OFFSET
+    ids = tokenizer(SENTENCES[1], add_special_tokens=False).input_ids
+    assert checkpoint.target_tokenizer.decode(ids) == tokenizer.decode(ids)
+    ids = tokenizer(SENTENCES[2]).input_ids
+    with torch.no_grad():
+        expected = original.generate(torch.tensor([ids]), generation_config=generation())[0, 1:].tolist()
+    assert finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids == expected

@@ -26,7 +26,7 @@ from ..base import sinusoid_table
 from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..tokenizers import TokenizerJsonTokenizer
+from ..tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
@@ -45,11 +45,13 @@ class Layout:
     embedding_norm: bool  # ``layernorm_embedding`` on embedding + positions
     tgt_norm_before_positions: bool = False  # the decoder's ``layernorm_embedding`` reads the tokens alone
     tokenizer: str = "tokenizer.json"  # or "bpe-vocab": ``vocab.json`` + ``merges.txt`` with "@@" continuations
+    sentencepiece: str = ""  # a sentencepiece model read when tokenizer.json is absent (Pegasus' offset layout)
 
 
 LAYOUTS = {"bart": Layout(pre_norm=False, positions="learned", position_offset=2, embedding_norm=True),
            "mbart": Layout(pre_norm=True, positions="learned", position_offset=2, embedding_norm=True),
-           "pegasus": Layout(pre_norm=True, positions="half_split", position_offset=0, embedding_norm=False),
+           "pegasus": Layout(pre_norm=True, positions="half_split", position_offset=0, embedding_norm=False,
+                             sentencepiece="spiece.model"),
            "blenderbot-small": Layout(pre_norm=False, positions="learned", position_offset=0, embedding_norm=True,
                                       tgt_norm_before_positions=True, tokenizer="bpe-vocab")}
 # config.json fields a family's config class defaults differently from BartConfig
@@ -104,13 +106,25 @@ def _config(source: Source) -> dict[str, Any]:
     return {name: data[name] for name in CONFIG_FIELDS}
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
-    config = _config(source)
-    needs = ("tokenizer.json",) if LAYOUTS[config["model_type"]].tokenizer == "tokenizer.json" else \
-        ("vocab.json", "merges.txt")
+def tokenizer_files(source: Source, kind: str) -> tuple[str, ...]:
+    """The tokenizer files a folder of this family is read with; a missing one is refused by name."""
+    layout = LAYOUTS[kind]
+    if layout.tokenizer == "bpe-vocab":
+        needs: tuple[str, ...] = ("vocab.json", "merges.txt")
+    elif layout.sentencepiece and not (source.path / "tokenizer.json").is_file() \
+            and (source.path / layout.sentencepiece).is_file():
+        needs = (layout.sentencepiece,)
+    else:
+        needs = ("tokenizer.json",)
     for name in needs:
         if not (source.path / name).is_file():
-            raise source.error(f"the {config['model_type']} folder has no {name}")
+            raise source.error(f"the {kind} folder has no {name}")
+    return needs
+
+
+def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+    config = _config(source)
+    tokenizer_files(source, config["model_type"])
     return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
 
 
@@ -119,12 +133,15 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
     state, weights_file = read_weights(source)
-    config = _our_config(source, hf, state)
+    files = tokenizer_files(source, hf["model_type"])
+    config = _our_config(source, hf, state, append_eos=files == (LAYOUTS[hf["model_type"]].sentencepiece,))
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)
     _map_weights(state, config, weights_file, hf["model_type"]).load_into(model)
     if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
         source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
+    elif config.src_append_eos:
+        source_tokenizer, target_tokenizer = _pegasus_sentencepiece(source, config, files[0])
     else:
         source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
@@ -132,7 +149,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     return Checkpoint(model, source_tokenizer, target_tokenizer, record)
 
 
-def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) -> TransformerConfig:
+def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, append_eos: bool) -> TransformerConfig:
+    """``append_eos``: the tokenizer does not frame sources (a sentencepiece model), so the model ends them."""
     activation = hf_activation(source, hf)
     layout = LAYOUTS[hf["model_type"]]
     pre = layout.pre_norm
@@ -149,7 +167,7 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
         final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
         position_offset=layout.position_offset, scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
         tie_output=tied, embedding_norm=layout.embedding_norm, tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
-        bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=False)  # the tokenizer frames it
+        bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=append_eos)
 
 
 def read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
@@ -341,17 +359,61 @@ def piece_ids(path: Path) -> dict[str, int]:
 
 
 def _special_names(folder: Path) -> dict[str, str]:
-    """The special tokens tokenizer_config.json names (as a string or an added-token object), else the defaults."""
-    names = dict(BPE_SPECIALS)
-    path = folder / "tokenizer_config.json"
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
-        for role in names:
-            value = data.get(f"{role}_token") if isinstance(data, dict) else None
-            value = value.get("content") if isinstance(value, dict) else value
-            if isinstance(value, str):
-                names[role] = value
-    return names
+    """The special tokens tokenizer_config.json names, else the defaults."""
+    settings = _json_object(folder / "tokenizer_config.json")
+    return {role: _token_name(settings.get(f"{role}_token"), default) for role, default in BPE_SPECIALS.items()}
+
+
+def _pegasus_sentencepiece(source: Source, config: TransformerConfig,
+                           name: str) -> tuple[SentencePieceVocabTokenizer, SentencePieceVocabTokenizer]:
+    """Pegasus' ``spiece.model`` with its id layout: ``<pad>`` 0, ``</s>`` 1, ``mask_token_sent`` (``<mask_1>``) 2,
+    ``mask_token`` (``<mask_2>``) 3, ``<unk_2>``..``<unk_{offset-1}>``, then sentencepiece piece i at id
+    i + ``offset`` (103) from piece 2 on (names and offset from tokenizer_config.json when it gives them)."""
+    import sentencepiece as spm
+
+    path = source.path / name
+    settings = _json_object(source.path / "tokenizer_config.json")
+    offset = settings.get("offset", 103)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 2:
+        raise CheckpointError(source.path / "tokenizer_config.json", f"offset must be an integer of 2 or more; "
+                                                                     f"got {offset!r}")
+    names = {key: _token_name(settings.get(key), default) for key, default in
+             (("pad_token", "<pad>"), ("eos_token", "</s>"), ("unk_token", "<unk>"), ("mask_token", "<mask_2>"),
+              ("mask_token_sent", "<mask_1>"))}
+    try:
+        proto = path.read_bytes()
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except (OSError, RuntimeError) as error:
+        raise CheckpointError(path, f"cannot be read as a sentencepiece model ({error})") from None
+    head = [names["pad_token"], names["eos_token"], names["mask_token_sent"], names["mask_token"]]
+    head += [f"<unk_{index}>" for index in range(2, offset)]
+    pieces = (head + [processor.id_to_piece(index) for index in range(2, processor.get_piece_size())])
+    if len(pieces) > config.tgt_vocab_size:
+        raise CheckpointError(path, f"with offset {offset} gives {len(pieces)} ids; the model has "
+                                    f"{config.tgt_vocab_size}")
+    pieces += [f"<id {index}>" for index in range(len(pieces), config.tgt_vocab_size)]
+    unk = processor.unk_id() + offset if processor.unk_id() >= 2 else None
+    specials = {"pad": config.pad_id, "unk": unk, "bos": config.bos_id, "eos": config.eos_id}
+    for role, token in (("pad", names["pad_token"]), ("eos", names["eos_token"])):
+        if pieces.index(token) != specials[role]:
+            raise CheckpointError(path, f"puts {token} at {pieces.index(token)}; config.json says {specials[role]}")
+    try:
+        return tuple(SentencePieceVocabTokenizer(proto, pieces, specials) for _ in range(2))
+    except ConfigError as error:
+        raise CheckpointError(path, str(error)) from None
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _token_name(value: Any, default: str) -> str:
+    """A special token as tokenizer_config.json gives it: a string or an added-token object."""
+    value = value.get("content") if isinstance(value, dict) else value
+    return value if isinstance(value, str) else default
