@@ -125,6 +125,8 @@ def _tokenizers(source: Source, config: TransformerConfig,
     """Moses, then BPE over each word with ``</w>`` on its last symbol (ranks from merges.txt, whose lines hold
     two symbols and a count), then the side's vocab json; the two sides share the merges and differ in
     vocabulary and language."""
+    from tokenizers import decoders
+
     folder = source.path
     tokenizer_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     tokenizer_config = tokenizer_config if isinstance(tokenizer_config, dict) else {}
@@ -154,8 +156,6 @@ def _tokenizers(source: Source, config: TransformerConfig,
         if ids["unk"] is None:
             raise CheckpointError(path, f"has no {SPECIALS['unk']}")
         tokenizer = bpe_tokenizer(merges_path, vocab, merges, SPECIALS["unk"], size)
-        from tokenizers import decoders
-
         tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
         tokenizer.add_special_tokens([token for token in SPECIALS.values() if token in vocab])
         pieces = [f"<id {index}>" for index in range(size)]
