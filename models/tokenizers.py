@@ -609,8 +609,8 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     def _encoded(self, text: str, add_special_tokens: bool) -> list[int]:
         if self.moses is not None:
             words = self.moses.words(text)
-            if not words:
-                raise EmptyInputError("the text has no words once normalised")
+            if not words:  # only characters Moses drops
+                return []
             ids = self._tokenizer.encode(words, is_pretokenized=True, add_special_tokens=add_special_tokens).ids
         else:
             ids = self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
@@ -620,6 +620,8 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
 
     def _encode(self, text: str) -> list[int]:
         ids = self._encoded(text, self.add_special_tokens)
+        if not ids:
+            raise EmptyInputError("the text has no words once normalised")
         outside = [token_id for token_id in ids if token_id >= self.vocab_size]
         if outside:
             raise DataError(f"the tokenizer gives id {outside[0]}, beyond the model's vocabulary ({self.vocab_size})")
