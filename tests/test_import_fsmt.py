@@ -182,3 +182,27 @@ def test_the_cli_converts_the_folder_and_translates_as_transformers(fsmt, tmp_pa
     assert len(expected) > 3  # a sentence with words
     assert main(["translate", "-c", str(output), "--max-len", str(MAX_NEW), text]) == 0
     assert capsys.readouterr().out == tokenizer.decode(expected, skip_special_tokens=True) + "\n"
+
+
+def test_tied_embeddings_are_one_matrix(fsmt, tmp_path):
+    """``tie_word_embeddings``: transformers ties the encoder's table and the output projection to the decoder's."""
+    folder, _, tokenizer = fsmt
+    tied = tmp_path / "tied"
+    shutil.copytree(folder, tied)
+    for name in ("model.safetensors", "config.json"):
+        (tied / name).unlink()
+    size = max(json.loads((folder / "config.json").read_text())[key] for key in ("src_vocab_size", "tgt_vocab_size"))
+    config = transformers.FSMTConfig(langs=["en", "de"], src_vocab_size=size, tgt_vocab_size=size, d_model=16,
+                                     encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                     decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                                     max_position_embeddings=40, tie_word_embeddings=True, scale_embedding=False)
+    torch.manual_seed(1)
+    transformers.FSMTForConditionalGeneration(config).save_pretrained(tied)
+    original = transformers.FSMTForConditionalGeneration.from_pretrained(str(tied), attn_implementation="eager").eval()
+    checkpoint = convert(tied)
+    assert checkpoint.config.share_embeddings and checkpoint.config.tie_output
+    src = torch.tensor([tokenizer(ENGLISH[1]).input_ids])
+    tgt = torch.tensor([[EOS, 7, 9, 11]])
+    with torch.no_grad():
+        expected = original(input_ids=src, decoder_input_ids=tgt, use_cache=False).logits
+        assert (checkpoint.model(src, tgt)[0] - expected).abs().max() < 1e-4
