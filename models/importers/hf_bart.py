@@ -1,15 +1,18 @@
 """Hugging Face folders of the BART layout (docs/checkpoint-formats.md#hf-bart): ``config.json`` with
-``model_type`` ``bart``, ``mbart`` or ``pegasus``.
+``model_type`` ``bart``, ``mbart``, ``pegasus`` or ``blenderbot-small``.
 
 The families share their weight names (``{encoder,decoder}.layers.N.self_attn.q_proj``..., ``shared``,
 ``lm_head``, ``final_logits_bias``) and differ in what :data:`LAYOUTS` says:
-``modeling_bart.py``: post-LN layers; ``modeling_mbart.py`` and ``modeling_pegasus.py``: pre-LN layers
-normalising query, keys and values, plus a final LayerNorm after each stack. Token embedding ×√d when
-``scale_embedding``; BART and mBART add a learned position table whose first 2 rows are never read
-(position p is row p + 2), then a LayerNorm (``layernorm_embedding``); Pegasus adds half-split sinusoids from
-position 0 and no LayerNorm. Logits ``lm_head(x) + final_logits_bias``; decoding starts from
-``decoder_start_token_id``. The tokenizer is the folder's ``tokenizer.json``, whose post-processor frames
-each source (BART: ``<s> … </s>``; mBART: ``… </s> en_XX``; Pegasus: ``… </s>``).
+``modeling_bart.py`` and ``modeling_blenderbot_small.py``: post-LN layers; ``modeling_mbart.py`` and
+``modeling_pegasus.py``: pre-LN layers normalising query, keys and values, plus a final LayerNorm after each
+stack. Token embedding ×√d when ``scale_embedding``; BART and mBART add a learned position table whose first 2
+rows are never read (position p is row p + 2), then a LayerNorm (``layernorm_embedding``); BlenderbotSmall a
+learned table from row 0, its encoder normalising token + position, its decoder the unscaled tokens alone
+before the positions are added; Pegasus half-split sinusoids from position 0 and no LayerNorm. Logits
+``lm_head(x) + final_logits_bias``; decoding starts from ``decoder_start_token_id``. The tokenizer is the
+folder's ``tokenizer.json``, whose post-processor frames each source (BART: ``<s> … </s>``; mBART:
+``… </s> en_XX``; Pegasus: ``… </s>``); a Pegasus folder without one is read from ``spiece.model``, a
+BlenderbotSmall folder from ``vocab.json`` + ``merges.txt``.
 """
 
 from __future__ import annotations
@@ -145,7 +148,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     else:
         source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
-                                "read_from_file": inspection.inferred}}
+                                "read_from_file": inspection.inferred, "tokenizer_files": list(files)}}
     return Checkpoint(model, source_tokenizer, target_tokenizer, record)
 
 
