@@ -143,17 +143,15 @@ def sinusoid_table(length: int, dim: int, layout: str = "interleaved") -> Tensor
     """Sinusoidal positions ``[length, dim]``, angle = pos / 10000^(2i/dim).
 
     ``interleaved``: dims 2i = sin, 2i+1 = cos (the 2017 paper). ``half_split``: first half sin, second
-    half cos (Marian). ``fairseq``: the halves again, with angle = pos / 10000^(i/(half-1)) for i < half =
-    dim // 2, and a zero last column when dim is odd (fairseq, M2M100, NLLB).
+    half cos (Marian). ``fairseq``: first half sin, second half cos with angle pos / 10000^(i/(dim/2 − 1)), a
+    zero last column for an odd dim, computed in float32 as fairseq does.
     """
-    position = torch.arange(length, dtype=torch.float64)[:, None]
     if layout == "fairseq":
         half = dim // 2
-        steps = torch.arange(half, dtype=torch.float64)
-        angles = position * torch.exp(-math.log(10000.0) * steps / max(half - 1, 1))  # [length, half]
-        table = torch.zeros(length, dim, dtype=torch.float64)
-        table[:, :half], table[:, half: 2 * half] = torch.sin(angles), torch.cos(angles)
-        return table.float()
+        step = math.log(10000) / max(half - 1, 1)
+        angles = torch.arange(length, dtype=torch.float32)[:, None] * torch.exp(torch.arange(half).float() * -step)
+        return torch.cat([torch.sin(angles), torch.cos(angles), torch.zeros(length, dim - 2 * half)], dim=1)
+    position = torch.arange(length, dtype=torch.float64)[:, None]
     inverse_frequency = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     angles = position * inverse_frequency  # [length, ceil(dim/2)]
     table = torch.zeros(length, dim, dtype=torch.float64)

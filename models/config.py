@@ -57,10 +57,11 @@ class TransformerConfig:
     ``logit_scale``: logits are multiplied by it (jadore: d_model^-0.5 with a tied output projection).
     ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
     ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
-    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first); sinusoidal layouts read
-    position p from row ``p + position_offset`` too (M2M100 and NLLB start at the pad id + 1).
-    ``positions="fairseq"``: sines in the first half, cosines in the second, frequencies
-    ``10000^(-i/(half-1))`` (fairseq's, used by M2M100 and NLLB).
+    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first). ``positions="fairseq"``: fairseq's
+    sinusoid table (docs/architectures.md#transformer-common), position p read from row ``p + position_offset``
+    (FSMT, M2M100, NLLB: pad id + 1), padding tokens given no position (zeros).
+    ``tgt_norm_before_positions``: the target side's embedding LayerNorm reads the token vectors alone and the
+    positions are added after it, without the ×√E scale (BlenderbotSmall's decoder); needs ``embedding_norm``.
     """
 
     arch: str
@@ -89,6 +90,7 @@ class TransformerConfig:
     logit_scale: float = 1.0
     norm_kind: str = "layer_norm"
     position_offset: int = 0
+    tgt_norm_before_positions: bool = False
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -111,8 +113,12 @@ class TransformerConfig:
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
         _require(isinstance(self.position_offset, int) and not isinstance(self.position_offset, bool)
-                 and self.position_offset >= 0,
-                 f"position_offset must be a non-negative integer; got {self.position_offset!r}")
+                 and self.position_offset >= 0
+                 and (self.position_offset == 0 or self.positions in ("learned", "fairseq")),
+                 f"position_offset must be a non-negative integer, used only with learned or fairseq positions; "
+                 f"got {self.position_offset!r}")
+        _require(not self.tgt_norm_before_positions or self.embedding_norm,
+                 "tgt_norm_before_positions needs embedding_norm")
         _require(isinstance(self.logit_scale, (int, float)) and self.logit_scale > 0,
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
@@ -168,7 +174,7 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0}
+LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

@@ -583,14 +583,24 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     """A Hugging Face ``tokenizer.json`` (fast tokenizer: byte-level BPE, sentencepiece-style and others),
     run with the ``tokenizers`` library; ``vocabulary`` labels the model's ids (ids the file lacks read as
     ``<id N>``). ``add_special_tokens``: encode as the file's post-processor frames a source (BART:
-    ``<s> … </s>``; mBART: ``… </s> en_XX``), so a model using it must not append ``</s>`` itself."""
+    ``<s> … </s>``; mBART: ``… </s> en_XX``), so a model using it must not append ``</s>`` itself.
+    ``beyond_is_unknown``: ids the definition gives beyond the model's vocabulary are the unknown token (symbols a
+    BPE makes that the model's vocabulary lacks); otherwise they are an error.
+    ``moses``: ``{"lang": "en", "lowercase": false}`` splits text into words the way fairseq's WMT models were
+    trained (Moses punctuation normalisation and tokenisation, with the ``sacremoses`` package) before the
+    definition's model runs on each word; decoding joins the words with Moses' detokenizer."""
 
     kind = "tokenizer-json"
 
     def __init__(self, definition: str, vocabulary: Sequence[str], specials: dict[str, int | None], *,
-                 add_special_tokens: bool = False, languages: dict[str, int] | None = None,
+                 add_special_tokens: bool = False, beyond_is_unknown: bool = False,
+                 moses: dict[str, Any] | None = None, languages: dict[str, int] | None = None,
                  language: str | None = None, force_language: bool = False):
         super().__init__(vocabulary, specials)
+        if beyond_is_unknown and self.unk_id is None:
+            raise ConfigError("tokenizer-json: beyond_is_unknown needs an unknown token")
+        self.beyond_is_unknown = bool(beyond_is_unknown)
+        self.moses = _Moses(moses) if moses is not None else None
         languages = dict(languages or {})
         if not all(isinstance(code, str) and isinstance(index, int) and not isinstance(index, bool)
                    and 0 <= index < len(self._vocabulary) for code, index in languages.items()):
@@ -619,10 +629,13 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
         return [self._languages[self.language]] if self.force_language and self.language else []
 
     def to_dict(self) -> dict[str, Any]:
-        data = {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens}
-        if self._languages:  # left out otherwise: older versions read the rest
-            data.update(languages=dict(self._languages), language=self.language, force_language=self.force_language)
-        return data
+        extra: dict[str, Any] = {"beyond_is_unknown": True} if self.beyond_is_unknown else {}  # absent: as before
+        if self.moses is not None:
+            extra["moses"] = self.moses.settings
+        if self._languages:
+            extra.update(languages=dict(self._languages), language=self.language, force_language=self.force_language)
+        return {**self._common_dict(), "definition": self._definition, "add_special_tokens": self.add_special_tokens,
+                **extra}
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> TokenizerJsonTokenizer:
@@ -632,18 +645,33 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
                 language is not None and not isinstance(language, str):
             raise ConfigError("tokenizer-json 'languages' must be an object and 'language' a string")
         return cls(data.get("definition"), vocabulary, specials,
-                   add_special_tokens=bool(data.get("add_special_tokens", False)), languages=languages,
-                   language=language, force_language=bool(data.get("force_language", False)))
+                   add_special_tokens=bool(data.get("add_special_tokens", False)),
+                   beyond_is_unknown=bool(data.get("beyond_is_unknown", False)), moses=data.get("moses"),
+                   languages=languages, language=language, force_language=bool(data.get("force_language", False)))
 
-    def _encode(self, text: str) -> list[int]:
-        encoding = self._tokenizer.encode(text, add_special_tokens=self.add_special_tokens)
+    def _encoded(self, text: str, add_special_tokens: bool) -> list[int]:
+        if self.moses is not None:
+            words = self.moses.words(text)
+            if not words:  # only characters Moses drops
+                return []
+            encoding = self._tokenizer.encode(words, is_pretokenized=True, add_special_tokens=add_special_tokens)
+        else:
+            encoding = self._tokenizer.encode(text, add_special_tokens=add_special_tokens)
         ids = encoding.ids
-        if self.add_special_tokens and self.language is not None:
+        if add_special_tokens and self.language is not None:
             # The post-processor frames every source with the language it was saved with; the chosen
             # language's code takes the place of any language code the frame added.
             codes, chosen = set(self._languages.values()), self._languages[self.language]
             ids = [chosen if added and token_id in codes else token_id
                    for token_id, added in zip(ids, encoding.special_tokens_mask)]
+        if self.beyond_is_unknown:
+            return [self.unk_id if token_id >= self.vocab_size else token_id for token_id in ids]
+        return ids
+
+    def _encode(self, text: str) -> list[int]:
+        ids = self._encoded(text, self.add_special_tokens)
+        if not ids:
+            raise EmptyInputError("the text has no words once normalised")
         outside = [token_id for token_id in ids if token_id >= self.vocab_size]
         if outside:
             raise DataError(f"the tokenizer gives id {outside[0]}, beyond the model's vocabulary ({self.vocab_size})")
@@ -653,10 +681,50 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
         if self.unk_id is None or self.unk_id not in ids:
             return []
         return sorted({c for c in text if not c.isspace()
-                       and self.unk_id in self._tokenizer.encode(c, add_special_tokens=False).ids})
+                       and self.unk_id in self._encoded(c, False)})
 
     def _decode(self, ids: list[int]) -> str:
-        return self._tokenizer.decode(ids, skip_special_tokens=True).strip()
+        text = self._tokenizer.decode(ids, skip_special_tokens=True).strip()
+        return self.moses.detokenize(text.split()) if self.moses is not None else text
+
+
+# Moses' replace-unicode-punctuation rules (as fairseq's WMT'19 preprocessing applied them): characters → ASCII
+_MOSES_UNICODE_PUNCTUATION = str.maketrans({
+    "，": ",", "、": ",", "”": '"', "“": '"', "∶": ":", "：": ":", "？": "?", "《": '"', "》": '"', "）": ")",
+    "！": "!", "（": "(", "；": ";", "」": '"', "「": '"', "～": "~", "’": "'", "…": "...", "━": "-", "〈": "<",
+    "〉": ">", "【": "[", "】": "]", "％": "%", **{chr(0xFF10 + digit): str(digit) for digit in range(10)}})
+_MOSES_FULL_STOPS = re.compile(r"[。．]\s*")  # an ideographic or full-width full stop and the space after it
+
+
+class _Moses:
+    """Moses text preparation for one language, with ``sacremoses`` (imported when first needed): Unicode
+    punctuation to ASCII, Moses' punctuation normaliser, control and format characters dropped, Moses'
+    tokenizer with aggressive dash splits and its XML escapes; optionally lower case first."""
+
+    def __init__(self, settings: Any):
+        if not isinstance(settings, dict) or not isinstance(settings.get("lang"), str):
+            raise ConfigError("tokenizer-json 'moses' settings need a 'lang' string")
+        self.settings = {"lang": settings["lang"], "lowercase": bool(settings.get("lowercase", False))}
+        try:
+            import sacremoses
+        except ImportError:
+            raise ConfigError("this tokenizer needs the 'sacremoses' package: pip install sacremoses") from None
+        lang = self.settings["lang"]
+        self._normalizer = sacremoses.MosesPunctNormalizer(lang=lang)
+        self._tokenizer = sacremoses.MosesTokenizer(lang=lang)
+        self._detokenizer = sacremoses.MosesDetokenizer(lang=lang)
+
+    def words(self, text: str) -> list[str]:
+        if self.settings["lowercase"]:
+            text = text.lower()
+        text = _MOSES_FULL_STOPS.sub(". ", text).translate(_MOSES_UNICODE_PUNCTUATION)
+        text = self._normalizer.normalize(text)
+        text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
+        return [word for word in self._tokenizer.tokenize(text, aggressive_dash_splits=True, return_str=False,
+                                                          escape=True) if word]
+
+    def detokenize(self, words: list[str]) -> str:
+        return self._detokenizer.detokenize(words)
 
 
 def _decode_model_proto(encoded: Any) -> bytes:

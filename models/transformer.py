@@ -44,10 +44,13 @@ def layer_norm(config: TransformerConfig) -> nn.Module:
 
 class TokenEmbedding(nn.Module):
     """Token embedding (×√E when configured) plus sinusoidal or learned positions, then dropout, then a LayerNorm
-    when ``embedding_norm`` is set (jadore v3 normalises here instead of after the last layer)."""
+    when ``embedding_norm`` is set (jadore v3 normalises here instead of after the last layer). With
+    ``norm_before_positions`` (the target side of ``tgt_norm_before_positions``) the LayerNorm reads the unscaled
+    token vectors and the positions are added to its output."""
 
-    def __init__(self, vocab_size: int, config: TransformerConfig):
+    def __init__(self, vocab_size: int, config: TransformerConfig, *, norm_before_positions: bool = False):
         super().__init__()
+        self.norm_before_positions = norm_before_positions
         self.tokens = nn.Embedding(vocab_size, config.d_model)
         self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.position_offset = config.position_offset
@@ -57,6 +60,8 @@ class TokenEmbedding(nn.Module):
         else:
             table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
             self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
+        # fairseq's padding tokens read the table's zero row at the pad id
+        self.unplaced_id = config.pad_id if config.positions == "fairseq" else None
         self.dropout = nn.Dropout(config.dropout)
         self.norm = layer_norm(config) if config.embedding_norm else None
 
@@ -65,6 +70,10 @@ class TokenEmbedding(nn.Module):
         start = offset + self.position_offset
         table = self.positions if self.learned_positions is None else self.learned_positions.weight
         positions = table[start: start + ids.shape[1]]  # [L, E]
+        if self.unplaced_id is not None:
+            positions = positions * (ids != self.unplaced_id)[..., None]  # [B, L, E]
+        if self.norm_before_positions:
+            return self.dropout(self.norm(self.tokens(ids)) + positions)
         x = self.dropout(self.tokens(ids) * self.scale + positions)
         return x if self.norm is None else self.norm(x)
 
@@ -159,7 +168,8 @@ class TransformerSeq2Seq(Seq2Seq):
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
         self.src_embedding = TokenEmbedding(config.src_vocab_size, config)
-        self.tgt_embedding = TokenEmbedding(config.tgt_vocab_size, config)
+        self.tgt_embedding = TokenEmbedding(config.tgt_vocab_size, config,
+                                            norm_before_positions=config.tgt_norm_before_positions)
         if config.share_embeddings:
             self.tgt_embedding.tokens.weight = self.src_embedding.tokens.weight
         self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))

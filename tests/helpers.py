@@ -16,3 +16,37 @@ LETTERS = "abcdefgh "
 def tiny_config(arch: str, vocab_size: int = len(LETTERS) + 4, **overrides):
     """A small config of ``arch`` (vocabulary: the 4 specials plus ``LETTERS``)."""
     return make_config(arch, vocab_size, vocab_size, **{**TINY.get(arch, TINY_RNN), **overrides})
+
+
+def learn_bpe(words: list[str], merges: int) -> tuple[list[tuple[str, str]], list[str]]:
+    """BPE merges learned on ``words`` the subword-nmt way (``</w>`` on a word's last character; each round
+    merges the most frequent adjacent pair, ties to the smallest pair), deterministic from run to run.
+    Returns the merges in rank order and every symbol (the characters, then each merge's result)."""
+    from collections import Counter
+
+    counts = Counter(tuple(word[:-1]) + (word[-1] + "</w>",) for word in words)
+    symbols = sorted({symbol for word in counts for symbol in word})
+    learned: list[tuple[str, str]] = []
+    for _ in range(merges):
+        pairs: Counter = Counter()
+        for word, count in counts.items():
+            for pair in zip(word, word[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = min(pairs, key=lambda pair: (-pairs[pair], pair))
+        learned.append(best)
+        symbols.append(best[0] + best[1])
+        merged: Counter = Counter()
+        for word, count in counts.items():
+            out, index = [], 0
+            while index < len(word):
+                if word[index: index + 2] == best:
+                    out.append(best[0] + best[1])
+                    index += 2
+                else:
+                    out.append(word[index])
+                    index += 1
+            merged[tuple(out)] += count
+        counts = merged
+    return learned, list(dict.fromkeys(symbols))

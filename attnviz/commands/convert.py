@@ -10,9 +10,11 @@ Formats (auto-detected when --format is omitted):
                    and decoder*.pt, or one file holding both
   jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
   annotated        harvardnlp/annotated-transformer (a state dict of make_model); needs --set h=N
-  hf-bart          a Hugging Face BART, mBART or NLLB/M2M100 folder (config.json, model.safetensors,
-                   tokenizer.json); a multilingual one (mBART-50, NLLB) takes --src-lang/--tgt-lang,
-                   kept in the checkpoint
+  hf-bart          a Hugging Face BART, mBART, M2M100/NLLB, Pegasus or BlenderbotSmall folder (config.json,
+                   model.safetensors, tokenizer.json or vocab.json + merges.txt); a multilingual one
+                   (mBART-50, NLLB) takes --src-lang/--tgt-lang, kept in the checkpoint
+  fsmt             a Hugging Face FSMT folder (config.json, model.safetensors, vocab-src.json, vocab-tgt.json,
+                   merges.txt; its Moses tokenizer needs sacremoses)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -32,7 +34,7 @@ from models.errors import InputError
 
 
 NAME = "convert"
-FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart")
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt")
 
 
 def add_parser(subparsers) -> None:

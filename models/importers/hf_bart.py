@@ -1,38 +1,77 @@
-"""Hugging Face BART, mBART and M2M100/NLLB folders (``config.json`` with ``model_type`` ``bart``, ``mbart``
-or ``m2m_100``).
+"""Hugging Face folders of the BART layout (docs/checkpoint-formats.md#hf-bart): ``config.json`` with
+``model_type`` ``bart``, ``mbart``, ``m2m_100`` (M2M100 and NLLB), ``pegasus`` or ``blenderbot-small``.
 
-``modeling_bart.py``: post-LN layers; ``modeling_mbart.py``: pre-LN layers normalising query, keys and
-values, plus a final LayerNorm after each stack. Both: token embedding ×√d when ``scale_embedding``, plus a
-learned position table whose first 2 rows are never read (position p is row p + 2), then a LayerNorm
-(``layernorm_embedding``); logits ``lm_head(x) + final_logits_bias``; decoding starts from
-``decoder_start_token_id``. ``modeling_m2m_100.py`` (M2M100, NLLB): mBART's layers without the embedding
-LayerNorm, and fairseq's sinusoidal positions (not stored) starting at the pad id + 1. The tokenizer is the
+The families share their weight names (``{encoder,decoder}.layers.N.self_attn.q_proj``..., ``shared``,
+``lm_head``, ``final_logits_bias``) and differ in what :data:`LAYOUTS` says:
+``modeling_bart.py`` and ``modeling_blenderbot_small.py``: post-LN layers; ``modeling_mbart.py`` and
+``modeling_pegasus.py``: pre-LN layers normalising query, keys and values, plus a final LayerNorm after each
+stack. Token embedding ×√d when ``scale_embedding``; BART and mBART add a learned position table whose first 2
+rows are never read (position p is row p + 2), then a LayerNorm (``layernorm_embedding``); BlenderbotSmall a
+learned table from row 0, its encoder normalising token + position, its decoder the unscaled tokens alone
+before the positions are added; Pegasus half-split sinusoids from position 0 and no LayerNorm; M2M100 (and
+NLLB) fairseq's sinusoids from row pad id + 1 and no LayerNorm. Logits
+``lm_head(x) + final_logits_bias``; decoding starts from ``decoder_start_token_id``. The tokenizer is the
 folder's ``tokenizer.json``, whose post-processor frames each source (BART: ``<s> … </s>``; mBART:
-``… </s> en_XX``; mBART-50, NLLB: ``eng_Latn … </s>``).
+``… </s> en_XX``; mBART-50, NLLB: ``en_XX … </s>``; Pegasus: ``… </s>``); a Pegasus folder without one is
+read from ``spiece.model``, a BlenderbotSmall folder from ``vocab.json`` + ``merges.txt``. Multilingual
+tokenizers' language codes become the tokenizers' languages; the target language (``forced_bos_token_id``)
+starts every output.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from ..base import sinusoid_table
 from ..checkpoint import Checkpoint
 from ..config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..tokenizers import TokenizerJsonTokenizer
+from ..tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, hf_activation, provenance, read_safetensors
+from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, provenance,
+                     read_safetensors)
 
 NAME = "hf-bart"
-MODEL_TYPES = ("bart", "mbart", "m2m_100")
-POSITION_OFFSET = 2
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What one family computes, in our config's terms."""
+
+    pre_norm: bool  # pre-LN layers normalising q, k and v, and a final LayerNorm after each stack
+    positions: str  # "learned" (a saved table) or one of our sinusoid layouts (rebuilt, a saved copy checked)
+    position_offset: int  # rows of a learned table never read before position 0
+    embedding_norm: bool  # ``layernorm_embedding`` on embedding + positions
+    tgt_norm_before_positions: bool = False  # the decoder's ``layernorm_embedding`` reads the tokens alone
+    tokenizer: str = "tokenizer.json"  # or "bpe-vocab": ``vocab.json`` + ``merges.txt`` with "@@" continuations
+    sentencepiece: str = ""  # a sentencepiece model read when tokenizer.json is absent (Pegasus' offset layout)
+    offset_after_pad: bool = False  # positions start at row pad id + 1 (fairseq's), whatever position_offset says
+
+
+LAYOUTS = {"bart": Layout(pre_norm=False, positions="learned", position_offset=2, embedding_norm=True),
+           "mbart": Layout(pre_norm=True, positions="learned", position_offset=2, embedding_norm=True),
+           "m2m_100": Layout(pre_norm=True, positions="fairseq", position_offset=0, embedding_norm=False,
+                             offset_after_pad=True),
+           "pegasus": Layout(pre_norm=True, positions="half_split", position_offset=0, embedding_norm=False,
+                             sentencepiece="spiece.model"),
+           "blenderbot-small": Layout(pre_norm=False, positions="learned", position_offset=0, embedding_norm=True,
+                                      tgt_norm_before_positions=True, tokenizer="bpe-vocab")}
+# config.json fields a family's config class defaults differently from BartConfig
+FAMILY_DEFAULTS = {"m2m_100": {"scale_embedding": True, "activation_function": "relu"},
+                   "pegasus": {"pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0,
+                               "max_position_embeddings": 512},
+                   "blenderbot-small": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+                                        "decoder_start_token_id": 1, "max_position_embeddings": 512}}
+MODEL_TYPES = tuple(LAYOUTS)
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED = {"src_lang": "the source language's code, for multilingual models (default: the one the tokenizer "
                         "was saved with)",
@@ -71,7 +110,11 @@ def _config(source: Source) -> dict[str, Any]:
     defaults = {"scale_embedding": False, "tie_word_embeddings": True, "activation_function": "gelu",
                 "max_position_embeddings": 1024, "dropout": 0.1, "pad_token_id": 1, "bos_token_id": 0,
                 "eos_token_id": 2, "decoder_start_token_id": 2}
-    data = {**defaults, **_generation_config(source), **data}
+    defaults.update(FAMILY_DEFAULTS.get(data.get("model_type"), {}))
+    if data.get("model_type") == "pegasus":  # it has no start-of-text token: sources are labelled by the start
+        defaults["bos_token_id"] = data.get("decoder_start_token_id", defaults["decoder_start_token_id"])
+    data = {**defaults, **_generation_config(source),
+            **{key: value for key, value in data.items() if value is not None or key not in defaults}}
     absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
     if absent:
         raise CheckpointError(path, f"lacks {', '.join(absent)}")
@@ -94,12 +137,27 @@ def _generation_config(source: Source) -> dict[str, Any]:
     return {} if forced is None else {"forced_bos_token_id": forced}
 
 
+def tokenizer_files(source: Source, kind: str) -> tuple[str, ...]:
+    """The tokenizer files a folder of this family is read with; a missing one is refused by name."""
+    layout = LAYOUTS[kind]
+    if layout.tokenizer == "bpe-vocab":
+        needs: tuple[str, ...] = ("vocab.json", "merges.txt")
+    elif layout.sentencepiece and not (source.path / "tokenizer.json").is_file() \
+            and (source.path / layout.sentencepiece).is_file():
+        needs = (layout.sentencepiece,)
+    else:
+        needs = ("tokenizer.json",)
+    for name in needs:
+        if not (source.path / name).is_file():
+            slow = " (M2M100's own sentencepiece.bpe.model + vocab.json tokenizer is not read; NLLB folders " \
+                   "carry a tokenizer.json)" if kind == "m2m_100" else ""
+            raise source.error(f"the {kind} folder has no {name}{slow}")
+    return needs
+
+
 def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
     config = _config(source)
-    if not (source.path / "tokenizer.json").is_file():
-        slow = " (M2M100's own sentencepiece.bpe.model + vocab.json tokenizer is not read; NLLB folders carry " \
-               "a tokenizer.json)" if config["model_type"] == "m2m_100" else ""
-        raise source.error(f"the {config['model_type']} folder has no tokenizer.json{slow}")
+    tokenizer_files(source, config["model_type"])
     return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
 
 
@@ -107,22 +165,30 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
-    state, weights_file = _read_weights(source)
-    config = _our_config(source, hf, state)
+    state, weights_file = read_weights(source)
+    files = tokenizer_files(source, hf["model_type"])
+    config = _our_config(source, hf, state, append_eos=files == (LAYOUTS[hf["model_type"]].sentencepiece,))
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)
     _map_weights(state, config, weights_file, hf["model_type"]).load_into(model)
-    source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
+    if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
+        source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
+    elif config.src_append_eos:
+        source_tokenizer, target_tokenizer = _pegasus_sentencepiece(source, config, files[0])
+    else:
+        source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
     _choose_languages(source, settings, hf, source_tokenizer, target_tokenizer)
-    record = provenance(NAME, source, settings, inspection.inferred, weights=weights_file.name)
+    record = provenance(NAME, source, settings, inspection.inferred, weights=weights_file.name,
+                        tokenizer_files=list(files))
     return Checkpoint(model, source_tokenizer, target_tokenizer, record)
 
 
-def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) -> TransformerConfig:
+def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, append_eos: bool) -> TransformerConfig:
+    """``append_eos``: the tokenizer does not frame sources (a sentencepiece model), so the model ends them."""
     activation = hf_activation(source, hf)
-    pre = hf["model_type"] in ("mbart", "m2m_100")
-    fairseq = hf["model_type"] == "m2m_100"  # sinusoidal positions from the pad id + 1, no embedding LayerNorm
-    prefix = _prefix(state)
+    layout = LAYOUTS[hf["model_type"]]
+    pre = layout.pre_norm
+    prefix = key_prefix(state)
     lm_head = state.get("lm_head.weight")
     shared = state.get(f"{prefix}shared.weight")
     tied = bool(hf["tie_word_embeddings"]) or (lm_head is not None and shared is not None
@@ -132,15 +198,14 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor]) ->
         tgt_vocab_size=hf["vocab_size"], d_model=hf["d_model"], heads=hf["encoder_attention_heads"],
         d_ff=hf["encoder_ffn_dim"], encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"],
         dropout=float(hf["dropout"]), max_len=hf["max_position_embeddings"], norm_position="pre" if pre else "post",
-        final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation,
-        positions="fairseq" if fairseq else "learned",
-        position_offset=hf["pad_token_id"] + 1 if fairseq else POSITION_OFFSET,
+        final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
+        position_offset=hf["pad_token_id"] + 1 if layout.offset_after_pad else layout.position_offset,
         scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
-        tie_output=tied, embedding_norm=not fairseq, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
-        bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=False)  # the tokenizer frames it
+        tie_output=tied, embedding_norm=layout.embedding_norm, tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
+        bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=append_eos)
 
 
-def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
+def read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
     for name in ("model.safetensors", "pytorch_model.bin"):
         path = source.path / name
         if path.is_file():
@@ -152,13 +217,16 @@ def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
     raise source.error("the folder has neither model.safetensors nor pytorch_model.bin")
 
 
-def _prefix(state: dict[str, Tensor]) -> str:
+def key_prefix(state: dict[str, Tensor]) -> str:
     return "model." if any(key.startswith("model.") for key in state) else ""
 
 
-def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path, kind: str) -> WeightMap:
-    prefix = _prefix(state)
-    weights = WeightMap(Source(file), state, kind)
+def map_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
+    """The layers and position tables every family of this layout (and FSMT) names alike:
+    ``{prefix}{encoder,decoder}.layers.N.{self_attn,encoder_attn}.{q,k,v,out}_proj``, their ``…_layer_norm``,
+    ``fc1``, ``fc2``, ``final_layer_norm``; ``{prefix}{side}.embed_positions.weight`` (learned: loaded; a
+    sinusoid: checked against ours and rebuilt); ``{prefix}{side}.version`` (a format marker)."""
+    state = weights.state
     for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
         for index in range(count):
             theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
@@ -175,16 +243,30 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
                 weights.copy(f"{ours}feed_forward.linear_out.{kind_}", f"{theirs}fc2.{kind_}")
                 weights.copy(f"{ours}feed_forward.norm.{kind_}", f"{theirs}final_layer_norm.{kind_}")
         ours_side = "src" if side == "encoder" else "tgt"
+        positions = f"{prefix}{side}.embed_positions.weight"
         if config.positions == "learned":
-            weights.copy(f"{ours_side}_embedding.learned_positions.weight", f"{prefix}{side}.embed_positions.weight")
-        else:  # the sinusoid table some versions saved: rebuilt from the config
-            weights.ignore(f"{prefix}{side}.embed_positions.weights")
+            weights.copy(f"{ours_side}_embedding.learned_positions.weight", positions)
+        else:  # a fixed table: rebuilt from the config, a saved copy must be the same sinusoid
+            table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
+            if config.positions == "fairseq":
+                table[config.pad_id] = 0.0  # fairseq's row for padding tokens
+            check_sinusoid(weights.source, state.get(positions), table, positions)
+            weights.ignore(positions)
+        weights.ignore(f"{prefix}{side}.version")  # a format marker
+
+
+def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path, kind: str) -> WeightMap:
+    prefix = key_prefix(state)
+    weights = WeightMap(Source(file), state, kind)
+    map_layers(weights, prefix, config)
+    for side in ("encoder", "decoder"):
+        weights.ignore(f"{prefix}{side}.embed_positions.weights")  # M2M100's sinusoid, saved by some versions
         for kind_ in ("weight", "bias"):
             if config.embedding_norm:
+                ours_side = "src" if side == "encoder" else "tgt"
                 weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
             if config.final_norm:
                 weights.copy(f"{side}_norm.{kind_}", f"{prefix}{side}.layer_norm.{kind_}")
-        weights.ignore(f"{prefix}{side}.version")  # a format marker
     shared = f"{prefix}shared.weight"
     kept = shared if shared in state else f"{prefix}encoder.embed_tokens.weight"
     weights.ignore_copies(kept, shared, f"{prefix}encoder.embed_tokens.weight", f"{prefix}decoder.embed_tokens.weight")
@@ -230,18 +312,21 @@ def _tokenizers(source: Source, config: TransformerConfig,
         raise CheckpointError(path, str(error)) from None
 
 
-def _choose_languages(source: Source, settings: Settings, hf: dict[str, Any], source_tokenizer: TokenizerJsonTokenizer,
-                      target_tokenizer: TokenizerJsonTokenizer) -> None:
+def _choose_languages(source: Source, settings: Settings, hf: dict[str, Any], source_tokenizer,
+                      target_tokenizer) -> None:
     """The languages of a multilingual folder: the source's defaults to the one its tokenizer frames
     sources with, the target's to the config's forced first token, which then starts every output."""
     codes = {index: code for code, index in source_tokenizer.languages.items()}
+    forced = hf["forced_bos_token_id"]
     if not codes:
         for key in ("src_lang", "tgt_lang"):
             if settings.has(key):
                 raise CheckpointError(f"--set {key}", "this model has no language codes in its tokenizer")
+        if forced is not None:
+            raise source.error(f"forced_bos_token_id {forced} is not a language code of its tokenizer; forced first "
+                               f"tokens other than a language are not supported")
         return
     framed = next((codes[token_id] for token_id in _frame(source_tokenizer) if token_id in codes), None)
-    forced = hf["forced_bos_token_id"]
     if forced is not None and forced not in codes:
         raise source.error(f"forced_bos_token_id {forced} is not one of the tokenizer's language codes; "
                            f"forced first tokens other than a language are not supported")
@@ -261,3 +346,151 @@ def _frame(tokenizer: TokenizerJsonTokenizer) -> list[int]:
     """The ids the tokenizer's post-processor adds around a source."""
     bare = tokenizer._tokenizer.encode("a", add_special_tokens=True)
     return [token_id for token_id, added in zip(bare.ids, bare.special_tokens_mask) if added]
+
+
+BPE_SPECIALS = {"pad": "__null__", "bos": "__start__", "eos": "__end__", "unk": "__unk__"}
+BPE_PUNCTUATION = "[.,!?()]"  # split off before each of these, as BlenderbotSmallTokenizer does
+
+
+def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[TokenizerJsonTokenizer,
+                                                                              TokenizerJsonTokenizer]:
+    """``vocab.json`` + ``merges.txt`` of BlenderbotSmall's tokenizer, expressed for the ``tokenizers`` library:
+    lower case; words split at whitespace, before each of ``. , ! ? ( )`` and around ``'``; BPE over the
+    characters with ``</w>`` on the last, then every piece but the last of a word written with ``@@`` and
+    looked up in vocab.json (unknown pieces: the unknown token). In the library's terms a vocab.json piece
+    ``x@@`` is the symbol ``x`` and a piece ``x`` is ``x</w>``; symbols the merges make that vocab.json lacks
+    get ids beyond the model's vocabulary, read as the unknown token (transformers merges first and looks up
+    after). No source framing: transformers adds no ``__end__``. Not expressed: its ``__newln__`` for a
+    line break (text here is one line)."""
+    from tokenizers import Regex, decoders, normalizers, pre_tokenizers
+
+    folder = source.path
+    vocab = piece_ids(folder / "vocab.json")
+    merges_path = folder / "merges.txt"
+    try:  # transformers skips the first line (#version) and the last (empty when the file ends with a newline)
+        lines = merges_path.read_text(encoding="utf-8").split("\n")[1:-1]
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointError(merges_path, f"cannot be read ({error})") from None
+    merges = [tuple(line.split()) for line in lines]
+    if any(len(merge) != 2 for merge in merges):
+        raise CheckpointError(merges_path, "has a line that is not two symbols")
+    names = _special_names(folder)
+    specials = {role: vocab.get(name) for role, name in names.items()}
+    for role in ("pad", "eos"):
+        expected = config.pad_id if role == "pad" else config.eos_id
+        if specials[role] != expected:
+            raise CheckpointError(folder / "vocab.json", f"puts {names[role]} at {specials[role]}; config.json says "
+                                                         f"{expected}")
+    if specials["unk"] is None:
+        raise CheckpointError(folder / "vocab.json", f"has no {names['unk']}")
+    symbols: dict[str, int] = {}
+    for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):  # the lowest id wins a shared symbol
+        special = piece in names.values()
+        symbols[piece if special else piece[:-2] if piece.endswith("@@") and len(piece) > 2 else piece + "</w>"] = index
+    tokenizer = bpe_tokenizer(merges_path, symbols, merges, names["unk"], config.tgt_vocab_size)
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(BPE_PUNCTUATION), "merged_with_next"),
+        pre_tokenizers.Split("'", "isolated")])
+    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+    tokenizer.add_special_tokens([name for name in names.values() if name in vocab])
+    pieces = [f"<id {index}>" for index in range(config.tgt_vocab_size)]
+    for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):
+        pieces[index] = piece
+    ids = {role: specials[role] for role in ("pad", "unk", "eos")}
+    try:
+        return tuple(TokenizerJsonTokenizer(tokenizer.to_str(), pieces, {**ids, "bos": config.bos_id},
+                                            beyond_is_unknown=True) for _ in range(2))
+    except ConfigError as error:
+        raise CheckpointError(folder / "vocab.json", str(error)) from None
+
+
+def bpe_tokenizer(path: Path, symbols: dict[str, int], merges: list[tuple[str, ...]], unk: str, vocab_size: int):
+    """A ``tokenizers`` BPE model (``</w>`` ending a word's last symbol) over ``symbols`` → id; the symbols the
+    merges make that ``symbols`` lacks get ids from ``vocab_size`` on, for a ``beyond_is_unknown`` tokenizer: the
+    library merges only symbols it has ids for, the Python tokenizers merge first and look up after."""
+    from tokenizers import Tokenizer, models
+
+    symbols, beyond = dict(symbols), vocab_size
+    for first, second in merges:
+        for symbol in (first, second, first + second):
+            if symbol not in symbols:
+                symbols[symbol] = beyond
+                beyond += 1
+    try:
+        return Tokenizer(models.BPE(vocab=symbols, merges=merges, unk_token=unk, end_of_word_suffix="</w>"))
+    except Exception as error:  # the library's own exception type
+        raise CheckpointError(path, f"cannot be read as BPE merges ({str(error).splitlines()[0]})") from None
+
+
+def piece_ids(path: Path) -> dict[str, int]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    if not isinstance(data, dict) or not all(isinstance(key, str) and isinstance(value, int)
+                                             and not isinstance(value, bool) and value >= 0
+                                             for key, value in data.items()):
+        raise CheckpointError(path, "is not a piece → id object")
+    return data
+
+
+def _special_names(folder: Path) -> dict[str, str]:
+    """The special tokens tokenizer_config.json names, else the defaults."""
+    settings = _json_object(folder / "tokenizer_config.json")
+    return {role: _token_name(settings.get(f"{role}_token"), default) for role, default in BPE_SPECIALS.items()}
+
+
+def _pegasus_sentencepiece(source: Source, config: TransformerConfig,
+                           name: str) -> tuple[SentencePieceVocabTokenizer, SentencePieceVocabTokenizer]:
+    """Pegasus' ``spiece.model`` with its id layout: ``<pad>`` 0, ``</s>`` 1, ``mask_token_sent`` (``<mask_1>``) 2,
+    ``mask_token`` (``<mask_2>``) 3, ``<unk_2>``..``<unk_{offset-1}>``, then sentencepiece piece i at id
+    i + ``offset`` (103) from piece 2 on (names and offset from tokenizer_config.json when it gives them)."""
+    import sentencepiece as spm
+
+    path = source.path / name
+    settings = _json_object(source.path / "tokenizer_config.json")
+    offset = settings.get("offset", 103)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 2:
+        raise CheckpointError(source.path / "tokenizer_config.json", f"offset must be an integer of 2 or more; "
+                                                                     f"got {offset!r}")
+    names = {key: _token_name(settings.get(key), default) for key, default in
+             (("pad_token", "<pad>"), ("eos_token", "</s>"), ("unk_token", "<unk>"), ("mask_token", "<mask_2>"),
+              ("mask_token_sent", "<mask_1>"))}
+    try:
+        proto = path.read_bytes()
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except (OSError, RuntimeError) as error:
+        raise CheckpointError(path, f"cannot be read as a sentencepiece model ({error})") from None
+    head = [names["pad_token"], names["eos_token"], names["mask_token_sent"], names["mask_token"]]
+    head += [f"<unk_{index}>" for index in range(2, offset)]
+    pieces = (head + [processor.id_to_piece(index) for index in range(2, processor.get_piece_size())])
+    if len(pieces) > config.tgt_vocab_size:
+        raise CheckpointError(path, f"with offset {offset} gives {len(pieces)} ids; the model has "
+                                    f"{config.tgt_vocab_size}")
+    pieces += [f"<id {index}>" for index in range(len(pieces), config.tgt_vocab_size)]
+    unk = processor.unk_id() + offset if processor.unk_id() >= 2 else None
+    specials = {"pad": config.pad_id, "unk": unk, "bos": config.bos_id, "eos": config.eos_id}
+    for role, token in (("pad", names["pad_token"]), ("eos", names["eos_token"])):
+        if pieces.index(token) != specials[role]:
+            raise CheckpointError(path, f"puts {token} at {pieces.index(token)}; config.json says {specials[role]}")
+    try:
+        return tuple(SentencePieceVocabTokenizer(proto, pieces, specials) for _ in range(2))
+    except ConfigError as error:
+        raise CheckpointError(path, str(error)) from None
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _token_name(value: Any, default: str) -> str:
+    """A special token as tokenizer_config.json gives it: a string or an added-token object."""
+    value = value.get("content") if isinstance(value, dict) else value
+    return value if isinstance(value, str) else default

@@ -1,0 +1,170 @@
+"""Hugging Face FSMT folders (fairseq's WMT'19 translation models; docs/checkpoint-formats.md#fsmt).
+
+Files: ``config.json`` (``model_type`` ``fsmt``), ``model.safetensors`` or ``pytorch_model.bin``,
+``vocab-src.json``, ``vocab-tgt.json``, ``merges.txt``, ``tokenizer_config.json``. ``modeling_fsmt.py``:
+post-LN layers named as BART's, no embedding or final norms, token embedding ×√d when ``scale_embedding``
+plus fairseq's sinusoids (sin and cos halves, position p at row pad + 1 + p, padding tokens at the zero row
+of the pad id), separate source and target vocabularies and embeddings, logits
+``decoder.output_projection(x)`` without bias, each source ending with ``</s>``, decoding from
+``decoder_start_token_id`` (``</s>``). Its tokenizer is Moses (``sacremoses``) then BPE with ``</w>`` ending
+each word, ids from the side's vocab json.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from ..checkpoint import Checkpoint
+from ..config import TransformerConfig
+from ..errors import CheckpointError, ConfigError
+from ..tokenizers import TokenizerJsonTokenizer
+from ..transformer import TransformerSeq2Seq
+from ..validation import check_against_weights
+from .common import Inspection, Settings, Source, WeightMap, hf_activation
+from .hf_bart import bpe_tokenizer, key_prefix, map_layers, model_type, piece_ids, read_weights
+
+NAME = "fsmt"
+ACCEPTED: dict[str, str] = {}  # config.json and tokenizer_config.json say everything
+FILES = ("vocab-src.json", "vocab-tgt.json", "merges.txt")
+CONFIG_FIELDS = ("langs", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                 "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "activation_function",
+                 "src_vocab_size", "tgt_vocab_size", "max_position_embeddings", "scale_embedding",
+                 "tie_word_embeddings", "pad_token_id", "eos_token_id", "decoder_start_token_id", "dropout")
+SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
+
+
+def claims(source: Source) -> bool:
+    return model_type(source.path) == "fsmt"
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+
+
+def _config(source: Source) -> dict[str, Any]:
+    path = source.path / "config.json"
+    data = _json(path)
+    defaults = {"activation_function": "relu", "max_position_embeddings": 1024, "scale_embedding": True,
+                "tie_word_embeddings": False, "pad_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 2,
+                "dropout": 0.1, "langs": ["en", "de"]}  # FSMTConfig's
+    data = {**defaults, **{key: value for key, value in data.items() if value is not None}}
+    absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
+    if absent:
+        raise CheckpointError(path, f"lacks {', '.join(absent)}")
+    langs = data["langs"]
+    if not (isinstance(langs, list) and len(langs) == 2 and all(isinstance(lang, str) for lang in langs)):
+        raise CheckpointError(path, f"langs must name a source and a target language; got {langs!r}")
+    return {name: data[name] for name in CONFIG_FIELDS}
+
+
+def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+    config = _config(source)
+    for name in FILES:
+        if not (source.path / name).is_file():
+            raise source.error(f"the fsmt folder has no {name}")
+    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
+
+
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+    if src_vocab or tgt_vocab:
+        raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
+    inspection, hf = inspect(source, settings)
+    state, weights_file = read_weights(source)
+    config = _our_config(source, hf)
+    check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
+    model = TransformerSeq2Seq(config)
+    _map_weights(state, config, weights_file).load_into(model)
+    source_tokenizer, target_tokenizer, kept = _tokenizers(source, config, hf)
+    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
+                                "read_from_file": inspection.inferred, "tokenizer": kept}}
+    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+
+
+def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
+    activation = hf_activation(source, hf)
+    tied = bool(hf["tie_word_embeddings"])
+    if tied and hf["src_vocab_size"] != hf["tgt_vocab_size"]:
+        raise source.error(f"tie_word_embeddings with src_vocab_size={hf['src_vocab_size']} differing from "
+                           f"tgt_vocab_size={hf['tgt_vocab_size']}: the embeddings cannot be one matrix")
+    return TransformerConfig(
+        arch="transformer-postln", src_vocab_size=hf["src_vocab_size"], tgt_vocab_size=hf["tgt_vocab_size"],
+        d_model=hf["d_model"], heads=hf["encoder_attention_heads"], d_ff=hf["encoder_ffn_dim"],
+        encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
+        max_len=hf["max_position_embeddings"], norm_position="post", final_norm=False, pre_norm_kv=False,
+        layer_norm_eps=1e-5, activation=activation, positions="fairseq", position_offset=hf["pad_token_id"] + 1,
+        scale_embedding=bool(hf["scale_embedding"]), share_embeddings=tied, tie_output=tied, embedding_norm=False,
+        attention_bias=True, output_bias=False, pad_id=hf["pad_token_id"], bos_id=hf["decoder_start_token_id"],
+        eos_id=hf["eos_token_id"], src_append_eos=True)
+
+
+def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path) -> WeightMap:
+    prefix = key_prefix(state)
+    weights = WeightMap(Source(file), state, NAME)
+    map_layers(weights, prefix, config)
+    encoder, decoder = f"{prefix}encoder.embed_tokens.weight", f"{prefix}decoder.embed_tokens.weight"
+    output = f"{prefix}decoder.output_projection.weight"
+    if config.tie_output:  # transformers ties the encoder's table and the projection to the decoder's table
+        weights.ignore_copies(decoder, encoder, output)
+        weights.copy("src_embedding.tokens.weight", decoder)
+    else:
+        weights.copy("src_embedding.tokens.weight", encoder)
+        weights.copy("tgt_embedding.tokens.weight", decoder)
+        weights.copy("output.weight", output)
+    return weights
+
+
+def _tokenizers(source: Source, config: TransformerConfig,
+                hf: dict[str, Any]) -> tuple[TokenizerJsonTokenizer, TokenizerJsonTokenizer, dict[str, Any]]:
+    """Moses, then BPE over each word with ``</w>`` on its last symbol (ranks from merges.txt, whose lines hold
+    two symbols and a count), then the side's vocab json; the two sides share the merges and differ in
+    vocabulary and language."""
+    from tokenizers import decoders
+
+    folder = source.path
+    tokenizer_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tokenizer_config = tokenizer_config if isinstance(tokenizer_config, dict) else {}
+    langs = tokenizer_config.get("langs") or hf["langs"]
+    if not (isinstance(langs, list) and len(langs) == 2 and all(isinstance(lang, str) for lang in langs)):
+        raise CheckpointError(folder / "tokenizer_config.json", f"langs must name two languages; got {langs!r}")
+    lowercase = bool(tokenizer_config.get("do_lower_case", False))
+    merges_path = folder / "merges.txt"
+    try:  # transformers drops the last line (empty when the file ends with a newline)
+        lines = merges_path.read_text(encoding="utf-8").split("\n")[:-1]
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointError(merges_path, f"cannot be read ({error})") from None
+    merges = [tuple(line.split()[:2]) for line in lines]
+    if any(len(merge) != 2 for merge in merges):
+        raise CheckpointError(merges_path, "has a line without two symbols")
+    tokenizers = []
+    for name, size, lang in (("vocab-src.json", config.src_vocab_size, langs[0]),
+                             ("vocab-tgt.json", config.tgt_vocab_size, langs[1])):
+        path = folder / name
+        vocab = piece_ids(path)
+        if vocab and max(vocab.values()) >= size:
+            raise CheckpointError(path, f"has id {max(vocab.values())}, beyond the model's vocabulary of {size}")
+        ids = {role: vocab.get(token) for role, token in SPECIALS.items()}
+        for role, expected in (("pad", config.pad_id), ("eos", config.eos_id)):
+            if ids[role] != expected:
+                raise CheckpointError(path, f"puts {SPECIALS[role]} at {ids[role]}; config.json says {expected}")
+        if ids["unk"] is None:
+            raise CheckpointError(path, f"has no {SPECIALS['unk']}")
+        tokenizer = bpe_tokenizer(merges_path, vocab, merges, SPECIALS["unk"], size)
+        tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+        tokenizer.add_special_tokens([token for token in SPECIALS.values() if token in vocab])
+        pieces = [f"<id {index}>" for index in range(size)]
+        for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):  # the lowest piece wins a shared id
+            pieces[index] = piece
+        try:
+            tokenizers.append(TokenizerJsonTokenizer(
+                tokenizer.to_str(), pieces, {**ids, "bos": config.bos_id}, beyond_is_unknown=True,
+                moses={"lang": lang, "lowercase": lowercase}))
+        except ConfigError as error:
+            raise CheckpointError(path, str(error)) from None
+    return tokenizers[0], tokenizers[1], {"langs": langs, "do_lower_case": lowercase}
