@@ -151,11 +151,13 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
     window.select(kind="cross", layer=0, head=0, step=0)
     size = QApplication.font().pointSizeF()
+    axis_name = window.focus.plot.getAxis("bottom").label.font().pointSizeF()
     window.present_action.trigger()
     assert window.presentation is not None and window.present_action.isChecked()
     assert not window.model_dock.isVisible() and not window.decoding_dock.isVisible()
     assert QApplication.font().pointSizeF() == pytest.approx(size * 1.6)
     assert window.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * 1.6)
+    assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(size * 1.6 * 0.8)
     window.focus.setFocus()
     qtbot.keyClick(window.focus, Qt.Key.Key_Right)
     assert window.session.selection.step == 1
@@ -167,5 +169,6 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     assert window.presentation is None and not window.present_action.isChecked()
     assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
     assert QApplication.font().pointSizeF() == pytest.approx(size)
+    assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(axis_name)
     qtbot.keyClick(window.focus, Qt.Key.Key_Right)  # outside presenting the bare arrows are not the window's
     assert window.session.selection.step == 0

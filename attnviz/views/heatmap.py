@@ -139,7 +139,16 @@ class HeatmapView(QWidget):
     def set_tick_font(self, font) -> None:
         """The token labels' font (a QFont; None: the default): presentation mode makes them larger."""
         for name in ("left", "bottom"):
-            self.plot.getAxis(name).setTickFont(font)
+            axis = self.plot.getAxis(name)
+            axis.setTickFont(font)
+            original = self.__dict__.setdefault(f"_{name}_label_font", axis.label.font())
+            if font is None or font.pointSizeF() <= 0:
+                axis.label.setFont(original)
+            else:  # the axis names grow with the labels, a little smaller than them
+                named = type(font)(font)
+                named.setPointSizeF(font.pointSizeF() * 0.8)
+                axis.label.setFont(named)
+            axis.resizeEvent()  # room for the larger name
         self._update_ticks()
 
     def show_heatmap(self, state: HeatmapState) -> None:
