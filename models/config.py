@@ -19,8 +19,9 @@ TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
 RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
-ACTIVATIONS = ("relu", "gelu", "swish")
-POSITION_LAYOUTS = ("interleaved", "half_split", "learned")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
+POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "none")
+NORM_KINDS = ("layer_norm", "unbiased_std", "rms")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -57,7 +58,15 @@ class TransformerConfig:
     ``logit_scale``: logits are multiplied by it (jadore: d_model^-0.5 with a tied output projection).
     ``norm_kind="unbiased_std"``: every LayerNorm divides by the unbiased std + eps (the annotated transformer).
     ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
-    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first).
+    from row ``p + position_offset`` (BART and mBART keep 2 unused rows first). ``positions="none"``: no
+    absolute positions at all (T5: order comes from the relative position bias only).
+    ``relative_buckets`` > 0: a learned bias ``[relative_buckets, heads]`` per stack added to the self-attention
+    scores, looked up by the bucket of the key's distance from the query (bidirectional in the encoder,
+    past-only in the decoder; distances from ``relative_max_distance`` on share the last bucket); none on
+    cross-attention (docs/architectures.md#relative-position-bias).
+    ``scale_attention=False``: scores are ``q·k`` without the 1/√D. ``norm_kind="rms"``: ``weight · x /
+    sqrt(mean(x²) + eps)``, no bias (T5). ``gated_ffn``: ``linear_out(act(linear_in(h)) · linear_gate(h))``;
+    ``feed_forward_bias``: biases of those maps.
     """
 
     arch: str
@@ -86,6 +95,11 @@ class TransformerConfig:
     logit_scale: float = 1.0
     norm_kind: str = "layer_norm"
     position_offset: int = 0
+    relative_buckets: int = 0  # 0: no relative position bias
+    relative_max_distance: int = 0
+    scale_attention: bool = True
+    gated_ffn: bool = False
+    feed_forward_bias: bool = True
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -106,7 +120,12 @@ class TransformerConfig:
         _check_choice("norm_position", self.norm_position, ("pre", "post"))
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
-        _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
+        _check_choice("norm_kind", self.norm_kind, NORM_KINDS)
+        _require(self.relative_buckets == 0 or (self.relative_buckets >= 4 and self.relative_buckets % 2 == 0
+                                                 and self.relative_max_distance > self.relative_buckets // 2),
+                 f"relative_buckets must be 0 (no relative position bias) or an even number of at least 4, with "
+                 f"relative_max_distance above half of it; got {self.relative_buckets} and "
+                 f"{self.relative_max_distance}")
         _require(isinstance(self.position_offset, int) and self.position_offset >= 0
                  and (self.position_offset == 0 or self.positions == "learned"),
                  f"position_offset must be a non-negative integer, used only with learned positions; "
@@ -166,7 +185,8 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0}
+LATER_FIELDS = {"position_offset": 0, "relative_buckets": 0, "relative_max_distance": 0, "scale_attention": True,
+                "gated_ffn": False, "feed_forward_bias": True}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

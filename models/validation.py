@@ -35,6 +35,7 @@ BOUNDS = {
     "heads": 1024, "decoder_heads": 1024,
     "encoder_layers": 256, "decoder_layers": 256,
     "max_len": 1 << 17,
+    "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
 }
 # Numbers a model may rebuild from its config rather than store (position tables): 2**25 floats, 128 MiB.

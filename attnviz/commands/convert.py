@@ -11,6 +11,8 @@ Formats (auto-detected when --format is omitted):
   jadore           jadore801120/attention-is-all-you-need-pytorch ({'settings', 'model'} .chkpt)
   annotated        harvardnlp/annotated-transformer (a state dict of make_model); needs --set h=N
   hf-bart          a Hugging Face BART or mBART folder (config.json, model.safetensors, tokenizer.json)
+  hf-t5            a Hugging Face T5 (v1.0, v1.1) or mT5 folder (config.json, model.safetensors,
+                   tokenizer.json or spiece.model)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -30,7 +32,7 @@ from models.errors import InputError
 
 
 NAME = "convert"
-FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart")
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "hf-t5")
 
 
 def add_parser(subparsers) -> None:
