@@ -119,7 +119,8 @@ def test_logits_and_every_head_equal_transformers(family, tmp_path):
     tgt[:, 0] = PAD
     path = save_checkpoint(tmp_path / "t5.safetensors", checkpoint.model, checkpoint.source_tokenizer,
                            checkpoint.target_tokenizer, checkpoint.provenance)
-    layers = {"enc_self": 2, "dec_self": original.config.num_decoder_layers, "cross": original.config.num_decoder_layers}
+    depth = original.config.num_decoder_layers
+    layers = {"enc_self": 2, "dec_self": depth, "cross": depth}
     with torch.no_grad():
         expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
                             output_attentions=True)
@@ -150,7 +151,8 @@ def test_greedy_equals_generate_and_the_cached_trace_equals_the_forced_pass(fami
     for text in SENTENCES:
         ids = source_ids(version, folder, processor, text)
         with torch.no_grad():
-            expected = original.generate(torch.tensor([ids]), generation_config=generation(original.config))[0, 1:].tolist()
+            generated = original.generate(torch.tensor([ids]), generation_config=generation(original.config))
+        expected = generated[0, 1:].tolist()
         result = finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0]
         assert result.token_ids == expected, text
         outputs.append(tuple(result.token_ids))

@@ -98,8 +98,8 @@ def _detect(source: Source) -> str:
         if found is not None:
             raise source.error(f"a Hugging Face {found} model; this version imports model types "
                                f"{', '.join(('marian', *hf_bart.MODEL_TYPES, *hf_t5.MODEL_TYPES))}")
-        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, T5 or mT5 model (config.json with its "
-                           "model_type) nor the PyTorch seq2seq tutorial's encoder and decoder files")
+        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, T5 or mT5 model (config.json with "
+                           "its model_type) nor the PyTorch seq2seq tutorial's encoder and decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")
     if path.suffix == ".safetensors":
