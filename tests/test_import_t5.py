@@ -217,3 +217,19 @@ def test_checkpoints_without_the_t5_switches_save_the_config_older_versions_read
     saved = config_to_dict(convert(folder).config)
     assert saved["relative_buckets"] == 8 and saved["scale_attention"] is False
     assert config_from_dict(saved) == convert(folder).config
+
+
+def test_the_cli_converts_the_folder_and_translates_as_the_library_does(family, tmp_path, capsys):
+    from attnviz.cli import main
+
+    version, folder, _, _ = family
+    output = tmp_path / "t5.safetensors"
+    assert main(["convert", str(folder), "-o", str(output)]) == 0
+    assert "hf-t5" in capsys.readouterr().err
+    expected = Translator(load_checkpoint(output), "cpu").translate(SENTENCES[3], max_len=6).text
+    assert main(["translate", "-c", str(output), "--max-len", "6", SENTENCES[3]]) == 0
+    assert capsys.readouterr().out == expected + "\n"
+    assert main(["info", str(output), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)["provenance"]["imported_from"]
+    assert record["format"] == "hf-t5" and record["tokenizer"] == ("spiece.model" if version == "v1.0" else
+                                                                   "tokenizer.json")
