@@ -91,7 +91,7 @@ def least_elements(config: Any) -> tuple[int, int]:
         layers = (config.encoder_layers * (4 * d * inner + 2 * d * config.d_ff)
                   + config.decoder_layers * (8 * d * inner + 2 * d * config.d_ff))
         output = 0 if config.tie_output else config.tgt_vocab_size * d
-        return embeddings + layers + output, 2 * config.max_len * d
+        return embeddings + layers + output, 0 if config.positions == "none" else 2 * config.max_len * d
     h = config.hidden
     embeddings = (config.src_vocab_size + config.tgt_vocab_size) * h
     decoder_layers = config.decoder_layers * h * h if config.arch == "gru-transformer-decoder" else 0

@@ -46,6 +46,7 @@ def train_spm() -> bytes:
 
 
 def build(folder, version: str):
+    """``version``: ``v1.0``, ``v1.1`` or ``mt5`` (v1.1's layout under its own model classes)."""
     proto = train_spm()
     processor = spm.SentencePieceProcessor(model_proto=proto)
     if version == "v1.0":
@@ -54,15 +55,17 @@ def build(folder, version: str):
     else:
         pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
         transformers.T5Tokenizer(vocab=pieces, extra_ids=EXTRA_IDS).save_pretrained(folder)
-    v11 = version == "v1.1"
-    config = transformers.T5Config(
+    v11 = version != "v1.0"
+    config_class, model_class = (transformers.MT5Config, transformers.MT5ForConditionalGeneration) \
+        if version == "mt5" else (transformers.T5Config, transformers.T5ForConditionalGeneration)
+    config = config_class(
         vocab_size=processor.get_piece_size() + EXTRA_IDS + 4,  # ids beyond the tokenizer's, as real T5 has
         d_model=16, d_kv=6 if v11 else 4, d_ff=32, num_layers=2, num_decoder_layers=3 if v11 else 2, num_heads=4,
         relative_attention_num_buckets=8, relative_attention_max_distance=8, dropout_rate=0.1,
         feed_forward_proj="gated-gelu" if v11 else "relu", tie_word_embeddings=not v11, pad_token_id=PAD,
         eos_token_id=EOS, decoder_start_token_id=PAD)
     torch.manual_seed(0 if v11 else 1)
-    model = transformers.T5ForConditionalGeneration(config)
+    model = model_class(config)
     with torch.no_grad():
         if v11:
             model.lm_head.weight = torch.nn.Parameter(torch.randn(config.vocab_size, config.d_model) * 0.5)
@@ -70,7 +73,7 @@ def build(folder, version: str):
             if "layer_norm" not in name:
                 parameter.add_(torch.randn_like(parameter) * 0.3)
     model.save_pretrained(folder)
-    original = transformers.T5ForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager")
+    original = model_class.from_pretrained(str(folder), attn_implementation="eager")
     return folder, original.eval(), processor
 
 
@@ -81,7 +84,7 @@ def family(request, tmp_path_factory):
 
 def source_ids(version, folder, processor, text: str) -> list[int]:
     """What transformers' tokenizer (tokenizer.json) or T5's sentencepiece tokenizer gives for ``text``."""
-    if version == "v1.1":
+    if version != "v1.0":
         return transformers.T5Tokenizer.from_pretrained(str(folder))(text).input_ids
     return processor.encode(text) + [EOS]
 
@@ -110,6 +113,15 @@ def test_the_folder_is_detected_and_its_tokenizer_frames_sources(family):
 def test_logits_and_every_head_equal_transformers(family, tmp_path):
     version, folder, original, processor = family
     checkpoint = convert(folder)
+    path = save_checkpoint(tmp_path / "t5.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    for model in (checkpoint.model, load_checkpoint(path).model):
+        assert_forward_equal(model, original, version, folder, processor)
+
+
+def assert_forward_equal(model, original, version, folder, processor) -> None:
+    """Logits (weighted and fused paths) and every head of all three kinds equal transformers' eager forward,
+    on a padded batch whose longest source is beyond relative_attention_max_distance."""
     batch = [source_ids(version, folder, processor, text) for text in
              (SENTENCES[0] + " " + SENTENCES[4] + " " + SENTENCES[5], SENTENCES[1], SENTENCES[2])]
     width = max(map(len, batch))
@@ -117,23 +129,56 @@ def test_logits_and_every_head_equal_transformers(family, tmp_path):
     src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
     tgt = torch.randint(3, original.config.vocab_size, (3, 14), generator=torch.Generator().manual_seed(3))
     tgt[:, 0] = PAD
-    path = save_checkpoint(tmp_path / "t5.safetensors", checkpoint.model, checkpoint.source_tokenizer,
-                           checkpoint.target_tokenizer, checkpoint.provenance)
     depth = original.config.num_decoder_layers
     layers = {"enc_self": 2, "dec_self": depth, "cross": depth}
     with torch.no_grad():
         expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
                             output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert (logits - expected.logits).abs().max() < 1e-4
-            for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
-                                 ("cross", expected.cross_attentions)):
-                assert len(theirs) == len(intermediates.attention[kind]) == layers[kind]
-                for layer, weights in zip(theirs, intermediates.attention[kind]):
-                    assert layer.shape[1] == 4 and (layer - weights).abs().max() < 1e-5
-            unweighted, _ = model(src, tgt, need_weights=False)  # the fused path, bias folded into its mask
-            assert (unweighted - expected.logits).abs().max() < 1e-4
+        logits, intermediates = model(src, tgt, need_weights=True)
+        assert (logits - expected.logits).abs().max() < 1e-4
+        for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
+                             ("cross", expected.cross_attentions)):
+            assert len(theirs) == len(intermediates.attention[kind]) == layers[kind]
+            for layer, weights in zip(theirs, intermediates.attention[kind]):
+                assert layer.shape[1] == 4 and (layer - weights).abs().max() < 1e-5
+        unweighted, _ = model(src, tgt, need_weights=False)  # the fused path, bias folded into its mask
+        assert (unweighted - expected.logits).abs().max() < 1e-4
+
+
+def test_mt5_has_the_v1_1_layout(tmp_path):
+    folder, original, processor = build(tmp_path, "mt5")
+    assert detect_format(folder) == "hf-t5"
+    checkpoint = convert(folder)
+    assert checkpoint.config.gated_ffn and not checkpoint.config.tie_output
+    assert_forward_equal(checkpoint.model, original, "mt5", folder, processor)
+
+
+def test_relative_buckets_equal_t5s_for_every_distance():
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    from models.transformer import relative_position_buckets
+
+    distance = torch.arange(-3000, 3001)
+    for buckets, max_distance in ((32, 128), (8, 8), (64, 300), (6, 50)):
+        for bidirectional in (True, False):
+            ours = relative_position_buckets(distance, buckets, max_distance, bidirectional=bidirectional)
+            theirs = T5Attention._relative_position_bucket(distance, bidirectional=bidirectional,
+                                                           num_buckets=buckets, max_distance=max_distance)
+            assert torch.equal(ours, theirs), (buckets, max_distance, bidirectional)
+
+
+def test_bad_relative_bias_settings_are_one_line():
+    from models.config import make_config
+    from models.errors import ConfigError
+
+    for settings in ({"relative_buckets": 5, "relative_max_distance": 20},
+                     {"relative_buckets": 8, "relative_max_distance": 3}, {"relative_buckets": 2},
+                     {"relative_buckets": 1 << 13, "relative_max_distance": 1 << 14}):
+        with pytest.raises(ConfigError, match="relative_buckets") as error:
+            make_config("transformer-preln", 20, 20, **settings)
+        assert "\n" not in str(error.value)
+    config = make_config("transformer-preln", 20, 20, relative_buckets=8, relative_max_distance=16, positions="none")
+    assert config.relative_buckets == 8
 
 
 def generation(config):

@@ -57,7 +57,9 @@ def _config(source: Source) -> dict[str, Any]:
     data = {**defaults, **data}
     data["num_decoder_layers"] = data.get("num_decoder_layers") or data.get("num_layers")
     data.setdefault("decoder_start_token_id", data["pad_token_id"])
-    if data.get("scale_decoder_outputs") is None:  # folders written before transformers 5 say it this way
+    if data.get("model_type") == "mt5":  # MT5ForConditionalGeneration never scales its decoder output
+        data["scale_decoder_outputs"] = False
+    elif data.get("scale_decoder_outputs") is None:  # folders written before transformers 5 say it this way
         data["scale_decoder_outputs"] = data.get("tie_word_embeddings", True) is not False
     if isinstance(data["eos_token_id"], list) and len(data["eos_token_id"]) == 1:
         data["eos_token_id"] = data["eos_token_id"][0]
