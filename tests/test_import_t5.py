@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
 
 from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import finish, forced, greedy  # noqa: E402
+from models.decoding import beam_search, finish, forced, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
 from models.translator import Translator  # noqa: E402
@@ -181,11 +181,13 @@ def test_bad_relative_bias_settings_are_one_line():
     assert config.relative_buckets == 8
 
 
-def generation(config):
-    """Greedy search; without transformers' cache when the decoder is deeper than the encoder (its cache is
-    sized by the encoder's depth there: an IndexError in transformers 5.23)."""
-    return transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=1, do_sample=False, bad_words_ids=[[PAD]],
-                                         decoder_start_token_id=PAD, eos_token_id=EOS, pad_token_id=PAD,
+def generation(config, beams: int = 1):
+    """Greedy or beam search (ranked by summed log-probability: length_penalty 0, the one rule ours and
+    transformers' share); without transformers' cache when the decoder is deeper than the encoder (its cache
+    is sized by the encoder's depth there: an IndexError in transformers 5.23)."""
+    return transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=beams, do_sample=False,
+                                         bad_words_ids=[[PAD]], decoder_start_token_id=PAD, eos_token_id=EOS,
+                                         pad_token_id=PAD, length_penalty=0.0,
                                          use_cache=config.num_layers == config.num_decoder_layers)
 
 
@@ -210,6 +212,21 @@ def test_greedy_equals_generate_and_the_cached_trace_equals_the_forced_pass(fami
                 rows = cached.shape[1]
                 assert np.abs(cached - full[:, :rows, : cached.shape[2]]).max() < 1e-5
     assert len(set(outputs)) > 1
+
+
+def test_beam_search_equals_generate(family):
+    version, folder, original, processor = family
+    checkpoint = convert(folder)
+    differs_from_greedy = 0
+    for text in SENTENCES[:4]:
+        ids = source_ids(version, folder, processor, text)
+        with torch.no_grad():
+            generated = original.generate(torch.tensor([ids]), generation_config=generation(original.config, 4))
+        expected = generated[0, 1:].tolist()
+        ours = finish(beam_search(checkpoint.model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
+        assert ours == expected, text
+        differs_from_greedy += ours != finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids
+    assert differs_from_greedy  # the beams were really searched
 
 
 def test_an_unused_weight_is_refused_by_name(family, tmp_path):
