@@ -56,7 +56,7 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
     if scale:
         scores.div_(math.sqrt(q.shape[-1]))
     if bias is not None:
-        scores = scores + bias if scores.requires_grad else scores.add_(bias)
+        scores.add_(bias)
     weights = masked_softmax(scores, mask, in_place=True)
     output = torch.matmul(F.dropout(weights, dropout) if dropout else weights, v)  # [B, H, Q, Dv]
     return output, weights

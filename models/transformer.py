@@ -19,7 +19,8 @@ from .config import TransformerConfig
 from .masks import target_mask
 from .intermediates import Intermediates
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "swish": F.silu}
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+               "swish": F.silu}
 
 
 class UnbiasedStdNorm(nn.Module):
@@ -147,7 +148,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool,
                 bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        x, weights = self.self_attention.self_attend(x, mask, None, need_weights, bias)
+        x, weights = self.self_attention.self_attend(x, mask, None, need_weights, bias=bias)
         return self.feed_forward(x), weights
 
 
@@ -163,7 +164,7 @@ class DecoderLayer(nn.Module):
                 self_bias: Tensor | None = None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Shape: x ``[B, L, E]``, memory ``[B, S, E]``, self_bias ``[1, H, L, K]`` → x, self weights
         ``[B, H, L, K]``, cross ``[B, H, L, S]``."""
-        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights, self_bias)
+        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights, bias=self_bias)
         project = lambda: self.cross_attention.attention.project_kv(memory, memory)  # noqa: E731
         k, v = cache.cross_kv(project) if cache is not None else project()  # [B, H, S, D]
         x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights)
@@ -238,7 +239,7 @@ class TransformerSeq2Seq(Seq2Seq):
         bias = self.relative_bias(self.encoder_relative_bias, length, length, offset=0, bidirectional=True)
         weights = []
         for layer in self.encoder_layers:
-            x, layer_weights = layer(x, src_mask, need_weights, bias)
+            x, layer_weights = layer(x, src_mask, need_weights, bias=bias)
             weights.append(layer_weights)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
@@ -254,7 +255,7 @@ class TransformerSeq2Seq(Seq2Seq):
         self_weights, cross_weights = [], []
         for index, layer in enumerate(self.decoder_layers):
             cache = caches[index] if caches is not None else None
-            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights, bias)
+            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights, self_bias=bias)
             self_weights.append(self_w)
             cross_weights.append(cross_w)
         if self.decoder_norm is not None:
