@@ -247,15 +247,25 @@ def test_an_unused_weight_is_refused_by_name(family, tmp_path):
 
 
 def test_folders_written_before_transformers_5_read_the_same(family, tmp_path):
-    """Older config.json files say ``tie_word_embeddings: false`` for v1.1 and no ``scale_decoder_outputs``."""
-    version, folder, _, _ = family
+    """Older folders: config.json says ``tie_word_embeddings: false`` for v1.1 and no ``scale_decoder_outputs``;
+    ``pytorch_model.bin`` holds every tied copy and a relative-bias table on the first cross-attention that
+    transformers never reads (t5-small has one)."""
+    version, folder, original, _ = family
     older = tmp_path / "older"
     shutil.copytree(folder, older)
     data = json.loads((older / "config.json").read_text(encoding="utf-8"))
     data.pop("scale_decoder_outputs")
     data["tie_word_embeddings"] = version == "v1.0"
     (older / "config.json").write_text(json.dumps(data), encoding="utf-8")
-    assert convert(older).config == convert(folder).config
+    state = {name: tensor.clone() for name, tensor in original.state_dict().items()}
+    state["encoder.embed_tokens.weight"] = state["decoder.embed_tokens.weight"] = state["shared.weight"]
+    state["decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight"] = torch.randn(8, 4)
+    (older / "model.safetensors").unlink()
+    torch.save(state, older / "pytorch_model.bin")
+    converted, current = convert(older), convert(folder)
+    assert converted.config == current.config
+    for name, tensor in current.model.state_dict().items():
+        assert torch.equal(converted.model.state_dict()[name], tensor), name
 
 
 def test_other_t5_families_are_refused_naming_what_is_supported(tmp_path):
