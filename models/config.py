@@ -121,11 +121,10 @@ class TransformerConfig:
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, NORM_KINDS)
-        _require(self.relative_buckets == 0 or (self.relative_buckets >= 4 and self.relative_buckets % 2 == 0
+        _require(self.relative_buckets == 0 or (self.relative_buckets >= 4
                                                  and self.relative_max_distance > self.relative_buckets // 2),
-                 f"relative_buckets must be 0 (no relative position bias) or an even number of at least 4, with "
-                 f"relative_max_distance above half of it; got {self.relative_buckets} and "
-                 f"{self.relative_max_distance}")
+                 f"relative_buckets must be 0 (no relative position bias) or at least 4, with relative_max_distance "
+                 f"above half of it; got {self.relative_buckets} and {self.relative_max_distance}")
         _require(isinstance(self.position_offset, int) and self.position_offset >= 0
                  and (self.position_offset == 0 or self.positions == "learned"),
                  f"position_offset must be a non-negative integer, used only with learned positions; "

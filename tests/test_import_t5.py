@@ -159,7 +159,7 @@ def test_relative_buckets_equal_t5s_for_every_distance():
     from models.transformer import relative_position_buckets
 
     distance = torch.arange(-3000, 3001)
-    for buckets, max_distance in ((32, 128), (8, 8), (64, 300), (6, 50)):
+    for buckets, max_distance in ((32, 128), (8, 8), (64, 300), (6, 50), (7, 20), (4, 3)):
         for bidirectional in (True, False):
             ours = relative_position_buckets(distance, buckets, max_distance, bidirectional=bidirectional)
             theirs = T5Attention._relative_position_bucket(distance, bidirectional=bidirectional,
@@ -171,8 +171,8 @@ def test_bad_relative_bias_settings_are_one_line():
     from models.config import make_config
     from models.errors import ConfigError
 
-    for settings in ({"relative_buckets": 5, "relative_max_distance": 20},
-                     {"relative_buckets": 8, "relative_max_distance": 3}, {"relative_buckets": 2},
+    for settings in ({"relative_buckets": 3, "relative_max_distance": 20},
+                     {"relative_buckets": 8, "relative_max_distance": 4}, {"relative_buckets": 4},
                      {"relative_buckets": 1 << 13, "relative_max_distance": 1 << 14}):
         with pytest.raises(ConfigError, match="relative_buckets") as error:
             make_config("transformer-preln", 20, 20, **settings)

@@ -68,6 +68,11 @@ def _config(source: Source) -> dict[str, Any]:
         raise CheckpointError(path, f"lacks {', '.join(absent)}")
     if not isinstance(data["eos_token_id"], int):
         raise CheckpointError(path, f"eos_token_id must be one token id; got {data['eos_token_id']!r}")
+    for name in CONFIG_FIELDS:
+        value, number = data[name], name in ("dropout_rate", "layer_norm_epsilon")
+        if name not in ("model_type", "feed_forward_proj", "scale_decoder_outputs") and (
+                isinstance(value, bool) or not isinstance(value, (int, float) if number else int)):
+            raise CheckpointError(path, f"{name} must be {'a number' if number else 'an integer'}; got {value!r}")
     if data.get("is_encoder_decoder") is False:
         raise CheckpointError(path, "describes an encoder-only T5 (is_encoder_decoder false): there is no decoder "
                                     "to show")
