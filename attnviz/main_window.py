@@ -136,8 +136,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Open…", self.open_dialog, shortcut=QKeySequence.StandardKey.Open,
                      tip="Open an attnviz checkpoint, or one trained with other code (converted on opening)")
         self._action(file_menu, "Open &Folder…", self.open_folder_dialog,
-                     tip="Open a checkpoint folder (a Hugging Face Marian, BART, mBART, Pegasus, BlenderbotSmall or "
-                         "FSMT model, the seq2seq tutorial's files)")
+                     tip="Open a checkpoint folder (a Hugging Face Marian, BART, mBART, NLLB, Pegasus, BlenderbotSmall, "
+                         "FSMT or T5 model, the seq2seq tutorial's files)")
         self._action(file_menu, "Save Model &As…", self.save_model_as, shortcut="Ctrl+Shift+S",
                      tip="Save the open model as an attnviz checkpoint (an imported model keeps your answers)")
         self.recent_menu = file_menu.addMenu("Open &Recent")

@@ -35,18 +35,28 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = Fals
     return weights.masked_fill_(empty, 0.0) if bool(empty.any()) else weights
 
 
-def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
-                       dropout: float = 0.0, need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
-    """softmax(q kᵀ / √D) v.
+def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, scale: bool = True,
+                       bias: Tensor | None = None, dropout: float = 0.0,
+                       need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+    """softmax(q kᵀ / √D + bias) v (without the 1/√D when ``scale`` is False).
 
-    Shape: q ``[B, H, Q, D]``, k ``[B, H, K, D]``, v ``[B, H, K, Dv]``, mask broadcastable to
-    ``[B, H, Q, K]`` (True = may attend) → output ``[B, H, Q, Dv]``, weights ``[B, H, Q, K]`` or None.
+    Shape: q ``[B, H, Q, D]``, k ``[B, H, K, D]``, v ``[B, H, K, Dv]``, mask and ``bias`` (added to the scores
+    before the mask applies; a relative position bias) broadcastable to ``[B, H, Q, K]`` (mask: True = may
+    attend) → output ``[B, H, Q, Dv]``, weights ``[B, H, Q, K]`` or None.
     Without ``need_weights`` torch's fused kernel runs; it gives NaN on fully masked rows, which only
     an all-padding sequence produces.
     """
     if not need_weights:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout), None
-    scores = torch.matmul(q, k.transpose(-2, -1)).div_(math.sqrt(q.shape[-1]))  # [B, H, Q, K]
+        attn_mask = mask
+        if bias is not None:  # one additive mask: the bias, -inf where blocked
+            attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout,
+                                              scale=None if scale else 1.0), None
+    scores = torch.matmul(q, k.transpose(-2, -1))  # [B, H, Q, K]
+    if scale:
+        scores.div_(math.sqrt(q.shape[-1]))
+    if bias is not None:
+        scores.add_(bias)
     weights = masked_softmax(scores, mask, in_place=True)
     output = torch.matmul(F.dropout(weights, dropout) if dropout else weights, v)  # [B, H, Q, Dv]
     return output, weights
@@ -61,9 +71,10 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, heads: int, *, head_dim: int | None = None, key_dim: int | None = None,
-                 bias: bool = True, output_projection: bool = True, dropout: float = 0.0):
+                 bias: bool = True, output_projection: bool = True, dropout: float = 0.0, scale: bool = True):
         super().__init__()
         self.heads = heads
+        self.scale = scale  # False: scores are q·k without 1/√D (T5)
         self.head_dim = head_dim or d_model // heads
         inner = heads * self.head_dim
         key_dim = key_dim or d_model
@@ -84,12 +95,14 @@ class MultiHeadAttention(nn.Module):
         """Shape: key, value ``[B, K, key_dim]`` → k, v ``[B, H, K, D]``."""
         return self.split_heads(self.key(key)), self.split_heads(self.value(value))
 
-    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *,
+    def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, bias: Tensor | None = None,
                need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
-        """Shape: query ``[B, Q, E]``, k/v ``[B, H, K, D]`` → output ``[B, Q, E]``, weights ``[B, H, Q, K]``."""
+        """Shape: query ``[B, Q, E]``, k/v ``[B, H, K, D]``, bias broadcastable to ``[B, H, Q, K]`` → output
+        ``[B, Q, E]``, weights ``[B, H, Q, K]``."""
         q = self.split_heads(self.query(query))  # [B, H, Q, D]
         dropout = self.dropout if self.training else 0.0
-        heads_out, weights = scaled_dot_product(q, k, v, mask, dropout=dropout, need_weights=need_weights)
+        heads_out, weights = scaled_dot_product(q, k, v, mask, scale=self.scale, bias=bias, dropout=dropout,
+                                                need_weights=need_weights)
         batch, _, length, _ = heads_out.shape
         combined = heads_out.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim)  # [B, Q, H·D]
         return (self.output(combined) if self.output is not None else combined), weights

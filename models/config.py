@@ -19,8 +19,9 @@ TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
 RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
-ACTIVATIONS = ("relu", "gelu", "swish")
-POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
+POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq", "none")
+NORM_KINDS = ("layer_norm", "unbiased_std", "rms")
 
 
 def _require(condition: bool, message: str) -> None:
@@ -59,9 +60,17 @@ class TransformerConfig:
     ``positions="learned"``: a trained table of ``max_len + position_offset`` rows per side, position p read
     from row ``p + position_offset`` (BART and mBART keep 2 unused rows first). ``positions="fairseq"``: fairseq's
     sinusoid table (docs/architectures.md#transformer-common), position p read from row ``p + position_offset``
-    (FSMT, M2M100, NLLB: pad id + 1), padding tokens given no position (zeros).
+    (FSMT, M2M100, NLLB: pad id + 1), padding tokens given no position (zeros). ``positions="none"``: no
+    absolute positions at all (T5: order comes from the relative position bias only).
     ``tgt_norm_before_positions``: the target side's embedding LayerNorm reads the token vectors alone and the
     positions are added after it, without the ×√E scale (BlenderbotSmall's decoder); needs ``embedding_norm``.
+    ``relative_buckets`` > 0: a learned bias ``[relative_buckets, heads]`` per stack added to the self-attention
+    scores, looked up by the bucket of the key's distance from the query (bidirectional in the encoder,
+    past-only in the decoder; distances from ``relative_max_distance`` on share the last bucket); none on
+    cross-attention (docs/architectures.md#relative-position-bias).
+    ``scale_attention=False``: scores are ``q·k`` without the 1/√D. ``norm_kind="rms"``: ``weight · x /
+    sqrt(mean(x²) + eps)``, no bias (T5). ``gated_ffn``: ``linear_out(act(linear_in(h)) · linear_gate(h))``;
+    ``feed_forward_bias``: biases of those maps.
     """
 
     arch: str
@@ -91,6 +100,11 @@ class TransformerConfig:
     norm_kind: str = "layer_norm"
     position_offset: int = 0
     tgt_norm_before_positions: bool = False
+    relative_buckets: int = 0  # 0: no relative position bias
+    relative_max_distance: int = 0
+    scale_attention: bool = True
+    gated_ffn: bool = False
+    feed_forward_bias: bool = True
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -111,7 +125,11 @@ class TransformerConfig:
         _check_choice("norm_position", self.norm_position, ("pre", "post"))
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
-        _check_choice("norm_kind", self.norm_kind, ("layer_norm", "unbiased_std"))
+        _check_choice("norm_kind", self.norm_kind, NORM_KINDS)
+        _require(self.relative_buckets == 0 or (self.relative_buckets >= 4
+                                                 and self.relative_max_distance > self.relative_buckets // 2),
+                 f"relative_buckets must be 0 (no relative position bias) or at least 4, with relative_max_distance "
+                 f"above half of it; got {self.relative_buckets} and {self.relative_max_distance}")
         _require(isinstance(self.position_offset, int) and not isinstance(self.position_offset, bool)
                  and self.position_offset >= 0
                  and (self.position_offset == 0 or self.positions in ("learned", "fairseq")),
@@ -174,7 +192,8 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False}
+LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
+                "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

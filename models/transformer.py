@@ -19,7 +19,8 @@ from .config import TransformerConfig
 from .masks import target_mask
 from .intermediates import Intermediates
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+               "swish": F.silu}
 
 
 class UnbiasedStdNorm(nn.Module):
@@ -39,6 +40,8 @@ class UnbiasedStdNorm(nn.Module):
 def layer_norm(config: TransformerConfig) -> nn.Module:
     if config.norm_kind == "unbiased_std":
         return UnbiasedStdNorm(config.d_model, config.layer_norm_eps)
+    if config.norm_kind == "rms":  # weight · x / sqrt(mean(x²) + eps): no mean subtracted, no bias (T5)
+        return nn.RMSNorm(config.d_model, eps=config.layer_norm_eps)
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
 
@@ -55,11 +58,12 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.position_offset = config.position_offset
         self.learned_positions = None
+        table = None  # positions="none": no absolute positions
         if config.positions == "learned":
             self.learned_positions = nn.Embedding(config.max_len + config.position_offset, config.d_model)
-        else:
+        elif config.positions != "none":
             table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
-            self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
+        self.register_buffer("positions", table, persistent=False)  # rebuilt from the config, never saved
         # fairseq's padding tokens read the table's zero row at the pad id
         self.unplaced_id = config.pad_id if config.positions == "fairseq" else None
         self.dropout = nn.Dropout(config.dropout)
@@ -69,6 +73,9 @@ class TokenEmbedding(nn.Module):
         """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
         start = offset + self.position_offset
         table = self.positions if self.learned_positions is None else self.learned_positions.weight
+        if table is None:  # no absolute positions (T5)
+            x = self.dropout(self.tokens(ids) * self.scale)
+            return x if self.norm is None else self.norm(x)
         positions = table[start: start + ids.shape[1]]  # [L, E]
         if self.unplaced_id is not None:
             positions = positions * (ids != self.unplaced_id)[..., None]  # [B, L, E]
@@ -87,7 +94,8 @@ class AttentionSublayer(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.attention = MultiHeadAttention(config.d_model, config.heads, head_dim=config.head_dim,
-                                            bias=config.attention_bias, dropout=config.dropout)
+                                            bias=config.attention_bias, dropout=config.dropout,
+                                            scale=config.scale_attention)
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm_position == "pre"
@@ -97,16 +105,17 @@ class AttentionSublayer(nn.Module):
         x = x + self.dropout(attended)
         return x if self.pre_norm else self.norm(x)
 
-    def self_attend(self, x: Tensor, mask: Tensor | None, cache: LayerCache | None,
-                    need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """Shape: x ``[B, L, E]`` (L = 1 when decoding with a cache) → ``[B, L, E]``, weights ``[B, H, L, K]``."""
+    def self_attend(self, x: Tensor, mask: Tensor | None, cache: LayerCache | None, need_weights: bool,
+                    bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Shape: x ``[B, L, E]`` (L = 1 when decoding with a cache), bias ``[1, H, L, K]`` → ``[B, L, E]``,
+        weights ``[B, H, L, K]``."""
         normed = self.norm(x) if self.pre_norm else x
         # Seed 000 normalises only the query; keys and values read the un-normalised input.
         kv_input = normed if self.pre_norm_kv or not self.pre_norm else x
         k, v = self.attention.project_kv(kv_input, kv_input)  # [B, H, L, D]
         if cache is not None:
             k, v = cache.extend_self(k, v)  # [B, H, K, D], K = all positions so far
-        attended, weights = self.attention.attend(normed, k, v, mask, need_weights=need_weights)
+        attended, weights = self.attention.attend(normed, k, v, mask, bias=bias, need_weights=need_weights)
         return self._residual(x, attended), weights
 
     def cross_attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
@@ -117,12 +126,15 @@ class AttentionSublayer(nn.Module):
 
 
 class FeedForwardSublayer(nn.Module):
-    """Linear → activation → Linear, with residual and LayerNorm placed like the attention sublayers."""
+    """Linear → activation → Linear, with residual and LayerNorm placed like the attention sublayers; gated
+    (``gated_ffn``): ``linear_out(act(linear_in(h)) · linear_gate(h))``."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.linear_in = nn.Linear(config.d_model, config.d_ff)
-        self.linear_out = nn.Linear(config.d_ff, config.d_model)
+        bias = config.feed_forward_bias
+        self.linear_in = nn.Linear(config.d_model, config.d_ff, bias=bias)
+        self.linear_gate = nn.Linear(config.d_model, config.d_ff, bias=bias) if config.gated_ffn else None
+        self.linear_out = nn.Linear(config.d_ff, config.d_model, bias=bias)
         self.activation = ACTIVATIONS[config.activation]
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
@@ -130,7 +142,10 @@ class FeedForwardSublayer(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         hidden = self.norm(x) if self.pre_norm else x
-        x = x + self.dropout(self.linear_out(self.activation(self.linear_in(hidden))))
+        inner = self.activation(self.linear_in(hidden))  # [B, L, d_ff]
+        if self.linear_gate is not None:
+            inner = inner * self.linear_gate(hidden)
+        x = x + self.dropout(self.linear_out(inner))
         return x if self.pre_norm else self.norm(x)
 
 
@@ -140,8 +155,9 @@ class EncoderLayer(nn.Module):
         self.self_attention = AttentionSublayer(config)
         self.feed_forward = FeedForwardSublayer(config)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        x, weights = self.self_attention.self_attend(x, mask, None, need_weights)
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool,
+                bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        x, weights = self.self_attention.self_attend(x, mask, None, need_weights, bias=bias)
         return self.feed_forward(x), weights
 
 
@@ -153,13 +169,39 @@ class DecoderLayer(nn.Module):
         self.feed_forward = FeedForwardSublayer(config)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
-                cache: LayerCache | None, need_weights: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """Shape: x ``[B, L, E]``, memory ``[B, S, E]`` → x, self weights ``[B, H, L, K]``, cross ``[B, H, L, S]``."""
-        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights)
+                cache: LayerCache | None, need_weights: bool,
+                self_bias: Tensor | None = None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Shape: x ``[B, L, E]``, memory ``[B, S, E]``, self_bias ``[1, H, L, K]`` → x, self weights
+        ``[B, H, L, K]``, cross ``[B, H, L, S]``."""
+        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights, bias=self_bias)
         project = lambda: self.cross_attention.attention.project_kv(memory, memory)  # noqa: E731
         k, v = cache.cross_kv(project) if cache is not None else project()  # [B, H, S, D]
         x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights)
         return self.feed_forward(x), self_weights, cross_weights
+
+
+def relative_position_buckets(distance: Tensor, buckets: int, max_distance: int, *, bidirectional: bool) -> Tensor:
+    """The bucket of each key-minus-query ``distance`` (docs/architectures.md#relative-position-bias).
+
+    Bidirectional: keys after the query take the upper half of the buckets, before it the lower half, by
+    |distance|; past-only: keys after the query share bucket 0 with the query itself. Within a half, the
+    first half of its buckets hold one distance each; the rest grow logarithmically up to ``max_distance``,
+    and every farther distance shares the last one. Computed in float32 as T5 does, so that distances at a
+    bucket edge fall where they fell in training.
+    """
+    span = buckets
+    bucket = torch.zeros_like(distance)
+    if bidirectional:
+        span = buckets // 2
+        bucket = (distance > 0).long() * span
+        distance = distance.abs()
+    else:
+        distance = (-distance).clamp(min=0)
+    exact = span // 2
+    far = exact + (torch.log(distance.float() / exact) / math.log(max_distance / exact)
+                   * (span - exact)).to(torch.long)
+    far = far.clamp(max=span - 1)
+    return bucket + torch.where(distance < exact, distance, far)
 
 
 class TransformerSeq2Seq(Seq2Seq):
@@ -174,6 +216,10 @@ class TransformerSeq2Seq(Seq2Seq):
             self.tgt_embedding.tokens.weight = self.src_embedding.tokens.weight
         self.encoder_layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
+        self.encoder_relative_bias = self.decoder_relative_bias = None
+        if config.relative_buckets:  # one table per stack, shared by all its layers
+            self.encoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads)
+            self.decoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads)
         self.encoder_norm = layer_norm(config) if config.final_norm else None
         self.decoder_norm = layer_norm(config) if config.final_norm else None
         self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
@@ -199,9 +245,11 @@ class TransformerSeq2Seq(Seq2Seq):
         """Shape: src_ids ``[B, S]`` → memory ``[B, S, E]``, src_mask ``[B, 1, 1, S]``, weights per layer."""
         src_mask = self.source_mask(src_ids)
         x = self.src_embedding(src_ids)
+        length = src_ids.shape[1]
+        bias = self.relative_bias(self.encoder_relative_bias, length, length, offset=0, bidirectional=True)
         weights = []
         for layer in self.encoder_layers:
-            x, layer_weights = layer(x, src_mask, need_weights)
+            x, layer_weights = layer(x, src_mask, need_weights, bias=bias)
             weights.append(layer_weights)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
@@ -211,10 +259,13 @@ class TransformerSeq2Seq(Seq2Seq):
                caches: list[LayerCache] | None, offset: int, need_weights: bool):
         """Shape: tgt_ids ``[B, L]`` → logits ``[B, L, V]``, self and cross weights per layer."""
         x = self.tgt_embedding(tgt_ids, offset)
+        length = tgt_ids.shape[1]  # the queries are positions offset..offset+length-1, the keys 0..offset+length-1
+        bias = self.relative_bias(self.decoder_relative_bias, length, offset + length, offset=offset,
+                                  bidirectional=False)
         self_weights, cross_weights = [], []
         for index, layer in enumerate(self.decoder_layers):
             cache = caches[index] if caches is not None else None
-            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights)
+            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights, self_bias=bias)
             self_weights.append(self_w)
             cross_weights.append(cross_w)
         if self.decoder_norm is not None:
@@ -223,6 +274,19 @@ class TransformerSeq2Seq(Seq2Seq):
         if self.logit_scale != 1.0:
             logits = logits * self.logit_scale
         return logits, self_weights, cross_weights
+
+    def relative_bias(self, table: nn.Embedding | None, query_len: int, key_len: int, *, offset: int,
+                      bidirectional: bool) -> Tensor | None:
+        """The relative position bias ``[1, H, Q, K]`` of queries at positions ``offset..offset+Q-1`` over keys
+        at ``0..K-1`` (docs/architectures.md#relative-position-bias), or None without a table."""
+        if table is None:
+            return None
+        device = table.weight.device
+        queries = torch.arange(offset, offset + query_len, device=device)[:, None]
+        keys = torch.arange(key_len, device=device)[None, :]
+        buckets = relative_position_buckets(keys - queries, self.config.relative_buckets,
+                                            self.config.relative_max_distance, bidirectional=bidirectional)
+        return table(buckets).permute(2, 0, 1)[None]  # [Q, K, H] → [1, H, Q, K]
 
     def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
         memory, src_mask, enc_weights = self.encode(src_ids, need_weights)

@@ -35,6 +35,7 @@ BOUNDS = {
     "heads": 1024, "decoder_heads": 1024,
     "encoder_layers": 256, "decoder_layers": 256,
     "max_len": 1 << 17, "position_offset": 1 << 12,
+    "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
 }
 # Numbers a model may rebuild from its config rather than store (position tables): 2**25 floats, 128 MiB.
@@ -90,7 +91,8 @@ def least_elements(config: Any) -> tuple[int, int]:
         layers = (config.encoder_layers * (4 * d * inner + 2 * d * config.d_ff)
                   + config.decoder_layers * (8 * d * inner + 2 * d * config.d_ff))
         output = 0 if config.tie_output else config.tgt_vocab_size * d
-        return embeddings + layers + output, 2 * (config.max_len + config.position_offset) * d
+        positions = 0 if config.positions == "none" else 2 * (config.max_len + config.position_offset) * d
+        return embeddings + layers + output, positions
     h = config.hidden
     embeddings = (config.src_vocab_size + config.tgt_vocab_size) * h
     decoder_layers = config.decoder_layers * h * h if config.arch == "gru-transformer-decoder" else 0

@@ -233,6 +233,27 @@ def test_scaled_dot_product_fully_masked_row_outputs_zero():
     torch.testing.assert_close(output[:, :, 1:], expected, atol=1e-6, rtol=0)
 
 
+def test_unscaled_scores_with_an_additive_bias_on_both_paths():
+    """T5's attention: softmax(q·kᵀ + bias) under the mask, no 1/√D; the fused path folds the mask into the
+    bias, and a fully masked row still gives zeros on the weighted path."""
+    torch.manual_seed(27)
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4)
+    bias = torch.randn(1, 3, 5, 7)  # one bias per head, shared by the batch
+    mask = padding_mask(torch.tensor([[5, 5, 5, 5, 5, 5, 5], [5, 5, 5, 5, PAD, PAD, PAD]]), PAD)
+    output, weights = scaled_dot_product(q, k, v, mask, scale=False, bias=bias)
+    expected = torch.softmax((q @ k.transpose(-2, -1) + bias).masked_fill(~mask, -math.inf), -1)
+    torch.testing.assert_close(weights, expected, atol=1e-6, rtol=0)
+    assert (weights[1, :, :, 4:] == 0).all()
+    fused, none = scaled_dot_product(q, k, v, mask, scale=False, bias=bias, need_weights=False)
+    assert none is None
+    torch.testing.assert_close(fused, output, atol=1e-5, rtol=0)
+    unmasked, _ = scaled_dot_product(q, k, v, None, scale=False, bias=bias, need_weights=False)
+    torch.testing.assert_close(unmasked, torch.softmax(q @ k.transpose(-2, -1) + bias, -1) @ v, atol=1e-5, rtol=0)
+    blocked = _random_mask((2, 3, 5, 7), seed=25)  # row 0 fully masked
+    output, weights = scaled_dot_product(q, k, v, blocked, scale=False, bias=bias)
+    assert (weights[:, :, 0] == 0).all() and (output[:, :, 0] == 0).all()
+
+
 @pytest.mark.parametrize("output_projection", [True, False])
 def test_multi_head_attention_masked_rows(output_projection):
     torch.manual_seed(26)

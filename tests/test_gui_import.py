@@ -120,3 +120,21 @@ def test_a_hostile_pickle_is_refused_in_the_window(qtbot, window, tmp_path, layo
     qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
     assert not target.exists() and opened(window, "random.safetensors")
     assert getattr(window, "import_dialog", None) is None  # no "trust" offer for a file that would run code
+
+
+def test_a_dropped_t5_folder_opens_without_questions_and_shows_every_head(qtbot, window, tmp_path):
+    pytest.importorskip("transformers")
+    from tests.test_import_t5 import SENTENCES, build
+
+    folder, _, _ = build(tmp_path, "v1.1")
+    drop(window, folder)
+    qtbot.waitUntil(lambda: opened(window, folder.name), timeout=WAIT)
+    assert getattr(window, "import_dialog", None) is None or not window.import_dialog.isVisible()
+    window.input_bar.text.setText(SENTENCES[1])
+    window.input_bar.max_len.setValue(5)
+    window.run()
+    qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 4,
+                    timeout=WAIT)
+    trace = window.session.trace
+    assert trace.kinds == ["enc_self", "dec_self", "cross"]
+    assert trace.tgt_tokens[0] == "<pad>" and trace.src_tokens[-1] == "</s>"  # T5 starts from the pad id

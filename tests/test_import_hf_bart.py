@@ -156,7 +156,7 @@ def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(family, tmp
 def test_other_model_types_are_refused_naming_what_is_supported(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "prophetnet"}), encoding="utf-8")
     with pytest.raises(CheckpointError, match=r"a Hugging Face prophetnet model; this version imports model types "
-                                              r"marian, bart, mbart, m2m_100, pegasus, blenderbot-small, fsmt$"):
+                                              r"marian, bart, mbart, m2m_100, pegasus, blenderbot-small, fsmt, t5, mt5$"):
         detect_format(tmp_path)
 
 

@@ -15,6 +15,8 @@ Formats (auto-detected when --format is omitted):
                    (mBART-50, NLLB) takes --src-lang/--tgt-lang, kept in the checkpoint
   fsmt             a Hugging Face FSMT folder (config.json, model.safetensors, vocab-src.json, vocab-tgt.json,
                    merges.txt; its Moses tokenizer needs sacremoses)
+  hf-t5            a Hugging Face T5 (v1.0, v1.1) or mT5 folder (config.json, model.safetensors,
+                   tokenizer.json or spiece.model)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -34,7 +36,7 @@ from models.errors import InputError
 
 
 NAME = "convert"
-FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt")
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5")
 
 
 def add_parser(subparsers) -> None:

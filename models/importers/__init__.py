@@ -3,7 +3,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 (docs/checkpoint-formats.md says what each format maps).
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
-                                                | "annotated" | "hf-bart" | "fsmt"
+                                                | "annotated" | "hf-bart" | "fsmt" | "hf-t5"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -23,15 +23,15 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, fsmt, hf_bart, jadore, marian, nn_transformer, pytorch_seq2seq
-from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
+from . import annotated, fsmt, hf_bart, hf_t5, jadore, marian, nn_transformer, pytorch_seq2seq
+from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
 from .safe_load import TrustRequiredError
 
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
-                                              fsmt)}
+                                              fsmt, hf_t5)}
 # Detection order: the most specific layouts first.
 _FILE_ORDER = (jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
-_FOLDER_ORDER = (marian, hf_bart, fsmt, pytorch_seq2seq)
+_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
            "inspect"]
@@ -83,7 +83,7 @@ def _source(path: str | Path, trust: bool) -> Source:
         raise CheckpointError(path, "no such file or folder")
     # A Hugging Face weights file stands for the folder holding its config and vocabularies.
     weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
-    if weights_file and any(module.claims(Source(path.parent)) for module in (marian, hf_bart, fsmt)):
+    if weights_file and any(module.claims(Source(path.parent)) for module in (marian, hf_bart, fsmt, hf_t5)):
         path = path.parent
     return Source(path, trust)
 
@@ -94,13 +94,13 @@ def _detect(source: Source) -> str:
         for module in _FOLDER_ORDER:
             if module.claims(source):
                 return module.NAME
-        found = hf_bart.model_type(path)
+        found = hf_model_type(path)
         if found is not None:
             raise source.error(f"a Hugging Face {found} model; this version imports model types "
-                               f"{', '.join(('marian', *hf_bart.MODEL_TYPES, 'fsmt'))}")
-        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, M2M100/NLLB, Pegasus, BlenderbotSmall "
-                           "or FSMT model (config.json with its model_type) nor the PyTorch seq2seq tutorial's encoder "
-                           "and decoder files")
+                               f"{', '.join(('marian', *hf_bart.MODEL_TYPES, 'fsmt', *hf_t5.MODEL_TYPES))}")
+        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, M2M100/NLLB, Pegasus, BlenderbotSmall, "
+                           "FSMT, T5 or mT5 model (config.json with its model_type) nor the PyTorch seq2seq tutorial's "
+                           "encoder and decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")
     if path.suffix == ".safetensors":

@@ -24,8 +24,8 @@ from ..errors import CheckpointError, ConfigError
 from ..tokenizers import TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
-from .common import Inspection, Settings, Source, WeightMap, hf_activation
-from .hf_bart import bpe_tokenizer, key_prefix, map_layers, model_type, piece_ids, read_weights
+from .common import Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, read_hf_weights
+from .hf_bart import bpe_tokenizer, key_prefix, map_layers, piece_ids
 
 NAME = "fsmt"
 ACCEPTED: dict[str, str] = {}  # config.json and tokenizer_config.json say everything
@@ -38,7 +38,7 @@ SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 
 def claims(source: Source) -> bool:
-    return model_type(source.path) == "fsmt"
+    return hf_model_type(source.path) == "fsmt"
 
 
 def _json(path: Path) -> Any:
@@ -76,7 +76,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
-    state, weights_file = read_weights(source)
+    state, weights_file = read_hf_weights(source)
     config = _our_config(source, hf)
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)

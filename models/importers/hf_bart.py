@@ -21,7 +21,6 @@ starts every output.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,9 +35,8 @@ from ..errors import CheckpointError, ConfigError
 from ..tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
-from . import safe_load
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, provenance,
-                     read_safetensors)
+from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_model_type, provenance,
+                     read_hf_config, read_hf_weights, tokenizer_json_pair)
 
 NAME = "hf-bart"
 
@@ -77,36 +75,18 @@ ACCEPTED = {"src_lang": "the source language's code, for multilingual models (de
                         "was saved with)",
             "tgt_lang": "the target language's code, for models that start each output with it (default: the "
                         "config's forced_bos_token_id)"}
-# How multilingual tokenizers write language codes: mBART (en_XX), NLLB (eng_Latn), M2M100 (__en__).
-LANGUAGE_CODE = re.compile(r"[a-z]{2}_[A-Z]{2}|[a-z]{3}_[A-Z][a-z]{3}|__[a-z]{2,3}__")
 CONFIG_FIELDS = ("model_type", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                  "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "activation_function",
                  "vocab_size", "max_position_embeddings", "scale_embedding", "tie_word_embeddings", "pad_token_id",
                  "bos_token_id", "eos_token_id", "decoder_start_token_id", "dropout")
 
 
-def model_type(folder: Path) -> str | None:
-    """``model_type`` of a Hugging Face folder's config.json, or None when there is none to read."""
-    path = folder / "config.json"
-    if not folder.is_dir() or not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return data.get("model_type") if isinstance(data, dict) and isinstance(data.get("model_type"), str) else None
-
-
 def claims(source: Source) -> bool:
-    return model_type(source.path) in MODEL_TYPES
+    return hf_model_type(source.path) in MODEL_TYPES
 
 
 def _config(source: Source) -> dict[str, Any]:
-    path = source.path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    path, data = read_hf_config(source)
     defaults = {"scale_embedding": False, "tie_word_embeddings": True, "activation_function": "gelu",
                 "max_position_embeddings": 1024, "dropout": 0.1, "pad_token_id": 1, "bos_token_id": 0,
                 "eos_token_id": 2, "decoder_start_token_id": 2}
@@ -165,7 +145,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
-    state, weights_file = read_weights(source)
+    state, weights_file = read_hf_weights(source)
     files = tokenizer_files(source, hf["model_type"])
     config = _our_config(source, hf, state, append_eos=files == (LAYOUTS[hf["model_type"]].sentencepiece,))
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
@@ -176,7 +156,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     elif config.src_append_eos:
         source_tokenizer, target_tokenizer = _pegasus_sentencepiece(source, config, files[0])
     else:
-        source_tokenizer, target_tokenizer = _tokenizers(source, config, hf["bos_token_id"])
+        source_tokenizer, target_tokenizer = tokenizer_json_pair(source, config, hf["bos_token_id"])
     _choose_languages(source, settings, hf, source_tokenizer, target_tokenizer)
     record = provenance(NAME, source, settings, inspection.inferred, weights=weights_file.name,
                         tokenizer_files=list(files))
@@ -203,18 +183,6 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,
         scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
         tie_output=tied, embedding_norm=layout.embedding_norm, tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=append_eos)
-
-
-def read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        path = source.path / name
-        if path.is_file():
-            payload = read_safetensors(path) if name.endswith(".safetensors") else \
-                safe_load.load(path, trust=source.trust)
-            if not isinstance(payload, dict):
-                raise CheckpointError(path, f"holds {type(payload).__name__}, not a state dict")
-            return payload, path
-    raise source.error("the folder has neither model.safetensors nor pytorch_model.bin")
 
 
 def key_prefix(state: dict[str, Tensor]) -> str:
@@ -280,36 +248,6 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
     else:  # transformers creates it as zeros when a file lacks it
         weights.put("output.bias", "final_logits_bias", torch.zeros(config.tgt_vocab_size))
     return weights
-
-
-def _tokenizers(source: Source, config: TransformerConfig,
-                source_bos: int) -> tuple[TokenizerJsonTokenizer, TokenizerJsonTokenizer]:
-    """The folder's tokenizer.json for both sides: sources framed by its post-processor, as transformers
-    does; labels for ids the file lacks read ``<id N>``."""
-    path = source.path / "tokenizer.json"
-    try:
-        definition = path.read_text(encoding="utf-8")
-        vocab = json.loads(definition)["model"]["vocab"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise CheckpointError(path, f"cannot be read as a tokenizer.json ({error})") from None
-    pieces = [f"<id {index}>" for index in range(config.tgt_vocab_size)]
-    entries = vocab.items() if isinstance(vocab, dict) else ((piece, index) for index, (piece, *_) in enumerate(vocab))
-    added = json.loads(definition).get("added_tokens") or []
-    for piece, index in [*entries, *((token.get("content"), token.get("id")) for token in added)]:
-        if isinstance(piece, str) and isinstance(index, int) and 0 <= index < len(pieces):
-            pieces[index] = piece
-    unk = next((index for piece, index in ((p, i) for i, p in enumerate(pieces)) if piece == "<unk>"), None)
-    specials = {"pad": config.pad_id, "unk": unk, "eos": config.eos_id}
-    languages = {token["content"]: token["id"] for token in added if isinstance(token, dict)
-                 and token.get("special") and isinstance(token.get("content"), str)
-                 and LANGUAGE_CODE.fullmatch(token["content"]) and isinstance(token.get("id"), int)
-                 and 0 <= token["id"] < len(pieces)}
-    try:
-        return (TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": source_bos}, add_special_tokens=True,
-                                       languages=languages),
-                TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}, languages=languages))
-    except ConfigError as error:
-        raise CheckpointError(path, str(error)) from None
 
 
 def _choose_languages(source: Source, settings: Settings, hf: dict[str, Any], source_tokenizer,

@@ -1,0 +1,223 @@
+"""Hugging Face T5 and mT5 folders (``config.json`` with ``model_type`` ``t5`` or ``mt5``;
+docs/checkpoint-formats.md#hf-t5).
+
+``modeling_t5.py``: pre-norm layers whose RMS norm (no mean, no bias) feeds query, keys and values alike,
+a final norm after each stack; no absolute positions: each stack's first layer holds a learned relative
+position bias ``[buckets, heads]`` that every layer of the stack adds to its self-attention scores
+(bidirectional buckets in the encoder, past-only in the decoder, none in cross-attention); scores are not
+divided by √d; no biases anywhere. Feed-forward ``wo(act(wi(h)))``, or gated ``wo(act(wi_0(h)) · wi_1(h))``
+(``feed_forward_proj="gated-gelu"``, T5 v1.1 and mT5, with the tanh GELU). Logits ``lm_head(x)``, with the
+decoder output ×d_model^-0.5 first when the output layer is the embedding (v1.0); v1.1 keeps an untied
+``lm_head`` and no scaling. Decoding starts from ``decoder_start_token_id`` (the pad id).
+Tokenizer: ``tokenizer.json`` (its post-processor ends each source with ``</s>``) or else ``spiece.model``
+(sentencepiece ids, ``</s>`` appended, ``<extra_id_N>`` at the top of the vocabulary).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from ..checkpoint import Checkpoint
+from ..config import TransformerConfig
+from ..errors import CheckpointError, ConfigError
+from ..tokenizers import SentencePieceVocabTokenizer
+from ..transformer import TransformerSeq2Seq
+from ..validation import check_against_weights
+from .common import (Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config, read_hf_weights,
+                     saved_as_one, tokenizer_json_pair)
+
+NAME = "hf-t5"
+MODEL_TYPES = ("t5", "mt5")
+PROJECTIONS = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output"))
+ACCEPTED: dict[str, str] = {}  # config.json says everything
+CONFIG_FIELDS = ("model_type", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
+                 "relative_attention_num_buckets", "relative_attention_max_distance", "dropout_rate",
+                 "layer_norm_epsilon", "feed_forward_proj", "vocab_size", "pad_token_id", "eos_token_id",
+                 "decoder_start_token_id", "scale_decoder_outputs", "n_positions")
+# feed_forward_proj's activation → ours; "gated-gelu" is the tanh GELU in transformers (T5 v1.1's own).
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "swish", "swish": "swish"}
+DEFAULT_LENGTH = 512  # T5 has no position limit; the longest source and output we run
+EXTRA_IDS = 100  # <extra_id_N> tokens a spiece.model-only folder has unless tokenizer_config.json says otherwise
+
+
+def claims(source: Source) -> bool:
+    return hf_model_type(source.path) in MODEL_TYPES
+
+
+def _config(source: Source) -> dict[str, Any]:
+    path, data = read_hf_config(source)
+    defaults = {"d_kv": 64, "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+                "dropout_rate": 0.1, "layer_norm_epsilon": 1e-6, "feed_forward_proj": "relu", "pad_token_id": 0,
+                "eos_token_id": 1, "n_positions": DEFAULT_LENGTH}
+    data = {**defaults, **data}
+    data["num_decoder_layers"] = data.get("num_decoder_layers") or data.get("num_layers")
+    data.setdefault("decoder_start_token_id", data["pad_token_id"])
+    if data.get("model_type") == "mt5":  # MT5ForConditionalGeneration never scales its decoder output
+        data["scale_decoder_outputs"] = False
+    elif data.get("scale_decoder_outputs") is None:  # folders written before transformers 5 say it this way
+        data["scale_decoder_outputs"] = data.get("tie_word_embeddings", True) is not False
+    if isinstance(data["eos_token_id"], list) and len(data["eos_token_id"]) == 1:
+        data["eos_token_id"] = data["eos_token_id"][0]
+    absent = [name for name in CONFIG_FIELDS if data.get(name) is None]
+    if absent:
+        raise CheckpointError(path, f"lacks {', '.join(absent)}")
+    if not isinstance(data["eos_token_id"], int):
+        raise CheckpointError(path, f"eos_token_id must be one token id; got {data['eos_token_id']!r}")
+    for name in CONFIG_FIELDS:
+        value, number = data[name], name in ("dropout_rate", "layer_norm_epsilon")
+        if name not in ("model_type", "feed_forward_proj", "scale_decoder_outputs") and (
+                isinstance(value, bool) or not isinstance(value, (int, float) if number else int)):
+            raise CheckpointError(path, f"{name} must be {'a number' if number else 'an integer'}; got {value!r}")
+    if data.get("is_encoder_decoder") is False:
+        raise CheckpointError(path, "describes an encoder-only T5 (is_encoder_decoder false): there is no decoder "
+                                    "to show")
+    return {name: data[name] for name in CONFIG_FIELDS}
+
+
+def _activation(path: Path, proj: Any) -> tuple[str, bool]:
+    """(our activation, gated) of ``feed_forward_proj``."""
+    parts = str(proj).split("-")
+    gated = len(parts) == 2 and parts[0] == "gated"
+    name = "gelu_new" if proj == "gated-gelu" else parts[-1]
+    if len(parts) > 2 or (len(parts) == 2 and not gated) or name not in ACTIVATIONS:
+        raise CheckpointError(path, f"feed_forward_proj {proj!r} is not supported (relu, gelu, gelu_new, silu, "
+                                    f"each optionally gated-)")
+    return ACTIVATIONS[name], gated
+
+
+def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+    config = _config(source)
+    if not any((source.path / name).is_file() for name in ("tokenizer.json", "spiece.model")):
+        raise source.error(f"the {config['model_type']} folder has neither tokenizer.json nor spiece.model")
+    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
+
+
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+    if src_vocab or tgt_vocab:
+        raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
+    inspection, hf = inspect(source, settings)
+    state, weights_file = read_hf_weights(source)
+    if not any(key.startswith("decoder.block.") for key in state):
+        raise CheckpointError(weights_file, "holds an encoder-only T5 (no decoder.block weights): there is no decoder "
+                                            "to show")
+    has_json = (source.path / "tokenizer.json").is_file()
+    config = _our_config(source, hf, state, tokenizer_frames_source=has_json)
+    check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
+    model = TransformerSeq2Seq(config)
+    _map_weights(state, config, weights_file).load_into(model)
+    if has_json:
+        source_tokenizer, target_tokenizer = tokenizer_json_pair(source, config, config.bos_id)
+    else:
+        source_tokenizer = target_tokenizer = _spiece_tokenizer(source, config)
+    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
+                                "read_from_file": inspection.inferred,
+                                "tokenizer": "tokenizer.json" if has_json else "spiece.model"}}
+    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+
+
+def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,
+                tokenizer_frames_source: bool) -> TransformerConfig:
+    activation, gated = _activation(source.path / "config.json", hf["feed_forward_proj"])
+    heads, d_kv = hf["num_heads"], hf["d_kv"]
+    return TransformerConfig(
+        arch="transformer-preln", src_vocab_size=hf["vocab_size"], tgt_vocab_size=hf["vocab_size"],
+        d_model=hf["d_model"], heads=heads, d_head=0 if heads * d_kv == hf["d_model"] else d_kv, d_ff=hf["d_ff"],
+        encoder_layers=hf["num_layers"], decoder_layers=hf["num_decoder_layers"], dropout=float(hf["dropout_rate"]),
+        max_len=hf["n_positions"], norm_position="pre", final_norm=True, pre_norm_kv=True,
+        layer_norm_eps=float(hf["layer_norm_epsilon"]), norm_kind="rms", activation=activation, gated_ffn=gated,
+        feed_forward_bias=False, positions="none", relative_buckets=hf["relative_attention_num_buckets"],
+        relative_max_distance=hf["relative_attention_max_distance"], scale_attention=False, scale_embedding=False,
+        share_embeddings=True, tie_output=_tied_output(state), attention_bias=False, output_bias=False,
+        logit_scale=hf["d_model"] ** -0.5 if hf["scale_decoder_outputs"] else 1.0, pad_id=hf["pad_token_id"],
+        bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=not tokenizer_frames_source)
+
+
+def _tied_output(state: dict[str, Tensor]) -> bool:
+    """transformers ties ``lm_head`` to ``shared`` unless the file holds both with different values."""
+    return "lm_head.weight" not in state or saved_as_one(state, "lm_head.weight", "shared.weight")
+
+
+def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path) -> WeightMap:
+    weights = WeightMap(Source(file), state, "T5")
+    ffn = (("wi_0", "linear_in"), ("wi_1", "linear_gate"), ("wo", "linear_out")) if config.gated_ffn else \
+        (("wi", "linear_in"), ("wo", "linear_out"))
+    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
+        blocks = [("SelfAttention", "self_attention")] + ([("EncDecAttention", "cross_attention")]
+                                                          if side == "decoder" else [])
+        for index in range(count):
+            theirs, ours = f"{side}.block.{index}.layer.", f"{side}_layers.{index}."
+            for number, (their_block, our_block) in enumerate(blocks):
+                for proj, name in PROJECTIONS:
+                    weights.copy(f"{ours}{our_block}.attention.{name}.weight",
+                                 f"{theirs}{number}.{their_block}.{proj}.weight")
+                weights.copy(f"{ours}{our_block}.norm.weight", f"{theirs}{number}.layer_norm.weight")
+            last = len(blocks)
+            for their_linear, our_linear in ffn:
+                weights.copy(f"{ours}feed_forward.{our_linear}.weight",
+                             f"{theirs}{last}.DenseReluDense.{their_linear}.weight")
+            weights.copy(f"{ours}feed_forward.norm.weight", f"{theirs}{last}.layer_norm.weight")
+        # The first layer's table serves every layer of the stack.
+        weights.copy(f"{side}_relative_bias.weight",
+                     f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
+        weights.copy(f"{side}_norm.weight", f"{side}.final_layer_norm.weight")
+    # Old files may carry a table on the first cross-attention too; transformers never reads it.
+    weights.ignore("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")
+    weights.ignore_copies("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+    weights.copy("src_embedding.tokens.weight", "shared.weight")
+    if config.tie_output:
+        weights.ignore_copies("shared.weight", "lm_head.weight")
+    else:
+        weights.copy("output.weight", "lm_head.weight")
+    return weights
+
+
+def _spiece_tokenizer(source: Source, config: TransformerConfig) -> SentencePieceVocabTokenizer:
+    """spiece.model's pieces keep their own ids; ``<extra_id_N>`` sit above them, N = 0 highest (as T5's
+    tokenizers number them); ids beyond both label as ``<id N>``."""
+    path = source.path / "spiece.model"
+    proto = path.read_bytes()
+    try:
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError as error:
+        raise CheckpointError(path, f"is not a sentencepiece model ({error})") from None
+    size = processor.get_piece_size()
+    if size > config.tgt_vocab_size:
+        raise CheckpointError(path, f"has {size} pieces, more than the model's vocabulary of {config.tgt_vocab_size}")
+    pieces = [processor.id_to_piece(index) for index in range(size)]
+    pieces += [f"<id {index}>" for index in range(size, config.tgt_vocab_size)]
+    extra = _extra_ids(source)
+    for number in range(extra):
+        index = size + extra - 1 - number
+        if index < len(pieces):
+            pieces[index] = f"<extra_id_{number}>"
+    for role, expected, piece in (("pad", config.pad_id, "<pad>"), ("eos", config.eos_id, "</s>")):
+        if pieces[expected] != piece:
+            raise CheckpointError(path, f"has {pieces[expected]!r} at id {expected}, where config.json puts the "
+                                        f"{role} token {piece}")
+    unk = processor.unk_id() if 0 <= processor.unk_id() < size else None
+    try:
+        return SentencePieceVocabTokenizer(proto, pieces, {"pad": config.pad_id, "unk": unk, "bos": config.bos_id,
+                                                           "eos": config.eos_id})
+    except ConfigError as error:
+        raise CheckpointError(path, str(error)) from None
+
+
+def _extra_ids(source: Source) -> int:
+    path = source.path / "tokenizer_config.json"
+    if not path.is_file():
+        return EXTRA_IDS
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("extra_ids", EXTRA_IDS)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CheckpointError(path, f"extra_ids must be a non-negative integer; got {value!r}")
+    return value
+
