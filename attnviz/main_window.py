@@ -66,12 +66,13 @@ class MainWindow(QMainWindow):
 
     # --- construction -------------------------------------------------------------------------------
     def _build_views(self, devices: list[str]) -> None:
-        from .views.controls import InputBar, ModelPanel, SelectorBar
+        from .views.controls import AblationBar, InputBar, ModelPanel, SelectorBar
         from .views.decoding import DecodingPanel
         from .views.heatmap import HeatmapView
         from .views.thumbnails import ThumbnailGrid
 
         self.input_bar = InputBar()
+        self.ablation_bar = AblationBar()
         self.selector = SelectorBar()
         self.selector.setEnabled(False)  # nothing to choose from until a trace exists
         self.focus = HeatmapView()
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.input_bar)
+        layout.addWidget(self.ablation_bar)
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.model_dock = self._dock("Model", self.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
@@ -108,6 +110,11 @@ class MainWindow(QMainWindow):
         self.selector.options_changed.connect(self._on_options_changed)
         self.head_grid.clicked.connect(lambda _, head: self.select(head=head))
         self.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
+        self.head_grid.head_toggled.connect(lambda _, head: self.toggle_head(self.session.selection.layer, head))
+        self.head_grid.layer_toggled.connect(lambda _: self.toggle_layer(self.session.selection.layer))
+        self.model_view.head_toggled.connect(self.toggle_head)
+        self.model_view.layer_toggled.connect(self.toggle_layer)
+        self.ablation_bar.restore_requested.connect(self.restore_heads)
         self.decoding.step_changed.connect(lambda step: self.select(step=step))
         self.decoding.hypothesis_chosen.connect(self._on_hypothesis)
         self.model_panel.demo_chosen.connect(self.open_path)
@@ -208,6 +215,7 @@ class MainWindow(QMainWindow):
         worker.device_changed.connect(self._on_device_changed)
         worker.step.connect(self._on_step)
         worker.finished.connect(self._on_finished)
+        worker.original.connect(self._on_original)
         worker.failed.connect(self._on_failed)
         worker.notice.connect(self._on_notice)
 
@@ -313,6 +321,35 @@ class MainWindow(QMainWindow):
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
 
+    # --- switching heads off (models/ablation.py) -------------------------------------------------------
+    def toggle_head(self, layer: int, head: int) -> None:
+        """Switch a head of the selected kind off or on, and run again."""
+        if self.session.trace is None:
+            return
+        self.session.toggle_head(self.session.selection.kind, layer, head)
+        self._show_ablation()
+        self.run()
+
+    def toggle_layer(self, layer: int) -> None:
+        """Switch every head of a layer of the selected kind off (or on again), and run again."""
+        if self.session.trace is None:
+            return
+        self.session.toggle_layer(self.session.selection.kind, layer)
+        self._show_ablation()
+        self.run()
+
+    def restore_heads(self) -> None:
+        self.session.restore_heads()
+        self._show_ablation()
+        self.run()
+
+    def _show_ablation(self) -> None:
+        self.ablation_bar.show_state(viewmodel.ablation_state(self.session.ablation, self.session.trace))
+
+    def _on_original(self, request_id: int, result) -> None:
+        if self.session.accept_original(request_id, result):
+            self._show_output()
+
     def corpus_head_stats(self, path: str | None = None) -> None:
         """Run a PAIRS.tsv corpus on the worker; the Head statistics dock shows every head's statistics."""
         if self.session.model is None:
@@ -334,6 +371,7 @@ class MainWindow(QMainWindow):
             return
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.accept_model(job_id, info)
+        self._show_ablation()
         self.clear_views("The attention appears here once a sentence has run.")
         self._remember(str(info.path))
         self.input_bar.set_busy(False)
@@ -418,7 +456,8 @@ class MainWindow(QMainWindow):
         if result is not None:
             limit = self.session.request.max_len if self.session.request.mode != "forced" else None
             eos_id = self.session.model.config.get("eos_id") if self.session.model else None
-            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices, limit=limit, eos_id=eos_id))
+            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices, limit=limit, eos_id=eos_id,
+                                                             original=self.session.original))
         elif self.session.notices:
             self.input_bar.show_message(self.session.notices[-1])
 

@@ -66,6 +66,7 @@ class ModelWorker(QObject):
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
     step = Signal(int, object)  # request id, DecodeStep
     finished = Signal(int, object)  # request id, list[DecodeResult]
+    original = Signal(int, object)  # request id, the best DecodeResult with every head on (runs that switch heads off)
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
     head_stats_ready = Signal(int, object)  # job id, HeadStats (models/head_summary.py) or the line saying why not
@@ -217,8 +218,15 @@ class ModelWorker(QObject):
             self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
                                          f"{translator.config.max_len} are used (the model's maximum).")
         target_ids = translator.target(request.target, unknown="replace") if request.mode == "forced" else None
+        if request.ablation:  # the same input with every head on, shown beside the ablated output
+            from models.decoding import finish
+
+            request.ablation.validate(translator.model.attention_shape())  # before decoding twice
+            original = finish(translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                                max_len=request.max_len, need_weights=False))[0]
+            self.original.emit(request.id, original)
         steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                  max_len=request.max_len)
+                                  max_len=request.max_len, ablation=request.ablation)
         while True:
             if request.id != self.latest_request:
                 steps.close()

@@ -1,0 +1,106 @@
+"""Switching heads off in the window: the thumbnails' context menu, the "N heads off — Restore" bar, the
+re-decoded output beside the original with a token diff, and the marks on switched-off heads. A real
+window on a real trained demo (and on the shared random checkpoint); no mocks."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPoint
+from PySide6.QtGui import QContextMenuEvent
+from PySide6.QtWidgets import QApplication
+
+from attnviz import viewmodel
+from attnviz.demos import demo_path
+from tests.test_gui import WAIT, run_text
+
+DEMO = "piglatin-gru-transformer-decoder"
+
+
+def wait_for_run(qtbot, window, ablated: bool) -> None:
+    qtbot.waitUntil(lambda: bool(window.session.results) and bool(window.session.request.ablation) == ablated
+                    and (window.session.original is not None) == ablated, timeout=WAIT)
+
+
+def menu_texts(grid, row: int, col: int) -> list[str]:
+    return [action.text() for action in grid.context_menu(row, col).actions()]
+
+
+def trigger(grid, row: int, col: int, text: str) -> None:
+    (action,) = [action for action in grid.context_menu(row, col).actions() if action.text() == text]
+    action.trigger()
+
+
+def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_undoes_it(qtbot, window):
+    window.open_path(str(demo_path(DEMO)))
+    qtbot.waitUntil(lambda: window.session.model.path.stem == DEMO, timeout=WAIT)
+    run_text(qtbot, window, "strength through joy", max_len=40)
+    original = window.session.result.text
+    assert original == "engthstray oughthray oyjay" and not window.ablation_bar.isVisible()
+    window.select(kind="cross", layer=0, head=0)
+    grid = window.model_view
+    assert menu_texts(grid, 0, 0) == ["Switch head off", "Switch layer off"]
+
+    trigger(grid, 0, 0, "Switch head off")
+    wait_for_run(qtbot, window, ablated=True)
+    session = window.session
+    assert session.request.ablation.specs() == ["cross:0:0"]
+    assert session.trace.ablated == (("cross", 0, 0),)
+    ablated = session.result.text
+    assert ablated != original and session.original.text == original
+    assert window.ablation_bar.isVisible() and window.ablation_bar.label.text() == "1 head off —"
+    assert "cross-attention L0 H0" in window.ablation_bar.label.toolTip()
+    shown = window.input_bar.output.text()
+    assert f"with every head on: {original}" in shown and f"<b>{ablated}</b>" in shown
+    diff = viewmodel.token_diff(session.original.tokens, session.result.tokens)
+    deleted, inserted = ([token for token, change in diff if change == kind] for kind in ("deleted", "inserted"))
+    assert deleted and shown.count("<s>") == len(deleted) and shown.count("<u>") == len(inserted)
+    # the marks: crossed-out thumbnail in both grids, "switched off" in the focus title
+    assert [cross.isVisible() for cross in grid.crosses] == [True, False, False]
+    window.select(layer=0, head=0)
+    assert window.head_grid.crosses[0].isVisible()
+    assert "switched off" in window.focus.title.text()
+    window.select(layer=1)
+    assert not window.head_grid.crosses[0].isVisible() and "switched off" not in window.focus.title.text()
+    # the weights the switched-off head computed are still shown, and still sum to one per row
+    np.testing.assert_allclose(session.trace.attention["cross"][0][0].sum(axis=-1), 1.0, atol=1e-5)
+    assert menu_texts(grid, 0, 0) == ["Switch head on", "Switch layer on"]  # one head is the whole layer here
+
+    window.ablation_bar.restore.click()
+    wait_for_run(qtbot, window, ablated=False)
+    assert window.session.result.text == original and not window.ablation_bar.isVisible()
+    assert "with every head on" not in window.input_bar.output.text()
+    assert not any(cross.isVisible() for cross in grid.crosses)
+
+
+def test_switching_a_layer_off_from_the_head_grid(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=5)
+    window.select(kind="cross", layer=1, head=2)
+    trigger(window.head_grid, 0, 2, "Switch layer off")
+    wait_for_run(qtbot, window, ablated=True)
+    assert window.session.trace.ablated == tuple(("cross", 1, head) for head in range(4))
+    assert window.ablation_bar.label.text() == "4 heads off —"
+    assert all(cross.isVisible() for cross in window.head_grid.crosses)
+    assert [cross.isVisible() for cross in window.model_view.crosses] == [False] * 4 + [True] * 4
+    window.select(head="mean")
+    assert "4 of 4 heads off" in window.focus.title.text()
+    assert menu_texts(window.head_grid, 0, 1) == ["Switch head on", "Switch layer on"]
+    trigger(window.head_grid, 0, 1, "Switch head on")  # one back on: three stay off
+    wait_for_run(qtbot, window, ablated=True)
+    assert window.session.trace.ablated == (("cross", 1, 0), ("cross", 1, 2), ("cross", 1, 3))
+    assert window.ablation_bar.label.text() == "3 heads off —"
+
+
+def test_a_right_click_on_a_thumbnail_opens_the_menu(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    grid = window.model_view
+    view, _ = grid.cells[5]  # layer 1, head 1
+    point = grid.mapFromScene(view.sceneBoundingRect().center())
+    event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, point, grid.mapToGlobal(point))
+    QApplication.sendEvent(grid.viewport(), event)
+    qtbot.waitUntil(lambda: getattr(grid, "menu", None) is not None and grid.menu.isVisible(), timeout=WAIT)
+    assert [action.text() for action in grid.menu.actions()] == ["Switch head off", "Switch layer off"]
+    grid.menu.actions()[0].trigger()
+    grid.menu.close()
+    wait_for_run(qtbot, window, ablated=True)
+    assert window.session.trace.ablated == (("cross", 1, 1),)
+    assert grid.cell_at(QPoint(-5, -5)) is None
