@@ -191,6 +191,8 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         self._action(view_menu, "Corpus head &statistics…", self.corpus_head_stats,
                      tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical")
+        self._action(view_menu, "Head &importance…", self.head_importance,
+                     tip="How much the score on a PAIRS.tsv corpus drops when each head is switched off alone")
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
@@ -365,6 +367,23 @@ class MainWindow(QMainWindow):
             self.head_stats.dock = self._dock("Head statistics", self.head_stats.view, Qt.DockWidgetArea.RightDockWidgetArea)
         self.head_stats.dock.show()
         self.head_stats.start(self.session.next_id(), path)
+
+    def head_importance(self, path: str | None = None) -> None:
+        """Score a PAIRS.tsv corpus on the worker with each head switched off alone; the Head importance dock
+        shows the drops as a layers × heads heatmap per kind."""
+        if self.session.model is None:
+            return
+        path = path or QFileDialog.getOpenFileName(self, "Head importance: sentence pairs", "", PAIRS_FILTER)[0]
+        if not path:
+            return
+        if getattr(self, "importance_panel", None) is None:  # made on first use
+            from .importance_panel import ImportancePanel
+
+            self.importance_panel = ImportancePanel(self.worker_thread.worker, self)
+            self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
+            self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.importance_panel.dock.show()
+        self.importance_panel.start(self.session.next_id(), path)
 
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):
@@ -588,7 +607,8 @@ class MainWindow(QMainWindow):
             font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
             app.setFont(font)
             self.focus.set_tick_font(app.font())
-            for dock in (self.model_dock, self.decoding_dock, getattr(getattr(self, "head_stats", None), "dock", None)):
+            for dock in (self.model_dock, self.decoding_dock, getattr(getattr(self, "head_stats", None), "dock", None),
+                         getattr(getattr(self, "importance_panel", None), "dock", None)):
                 if dock is not None:
                     dock.hide()
             self.grids.hide()

@@ -70,6 +70,8 @@ class ModelWorker(QObject):
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
     head_stats_ready = Signal(int, object)  # job id, HeadStats (models/head_summary.py) or the line saying why not
+    importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
+    importance_ready = Signal(int, object)  # job id, HeadImportance (models/importance.py) or the line saying why not
 
     def __init__(self):
         super().__init__()
@@ -79,6 +81,7 @@ class ModelWorker(QObject):
         self.latest_request = 0
         self.latest_model_job = 0
         self.latest_stats_job = 0
+        self.latest_importance_job = 0
 
     def _stale_model_job(self, job_id: int) -> bool:
         return job_id != self.latest_model_job
@@ -199,6 +202,33 @@ class ModelWorker(QObject):
             return
         if stats is not None:
             self.head_stats_ready.emit(job_id, stats)
+
+    @Slot(int, str, int)
+    def head_importance(self, job_id: int, path: str, limit: int) -> None:
+        """The score drop of each head switched off alone over the first ``limit`` pairs of a PAIRS.tsv file;
+        stops between heads once a newer importance or model job exists."""
+        from models.data.pairs import read_pairs
+        from models.importance import head_importance
+
+        current = lambda: job_id == self.latest_importance_job and self.latest_model_job < job_id  # noqa: E731
+        if self.translator is None or not current():
+            return
+
+        def progress(done: int, total: int, _head: str) -> bool:
+            self.importance_progress.emit(job_id, done, total)
+            return current()
+
+        try:
+            importance = head_importance(self.translator, read_pairs(path)[:limit], progress=progress)
+        except AttnvizError as failure:
+            self.importance_ready.emit(job_id, str(failure))
+            return
+        except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
+            traceback.print_exc()
+            self.importance_ready.emit(job_id, f"internal error: {type(failure).__name__}: {failure}")
+            return
+        if importance is not None:
+            self.importance_ready.emit(job_id, importance)
 
     def _fall_back_to_the_cpu(self, request: Request) -> None:
         self.translator.to("cpu")

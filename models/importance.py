@@ -16,7 +16,8 @@ from .evaluation import Evaluation, evaluate
 from .trace import KINDS
 from .translator import Translator
 
-Progress = Callable[[int, int, str], None]  # (heads done, heads in all, the head just scored as KIND:LAYER:HEAD)
+# (heads done, heads in all, the head just scored as KIND:LAYER:HEAD); returning False stops the run
+Progress = Callable[[int, int, str], "bool | None"]
 METRICS = {"exact": "exact match %", "chrf": "chrF"}
 
 
@@ -42,6 +43,10 @@ class HeadImportance:
     seconds: float = 0.0
 
     @property
+    def metric_name(self) -> str:
+        return METRICS[self.metric]
+
+    @property
     def drops(self) -> dict[str, np.ndarray]:
         return {kind: self.baseline - table for kind, table in self.scores.items()}
 
@@ -61,9 +66,9 @@ class HeadImportance:
 
 
 def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *, kinds: Sequence[str] | None = None,
-                    beam: int = 1, max_len: int | None = None, progress: Progress | None = None) -> HeadImportance:
+                    beam: int = 1, max_len: int | None = None, progress: Progress | None = None) -> HeadImportance | None:
     """Score ``pairs`` once as the model is, then once per head of ``kinds`` (default: every kind the model
-    has) with that head alone switched off."""
+    has) with that head alone switched off. None when ``progress`` returned False (the run was stopped)."""
     shape = translator.model.attention_shape()
     if not shape:
         raise AblationError("this model has no attention heads to switch off")
@@ -85,8 +90,8 @@ def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
             for head in range(heads):
                 table[layer, head] = score(Ablation.of([(kind, layer, head)]))
                 done += 1
-                if progress is not None:
-                    progress(done, total, f"{kind}:{layer}:{head}")
+                if progress is not None and progress(done, total, f"{kind}:{layer}:{head}") is False:
+                    return None
         result.scores[kind] = table
     result.seconds = time.perf_counter() - started
     return result

@@ -9,7 +9,7 @@ from PySide6.QtCore import QPoint
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication
 
-from attnviz import viewmodel
+from attnviz import stats_view, viewmodel
 from attnviz.demos import demo_path
 from tests.test_gui import WAIT, run_text
 
@@ -104,3 +104,33 @@ def test_a_right_click_on_a_thumbnail_opens_the_menu(qtbot, window):
     wait_for_run(qtbot, window, ablated=True)
     assert window.session.trace.ablated == (("cross", 1, 1),)
     assert grid.cell_at(QPoint(-5, -5)) is None
+
+
+def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_focuses_it(qtbot, window, tmp_path):
+    from models.data.piglatin import to_pig_latin
+    from tests.test_head_stats_gui import cell_position
+    from PySide6.QtCore import Qt
+
+    window.open_path(str(demo_path(DEMO)))
+    qtbot.waitUntil(lambda: window.session.model.path.stem == DEMO and bool(window.session.results), timeout=WAIT)
+    corpus = tmp_path / "pairs.tsv"
+    words = ["impress", "strength through joy", "hello world", "good morning", "open the door", "green apple"]
+    corpus.write_text("".join(f"{word}\t{to_pig_latin(word)}\n" for word in words), encoding="utf-8")
+    window.head_importance(str(corpus))
+    panel = window.importance_panel
+    qtbot.waitUntil(lambda: panel.importance is not None, timeout=60_000)
+    importance, view = panel.importance, panel.view
+    assert importance.metric == "exact" and importance.examples == len(words)
+    assert [panel_.name for panel_ in stats_view.importance_state(importance, "cross").panels] == ["drop", "left"]
+    assert view.kind.currentData() == "cross" and view.shape == (3, 1)
+    np.testing.assert_array_equal(view.plots[0][1].image, importance.drops["cross"].astype(np.float32))
+    assert f"{len(words)} sentences; exact match % {importance.baseline:.2f}" in view.summary.text()
+    view.kind.setCurrentIndex(view.kind.findData("dec_self"))
+    np.testing.assert_array_equal(view.plots[0][1].image, importance.drops["dec_self"].astype(np.float32))
+    qtbot.mouseClick(view.panels.viewport(), Qt.MouseButton.LeftButton, pos=cell_position(view, 0, 2, 0))
+    assert (window.session.selection.kind, window.session.selection.layer, window.session.selection.head) == ("dec_self", 2, 0)
+    assert view.head_title.text().startswith("Decoder self-attention, layer 2, head 0: exact match %")
+    assert view.plots[0][2].isVisible()  # the clicked head is outlined
+    window.head_importance(str(tmp_path / "missing.tsv"))
+    qtbot.waitUntil(lambda: "No head importance:" in view.summary.text(), timeout=WAIT)
+    assert "no such file" in view.summary.text()
