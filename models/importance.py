@@ -68,7 +68,12 @@ class HeadImportance:
 def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *, kinds: Sequence[str] | None = None,
                     beam: int = 1, max_len: int | None = None, progress: Progress | None = None) -> HeadImportance | None:
     """Score ``pairs`` once as the model is, then once per head of ``kinds`` (default: every kind the model
-    has) with that head alone switched off. None when ``progress`` returned False (the run was stopped)."""
+    has) with that head alone switched off. None when ``progress`` returned False (the run was stopped).
+
+    Without ``max_len`` outputs stop at twice the longest reference plus 10 tokens (all runs alike): a model
+    missing a head often never ends its sentence, and decoding to the model's maximum would only make the
+    same wrong output longer.
+    """
     shape = translator.model.attention_shape()
     if not shape:
         raise AblationError("this model has no attention heads to switch off")
@@ -77,6 +82,10 @@ def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
             raise AblationError(f"this model has no {kind} attention (it has {', '.join(k for k in KINDS if k in shape)})")
     chosen = [kind for kind in KINDS if kind in shape and (not kinds or kind in kinds)]
     started = time.perf_counter()
+    if max_len is None:
+        tokenizer = translator.target_tokenizer
+        longest = max(len(tokenizer.encode(tokenizer.normalize(reference), unknown="replace")) for _, reference in pairs)
+        max_len = 2 * longest + 10
     metric = metric_for(translator)
     score = lambda ablation: metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,  # noqa: E731
                                                    ablation=ablation), metric)
