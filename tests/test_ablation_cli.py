@@ -53,6 +53,12 @@ def test_render_draws_an_ablated_run(capsys, tmp_path):
     code, _, err = cli(capsys, "render", "-c", DEMO, TEXT, "--kind", "cross", "--layer", "0", "--head", "all",
                        "--ablate", "cross:0:0", "-o", output)
     assert code == 0 and output.stat().st_size > 1000, err
+    figure = tmp_path / "heads.svg"
+    code, _, _ = cli(capsys, "render", "-c", "en-es-transformer", "The Lord is my shepherd.", "--kind", "cross",
+                     "--layer", "1", "--head", "all", "--ablate", "cross:1:2", "-o", figure)
+    text = figure.read_text(encoding="utf-8")
+    assert code == 0 and "L1 · H2 · off" in text and "L1 · H1 · off" not in text and "L1 · H1<" in text
+    assert text.count("stroke='#e53935'") == 1  # the one switched-off head is crossed out
 
 
 def test_evaluate_scores_the_ablated_model(capsys, pig_pairs):
