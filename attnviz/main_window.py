@@ -115,6 +115,7 @@ class MainWindow(QMainWindow):
         self.model_view.head_toggled.connect(self.toggle_head)
         self.model_view.layer_toggled.connect(self.toggle_layer)
         self.ablation_bar.restore_requested.connect(self.restore_heads)
+        self.ablation_bar.compare_toggled.connect(self.show_original)
         self.decoding.step_changed.connect(lambda step: self.select(step=step))
         self.decoding.hypothesis_chosen.connect(self._on_hypothesis)
         self.model_panel.demo_chosen.connect(self.open_path)
@@ -345,8 +346,15 @@ class MainWindow(QMainWindow):
         self._show_ablation()
         self.run()
 
+    def show_original(self, on: bool) -> None:
+        """Show the same input's run with every head on in every view (or this run's again)."""
+        self.session.show_original = on
+        self.session.clamp()
+        self.refresh(rebuild=True)
+
     def _show_ablation(self) -> None:
-        self.ablation_bar.show_state(viewmodel.ablation_state(self.session.ablation, self.session.trace))
+        self.ablation_bar.show_state(viewmodel.ablation_state(self.session.ablation, self.session.trace),
+                                     self.session.show_original)
 
     def _on_original(self, request_id: int, result) -> None:
         if self.session.accept_original(request_id, result):
@@ -471,7 +479,7 @@ class MainWindow(QMainWindow):
         self._show_output()
 
     def _show_output(self) -> None:
-        result = self.session.result
+        result = self.session.run_result
         if result is not None:
             limit = self.session.request.max_len if self.session.request.mode != "forced" else None
             eos_id = self.session.model.config.get("eos_id") if self.session.model else None

@@ -94,6 +94,7 @@ class Session:
     run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
     ablation: Ablation = NO_ABLATION  # the heads the next run switches off
     original: DecodeResult | None = None  # with heads off: the same input's best result with every head on
+    show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
     _next_id: int = 0
 
     def next_id(self) -> int:
@@ -129,6 +130,8 @@ class Session:
         if not self.is_current(request_id):
             return False
         self.original = result
+        if self.show_original:
+            self.clamp()
         return True
 
     # --- switching heads off ------------------------------------------------------------------------------
@@ -149,7 +152,7 @@ class Session:
         return self.ablation
 
     def restore_heads(self) -> None:
-        self.ablation = NO_ABLATION
+        self.ablation, self.show_original = NO_ABLATION, False
 
     def accept_notice(self, request_id: int, message: str) -> bool:
         """A notice of a run is kept only while that run is the newest; others always."""
@@ -173,7 +176,7 @@ class Session:
             return False
         self.model = info
         self.request, self.results, self.steps, self.notices = None, [], [], []
-        self.ablation, self.original = NO_ABLATION, None
+        self.ablation, self.original, self.show_original = NO_ABLATION, None, False
         self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
         return True
 
@@ -195,10 +198,18 @@ class Session:
 
     # --- what is shown -------------------------------------------------------------------------------
     @property
-    def result(self) -> DecodeResult | None:
+    def run_result(self) -> DecodeResult | None:
+        """The chosen hypothesis of the newest run (with its heads switched off, if any)."""
         if not self.results:
             return None
         return self.results[min(self.selection.hypothesis, len(self.results) - 1)]
+
+    @property
+    def result(self) -> DecodeResult | None:
+        """What the views show: the run's result, or the same input with every head on when ``show_original``."""
+        if self.show_original and self.original is not None and self.results:
+            return self.original
+        return self.run_result
 
     @property
     def trace(self) -> AttentionTrace | None:

@@ -66,7 +66,8 @@ class ModelWorker(QObject):
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
     step = Signal(int, object)  # request id, DecodeStep
     finished = Signal(int, object)  # request id, list[DecodeResult]
-    original = Signal(int, object)  # request id, the best DecodeResult with every head on (runs that switch heads off)
+    original = Signal(int, object)  # request id, the best DecodeResult (and trace) with every head on, for runs
+    # that switch heads off
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
     head_stats_ready = Signal(int, object)  # job id, HeadStats (models/head_summary.py) or the line saying why not
@@ -253,7 +254,7 @@ class ModelWorker(QObject):
 
             request.ablation.validate(translator.model.attention_shape())  # before decoding twice
             original = finish(translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                                max_len=request.max_len, need_weights=False))[0]
+                                                max_len=request.max_len))[0]
             self.original.emit(request.id, original)
         steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
                                   max_len=request.max_len, ablation=request.ablation)

@@ -65,3 +65,18 @@ def test_the_session_toggles_heads_and_layers_against_the_shown_trace():
     assert session.new_request("abc").ablation.specs() == ["cross:0:0"] and session.original is None
     session.restore_heads()
     assert not session.new_request("abc").ablation
+
+
+def test_the_session_can_show_the_run_with_every_head_on():
+    session = Session()
+    session.ablation = Ablation.parse(["cross:1:0"])
+    request = session.new_request("abc")
+    off = DecodeResult([1], ["x"], "x", -1.0, -1.0, trace(ablated=[("cross", 1, 0)]), [])
+    on = DecodeResult([2], ["y"], "y", -0.5, -0.5, trace(), [])
+    session.accept_original(request.id, on)
+    session.accept_results(request.id, [off])
+    assert session.result is off and session.run_result is off
+    session.show_original = True
+    assert session.result is on and session.trace.ablated == () and session.run_result is off
+    session.restore_heads()
+    assert not session.show_original and session.result is off

@@ -65,6 +65,19 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     np.testing.assert_allclose(session.trace.attention["cross"][0][0].sum(axis=-1), 1.0, atol=1e-5)
     assert menu_texts(grid, 0, 0) == ["Switch head on", "Switch layer on"]  # one head is the whole layer here
 
+    # the traces of both: every view can show the run with every head on, and back
+    window.select(layer=0, head=0)
+    ablated_matrix = session.trace.attention["cross"][0][0]
+    window.ablation_bar.compare.setChecked(True)
+    assert session.trace is session.original.trace and session.trace.ablated == ()
+    np.testing.assert_array_equal(window.focus.image.image, session.original.trace.attention["cross"][0][0])
+    assert not np.array_equal(window.focus.image.image, ablated_matrix)
+    assert not any(cross.isVisible() for cross in grid.crosses) and "switched off" not in window.focus.title.text()
+    assert f"<b>{ablated}</b>" in window.input_bar.output.text()  # the result line still shows this run
+    window.ablation_bar.compare.setChecked(False)
+    np.testing.assert_array_equal(window.focus.image.image, ablated_matrix)
+    assert grid.crosses[0].isVisible()
+
     window.ablation_bar.restore.click()
     wait_for_run(qtbot, window, ablated=False)
     assert window.session.result.text == original and not window.ablation_bar.isVisible()

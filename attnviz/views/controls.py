@@ -180,6 +180,7 @@ class AblationBar(QWidget):
     """"N heads off — Restore": shown while the run switches heads off; the button switches them all on."""
 
     restore_requested = Signal()
+    compare_toggled = Signal(bool)  # show the run with every head on instead of this one
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -188,16 +189,23 @@ class AblationBar(QWidget):
         self.restore = QPushButton("Restore")
         self.restore.setToolTip("Switch every head on again and run")
         self.restore.clicked.connect(self.restore_requested)
+        self.compare = QCheckBox("Show the run with every head on")
+        self.compare.setToolTip("Every view shows the same input decoded with every head on, for comparison")
+        self.compare.toggled.connect(self.compare_toggled)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 0, 6, 0)
         layout.addWidget(self.label)
         layout.addWidget(self.restore)
+        layout.addWidget(self.compare)
         layout.addStretch(1)
         self.hide()
 
-    def show_state(self, state: AblationState) -> None:
+    def show_state(self, state: AblationState, showing_original: bool = False) -> None:
         self.label.setText(f"{state.text} —")
         self.label.setToolTip(state.tooltip)
+        self.compare.blockSignals(True)
+        self.compare.setChecked(showing_original)
+        self.compare.blockSignals(False)
         self.setVisible(state.visible)
 
 
