@@ -412,6 +412,9 @@ class MainWindow(QMainWindow):
             self.pending_session = pending = None  # another model was opened meanwhile
         run = pending.run if pending is not None else self._run_settings_for(info, examples)
         self.input_bar.show_run_settings(run, info.max_len)
+        if pending is not None:  # the heads the session had switched off
+            self.session.ablation = pending.ablation
+            self._show_ablation()
         self.run()
 
     def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
@@ -591,7 +594,7 @@ class MainWindow(QMainWindow):
                     options=self.selector.view_options())
         try:
             written = save_session(path, checkpoint=self.session.model.path, run=self.input_bar.run_settings(),
-                                   selection=self.session.selection, look=look)
+                                   selection=self.session.selection, look=look, ablation=self.session.ablation)
         except (SessionFileError, WriteError, OSError) as failure:
             self.show_error(f"Saving the session failed: {failure}")
             return

@@ -5,6 +5,7 @@ window on a real trained demo (and on the shared random checkpoint); no mocks.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPoint
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication
@@ -147,3 +148,38 @@ def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_foc
     window.head_importance(str(tmp_path / "missing.tsv"))
     qtbot.waitUntil(lambda: "No head importance:" in view.summary.text(), timeout=WAIT)
     assert "no such file" in view.summary.text()
+
+
+def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, tmp_path, random_checkpoint):
+    import json
+
+    from attnviz.app import create_window
+    from attnviz.session_file import SessionFileError, read_session
+
+    run_text(qtbot, window, "abc", max_len=5)
+    window.select(kind="cross", layer=1, head=3)
+    trigger(window.model_view, 1, 3, "Switch head off")
+    wait_for_run(qtbot, window, ablated=True)
+    path = tmp_path / "ablated.attnviz"
+    window.save_session(str(path))
+    assert json.loads(path.read_text(encoding="utf-8"))["ablation"] == ["cross:1:3"]
+    saved_image, saved_text = window.focus.image.image.copy(), window.session.result.text
+
+    other = create_window(None, "cpu", qsettings)
+    qtbot.addWidget(other)
+    other.show()
+    qtbot.waitUntil(lambda: other.session.model is not None and bool(other.session.results), timeout=WAIT)
+    other.open_session(str(path))
+    qtbot.waitUntil(lambda: other.session.model.path == random_checkpoint and bool(other.session.results)
+                    and other.pending_session is None, timeout=WAIT)
+    assert other.session.trace.ablated == (("cross", 1, 3),) and other.session.result.text == saved_text
+    assert other.ablation_bar.isVisible() and other.ablation_bar.label.text() == "1 head off —"
+    np.testing.assert_array_equal(other.focus.image.image, saved_image)
+    other.close()
+
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["ablation"] = ["cross:one:3"]
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(SessionFileError) as problem:
+        read_session(path)
+    assert str(problem.value).startswith(f"{path}: ablation 'cross:one:3': the layer must be a number")
