@@ -77,13 +77,12 @@ class Ablation:
 
     def specs(self) -> list[str]:
         """The entries as ``KIND:LAYER:HEAD`` specs, sorted (``parse(specs())`` gives this ablation back)."""
-        order = lambda entry: (KINDS.index(entry[0]), entry[1], -1 if entry[2] is None else entry[2])  # noqa: E731
-        return [f"{kind}:{layer}:{'*' if head is None else head}" for kind, layer, head in sorted(self.entries, key=order)]
+        return [f"{kind}:{layer}:{'*' if head is None else head}" for kind, layer, head in sorted(self.entries, key=_order)]
 
     def validate(self, shape: Shape) -> "Ablation":
         """Itself, once every entry names a kind, layer and head that ``shape`` has; otherwise one line naming
         the first that does not and what exists."""
-        for kind, layer, head in sorted(self.entries, key=lambda entry: (KINDS.index(entry[0]), entry[1], entry[2] or 0)):
+        for kind, layer, head in sorted(self.entries, key=_order):
             spec = f"{kind}:{layer}:{'*' if head is None else head}"
             if not shape:
                 raise AblationError(f"cannot ablate {spec}: this model has no attention heads to switch off")
@@ -99,6 +98,12 @@ class Ablation:
 
 
 NO_ABLATION = Ablation()
+
+
+def _order(entry: Entry) -> tuple:
+    """Kinds in KINDS order (a kind that is none of them last), then layer, then head (the whole layer first)."""
+    kind, layer, head = entry
+    return (KINDS.index(kind) if kind in KINDS else len(KINDS), str(kind), layer, -1 if head is None else head)
 
 
 def parse_spec(spec: str) -> Entry:

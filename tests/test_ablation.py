@@ -95,6 +95,11 @@ def test_heads_a_transformer_lacks_are_named_with_what_exists(spec, words):
         Ablation.parse([spec]).validate(tiny_model("transformer-preln").attention_shape())
 
 
+def test_an_unknown_kind_from_python_is_named_too():
+    with pytest.raises(AblationError, match="no encoder attention \\(it has enc_self, dec_self, cross\\)"):
+        Ablation.of([("encoder", 0, 0), ("cross", 0, 0)]).validate(tiny_model("transformer-preln").attention_shape())
+
+
 def test_a_gru_has_one_cross_head_and_no_attention_means_nothing_to_ablate():
     with pytest.raises(AblationError, match="no enc_self attention \\(it has cross\\)"):
         Ablation.parse(["enc_self:0:0"]).validate(tiny_model("gru-additive").attention_shape())
