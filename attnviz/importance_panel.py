@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 from . import stats_view
 from .views.head_stats import HeadStatsView
 
-PAIRS_LIMIT = 100  # every head costs a decoding of every pair: the first hundred say enough in the window
+PAIRS_LIMIT = 50  # every head costs a decoding of every pair: the first fifty say enough in the window
 
 
 class ImportancePanel(QObject):
@@ -27,6 +27,7 @@ class ImportancePanel(QObject):
         super().__init__(parent)
         self.worker = worker
         self.view = HeadStatsView()
+        self.view.set_sentences_visible(False)  # importance has no typical sentences to list
         self.view.show_message("View → Head importance… scores a PAIRS.tsv corpus with each head switched off alone.")
         self.importance = None
         self.job = 0

@@ -144,6 +144,9 @@ class HeadStatsView(QWidget):
         self.sentences.clear()
         self.head_title.setText(html.escape(text))
 
+    def set_sentences_visible(self, visible: bool) -> None:
+        self.sentences.setVisible(visible)
+
     def set_colormap(self, name: str) -> None:
         self.lut = lookup_table(name)
         for _, image, _ in self.plots:
