@@ -1,4 +1,4 @@
-"""``attnviz importance -c CKPT --data PAIRS.tsv [--limit N] [--kind KIND] [--beam K] [--json]``
+"""``attnviz importance -c CKPT --data PAIRS.tsv [--limit N] [--kind KIND]... [--beam K] [--max-len N] [--json]``
 
 How much each attention head matters: the pairs are scored once as the model is, then once per head with
 that head alone switched off (its output zeroed, as ``--ablate`` does), and the drop is printed as a
@@ -29,8 +29,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--limit", type=int_range(1), metavar="N", help="only the first N pairs")
     parser.add_argument("--kind", choices=KINDS, action="append",
                         help="only heads of this kind (repeatable; default: every kind the model has)")
-    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K")
-    parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N")
+    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K", help="beam width (default 1)")
+    parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
+                        help="stop outputs after N tokens (default: twice the longest reference plus 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
