@@ -464,6 +464,7 @@ class MainWindow(QMainWindow):
         if self.pending_session is not None:  # a reopened session: its head, step and hypothesis
             selection, self.pending_session = self.pending_session.selection, None
             self.session.replace_selection(**dataclasses.asdict(selection))
+        self._show_ablation()  # a whole layer's entry is counted in heads once the model's shape is known
         self._show_output()
         beam = self.session.request.mode == "beam"
         self.decoding.show_beam(viewmodel.beam_state(results, self.session.steps) if beam else None,
