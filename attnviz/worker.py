@@ -15,7 +15,7 @@ import weakref
 from pathlib import Path
 
 import torch
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
@@ -207,16 +207,23 @@ class ModelWorker(QObject):
     @Slot(int, str, int)
     def head_importance(self, job_id: int, path: str, limit: int) -> None:
         """The score drop of each head switched off alone over the first ``limit`` pairs of a PAIRS.tsv file;
-        stops between heads once a newer importance or model job exists."""
+        stops between heads once a newer importance or model job exists, or the window closes.
+
+        A job can take minutes: between heads the thread answers what was asked meanwhile (a sentence run
+        first of all), so the window never waits for the whole job. The job keeps the translator it started
+        with; a model opened meanwhile makes it stale.
+        """
         from models.data.pairs import read_pairs
         from models.importance import head_importance
 
-        current = lambda: job_id == self.latest_importance_job and self.latest_model_job < job_id  # noqa: E731
+        current = lambda: (job_id == self.latest_importance_job and self.latest_model_job < job_id  # noqa: E731
+                           and self.latest_request >= 0)
         if self.translator is None or not current():
             return
 
         def progress(done: int, total: int, _head: str) -> bool:
             self.importance_progress.emit(job_id, done, total)
+            QCoreApplication.processEvents()  # the runs (and jobs) queued on this thread meanwhile
             return current()
 
         try:

@@ -150,6 +150,24 @@ def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_foc
     assert "no such file" in view.summary.text()
 
 
+def test_a_sentence_run_during_head_importance_is_answered_between_heads(qtbot, window, tmp_path):
+    """The worker is one thread: a run asked for while importance is being scored must not wait for the whole
+    job (24 heads here) but be answered after the head being scored."""
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("abc\tcba\nhag\tgah\nbad\tdab\n", encoding="utf-8")
+    run_text(qtbot, window, "abc", max_len=4)
+    answers = []
+    worker = window.worker_thread.worker
+    worker.importance_ready.connect(lambda *_: answers.append("importance"))
+    worker.finished.connect(lambda *_: answers.append("run"))
+    window.head_importance(str(corpus))
+    window.input_bar.text.setText("bad")
+    window.run()
+    qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=60_000)
+    assert answers == ["run", "importance"]
+    assert window.session.result is not None and window.session.trace.src_tokens[:3] == ["b", "a", "d"]
+
+
 def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, tmp_path, random_checkpoint):
     import json
 
