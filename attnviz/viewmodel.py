@@ -263,6 +263,15 @@ def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
                      off=[trace.is_ablated(kind, layer, head) for layer in range(layers) for head in range(heads)])
 
 
+def thumbnail_menu(off: list[bool], cols: int, row: int, col: int) -> list[tuple[str, str]]:
+    """A thumbnail's context menu as ``(text, action)``, action ``head`` or ``layer``: switch the head off or on
+    again, and its whole layer (the grid row) off, or on again when every head of it is off."""
+    head_off = bool(off) and off[row * cols + col]
+    layer_off = bool(off) and all(off[row * cols: (row + 1) * cols])
+    return [("Switch head on" if head_off else "Switch head off", "head"),
+            ("Switch layer on" if layer_off else "Switch layer off", "layer")]
+
+
 def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
     """The cross-attention row of the current step over the source tokens.
 

@@ -47,6 +47,14 @@ def test_switched_off_heads_are_marked_in_grids_and_titles():
     assert "off" not in viewmodel.heatmap(trace(), Selection(kind="cross", layer=1, head="mean")).title
 
 
+def test_the_thumbnail_menu_offers_the_other_state():
+    off = [False, True, False, True, True, True]  # 2 layers × 3 heads: layer 1 all off
+    assert viewmodel.thumbnail_menu(off, 3, 0, 0) == [("Switch head off", "head"), ("Switch layer off", "layer")]
+    assert viewmodel.thumbnail_menu(off, 3, 0, 1) == [("Switch head on", "head"), ("Switch layer off", "layer")]
+    assert viewmodel.thumbnail_menu(off, 3, 1, 2) == [("Switch head on", "head"), ("Switch layer on", "layer")]
+    assert viewmodel.thumbnail_menu([], 3, 0, 0)[0] == ("Switch head off", "head")
+
+
 def test_the_restore_bar_counts_heads_and_names_them():
     assert not viewmodel.ablation_state(Ablation(), trace()).visible
     state = viewmodel.ablation_state(Ablation.parse(["cross:0:*", "cross:1:1"]), trace())

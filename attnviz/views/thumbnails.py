@@ -13,7 +13,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtWidgets import QMenu, QWidget
 
-from ..viewmodel import GridState
+from ..viewmodel import GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
 OFF_COLOUR = "#e53935"  # the cross over a switched-off head
@@ -118,12 +118,10 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
 
     def context_menu(self, row: int, col: int) -> QMenu:
         """Switch head off/on, and switch the whole row's layer off (or on, when all its heads are off)."""
-        cols = self.shape[1]
-        head_off = self.off[row * cols + col] if self.off else False
-        layer_off = bool(self.off) and all(self.off[row * cols: (row + 1) * cols])
         menu = QMenu(self)
-        menu.addAction("Switch head on" if head_off else "Switch head off", lambda: self.head_toggled.emit(row, col))
-        menu.addAction("Switch layer on" if layer_off else "Switch layer off", lambda: self.layer_toggled.emit(row))
+        for text, action in thumbnail_menu(self.off, self.shape[1], row, col):
+            menu.addAction(text, (lambda: self.head_toggled.emit(row, col)) if action == "head"
+                           else (lambda: self.layer_toggled.emit(row)))
         return menu
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
