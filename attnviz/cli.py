@@ -18,9 +18,10 @@ from typing import Sequence
 from models.errors import AttnvizError, NumericalWarning
 
 from . import __version__
-from .commands import convert, demos, evaluate, export, info, render, stats, train, translate
+from .commands import convert, demos, evaluate, export, importance, info, render, stats, train, translate
 
-COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, stats, train, convert, demos)}
+COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, stats, train, convert,
+                                                 demos)}
 
 
 def error(message: str) -> None:

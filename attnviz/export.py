@@ -18,8 +18,10 @@ IMAGE_SUFFIXES = (".png", ".svg")
 
 
 def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
-    """``src_tokens``, ``tgt_tokens``, ``{kind}_L{layer}`` ``[heads, q, k]`` float32, ``{kind}_mask`` bool."""
-    arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str), "tgt_tokens": np.array(trace.tgt_tokens, dtype=str)}
+    """``src_tokens``, ``tgt_tokens``, ``{kind}_L{layer}`` ``[heads, q, k]`` float32, ``{kind}_mask`` bool, and
+    ``ablated``: the heads switched off in the run as ``KIND:LAYER:HEAD`` strings (empty when none was)."""
+    arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str), "tgt_tokens": np.array(trace.tgt_tokens, dtype=str),
+              "ablated": np.array([f"{kind}:{layer}:{head}" for kind, layer, head in trace.ablated], dtype=str)}
     for kind in trace.kinds:
         for layer, weights in enumerate(trace.attention[kind]):
             arrays[f"{kind}_L{layer}"] = weights.astype(np.float32)

@@ -145,9 +145,14 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
     for index, matrix in enumerate(grid.matrices):
         row, col = divmod(index, grid.cols)
         x, y = left + col * (panel_w + gap), top + row * (panel_h + gap + 16) + 14
-        parts.append(f"<text x='{x + panel_w / 2:.2f}' y='{y - 4:.2f}' font-size='11' text-anchor='middle' {FONT}>"
-                     f"{html.escape(grid.row_names[row])} · {html.escape(grid.col_names[col])}</text>")
+        off = bool(grid.off) and grid.off[index]  # a switched-off head: "off" in its title, crossed out
+        colour, mark = (" fill='#c62828'", " · off") if off else ("", "")
+        parts.append(f"<text x='{x + panel_w / 2:.2f}' y='{y - 4:.2f}' font-size='11' text-anchor='middle' {FONT}"
+                     f"{colour}>{html.escape(grid.row_names[row])} · {html.escape(grid.col_names[col])}{mark}</text>")
         parts += _cells(matrix, None, levels, lut, x, y, cell)
+        if off:
+            parts.append(f"<path d='M{x:.2f},{y:.2f} L{x + panel_w:.2f},{y + panel_h:.2f} M{x:.2f},{y + panel_h:.2f} "
+                         f"L{x + panel_w:.2f},{y:.2f}' stroke='#e53935' stroke-width='2' fill='none'/>")
         if labelled and col == 0:
             for r in range(rows):
                 parts.append(f"<text x='{x - 4}' y='{y + (r + 0.5) * cell + 3.5:.2f}' font-size='9' text-anchor='end' "

@@ -66,12 +66,13 @@ class MainWindow(QMainWindow):
 
     # --- construction -------------------------------------------------------------------------------
     def _build_views(self, devices: list[str]) -> None:
-        from .views.controls import InputBar, ModelPanel, SelectorBar
+        from .views.controls import AblationBar, InputBar, ModelPanel, SelectorBar
         from .views.decoding import DecodingPanel
         from .views.heatmap import HeatmapView
         from .views.thumbnails import ThumbnailGrid
 
         self.input_bar = InputBar()
+        self.ablation_bar = AblationBar()
         self.selector = SelectorBar()
         self.selector.setEnabled(False)  # nothing to choose from until a trace exists
         self.focus = HeatmapView()
@@ -95,6 +96,7 @@ class MainWindow(QMainWindow):
         layout = QVBoxLayout(central)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.input_bar)
+        layout.addWidget(self.ablation_bar)
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.model_dock = self._dock("Model", self.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
@@ -108,6 +110,12 @@ class MainWindow(QMainWindow):
         self.selector.options_changed.connect(self._on_options_changed)
         self.head_grid.clicked.connect(lambda _, head: self.select(head=head))
         self.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
+        self.head_grid.head_toggled.connect(lambda _, head: self.toggle_head(self.session.selection.layer, head))
+        self.head_grid.layer_toggled.connect(lambda _: self.toggle_layer(self.session.selection.layer))
+        self.model_view.head_toggled.connect(self.toggle_head)
+        self.model_view.layer_toggled.connect(self.toggle_layer)
+        self.ablation_bar.restore_requested.connect(self.restore_heads)
+        self.ablation_bar.compare_toggled.connect(self.show_original)
         self.decoding.step_changed.connect(lambda step: self.select(step=step))
         self.decoding.hypothesis_chosen.connect(self._on_hypothesis)
         self.model_panel.demo_chosen.connect(self.open_path)
@@ -185,6 +193,8 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         self._action(view_menu, "Corpus head &statistics…", self.corpus_head_stats,
                      tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical")
+        self._action(view_menu, "Head &importance…", self.head_importance,
+                     tip="How much the score on a PAIRS.tsv corpus drops when each head is switched off alone")
         view_menu.addAction(self.model_dock.toggleViewAction())
         view_menu.addAction(self.decoding_dock.toggleViewAction())
         help_menu = self.menuBar().addMenu("&Help")
@@ -209,6 +219,7 @@ class MainWindow(QMainWindow):
         worker.device_changed.connect(self._on_device_changed)
         worker.step.connect(self._on_step)
         worker.finished.connect(self._on_finished)
+        worker.original.connect(self._on_original)
         worker.failed.connect(self._on_failed)
         worker.notice.connect(self._on_notice)
 
@@ -314,6 +325,42 @@ class MainWindow(QMainWindow):
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
 
+    # --- switching heads off (models/ablation.py) -------------------------------------------------------
+    def toggle_head(self, layer: int, head: int) -> None:
+        """Switch a head of the selected kind off or on, and run again."""
+        if self.session.trace is None:
+            return
+        self.session.toggle_head(self.session.selection.kind, layer, head)
+        self._show_ablation()
+        self.run()
+
+    def toggle_layer(self, layer: int) -> None:
+        """Switch every head of a layer of the selected kind off (or on again), and run again."""
+        if self.session.trace is None:
+            return
+        self.session.toggle_layer(self.session.selection.kind, layer)
+        self._show_ablation()
+        self.run()
+
+    def restore_heads(self) -> None:
+        self.session.restore_heads()
+        self._show_ablation()
+        self.run()
+
+    def show_original(self, on: bool) -> None:
+        """Show the same input's run with every head on in every view (or this run's again)."""
+        self.session.show_original = on
+        self.session.clamp()
+        self.refresh(rebuild=True)
+
+    def _show_ablation(self) -> None:
+        self.ablation_bar.show_state(viewmodel.ablation_state(self.session.ablation, self.session.trace),
+                                     self.session.show_original)
+
+    def _on_original(self, request_id: int, result) -> None:
+        if self.session.accept_original(request_id, result):
+            self._show_output()
+
     def corpus_head_stats(self, path: str | None = None) -> None:
         """Run a PAIRS.tsv corpus on the worker; the Head statistics dock shows every head's statistics."""
         if self.session.model is None:
@@ -330,11 +377,29 @@ class MainWindow(QMainWindow):
         self.head_stats.dock.show()
         self.head_stats.start(self.session.next_id(), path)
 
+    def head_importance(self, path: str | None = None) -> None:
+        """Score a PAIRS.tsv corpus on the worker with each head switched off alone; the Head importance dock
+        shows the drops as a layers × heads heatmap per kind."""
+        if self.session.model is None:
+            return
+        path = path or QFileDialog.getOpenFileName(self, "Head importance: sentence pairs", "", PAIRS_FILTER)[0]
+        if not path:
+            return
+        if getattr(self, "importance_panel", None) is None:  # made on first use
+            from .importance_panel import ImportancePanel
+
+            self.importance_panel = ImportancePanel(self.worker_thread.worker, self)
+            self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
+            self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.importance_panel.dock.show()
+        self.importance_panel.start(self.session.next_id(), path)
+
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):
             return
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.accept_model(job_id, info)
+        self._show_ablation()
         self.clear_views("The attention appears here once a sentence has run.")
         self._remember(str(info.path))
         self.input_bar.set_busy(False)
@@ -349,6 +414,9 @@ class MainWindow(QMainWindow):
             self.pending_session = pending = None  # another model was opened meanwhile
         run = pending.run if pending is not None else self._run_settings_for(info, examples)
         self.input_bar.show_run_settings(run, info.max_len)
+        if pending is not None:  # the heads the session had switched off
+            self.session.ablation = pending.ablation
+            self._show_ablation()
         self.run()
 
     def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
@@ -399,6 +467,7 @@ class MainWindow(QMainWindow):
         if self.pending_session is not None:  # a reopened session: its head, step and hypothesis
             selection, self.pending_session = self.pending_session.selection, None
             self.session.replace_selection(**dataclasses.asdict(selection))
+        self._show_ablation()  # a whole layer's entry is counted in heads once the model's shape is known
         self._show_output()
         beam = self.session.request.mode == "beam"
         self.decoding.show_beam(viewmodel.beam_state(results, self.session.steps) if beam else None,
@@ -417,11 +486,12 @@ class MainWindow(QMainWindow):
         self._show_output()
 
     def _show_output(self) -> None:
-        result = self.session.result
+        result = self.session.run_result
         if result is not None:
             limit = self.session.request.max_len if self.session.request.mode != "forced" else None
             eos_id = self.session.model.config.get("eos_id") if self.session.model else None
-            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices, limit=limit, eos_id=eos_id))
+            self.input_bar.show_result(viewmodel.result_line(result, self.session.notices, limit=limit, eos_id=eos_id,
+                                                             original=self.session.original))
         elif self.session.notices:
             self.input_bar.show_message(self.session.notices[-1])
 
@@ -528,7 +598,7 @@ class MainWindow(QMainWindow):
                     options=self.selector.view_options())
         try:
             written = save_session(path, checkpoint=self.session.model.path, run=self.input_bar.run_settings(),
-                                   selection=self.session.selection, look=look)
+                                   selection=self.session.selection, look=look, ablation=self.session.ablation)
         except (SessionFileError, WriteError, OSError) as failure:
             self.show_error(f"Saving the session failed: {failure}")
             return
@@ -552,7 +622,8 @@ class MainWindow(QMainWindow):
             font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
             app.setFont(font)
             self.focus.set_tick_font(app.font())
-            for dock in (self.model_dock, self.decoding_dock, getattr(getattr(self, "head_stats", None), "dock", None)):
+            for dock in (self.model_dock, self.decoding_dock, getattr(getattr(self, "head_stats", None), "dock", None),
+                         getattr(getattr(self, "importance_panel", None), "dock", None)):
                 if dock is not None:
                     dock.hide()
             self.grids.hide()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.ablation import NO_ABLATION, Ablation
 from models.trace import AttentionTrace, DecodeResult, DecodeStep
 
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
@@ -49,6 +50,7 @@ class Request:
     max_len: int = 100
     src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
     tgt_lang: str = ""
+    ablation: Ablation = NO_ABLATION  # heads switched off (models/ablation.py)
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,9 @@ class Session:
     options: ViewOptions = field(default_factory=ViewOptions)
     model_job: int = 0  # id of the newest open/import/device move
     run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
+    ablation: Ablation = NO_ABLATION  # the heads the next run switches off
+    original: DecodeResult | None = None  # with heads off: the same input's best result with every head on
+    show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
     _next_id: int = 0
 
     def next_id(self) -> int:
@@ -105,8 +110,8 @@ class Session:
 
     # --- runs ----------------------------------------------------------------------------------------
     def new_request(self, text: str, **options: Any) -> Request:
-        self.request = Request(self.next_id(), text, **options)
-        self.steps, self.results, self.notices = [], [], []
+        self.request = Request(self.next_id(), text, ablation=self.ablation, **options)
+        self.steps, self.results, self.notices, self.original = [], [], [], None
         return self.request
 
     def is_current(self, request_id: int) -> bool:
@@ -126,6 +131,35 @@ class Session:
         self.selection.step = max(0, len(self.trace.tgt_tokens) - 1) if self.trace else 0
         self.clamp()
         return True
+
+    def accept_original(self, request_id: int, result: DecodeResult) -> bool:
+        """The unablated output of the current run's input (sent only when the run switches heads off)."""
+        if not self.is_current(request_id):
+            return False
+        self.original = result
+        if self.show_original:
+            self.clamp()
+        return True
+
+    # --- switching heads off ------------------------------------------------------------------------------
+    def _shape(self) -> dict[str, tuple[int, int]]:
+        trace = self.trace
+        return {kind: (trace.layers(kind), trace.heads(kind)) for kind in trace.kinds} if trace is not None else {}
+
+    def toggle_head(self, kind: str, layer: int, head: int) -> Ablation:
+        """Switch one head the other way; the caller re-runs."""
+        self.ablation = self.ablation.toggled(kind, layer, head, self._shape())
+        return self.ablation
+
+    def toggle_layer(self, kind: str, layer: int) -> Ablation:
+        """Switch every head of a layer off, or on again when all of them already are."""
+        shape = self._shape()
+        all_off = len(self.ablation.heads_off(kind, layer, shape[kind][1])) == shape[kind][1]
+        self.ablation = self.ablation.with_layer(kind, layer, not all_off, shape)
+        return self.ablation
+
+    def restore_heads(self) -> None:
+        self.ablation, self.show_original = NO_ABLATION, False
 
     def accept_notice(self, request_id: int, message: str) -> bool:
         """A notice of a run is kept only while that run is the newest; others always."""
@@ -149,6 +183,7 @@ class Session:
             return False
         self.model = info
         self.request, self.results, self.steps, self.notices = None, [], [], []
+        self.ablation, self.original, self.show_original = NO_ABLATION, None, False
         self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
         return True
 
@@ -171,10 +206,18 @@ class Session:
 
     # --- what is shown -------------------------------------------------------------------------------
     @property
-    def result(self) -> DecodeResult | None:
+    def run_result(self) -> DecodeResult | None:
+        """The chosen hypothesis of the newest run (with its heads switched off, if any)."""
         if not self.results:
             return None
         return self.results[min(self.selection.hypothesis, len(self.results) - 1)]
+
+    @property
+    def result(self) -> DecodeResult | None:
+        """What the views show: the run's result, or the same input with every head on when ``show_original``."""
+        if self.show_original and self.original is not None and self.results:
+            return self.original
+        return self.run_result
 
     @property
     def trace(self) -> AttentionTrace | None:

@@ -2,8 +2,9 @@
 
 It holds the checkpoint (a bundled demo by name, any other file by a path relative to the session file when
 they share a folder tree, else absolute), the input bar (sentence, mode, beam, forced target, length limit),
-the selection (kind, layer, head, step, hypothesis) and how the heatmap is drawn (colour map, masks, colour
-range, row labels). No Qt, no torch: the window and the tests read it the same way.
+the selection (kind, layer, head, step, hypothesis), how the heatmap is drawn (colour map, masks, colour
+range, row labels) and, when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
+(models/ablation.py). No Qt, no torch: the window and the tests read it the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.ablation import NO_ABLATION, Ablation
 from models.aggregate import AGGREGATES
 from models.errors import AttnvizError
 from models.files import write_text
@@ -50,6 +52,7 @@ class SavedSession:
     selection: Selection
     look: Look
     ignored: tuple[str, ...] = ()  # keys of a newer version this one does not know
+    ablation: Ablation = NO_ABLATION  # the heads switched off (checked against the model when it runs)
 
 
 def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]:
@@ -65,19 +68,23 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
 
 
 def session_document(checkpoint: Path, session_path: Path, run: RunSettings, selection: Selection,
-                     look: Look) -> dict[str, Any]:
-    return {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
-            "input": asdict(run),
-            "selection": asdict(selection),
-            "view": {"colormap": look.colormap, "masks": look.masks, **asdict(look.options)}}
+                     look: Look, ablation: Ablation = NO_ABLATION) -> dict[str, Any]:
+    document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
+                "input": asdict(run),
+                "selection": asdict(selection),
+                "view": {"colormap": look.colormap, "masks": look.masks, **asdict(look.options)}}
+    if ablation:
+        document["ablation"] = ablation.specs()
+    return document
 
 
-def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look) -> Path:
+def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
+                 ablation: Ablation = NO_ABLATION) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
-    document = session_document(checkpoint, path, run, selection, look)
+    document = session_document(checkpoint, path, run, selection, look, ablation)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -118,10 +125,21 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
                              "view", ViewOptions, {"colour_range": COLOUR_RANGES, "predicted_labels": bool})
     look_fields = {"colormap": colormaps or str, "masks": bool}
     look_values = reader.values({key: view[key] for key in look_fields if key in view}, "view", look_fields)
-    ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view"})
+    ablation = _ablation(path, document.get("ablation", []))
+    ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
+                                      "ablation"})
     ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", "colour_range", "predicted_labels"})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
-                        look=Look(options=options, **look_values), ignored=tuple(ignored))
+                        look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation)
+
+
+def _ablation(path: Path, specs: Any) -> Ablation:
+    if not isinstance(specs, list) or not all(isinstance(spec, str) for spec in specs):
+        raise SessionFileError(f"{path}: \"ablation\" must be a list of KIND:LAYER:HEAD texts; got {specs!r:.80}")
+    try:
+        return Ablation.parse(specs)
+    except AttnvizError as problem:
+        raise SessionFileError(f"{path}: {problem}") from None
 
 
 class _Reader:

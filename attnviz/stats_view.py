@@ -5,12 +5,16 @@ where it is most and least typical. The statistics are defined in models/head_su
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.head_summary import STATISTICS, TYPICAL_BY, HeadStats
 
 from .viewmodel import KIND_LABELS
+
+if TYPE_CHECKING:
+    from models.importance import HeadImportance
 
 TYPICAL_COUNT = 5
 RUN_LABELS = {"reference": "forced on the references", "decoded": "forced on the model's own output"}
@@ -98,3 +102,33 @@ def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: i
     return TypicalState(f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {values_text} (entropy in nats; a sentence is "
                         f"typical when its entropy is near {mean:.3f})",
                         [entry(index) for index in most], [entry(index) for index in least])
+
+
+def importance_state(importance: HeadImportance, kind: str, selected: tuple[int, int] | None = None) -> HeadStatsState:
+    """Head importance (models/importance.py) drawn in the same grid: for the chosen kind, the score drop with
+    each head switched off alone and the score that is left; the drop's colours run from 0 (or the largest
+    gain, when switching a head off helps) to the largest drop."""
+    kinds = list(importance.scores)
+    kind = kind if kind in kinds else kinds[-1]
+    drops, scores = importance.drops[kind], importance.scores[kind]
+    name = importance.metric_name
+    panels = [StatPanel("drop", f"{name} lost when this head alone is switched off", drops,
+                        (min(0.0, float(drops.min())), max(float(drops.max()), 1e-6))),
+              StatPanel("left", f"{name} with this head alone switched off", scores, (0.0, 100.0))]
+    layers, heads = drops.shape
+    return HeadStatsState(
+        runs=[("importance", f"{name} drop, one head off at a time")], run="importance",
+        kinds=[(name_, KIND_LABELS[name_]) for name_ in kinds], kind=kind, layers=layers, heads=heads, panels=panels,
+        selected=selected,
+        summary=f"{importance.examples} sentences; {name} {importance.baseline:.2f} with every head on. Heads across, "
+                f"layers down; bright = the model loses much without the head. Click a head to show it; "
+                f"right-click a thumbnail in the grids to switch it off.")
+
+
+def importance_note(importance: HeadImportance, kind: str, layer: int, head: int) -> str:
+    """One head's line: its score with it off, the drop, and its rank among every head scored."""
+    ranking = [(k, l, h) for k, l, h, _ in importance.ranking()]
+    name = importance.metric_name
+    return (f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {name} {importance.scores[kind][layer, head]:.2f} "
+            f"with it off (drop {importance.drops[kind][layer, head]:+.2f}); rank {ranking.index((kind, layer, head)) + 1} "
+            f"of {len(ranking)}")

@@ -8,10 +8,12 @@ See docs/ARCHITECTURE.md for the data flow.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from models.ablation import Ablation
 from models.aggregate import AGGREGATES, aggregate
 from models.trace import KINDS, AttentionTrace, DecodeResult, DecodeStep
 
@@ -67,6 +69,7 @@ class GridState:
     col_names: list[str]
     matrices: list[np.ndarray]
     selected: tuple[int, int] | None
+    off: list[bool] = field(default_factory=list)  # per thumbnail: the head was switched off in the run
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,53 @@ class BeamState:
 
 @dataclass(frozen=True)
 class ResultLine:
+    """The output line. With heads switched off, ``original`` is the output of the same input with every head
+    on, and ``diff`` walks both token lists: ``(token, "same" | "inserted" | "deleted")``, where inserted
+    tokens are only in this run's output and deleted ones only in the original."""
+
     text: str
     details: str
     notices: list[str]
+    original: str | None = None
+    diff: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AblationState:
+    """The "N heads off — Restore" bar: shown while any head is switched off."""
+
+    visible: bool
+    text: str
+    tooltip: str
+
+
+def trace_shape(trace: AttentionTrace) -> dict[str, tuple[int, int]]:
+    """``(layers, heads)`` per kind, as models.ablation wants it."""
+    return {kind: (trace.layers(kind), trace.heads(kind)) for kind in trace.kinds}
+
+
+def ablation_state(ablation: Ablation, trace: AttentionTrace | None) -> AblationState:
+    heads = ablation.heads(trace_shape(trace)) if trace is not None else ()
+    count = len(heads) if trace is not None else len(ablation.entries)
+    if not count:
+        return AblationState(False, "", "")
+    text = f"{count} head{'s' if count != 1 else ''} off"
+    names = ", ".join(f"{KIND_LABELS[kind].lower()} L{layer} H{head}" for kind, layer, head in heads[:12])
+    more = f" and {len(heads) - 12} more" if len(heads) > 12 else ""
+    return AblationState(True, text, f"Switched off (output zeroed): {names}{more}")
+
+
+def token_diff(original: list[str], changed: list[str]) -> list[tuple[str, str]]:
+    """Both token lists merged: each token marked same, inserted (only in ``changed``) or deleted (only in
+    ``original``), deletions before insertions where a stretch was replaced."""
+    marked: list[tuple[str, str]] = []
+    for tag, a0, a1, b0, b1 in difflib.SequenceMatcher(a=original, b=changed, autojunk=False).get_opcodes():
+        if tag == "equal":
+            marked += [(token, "same") for token in original[a0:a1]]
+            continue
+        marked += [(token, "deleted") for token in original[a0:a1]]
+        marked += [(token, "inserted") for token in changed[b0:b1]]
+    return marked
 
 
 def selector_state(trace: AttentionTrace, selection: Selection) -> SelectorState:
@@ -175,12 +222,18 @@ def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = 
     if decoder_rows and options.predicted_labels and outputs is not None:
         queries = predicted_labels(queries, outputs)
     matrix, mask = matrix_of(trace, selection), trace.masks[kind]
+    title = f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}"
+    if isinstance(head, int) and trace.is_ablated(kind, layer, head):
+        title += " · <span style='color:#c62828'><s>switched off</s> (output zeroed; the weights it computed)</span>"
+    elif not isinstance(head, int):
+        off = sum(trace.is_ablated(kind, layer, number) for number in range(trace.heads(kind)))
+        title += f" · <span style='color:#c62828'>{off} of {trace.heads(kind)} heads off</span>" if off else ""
     axis_names = AXIS_NAMES[kind]
     if decoder_rows and options.predicted_labels and outputs is not None:
         axis_names = ("decoder input → predicted token", axis_names[1])
     return HeatmapState(
         matrix=matrix, mask=mask, query_labels=queries, key_labels=trace.key_tokens(kind),
-        title=f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}", axis_names=axis_names,
+        title=title, axis_names=axis_names,
         levels=colour_levels(matrix, mask, options.colour_range), step_row=selection.step if decoder_rows else None,
         file_stem=export_name(kind, layer, head))
 
@@ -195,7 +248,8 @@ def head_grid(trace: AttentionTrace, selection: Selection) -> GridState:
     heads = trace.heads(kind)
     selected = (0, selection.head) if isinstance(selection.head, int) else None
     return GridState(rows=1, cols=heads, row_names=[f"L{layer}"], col_names=[f"H{h}" for h in range(heads)],
-                     matrices=list(trace.attention[kind][layer]), selected=selected)
+                     matrices=list(trace.attention[kind][layer]), selected=selected,
+                     off=[trace.is_ablated(kind, layer, head) for head in range(heads)])
 
 
 def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
@@ -205,7 +259,17 @@ def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
     selected = (selection.layer, selection.head) if isinstance(selection.head, int) else None
     return GridState(rows=layers, cols=heads, row_names=[f"L{layer}" for layer in range(layers)],
                      col_names=[f"H{h}" for h in range(heads)],
-                     matrices=[weights for layer in trace.attention[kind] for weights in layer], selected=selected)
+                     matrices=[weights for layer in trace.attention[kind] for weights in layer], selected=selected,
+                     off=[trace.is_ablated(kind, layer, head) for layer in range(layers) for head in range(heads)])
+
+
+def thumbnail_menu(off: list[bool], cols: int, row: int, col: int) -> list[tuple[str, str]]:
+    """A thumbnail's context menu as ``(text, action)``, action ``head`` or ``layer``: switch the head off or on
+    again, and its whole layer (the grid row) off, or on again when every head of it is off."""
+    head_off = bool(off) and off[row * cols + col]
+    layer_off = bool(off) and all(off[row * cols: (row + 1) * cols])
+    return [("Switch head on" if head_off else "Switch head off", "head"),
+            ("Switch layer on" if layer_off else "Switch layer off", "layer")]
 
 
 def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
@@ -293,13 +357,17 @@ def _lay_out(nodes: list[BeamNode]) -> None:
 
 
 def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,
-                eos_id: int | None = None) -> ResultLine:
+                eos_id: int | None = None, original: DecodeResult | None = None) -> ResultLine:
     """The output, its scores, and the notices; says so when decoding stopped at ``limit`` tokens
-    before the model produced its end token (``eos_id``)."""
+    before the model produced its end token (``eos_id``). ``original``: the same input's output with every
+    head on, when this run switched some off (shown beside it, with a token diff)."""
     details = f"score {result.score:.3f} · log p {result.log_prob:.3f} · {len(result.token_ids)} tokens"
     notices = list(notices)
     ended = bool(result.token_ids) and result.token_ids[-1] == eos_id
     if limit is not None and eos_id is not None and not ended and len(result.token_ids) >= limit:
         notices.append(f"Decoding stopped at the length limit ({limit} tokens) before the end of the sentence: "
                        "raise “max” to see the rest.")
-    return ResultLine(result.text, details, notices)
+    if original is None:
+        return ResultLine(result.text, details, notices)
+    return ResultLine(result.text, details, notices, original=original.text,
+                      diff=token_diff(list(original.tokens), list(result.tokens)))

@@ -15,7 +15,7 @@ import weakref
 from pathlib import Path
 
 import torch
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
@@ -68,9 +68,13 @@ class ModelWorker(QObject):
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
     step = Signal(int, object)  # request id, DecodeStep
     finished = Signal(int, object)  # request id, list[DecodeResult]
+    original = Signal(int, object)  # request id, the best DecodeResult (and trace) with every head on, for runs
+    # that switch heads off
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
     head_stats_ready = Signal(int, object)  # job id, HeadStats (models/head_summary.py) or the line saying why not
+    importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
+    importance_ready = Signal(int, object)  # job id, HeadImportance (models/importance.py) or the line saying why not
 
     def __init__(self):
         super().__init__()
@@ -80,6 +84,7 @@ class ModelWorker(QObject):
         self.latest_request = 0
         self.latest_model_job = 0
         self.latest_stats_job = 0
+        self.latest_importance_job = 0
 
     def _stale_model_job(self, job_id: int) -> bool:
         return job_id != self.latest_model_job
@@ -201,6 +206,40 @@ class ModelWorker(QObject):
         if stats is not None:
             self.head_stats_ready.emit(job_id, stats)
 
+    @Slot(int, str, int)
+    def head_importance(self, job_id: int, path: str, limit: int) -> None:
+        """The score drop of each head switched off alone over the first ``limit`` pairs of a PAIRS.tsv file;
+        stops between heads once a newer importance or model job exists, or the window closes.
+
+        A job can take minutes: between heads the thread answers what was asked meanwhile (a sentence run
+        first of all), so the window never waits for the whole job. The job keeps the translator it started
+        with; a model opened meanwhile makes it stale.
+        """
+        from models.data.pairs import read_pairs
+        from models.importance import head_importance
+
+        current = lambda: (job_id == self.latest_importance_job and self.latest_model_job < job_id  # noqa: E731
+                           and self.latest_request >= 0)
+        if self.translator is None or not current():
+            return
+
+        def progress(done: int, total: int, _head: str) -> bool:
+            self.importance_progress.emit(job_id, done, total)
+            QCoreApplication.processEvents()  # the runs (and jobs) queued on this thread meanwhile
+            return current()
+
+        try:
+            importance = head_importance(self.translator, read_pairs(path)[:limit], progress=progress)
+        except AttnvizError as failure:
+            self.importance_ready.emit(job_id, str(failure))
+            return
+        except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
+            traceback.print_exc()
+            self.importance_ready.emit(job_id, f"internal error: {type(failure).__name__}: {failure}")
+            return
+        if importance is not None:
+            self.importance_ready.emit(job_id, importance)
+
     def _fall_back_to_the_cpu(self, request: Request) -> None:
         self.translator.to("cpu")
         if torch.cuda.is_available():
@@ -220,8 +259,15 @@ class ModelWorker(QObject):
             self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
                                          f"{translator.config.max_len} are used (the model's maximum).")
         target_ids = translator.target(request.target, unknown="replace") if request.mode == "forced" else None
+        if request.ablation:  # the same input with every head on, shown beside the ablated output
+            from models.decoding import finish
+
+            request.ablation.validate(translator.model.attention_shape())  # before decoding twice
+            original = finish(translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                                max_len=request.max_len))[0]
+            self.original.emit(request.id, original)
         steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                  max_len=request.max_len)
+                                  max_len=request.max_len, ablation=request.ablation)
         while True:
             if request.id != self.latest_request:
                 steps.close()

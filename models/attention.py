@@ -8,6 +8,7 @@ masked row is all zeros (its output is zero), never NaN.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -96,13 +97,19 @@ class MultiHeadAttention(nn.Module):
         return self.split_heads(self.key(key)), self.split_heads(self.value(value))
 
     def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, bias: Tensor | None = None,
-               need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
+               need_weights: bool = True, heads_off: Sequence[int] = ()) -> tuple[Tensor, Tensor | None]:
         """Shape: query ``[B, Q, E]``, k/v ``[B, H, K, D]``, bias broadcastable to ``[B, H, Q, K]`` → output
-        ``[B, Q, E]``, weights ``[B, H, Q, K]``."""
+        ``[B, Q, E]``, weights ``[B, H, Q, K]``.
+
+        ``heads_off`` (models/ablation.py): these heads' outputs are zeroed before the heads are combined;
+        the weights they computed are still returned.
+        """
         q = self.split_heads(self.query(query))  # [B, H, Q, D]
         dropout = self.dropout if self.training else 0.0
         heads_out, weights = scaled_dot_product(q, k, v, mask, scale=self.scale, bias=bias, dropout=dropout,
                                                 need_weights=need_weights)
+        if heads_off:
+            heads_out = heads_out.index_fill(1, torch.tensor(heads_off, device=heads_out.device), 0.0)
         batch, _, length, _ = heads_out.shape
         combined = heads_out.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim)  # [B, Q, H·D]
         return (self.output(combined) if self.output is not None else combined), weights

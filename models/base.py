@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from .ablation import NO_ABLATION, Ablation
 from .config import ModelConfig
 from .masks import padding_mask
 from .intermediates import Intermediates
@@ -83,6 +84,7 @@ class DecoderState:
     position: int = 0
     hidden: Tensor | None = None  # GRU decoders: [B, H]
     caches: list[LayerCache] = field(default_factory=list)
+    ablation: Ablation = NO_ABLATION  # the heads every step switches off (models/ablation.py)
 
     def reorder(self, index: Tensor) -> "DecoderState":
         """Follow beam parents: row i of the result is row ``index[i]`` of this state."""
@@ -123,12 +125,20 @@ class Seq2Seq(nn.Module):
     def source_mask(self, src_ids: Tensor) -> Tensor:
         return padding_mask(src_ids, self.config.pad_id)
 
-    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
-        """Shape: src_ids ``[B, S]``, tgt_in ``[B, T]`` (starts with the start token) → logits ``[B, T, V]``."""
+    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False,
+                ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Intermediates]:
+        """Shape: src_ids ``[B, S]``, tgt_in ``[B, T]`` (starts with the start token) → logits ``[B, T, V]``.
+
+        ``ablation``: heads whose output is zeroed (models/ablation.py); their weights are still returned."""
         raise NotImplementedError
 
-    def start(self, src_ids: Tensor, *, need_weights: bool = True) -> tuple[DecoderState, Intermediates]:
-        """Encode once; returns the state for :meth:`step` and the encoder's own attention."""
+    def start(self, src_ids: Tensor, *, need_weights: bool = True,
+              ablation: Ablation = NO_ABLATION) -> tuple[DecoderState, Intermediates]:
+        """Encode once; returns the state for :meth:`step` (which keeps ``ablation``) and the encoder's own attention."""
+        raise NotImplementedError
+
+    def attention_shape(self) -> dict[str, tuple[int, int]]:
+        """Per attention kind the model has, ``(layers, heads)``."""
         raise NotImplementedError
 
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:

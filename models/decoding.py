@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .ablation import NO_ABLATION, Ablation
 from .base import Seq2Seq
 from .errors import InputError, NumericalWarning
 from .intermediates import Intermediates, RowBuffer, to_numpy, trace_from_intermediates
@@ -53,9 +54,12 @@ class _Decoder:
     """Shared state of one decoding run: the model, the encoded source and the capture settings."""
 
     def __init__(self, model: Seq2Seq, src_ids: Sequence[int], *, label: Label, source_label: Label | None,
-                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32):
+                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32,
+                 ablation: Ablation = NO_ABLATION):
         if len(src_ids) == 0:
             raise InputError("the source has no tokens")
+        self.ablation = ablation.validate(model.attention_shape()) if ablation else NO_ABLATION
+        self.ablated = self.ablation.heads(model.attention_shape()) if ablation else ()
         self.model, self.label, self.top_k, self.dtype = model, label, top_k, dtype
         self.need_weights, self.use_cache = need_weights, use_cache
         config = model.config
@@ -72,7 +76,7 @@ class _Decoder:
 
     def begin(self) -> None:
         with torch.inference_mode():
-            self.state, self.encoder = self.model.start(self.src, need_weights=self.need_weights)
+            self.state, self.encoder = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
         self.prefix = torch.full((1, 0), self.bos, dtype=torch.long, device=self.src.device)
 
     def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
@@ -97,7 +101,7 @@ class _Decoder:
 
     def _recompute(self):
         src = self.src.expand(self.prefix.shape[0], -1)
-        logits, inter = self.model(src, self.prefix, need_weights=self.need_weights)
+        logits, inter = self.model(src, self.prefix, need_weights=self.need_weights, ablation=self.ablation)
         attention = {kind: [w[:, :, -1] for w in layers] for kind, layers in inter.attention.items()}
         masks = {}
         for kind, mask in inter.masks.items():
@@ -191,7 +195,7 @@ class _Decoder:
                 for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
-        return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks)
+        return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks, ablated=self.ablated)
 
     def forced_result(self, target: list[int], logits: Tensor, inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
@@ -208,6 +212,7 @@ class _Decoder:
         trace = None
         if self.need_weights:
             trace = trace_from_intermediates(inter, 0, self.src_tokens, tgt_tokens, self.dtype, release=True)
+            trace.ablated = self.ablated
         steps = []
         for index in range(len(target)):
             one = {key: value[index: index + 1] for key, value in choices.items()}
@@ -236,11 +241,11 @@ def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
 
 def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
            max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
-           dtype: type = np.float32, first: Sequence[int] = ()) -> Steps:
+           dtype: type = np.float32, first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
     """Take the most likely token at every step until the end token or ``max_len`` tokens; the first
     steps take ``first`` instead (a target language's code), reporting what the model gave them."""
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=use_cache, max_len=max_len, dtype=dtype)
+                       use_cache=use_cache, max_len=max_len, dtype=dtype, ablation=ablation)
     device = decoder.src.device
 
     def next_token(index: int, log_probs: Tensor) -> Tensor:
@@ -252,7 +257,7 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
 
 def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
            source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
-           dtype: type = np.float32) -> Steps:
+           dtype: type = np.float32, ablation: Ablation = NO_ABLATION) -> Steps:
     """Feed the user's target (the end token is appended) and report each token's probability and rank.
 
     One teacher-forced forward pass computes every step (a recurrent decoder still runs its cell once
@@ -260,10 +265,10 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
     """
     target = _forced_target(model, target_ids)
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=True, max_len=len(target), dtype=dtype)
+                       use_cache=True, max_len=len(target), dtype=dtype, ablation=ablation)
     tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
     with torch.inference_mode():
-        logits, inter = model(decoder.src, tgt_in, need_weights=need_weights)
+        logits, inter = model(decoder.src, tgt_in, need_weights=need_weights, ablation=decoder.ablation)
     steps, result = decoder.forced_result(target, logits[0], inter)
     del inter, logits  # the trace now owns the attention the pass computed
     yield from steps
@@ -272,11 +277,11 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
 
 def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
                         source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
-                        use_cache: bool = True) -> Steps:
+                        use_cache: bool = True, ablation: Ablation = NO_ABLATION) -> Steps:
     """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
     target = _forced_target(model, target_ids)
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=use_cache, max_len=len(target))
+                       use_cache=use_cache, max_len=len(target), ablation=ablation)
     device = decoder.src.device
     steps = yield from _one_by_one(decoder, lambda index, log_probs: torch.tensor([target[index]], device=device))
     return decoder.results(steps)
@@ -318,7 +323,7 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
 def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
                 label: Label = str, source_label: Label | None = None, max_len: int | None = None,
                 top_k: int = 10, need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32,
-                first: Sequence[int] = ()) -> Steps:
+                first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
     """Keep the ``beam`` best partial hypotheses by summed log-probability; every hypothesis starts with
     ``first`` (a target language's code).
 
@@ -329,7 +334,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     if beam < 1:
         raise InputError(f"the beam width must be at least 1; got {beam}")
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=use_cache, max_len=max_len, dtype=dtype)
+                       use_cache=use_cache, max_len=max_len, dtype=dtype, ablation=ablation)
     decoder.begin()
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 import sacrebleu
 
+from .ablation import NO_ABLATION, Ablation
 from .decoding import finish
 from .translator import Translator, decoding_mode
 
@@ -46,14 +47,16 @@ class Evaluation:
 
 
 def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: int = 1,
-             max_len: int | None = None, copy_sources: CopySources | None = None) -> Evaluation:
+             max_len: int | None = None, copy_sources: CopySources | None = None,
+             ablation: Ablation = NO_ABLATION) -> Evaluation:
+    """Score the translator's output on ``pairs``; ``ablation`` switches heads off (models/ablation.py)."""
     started = time.perf_counter()
     hypotheses, correct_by_length = [], defaultdict(lambda: [0, 0])
     hits = total = 0
     for source_text, reference in pairs:
         source = translator.source(source_text, unknown="replace")
         result = finish(translator.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len,
-                                          need_weights=copy_sources is not None))[0]
+                                          need_weights=copy_sources is not None, ablation=ablation))[0]
         hypotheses.append(result.text)
         correct = result.text == reference
         bucket = correct_by_length[len(source_text)]

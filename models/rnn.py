@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .ablation import NO_ABLATION, Ablation
 from .attention import AdditiveAttention, MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import RNNConfig
@@ -77,6 +78,8 @@ class GRUDecoder(nn.Module):
         if self.attention is not None:
             query = (state.hidden if self.query_source == "hidden" else embedded)[:, None]  # [B, 1, N]
             context, weights = self._attend(query, state, mask[:, None, None, :])  # [B, 1, N], [B, 1, 1, S]
+            if state.ablation.heads_off("cross", 0, 1):  # the one head switched off: the cell reads no context
+                context = torch.zeros_like(context)
             cell_input = torch.cat([embedded, context[:, 0]], dim=-1)  # [B, 2N]
             weights = weights[:, :, 0]
         state.hidden = self.cell(cell_input, state.hidden)
@@ -100,16 +103,18 @@ class TransformerBlock(nn.Module):
         self.mlp = nn.Linear(config.hidden, config.hidden)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
-                cache: LayerCache | None) -> tuple[Tensor, Tensor, Tensor]:
-        """Shape: x ``[B, L, N]`` → x, self weights ``[B, h, L, K]``, cross weights ``[B, h, L, S]``."""
+                cache: LayerCache | None, self_off: tuple[int, ...] = (),
+                cross_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor, Tensor]:
+        """Shape: x ``[B, L, N]`` → x, self weights ``[B, h, L, K]``, cross weights ``[B, h, L, S]``.
+        ``self_off``/``cross_off``: heads whose output is zeroed (models/ablation.py)."""
         k, v = self.self_attention.project_kv(x, x)
         if cache is not None:
             k, v = cache.extend_self(k, v)
-        attended, self_weights = self.self_attention.attend(x, k, v, self_mask)
+        attended, self_weights = self.self_attention.attend(x, k, v, self_mask, heads_off=self_off)
         x = x + attended
         project = lambda: self.encoder_attention.project_kv(memory, memory)  # noqa: E731
         k, v = cache.cross_kv(project) if cache is not None else project()
-        attended, cross_weights = self.encoder_attention.attend(x, k, v, cross_mask)
+        attended, cross_weights = self.encoder_attention.attend(x, k, v, cross_mask, heads_off=cross_off)
         x = x + attended
         return x + F.relu(self.mlp(x)), self_weights, cross_weights
 
@@ -125,11 +130,14 @@ class GRUTransformerDecoder(nn.Module):
         self.output = nn.Linear(config.hidden, config.tgt_vocab_size)
 
     def forward(self, tgt_ids: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
-                caches: list[LayerCache] | None, offset: int):
+                caches: list[LayerCache] | None, offset: int, ablation: Ablation = NO_ABLATION):
         x = self.dropout(self.embedding(tgt_ids) + self.positions[offset: offset + tgt_ids.shape[1]])
         self_weights, cross_weights = [], []
         for index, layer in enumerate(self.layers):
-            x, self_w, cross_w = layer(x, memory, self_mask, cross_mask, caches[index] if caches else None)
+            heads = layer.self_attention.heads
+            x, self_w, cross_w = layer(x, memory, self_mask, cross_mask, caches[index] if caches else None,
+                                       self_off=ablation.heads_off("dec_self", index, heads),
+                                       cross_off=ablation.heads_off("cross", index, heads))
             self_weights.append(self_w)
             cross_weights.append(cross_w)
         return self.output(x), self_weights, cross_weights
@@ -153,18 +161,26 @@ class RNNSeq2Seq(Seq2Seq):
     def transformer_decoder(self) -> bool:
         return isinstance(self.decoder, GRUTransformerDecoder)
 
-    def start(self, src_ids: Tensor, *, need_weights: bool = True) -> tuple[DecoderState, Intermediates]:
+    def attention_shape(self) -> dict[str, tuple[int, int]]:
+        if self.transformer_decoder:
+            shape = (self.config.decoder_layers, self.config.decoder_heads)
+            return {"dec_self": shape, "cross": shape}
+        return {"cross": (1, 1)} if "cross" in self.kinds else {}
+
+    def start(self, src_ids: Tensor, *, need_weights: bool = True,
+              ablation: Ablation = NO_ABLATION) -> tuple[DecoderState, Intermediates]:
         src_mask = self.source_mask(src_ids)
         annotations, final = self.encoder(src_ids, src_mask)
         layers = self.config.decoder_layers if self.transformer_decoder else 1
-        state = DecoderState(annotations, src_mask, hidden=final, caches=[LayerCache() for _ in range(layers)])
+        state = DecoderState(annotations, src_mask, hidden=final, caches=[LayerCache() for _ in range(layers)],
+                             ablation=ablation)
         return state, Intermediates()
 
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:
         batch = tokens.shape[0]
         if self.transformer_decoder:
             logits, self_w, cross_w = self.decoder(tokens[:, None], state.memory, None, state.src_mask,
-                                                   state.caches, state.position)
+                                                   state.caches, state.position, state.ablation)
             state.position += 1
             masks = {"dec_self": torch.ones(batch, state.position, dtype=torch.bool, device=tokens.device),
                      "cross": state.src_mask[:, 0, 0, :].expand(batch, -1)}
@@ -175,11 +191,12 @@ class RNNSeq2Seq(Seq2Seq):
         attention = {"cross": [weights]} if weights is not None and need_weights else {}
         return StepOutput(logits, attention, {"cross": mask} if weights is not None else {}, state)
 
-    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
-        state, _ = self.start(src_ids)
+    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False,
+                ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Intermediates]:
+        state, _ = self.start(src_ids, ablation=ablation)
         if self.transformer_decoder:
             self_mask = target_mask(tgt_in, self.pad_id)
-            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask, state.src_mask, None, 0)
+            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask, state.src_mask, None, 0, ablation)
             intermediates = Intermediates(masks={"dec_self": self_mask, "cross": state.src_mask})
             if need_weights:
                 intermediates.attention = {"dec_self": self_w, "cross": cross_w}

@@ -22,12 +22,15 @@ class AttentionTrace:
 
     ``src_tokens`` label encoder positions; ``tgt_tokens`` label decoder query positions and start with
     the start token fed to the decoder. ``masks[kind]`` is ``[query_len, key_len]``, True = may attend.
+    ``ablated``: the heads ``(kind, layer, head)`` that were switched off in the run (models/ablation.py);
+    their arrays hold the weights they computed, though their output was zeroed.
     """
 
     src_tokens: list[str]
     tgt_tokens: list[str]
     attention: dict[str, list[np.ndarray]]
     masks: dict[str, np.ndarray]
+    ablated: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def kinds(self) -> list[str]:
@@ -44,6 +47,9 @@ class AttentionTrace:
 
     def key_tokens(self, kind: str) -> list[str]:
         return self.tgt_tokens if kind == "dec_self" else self.src_tokens
+
+    def is_ablated(self, kind: str, layer: int, head: int) -> bool:
+        return (kind, layer, head) in self.ablated
 
 
 @dataclass

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .ablation import NO_ABLATION, Ablation
 from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import TransformerConfig
@@ -106,7 +107,7 @@ class AttentionSublayer(nn.Module):
         return x if self.pre_norm else self.norm(x)
 
     def self_attend(self, x: Tensor, mask: Tensor | None, cache: LayerCache | None, need_weights: bool,
-                    bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+                    bias: Tensor | None = None, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
         """Shape: x ``[B, L, E]`` (L = 1 when decoding with a cache), bias ``[1, H, L, K]`` → ``[B, L, E]``,
         weights ``[B, H, L, K]``."""
         normed = self.norm(x) if self.pre_norm else x
@@ -115,13 +116,14 @@ class AttentionSublayer(nn.Module):
         k, v = self.attention.project_kv(kv_input, kv_input)  # [B, H, L, D]
         if cache is not None:
             k, v = cache.extend_self(k, v)  # [B, H, K, D], K = all positions so far
-        attended, weights = self.attention.attend(normed, k, v, mask, bias=bias, need_weights=need_weights)
+        attended, weights = self.attention.attend(normed, k, v, mask, bias=bias, need_weights=need_weights,
+                                                  heads_off=heads_off)
         return self._residual(x, attended), weights
 
     def cross_attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
-                     need_weights: bool) -> tuple[Tensor, Tensor | None]:
+                     need_weights: bool, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
         normed = self.norm(x) if self.pre_norm else x
-        attended, weights = self.attention.attend(normed, k, v, mask, need_weights=need_weights)
+        attended, weights = self.attention.attend(normed, k, v, mask, need_weights=need_weights, heads_off=heads_off)
         return self._residual(x, attended), weights
 
 
@@ -156,8 +158,8 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForwardSublayer(config)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool,
-                bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        x, weights = self.self_attention.self_attend(x, mask, None, need_weights, bias=bias)
+                bias: Tensor | None = None, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
+        x, weights = self.self_attention.self_attend(x, mask, None, need_weights, bias=bias, heads_off=heads_off)
         return self.feed_forward(x), weights
 
 
@@ -169,14 +171,16 @@ class DecoderLayer(nn.Module):
         self.feed_forward = FeedForwardSublayer(config)
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
-                cache: LayerCache | None, need_weights: bool,
-                self_bias: Tensor | None = None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+                cache: LayerCache | None, need_weights: bool, self_bias: Tensor | None = None,
+                self_off: tuple[int, ...] = (), cross_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Shape: x ``[B, L, E]``, memory ``[B, S, E]``, self_bias ``[1, H, L, K]`` → x, self weights
-        ``[B, H, L, K]``, cross ``[B, H, L, S]``."""
-        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights, bias=self_bias)
+        ``[B, H, L, K]``, cross ``[B, H, L, S]``. ``self_off``/``cross_off``: heads whose output is zeroed
+        (models/ablation.py)."""
+        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights, bias=self_bias,
+                                                          heads_off=self_off)
         project = lambda: self.cross_attention.attention.project_kv(memory, memory)  # noqa: E731
         k, v = cache.cross_kv(project) if cache is not None else project()  # [B, H, S, D]
-        x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights)
+        x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights, cross_off)
         return self.feed_forward(x), self_weights, cross_weights
 
 
@@ -241,31 +245,41 @@ class TransformerSeq2Seq(Seq2Seq):
         for embedding in (self.src_embedding, self.tgt_embedding):
             nn.init.normal_(embedding.tokens.weight, std=std)
 
-    def encode(self, src_ids: Tensor, need_weights: bool) -> tuple[Tensor, Tensor, list[Tensor]]:
+    def attention_shape(self) -> dict[str, tuple[int, int]]:
+        heads = self.config.heads
+        return {"enc_self": (len(self.encoder_layers), heads), "dec_self": (len(self.decoder_layers), heads),
+                "cross": (len(self.decoder_layers), heads)}
+
+    def encode(self, src_ids: Tensor, need_weights: bool,
+               ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, list[Tensor]]:
         """Shape: src_ids ``[B, S]`` → memory ``[B, S, E]``, src_mask ``[B, 1, 1, S]``, weights per layer."""
         src_mask = self.source_mask(src_ids)
         x = self.src_embedding(src_ids)
         length = src_ids.shape[1]
         bias = self.relative_bias(self.encoder_relative_bias, length, length, offset=0, bidirectional=True)
         weights = []
-        for layer in self.encoder_layers:
-            x, layer_weights = layer(x, src_mask, need_weights, bias=bias)
+        for index, layer in enumerate(self.encoder_layers):
+            x, layer_weights = layer(x, src_mask, need_weights, bias=bias,
+                                     heads_off=ablation.heads_off("enc_self", index, self.config.heads))
             weights.append(layer_weights)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
         return x, src_mask, weights
 
     def decode(self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, *, self_mask: Tensor | None,
-               caches: list[LayerCache] | None, offset: int, need_weights: bool):
+               caches: list[LayerCache] | None, offset: int, need_weights: bool, ablation: Ablation = NO_ABLATION):
         """Shape: tgt_ids ``[B, L]`` → logits ``[B, L, V]``, self and cross weights per layer."""
         x = self.tgt_embedding(tgt_ids, offset)
         length = tgt_ids.shape[1]  # the queries are positions offset..offset+length-1, the keys 0..offset+length-1
         bias = self.relative_bias(self.decoder_relative_bias, length, offset + length, offset=offset,
                                   bidirectional=False)
         self_weights, cross_weights = [], []
+        heads = self.config.heads
         for index, layer in enumerate(self.decoder_layers):
             cache = caches[index] if caches is not None else None
-            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights, self_bias=bias)
+            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights, self_bias=bias,
+                                       self_off=ablation.heads_off("dec_self", index, heads),
+                                       cross_off=ablation.heads_off("cross", index, heads))
             self_weights.append(self_w)
             cross_weights.append(cross_w)
         if self.decoder_norm is not None:
@@ -288,19 +302,21 @@ class TransformerSeq2Seq(Seq2Seq):
                                             self.config.relative_max_distance, bidirectional=bidirectional)
         return table(buckets).permute(2, 0, 1)[None]  # [Q, K, H] → [1, H, Q, K]
 
-    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False) -> tuple[Tensor, Intermediates]:
-        memory, src_mask, enc_weights = self.encode(src_ids, need_weights)
+    def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False,
+                ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Intermediates]:
+        memory, src_mask, enc_weights = self.encode(src_ids, need_weights, ablation)
         self_mask = target_mask(tgt_in, self.pad_id)  # [B, 1, T, T]
         logits, self_weights, cross_weights = self.decode(tgt_in, memory, src_mask, self_mask=self_mask, caches=None,
-                                                          offset=0, need_weights=need_weights)
+                                                          offset=0, need_weights=need_weights, ablation=ablation)
         intermediates = Intermediates(masks={"enc_self": src_mask, "dec_self": self_mask, "cross": src_mask})
         if need_weights:
             intermediates.attention = {"enc_self": enc_weights, "dec_self": self_weights, "cross": cross_weights}
         return logits, intermediates
 
-    def start(self, src_ids: Tensor, *, need_weights: bool = True) -> tuple[DecoderState, Intermediates]:
-        memory, src_mask, enc_weights = self.encode(src_ids, need_weights)
-        state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in self.decoder_layers])
+    def start(self, src_ids: Tensor, *, need_weights: bool = True,
+              ablation: Ablation = NO_ABLATION) -> tuple[DecoderState, Intermediates]:
+        memory, src_mask, enc_weights = self.encode(src_ids, need_weights, ablation)
+        state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in self.decoder_layers], ablation=ablation)
         intermediates = Intermediates(masks={"enc_self": src_mask})
         if need_weights:
             intermediates.attention = {"enc_self": enc_weights}
@@ -310,7 +326,7 @@ class TransformerSeq2Seq(Seq2Seq):
         # The one new query may attend to every cached position: no self mask is needed.
         logits, self_weights, cross_weights = self.decode(
             tokens[:, None], state.memory, state.src_mask, self_mask=None, caches=state.caches, offset=state.position,
-            need_weights=need_weights)
+            need_weights=need_weights, ablation=state.ablation)
         state.position += 1
         batch = tokens.shape[0]
         masks = {"dec_self": torch.ones(batch, state.position, dtype=torch.bool, device=tokens.device),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .ablation import NO_ABLATION, Ablation
 from .checkpoint import Checkpoint
 from .decoding import Steps, beam_search, finish, forced, greedy
 from .errors import AttnvizError, EmptyInputError
@@ -137,10 +138,12 @@ class Translator:
 
     def decode(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4, length_penalty: float = 0.6,
                target_ids: list[int] | None = None, max_len: int | None = None, top_k: int = 10,
-               need_weights: bool = True) -> Steps:
-        """A decoding generator (see models.decoding) whose results carry detokenised text."""
+               need_weights: bool = True, ablation: Ablation = NO_ABLATION) -> Steps:
+        """A decoding generator (see models.decoding) whose results carry detokenised text; ``ablation``
+        switches heads off (models/ablation.py) and is checked against the model before anything runs."""
+        ablation.validate(self.model.attention_shape())
         common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
-                      top_k=top_k, need_weights=need_weights)
+                      top_k=top_k, need_weights=need_weights, ablation=ablation)
         first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
         if mode == "greedy":
             steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
@@ -165,7 +168,8 @@ class Translator:
         return results
 
     def translate(self, text: str, *, beam: int = 1, max_len: int | None = None, need_weights: bool = False,
-                  unknown: str = "replace"):
+                  unknown: str = "replace", ablation: Ablation = NO_ABLATION):
         """The best result for ``text`` (greedy when ``beam`` is 1)."""
         source = self.source(text, unknown=unknown)
-        return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len, need_weights=need_weights))[0]
+        return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len, need_weights=need_weights,
+                                  ablation=ablation))[0]

@@ -19,6 +19,7 @@ from models.errors import InputError
 from ..demos import demo_path
 
 if TYPE_CHECKING:
+    from models.ablation import Ablation
     from models.trace import DecodeResult
     from models.translator import SourceInput, Translator
 
@@ -112,6 +113,20 @@ def add_decoding_options(parser: argparse.ArgumentParser) -> None:
                         help="refuse text with characters the vocabulary lacks (default: they become the unknown "
                              "token, with a warning)")
     parser.add_argument("--replace-unknown", action="store_true", help=argparse.SUPPRESS)  # the default now
+    add_ablation_option(parser)
+
+
+def add_ablation_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ablate", action="append", default=[], metavar="KIND:LAYER:HEAD",
+                        help="switch a head off (its output zeroed) before decoding, e.g. cross:0:1; HEAD * = the "
+                             "whole layer; repeatable. KIND: enc_self, dec_self or cross; layers and heads count from 0")
+
+
+def ablation_for(args: argparse.Namespace, translator: Translator) -> Ablation:
+    """The ``--ablate`` specs, checked against the translator's model (one line naming a head it lacks)."""
+    from models.ablation import Ablation
+
+    return Ablation.parse(getattr(args, "ablate", None) or []).validate(translator.model.attention_shape())
 
 
 def checkpoint_path(text: str) -> str:
@@ -153,10 +168,11 @@ def decode_one(args: argparse.Namespace) -> DecodeResult:
     from models.translator import decoding_mode
 
     translator = open_translator(args)
+    ablation = ablation_for(args, translator)
     source = translator.source(args.text, unknown=unknown_mode(args))
     announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
     steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
-                              target_ids=target, max_len=args.max_len)
+                              target_ids=target, max_len=args.max_len, ablation=ablation)
     return finish(steps)[0]

@@ -1,4 +1,4 @@
-"""``attnviz evaluate -c CKPT --data PAIRS.tsv [--beam K] [--limit N] [--alignment piglatin] [--json]``
+"""``attnviz evaluate -c CKPT --data PAIRS.tsv [--beam K] [--limit N] [--alignment piglatin] [--ablate KIND:LAYER:HEAD] [--json]``
 
 Exact match, chrF and BLEU on held-out pairs, exact match by source length, and with ``--alignment
 piglatin`` the share of copied characters whose strongest cross-attention is on the character copied.
@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 import json
 
-from .common import MAX_BEAM, MAX_OUTPUT_TOKENS, add_model_options, int_range, open_translator
+from .common import MAX_BEAM, MAX_OUTPUT_TOKENS, ablation_for, add_ablation_option, add_model_options, int_range, open_translator
 
 NAME = "evaluate"
 
@@ -24,6 +24,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N")
     parser.add_argument("--limit", type=int_range(1), metavar="N", help="only the first N pairs")
     parser.add_argument("--alignment", choices=("piglatin",), help="also score the cross-attention alignment")
+    add_ablation_option(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
@@ -35,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     copy_sources = None
     if args.alignment == "piglatin":
         from models.data.piglatin import copy_sources
-    scores = evaluate(open_translator(args), pairs, beam=args.beam, max_len=args.max_len, copy_sources=copy_sources)
+    translator = open_translator(args)
+    scores = evaluate(translator, pairs, beam=args.beam, max_len=args.max_len, copy_sources=copy_sources,
+                      ablation=ablation_for(args, translator))
     print(json.dumps(dataclasses.asdict(scores)) if args.json else "\n".join(scores.lines()))
     return 0

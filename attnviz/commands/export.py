@@ -2,7 +2,9 @@
 
 The NPZ holds ``src_tokens``, ``tgt_tokens`` (starting with the start token fed to the decoder), and for
 each attention kind ``{kind}_L{layer}`` ``[heads, query_len, key_len]`` float32 and ``{kind}_mask``
-``[query_len, key_len]`` bool (True = may attend); also ``output_tokens``, ``translation``, ``score``.
+``[query_len, key_len]`` bool (True = may attend); also ``output_tokens``, ``translation``, ``score``, and
+``ablated``: the heads ``--ablate`` switched off, as ``KIND:LAYER:HEAD`` strings (their weights are still
+the ones they computed).
 """
 
 from __future__ import annotations

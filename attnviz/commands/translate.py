@@ -9,8 +9,8 @@ import argparse
 
 from models.errors import InputError
 
-from .common import (add_decoding_options, add_model_options, announce_truncation, announce_unknown, argument_text,
-                     encoding_name, finite_float, input_lines, open_translator, terminal_text, unknown_mode)
+from .common import (ablation_for, add_decoding_options, add_model_options, announce_truncation, announce_unknown,
+                     argument_text, encoding_name, finite_float, input_lines, open_translator, terminal_text, unknown_mode)
 
 NAME = "translate"
 
@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from models.translator import decoding_mode
 
     translator = open_translator(args)
+    ablation = ablation_for(args, translator)
     sources = []
     for number, text in enumerate(texts, 1):  # check every input before spending time on any
         try:
@@ -47,6 +48,6 @@ def run(args: argparse.Namespace) -> int:
         announce_truncation(source, f"input {number}", translator.config.max_len)
         best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam,
                                         length_penalty=args.length_penalty, max_len=args.max_len,
-                                        need_weights=False))[0]
+                                        need_weights=False, ablation=ablation))[0]
         print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
     return 0

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, Q
                                QSpinBox, QToolButton, QVBoxLayout, QWidget)
 
 from ..session import ModelInfo, RunSettings, ViewOptions
-from ..viewmodel import KIND_LABELS, ResultLine, SelectorState, head_choices
+from ..viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, head_choices
 from .style import COLORMAPS
 
 MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
@@ -182,7 +182,56 @@ class InputBar(QWidget):
 
     def show_result(self, line: ResultLine) -> None:
         notices = "".join(f"<br><span style='color:#e65100'>⚠ {html.escape(notice)}</span>" for notice in line.notices)
-        self.output.setText(f"<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; {html.escape(line.details)}{notices}")
+        comparison = ""
+        if line.original is not None:
+            comparison = (f"<br>with every head on: {html.escape(line.original) or '(empty)'}"
+                          f" &nbsp; changes: {diff_html(line.diff)}")
+        self.output.setText(f"<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; {html.escape(line.details)}"
+                            f"{comparison}{notices}")
+
+
+DIFF_STYLES = {"same": "{}", "inserted": "<span style='color:#2e7d32;background:#e8f5e9'><u>{}</u></span>",
+               "deleted": "<span style='color:#c62828;background:#ffebee'><s>{}</s></span>"}
+
+
+def diff_html(diff: list[tuple[str, str]]) -> str:
+    """Tokens of a diff: inserted ones underlined in green, deleted ones struck through in red."""
+    if all(change == "same" for _, change in diff):
+        return "none"
+    return " ".join(DIFF_STYLES[change].format(html.escape(token)) for token, change in diff)
+
+
+class AblationBar(QWidget):
+    """"N heads off — Restore": shown while the run switches heads off; the button switches them all on."""
+
+    restore_requested = Signal()
+    compare_toggled = Signal(bool)  # show the run with every head on instead of this one
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.label = QLabel()
+        self.label.setStyleSheet("color:#c62828; font-weight:bold")
+        self.restore = QPushButton("Restore")
+        self.restore.setToolTip("Switch every head on again and run")
+        self.restore.clicked.connect(self.restore_requested)
+        self.compare = QCheckBox("Show the run with every head on")
+        self.compare.setToolTip("Every view shows the same input decoded with every head on, for comparison")
+        self.compare.toggled.connect(self.compare_toggled)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 0, 6, 0)
+        layout.addWidget(self.label)
+        layout.addWidget(self.restore)
+        layout.addWidget(self.compare)
+        layout.addStretch(1)
+        self.hide()
+
+    def show_state(self, state: AblationState, showing_original: bool = False) -> None:
+        self.label.setText(f"{state.text} —")
+        self.label.setToolTip(state.tooltip)
+        self.compare.blockSignals(True)
+        self.compare.setChecked(showing_original)
+        self.compare.blockSignals(False)
+        self.setVisible(state.visible)
 
 
 class SelectorBar(QWidget):

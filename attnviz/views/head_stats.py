@@ -139,6 +139,14 @@ class HeadStatsView(QWidget):
                 item.setToolTip("Double-click to run this sentence")
                 self.sentences.addItem(item)
 
+    def show_note(self, text: str) -> None:
+        """One line about the clicked head, in place of its typical sentences (head importance has none)."""
+        self.sentences.clear()
+        self.head_title.setText(html.escape(text))
+
+    def set_sentences_visible(self, visible: bool) -> None:
+        self.sentences.setVisible(visible)
+
     def set_colormap(self, name: str) -> None:
         self.lut = lookup_table(name)
         for _, image, _ in self.plots:

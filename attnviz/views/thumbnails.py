@@ -1,23 +1,31 @@
 """Grids of bare attention thumbnails (no token labels: on 48 small plots they are unreadable and make
 drawing about 3× slower; labels belong to the one large focus view). One class serves the head grid (all
 heads of a layer: one row) and the model view (every layer × head). Plots are rebuilt only when the
-grid's shape changes; new data only calls ``setImage``."""
+grid's shape changes; new data only calls ``setImage``.
+
+A right-click offers to switch the head (or its whole layer) off or on; heads that were off in the run are
+crossed out."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QPoint, QRectF, Qt, Signal
+from PySide6.QtWidgets import QMenu, QWidget
 
-from ..viewmodel import GridState
+from ..viewmodel import GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
+
+OFF_COLOUR = "#e53935"  # the cross over a switched-off head
 
 
 class ThumbnailGrid(pg.GraphicsLayoutWidget):
-    """``rows × cols`` thumbnails; clicking one emits ``(row, col)``."""
+    """``rows × cols`` thumbnails; clicking one emits ``(row, col)``; its context menu emits
+    ``head_toggled(row, col)`` or ``layer_toggled(row)``."""
 
     clicked = Signal(int, int)
+    head_toggled = Signal(int, int)
+    layer_toggled = Signal(int)
 
     def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
         super().__init__(parent)
@@ -28,6 +36,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.selected: tuple[int, int] | None = None
         self.row_labels: list[pg.LabelItem] = []
         self.col_labels: list[pg.LabelItem] = []
+        self.crosses: list[pg.PlotCurveItem] = []  # one per thumbnail, shown when its head was off
+        self.off: list[bool] = []
         self.ci.setSpacing(3)
 
     def show_grid(self, state: GridState, images: bool = True) -> None:
@@ -35,7 +45,14 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         if images:
             self.build(state.rows, state.cols, state.row_names, state.col_names)
             self.set_images(state.matrices)
+            self.mark_off(state.off)
         self.select(*(state.selected or (None, None)))
+
+    def mark_off(self, off: list[bool]) -> None:
+        """Cross out the thumbnails of heads that were switched off."""
+        self.off = list(off) + [False] * (len(self.cells) - len(off))
+        for cross, is_off in zip(self.crosses, self.off):
+            cross.setVisible(is_off)
 
     def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
         """Make ``rows × cols`` empty thumbnails with row and column headers. Only a new shape rebuilds;
@@ -45,7 +62,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
                 label.setText(name, size="8pt")
             return
         self.clear()
-        self.cells, self.shape, self.selected = [], (rows, cols), None
+        self.cells, self.shape, self.selected, self.crosses, self.off = [], (rows, cols), None, [], []
         self.col_labels = [self.addLabel(name, row=0, col=col + 1, size="8pt") for col, name in enumerate(col_names)]
         self.row_labels = []
         for row in range(rows):
@@ -56,6 +73,11 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
                 image = pg.ImageItem(axisOrder="row-major")
                 image.setLookupTable(self.lut)
                 view.addItem(image)
+                cross = pg.PlotCurveItem(pen=pg.mkPen(OFF_COLOUR, width=2), connect="finite")
+                cross.setZValue(10)
+                cross.setVisible(False)
+                view.addItem(cross)
+                self.crosses.append(cross)
                 self.cells.append((view, image))
 
     def set_images(self, matrices: list[np.ndarray]) -> None:
@@ -66,6 +88,10 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
             rect = QRectF(0, 0, data.shape[1], data.shape[0])
             image.setRect(rect)
             view.setRange(rect, padding=0)
+        for cross, (_, image) in zip(self.crosses, self.cells):
+            height, width = image.image.shape[:2] if image.image is not None else (1, 1)
+            cross.setData(x=np.array([0, width, np.nan, 0, width], dtype=float),
+                          y=np.array([0, height, np.nan, height, 0], dtype=float))
 
     def set_colormap(self, name: str) -> None:
         self.lut = lookup_table(name)
@@ -82,11 +108,35 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     def image(self, row: int, col: int) -> np.ndarray:
         return self.cells[row * self.shape[1] + col][1].image
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        position = self.mapToScene(event.position().toPoint())
+    def cell_at(self, point: QPoint) -> tuple[int, int] | None:
+        """The ``(row, col)`` of the thumbnail under a widget position."""
+        position = self.mapToScene(point)
         for index, (view, _) in enumerate(self.cells):
             if view.sceneBoundingRect().contains(position):
-                self.clicked.emit(*divmod(index, self.shape[1]))
-                event.accept()
-                return
+                return divmod(index, self.shape[1])
+        return None
+
+    def context_menu(self, row: int, col: int) -> QMenu:
+        """Switch head off/on, and switch the whole row's layer off (or on, when all its heads are off)."""
+        menu = QMenu(self)
+        for text, action in thumbnail_menu(self.off, self.shape[1], row, col):
+            menu.addAction(text, (lambda: self.head_toggled.emit(row, col)) if action == "head"
+                           else (lambda: self.layer_toggled.emit(row)))
+        return menu
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        cell = self.cell_at(event.position().toPoint())
+        if cell is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit(*cell)
+            event.accept()
+            return
         super().mousePressEvent(event)
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        cell = self.cell_at(event.pos())
+        if cell is None:
+            super().contextMenuEvent(event)
+            return
+        self.menu = self.context_menu(*cell)  # kept: a popup menu without an owner would be collected
+        self.menu.popup(event.globalPos())
+        event.accept()
