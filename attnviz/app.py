@@ -41,12 +41,14 @@ def _probe_startup(app, window, launched: float) -> None:
 
 def _quit_on_interrupt(app, window) -> None:
     """Ctrl+C in the terminal closes the window cleanly (settings saved, the worker stopped): Python only
-    sees the signal when it runs, so a timer gives it a moment every 200 ms."""
+    sees the signal when it runs, so a timer gives it a moment every 200 ms. The close itself waits for the
+    event loop: the signal may arrive in the middle of building the window, whose worker must exist (and
+    be stopped) before the window goes."""
     import signal
 
     from PySide6.QtCore import QTimer
 
-    signal.signal(signal.SIGINT, lambda *_: window.close())
+    signal.signal(signal.SIGINT, lambda *_: QTimer.singleShot(0, window.close))
     timer = QTimer(app)
     timer.timeout.connect(lambda: None)
     timer.start(200)
@@ -117,12 +119,13 @@ def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
     from .main_window import MainWindow
 
     window = MainWindow(demo_checkpoints())
+    _quit_on_interrupt(app, window)  # from the first moment the window is on screen
     window.show()  # at once, saying it is loading; the heavy imports follow from the event loop,
     app.processEvents()  # once the window has had a moment to be drawn
     if os.environ.get(STARTUP_PROBE):
         _probe_startup(app, window, float(os.environ[STARTUP_PROBE]))
     QTimer.singleShot(30, functools.partial(build_window, window, checkpoint, device))
-    _quit_on_interrupt(app, window)
     code = app.exec()
+    window.shut_down()  # whatever ended the loop, the model thread stops before Python tears Qt down
     del window
     return code

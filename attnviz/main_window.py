@@ -767,3 +767,8 @@ class MainWindow(QMainWindow):
             self._save_settings()
             self.worker_thread.close()
         super().closeEvent(event)
+
+    def shut_down(self) -> None:
+        """Stop the model thread if it still runs (the event loop can end without a close event)."""
+        if self.built:
+            self.worker_thread.close()
