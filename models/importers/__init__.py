@@ -3,7 +3,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 (docs/checkpoint-formats.md says what each format maps).
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
-                                                | "annotated" | "hf-bart"
+                                                | "annotated" | "hf-bart" | "opennmt"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -23,13 +23,14 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, hf_bart, jadore, marian, nn_transformer, pytorch_seq2seq
+from . import annotated, hf_bart, jadore, marian, nn_transformer, opennmt, pytorch_seq2seq
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
 from .safe_load import TrustRequiredError
 
-FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart)}
+FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
+                                              opennmt)}
 # Detection order: the most specific layouts first.
-_FILE_ORDER = (jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
+_FILE_ORDER = (opennmt, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
 _FOLDER_ORDER = (marian, hf_bart, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
