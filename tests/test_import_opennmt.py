@@ -248,6 +248,29 @@ def test_the_cli_converts_and_info_names_the_transforms(trained, tmp_path, capsy
     assert "opennmt" in shown and "filtertoolong" in shown and "whitespace" in shown
 
 
+def test_the_safetensors_save_format_is_read(plain, tmp_path):
+    """``-save_format safetensors``: its ModelSaver writes vocab, opt and optim to the .pt and every weight,
+    the generator's included, to a .safetensors file beside it."""
+    from onmt.models.model_saver import ModelSaver
+
+    vocabs, model = _onmt_model(plain)
+    options = torch.load(plain, weights_only=False)["opt"]
+    saver = ModelSaver(str(tmp_path / "run"), model, options, vocabs, torch.optim.Adam(model.parameters()),
+                       keep_checkpoint=-1, save_format="safetensors", device_id=-1)
+    with onmt_context():
+        saver.save(7)
+    path = tmp_path / "run_step_7.pt"
+    assert (tmp_path / "run_step_7.safetensors").is_file() and "model" not in torch.load(path, weights_only=False)
+    assert detect_format(path) == "opennmt"
+    converted, reference = convert(path).model.state_dict(), convert(plain).model.state_dict()
+    assert converted.keys() == reference.keys()
+    assert all(torch.equal(converted[key], reference[key]) for key in reference)
+    (tmp_path / "run_step_7.safetensors").unlink()
+    with pytest.raises(CheckpointError, match=r"holds no weights \(-save_format safetensors keeps them beside it, "
+                                              r"in run_step_7.safetensors, which is missing\)$"):
+        convert(path)
+
+
 def _saved_variant(path, tmp_path, change):
     checkpoint = torch.load(path, weights_only=False)
     change(checkpoint)

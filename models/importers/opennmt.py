@@ -23,7 +23,9 @@ copy attention, LoRA, source features) is refused in one line naming the option.
 from __future__ import annotations
 
 import argparse
+import glob
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,6 +46,7 @@ from .common import (
     check_vocab_size,
     layer_count,
     provenance,
+    read_safetensors,
     saved_as_one,
     tensor_dict,
     weight_rows,
@@ -72,15 +75,37 @@ def _options(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     return dict(options) if isinstance(options, Mapping) else None
 
 
-def claims(source: Source) -> bool:
-    if not source.path.is_file():
-        return False
+def weight_files(path: Path) -> list[Path]:
+    """Where ``-save_format safetensors`` put the weights of ``<base>_step_N.pt``: ``<base>_step_N.safetensors``
+    (or shards ``<base>_step_N.K.safetensors``)."""
+    single = path.with_suffix(".safetensors")
+    if single.is_file():
+        return [single]
+    return sorted(Path(found) for found in glob.glob(glob.escape(str(path.with_suffix(""))) + ".*.safetensors"))
+
+
+def _ours(source: Source) -> bool:
     payload = source.payload
-    return isinstance(payload, Mapping) and all(key in payload for key in KEYS)
+    if not isinstance(payload, Mapping) or "vocab" not in payload or "opt" not in payload:
+        return False
+    return all(key in payload for key in KEYS) or "model" not in payload  # -save_format safetensors
+
+
+def claims(source: Source) -> bool:
+    return source.path.is_file() and _ours(source)
 
 
 def _state(source: Source, payload: Mapping[str, Any]) -> dict[str, Tensor]:
     """The model's weights and the generator's (as ``generator.*``) in one dict."""
+    if "model" not in payload:  # -save_format safetensors: the whole state dict, generator included, beside it
+        state: dict[str, Tensor] = {}
+        files = weight_files(source.path)
+        if not files:
+            raise source.error(f"holds no weights (-save_format safetensors keeps them beside it, in "
+                               f"{source.path.with_suffix('.safetensors').name}, which is missing)")
+        for path in files:
+            state.update(read_safetensors(path))
+        return state
     model, generator = tensor_dict(payload["model"]), tensor_dict(payload["generator"])
     if model is None:
         raise source.error("its 'model' entry is not a state dict")
@@ -177,8 +202,9 @@ def _width(source: Source, state: Mapping[str, Tensor]) -> int:
 
 def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     payload = source.payload
-    if not (isinstance(payload, Mapping) and all(key in payload for key in KEYS)):
-        raise source.error(f"not an OpenNMT-py checkpoint (a dict with {', '.join(KEYS)})")
+    if not _ours(source):
+        raise source.error(f"not an OpenNMT-py checkpoint (a dict with {', '.join(KEYS)}, or with vocab and opt "
+                           f"beside its .safetensors weights)")
     options = _options(payload)
     if options is None:
         raise source.error("its 'opt' is not the training options (an argparse.Namespace)")
