@@ -271,6 +271,21 @@ def test_the_safetensors_save_format_is_read(plain, tmp_path):
         convert(path)
 
 
+def test_dropping_it_on_the_window_opens_it_without_a_question(qtbot, window, plain):
+    """File → Open and drag-and-drop go through the same import: an OpenNMT-py file says everything."""
+    from tests.test_gui_import import drop, opened
+
+    drop(window, plain)
+    qtbot.waitUntil(lambda: opened(window, plain.name), timeout=20_000)
+    assert getattr(window, "import_dialog", None) is None or not window.import_dialog.isVisible()
+    window.input_bar.text.setText("the cat sees a dog")
+    window.input_bar.max_len.setValue(5)
+    window.run()
+    qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 2,
+                    timeout=20_000)
+    assert window.session.trace.src_tokens == ["the", "cat", "sees", "a", "dog"]
+
+
 def _saved_variant(path, tmp_path, change):
     checkpoint = torch.load(path, weights_only=False)
     change(checkpoint)
