@@ -16,7 +16,9 @@ from .errors import ConfigError
 from .validation import check_config_fields
 
 TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
-RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder")
+RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder",
+             "gru-luong")
+LUONG_SCORES = ("dot", "general", "mlp")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
 ACTIVATIONS = ("relu", "gelu", "swish")
@@ -132,6 +134,11 @@ class RNNConfig:
     step t attend to source positions 0..t only.
     ``gru-transformer-decoder``: ``decoder_layers`` blocks of causal self-attention, attention over the
     annotations and a Linear→ReLU MLP, each with a residual, then a linear output layer.
+    ``gru-luong``: Luong's global attention with input feeding (OpenNMT-py's RNN decoder): ``decoder_layers``
+    encoder GRU layers (``bidirectional``: hidden/2 per direction) and as many stacked decoder GRU cells reading
+    ``[embedding; previous attentional state]``, attention after the cell (``luong_score`` dot, general or mlp),
+    attentional state ``tanh(W[context; h])`` (no tanh, with a bias, for mlp) feeding the output layer.
+    ``embedding_size`` 0 means ``hidden``.
     """
 
     arch: str
@@ -149,10 +156,18 @@ class RNNConfig:
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
     src_append_eos: bool = True  # end every source with eos_id
+    bidirectional: bool = False  # gru-luong only, as the two below
+    embedding_size: int = 0  # 0: hidden
+    luong_score: str = "general"
 
     def validate(self) -> None:
         check_config_fields(self)
         _check_choice("arch", self.arch, RNN_ARCHS)
+        _check_choice("luong_score", self.luong_score, LUONG_SCORES)
+        _require(not self.bidirectional or self.hidden % 2 == 0,
+                 f"a bidirectional encoder needs an even hidden size; got {self.hidden}")
+        _require(self.arch == "gru-luong" or (not self.bidirectional and self.embedding_size == 0),
+                 "bidirectional and embedding_size apply to gru-luong only")
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "hidden", "max_len",
                         "decoder_layers", "decoder_heads")
         _require(self.hidden % self.decoder_heads == 0,
@@ -168,7 +183,7 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0}
+LATER_FIELDS = {"position_offset": 0, "bidirectional": False, "embedding_size": 0, "luong_score": "general"}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

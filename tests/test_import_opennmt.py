@@ -78,6 +78,11 @@ CASES = {
                    add_qkvbias=True, add_ffnbias=True, position_encoding_type="SinusoidalConcat",
                    pos_ffn_activation_fn="gelu", seed=2, param_init=0.0, param_init_glorot=True,
                    learning_rate=0.02, steps=20),
+    # its RNN: a bidirectional 2-layer GRU encoder, a GRU decoder with input feeding and mlp attention,
+    # embeddings narrower than the states
+    "gru": dict(encoder_type="brnn", decoder_type="rnn", rnn_type="GRU", global_attention="mlp", input_feed=1,
+                position_encoding=False, word_vec_size=8, seed=4, param_init=0.3, param_init_glorot=False,
+                learning_rate=0.01),
 }
 
 
@@ -133,14 +138,14 @@ def _train(name, tmp_path_factory):
     src_vocab = SRC_WORDS + TGT_WORDS if shared else SRC_WORDS
     (folder / "src.vocab").write_text("".join(f"{w}\t{30 - i}\n" for i, w in enumerate(src_vocab)), encoding="utf-8")
     (folder / "tgt.vocab").write_text("".join(f"{w}\t{30 - i}\n" for i, w in enumerate(TGT_WORDS)), encoding="utf-8")
-    settings = dict(
+    settings = {**dict(
         save_model=folder / "model", save_checkpoint_steps=steps, train_steps=steps, batch_size=8,
         batch_type="sents", valid_steps=1000, num_workers=0, bucket_size=16, report_every=1,
         encoder_type="transformer", decoder_type="transformer", position_encoding=True, enc_layers=2, dec_layers=2,
         hidden_size=16, word_vec_size=16, transformer_ff=32, dropout="[0.1]", attention_dropout="[0.1]",
         optim="adam", src_vocab=folder / "src.vocab",
-        tgt_vocab=folder / "tgt.vocab", transforms="[filtertoolong]", src_seq_length=50, tgt_seq_length=50,
-        **options)
+        tgt_vocab=folder / "tgt.vocab", transforms="[filtertoolong]", src_seq_length=50, tgt_seq_length=50),
+        **options}
     lines = ["data:", "    corpus_1:", f"        path_src: {folder / 'src.txt'}",
              f"        path_tgt: {folder / 'tgt.txt'}"] + [f"{key}: {_yaml(value)}" for key, value in settings.items()]
     (folder / "config.yaml").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -170,9 +175,13 @@ def test_logits_and_every_head_equal_opennmt(trained):
     checkpoint = convert(path)
     config = checkpoint.config
     vocabs, model = _onmt_model(path)
-    assert config.share_embeddings == config.tie_output == (name == "shared")
-    assert config.positions == ("fairseq" if name == "shared" else "interleaved")
-    assert config.attention_bias == (name == "shared") and config.pre_norm_kv and config.final_norm
+    if name == "gru":
+        assert (config.arch, config.bidirectional, config.luong_score, config.decoder_layers,
+                config.embedding_size, config.hidden) == ("gru-luong", True, "mlp", 2, 8, 16)
+    else:
+        assert config.share_embeddings == config.tie_output == (name == "shared")
+        assert config.positions == ("fairseq" if name == "shared" else "interleaved")
+        assert config.attention_bias == (name == "shared") and config.pre_norm_kv and config.final_norm
     src_vocab, tgt_vocab = vocabs["src"], vocabs["tgt"]
     pad = tgt_vocab["<blank>"]
     sources = [["the", "cat", "sees", "a", "red", "house"], ["dog", "runs"]]
@@ -203,6 +212,10 @@ def test_logits_and_every_head_equal_opennmt(trained):
     real_tgt = tgt != pad
     assert (logits - expected)[real_tgt].abs().max() < 1e-4
     ours = intermediates.attention
+    if name == "gru":  # its one attention, returned as attns['std'] [T, B, S]: ours is one layer of one head
+        assert not captured and set(ours) == {"cross"} and ours["cross"][0].shape[1] == 1
+        assert (attns["std"].transpose(0, 1) - ours["cross"][0][:, 0])[real_tgt].abs().max() < 1e-5
+        return
     assert len(captured) == config.encoder_layers + 2 * config.decoder_layers
     for layer in range(config.encoder_layers):
         theirs = captured[f"encoder.transformer.{layer}.self_attn"]  # [B, H, S, S]
@@ -307,8 +320,7 @@ def test_an_unused_weight_is_refused_naming_it(plain, tmp_path):
     ("max_relative_positions", -1, r"max_relative_positions -1 \(rotary positions\)"),
     ("self_attn_type", "average", r"self_attn_type 'average' \(average attention\)"),
     ("layer_norm", "rms", r"layer_norm 'rms' \(a norm other than LayerNorm\)"),
-    ("encoder_type", "brnn", r"encoder_type brnn / decoder_type transformer \(rnn_type LSTM, global_attention "
-                             r"general\)"),
+    ("encoder_type", "brnn", r"encoder_type brnn / decoder_type transformer"),
 ])
 def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, option, value, named):
     path = plain
@@ -319,15 +331,16 @@ def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, option, v
     assert "\n" not in str(error.value)
 
 
-def test_an_opennmt_rnn_is_refused_naming_what_is_supported(plain, tmp_path):
-    """A real OpenNMT-py RNN (its default brnn/LSTM with input feeding), built by its own builder."""
+def test_an_opennmt_lstm_is_refused_naming_what_is_supported(plain, tmp_path):
+    """A real OpenNMT-py LSTM (its default rnn_type, with input feeding), built by its own builder."""
     from onmt.inputters.inputter import dict_to_vocabs, vocabs_to_dict
     from onmt.model_builder import build_base_model
 
     path = plain
     checkpoint = torch.load(path, weights_only=False)
     opt = argparse.Namespace(**vars(checkpoint["opt"]))
-    opt.encoder_type, opt.decoder_type, opt.rnn_type, opt.global_attention = "brnn", "rnn", "GRU", "mlp"
+    opt.encoder_type, opt.decoder_type, opt.rnn_type, opt.global_attention = "brnn", "rnn", "LSTM", "general"
+    opt.brnn, opt.position_encoding = True, False
     opt.share_embeddings = opt.share_decoder_embeddings = False
     with onmt_context():
         vocabs = dict_to_vocabs(checkpoint["vocab"])
@@ -337,9 +350,10 @@ def test_an_opennmt_rnn_is_refused_naming_what_is_supported(plain, tmp_path):
     torch.save({"model": {k: v for k, v in state.items() if "generator" not in k},
                 "generator": model.generator.state_dict(), "vocab": vocabs_to_dict(vocabs), "opt": opt, "optim": {}},
                rnn)
-    with pytest.raises(CheckpointError, match=r"encoder_type brnn / decoder_type rnn \(rnn_type GRU, global_attention "
-                                              r"mlp\) is not supported; this version imports encoder_type/"
-                                              r"decoder_type transformer"):
+    with pytest.raises(CheckpointError, match=r"rnn_type 'LSTM' \(our recurrent models are GRUs\) is not supported; "
+                                              r"this version imports encoder_type/decoder_type transformer .* and "
+                                              r"encoder_type rnn/brnn with decoder_type rnn: rnn_type GRU, "
+                                              r"global_attention dot/general/mlp, input feeding$"):
         convert(rnn)
 
 

@@ -12,12 +12,18 @@ Biases of q/k/v/output exist with ``add_qkvbias`` (3.x default: none), of the fe
 (``share_decoder_embeddings`` ties its weight to the target embedding); its log-softmax is applied by the
 loss and the translator, so our logits are the Linear's output.
 
+Its RNN (``encoder_type rnn``/``brnn``, ``decoder_type rnn``) with ``rnn_type GRU`` and input feeding is our
+``gru-luong`` (docs/architectures.md#gru-luong): GRU encoder (bidirectional: both halves concatenated),
+stacked GRU cells reading ``[embedding; previous attentional state]``, ``global_attention`` dot/general/mlp
+after the step, attentional state ``tanh(W[c; h])`` (mlp: with a bias, no tanh) feeding the generator.
+
 Text: OpenNMT-py reads pre-tokenised text split on spaces; sources are fed as they are (no ``<s>``, no
 ``</s>``), targets start with ``decoder_start_token`` (``<s>``) and end with ``</s>``. Subword transforms
 (sentencepiece, BPE, onmt_tokenize) recorded in ``opt`` ran before the model saw the text: they are named
-in the provenance, and the user tokenises the same way. Everything else OpenNMT-py can build (RNN
-encoders/decoders, relative or rotary positions, average attention, RMSNorm, gated or MoE feed-forwards,
-copy attention, LoRA, source features) is refused in one line naming the option.
+in the provenance, and the user tokenises the same way. Everything else OpenNMT-py can build (LSTM or SRU
+cells, RNNs without input feeding or with bridges, context gates or coverage, relative or rotary positions,
+average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA, source features) is refused in
+one line naming the option.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from torch import Tensor
 
 from ..base import sinusoid_table
 from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
+from ..config import RNNConfig, TransformerConfig
+from ..rnn import RNNSeq2Seq
 from ..tokenizers import WORD_SPLITS, WordTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
@@ -65,7 +72,9 @@ PROJECTIONS = (("linear_query", "query"), ("linear_keys", "key"), ("linear_value
 POSITIONS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "fairseq"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}  # silu and gated-gelu are gated (a third matrix): refused
 SUPPORTED = ("encoder_type/decoder_type transformer with sinusoidal positions, scaled-dot self-attention, "
-             "standard LayerNorm and a relu/gelu feed-forward")
+             "standard LayerNorm and a relu/gelu feed-forward, and encoder_type rnn/brnn with decoder_type rnn: "
+             "rnn_type GRU, global_attention dot/general/mlp, input feeding")
+RNN_ENCODERS = ("rnn", "brnn")
 
 
 def _options(payload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -150,10 +159,38 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
     if task != "seq2seq" or extra["data_task"] != "seq2seq":
         refuse(f"model_task {task!r} (a language model)")
     encoder, decoder = get("encoder_type", "rnn"), get("decoder_type", "rnn")
-    if encoder != "transformer" or decoder != "transformer":
-        rnn = f" (rnn_type {get('rnn_type')}, global_attention {get('global_attention')})" \
-            if "rnn" in (encoder, decoder) or "brnn" in (encoder, decoder) else ""
-        refuse(f"encoder_type {encoder} / decoder_type {decoder}{rnn}")
+    rnn = encoder in RNN_ENCODERS and decoder == "rnn"
+    if not rnn and (encoder != "transformer" or decoder != "transformer"):
+        refuse(f"encoder_type {encoder} / decoder_type {decoder}")
+    checks: tuple = (
+        ("copy_attn", lambda v: not v, "a copy generator"),
+        ("lora_layers", lambda v: not v, "LoRA adapters"),
+        ("lora_embedding", lambda v: not v, "LoRA embeddings"),
+        ("n_src_feats", lambda v: not v, "source features"),
+        ("generator_function", lambda v: v in (None, "softmax"), "a sparsemax generator"),
+        ("quant_layers", lambda v: not v, "quantised layers"),
+    )
+    if rnn:
+        checks += (
+            ("rnn_type", lambda v: v == "GRU", "our recurrent models are GRUs"),
+            ("global_attention", lambda v: v in ("dot", "general", "mlp"), "attention other than dot/general/mlp"),
+            ("global_attention_function", lambda v: v in (None, "softmax"), "sparsemax attention"),
+            ("input_feed", lambda v: v in (None, 1, True), "a decoder without input feeding"),
+            ("bridge", lambda v: not v, "a bridge between encoder and decoder states"),
+            ("context_gate", lambda v: not v, "a context gate"),
+            ("coverage_attn", lambda v: not v, "coverage attention"),
+            ("position_encoding", lambda v: not v, "positions added to RNN embeddings"),
+            ("dec_layers", lambda v: v == get("enc_layers"), "decoder layers other than the encoder's"),
+            ("tgt_word_vec_size", lambda v: v in (None, get("src_word_vec_size")),
+             "source and target embeddings of different sizes"),
+        )
+    for key, fine, what in checks:
+        if not fine(get(key)):
+            refuse(f"{key} {get(key)!r} ({what})")
+    if rnn:
+        if get("enc_hid_size", get("hidden_size")) != get("dec_hid_size", get("hidden_size")):
+            refuse(f"enc_hid_size {get('enc_hid_size')} ≠ dec_hid_size {get('dec_hid_size')}")
+        return
     relative = get("max_relative_positions", 0)
     if relative:
         kind = {-1: "rotary", -2: "ALiBi"}.get(relative, "relative (Shaw et al.)")
@@ -172,12 +209,6 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
         ("parallel_residual", lambda v: not v, "parallel residuals"),
         ("num_experts", lambda v: not v, "a mixture of experts"),
         ("sliding_window", lambda v: not v, "a sliding attention window"),
-        ("copy_attn", lambda v: not v, "a copy generator"),
-        ("lora_layers", lambda v: not v, "LoRA adapters"),
-        ("lora_embedding", lambda v: not v, "LoRA embeddings"),
-        ("n_src_feats", lambda v: not v, "source features"),
-        ("generator_function", lambda v: v in (None, "softmax"), "a sparsemax generator"),
-        ("quant_layers", lambda v: not v, "quantised layers"),
     )
     for key, fine, what in checks:
         if not fine(get(key)):
@@ -213,19 +244,31 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     _refuse_unsupported(source, options, extra)
     inferred: dict[str, Any] = {
         "encoder_type": options.get("encoder_type"), "decoder_type": options.get("decoder_type"),
-        "hidden_size": _width(source, state),
-        "heads": options.get("heads"), "enc_layers": layer_count(state, ENCODER),
-        "dec_layers": layer_count(state, DECODER),
-        "transformer_ff": weight_rows(source, state, f"{ENCODER}0.feed_forward.w_1.weight", NAME),
         "src_vocab_size": len(src_tokens), "tgt_vocab_size": len(tgt_tokens),
-        "position_encoding_type": options.get("position_encoding_type", "SinusoidalInterleaved"),
-        "pos_ffn_activation_fn": options.get("pos_ffn_activation_fn", "relu"),
-        "norm_eps": options.get("norm_eps", 1e-6), "add_qkvbias": f"{ENCODER}0.self_attn.linear_query.bias" in state,
-        "add_ffnbias": f"{ENCODER}0.feed_forward.w_1.bias" in state,
         "share_embeddings": bool(options.get("share_embeddings", False)),
         "share_decoder_embeddings": bool(options.get("share_decoder_embeddings", False)),
         "decoder_start_token": extra["decoder_start_token"],
     }
+    if options.get("decoder_type") == "rnn":
+        inferred.update({
+            "rnn_type": options.get("rnn_type"), "global_attention": options.get("global_attention"),
+            "input_feed": options.get("input_feed"), "word_vec_size": _width(source, state),
+            "hidden_size": weight_rows(source, state, "decoder.rnn.layers.0.weight_hh", NAME) // 3,
+            "enc_layers": sum(f"encoder.rnn.weight_ih_l{n}" in state for n in range(len(state))),
+            "dec_layers": layer_count(state, "decoder.rnn.layers."),
+        })
+    else:
+        inferred.update({
+            "hidden_size": _width(source, state),
+            "heads": options.get("heads"), "enc_layers": layer_count(state, ENCODER),
+            "dec_layers": layer_count(state, DECODER),
+            "transformer_ff": weight_rows(source, state, f"{ENCODER}0.feed_forward.w_1.weight", NAME),
+            "position_encoding_type": options.get("position_encoding_type", "SinusoidalInterleaved"),
+            "pos_ffn_activation_fn": options.get("pos_ffn_activation_fn", "relu"),
+            "norm_eps": options.get("norm_eps", 1e-6),
+            "add_qkvbias": f"{ENCODER}0.self_attn.linear_query.bias" in state,
+            "add_ffnbias": f"{ENCODER}0.feed_forward.w_1.bias" in state,
+        })
     transforms = _transforms(options)
     if transforms:
         inferred["transforms"] = transforms
@@ -243,10 +286,16 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     check_vocab_size(source, src_tokens, weight_rows(source, state, SRC_EMBEDDING, NAME), "src", "its vocab['src']")
     check_vocab_size(source, tgt_tokens, weight_rows(source, state, TGT_EMBEDDING, NAME), "tgt", "its vocab['tgt']")
     src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens, inferred["decoder_start_token"])
-    config = _config(source, state, inferred, tgt_specials)
-    check_against_weights(source.path, config, state)
-    model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config, inferred["add_ffnbias"]).load_into(model)
+    if inferred["decoder_type"] == "rnn":
+        config: TransformerConfig | RNNConfig = _rnn_config(inferred, tgt_specials)
+        check_against_weights(source.path, config, state)
+        model: TransformerSeq2Seq | RNNSeq2Seq = RNNSeq2Seq(config)
+        _map_rnn_weights(source, state, config).load_into(model)
+    else:
+        config = _config(source, state, inferred, tgt_specials)
+        check_against_weights(source.path, config, state)
+        model = TransformerSeq2Seq(config)
+        _map_weights(source, state, config, inferred["add_ffnbias"]).load_into(model)
     split = settings.value("tokenize", str, "whitespace", choices=WORD_SPLITS)
     transforms = inferred.get("transforms")
     tokenization = "whitespace-separated tokens of its vocabulary, as OpenNMT-py reads pre-tokenised text"
@@ -296,6 +345,43 @@ def _config(source: Source, state: Mapping[str, Tensor], inferred: Mapping[str, 
         tie_output=inferred["share_decoder_embeddings"] and saved_as_one(state, "generator.weight", TGT_EMBEDDING),
         attention_bias=inferred["add_qkvbias"], output_bias=True, pad_id=specials["pad"], bos_id=specials["bos"],
         eos_id=specials["eos"], src_append_eos=False)
+
+
+def _rnn_config(inferred: Mapping[str, Any], specials: dict) -> RNNConfig:
+    """docs/architectures.md#gru-luong: OpenNMT-py's RNN encoder and input-feeding decoder with GRUs."""
+    return RNNConfig(
+        arch="gru-luong", src_vocab_size=inferred["src_vocab_size"], tgt_vocab_size=inferred["tgt_vocab_size"],
+        hidden=inferred["hidden_size"], dropout=0.1, max_len=512, decoder_layers=inferred["dec_layers"],
+        bidirectional=inferred["encoder_type"] == "brnn",
+        embedding_size=inferred["word_vec_size"] if inferred["word_vec_size"] != inferred["hidden_size"] else 0,
+        luong_score=inferred["global_attention"], pad_id=specials["pad"], bos_id=specials["bos"],
+        eos_id=specials["eos"], src_append_eos=False)
+
+
+def _map_rnn_weights(source: Source, state: Mapping[str, Tensor], config: RNNConfig) -> WeightMap:
+    weights = WeightMap(source, state, NAME)
+    weights.copy("encoder.embedding.weight", SRC_EMBEDDING)
+    weights.copy("decoder.embedding.weight", TGT_EMBEDDING)
+    directions = ("", "_reverse") if config.bidirectional else ("",)
+    for layer in range(config.decoder_layers):  # as many encoder layers (dec_layers = enc_layers)
+        for direction in directions:
+            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                name = f"{kind}_l{layer}{direction}"
+                weights.copy(f"encoder.gru.{name}", f"encoder.rnn.{name}")
+    for layer in range(config.decoder_layers):
+        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            weights.copy(f"decoder.cells.{layer}.{kind}", f"decoder.rnn.layers.{layer}.{kind}")
+    if config.luong_score == "general":
+        weights.copy("decoder.query.weight", "decoder.attn.linear_in.weight")
+    elif config.luong_score == "mlp":
+        for ours, theirs in (("query.weight", "linear_query.weight"), ("query.bias", "linear_query.bias"),
+                             ("key.weight", "linear_context.weight"), ("score.weight", "v.weight"),
+                             ("combine.bias", "linear_out.bias")):
+            weights.copy(f"decoder.{ours}", f"decoder.attn.{theirs}")
+    weights.copy("decoder.combine.weight", "decoder.attn.linear_out.weight")
+    weights.copy("decoder.output.weight", "generator.weight")
+    weights.copy("decoder.output.bias", "generator.bias")
+    return weights
 
 
 def _map_weights(source: Source, state: Mapping[str, Tensor], config: TransformerConfig,
