@@ -23,26 +23,28 @@ from .intermediates import Intermediates
 class GRUEncoder(nn.Module):
     """Embedding → dropout → GRU. Returns every annotation and the hidden state after the last real token.
 
-    ``gru-luong`` (docs/architectures.md#gru-luong): ``decoder_layers`` layers, optionally bidirectional
-    (hidden/2 per direction, the two concatenated), embeddings of ``embedding_size``; each sentence runs
-    over its own tokens only (packed), and the final state holds every layer's ``[L, B, N]``.
+    ``rnn-luong`` (docs/architectures.md#rnn-luong): ``decoder_layers`` layers of GRU or LSTM (``rnn_cell``),
+    optionally bidirectional (hidden/2 per direction, the two concatenated), embeddings of ``embedding_size``;
+    each sentence runs over its own tokens only (packed), and the final state holds every layer's ``[L, B, N]``
+    (an LSTM's hidden states, then its cell states: ``[2L, B, N]``).
     """
 
     def __init__(self, config: RNNConfig):
         super().__init__()
-        self.luong = config.arch == "gru-luong"
+        self.luong = config.arch == "rnn-luong"
         directions = 2 if config.bidirectional else 1
         width = config.embedding_size or config.hidden
         self.embedding = nn.Embedding(config.src_vocab_size, width)
         self.dropout = nn.Dropout(config.dropout)
         layers = config.decoder_layers if self.luong else 1
-        self.gru = nn.GRU(width, config.hidden // directions, num_layers=layers,
+        recurrent = nn.LSTM if config.rnn_cell == "lstm" else nn.GRU
+        self.gru = recurrent(width, config.hidden // directions, num_layers=layers,
                           dropout=config.dropout if layers > 1 else 0.0,
                           bidirectional=config.bidirectional, batch_first=True)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
         """Shape: src_ids ``[B, S]``, src_mask ``[B, 1, 1, S]`` → annotations ``[B, S, N]``, final ``[B, N]``
-        (``gru-luong``: ``[L, B, N]``).
+        (``rnn-luong``: ``[L, B, N]``).
 
         Sources are right-padded, so positions up to a sentence's length never see its padding.
         """
@@ -50,22 +52,24 @@ class GRUEncoder(nn.Module):
         embedded = self.dropout(self.embedding(src_ids))
         if self.luong:
             packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
-            annotations, final = self.gru(packed)  # final [L·directions, B, N/directions]
+            annotations, final = self.gru(packed)  # final [L·directions, B, N/directions] (LSTM: h and c)
             annotations = pad_packed_sequence(annotations, batch_first=True, total_length=src_ids.shape[1])[0]
+            states = list(final) if isinstance(final, tuple) else [final]
             if self.gru.bidirectional:  # per layer: [forward; backward]
-                final = torch.cat([final[0::2], final[1::2]], dim=2)
-            return annotations, final
+                states = [torch.cat([state[0::2], state[1::2]], dim=2) for state in states]
+            return annotations, torch.cat(states, dim=0)
         annotations, _ = self.gru(embedded)  # [B, S, N]
         final = annotations[torch.arange(src_ids.shape[0], device=src_ids.device), lengths - 1]  # [B, N]
         return annotations, final
 
 
 class LuongDecoder(nn.Module):
-    """Luong's global attention with input feeding (docs/architectures.md#gru-luong), one step per token.
+    """Luong's global attention with input feeding (docs/architectures.md#rnn-luong), one step per token.
 
     The stacked cells read ``[embedding; previous attentional state]``; the top cell's output queries the
     annotations; the attentional state ``tanh(W[context; h])`` (mlp: ``W[context; h] + b``) feeds the output
-    layer and the next step. ``state.hidden`` is ``[B, L + 1, N]``: the L layers' states, then the feed.
+    layer and the next step. ``state.hidden`` is ``[B, L + 1, N]``: the L layers' states, then the feed
+    (LSTM: ``[B, 2L + 1, N]``, hidden states, cell states, feed).
     """
 
     def __init__(self, config: RNNConfig):
@@ -74,7 +78,9 @@ class LuongDecoder(nn.Module):
         self.score_kind = config.luong_score
         self.embedding = nn.Embedding(config.tgt_vocab_size, width)
         self.dropout = nn.Dropout(config.dropout)
-        self.cells = nn.ModuleList(nn.GRUCell(width + hidden if index == 0 else hidden, hidden)
+        cell = nn.LSTMCell if config.rnn_cell == "lstm" else nn.GRUCell
+        self.lstm = config.rnn_cell == "lstm"
+        self.cells = nn.ModuleList(cell(width + hidden if index == 0 else hidden, hidden)
                                    for index in range(config.decoder_layers))
         if self.score_kind == "general":
             self.query = nn.Linear(hidden, hidden, bias=False)
@@ -93,11 +99,16 @@ class LuongDecoder(nn.Module):
     def step(self, tokens: Tensor, state: DecoderState, need_weights: bool) -> tuple[Tensor, Tensor, Tensor]:
         """Shape: tokens ``[B]`` → logits ``[B, V]``, weights ``[B, 1, S]``, mask row ``[B, S]``."""
         x = torch.cat([self.dropout(self.embedding(tokens)), state.hidden[:, -1]], dim=-1)
-        layers = []
+        count = len(self.cells)
+        layers, memory_cells = [], []
         for index, cell in enumerate(self.cells):
-            x = cell(x, state.hidden[:, index])
+            if self.lstm:
+                x, kept = cell(x, (state.hidden[:, index], state.hidden[:, count + index]))
+                memory_cells.append(kept)
+            else:
+                x = cell(x, state.hidden[:, index])
             layers.append(x)
-            if index + 1 < len(self.cells):
+            if index + 1 < count:
                 x = self.dropout(x)
         query, memory = layers[-1], state.memory  # [B, N], [B, S, N]
         if self.score_kind == "mlp":
@@ -111,7 +122,7 @@ class LuongDecoder(nn.Module):
         if self.score_kind != "mlp":
             attentional = torch.tanh(attentional)
         attentional = self.dropout(attentional)
-        state.hidden = torch.stack([*layers, attentional], dim=1)
+        state.hidden = torch.stack([*layers, *memory_cells, attentional], dim=1)
         return self.output(attentional), weights[:, None], mask
 
 
@@ -221,7 +232,7 @@ class RNNSeq2Seq(Seq2Seq):
         if config.arch == "gru-transformer-decoder":
             self.decoder: nn.Module = GRUTransformerDecoder(config)
             self.kinds = ("dec_self", "cross")
-        elif config.arch == "gru-luong":
+        elif config.arch == "rnn-luong":
             self.decoder = LuongDecoder(config)
             self.kinds = ("cross",)
         else:

@@ -83,7 +83,12 @@ CASES = {
     "gru": dict(encoder_type="brnn", decoder_type="rnn", rnn_type="GRU", global_attention="mlp", input_feed=1,
                 position_encoding=False, word_vec_size=8, seed=4, param_init=0.3, param_init_glorot=False,
                 learning_rate=0.01),
+    # its RNN defaults (LSTM, general attention, input feeding) with a unidirectional encoder
+    "lstm": dict(encoder_type="rnn", decoder_type="rnn", rnn_type="LSTM", global_attention="general", input_feed=1,
+                 position_encoding=False, layers=1, enc_layers=1, dec_layers=1, seed=5, param_init=0.3,
+                 param_init_glorot=False, learning_rate=0.01),
 }
+RNNS = {"gru": ("gru", True, "mlp", 2, 8), "lstm": ("lstm", False, "general", 1, 0)}
 
 
 @contextlib.contextmanager
@@ -175,9 +180,10 @@ def test_logits_and_every_head_equal_opennmt(trained):
     checkpoint = convert(path)
     config = checkpoint.config
     vocabs, model = _onmt_model(path)
-    if name == "gru":
-        assert (config.arch, config.bidirectional, config.luong_score, config.decoder_layers,
-                config.embedding_size, config.hidden) == ("gru-luong", True, "mlp", 2, 8, 16)
+    if name in RNNS:
+        assert config.arch == "rnn-luong" and config.hidden == 16
+        assert (config.rnn_cell, config.bidirectional, config.luong_score, config.decoder_layers,
+                config.embedding_size) == RNNS[name]
     else:
         assert config.share_embeddings == config.tie_output == (name == "shared")
         assert config.positions == ("fairseq" if name == "shared" else "interleaved")
@@ -212,7 +218,7 @@ def test_logits_and_every_head_equal_opennmt(trained):
     real_tgt = tgt != pad
     assert (logits - expected)[real_tgt].abs().max() < 1e-4
     ours = intermediates.attention
-    if name == "gru":  # its one attention, returned as attns['std'] [T, B, S]: ours is one layer of one head
+    if name in RNNS:  # its one attention, returned as attns['std'] [T, B, S]: ours is one layer of one head
         assert not captured and set(ours) == {"cross"} and ours["cross"][0].shape[1] == 1
         assert (attns["std"].transpose(0, 1) - ours["cross"][0][:, 0])[real_tgt].abs().max() < 1e-5
         return
@@ -331,8 +337,8 @@ def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, option, v
     assert "\n" not in str(error.value)
 
 
-def test_an_opennmt_lstm_is_refused_naming_what_is_supported(plain, tmp_path):
-    """A real OpenNMT-py LSTM (its default rnn_type, with input feeding), built by its own builder."""
+def test_an_rnn_without_input_feeding_is_refused_naming_what_is_supported(plain, tmp_path):
+    """A real OpenNMT-py RNN without input feeding (its StdRNNDecoder), built by its own builder."""
     from onmt.inputters.inputter import dict_to_vocabs, vocabs_to_dict
     from onmt.model_builder import build_base_model
 
@@ -340,19 +346,20 @@ def test_an_opennmt_lstm_is_refused_naming_what_is_supported(plain, tmp_path):
     checkpoint = torch.load(path, weights_only=False)
     opt = argparse.Namespace(**vars(checkpoint["opt"]))
     opt.encoder_type, opt.decoder_type, opt.rnn_type, opt.global_attention = "brnn", "rnn", "LSTM", "general"
-    opt.brnn, opt.position_encoding = True, False
+    opt.brnn, opt.position_encoding, opt.input_feed = True, False, 0
     opt.share_embeddings = opt.share_decoder_embeddings = False
     with onmt_context():
         vocabs = dict_to_vocabs(checkpoint["vocab"])
         model = build_base_model(opt, vocabs)
+    assert type(model.decoder).__name__ == "StdRNNDecoder"
     state = model.state_dict()
     rnn = tmp_path / "rnn_step_1.pt"
     torch.save({"model": {k: v for k, v in state.items() if "generator" not in k},
                 "generator": model.generator.state_dict(), "vocab": vocabs_to_dict(vocabs), "opt": opt, "optim": {}},
                rnn)
-    with pytest.raises(CheckpointError, match=r"rnn_type 'LSTM' \(our recurrent models are GRUs\) is not supported; "
+    with pytest.raises(CheckpointError, match=r"input_feed 0 \(a decoder without input feeding\) is not supported; "
                                               r"this version imports encoder_type/decoder_type transformer .* and "
-                                              r"encoder_type rnn/brnn with decoder_type rnn: rnn_type GRU, "
+                                              r"encoder_type rnn/brnn with decoder_type rnn: rnn_type LSTM/GRU, "
                                               r"global_attention dot/general/mlp, input feeding$"):
         convert(rnn)
 

@@ -14,7 +14,7 @@ Formats (auto-detected when --format is omitted):
                    tokenizer.json); a multilingual one (mBART-50, NLLB) takes --src-lang/--tgt-lang,
                    kept in the checkpoint
   opennmt          an OpenNMT-py 3.x checkpoint (<save_model>_step_N.pt: model, generator, vocab, opt) of a
-                   Transformer or a GRU RNN with global attention and input feeding; its vocabularies are
+                   Transformer or an LSTM/GRU RNN with global attention and input feeding; its vocabularies are
                    inside, input is whitespace-tokenised as in training
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks

@@ -12,15 +12,15 @@ Biases of q/k/v/output exist with ``add_qkvbias`` (3.x default: none), of the fe
 (``share_decoder_embeddings`` ties its weight to the target embedding); its log-softmax is applied by the
 loss and the translator, so our logits are the Linear's output.
 
-Its RNN (``encoder_type rnn``/``brnn``, ``decoder_type rnn``) with ``rnn_type GRU`` and input feeding is our
-``gru-luong`` (docs/architectures.md#gru-luong): GRU encoder (bidirectional: both halves concatenated),
-stacked GRU cells reading ``[embedding; previous attentional state]``, ``global_attention`` dot/general/mlp
+Its RNN (``encoder_type rnn``/``brnn``, ``decoder_type rnn``) with ``rnn_type`` LSTM or GRU and input feeding is
+our ``rnn-luong`` (docs/architectures.md#rnn-luong): LSTM/GRU encoder (bidirectional: both halves concatenated),
+stacked cells reading ``[embedding; previous attentional state]``, ``global_attention`` dot/general/mlp
 after the step, attentional state ``tanh(W[c; h])`` (mlp: with a bias, no tanh) feeding the generator.
 
 Text: OpenNMT-py reads pre-tokenised text split on spaces; sources are fed as they are (no ``<s>``, no
 ``</s>``), targets start with ``decoder_start_token`` (``<s>``) and end with ``</s>``. Subword transforms
 (sentencepiece, BPE, onmt_tokenize) recorded in ``opt`` ran before the model saw the text: they are named
-in the provenance, and the user tokenises the same way. Everything else OpenNMT-py can build (LSTM or SRU
+in the provenance, and the user tokenises the same way. Everything else OpenNMT-py can build (SRU
 cells, RNNs without input feeding or with bridges, context gates or coverage, relative or rotary positions,
 average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA, source features) is refused in
 one line naming the option.
@@ -73,7 +73,8 @@ POSITIONS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "fairse
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}  # silu and gated-gelu are gated (a third matrix): refused
 SUPPORTED = ("encoder_type/decoder_type transformer with sinusoidal positions, scaled-dot self-attention, "
              "standard LayerNorm and a relu/gelu feed-forward, and encoder_type rnn/brnn with decoder_type rnn: "
-             "rnn_type GRU, global_attention dot/general/mlp, input feeding")
+             "rnn_type LSTM/GRU, global_attention dot/general/mlp, input feeding")
+RNN_CELLS = {"LSTM": ("lstm", 4), "GRU": ("gru", 3)}  # ours, and the gates a weight_hh stacks
 RNN_ENCODERS = ("rnn", "brnn")
 
 
@@ -172,7 +173,7 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
     )
     if rnn:
         checks += (
-            ("rnn_type", lambda v: v == "GRU", "our recurrent models are GRUs"),
+            ("rnn_type", lambda v: v in RNN_CELLS, "cells other than LSTM and GRU"),
             ("global_attention", lambda v: v in ("dot", "general", "mlp"), "attention other than dot/general/mlp"),
             ("global_attention_function", lambda v: v in (None, "softmax"), "sparsemax attention"),
             ("input_feed", lambda v: v in (None, 1, True), "a decoder without input feeding"),
@@ -253,7 +254,8 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
         inferred.update({
             "rnn_type": options.get("rnn_type"), "global_attention": options.get("global_attention"),
             "input_feed": options.get("input_feed"), "word_vec_size": _width(source, state),
-            "hidden_size": weight_rows(source, state, "decoder.rnn.layers.0.weight_hh", NAME) // 3,
+            "hidden_size": weight_rows(source, state, "decoder.rnn.layers.0.weight_hh", NAME)
+                           // RNN_CELLS[options["rnn_type"]][1],
             "enc_layers": sum(f"encoder.rnn.weight_ih_l{n}" in state for n in range(len(state))),
             "dec_layers": layer_count(state, "decoder.rnn.layers."),
         })
@@ -348,14 +350,14 @@ def _config(source: Source, state: Mapping[str, Tensor], inferred: Mapping[str, 
 
 
 def _rnn_config(inferred: Mapping[str, Any], specials: dict) -> RNNConfig:
-    """docs/architectures.md#gru-luong: OpenNMT-py's RNN encoder and input-feeding decoder with GRUs."""
+    """docs/architectures.md#rnn-luong: OpenNMT-py's RNN encoder and input-feeding decoder with GRUs."""
     return RNNConfig(
-        arch="gru-luong", src_vocab_size=inferred["src_vocab_size"], tgt_vocab_size=inferred["tgt_vocab_size"],
+        arch="rnn-luong", src_vocab_size=inferred["src_vocab_size"], tgt_vocab_size=inferred["tgt_vocab_size"],
         hidden=inferred["hidden_size"], dropout=0.1, max_len=512, decoder_layers=inferred["dec_layers"],
         bidirectional=inferred["encoder_type"] == "brnn",
         embedding_size=inferred["word_vec_size"] if inferred["word_vec_size"] != inferred["hidden_size"] else 0,
-        luong_score=inferred["global_attention"], pad_id=specials["pad"], bos_id=specials["bos"],
-        eos_id=specials["eos"], src_append_eos=False)
+        luong_score=inferred["global_attention"], rnn_cell=RNN_CELLS[inferred["rnn_type"]][0],
+        pad_id=specials["pad"], bos_id=specials["bos"], eos_id=specials["eos"], src_append_eos=False)
 
 
 def _map_rnn_weights(source: Source, state: Mapping[str, Tensor], config: RNNConfig) -> WeightMap:
