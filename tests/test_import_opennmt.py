@@ -79,9 +79,10 @@ CASES = {
                    pos_ffn_activation_fn="gelu", seed=2, param_init=0.0, param_init_glorot=True,
                    learning_rate=0.02, steps=20),
     # its RNN: a bidirectional 2-layer GRU encoder, a GRU decoder with input feeding and mlp attention,
-    # embeddings narrower than the states
+    # embeddings narrower than the states, coverage attention (a weight no forward reads)
     "gru": dict(encoder_type="brnn", decoder_type="rnn", rnn_type="GRU", global_attention="mlp", input_feed=1,
-                position_encoding=False, word_vec_size=8, seed=4, param_init=0.3, param_init_glorot=False,
+                coverage_attn=True,
+                position_encoding=False, word_vec_size=8, seed=8, param_init=0.3, param_init_glorot=False,
                 learning_rate=0.01),
     # its RNN defaults (LSTM, general attention, input feeding) with a unidirectional encoder
     "lstm": dict(encoder_type="rnn", decoder_type="rnn", rnn_type="LSTM", global_attention="general", input_feed=1,

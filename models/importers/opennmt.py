@@ -20,8 +20,9 @@ after the step, attentional state ``tanh(W[c; h])`` (mlp: with a bias, no tanh) 
 Text: OpenNMT-py reads pre-tokenised text split on spaces; sources are fed as they are (no ``<s>``, no
 ``</s>``), targets start with ``decoder_start_token`` (``<s>``) and end with ``</s>``. Subword transforms
 (sentencepiece, BPE, onmt_tokenize) recorded in ``opt`` ran before the model saw the text: they are named
-in the provenance, and the user tokenises the same way. Everything else OpenNMT-py can build (SRU
-cells, RNNs without input feeding or with bridges, context gates or coverage, relative or rotary positions,
+in the provenance, and the user tokenises the same way. ``coverage_attn`` changes no forward (its decoder never passes the coverage to the
+attention; only the loss reads it): accepted, its ``linear_cover`` weight ignored. Everything else OpenNMT-py can
+build (SRU cells, RNNs without input feeding or with bridges or context gates, relative or rotary positions,
 average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA, source features) is refused in
 one line naming the option.
 """
@@ -179,7 +180,6 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
             ("input_feed", lambda v: v in (None, 1, True), "a decoder without input feeding"),
             ("bridge", lambda v: not v, "a bridge between encoder and decoder states"),
             ("context_gate", lambda v: not v, "a context gate"),
-            ("coverage_attn", lambda v: not v, "coverage attention"),
             ("position_encoding", lambda v: not v, "positions added to RNN embeddings"),
             ("dec_layers", lambda v: v == get("enc_layers"), "decoder layers other than the encoder's"),
             ("tgt_word_vec_size", lambda v: v in (None, get("src_word_vec_size")),
@@ -381,6 +381,9 @@ def _map_rnn_weights(source: Source, state: Mapping[str, Tensor], config: RNNCon
                              ("combine.bias", "linear_out.bias")):
             weights.copy(f"decoder.{ours}", f"decoder.attn.{theirs}")
     weights.copy("decoder.combine.weight", "decoder.attn.linear_out.weight")
+    # coverage_attn builds this, but its input-feeding decoder never passes the coverage to the attention: only
+    # the training loss reads the coverage, never a forward
+    weights.ignore("decoder.attn.linear_cover.weight")
     weights.copy("decoder.output.weight", "generator.weight")
     weights.copy("decoder.output.bias", "generator.bias")
     return weights
