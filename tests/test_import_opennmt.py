@@ -285,7 +285,9 @@ def test_the_safetensors_save_format_is_read(plain, tmp_path):
     converted, reference = convert(path).model.state_dict(), convert(plain).model.state_dict()
     assert converted.keys() == reference.keys()
     assert all(torch.equal(converted[key], reference[key]) for key in reference)
-    (tmp_path / "run_step_7.safetensors").unlink()
+    weights = tmp_path / "run_step_7.safetensors"  # given instead of the .pt, it stands for it
+    assert detect_format(weights) == "opennmt" and convert(weights).provenance["imported_from"]["file"] == str(path)
+    weights.unlink()
     with pytest.raises(CheckpointError, match=r"holds no weights \(-save_format safetensors keeps them beside it, "
                                               r"in run_step_7.safetensors, which is missing\)$"):
         convert(path)

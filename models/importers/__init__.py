@@ -85,6 +85,10 @@ def _source(path: str | Path, trust: bool) -> Source:
     weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
     if weights_file and (marian.claims(Source(path.parent)) or hf_bart.claims(Source(path.parent))):
         path = path.parent
+    # OpenNMT-py's -save_format safetensors: the weights stand for the .pt beside them, which holds the rest.
+    if path.is_file() and path.suffix == ".safetensors" and path.with_suffix(".pt").is_file() \
+            and opennmt.claims(Source(path.with_suffix(".pt"), trust)):
+        path = path.with_suffix(".pt")
     return Source(path, trust)
 
 
