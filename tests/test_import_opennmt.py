@@ -22,6 +22,7 @@ import random
 import sys
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -94,9 +95,11 @@ RNNS = {"gru": ("gru", True, "mlp", 2, 8), "lstm": ("lstm", False, "general", 1,
 
 @contextlib.contextmanager
 def onmt_context():
-    """OpenNMT-py configures the root logger and loads with torch.load's old default: keep both local."""
+    """OpenNMT-py configures the root logger, seeds every random generator and loads with torch.load's old
+    default: keep all three local."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    generators = torch.get_rng_state(), random.getstate(), np.random.get_state()
     try:
         with torch.serialization.safe_globals([argparse.Namespace]):  # its own file, written just now
             yield
@@ -105,6 +108,9 @@ def onmt_context():
             if handler not in handlers:
                 root.removeHandler(handler)
         root.setLevel(level)
+        torch.set_rng_state(generators[0])
+        random.setstate(generators[1])
+        np.random.set_state(generators[2])
 
 
 def _yaml(value) -> str:
