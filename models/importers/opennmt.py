@@ -143,7 +143,8 @@ def _vocabularies(source: Source, payload: Mapping[str, Any]) -> tuple[list[str]
             raise source.error(f"its '{side}' vocabulary is not a list of tokens")
         sides.append(list(tokens))
     if vocab.get("src_feats"):
-        raise source.error("source features (src_feats vocabularies) are not supported; " + SUPPORTED)
+        raise source.error(f"source features (src_feats vocabularies) are not supported; this version imports "
+                           f"{SUPPORTED}")
     extra = {"data_task": vocab.get("data_task", "seq2seq"),
              "decoder_start_token": vocab.get("decoder_start_token", "<s>")}
     return sides[0], sides[1], extra
@@ -188,9 +189,9 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
     for key, fine, what in checks:
         if not fine(get(key)):
             refuse(f"{key} {get(key)!r} ({what})")
+    if get("enc_hid_size", get("hidden_size")) != get("dec_hid_size", get("hidden_size")):
+        refuse(f"enc_hid_size {get('enc_hid_size')} ≠ dec_hid_size {get('dec_hid_size')}")
     if rnn:
-        if get("enc_hid_size", get("hidden_size")) != get("dec_hid_size", get("hidden_size")):
-            refuse(f"enc_hid_size {get('enc_hid_size')} ≠ dec_hid_size {get('dec_hid_size')}")
         return
     relative = get("max_relative_positions", 0)
     if relative:
@@ -214,8 +215,6 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
     for key, fine, what in checks:
         if not fine(get(key)):
             refuse(f"{key} {get(key)!r} ({what})")
-    if get("enc_hid_size", get("hidden_size")) != get("dec_hid_size", get("hidden_size")):
-        refuse(f"enc_hid_size {get('enc_hid_size')} ≠ dec_hid_size {get('dec_hid_size')}")
 
 
 def _transforms(options: Mapping[str, Any]) -> list[str]:
