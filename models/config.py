@@ -16,7 +16,10 @@ from .errors import ConfigError
 from .validation import check_config_fields
 
 TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
-RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder")
+RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot", "gru-transformer-decoder",
+             "rnn-luong")
+LUONG_SCORES = ("dot", "general", "mlp")
+RNN_CELLS = ("gru", "lstm")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
@@ -156,6 +159,12 @@ class RNNConfig:
     step t attend to source positions 0..t only.
     ``gru-transformer-decoder``: ``decoder_layers`` blocks of causal self-attention, attention over the
     annotations and a Linear→ReLU MLP, each with a residual, then a linear output layer.
+    ``rnn-luong``: Luong's global attention with input feeding (OpenNMT-py's RNN decoder): ``decoder_layers``
+    encoder layers of ``rnn_cell`` GRU or LSTM (``bidirectional``: hidden/2 per direction) and as many stacked
+    decoder cells reading
+    ``[embedding; previous attentional state]``, attention after the cell (``luong_score`` dot, general or mlp),
+    attentional state ``tanh(W[context; h])`` (no tanh, with a bias, for mlp) feeding the output layer.
+    ``embedding_size`` 0 means ``hidden``.
     """
 
     arch: str
@@ -173,10 +182,21 @@ class RNNConfig:
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
     src_append_eos: bool = True  # end every source with eos_id
+    bidirectional: bool = False  # rnn-luong only, as the three below
+    embedding_size: int = 0  # 0: hidden
+    luong_score: str = "general"
+    rnn_cell: str = "gru"
 
     def validate(self) -> None:
         check_config_fields(self)
         _check_choice("arch", self.arch, RNN_ARCHS)
+        _check_choice("luong_score", self.luong_score, LUONG_SCORES)
+        _check_choice("rnn_cell", self.rnn_cell, RNN_CELLS)
+        _require(not self.bidirectional or self.hidden % 2 == 0,
+                 f"a bidirectional encoder needs an even hidden size; got {self.hidden}")
+        _require(self.arch == "rnn-luong" or (not self.bidirectional and self.embedding_size == 0
+                                              and self.rnn_cell == "gru"),
+                 "bidirectional, embedding_size and rnn_cell apply to rnn-luong only")
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "hidden", "max_len",
                         "decoder_layers", "decoder_heads")
         _require(self.hidden % self.decoder_heads == 0,
@@ -193,7 +213,8 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
 LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
-                "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True}
+                "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
+                "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru"}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .ablation import NO_ABLATION, Ablation
 from .attention import AdditiveAttention, MultiHeadAttention
@@ -21,23 +22,109 @@ from .intermediates import Intermediates
 
 
 class GRUEncoder(nn.Module):
-    """Embedding → dropout → GRU. Returns every annotation and the hidden state after the last real token."""
+    """Embedding → dropout → GRU. Returns every annotation and the hidden state after the last real token.
+
+    ``rnn-luong`` (docs/architectures.md#rnn-luong): ``decoder_layers`` layers of GRU or LSTM (``rnn_cell``),
+    optionally bidirectional (hidden/2 per direction, the two concatenated), embeddings of ``embedding_size``;
+    each sentence runs over its own tokens only (packed), and the final state holds every layer's ``[L, B, N]``
+    (an LSTM's hidden states, then its cell states: ``[2L, B, N]``).
+    """
 
     def __init__(self, config: RNNConfig):
         super().__init__()
-        self.embedding = nn.Embedding(config.src_vocab_size, config.hidden)
+        self.luong = config.arch == "rnn-luong"
+        directions = 2 if config.bidirectional else 1
+        width = config.embedding_size or config.hidden
+        self.embedding = nn.Embedding(config.src_vocab_size, width)
         self.dropout = nn.Dropout(config.dropout)
-        self.gru = nn.GRU(config.hidden, config.hidden, batch_first=True)
+        layers = config.decoder_layers if self.luong else 1
+        recurrent = nn.LSTM if config.rnn_cell == "lstm" else nn.GRU
+        self.gru = recurrent(width, config.hidden // directions, num_layers=layers,
+                          dropout=config.dropout if layers > 1 else 0.0,
+                          bidirectional=config.bidirectional, batch_first=True)
 
     def forward(self, src_ids: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """Shape: src_ids ``[B, S]``, src_mask ``[B, 1, 1, S]`` → annotations ``[B, S, N]``, final ``[B, N]``.
+        """Shape: src_ids ``[B, S]``, src_mask ``[B, 1, 1, S]`` → annotations ``[B, S, N]``, final ``[B, N]``
+        (``rnn-luong``: ``[L, B, N]``).
 
         Sources are right-padded, so positions up to a sentence's length never see its padding.
         """
-        annotations, _ = self.gru(self.dropout(self.embedding(src_ids)))  # [B, S, N]
-        last = src_mask[:, 0, 0, :].sum(dim=1).clamp(min=1) - 1  # [B] index of the last real token
-        final = annotations[torch.arange(src_ids.shape[0], device=src_ids.device), last]  # [B, N]
+        lengths = src_mask[:, 0, 0, :].sum(dim=1).clamp(min=1)  # [B]
+        embedded = self.dropout(self.embedding(src_ids))
+        if self.luong:
+            packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            annotations, final = self.gru(packed)  # final [L·directions, B, N/directions] (LSTM: h and c)
+            annotations = pad_packed_sequence(annotations, batch_first=True, total_length=src_ids.shape[1])[0]
+            states = list(final) if isinstance(final, tuple) else [final]
+            if self.gru.bidirectional:  # per layer: [forward; backward]
+                states = [torch.cat([state[0::2], state[1::2]], dim=2) for state in states]
+            return annotations, torch.cat(states, dim=0)
+        annotations, _ = self.gru(embedded)  # [B, S, N]
+        final = annotations[torch.arange(src_ids.shape[0], device=src_ids.device), lengths - 1]  # [B, N]
         return annotations, final
+
+
+class LuongDecoder(nn.Module):
+    """Luong's global attention with input feeding (docs/architectures.md#rnn-luong), one step per token.
+
+    The stacked cells read ``[embedding; previous attentional state]``; the top cell's output queries the
+    annotations; the attentional state ``tanh(W[context; h])`` (mlp: ``W[context; h] + b``) feeds the output
+    layer and the next step. ``state.hidden`` is ``[B, L + 1, N]``: the L layers' states, then the feed
+    (LSTM: ``[B, 2L + 1, N]``, hidden states, cell states, feed).
+    """
+
+    def __init__(self, config: RNNConfig):
+        super().__init__()
+        hidden, width = config.hidden, config.embedding_size or config.hidden
+        self.score_kind = config.luong_score
+        self.embedding = nn.Embedding(config.tgt_vocab_size, width)
+        self.dropout = nn.Dropout(config.dropout)
+        cell = nn.LSTMCell if config.rnn_cell == "lstm" else nn.GRUCell
+        self.lstm = config.rnn_cell == "lstm"
+        self.cells = nn.ModuleList(cell(width + hidden if index == 0 else hidden, hidden)
+                                   for index in range(config.decoder_layers))
+        if self.score_kind == "general":
+            self.query = nn.Linear(hidden, hidden, bias=False)
+        elif self.score_kind == "mlp":
+            self.query = nn.Linear(hidden, hidden)
+            self.key = nn.Linear(hidden, hidden, bias=False)
+            self.score = nn.Linear(hidden, 1, bias=False)
+        self.combine = nn.Linear(2 * hidden, hidden, bias=self.score_kind == "mlp")
+        self.output = nn.Linear(hidden, config.tgt_vocab_size)
+
+    def initial(self, final: Tensor) -> Tensor:
+        """The encoder's per-layer final states ``[L, B, N]`` and a zero feed, as ``[B, L + 1, N]``."""
+        final = final.transpose(0, 1)
+        return torch.cat([final, torch.zeros_like(final[:, :1])], dim=1)
+
+    def step(self, tokens: Tensor, state: DecoderState, need_weights: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """Shape: tokens ``[B]`` → logits ``[B, V]``, weights ``[B, 1, S]``, mask row ``[B, S]``."""
+        x = torch.cat([self.dropout(self.embedding(tokens)), state.hidden[:, -1]], dim=-1)
+        count = len(self.cells)
+        layers, memory_cells = [], []
+        for index, cell in enumerate(self.cells):
+            if self.lstm:
+                x, kept = cell(x, (state.hidden[:, index], state.hidden[:, count + index]))
+                memory_cells.append(kept)
+            else:
+                x = cell(x, state.hidden[:, index])
+            layers.append(x)
+            if index + 1 < count:
+                x = self.dropout(x)
+        query, memory = layers[-1], state.memory  # [B, N], [B, S, N]
+        if self.score_kind == "mlp":
+            scores = self.score(torch.tanh(self.query(query)[:, None] + self.key(memory)))[..., 0]
+        else:
+            scores = torch.einsum("bn,bsn->bs", self.query(query) if self.score_kind == "general" else query, memory)
+        mask = state.src_mask[:, 0, 0, :]
+        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [B, S]
+        context = torch.einsum("bs,bsn->bn", weights, memory)
+        attentional = self.combine(torch.cat([context, query], dim=-1))
+        if self.score_kind != "mlp":
+            attentional = torch.tanh(attentional)
+        attentional = self.dropout(attentional)
+        state.hidden = torch.stack([*layers, *memory_cells, attentional], dim=1)
+        return self.output(attentional), weights[:, None], mask
 
 
 class GRUDecoder(nn.Module):
@@ -153,6 +240,9 @@ class RNNSeq2Seq(Seq2Seq):
         if config.arch == "gru-transformer-decoder":
             self.decoder: nn.Module = GRUTransformerDecoder(config)
             self.kinds = ("dec_self", "cross")
+        elif config.arch == "rnn-luong":
+            self.decoder = LuongDecoder(config)
+            self.kinds = ("cross",)
         else:
             self.decoder = GRUDecoder(config)
             self.kinds = () if config.arch == "gru-none" else ("cross",)
@@ -171,6 +261,8 @@ class RNNSeq2Seq(Seq2Seq):
               ablation: Ablation = NO_ABLATION) -> tuple[DecoderState, Intermediates]:
         src_mask = self.source_mask(src_ids)
         annotations, final = self.encoder(src_ids, src_mask)
+        if isinstance(self.decoder, LuongDecoder):
+            final = self.decoder.initial(final)
         layers = self.config.decoder_layers if self.transformer_decoder else 1
         state = DecoderState(annotations, src_mask, hidden=final, caches=[LayerCache() for _ in range(layers)],
                              ablation=ablation)

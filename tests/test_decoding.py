@@ -117,7 +117,7 @@ def eos_ending_model(arch: str):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_cached_greedy_equals_recomputation_and_full_forward(arch):
-    model = tiny_model(arch, seed=1)
+    model = tiny_model(arch, seed=5 if arch == "rnn-luong" else 1)  # seed 1's rnn-luong ends at once
     cached_steps, cached = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
     plain_steps, plain = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, use_cache=False))
     assert len(cached) == len(plain) == 1

@@ -17,6 +17,9 @@ Formats (auto-detected when --format is omitted):
                    merges.txt; its Moses tokenizer needs sacremoses)
   hf-t5            a Hugging Face T5 (v1.0, v1.1) or mT5 folder (config.json, model.safetensors,
                    tokenizer.json or spiece.model)
+  opennmt          an OpenNMT-py 3.x checkpoint (<save_model>_step_N.pt: model, generator, vocab, opt) of a
+                   Transformer or an LSTM/GRU RNN with global attention and input feeding; its vocabularies are
+                   inside, input is whitespace-tokenised as in training
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -36,7 +39,8 @@ from models.errors import InputError
 
 
 NAME = "convert"
-FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5")
+FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
+                "opennmt")
 
 
 def add_parser(subparsers) -> None:

@@ -3,7 +3,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 (docs/checkpoint-formats.md says what each format maps).
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
-                                                | "annotated" | "hf-bart" | "fsmt" | "hf-t5"
+                                                | "annotated" | "hf-bart" | "fsmt" | "hf-t5" | "opennmt"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -23,14 +23,14 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, fsmt, hf_bart, hf_t5, jadore, marian, nn_transformer, pytorch_seq2seq
+from . import annotated, fsmt, hf_bart, hf_t5, jadore, marian, nn_transformer, opennmt, pytorch_seq2seq
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
 from .safe_load import TrustRequiredError
 
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
-                                              fsmt, hf_t5)}
+                                              fsmt, hf_t5, opennmt)}
 # Detection order: the most specific layouts first.
-_FILE_ORDER = (jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
+_FILE_ORDER = (opennmt, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
 _FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
@@ -85,6 +85,10 @@ def _source(path: str | Path, trust: bool) -> Source:
     weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
     if weights_file and any(module.claims(Source(path.parent)) for module in (marian, hf_bart, fsmt, hf_t5)):
         path = path.parent
+    # OpenNMT-py's -save_format safetensors: the weights stand for the .pt beside them, which holds the rest.
+    if path.is_file() and path.suffix == ".safetensors" and path.with_suffix(".pt").is_file() \
+            and opennmt.claims(Source(path.with_suffix(".pt"), trust)):
+        path = path.with_suffix(".pt")
     return Source(path, trust)
 
 
