@@ -13,6 +13,7 @@ rewritten while it is read ends the process with SIGBUS, a file read whole gives
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import struct
@@ -77,6 +78,16 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
                          "unchanged") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def remove_stale_partials(path: str | Path) -> list[Path]:
+    """Delete the temporary files a writer of ``path`` killed outright (SIGKILL, power loss) left beside it;
+    called by the one process that owns ``path`` (a training run) before it writes there again."""
+    path = Path(path)
+    stale = sorted(path.parent.glob(f".{glob.escape(path.name)}.*.partial"))
+    for found in stale:
+        found.unlink(missing_ok=True)
+    return stale
 
 
 def _sync_folder(folder: Path) -> None:

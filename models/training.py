@@ -43,7 +43,7 @@ from .checkpoint import Checkpoint, save_checkpoint, unique_tensors
 from .config import ModelConfig, TrainingConfig, config_to_dict
 from .data.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
 from .errors import CheckpointError, ConfigError
-from .files import check_output_folder, read_safetensors, write_safetensors
+from .files import check_output_folder, read_safetensors, remove_stale_partials, write_safetensors
 from .tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .translator import Translator, resolve_device
 
@@ -117,6 +117,8 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
     config.validate()
     model_config.validate()
     check_output_folder(out_path)  # before any work: a typo in --out must not cost the whole run
+    for owned in (out_path, state_path(out_path)):  # what a run killed outright while saving left behind
+        remove_stale_partials(owned)
     _check_tokenizers(model_config, source_tokenizer, target_tokenizer)
     if not train_pairs:
         raise ConfigError("the training corpus has no pairs")

@@ -179,12 +179,29 @@ def test_a_training_killed_while_saving_can_always_resume(kill, tmp_path):
     run.wait(timeout=60)
     from models.training import _read_state, state_path
 
-    assert left_behind(tmp_path) == []
+    if kill != signal.SIGKILL:  # a process killed outright cannot remove its temporary file
+        assert left_behind(tmp_path) == []
     _, document = _read_state(state_path(out))  # the state file alone is a consistent point
     resumed = subprocess.run(driver + [str(document["step"] + 2), "resume"], cwd=ROOT, capture_output=True, text=True,
                              timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert _read_state(state_path(out))[1]["step"] == document["step"] + 2
+    assert left_behind(tmp_path) == []  # the resumed run removed whatever the killed one left
+
+
+def test_a_resumed_training_removes_what_a_killed_save_left_behind(tmp_path):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{word}\t{word[::-1]}\n" for word in ("abc", "bca", "cab") * 4))
+    out = tmp_path / "m.safetensors"
+    driver = [sys.executable, "-c", KILL_DRIVER, str(data), str(out)]
+    assert subprocess.run(driver + ["2", "fresh"], cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    stale = [tmp_path / ".m.safetensors.k1ll3d.partial", tmp_path / ".m.train-state.safetensors.k1ll3d.partial"]
+    for path in stale:  # as SIGKILL in the middle of a save leaves them
+        path.write_bytes(b"half a file")
+    (tmp_path / ".other.safetensors.x.partial").write_bytes(b"not ours")
+    resumed = subprocess.run(driver + ["3", "resume"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert left_behind(tmp_path) == [".other.safetensors.x.partial"]
 
 
 @pytest.mark.parametrize("wait", [0.0, 3.0], ids=["while-building", "while-loading"])
