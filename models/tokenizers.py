@@ -18,6 +18,7 @@ import abc
 import base64
 import binascii
 import io
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -620,6 +621,23 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
         except Exception as error:  # the library raises its own exception type for any malformed file
             raise ConfigError(f"not a tokenizer.json definition ({str(error).splitlines()[0]})") from None
         self._definition, self.add_special_tokens = definition, bool(add_special_tokens)
+        self._byte_level = _is_byte_level(definition)
+
+    def _label(self, token_id: int) -> str:
+        """Byte-level BPE pieces (GPT-2, BART, RoBERTa) read as the text they stand for: ``Ġcat`` is ``▁cat``
+        (a word start, as sentencepiece writes it), ``Ã©`` is ``é``; a piece holding part of a character
+        shows its bytes (``<0xC3>``). Special and added tokens keep their names."""
+        entry = super()._label(token_id)
+        if not self._byte_level or token_id in self._special_ids():
+            return entry
+        return byte_level_label(entry)
+
+    def _special_ids(self) -> set[int]:
+        cached = self.__dict__.get("_specials_cache")
+        if cached is None:
+            cached = {index for index in self._tokenizer.get_added_tokens_decoder()}
+            self.__dict__["_specials_cache"] = cached
+        return cached
 
     @property
     def languages(self) -> dict[str, int]:
@@ -725,6 +743,40 @@ class _Moses:
 
     def detokenize(self, words: list[str]) -> str:
         return self._detokenizer.detokenize(words)
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """The characters byte-level BPE writes each byte as (printable bytes as themselves, the rest moved to
+    U+0100 on, in byte order), mapped back to the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    moved = [byte for byte in range(256) if byte not in printable]
+    return {**{chr(byte): byte for byte in printable}, **{chr(256 + index): byte for index, byte in enumerate(moved)}}
+
+
+_BYTE_LEVEL = _byte_level_alphabet()
+
+
+def byte_level_label(piece: str) -> str:
+    """A byte-level BPE piece as readable text (see :meth:`TokenizerJsonTokenizer._label`)."""
+    if not piece or any(character not in _BYTE_LEVEL for character in piece):
+        return piece
+    data = bytes(_BYTE_LEVEL[character] for character in piece)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<0x{byte:02X}>" if byte >= 0x80 else chr(byte) for byte in data).replace(" ", "▁")
+    return "".join("▁" if character == " " else "↵" if character == "\n" else "⇥" if character == "\t"
+                   else character for character in text)
+
+
+def _is_byte_level(definition: str) -> bool:
+    """Whether a tokenizer.json writes its pieces in byte-level BPE's alphabet (its decoder says so)."""
+    try:
+        decoder = json.loads(definition).get("decoder") or {}
+    except (ValueError, AttributeError):
+        return False
+    parts = decoder.get("decoders", []) if decoder.get("type") == "Sequence" else [decoder]
+    return any(isinstance(part, dict) and part.get("type") == "ByteLevel" for part in parts)
 
 
 def _decode_model_proto(encoded: Any) -> bytes:

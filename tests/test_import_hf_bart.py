@@ -168,3 +168,19 @@ def test_checkpoints_without_learned_positions_save_the_config_older_versions_re
     _, folder, _, _ = family
     saved = config_to_dict(convert(folder).config)
     assert saved["position_offset"] == 2 and config_from_dict(saved).positions == "learned"
+
+
+def test_byte_level_pieces_are_labelled_with_the_text_they_stand_for(family):
+    from models.tokenizers import byte_level_label
+
+    kind, folder, _, tokenizer = family
+    checkpoint = convert(folder)
+    source = checkpoint.source_tokenizer
+    ids = tokenizer.encode("the cat sat", add_special_tokens=False).ids
+    raw = [tokenizer.id_to_token(index) for index in ids]
+    assert any(piece.startswith("Ġ") for piece in raw)  # the file writes word starts as Ġ ...
+    labels = source.tokens(ids)
+    assert "".join(labels).replace("▁", " ") == "the cat sat"  # ... the axes show the text, ▁ for the space
+    assert all("Ġ" not in label for label in labels)
+    assert source.token(EOS) == "</s>" and source.token(PAD) == "<pad>"  # specials keep their names
+    assert byte_level_label("cafÃ©") == "café" and byte_level_label("Ã") == "<0xC3>"  # part of a character
