@@ -27,7 +27,7 @@ from models.decoding import finish, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
 from models.translator import Translator  # noqa: E402
-from tests.helpers import learn_bpe  # noqa: E402
+from tests.helpers import assert_same_forward, learn_bpe  # noqa: E402
 
 ENGLISH = ["The cat sat on the mat.", "Where is the house?", "I like green apples!", "The dog's ball is red.",
            "We are going to the beach, now.", "She reads a book every night.", "The water is cold."]
@@ -129,12 +129,7 @@ def test_logits_and_every_head_equal_transformers(fsmt):
         expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
                             output_attentions=True, use_cache=False)
         logits, intermediates = checkpoint.model(src, tgt, need_weights=True)
-    assert (logits - expected.logits).abs().max() < 1e-4
-    for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
-                         ("cross", expected.cross_attentions)):
-        assert len(theirs) == len(intermediates.attention[kind]) == 2 and theirs[0].shape[1] == 4
-        for layer, weights in zip(theirs, intermediates.attention[kind]):
-            assert (layer - weights).abs().max() < 1e-5
+    assert_same_forward(expected, logits, intermediates)
 
 
 def test_greedy_outputs_equal_generate(fsmt):

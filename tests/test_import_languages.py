@@ -21,6 +21,7 @@ from models.decoding import finish  # noqa: E402
 from models.errors import AttnvizError, CheckpointError  # noqa: E402
 from models.importers import convert  # noqa: E402
 from models.translator import Translator  # noqa: E402
+from tests.helpers import assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night"]
@@ -270,12 +271,7 @@ def test_an_nllb_folder_computes_what_transformers_computes(nllb, tmp_path):
                             output_attentions=True)
         for model in (checkpoint.model, load_checkpoint(path).model):
             logits, intermediates = model(src, tgt, need_weights=True)
-            assert (logits - expected.logits).abs().max() < 1e-4
-            for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
-                                 ("cross", expected.cross_attentions)):  # padding queries too (no position)
-                assert len(theirs) == len(intermediates.attention[kind]) == 2
-                for layer, weights in zip(theirs, intermediates.attention[kind]):
-                    assert (layer - weights).abs().max() < 1e-5, kind
+            assert_same_forward(expected, logits, intermediates)
 
 
 def test_nllb_greedy_equals_generate_in_each_target_language(nllb):

@@ -33,6 +33,7 @@ from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 from models.decoding import beam_search, finish, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
+from tests.helpers import assert_same_forward  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # "Recommended: pip install sacremoses."
 
@@ -146,12 +147,7 @@ def assert_logits_and_every_head_equal(model, original, pad: int) -> None:
         expected = original(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt,
                             output_attentions=True)
         logits, intermediates = model(src, tgt, need_weights=True)
-    assert (logits - expected.logits).abs().max() < 1e-4
-    for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
-                         ("cross", expected.cross_attentions)):
-        assert len(theirs) == len(intermediates.attention[kind]) == 2 and theirs[0].shape[1] == 4
-        for layer, weights in zip(theirs, intermediates.attention[kind]):
-            assert (layer - weights).abs().max() < 1e-5
+    assert_same_forward(expected, logits, intermediates)
 
 
 def greedy_pairs(model, original, tokenizer, pad: int) -> list[tuple[list[int], list[int]]]:

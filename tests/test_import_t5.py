@@ -29,6 +29,7 @@ from models.decoding import beam_search, finish, forced, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
 from models.translator import Translator  # noqa: E402
+from tests.helpers import assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -135,12 +136,7 @@ def assert_forward_equal(model, original, version, folder, processor) -> None:
         expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
                             output_attentions=True)
         logits, intermediates = model(src, tgt, need_weights=True)
-        assert (logits - expected.logits).abs().max() < 1e-4
-        for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
-                             ("cross", expected.cross_attentions)):
-            assert len(theirs) == len(intermediates.attention[kind]) == layers[kind]
-            for layer, weights in zip(theirs, intermediates.attention[kind]):
-                assert layer.shape[1] == 4 and (layer - weights).abs().max() < 1e-5
+        assert_same_forward(expected, logits, intermediates, layers=layers)
         unweighted, _ = model(src, tgt, need_weights=False)  # the fused path, bias folded into its mask
         assert (unweighted - expected.logits).abs().max() < 1e-4
 
