@@ -298,9 +298,15 @@ def test_an_unused_weight_is_refused_naming_it(plain, tmp_path):
 @pytest.mark.parametrize("where, key, value, named", [
     ("encoder", "activation", "tanh", r"activation 'tanh'"),
     ("decoder", "type", "recurrent", r"a transformer encoder with a recurrent decoder"),
+    ("model", "unidirectional", None, r"a unidirectional recurrent encoder \(JoeyNMT 2.3's own encoder cannot run one\)"),
 ])
 def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, where, key, value, named):
     def change(config):
+        if key == "unidirectional":  # its recurrent defaults, one direction
+            config["model"] = _recurrent("gru", "bahdanau", layers=1, embedding=8, input_feeding=True,
+                                         init_hidden="bridge")
+            config["model"]["encoder"]["bidirectional"] = False
+            return
         config["model"][where][key] = value
         if key == "activation":
             config["model"]["decoder"][key] = value
@@ -332,3 +338,53 @@ def test_a_missing_config_or_sentencepiece_model_says_what_to_give(plain, tmp_pa
     with pytest.raises(CheckpointError, match=r"data.src.tokenizer_cfg.model_file '/nowhere/spm.model' is not found; "
                                               r"copy the sentencepiece model into the model folder$"):
         convert(variant)
+
+
+def test_a_sentencepiece_model_tokenises_as_joeynmt(plain, tmp_path):
+    """``level: bpe`` with sentencepiece: source ids equal JoeyNMT's own tokenizer and vocabulary lookup."""
+    spm = pytest.importorskip("sentencepiece")
+    from joeynmt.tokenizers import build_tokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(["the cat sees a red house", "the dog runs", "a big dog sees the small cat",
+                                 "le chat voit la maison rouge", "le chien court"] * 4) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "spm"), vocab_size=28,
+                                   model_type="unigram", character_coverage=1.0, unk_id=0, bos_id=-1, eos_id=-1,
+                                   pad_id=-1, minloglevel=2)
+    processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    pieces = [processor.id_to_piece(index) for index in range(processor.get_piece_size())][1:]  # no spm <unk>
+    vocab = JOEY.Vocabulary(pieces, _special_symbols())
+    folder = tmp_path / "spm-model"
+    folder.mkdir()
+    (folder / "spm.model").write_bytes((tmp_path / "spm.model").read_bytes())
+    model_cfg = yaml.safe_load((plain / "config.yaml").read_text(encoding="utf-8"))["model"]
+    torch.manual_seed(7)
+    model = JOEY.build_model(model_cfg, src_vocab=vocab, trg_vocab=vocab)
+    vocab.to_file(folder / "src_vocab.txt")
+    vocab.to_file(folder / "trg_vocab.txt")
+    data = {side: {"lang": lang, "level": "bpe", "tokenizer_type": "sentencepiece",
+                   "tokenizer_cfg": {"model_file": "/trained/elsewhere/spm.model"}}  # found by its name beside
+            for side, lang in (("src", "en"), ("trg", "fr"))}
+    (folder / "config.yaml").write_text(yaml.safe_dump({"data": data, "model": model_cfg}), encoding="utf-8")
+    torch.save({"model_state": model.state_dict()}, folder / "5.ckpt")
+    translator = Translator(convert(folder), device="cpu")
+    joey_data = {side: dict(data[side], tokenizer_cfg={"model_file": str(folder / "spm.model")}) for side in data}
+    tokenizer = build_tokenizer(joey_data)["en"]
+    for sentence in ("the small cat runs", "a red dog sees le chat"):
+        expected = vocab.sentences_to_ids([tokenizer(sentence)], bos=False, eos=True)[0][0]
+        assert translator.source(sentence).ids == expected, sentence
+
+
+def test_dropping_the_folder_on_the_window_opens_it_without_a_question(qtbot, window, plain):
+    """File → Open Folder and drag-and-drop go through the same import: a JoeyNMT folder says everything."""
+    from tests.test_gui_import import drop, opened
+
+    drop(window, plain)
+    qtbot.waitUntil(lambda: opened(window, plain.name), timeout=20_000)
+    assert getattr(window, "import_dialog", None) is None or not window.import_dialog.isVisible()
+    window.input_bar.text.setText("the cat sees a dog")
+    window.input_bar.max_len.setValue(5)
+    window.run()
+    qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 2,
+                    timeout=20_000)
+    assert window.session.trace.src_tokens == ["the", "cat", "sees", "a", "dog", "</s>"]

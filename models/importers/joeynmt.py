@@ -439,7 +439,7 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
             return WordTokenizer(vocabulary, ids, split="whitespace"), \
                 f"{note}whitespace-separated words, as JoeyNMT's word level reads them"
         if level == "bpe":
-            kind = section.get("tokenizer_type", section.get("bpe_type", "subword-nmt"))
+            kind = section.get("tokenizer_type", section.get("bpe_type", "sentencepiece"))
             named = options.get("model_file") if kind == "sentencepiece" else options.get("codes")
             if kind == "sentencepiece":
                 model_file = _resolve(config_path, named)
