@@ -388,3 +388,18 @@ def test_dropping_the_folder_on_the_window_opens_it_without_a_question(qtbot, wi
     qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 2,
                     timeout=20_000)
     assert window.session.trace.src_tokens == ["the", "cat", "sees", "a", "dog", "</s>"]
+
+
+def test_the_converted_model_saves_and_loads_unchanged(built, tmp_path):
+    from models.checkpoint import load_checkpoint, save_checkpoint
+
+    checkpoint = convert(built.folder)
+    path = tmp_path / "joey.safetensors"
+    save_checkpoint(path, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
+                    checkpoint.provenance)
+    loaded = load_checkpoint(path)
+    assert loaded.config == checkpoint.config
+    assert loaded.provenance["imported_from"]["steps"] == 3
+    src, tgt = _batch(built, [["the", "cat", "sees", "a", "red", "house"]], [["le", "chat"]])
+    with torch.no_grad():
+        assert torch.equal(loaded.model(src, tgt)[0], checkpoint.model(src, tgt)[0])
