@@ -164,7 +164,8 @@ def _batch(built, sources, targets):
 
 
 def test_logits_and_every_head_equal_joeynmt(built):
-    assert detect_format(built.folder) == "joeynmt" and detect_format(built.folder / "best.ckpt") == "joeynmt"
+    for given in (built.folder, built.folder / "best.ckpt", built.folder / "config.yaml"):
+        assert detect_format(given) == "joeynmt", given
     checkpoint = convert(built.folder)
     config = checkpoint.config
     if built.name in RECURRENT:

@@ -61,8 +61,13 @@ def _files(path: Path) -> tuple[Path, Path] | None:
     return path, path.parent / "config.yaml"
 
 
+def _folder_of_config(path: Path) -> Path:
+    """A model folder's config.yaml stands for the folder."""
+    return path.parent if path.name == "config.yaml" and path.is_file() else path
+
+
 def claims(source: Source) -> bool:
-    path = source.path
+    path = _folder_of_config(source.path)
     if path.is_dir():
         return _files(path) is not None
     if path.suffix != ".ckpt":
@@ -77,7 +82,7 @@ def claims(source: Source) -> bool:
 
 
 def _source_files(source: Source) -> tuple[Source, Path]:
-    files = _files(source.path)
+    files = _files(_folder_of_config(source.path))
     if files is None:
         raise source.error("a JoeyNMT model folder needs config.yaml and best.ckpt, latest.ckpt or STEP.ckpt")
     checkpoint, config = files
