@@ -35,6 +35,10 @@ def _zero_values(model, kind: str, layer: int, head: int):
     elif model.transformer_decoder:
         block = model.decoder.layers[layer]
         attention = block.self_attention if kind == "dec_self" else block.encoder_attention
+    elif model.config.arch == "rnn-luong":  # the attentional layer's context columns are zeroed instead
+        with torch.no_grad():
+            model.decoder.combine.weight[:, :model.config.hidden] = 0.0
+        return model
     else:  # recurrent decoder: the cell's context columns are zeroed instead
         with torch.no_grad():
             model.decoder.cell.weight_ih[:, model.config.hidden:] = 0.0
