@@ -232,6 +232,14 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, A
     data = _read_yaml(config_path)
     values = _model_settings(config_path, data)
     inspection = Inspection(NAME, source.path, dict(values), accepted=ACCEPTED)
+    for side in ("src", "trg"):  # how its text was tokenised, kept in the provenance
+        section = _section(config_path, data, "data", side)
+        inspection.inferred[f"{side}.level"] = level = section.get("level", "word")
+        if level == "bpe":
+            inspection.inferred[f"{side}.tokenizer_type"] = section.get("tokenizer_type",
+                                                                        section.get("bpe_type", "sentencepiece"))
+        if section.get("lowercase"):
+            inspection.inferred[f"{side}.lowercase"] = True
     for side in ("src", "trg"):
         if _vocab_file(config_path, data, side) is None:
             inspection.vocabularies["src" if side == "src" else "tgt"] = \
