@@ -1,6 +1,7 @@
 """Import of JoeyNMT 2.x model folders, against JoeyNMT itself (2.3.0, installed with --no-deps: see .ci/run).
 
-Each model is built by JoeyNMT's own ``build_model`` from its own config dict with JoeyNMT's own vocabularies,
+One model is trained for 3 steps by JoeyNMT's own trainer; the others are built by JoeyNMT's own ``build_model``
+from its own config dict with JoeyNMT's own vocabularies,
 given seeded random weights, and saved as its trainer saves a model folder: ``config.yaml``, ``src_vocab.txt`` /
 ``trg_vocab.txt`` (``Vocabulary.to_file``), ``STEP.ckpt`` (a torch.save dict with ``model_state`` and the
 trainer's other states) and ``best.ckpt`` linking to it. The converted model's logits must equal JoeyNMT's
@@ -9,16 +10,21 @@ through forward hooks on their softmax), the cross-attention must equal what its
 output must equal ``joeynmt.search.greedy``.
 
 JoeyNMT's ``helpers`` import ``torch.utils.tensorboard`` for training logs (the ``tensorboard`` package, not
-installed here): while ``joeynmt`` is imported that name is an empty placeholder module, removed afterwards;
-no forward or search code uses it.
+installed here): while ``joeynmt`` is imported that name is a placeholder module whose SummaryWriter writes
+nothing, removed afterwards; no forward or search code uses it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import random
+import shutil
 import sys
 import types
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -36,20 +42,31 @@ def _import_joeynmt():
         __import__(TENSORBOARD)
     except ImportError:
         module = types.ModuleType(TENSORBOARD)
-        module.SummaryWriter = None
+
+        class SummaryWriter:  # its trainer's log writer: writes nothing here
+            def __init__(self, *args, **kwargs):
+                pass
+
+            def __getattr__(self, name):
+                return lambda *args, **kwargs: None
+
+        module.SummaryWriter = SummaryWriter
         sys.modules[TENSORBOARD] = module
         placeholder = True
     try:
         pytest.importorskip("joeynmt")
-        from joeynmt.config import _check_special_symbols
+        from joeynmt.config import _check_special_symbols, load_config
+        from joeynmt.helpers import make_model_dir
         from joeynmt.model import build_model
         from joeynmt.search import greedy
+        from joeynmt.training import train
         from joeynmt.vocabulary import Vocabulary
     finally:
         if placeholder:
             sys.modules.pop(TENSORBOARD, None)
     return SimpleNamespace(build_model=build_model, greedy=greedy, Vocabulary=Vocabulary,
-                           special_symbols=_check_special_symbols)
+                           special_symbols=_check_special_symbols, load_config=load_config,
+                           make_model_dir=make_model_dir, train=train)
 
 
 JOEY = _import_joeynmt()
@@ -94,6 +111,7 @@ CASES = {
                                       init_hidden="zero"), seed=5),
 }
 RECURRENT = ("gru-bahdanau", "lstm-luong", "gru-zero")
+TRAINED = "pre-trainer"  # a pre-LN Transformer trained 3 steps by JoeyNMT's own trainer
 
 
 def _special_symbols():
@@ -137,8 +155,72 @@ def _build(name, folder):
     return model, src_vocab, trg_vocab
 
 
-@pytest.fixture(scope="module", params=list(CASES))
+@contextlib.contextmanager
+def joeynmt_context():
+    """JoeyNMT's trainer seeds every random generator and adds log handlers: keep both local."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    generators = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        root.setLevel(level)
+        torch.set_rng_state(generators[0])
+        random.setstate(generators[1])
+        np.random.set_state(generators[2])
+
+
+def _train(folder):
+    """A pre-LN Transformer trained for one epoch (3 steps) by JoeyNMT's own trainer on a tiny corpus written
+    here; its model folder is what the trainer leaves. The model is read back as JoeyNMT's prediction does."""
+    rng = random.Random(3)
+    src_lines, tgt_lines = [], []
+    for _ in range(24):
+        picks = [rng.randrange(len(SRC_WORDS)) for _ in range(rng.randint(2, 6))]
+        src_lines.append(" ".join(SRC_WORDS[i] for i in picks))
+        tgt_lines.append(" ".join(TGT_WORDS[i] for i in picks))
+    for split in ("train", "dev"):
+        (folder / f"{split}.en").write_text("\n".join(src_lines) + "\n", encoding="utf-8")
+        (folder / f"{split}.fr").write_text("\n".join(tgt_lines) + "\n", encoding="utf-8")
+    model_dir = folder / "model"
+    side = _transformer("pre")["encoder"]
+    config = {
+        "name": "tiny",
+        "data": {"train": str(folder / "train"), "dev": str(folder / "dev"), "dataset_type": "plain",
+                 "src": {"lang": "en", "level": "word", "voc_min_freq": 1, "max_length": 30},
+                 "trg": {"lang": "fr", "level": "word", "voc_min_freq": 1, "max_length": 30}},
+        "training": {"model_dir": str(model_dir), "optimizer": "adam", "learning_rate": 0.001, "batch_size": 8,
+                     "batch_type": "sentence", "epochs": 1, "validation_freq": 3, "logging_freq": 1,
+                     "scheduling": "noam", "learning_rate_warmup": 2, "learning_rate_factor": 0.05, "use_cuda": False, "overwrite": True,
+                     "num_workers": 0, "random_seed": 3, "eval_metrics": ["bleu"]},
+        "testing": {"beam_size": 1},
+        "model": {"initializer": "xavier_uniform", "bias_initializer": "normal", "encoder": side,
+                  "decoder": dict(side)},
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    with joeynmt_context():
+        cfg = JOEY.load_config(folder / "config.yaml")
+        JOEY.make_model_dir(model_dir, overwrite=True)
+        shutil.copy2(folder / "config.yaml", model_dir / "config.yaml")  # as its __main__ does
+        torch.manual_seed(3)  # it builds the model before it seeds the generators itself
+        JOEY.train(rank=0, world_size=None, cfg=cfg, skip_test=True)
+    specials = _special_symbols()
+    src_vocab, trg_vocab = (JOEY.Vocabulary((model_dir / name).read_text(encoding="utf-8").splitlines(), specials)
+                            for name in ("src_vocab.txt", "trg_vocab.txt"))
+    model = JOEY.build_model(cfg["model"], src_vocab=src_vocab, trg_vocab=trg_vocab)
+    model.load_state_dict(torch.load(model_dir / "best.ckpt", weights_only=True)["model_state"])
+    return model_dir, model.eval(), src_vocab, trg_vocab
+
+
+@pytest.fixture(scope="module", params=[*CASES, TRAINED])
 def built(request, tmp_path_factory):
+    if request.param == TRAINED:
+        folder, model, src_vocab, trg_vocab = _train(tmp_path_factory.mktemp("joey-trainer"))
+        return SimpleNamespace(name=TRAINED, folder=folder, model=model, src_vocab=src_vocab, trg_vocab=trg_vocab)
     folder = tmp_path_factory.mktemp(f"joey-{request.param}") / "model"
     model, src_vocab, trg_vocab = _build(request.param, folder)
     return SimpleNamespace(name=request.param, folder=folder, model=model, src_vocab=src_vocab, trg_vocab=trg_vocab)
@@ -171,10 +253,10 @@ def test_logits_and_every_head_equal_joeynmt(built):
     if built.name in RECURRENT:
         _check_recurrent(built, checkpoint)
         return
-    assert config.norm_position == ("pre" if built.name == "pre" else "post")
-    assert config.final_norm == (built.name == "pre")
+    pre = built.name in ("pre", TRAINED)
+    assert config.norm_position == ("pre" if pre else "post") and config.final_norm == pre
     assert config.share_embeddings == config.tie_output == (built.name == "post-tied")
-    assert config.residual_scale == (1.0 if built.name == "pre" else 0.7)
+    assert config.residual_scale == (1.0 if pre else 0.7)
     sources = [["the", "cat", "sees", "a", "red", "house"], ["dog", "runs"]]
     targets = [["le", "chat", "voit", "la", "maison"], ["chien", "court"]]
     if built.name == "post-tied":
