@@ -486,3 +486,19 @@ def test_the_converted_model_saves_and_loads_unchanged(built, tmp_path):
     src, tgt = _batch(built, [["the", "cat", "sees", "a", "red", "house"]], [["le", "chat"]])
     with torch.no_grad():
         assert torch.equal(loaded.model(src, tgt)[0], checkpoint.model(src, tgt)[0])
+
+
+def test_missing_vocabulary_files_are_asked_for(plain, tmp_path):
+    from models.importers import MissingSettingsError
+
+    def drop_voc_files(config):
+        for side in ("src", "trg"):
+            config["data"][side].pop("voc_file")
+
+    variant = _copy(plain, tmp_path, change_config=drop_voc_files)
+    for name in ("src_vocab.txt", "trg_vocab.txt"):
+        (variant / name).rename(tmp_path / name)
+    with pytest.raises(MissingSettingsError, match=r"--src-vocab FILE \(src_vocab.txt of the model folder"):
+        convert(variant)
+    checkpoint = convert(variant, src_vocab=tmp_path / "src_vocab.txt", tgt_vocab=tmp_path / "trg_vocab.txt")
+    assert checkpoint.source_tokenizer.vocabulary == (tmp_path / "src_vocab.txt").read_text().splitlines()
