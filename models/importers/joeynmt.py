@@ -189,6 +189,8 @@ def _rnn_settings(config_path: Path, encoder: dict, decoder: dict, src_embedding
         "embeddings.scale": bool(src_embeddings.get("scale", False) or tgt_embeddings.get("scale", False)),
         "dropout": decoder.get("dropout", 0.0),
     }
+    _positive(config_path, values, "hidden_size", "encoder_hidden_size", "encoder_layers", "decoder_layers",
+              "embedding_dim", "decoder_embedding_dim")
     checks = (
         (values["rnn_type"] in ("gru", "lstm"), f"rnn_type {values['rnn_type']!r}"),
         (values["decoder_rnn_type"] == values["rnn_type"],
@@ -209,7 +211,6 @@ def _rnn_settings(config_path: Path, encoder: dict, decoder: dict, src_embedding
     for fine, what in checks:
         if not fine:
             raise _refuse(config_path, what)
-    _positive(config_path, values, "hidden_size", "encoder_layers", "embedding_dim")
     return values
 
 
