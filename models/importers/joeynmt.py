@@ -94,7 +94,7 @@ def _source_files(source: Source) -> tuple[Source, Path]:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        import yaml
+        import yaml  # a dependency of attnviz; imported here, as only this format reads YAML
     except ImportError:
         raise CheckpointError(path, "reading a JoeyNMT config needs PyYAML: pip install pyyaml") from None
     try:
