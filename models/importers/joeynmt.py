@@ -289,8 +289,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     vocabularies = {side: _joey_vocabulary(path, front, checkpoint) for side, path in vocab_paths.items()}
     for side, key in (("src", "src_embed.lut.weight"), ("trg", "trg_embed.lut.weight")):
         if key in state:
-            check_vocab_size(checkpoint, vocabularies[side], int(state[key].shape[0]),
-                             "src" if side == "src" else "tgt", str(vocab_paths[side]))
+            check_vocab_size(source=checkpoint, tokens=vocabularies[side], rows=int(state[key].shape[0]),
+                             side="src" if side == "src" else "tgt", origin=str(vocab_paths[side]))
     for role, (token, index) in specials.items():
         for side, tokens in vocabularies.items():
             if not (isinstance(index, int) and 0 <= index < len(tokens) and tokens[index] == token):
@@ -301,13 +301,14 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         config: TransformerConfig | RNNConfig = _rnn_config(values, ids, vocabularies)
         check_against_weights(checkpoint.path, config, state)
         model: TransformerSeq2Seq | RNNSeq2Seq = RNNSeq2Seq(config)
-        _map_rnn_weights(checkpoint, state, config, values).load_into(model)
+        _map_rnn_weights(source=checkpoint, state=state, config=config, values=values).load_into(model)
     else:
-        config = _transformer_config(checkpoint, state, values, ids, vocabularies)
+        config = _transformer_config(source=checkpoint, state=state, values=values, ids=ids, vocabularies=vocabularies)
         check_against_weights(checkpoint.path, config, state)
         model = TransformerSeq2Seq(config)
         _map_weights(checkpoint, state, config).load_into(model)
-    tokenizers, notes = zip(*(_tokenizer(config_path, data, side, vocabularies[side], ids) for side in ("src", "trg")))
+    tokenizers, notes = zip(*(_tokenizer(config_path=config_path, data=data, side=side, vocabulary=vocabularies[side],
+                                         ids=ids) for side in ("src", "trg")))
     record = provenance(NAME, checkpoint, settings, inspection.inferred, config=str(config_path.resolve()),
                         vocabularies={side: str(path.resolve()) for side, path in vocab_paths.items()},
                         tokenization="; ".join(dict.fromkeys(notes)))
