@@ -136,7 +136,7 @@ class LuongDecoder(nn.Module):
         mask = state.src_mask[:, 0, 0, :]
         weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [B, S]
         context = torch.einsum("bs,bsn->bn", weights, memory)
-        if state.ablation.heads_off("cross", 0, 1):  # the one head switched off: the attentional layer reads no context
+        if state.ablation.heads_off("cross", 0, 1):  # the one head switched off: no context reaches the output
             context = torch.zeros_like(context)
         attentional = self.combine(torch.cat([context, query], dim=-1))
         if self.combine_tanh:

@@ -195,7 +195,8 @@ def _train(folder):
                  "trg": {"lang": "fr", "level": "word", "voc_min_freq": 1, "max_length": 30}},
         "training": {"model_dir": str(model_dir), "optimizer": "adam", "learning_rate": 0.001, "batch_size": 8,
                      "batch_type": "sentence", "epochs": 1, "validation_freq": 3, "logging_freq": 1,
-                     "scheduling": "noam", "learning_rate_warmup": 2, "learning_rate_factor": 0.05, "use_cuda": False, "overwrite": True,
+                     "scheduling": "noam", "learning_rate_warmup": 2, "learning_rate_factor": 0.05,
+                     "use_cuda": False, "overwrite": True,
                      "num_workers": 0, "random_seed": 3, "eval_metrics": ["bleu"]},
         "testing": {"beam_size": 1},
         "model": {"initializer": "xavier_uniform", "bias_initializer": "normal", "encoder": side,
@@ -381,7 +382,8 @@ def test_an_unused_weight_is_refused_naming_it(plain, tmp_path):
 @pytest.mark.parametrize("where, key, value, named", [
     ("encoder", "activation", "tanh", r"activation 'tanh'"),
     ("decoder", "type", "recurrent", r"a transformer encoder with a recurrent decoder"),
-    ("model", "unidirectional", None, r"a unidirectional recurrent encoder \(JoeyNMT 2.3's own encoder cannot run one\)"),
+    ("model", "unidirectional", None,
+     r"a unidirectional recurrent encoder \(JoeyNMT 2.3's own encoder cannot run one\)"),
 ])
 def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, where, key, value, named):
     def change(config):

@@ -104,8 +104,8 @@ def _detect(source: Source) -> str:
             raise source.error(f"a Hugging Face {found} model; this version imports model types "
                                f"{', '.join(('marian', *hf_bart.MODEL_TYPES, 'fsmt', *hf_t5.MODEL_TYPES))}")
         raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, M2M100/NLLB, Pegasus, BlenderbotSmall, "
-                           "FSMT, T5 or mT5 model (config.json with its model_type), nor a JoeyNMT model folder (config.yaml "
-                           "and a .ckpt), nor the PyTorch seq2seq tutorial's encoder and decoder files")
+                           "FSMT, T5 or mT5 model (config.json with its model_type), nor a JoeyNMT model folder "
+                           "(config.yaml and a .ckpt), nor the PyTorch seq2seq tutorial's encoder and decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")
     if path.suffix == ".safetensors":
