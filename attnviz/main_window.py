@@ -24,7 +24,7 @@ from .session import ModelInfo, RunSettings, Session
 from .session_file import SUFFIX as SESSION_SUFFIX
 from .settings import SettingsReader
 
-CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt);;All files (*)"
+CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt *.ckpt);;All files (*)"
 SESSION_FILTER = "attnviz sessions (*.attnviz);;All files (*)"
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"

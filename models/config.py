@@ -20,6 +20,7 @@ RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-do
              "rnn-luong")
 LUONG_SCORES = ("dot", "general", "mlp")
 RNN_CELLS = ("gru", "lstm")
+INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
@@ -74,6 +75,8 @@ class TransformerConfig:
     ``scale_attention=False``: scores are ``q·k`` without the 1/√D. ``norm_kind="rms"``: ``weight · x /
     sqrt(mean(x²) + eps)``, no bias (T5). ``gated_ffn``: ``linear_out(act(linear_in(h)) · linear_gate(h))``;
     ``feed_forward_bias``: biases of those maps.
+    ``residual_scale``: every residual connection adds ``residual_scale × x`` instead of ``x`` (JoeyNMT's
+    ``alpha``).
     """
 
     arch: str
@@ -108,6 +111,8 @@ class TransformerConfig:
     scale_attention: bool = True
     gated_ffn: bool = False
     feed_forward_bias: bool = True
+    residual_scale: float = 1.0  # each sublayer adds residual_scale × its input (JoeyNMT's alpha)
+    suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -140,6 +145,8 @@ class TransformerConfig:
                  f"got {self.position_offset!r}")
         _require(not self.tgt_norm_before_positions or self.embedding_norm,
                  "tgt_norm_before_positions needs embedding_norm")
+        _require(isinstance(self.residual_scale, (int, float)) and not isinstance(self.residual_scale, bool)
+                 and self.residual_scale > 0, f"residual_scale must be a positive number; got {self.residual_scale!r}")
         _require(isinstance(self.logit_scale, (int, float)) and self.logit_scale > 0,
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
@@ -164,7 +171,11 @@ class RNNConfig:
     decoder cells reading
     ``[embedding; previous attentional state]``, attention after the cell (``luong_score`` dot, general or mlp),
     attentional state ``tanh(W[context; h])`` (no tanh, with a bias, for mlp) feeding the output layer.
-    ``embedding_size`` 0 means ``hidden``.
+    ``embedding_size`` 0 means ``hidden``. JoeyNMT's RecurrentDecoder (rnn-luong only): ``input_feeding=False``:
+    the first cell reads the embedding alone; ``init_hidden`` ``bridge``/``last``/``zero``: every decoder layer
+    (and an LSTM's cell) starts from ``tanh(W h + b)`` of the encoder's top-layer final state ``h``, from ``h``, or
+    from zeros (``encoder``: each layer from its own encoder layer); ``attentional_bias``: the attentional state
+    is ``tanh(W[context; h] + b)`` whatever the score.
     """
 
     arch: str
@@ -186,6 +197,10 @@ class RNNConfig:
     embedding_size: int = 0  # 0: hidden
     luong_score: str = "general"
     rnn_cell: str = "gru"
+    input_feeding: bool = True  # rnn-luong only, as the two below
+    init_hidden: str = "encoder"
+    attentional_bias: bool = False
+    suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
 
     def validate(self) -> None:
         check_config_fields(self)
@@ -194,9 +209,12 @@ class RNNConfig:
         _check_choice("rnn_cell", self.rnn_cell, RNN_CELLS)
         _require(not self.bidirectional or self.hidden % 2 == 0,
                  f"a bidirectional encoder needs an even hidden size; got {self.hidden}")
+        _check_choice("init_hidden", self.init_hidden, INIT_HIDDEN)
         _require(self.arch == "rnn-luong" or (not self.bidirectional and self.embedding_size == 0
-                                              and self.rnn_cell == "gru"),
-                 "bidirectional, embedding_size and rnn_cell apply to rnn-luong only")
+                                              and self.rnn_cell == "gru" and self.input_feeding
+                                              and self.init_hidden == "encoder" and not self.attentional_bias),
+                 "bidirectional, embedding_size, rnn_cell, input_feeding, init_hidden and attentional_bias apply to "
+                 "rnn-luong only")
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "hidden", "max_len",
                         "decoder_layers", "decoder_heads")
         _require(self.hidden % self.decoder_heads == 0,
@@ -214,7 +232,10 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
 LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
                 "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
-                "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru"}
+                "residual_scale": 1.0,
+                "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",
+                "input_feeding": True, "init_hidden": "encoder", "attentional_bias": False,
+                "suppress_bos": False}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

@@ -67,6 +67,7 @@ class _Decoder:
         device = next(model.parameters()).device
         self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
+        self.suppress_bos = config.suppress_bos and self.bos != self.eos
         self.src_tokens = [(source_label or label)(int(i)) for i in src_ids]
         self.encoder: Intermediates = Intermediates()
         self.encoder_trace: AttentionTrace | None = None
@@ -97,6 +98,8 @@ class _Decoder:
             # Padding is never an output (fairseq does the same): a teacher-forced forward masks pad
             # keys, so a decoded pad would make the cached trace disagree with the full forward's.
             log_probs[..., self.pad] = float("-inf")
+        if self.suppress_bos:  # the start token is never an output (JoeyNMT's search)
+            log_probs[..., self.bos] = float("-inf")
         return log_probs
 
     def _recompute(self):

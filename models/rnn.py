@@ -81,25 +81,42 @@ class LuongDecoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         cell = nn.LSTMCell if config.rnn_cell == "lstm" else nn.GRUCell
         self.lstm = config.rnn_cell == "lstm"
-        self.cells = nn.ModuleList(cell(width + hidden if index == 0 else hidden, hidden)
+        self.input_feeding = config.input_feeding
+        first = width + hidden if config.input_feeding else width
+        self.cells = nn.ModuleList(cell(first if index == 0 else hidden, hidden)
                                    for index in range(config.decoder_layers))
+        self.init_hidden = config.init_hidden
+        if config.init_hidden == "bridge":
+            self.bridge = nn.Linear(hidden, hidden)
         if self.score_kind == "general":
             self.query = nn.Linear(hidden, hidden, bias=False)
         elif self.score_kind == "mlp":
             self.query = nn.Linear(hidden, hidden)
             self.key = nn.Linear(hidden, hidden, bias=False)
             self.score = nn.Linear(hidden, 1, bias=False)
-        self.combine = nn.Linear(2 * hidden, hidden, bias=self.score_kind == "mlp")
+        self.combine = nn.Linear(2 * hidden, hidden, bias=self.score_kind == "mlp" or config.attentional_bias)
+        self.combine_tanh = self.score_kind != "mlp" or config.attentional_bias
         self.output = nn.Linear(hidden, config.tgt_vocab_size)
 
     def initial(self, final: Tensor) -> Tensor:
-        """The encoder's per-layer final states ``[L, B, N]`` and a zero feed, as ``[B, L + 1, N]``."""
+        """The encoder's per-layer final states ``[L, B, N]`` (LSTM ``[2L, B, N]``) and a zero feed, as
+        ``[B, L + 1, N]``; with ``init_hidden`` other than ``encoder`` every layer (and an LSTM's cell) starts from
+        one state made from the top layer's final hidden state: ``tanh(bridge(h))``, ``h`` itself, or zeros."""
+        if self.init_hidden != "encoder":
+            top = final[len(self.cells) - 1]  # [B, N]
+            if self.init_hidden == "bridge":
+                top = torch.tanh(self.bridge(top))
+            elif self.init_hidden == "zero":
+                top = torch.zeros_like(top)
+            final = top[None].expand(final.shape[0], -1, -1)
         final = final.transpose(0, 1)
         return torch.cat([final, torch.zeros_like(final[:, :1])], dim=1)
 
     def step(self, tokens: Tensor, state: DecoderState, need_weights: bool) -> tuple[Tensor, Tensor, Tensor]:
         """Shape: tokens ``[B]`` → logits ``[B, V]``, weights ``[B, 1, S]``, mask row ``[B, S]``."""
-        x = torch.cat([self.dropout(self.embedding(tokens)), state.hidden[:, -1]], dim=-1)
+        x = self.dropout(self.embedding(tokens))
+        if self.input_feeding:
+            x = torch.cat([x, state.hidden[:, -1]], dim=-1)
         count = len(self.cells)
         layers, memory_cells = [], []
         for index, cell in enumerate(self.cells):
@@ -122,7 +139,7 @@ class LuongDecoder(nn.Module):
         if state.ablation.heads_off("cross", 0, 1):  # the one head switched off: no context reaches the output
             context = torch.zeros_like(context)
         attentional = self.combine(torch.cat([context, query], dim=-1))
-        if self.score_kind != "mlp":
+        if self.combine_tanh:
             attentional = torch.tanh(attentional)
         attentional = self.dropout(attentional)
         state.hidden = torch.stack([*layers, *memory_cells, attentional], dim=1)

@@ -101,9 +101,10 @@ class AttentionSublayer(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm_position == "pre"
         self.pre_norm_kv = config.pre_norm_kv
+        self.residual_scale = config.residual_scale
 
     def _residual(self, x: Tensor, attended: Tensor) -> Tensor:
-        x = x + self.dropout(attended)
+        x = (x if self.residual_scale == 1.0 else self.residual_scale * x) + self.dropout(attended)
         return x if self.pre_norm else self.norm(x)
 
     def self_attend(self, x: Tensor, mask: Tensor | None, cache: LayerCache | None, need_weights: bool,
@@ -141,13 +142,14 @@ class FeedForwardSublayer(nn.Module):
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm_position == "pre"
+        self.residual_scale = config.residual_scale
 
     def forward(self, x: Tensor) -> Tensor:
         hidden = self.norm(x) if self.pre_norm else x
         inner = self.activation(self.linear_in(hidden))  # [B, L, d_ff]
         if self.linear_gate is not None:
             inner = inner * self.linear_gate(hidden)
-        x = x + self.dropout(self.linear_out(inner))
+        x = (x if self.residual_scale == 1.0 else self.residual_scale * x) + self.dropout(self.linear_out(inner))
         return x if self.pre_norm else self.norm(x)
 
 

@@ -35,7 +35,7 @@ def _zero_values(model, kind: str, layer: int, head: int):
     elif model.transformer_decoder:
         block = model.decoder.layers[layer]
         attention = block.self_attention if kind == "dec_self" else block.encoder_attention
-    elif hasattr(model.decoder, "combine"):  # Luong decoder: the attentional layer's context columns
+    elif model.config.arch == "rnn-luong":  # the attentional layer's context columns are zeroed instead
         with torch.no_grad():
             model.decoder.combine.weight[:, :model.config.hidden] = 0.0
         return model

@@ -209,3 +209,22 @@ def test_out_of_device_memory_is_one_line_with_the_way_out(capsys, monkeypatch, 
     code, _, err = cli(capsys, "translate", "-c", random_checkpoint, "abc")
     assert_error(code, err, "the device ran out of memory (CUDA out of memory. Tried to allocate 20.00 GiB); "
                             "try --device cpu")
+
+
+def test_train_takes_the_rnn_luong_options_joeynmt_models_use(capsys, tmp_path):
+    """rnn-luong's JoeyNMT options (no input feeding, a bridge, a biased attentional layer, no <s> output) train."""
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{word}\t{word[::-1]}\n" for word in ("abc", "bca", "cab", "abcd", "dcba", "bad")),
+                    encoding="utf-8")
+    out = tmp_path / "luong.safetensors"
+    code, _, err = cli(capsys, "train", "--data", data, "--arch", "rnn-luong", "--out", out, "--steps", "3",
+                       "--tokenizer", "char", "--batch-size", "4", "--no-progress", "--eval-every", "0",
+                       "--valid-sentences", "2", "--set", "hidden=16", "--set", "decoder_layers=1",
+                       "--set", "bidirectional=true", "--set", "rnn_cell=lstm", "--set", "input_feeding=false",
+                       "--set", "init_hidden=bridge", "--set", "attentional_bias=true", "--set", "suppress_bos=true")
+    assert code == 0, err
+    config = load_checkpoint(out).config
+    assert (config.input_feeding, config.init_hidden, config.attentional_bias, config.suppress_bos) == (
+        False, "bridge", True, True)
+    code, _, err = cli(capsys, "translate", "-c", out, "abc")
+    assert code == 0, err

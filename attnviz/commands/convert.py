@@ -20,6 +20,9 @@ Formats (auto-detected when --format is omitted):
   opennmt          an OpenNMT-py 3.x checkpoint (<save_model>_step_N.pt: model, generator, vocab, opt) of a
                    Transformer or an LSTM/GRU RNN with global attention and input feeding; its vocabularies are
                    inside, input is whitespace-tokenised as in training
+  joeynmt          a JoeyNMT 2.x model folder (config.yaml, best.ckpt or STEP.ckpt, src_vocab.txt, trg_vocab.txt;
+                   its sentencepiece model when the level is bpe), or its .ckpt with config.yaml beside it: a
+                   Transformer or a bidirectional GRU/LSTM with Bahdanau or Luong attention
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -40,7 +43,7 @@ from models.errors import InputError
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
-                "opennmt")
+                "opennmt", "joeynmt")
 
 
 def add_parser(subparsers) -> None:

@@ -4,6 +4,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
                                                 | "annotated" | "hf-bart" | "fsmt" | "hf-t5" | "opennmt"
+                                                | "joeynmt"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -23,15 +24,15 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, fsmt, hf_bart, hf_t5, jadore, marian, nn_transformer, opennmt, pytorch_seq2seq
+from . import annotated, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
 from .safe_load import TrustRequiredError
 
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
-                                              fsmt, hf_t5, opennmt)}
+                                              fsmt, hf_t5, opennmt, joeynmt)}
 # Detection order: the most specific layouts first.
-_FILE_ORDER = (opennmt, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
-_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, pytorch_seq2seq)
+_FILE_ORDER = (joeynmt, opennmt, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
+_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, joeynmt, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
            "inspect"]
@@ -103,8 +104,8 @@ def _detect(source: Source) -> str:
             raise source.error(f"a Hugging Face {found} model; this version imports model types "
                                f"{', '.join(('marian', *hf_bart.MODEL_TYPES, 'fsmt', *hf_t5.MODEL_TYPES))}")
         raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, M2M100/NLLB, Pegasus, BlenderbotSmall, "
-                           "FSMT, T5 or mT5 model (config.json with its model_type) nor the PyTorch seq2seq tutorial's "
-                           "encoder and decoder files")
+                           "FSMT, T5 or mT5 model (config.json with its model_type), nor a JoeyNMT model folder "
+                           "(config.yaml and a .ckpt), nor the PyTorch seq2seq tutorial's encoder and decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")
     if path.suffix == ".safetensors":
