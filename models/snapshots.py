@@ -62,12 +62,25 @@ class SnapshotSeries:
         return index
 
 
-def is_series(path: str | Path) -> bool:
-    """Whether ``path`` names a snapshot series: a folder of checkpoints, or a checkpoint with its folder."""
-    path = Path(path)
-    if path.is_dir():
-        return any(child.suffix == SNAPSHOT_SUFFIX for child in path.iterdir())
-    return path.suffix == SNAPSHOT_SUFFIX and snapshot_folder(path).is_dir()
+def is_series(folder: str | Path) -> bool:
+    """Whether ``folder`` is a snapshot folder: it holds attnviz checkpoints (a Hugging Face folder's
+    ``model.safetensors`` is foreign, so such folders still go to the importers). Reads headers only."""
+    from .checkpoint import read_metadata
+    from .errors import ForeignCheckpointError
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return False
+    for child in sorted(folder.iterdir()):
+        if child.suffix == SNAPSHOT_SUFFIX and child.is_file():
+            try:
+                read_metadata(child)
+            except ForeignCheckpointError:
+                continue
+            except CheckpointError:
+                return True  # a damaged attnviz file: listing the series says what is wrong
+            return True
+    return False
 
 
 def load_series(path: str | Path) -> SnapshotSeries:
