@@ -9,7 +9,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
-                               QSlider, QSpinBox, QToolButton, QVBoxLayout, QWidget)
+                               QSlider, QSpinBox, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from ..session import ModelInfo, RunSettings, ViewOptions
 from ..viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
@@ -245,9 +245,11 @@ class SnapshotBar(QWidget):
         title.setStyleSheet("font-weight:bold")
         self.first = QToolButton()
         self.first.setText("⏮")
+        self.first.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaSkipBackward))
         self.first.setToolTip("The first snapshot")
         self.last = QToolButton()
         self.last.setText("⏭")
+        self.last.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaSkipForward))
         self.last.setToolTip("The last snapshot")
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setTickPosition(QSlider.TickPosition.TicksBelow)
