@@ -99,3 +99,18 @@ def test_cli_train_snapshots_and_info_shows_the_step(tmp_path, capsys):
     assert main(["train", "--data", str(data), "--arch", "gru-additive", "--out", str(out), "--steps", "6", "--snapshots",
                  "7", "--tokenizer", "char", "--no-progress"]) == 1
     assert "attnviz: error: snapshots (7) must be at most steps (6)" in capsys.readouterr().err
+
+
+def test_render_draws_one_frame_per_snapshot(tmp_path, capsys):
+    out = run(tmp_path, "run", steps=9, snapshots=3)
+    frames = tmp_path / "frames"
+    assert main(["render", "--snapshots", str(snapshot_folder(out)), "abc", "--kind", "cross", "--size", "300x200",
+                 "-o", str(frames)]) == 0
+    assert sorted(path.name for path in frames.iterdir()) == ["step-000003.png", "step-000006.png", "step-000009.png"]
+    assert all(path.read_bytes().startswith(b"\x89PNG") for path in frames.iterdir())
+    assert main(["render", "abc", "--kind", "cross", "-o", str(tmp_path / "x.png")]) == 1
+    assert "attnviz: error: give either -c CHECKPOINT or --snapshots FOLDER" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["render", "--snapshots", str(empty), "abc", "--kind", "cross", "-o", str(frames)]) == 1
+    assert "holds no snapshots" in capsys.readouterr().err
