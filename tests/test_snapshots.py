@@ -114,3 +114,12 @@ def test_render_draws_one_frame_per_snapshot(tmp_path, capsys):
     empty.mkdir()
     assert main(["render", "--snapshots", str(empty), "abc", "--kind", "cross", "-o", str(frames)]) == 1
     assert "holds no snapshots" in capsys.readouterr().err
+
+
+def test_the_shipped_series_lists_in_order_and_its_snapshots_load():
+    from attnviz.demos import RESOURCES
+
+    folder = RESOURCES / "series" / "piglatin-gru-additive.snapshots"
+    series = load_series(folder)
+    assert series.steps == [200, 400, 600, 800, 1000, 1200]
+    assert load_checkpoint(series.snapshots[0].path).provenance["snapshot"] == {"step": 200, "of": 6}
