@@ -66,13 +66,14 @@ class MainWindow(QMainWindow):
 
     # --- construction -------------------------------------------------------------------------------
     def _build_views(self, devices: list[str]) -> None:
-        from .views.controls import AblationBar, InputBar, ModelPanel, SelectorBar
+        from .views.controls import AblationBar, InputBar, ModelPanel, SelectorBar, SnapshotBar
         from .views.decoding import DecodingPanel
         from .views.heatmap import HeatmapView
         from .views.thumbnails import ThumbnailGrid
 
         self.input_bar = InputBar()
         self.ablation_bar = AblationBar()
+        self.snapshot_bar = SnapshotBar()
         self.selector = SelectorBar()
         self.selector.setEnabled(False)  # nothing to choose from until a trace exists
         self.focus = HeatmapView()
@@ -97,6 +98,7 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.input_bar)
         layout.addWidget(self.ablation_bar)
+        layout.addWidget(self.snapshot_bar)
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.model_dock = self._dock("Model", self.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
@@ -114,6 +116,7 @@ class MainWindow(QMainWindow):
         self.head_grid.layer_toggled.connect(lambda _: self.toggle_layer(self.session.selection.layer))
         self.model_view.head_toggled.connect(self.toggle_head)
         self.model_view.layer_toggled.connect(self.toggle_layer)
+        self.snapshot_bar.index_chosen.connect(self.choose_snapshot)
         self.ablation_bar.restore_requested.connect(self.restore_heads)
         self.ablation_bar.compare_toggled.connect(self.show_original)
         self.decoding.step_changed.connect(lambda step: self.select(step=step))
@@ -144,7 +147,7 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Open…", self.open_dialog, shortcut=QKeySequence.StandardKey.Open,
                      tip="Open an attnviz checkpoint, or one trained with other code (converted on opening)")
         self._action(file_menu, "Open &Folder…", self.open_folder_dialog,
-                     tip="Open a checkpoint folder (a Hugging Face Marian, BART, mBART, NLLB, Pegasus, BlenderbotSmall, "
+                     tip="Open a snapshot series (train --snapshots N) or a checkpoint folder (a Hugging Face Marian, BART, mBART, NLLB, Pegasus, BlenderbotSmall, "
                          "FSMT or T5 model, the seq2seq tutorial's files)")
         self._action(file_menu, "Save Model &As…", self.save_model_as, shortcut="Ctrl+Shift+S",
                      tip="Save the open model as an attnviz checkpoint (an imported model keeps your answers)")
@@ -179,6 +182,10 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "First step", lambda: self.select(step=0), shortcut="Alt+Home")
         self._action(view_menu, "Last step", lambda: self.select(step=len(self.session.trace.tgt_tokens) - 1)
                      if self.session.trace else None, shortcut="Alt+End")
+        self._action(view_menu, "Next training step", lambda: self.step_snapshot(1), shortcut="Ctrl+Shift+Right",
+                     tip="A snapshot series: the next snapshot of the training run")
+        self._action(view_menu, "Previous training step", lambda: self.step_snapshot(-1), shortcut="Ctrl+Shift+Left",
+                     tip="A snapshot series: the previous snapshot of the training run")
         self._action(view_menu, "Toggle masks", self.selector.toggle_masks, shortcut="Ctrl+M")
         self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
                      tip="Show the whole heatmap again (or double-click it)")
@@ -325,6 +332,21 @@ class MainWindow(QMainWindow):
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
 
+    # --- a snapshot series (models/snapshots.py) --------------------------------------------------------
+    def choose_snapshot(self, index: int) -> None:
+        """Run the same sentence and settings on the series' ``index``-th snapshot (the newest request wins)."""
+        if self.session.choose_snapshot(index):
+            self._show_snapshot_bar()
+            self.run()
+
+    def step_snapshot(self, delta: int) -> None:
+        if self.session.model is not None and self.session.model.snapshots:
+            self.choose_snapshot(self.session.snapshot_index() + delta)
+
+    def _show_snapshot_bar(self) -> None:
+        steps = self.session.model.snapshots if self.session.model is not None else ()
+        self.snapshot_bar.show_state(viewmodel.snapshot_bar(steps, self.session.snapshot_step))
+
     # --- switching heads off (models/ablation.py) -------------------------------------------------------
     def toggle_head(self, layer: int, head: int) -> None:
         """Switch a head of the selected kind off or on, and run again."""
@@ -414,9 +436,12 @@ class MainWindow(QMainWindow):
             self.pending_session = pending = None  # another model was opened meanwhile
         run = pending.run if pending is not None else self._run_settings_for(info, examples)
         self.input_bar.show_run_settings(run, info.max_len)
-        if pending is not None:  # the heads the session had switched off
+        if pending is not None:  # the heads the session had switched off, the snapshot it showed
             self.session.ablation = pending.ablation
             self._show_ablation()
+            if pending.snapshot_step is not None:
+                self.session.choose_snapshot_step(pending.snapshot_step)
+        self._show_snapshot_bar()
         self.run()
 
     def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
@@ -598,7 +623,8 @@ class MainWindow(QMainWindow):
                     options=self.selector.view_options())
         try:
             written = save_session(path, checkpoint=self.session.model.path, run=self.input_bar.run_settings(),
-                                   selection=self.session.selection, look=look, ablation=self.session.ablation)
+                                   selection=self.session.selection, look=look, ablation=self.session.ablation,
+                                   snapshot_step=self.session.snapshot_step)
         except (SessionFileError, WriteError, OSError) as failure:
             self.show_error(f"Saving the session failed: {failure}")
             return

@@ -36,6 +36,7 @@ class ModelInfo:
     languages: tuple[str, ...] = ()  # a multilingual model's language codes
     src_lang: str = ""  # the languages it was converted with ("" when none was chosen)
     tgt_lang: str = ""
+    snapshots: tuple[int, ...] = ()  # a snapshot series (models/snapshots.py): the training step of each
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Request:
     src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
     tgt_lang: str = ""
     ablation: Ablation = NO_ABLATION  # heads switched off (models/ablation.py)
+    snapshot: int | None = None  # a series: the training step whose snapshot runs
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class Session:
     ablation: Ablation = NO_ABLATION  # the heads the next run switches off
     original: DecodeResult | None = None  # with heads off: the same input's best result with every head on
     show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
+    snapshot_step: int | None = None  # a series: the training step the next run uses
     _next_id: int = 0
 
     def next_id(self) -> int:
@@ -110,7 +113,7 @@ class Session:
 
     # --- runs ----------------------------------------------------------------------------------------
     def new_request(self, text: str, **options: Any) -> Request:
-        self.request = Request(self.next_id(), text, ablation=self.ablation, **options)
+        self.request = Request(self.next_id(), text, ablation=self.ablation, snapshot=self.snapshot_step, **options)
         self.steps, self.results, self.notices, self.original = [], [], [], None
         return self.request
 
@@ -185,7 +188,29 @@ class Session:
         self.request, self.results, self.steps, self.notices = None, [], [], []
         self.ablation, self.original, self.show_original = NO_ABLATION, None, False
         self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
+        self.snapshot_step = info.snapshots[-1] if info.snapshots else None  # a series opens trained
         return True
+
+    # --- a snapshot series ----------------------------------------------------------------------------
+    def snapshot_index(self) -> int:
+        steps = self.model.snapshots if self.model is not None else ()
+        return steps.index(self.snapshot_step) if self.snapshot_step in steps else max(len(steps) - 1, 0)
+
+    def choose_snapshot(self, index: int) -> bool:
+        """Use the ``index``-th snapshot (clamped) for the next run; False when nothing changes."""
+        steps = self.model.snapshots if self.model is not None else ()
+        if not steps:
+            return False
+        step = steps[min(max(index, 0), len(steps) - 1)]
+        changed = step != self.snapshot_step
+        self.snapshot_step = step
+        return changed
+
+    def choose_snapshot_step(self, step: int) -> bool:
+        """The snapshot at ``step`` or the nearest one before it (a saved session's step)."""
+        steps = self.model.snapshots if self.model is not None else ()
+        index = max([i for i, s in enumerate(steps) if s <= step], default=0)
+        return self.choose_snapshot(index)
 
     def keep_run_settings(self, settings: RunSettings) -> None:
         """Remember the open model's input bar before another model replaces it."""

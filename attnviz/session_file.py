@@ -3,8 +3,8 @@
 It holds the checkpoint (a bundled demo by name, any other file by a path relative to the session file when
 they share a folder tree, else absolute), the input bar (sentence, mode, beam, forced target, length limit),
 the selection (kind, layer, head, step, hypothesis), how the heatmap is drawn (colour map, masks, colour
-range, row labels) and, when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
-(models/ablation.py). No Qt, no torch: the window and the tests read it the same way.
+range, row labels), when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
+(models/ablation.py), and for a snapshot series ``snapshot_step``: the training step shown. No Qt, no torch: the window and the tests read it the same way.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class SavedSession:
     look: Look
     ignored: tuple[str, ...] = ()  # keys of a newer version this one does not know
     ablation: Ablation = NO_ABLATION  # the heads switched off (checked against the model when it runs)
+    snapshot_step: int | None = None  # a snapshot series: the training step shown
 
 
 def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]:
@@ -68,23 +69,25 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
 
 
 def session_document(checkpoint: Path, session_path: Path, run: RunSettings, selection: Selection,
-                     look: Look, ablation: Ablation = NO_ABLATION) -> dict[str, Any]:
+                     look: Look, ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None) -> dict[str, Any]:
     document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
                 "input": asdict(run),
                 "selection": asdict(selection),
                 "view": {"colormap": look.colormap, "masks": look.masks, **asdict(look.options)}}
     if ablation:
         document["ablation"] = ablation.specs()
+    if snapshot_step is not None:
+        document["snapshot_step"] = snapshot_step
     return document
 
 
 def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
-                 ablation: Ablation = NO_ABLATION) -> Path:
+                 ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
-    document = session_document(checkpoint, path, run, selection, look, ablation)
+    document = session_document(checkpoint, path, run, selection, look, ablation, snapshot_step)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -126,11 +129,14 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     look_fields = {"colormap": colormaps or str, "masks": bool}
     look_values = reader.values({key: view[key] for key in look_fields if key in view}, "view", look_fields)
     ablation = _ablation(path, document.get("ablation", []))
+    snapshot = reader.values({"snapshot_step": document["snapshot_step"]} if "snapshot_step" in document else {},
+                             "", {"snapshot_step": (0, 10**12)})
     ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
-                                      "ablation"})
+                                      "ablation", "snapshot_step"})
     ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", "colour_range", "predicted_labels"})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
-                        look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation)
+                        look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation,
+                        snapshot_step=snapshot.get("snapshot_step"))
 
 
 def _ablation(path: Path, specs: Any) -> Ablation:
@@ -158,7 +164,7 @@ class _Reader:
             if key not in values:
                 continue
             value = values[key]
-            where = f"{self.path}: \"{name}.{key}\""
+            where = f"{self.path}: \"{name + '.' if name else ''}{key}\""
             if rule is str and not isinstance(value, str):
                 raise SessionFileError(f"{where} must be text; got {value!r}")
             if rule is bool and not isinstance(value, bool):

@@ -152,6 +152,26 @@ class AblationState:
     tooltip: str
 
 
+@dataclass(frozen=True)
+class SnapshotBarState:
+    """The "training step" slider over a snapshot series: hidden for a single checkpoint."""
+
+    visible: bool
+    count: int
+    index: int
+    label: str  # "step 250 of 1000"
+    tooltip: str
+
+
+def snapshot_bar(steps: tuple[int, ...], step: int | None) -> SnapshotBarState:
+    if not steps:
+        return SnapshotBarState(False, 0, 0, "", "")
+    index = steps.index(step) if step in steps else len(steps) - 1
+    return SnapshotBarState(True, len(steps), index, f"step {steps[index]:,} of {steps[-1]:,}",
+                            f"Snapshot {index + 1} of {len(steps)}: the model as it was after {steps[index]:,} "
+                            "training steps; every view shows what it did with the same sentence")
+
+
 def trace_shape(trace: AttentionTrace) -> dict[str, tuple[int, int]]:
     """``(layers, heads)`` per kind, as models.ablation wants it."""
     return {kind: (trace.layers(kind), trace.heads(kind)) for kind in trace.kinds}

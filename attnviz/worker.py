@@ -8,6 +8,7 @@ when they start are skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import traceback
 import warnings
@@ -20,6 +21,7 @@ from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
+from models.snapshots import is_series, load_series
 from models.translator import Translator
 
 from .imports import ImportAnswer, ImportQuestion
@@ -79,6 +81,8 @@ class ModelWorker(QObject):
     def __init__(self):
         super().__init__()
         self.translator: Translator | None = None
+        self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
+        self.series_translators: dict[int, Translator] = {}  # the snapshots loaded so far (kept: switching back is instant)
         # Written by the GUI thread before it asks (an int assignment is atomic in CPython): a job whose id
         # is no longer the newest is skipped, and a running decode stops at its next step.
         self.latest_request = 0
@@ -97,6 +101,9 @@ class ModelWorker(QObject):
         try:
             with warnings.catch_warnings(record=True) as caught:  # NaN weights: said in the window
                 warnings.simplefilter("always", NumericalWarning)
+                if is_series(path):  # a snapshot folder, recognised before the importers
+                    self._open_series(job_id, path, device)
+                    return
                 checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(job_id, path)
             if checkpoint is None or self._stale_model_job(job_id):
                 return
@@ -139,8 +146,41 @@ class ModelWorker(QObject):
 
     def _open(self, job_id: int, checkpoint, path: str, device: str) -> None:
         translator = Translator(checkpoint, device or None)
-        self.translator = translator
+        self.translator, self.series, self.series_translators = translator, {}, {}
         self.loaded.emit(job_id, describe(translator, Path(path)))
+
+    def _open_series(self, job_id: int, path: str, device: str) -> None:
+        """A snapshot series (models/snapshots.py): every file checked from its metadata, the last one loaded;
+        the others load when a run first asks for them."""
+        series = load_series(path)
+        last = series.snapshots[-1]
+        checkpoint = load_checkpoint(last.path)
+        if self._stale_model_job(job_id):
+            return
+        translator = Translator(checkpoint, device or None)
+        self.translator = translator
+        self.series = {snapshot.step: snapshot.path for snapshot in series.snapshots}
+        self.series_translators = {last.step: translator}
+        self.loaded.emit(job_id, dataclasses.replace(describe(translator, Path(path)), snapshots=tuple(series.steps)))
+
+    def _description(self) -> ModelInfo:
+        """The open model's description; a series keeps its folder and steps."""
+        if not self.series:
+            return describe(self.translator, self.translator.checkpoint.path)
+        folder = next(iter(self.series.values())).parent
+        return dataclasses.replace(describe(self.translator, folder), snapshots=tuple(sorted(self.series)))
+
+    def _use_snapshot(self, step: int) -> None:
+        """Make the series' snapshot at ``step`` the model that runs (on the current device)."""
+        translator = self.series_translators.get(step)
+        if translator is None:
+            if step not in self.series:
+                raise CheckpointError(self.translator.checkpoint.path, f"the series has no snapshot of step {step}")
+            translator = Translator(load_checkpoint(self.series[step]), self.translator.device)
+            self.series_translators[step] = translator
+        elif translator.device != self.translator.device:
+            translator.to(self.translator.device)
+        self.translator = translator
 
     @Slot(str)
     def save(self, path: str) -> None:
@@ -165,7 +205,7 @@ class ModelWorker(QObject):
         except (AttnvizError, RuntimeError) as failure:
             self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: {failure}")
             return
-        self.device_changed.emit(job_id, describe(self.translator, self.translator.checkpoint.path))
+        self.device_changed.emit(job_id, self._description())
 
     @Slot(object)
     def run(self, request: Request) -> None:
@@ -245,9 +285,11 @@ class ModelWorker(QObject):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         self.notice.emit(request.id, "The GPU ran out of memory; the model now runs on the CPU.")
-        self.device_changed.emit(NO_REQUEST, describe(self.translator, self.translator.checkpoint.path))
+        self.device_changed.emit(NO_REQUEST, self._description())
 
     def _decode(self, request: Request) -> None:
+        if self.series and request.snapshot is not None:
+            self._use_snapshot(request.snapshot)
         translator = self.translator
         translator.set_languages(request.src_lang or None, request.tgt_lang or None)
         source = translator.source(request.text)

@@ -311,6 +311,7 @@ class TrainingConfig:
     seed: int = 0
     device: str | None = None
     progress: bool = True
+    snapshots: int = 0  # float16 checkpoints kept at evenly spaced steps in OUT.snapshots/ (0: none)
 
     def validate(self) -> None:
         def require(condition: bool, message: str) -> None:
@@ -320,10 +321,11 @@ class TrainingConfig:
         for name in ("steps", "batch_size"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 1, f"{name} must be at least 1; got {value!r}")
-        for name in ("warmup_steps", "eval_every", "save_every", "validation_sentences"):
+        for name in ("warmup_steps", "eval_every", "save_every", "validation_sentences", "snapshots"):
             value = getattr(self, name)
             require(isinstance(value, int) and value >= 0, f"{name} must be 0 or more; got {value!r}")
         require(self.learning_rate > 0, f"learning_rate must be positive; got {self.learning_rate}")
         require(0.0 <= self.label_smoothing < 1.0, f"label_smoothing must be in [0, 1); got {self.label_smoothing}")
         require(self.clip_norm >= 0, f"clip_norm must be 0 (off) or positive; got {self.clip_norm}")
         require(isinstance(self.seed, int), f"seed must be an integer; got {self.seed!r}")
+        require(self.snapshots <= self.steps, f"snapshots ({self.snapshots}) must be at most steps ({self.steps})")

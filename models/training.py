@@ -44,6 +44,7 @@ from .config import ModelConfig, TrainingConfig, config_to_dict
 from .data.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
 from .errors import CheckpointError, ConfigError
 from .files import check_output_folder, read_safetensors, remove_stale_partials, write_safetensors
+from .snapshots import snapshot_folder, snapshot_path, snapshot_provenance, snapshot_steps
 from .tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from .translator import Translator, resolve_device
 
@@ -131,6 +132,8 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
                            processes=processes, provenance=provenance)
         if resume:
             trainer.restore()
+        else:
+            trainer.start_snapshots()
         return trainer.run()
     finally:
         processes.finish()
@@ -227,6 +230,7 @@ class _Trainer:
         self.step, self.seconds_before, self.started = 0, 0.0, time.perf_counter()
         self.window = [0.0, 0]  # training loss sum and token count since the last validation
         self.metrics: dict[str, float | None] = {"train_loss": None, "valid_loss": None, "chrf": None, "bleu": None}
+        self.snapshot_steps = set(snapshot_steps(config.steps, config.snapshots))
         torch.manual_seed(derived_seed(config.seed, "dropout", processes.rank))
 
     def run(self) -> TrainingSummary:
@@ -246,6 +250,8 @@ class _Trainer:
                 last = self.step == config.steps  # validated before saved: the checkpoint gets its metrics
                 if last or (config.eval_every and self.step % config.eval_every == 0):
                     self._evaluate(bar)
+                if self.step in self.snapshot_steps:  # before the state: a state's step implies its snapshots
+                    self._snapshot()
                 if last or (config.save_every and self.step % config.save_every == 0):
                     self._save()
         self.model.eval()
@@ -313,6 +319,24 @@ class _Trainer:
                 "metrics": dict(self.metrics), "seconds": round(self._seconds(), 3), "device": str(self.device),
                 "processes": self.processes.world, "torch_version": torch.__version__, "training": training}
 
+    def start_snapshots(self) -> None:
+        """A fresh run with snapshots: the folder beside the checkpoint, emptied of an earlier run's steps."""
+        if not (self.config.snapshots and self.processes.main):
+            return
+        folder = snapshot_folder(self.out_path)
+        folder.mkdir(exist_ok=True)
+        for old in folder.glob("step-*.safetensors"):
+            old.unlink()
+
+    def _snapshot(self) -> None:
+        """The weights now as a float16 checkpoint in the snapshot folder (rank 0 writes)."""
+        if self.processes.main:
+            folder = snapshot_folder(self.out_path)
+            folder.mkdir(exist_ok=True)
+            save_checkpoint(snapshot_path(folder, self.step), self.model, *self.tokenizers,
+                            snapshot_provenance(self._provenance(), self.step, self.config.snapshots),
+                            dtype=torch.float16)
+
     def _save(self) -> None:
         """Checkpoint and training state (rank 0 writes; every rank contributes its RNG state)."""
         rng = {"torch": self.processes.gather(torch.get_rng_state())}
@@ -334,6 +358,7 @@ class _Trainer:
                 "scheduler": {"kind": "inverse_sqrt", "peak": self.config.learning_rate,
                               "warmup_steps": self.config.warmup_steps, "last_step": self.step},
                 "training": dataclasses.asdict(self.config), "model": config_to_dict(self.model_config),
+                "snapshot_every": _snapshot_every(self.config),
                 "tokenizers": [tokenizer.to_dict() for tokenizer in self.tokenizers]}
 
     def restore(self) -> None:
@@ -373,6 +398,17 @@ def _check_resumable(path: Path, document: dict[str, Any], config: TrainingConfi
     for name in _RESUME_FIXED:
         if saved.get(name) != getattr(config, name):
             raise ConfigError(f"cannot resume {path}: {name} was {saved.get(name)!r}, now {getattr(config, name)!r}")
+    # A resumed run continues the series: same spacing (steps / snapshots), so the steps already kept stay in it.
+    was, now = document.get("snapshot_every", 0.0), _snapshot_every(config)
+    if not math.isclose(was, now):
+        def shown(every: float) -> str:
+            return f"every {every:g} steps" if every else "none"
+        raise ConfigError(f"cannot resume {path}: its snapshots were {shown(was)}, now {shown(now)} "
+                          f"(keep --steps / --snapshots the same)")
+
+
+def _snapshot_every(config: TrainingConfig) -> float:
+    return config.steps / config.snapshots if config.snapshots else 0.0
 
 
 def _validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, device: torch.device) -> float:

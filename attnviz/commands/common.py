@@ -95,8 +95,8 @@ def terminal_text(text: str) -> str:
     return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1] for char in text)
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-c", "--checkpoint", required=True, type=checkpoint_path,
+def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path,
                         help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "

@@ -2,6 +2,10 @@
 
 Draws the same heatmap as the app's focus view (``--head all``: every head of the layer, as the head
 grid) without a window: Qt renders offscreen. PNGs are written at 2× for print.
+
+``attnviz render --snapshots FOLDER TEXT --kind K ... -o FRAMES/`` draws the same view for every snapshot of
+a series (``attnviz train --snapshots N``), in step order: ``FRAMES/step-000250.png`` … (or ``.svg`` with
+``--format svg``), for slides.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import sys
 
 from models.aggregate import AGGREGATES
 from models.errors import InputError
+from models.files import check_output_folder
 from models.trace import KINDS
 
 from ..export import IMAGE_SUFFIXES, check_output
@@ -23,7 +28,10 @@ NAME = "render"
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="draw one heatmap (or all heads of a layer) to PNG or SVG",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_model_options(parser)
+    add_model_options(parser, required=False)
+    parser.add_argument("--snapshots", metavar="FOLDER",
+                        help="a snapshot series (train --snapshots N): one frame per snapshot, -o is a folder")
+    parser.add_argument("--format", choices=("png", "svg"), default="png", help="the frames' format (--snapshots)")
     add_decoding_options(parser)
     parser.add_argument("text", help="the source sentence")
     parser.add_argument("--target", help="force decoding to this target text")
@@ -62,15 +70,44 @@ def check_selection(trace, kind: str, layer: int, head: int | str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    output = check_output(args.output, IMAGE_SUFFIXES)
+    if (args.checkpoint is None) == (args.snapshots is None):
+        raise InputError("give either -c CHECKPOINT or --snapshots FOLDER")
     head, size = parse_head(args.head), parse_size(args.size)
+    if args.snapshots is not None:
+        return render_series(args, head, size)
+    output = check_output(args.output, IMAGE_SUFFIXES)
     trace = decode_one(args).trace
     check_selection(trace, args.kind, args.layer, head=head)
+    draw(args, trace, head, size, output)
+    print(output, file=sys.stderr)
+    return 0
+
+
+def draw(args: argparse.Namespace, trace, head: int | str, size: tuple[int, int], output) -> None:
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..rendering import render_trace  # Qt loads only now
 
     render_trace(trace, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
                  masks=not args.no_masks)
-    print(output, file=sys.stderr)
+
+
+def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, int]) -> int:
+    """One frame per snapshot of the series, the same sentence and view each, named by step."""
+    from pathlib import Path
+
+    from models.snapshots import load_series
+
+    series = load_series(args.snapshots)  # every file checked before the first frame is drawn
+    frames = Path(args.output)
+    if frames.exists() and not frames.is_dir():
+        raise InputError(f"{frames}: with --snapshots, -o names a folder for the frames")
+    frames.mkdir(parents=True, exist_ok=True)
+    for snapshot in series.snapshots:
+        args.checkpoint = str(snapshot.path)
+        result = decode_one(args)
+        check_selection(result.trace, args.kind, args.layer, head=head)
+        output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.format}")
+        draw(args, result.trace, head, size, output)
+        print(f"{output}  step {snapshot.step}: {result.text}", file=sys.stderr)
     return 0

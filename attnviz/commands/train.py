@@ -41,6 +41,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--save-every", type=int, default=DEFAULTS.save_every)
     parser.add_argument("--valid-sentences", type=int, default=DEFAULTS.validation_sentences,
                         help="validation pairs decoded for chrF/BLEU")
+    parser.add_argument("--snapshots", type=int, default=DEFAULTS.snapshots, metavar="N",
+                        help="keep N evenly spaced float16 checkpoints in OUT.snapshots/ (attention across training)")
     parser.add_argument("--resume", action="store_true", help="continue from the trainer state next to --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,
         label_smoothing=args.label_smoothing, clip_norm=args.clip, eval_every=args.eval_every,
         save_every=args.save_every, validation_sentences=args.valid_sentences, seed=args.seed,
-        device=args.device, progress=not args.no_progress)
+        device=args.device, progress=not args.no_progress, snapshots=args.snapshots)
     provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
     summary = train(model_config, source, target, train_pairs, valid_pairs, args.out, config,
                     provenance=provenance, resume=args.resume)

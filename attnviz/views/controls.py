@@ -9,10 +9,10 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
-                               QSpinBox, QToolButton, QVBoxLayout, QWidget)
+                               QSlider, QSpinBox, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from ..session import ModelInfo, RunSettings, ViewOptions
-from ..viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, head_choices
+from ..viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
 from .style import COLORMAPS
 
 MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
@@ -231,6 +231,50 @@ class AblationBar(QWidget):
         self.compare.blockSignals(True)
         self.compare.setChecked(showing_original)
         self.compare.blockSignals(False)
+        self.setVisible(state.visible)
+
+
+class SnapshotBar(QWidget):
+    """"Training step ⏮ ━━●━━ ⏭ step 250 of 1000": which snapshot of a series runs (hidden otherwise)."""
+
+    index_chosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        title = QLabel("Training step")
+        title.setStyleSheet("font-weight:bold")
+        self.first = QToolButton()
+        self.first.setText("⏮")
+        self.first.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaSkipBackward))
+        self.first.setToolTip("The first snapshot")
+        self.last = QToolButton()
+        self.last.setText("⏭")
+        self.last.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaSkipForward))
+        self.last.setToolTip("The last snapshot")
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.slider.setPageStep(1)
+        self.label = QLabel()
+        self.label.setMinimumWidth(150)
+        self.first.clicked.connect(lambda: self.slider.setValue(0))
+        self.last.clicked.connect(lambda: self.slider.setValue(self.slider.maximum()))
+        self.slider.valueChanged.connect(self.index_chosen)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 0, 6, 0)
+        layout.addWidget(title)
+        layout.addWidget(self.first)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.last)
+        layout.addWidget(self.label)
+        self.hide()
+
+    def show_state(self, state: SnapshotBarState) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setMaximum(max(state.count - 1, 0))
+        self.slider.setValue(state.index)
+        self.slider.blockSignals(False)
+        self.label.setText(state.label)
+        self.slider.setToolTip(state.tooltip)
         self.setVisible(state.visible)
 
 
