@@ -8,6 +8,7 @@ See docs/ARCHITECTURE.md for the data flow.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass, field
 
@@ -371,3 +372,84 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
         return ResultLine(result.text, details, notices)
     return ResultLine(result.text, details, notices, original=original.text,
                       diff=token_diff(list(original.tokens), list(result.tokens)))
+
+
+DIVERGING_COLORMAP = "CET-D1"  # blue (B below A) – white – red (B above A)
+
+
+@dataclass(frozen=True)
+class ComparePane:
+    """One pane of the comparison: a heatmap, or why there is none (``state`` None)."""
+
+    state: HeatmapState | None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class CompareState:
+    """Model A and model B at the same selection, and B − A where both have the same query and key tokens."""
+
+    a: ComparePane
+    b: ComparePane
+    diff: ComparePane
+
+
+def _missing(trace: AttentionTrace, selection: Selection, name: str) -> str:
+    """Why ``trace`` cannot show ``selection`` (""): a kind, layer or head the model lacks."""
+    kind, layer, head = selection.kind, selection.layer, selection.head
+    if kind not in trace.attention:
+        return f"model {name} has no {KIND_LABELS[kind].lower()}"
+    if layer >= trace.layers(kind):
+        return f"model {name} has no layer {layer} of {KIND_LABELS[kind].lower()} (it has {trace.layers(kind)})"
+    if isinstance(head, int) and head >= trace.heads(kind):
+        heads = trace.heads(kind)
+        return f"model {name} has no head {head} (it has {heads} head{'s' if heads != 1 else ''})"
+    return ""
+
+
+def compare_pane(trace: AttentionTrace, selection: Selection, name: str, options: ViewOptions = ViewOptions(),
+                 outputs: list[str] | None = None) -> ComparePane:
+    missing = _missing(trace, selection, name)
+    if missing:
+        return ComparePane(None, missing)
+    state = heatmap(trace, selection, options, outputs)
+    return ComparePane(dataclasses.replace(state, title=f"<b>{name}</b> · {state.title}"))
+
+
+def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection) -> ComparePane:
+    """B − A of the selected map on a symmetric range, or why it cannot be taken."""
+    for trace, name in ((a, "A"), (b, "B")):
+        missing = _missing(trace, selection, name)
+        if missing:
+            return ComparePane(None, f"No difference: {missing}.")
+    kind = selection.kind
+    if a.query_tokens(kind) != b.query_tokens(kind) or a.key_tokens(kind) != b.key_tokens(kind):
+        what = "source tokens" if a.key_tokens(kind) != b.key_tokens(kind) and kind != "dec_self" else "tokens"
+        return ComparePane(None, f"No difference: the models' {what} differ ({len(a.query_tokens(kind))}×"
+                                 f"{len(a.key_tokens(kind))} vs {len(b.query_tokens(kind))}×{len(b.key_tokens(kind))}"
+                                 "; different tokenizers or outputs)")
+    matrix = (matrix_of(b, selection).astype(np.float32) - matrix_of(a, selection).astype(np.float32))
+    finite = np.abs(matrix[np.isfinite(matrix)])
+    bound = float(finite.max()) if finite.size and finite.max() > 0 else 1e-6
+    mask = a.masks[kind]
+    decoder_rows = kind in ("dec_self", "cross")
+    return ComparePane(HeatmapState(
+        matrix=matrix, mask=mask, query_labels=a.query_tokens(kind), key_labels=a.key_tokens(kind),
+        title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}",
+        axis_names=AXIS_NAMES[kind], levels=(-bound, bound),
+        step_row=selection.step if decoder_rows else None,
+        file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}"))
+
+
+def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
+                  options: ViewOptions = ViewOptions()) -> CompareState:
+    """The comparison at one selection (the same kind, layer, head and step for both models)."""
+    return CompareState(a=compare_pane(a, selection, "A", options), b=compare_pane(b, selection, "B", options),
+                        diff=difference(a, b, selection))
+
+
+def compare_result_line(a: DecodeResult | None, b: DecodeResult | None) -> str:
+    """Both outputs with their scores, for the result line."""
+    def one(name: str, result: DecodeResult | None) -> str:
+        return f"{name}: …" if result is None else f"{name}: {result.text}  (score {result.score:.3f})"
+    return f"{one('A', a)}    |    {one('B', b)}"
