@@ -2,6 +2,10 @@
 
 Draws the same heatmap as the app's focus view (``--head all``: every head of the layer, as the head
 grid) without a window: Qt renders offscreen. PNGs are written at 2× for print.
+
+``--compare B``: the same input (and mode, target, limits) decoded by checkpoint B too, drawn as the window's
+comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
+with ``--target`` makes the outputs agree).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from models.errors import InputError
 from models.trace import KINDS
 
 from ..export import IMAGE_SUFFIXES, check_output
-from .common import add_decoding_options, add_model_options, decode_one
+from .common import add_decoding_options, add_model_options, checkpoint_path, decode_one
 
 NAME = "render"
 
@@ -33,6 +37,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--colormap", default="viridis")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
     parser.add_argument("--size", default="900x700", help="WIDTHxHEIGHT in points (default 900x700)")
+    parser.add_argument("--compare", metavar="CKPT", type=checkpoint_path,
+                        help="a second checkpoint (or demo): draw A | B | B − A at the same selection")
     parser.add_argument("-o", "--output", required=True, help=".png or .svg")
 
 
@@ -65,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, IMAGE_SUFFIXES)
     head, size = parse_head(args.head), parse_size(args.size)
     trace = decode_one(args).trace
+    if args.compare is not None:
+        return run_compare(args, trace, head=head, size=size, output=output)
     check_selection(trace, args.kind, args.layer, head=head)
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -74,3 +82,29 @@ def run(args: argparse.Namespace) -> int:
                  masks=not args.no_masks)
     print(output, file=sys.stderr)
     return 0
+
+
+def run_compare(args: argparse.Namespace, trace, *, head: int | str, size: tuple[int, int], output) -> int:
+    """A | B | B − A; a kind, layer or head one model lacks is said in its pane (the other must have it)."""
+    if head == "all":
+        raise InputError("--head all cannot be compared; choose a head number or an aggregate")
+    other = decode_one(argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []})).trace
+    missing = [error for error in (_selection_error(trace, args, head), _selection_error(other, args, head)) if error]
+    if len(missing) == 2:
+        raise InputError(f"neither model can show this: {missing[0]}")
+    if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from ..rendering import render_compare  # Qt loads only now
+
+    render_compare(trace, other, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
+                   masks=not args.no_masks)
+    print(output, file=sys.stderr)
+    return 0
+
+
+def _selection_error(trace, args: argparse.Namespace, head: int | str) -> str:
+    try:
+        check_selection(trace, args.kind, args.layer, head=head)
+    except InputError as error:
+        return str(error)
+    return ""

@@ -1,0 +1,43 @@
+"""The comparison: model A, model B and B − A side by side, three HeatmapViews drawing a CompareState."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QHBoxLayout, QWidget
+
+from ..viewmodel import DIVERGING_COLORMAP, ComparePane, CompareState
+from .heatmap import HeatmapView
+
+
+class CompareView(QWidget):
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.a, self.b, self.diff = HeatmapView(), HeatmapView(), HeatmapView()
+        for pane in (self.a, self.b, self.diff):
+            layout.addWidget(pane)
+        self.diff.set_colormap(DIVERGING_COLORMAP)
+
+    def set_colormap(self, name: str) -> None:
+        """Model A's and B's colormap; the difference stays on its diverging one."""
+        self.a.set_colormap(name)
+        self.b.set_colormap(name)
+
+    def set_masks_visible(self, visible: bool) -> None:
+        for pane in (self.a, self.b, self.diff):
+            pane.set_masks_visible(visible)
+
+    def show_compare(self, state: CompareState) -> None:
+        for view, pane in ((self.a, state.a), (self.b, state.b), (self.diff, state.diff)):
+            self._show(view, pane)
+
+    @staticmethod
+    def _show(view: HeatmapView, pane: ComparePane) -> None:
+        if pane.state is None:
+            view.clear(pane.message)
+        else:
+            view.show_heatmap(pane.state)
+
+    def clear(self, message: str) -> None:
+        for view in (self.a, self.b, self.diff):
+            view.clear(message)
