@@ -142,6 +142,7 @@ class ResultLine:
     notices: list[str]
     original: str | None = None
     diff: list[tuple[str, str]] = field(default_factory=list)
+    partner: str | None = None  # while comparing: model B's output and score (or why it has none)
 
 
 @dataclass(frozen=True)
@@ -357,8 +358,19 @@ def _lay_out(nodes: list[BeamNode]) -> None:
             stack.extend((child, False) for child in reversed(node.children))
 
 
+def partner_line(partner: DecodeResult | str | None, name: str) -> str:
+    """Model B's output with its scores, as the result line shows it under model A's."""
+    if isinstance(partner, str):
+        return f"model B ({name}): {partner}"
+    if partner is None:
+        return f"model B ({name}): running…"
+    return (f"model B ({name}): {partner.text or '(empty)'} · score {partner.score:.3f} · log p {partner.log_prob:.3f}"
+            f" · {len(partner.token_ids)} tokens")
+
+
 def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,
-                eos_id: int | None = None, original: DecodeResult | None = None) -> ResultLine:
+                eos_id: int | None = None, original: DecodeResult | None = None,
+                partner: str | None = None) -> ResultLine:
     """The output, its scores, and the notices; says so when decoding stopped at ``limit`` tokens
     before the model produced its end token (``eos_id``). ``original``: the same input's output with every
     head on, when this run switched some off (shown beside it, with a token diff)."""
@@ -369,9 +381,9 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
         notices.append(f"Decoding stopped at the length limit ({limit} tokens) before the end of the sentence: "
                        "raise “max” to see the rest.")
     if original is None:
-        return ResultLine(result.text, details, notices)
+        return ResultLine(result.text, details, notices, partner=partner)
     return ResultLine(result.text, details, notices, original=original.text,
-                      diff=token_diff(list(original.tokens), list(result.tokens)))
+                      diff=token_diff(list(original.tokens), list(result.tokens)), partner=partner)
 
 
 DIVERGING_COLORMAP = "CET-D1"  # blue (B below A) – white – red (B above A)
@@ -447,9 +459,3 @@ def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
     return CompareState(a=compare_pane(a, selection, "A", options), b=compare_pane(b, selection, "B", options),
                         diff=difference(a, b, selection))
 
-
-def compare_result_line(a: DecodeResult | None, b: DecodeResult | None) -> str:
-    """Both outputs with their scores, for the result line."""
-    def one(name: str, result: DecodeResult | None) -> str:
-        return f"{name}: …" if result is None else f"{name}: {result.text}  (score {result.score:.3f})"
-    return f"{one('A', a)}    |    {one('B', b)}"

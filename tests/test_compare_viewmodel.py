@@ -62,5 +62,6 @@ def test_different_tokenizers_explain_instead_of_a_difference(additive):
 
 
 def test_result_line_shows_both_outputs(additive):
-    line = viewmodel.compare_result_line(additive, additive)
-    assert line.count("eamtay") == 2 and "score" in line
+    line = viewmodel.result_line(additive, [], partner=viewmodel.partner_line(additive, "twin"))
+    assert line.text == "eamtay" and line.partner.startswith("model B (twin): eamtay · score")
+    assert viewmodel.partner_line("it failed", "twin") == "model B (twin): it failed"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 from PySide6.QtGui import QImage
 
 from attnviz.cli import main
+from attnviz.demos import demo_path
+from tests.test_gui import WAIT, run_text
 
 
 def test_render_compare_writes_a_figure_wider_than_one_heatmap(tmp_path, capsys):
@@ -22,3 +25,93 @@ def test_render_compare_refuses_what_neither_model_has(tmp_path, capsys):
                  "--kind", "enc_self", "-o", str(tmp_path / "x.png")]) == 1
     assert "neither model" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def open_demo(qtbot, window, name: str) -> None:
+    window.open_path(str(demo_path(name)))
+    qtbot.waitUntil(lambda: window.session.model.path.stem == name and bool(window.session.results), timeout=WAIT)
+
+
+def compare(qtbot, window, name: str) -> None:
+    window.compare_with(str(demo_path(name)))
+    qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner.path.stem == name
+                    and window.session.partner_result is not None and bool(window.session.results), timeout=WAIT)
+
+
+def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-scaled-dot")
+    run_text(qtbot, window, "team", mode="forced", target="eamtay", max_len=20)
+    qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
+    view = window.compare_view
+    assert view.isVisible() and not window.focus.isVisible() and window.compare_bar.isVisible()
+    assert "piglatin-gru-scaled-dot" in window.compare_bar.label.text()
+    shown = window.input_bar.output.text()
+    assert "model A: <b>eamtay</b>" in shown and "model B (piglatin-gru-scaled-dot): eamtay · score" in shown
+    a, b = window.session.trace, window.session.partner_result.trace
+    assert np.array_equal(view.a.matrix, a.attention["cross"][0][0])
+    assert np.array_equal(view.b.matrix, b.attention["cross"][0][0])
+    assert np.allclose(view.diff.matrix, b.attention["cross"][0][0] - a.attention["cross"][0][0])
+    low, high = view.diff.image.getLevels()
+    assert low == -high and high > 0
+    # one selection drives both: a step moves the outline in every pane
+    window.select(step=2)
+    assert [pane.step_box.isVisible() for pane in (view.a, view.b, view.diff)] == [True] * 3
+    assert {pane.step_box.rect().center().y() for pane in (view.a, view.b, view.diff)} == {2.0}
+    # Stop comparing (the × in the bar): back to one model
+    view_title = view.a.title.text()
+    assert "<b>A</b>" in view_title
+    window.compare_bar.close_button.click()
+    assert window.session.partner is None and not window.compare_bar.isVisible()
+    assert window.focus.isVisible() and not view.isVisible()
+    assert "model B" not in window.input_bar.output.text()
+    qtbot.waitUntil(lambda: window.worker_thread.worker.partner is None, timeout=WAIT)
+
+
+def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "en-es-transformer")
+    view = window.compare_view
+    window.select(kind="cross", layer=0, head=0)
+    assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text().startswith("<b>B</b>")
+    assert view.diff.title.text().startswith("No difference: the models'")
+    window.select(head=3)  # the GRU has one head: clamped to it, B shows the same head number
+    assert window.session.selection.head == 0
+    window.select(head="mean")
+    assert view.diff.title.text().startswith("No difference")
+    # what B lacks is said in its pane: the selection follows model A; model B shown as far as it goes
+    session = window.session
+    assert "enc_self" not in session.trace.kinds and "enc_self" in session.partner_result.trace.kinds
+    # the other way round: the transformer as A, the GRU as B; what B lacks is said in its pane
+    open_demo(qtbot, window, "en-es-transformer")
+    compare(qtbot, window, "piglatin-gru-additive")
+    window.select(kind="enc_self", layer=0, head=0)
+    assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text() == "model B has no encoder self-attention"
+    window.select(kind="cross", head=3)
+    assert view.b.title.text() == "model B has no head 3 (it has 1 head)"
+    assert view.diff.title.text().startswith("No difference: model B has no head 3")
+    assert "Cannot" not in window.input_bar.output.text()
+
+
+def test_a_model_compared_with_itself_differs_by_exactly_zero(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-additive")
+    assert window.compare_view.diff.matrix.shape == window.session.trace.attention["cross"][0][0].shape
+    assert not window.compare_view.diff.matrix.any()
+
+
+def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tmp_path):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    panel = window.model_panel
+    item = next(panel.demos.item(row) for row in range(panel.demos.count())
+                if panel.demos.item(row).text() == "piglatin-gru-scaled-dot")
+    (action,) = [action for action in panel.demo_actions(item).actions() if action.text() == "Compare with the open model"]
+    action.trigger()
+    qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None,
+                    timeout=WAIT)
+    assert window.session.model.path.stem == "piglatin-gru-additive"
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a checkpoint")
+    window.compare_with(str(broken))
+    qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.output.text(), timeout=WAIT)
+    assert window.session.model.path.stem == "piglatin-gru-additive"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
 from ..viewmodel import DIVERGING_COLORMAP, ComparePane, CompareState
 from .heatmap import HeatmapView
@@ -41,3 +42,28 @@ class CompareView(QWidget):
     def clear(self, message: str) -> None:
         for view in (self.a, self.b, self.diff):
             view.clear(message)
+
+
+class CompareBar(QWidget):
+    """"Comparing A with B" and a × that stops comparing; shown only while comparing."""
+
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        self.label = QLabel()
+        self.close_button = QToolButton()
+        self.close_button.setText("×")
+        self.close_button.setToolTip("Stop comparing: back to one model")
+        self.close_button.setAutoRaise(True)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.close_button)
+        self.close_button.clicked.connect(self.stop_requested)
+        self.hide()
+
+    def show_text(self, text: str | None) -> None:
+        """The bar's line, or None to hide it."""
+        self.setVisible(text is not None)
+        self.label.setText(text or "")
