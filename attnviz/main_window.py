@@ -20,7 +20,7 @@ from models.errors import AttnvizError
 from . import __version__, viewmodel
 from .demos import demo_examples
 from .export import save_figure, save_widget_image, write_csv, write_npz
-from .session import ModelInfo, RunSettings, Session
+from .session import NO_REQUEST, ModelInfo, RunSettings, Session
 from .session_file import SUFFIX as SESSION_SUFFIX
 from .settings import SettingsReader
 
@@ -495,7 +495,12 @@ class MainWindow(QMainWindow):
         if pending is not None:  # the heads the session had switched off
             self.session.ablation = pending.ablation
             self._show_ablation()
+        partner, self.pending_partner = self.pending_partner, None
+        if partner is not None and pending is not None and partner.compare is not None:
+            self.compare_with(str(partner.compare))  # the run follows once model B is there
         self.run()
+        if partner is not None and pending is not None and partner.compare_problem:
+            self.session.accept_notice(NO_REQUEST, partner.compare_problem)  # shown with this run's output
 
     def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
         """The model's own input: as left this session, as saved at the last exit for the same model, or
@@ -680,6 +685,9 @@ class MainWindow(QMainWindow):
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.run_settings.pop(str(saved.checkpoint), None)  # the session's input, not the last one
         self.pending_session = saved
+        self.pending_partner = saved
+        if saved.compare is None and self.session.comparing:
+            self.stop_comparing()
         self.open_path(str(saved.checkpoint))
         if saved.ignored:
             self.statusBar().showMessage(f"Session from a newer attnviz: ignored {', '.join(saved.ignored)}", 10000)
@@ -697,7 +705,8 @@ class MainWindow(QMainWindow):
                     options=self.selector.view_options())
         try:
             written = save_session(path, checkpoint=self.session.model.path, run=self.input_bar.run_settings(),
-                                   selection=self.session.selection, look=look, ablation=self.session.ablation)
+                                   selection=self.session.selection, look=look, ablation=self.session.ablation,
+                                   compare=self.session.partner.path if self.session.comparing else None)
         except (SessionFileError, WriteError, OSError) as failure:
             self.show_error(f"Saving the session failed: {failure}")
             return

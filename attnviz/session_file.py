@@ -3,8 +3,8 @@
 It holds the checkpoint (a bundled demo by name, any other file by a path relative to the session file when
 they share a folder tree, else absolute), the input bar (sentence, mode, beam, forced target, length limit),
 the selection (kind, layer, head, step, hypothesis), how the heatmap is drawn (colour map, masks, colour
-range, row labels) and, when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
-(models/ablation.py). No Qt, no torch: the window and the tests read it the same way.
+range, row labels), when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
+(models/ablation.py), and while comparing, ``compare``: the second model, named like the first. No Qt, no torch: the window and the tests read it the same way.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class SavedSession:
     look: Look
     ignored: tuple[str, ...] = ()  # keys of a newer version this one does not know
     ablation: Ablation = NO_ABLATION  # the heads switched off (checked against the model when it runs)
+    compare: Path | None = None  # the model compared with (model B)
+    compare_problem: str = ""  # why the saved model B cannot be opened (moved): model A still opens
 
 
 def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]:
@@ -68,23 +70,25 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
 
 
 def session_document(checkpoint: Path, session_path: Path, run: RunSettings, selection: Selection,
-                     look: Look, ablation: Ablation = NO_ABLATION) -> dict[str, Any]:
+                     look: Look, ablation: Ablation = NO_ABLATION, compare: Path | None = None) -> dict[str, Any]:
     document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
                 "input": asdict(run),
                 "selection": asdict(selection),
                 "view": {"colormap": look.colormap, "masks": look.masks, **asdict(look.options)}}
     if ablation:
         document["ablation"] = ablation.specs()
+    if compare is not None:
+        document["compare"] = checkpoint_reference(compare, session_path)
     return document
 
 
 def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
-                 ablation: Ablation = NO_ABLATION) -> Path:
+                 ablation: Ablation = NO_ABLATION, compare: Path | None = None) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
-    document = session_document(checkpoint, path, run, selection, look, ablation)
+    document = session_document(checkpoint, path, run, selection, look, ablation=ablation, compare=compare)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -126,11 +130,26 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     look_fields = {"colormap": colormaps or str, "masks": bool}
     look_values = reader.values({key: view[key] for key in look_fields if key in view}, "view", look_fields)
     ablation = _ablation(path, document.get("ablation", []))
+    compare, compare_problem = _partner(path, document.get("compare"))
     ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
-                                      "ablation"})
+                                      "ablation", "compare"})
     ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", "colour_range", "predicted_labels"})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
-                        look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation)
+                        look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation,
+                        compare=compare, compare_problem=compare_problem)
+
+
+def _partner(path: Path, reference: Any) -> tuple[Path | None, str]:
+    """The model to compare with, or (None, why) when it is gone: model A opens all the same."""
+    if reference is None:
+        return None, ""
+    if not isinstance(reference, dict) or not {"demo", "checkpoint"} & set(reference):
+        raise SessionFileError(f"{path}: \"compare\" must be an object with \"demo\" or \"checkpoint\"; "
+                               f"got {reference!r:.80}")
+    try:
+        return _checkpoint(path, reference), ""
+    except SessionFileError as problem:
+        return None, f"Not comparing: the session's model B cannot be opened ({problem})"
 
 
 def _ablation(path: Path, specs: Any) -> Ablation:

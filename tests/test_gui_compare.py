@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
+import pytest
 from PySide6.QtGui import QImage
 
 from attnviz.cli import main
@@ -115,3 +119,51 @@ def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tm
     window.compare_with(str(broken))
     qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.output.text(), timeout=WAIT)
     assert window.session.model.path.stem == "piglatin-gru-additive"
+
+
+def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot, window, tmp_path, random_checkpoint):
+    import shutil
+
+    from attnviz.session_file import read_session
+
+    model = shutil.copy(random_checkpoint, tmp_path / "a.safetensors")
+    (tmp_path / "models").mkdir()
+    partner = shutil.copy(random_checkpoint, tmp_path / "models" / "b.safetensors")
+    window.open_path(str(model))
+    qtbot.waitUntil(lambda: window.session.model.path.name == "a.safetensors", timeout=WAIT)
+    run_text(qtbot, window, "abcd")
+    compare(qtbot, window, "piglatin-gru-additive")
+    path = tmp_path / "lesson.attnviz"
+    window.save_session(str(path))
+    assert json.loads(path.read_text())["compare"] == {"demo": "piglatin-gru-additive"}
+    window.compare_with(str(partner))
+    qtbot.waitUntil(lambda: window.session.partner.path.name == "b.safetensors", timeout=WAIT)
+    window.save_session(str(path))
+    assert json.loads(path.read_text())["compare"] == {"checkpoint": "models/b.safetensors"}
+    assert read_session(path).compare == Path(partner).resolve()
+
+    window.stop_comparing()
+    window.open_session(str(path))
+    qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None
+                    and window.pending_session is None, timeout=WAIT)
+    assert window.session.partner.path.name == "b.safetensors" and window.compare_view.isVisible()
+    assert not window.compare_view.diff.matrix.any()  # the same weights: B − A is all zeros
+
+    # a moved partner is one line; model A still opens, without comparing
+    Path(partner).unlink()
+    window.stop_comparing()
+    window.open_session(str(path))
+    qtbot.waitUntil(lambda: "Not comparing: the session" in window.input_bar.output.text(),
+                    timeout=WAIT)
+    assert window.session.model.path.name == "a.safetensors" and not window.session.comparing
+    assert "is not there (moved or deleted?)" in window.input_bar.output.text()
+
+
+def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):
+    from attnviz.session_file import SessionFileError, read_session
+
+    path = tmp_path / "bad.attnviz"
+    path.write_text(json.dumps({"format": "attnviz-session", "version": 1, "checkpoint": str(random_checkpoint),
+                                "compare": "piglatin-gru-additive"}))
+    with pytest.raises(SessionFileError, match='"compare" must be an object with "demo" or "checkpoint"'):
+        read_session(path)
