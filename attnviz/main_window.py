@@ -118,6 +118,7 @@ class MainWindow(QMainWindow):
         self.selector.masks_toggled.connect(self.focus.set_masks_visible)
         self.selector.masks_toggled.connect(self.compare_view.set_masks_visible)
         self.compare_bar.stop_requested.connect(self.stop_comparing)
+        self.compare_view.hovered.connect(lambda text: self.statusBar().showMessage(text))
         self.model_panel.compare_chosen.connect(self.compare_with)
         self.selector.options_changed.connect(self._on_options_changed)
         self.head_grid.clicked.connect(lambda _, head: self.select(head=head))
@@ -471,6 +472,7 @@ class MainWindow(QMainWindow):
         self.stop_compare_action.setEnabled(comparing)
         self.focus.setVisible(not comparing)
         self.compare_view.setVisible(comparing)
+        self.grids.setVisible(not comparing)  # three maps need the width; the grids return with one model
 
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):

@@ -10,13 +10,21 @@ from .heatmap import HeatmapView
 
 
 class CompareView(QWidget):
+    hovered = Signal(str)  # a cell's description, for the status bar
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         self.a, self.b, self.diff = HeatmapView(), HeatmapView(), HeatmapView()
         for pane in (self.a, self.b, self.diff):
-            layout.addWidget(pane)
+            layout.addWidget(pane, 1)
+            pane.title.setWordWrap(True)  # "model B has no …" and the reasons fit a third of the width
+            pane.setMinimumWidth(120)
+            pane.legend.hide()  # the three maps stay the same height (the single view keeps its legend)
+            pane.readout.hide()
+        for pane in (self.a, self.b, self.diff):
+            pane.hovered.connect(self.hovered)
         self.diff.set_colormap(DIVERGING_COLORMAP)
 
     def set_colormap(self, name: str) -> None:
