@@ -49,6 +49,7 @@ class MainWindow(QMainWindow):
         self.built = False
         self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
         self.pending_partner = None  # a reopened session's model B: opened once model A has loaded
+        self.pending_session_opened = False  # its model has loaded (a run of the model before cannot take it)
         self.presentation = None  # while presenting: what to restore (window state, fonts, full screen)
         self.setWindowTitle("attnviz")
         geometry = self.stored.blob("window/geometry")
@@ -492,6 +493,7 @@ class MainWindow(QMainWindow):
         pending = self.pending_session
         if pending is not None and Path(pending.checkpoint).resolve() != Path(info.path).resolve():
             self.pending_session = pending = None  # another model was opened meanwhile
+        self.pending_session_opened = pending is not None  # its selection applies to runs of this model only
         run = pending.run if pending is not None else self._run_settings_for(info, examples)
         self.input_bar.show_run_settings(run, info.max_len)
         if pending is not None:  # the heads the session had switched off
@@ -549,7 +551,7 @@ class MainWindow(QMainWindow):
             return
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
-        if self.pending_session is not None:  # a reopened session: its head, step and hypothesis
+        if self.pending_session is not None and self.pending_session_opened:  # a reopened session's selection
             selection, self.pending_session = self.pending_session.selection, None
             self.session.replace_selection(**dataclasses.asdict(selection))
         self._show_ablation()  # a whole layer's entry is counted in heads once the model's shape is known
@@ -686,7 +688,7 @@ class MainWindow(QMainWindow):
         self.session.options = saved.look.options
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.run_settings.pop(str(saved.checkpoint), None)  # the session's input, not the last one
-        self.pending_session = saved
+        self.pending_session, self.pending_session_opened = saved, False
         self.pending_partner = saved
         if saved.compare is None and self.session.comparing:
             self.stop_comparing()

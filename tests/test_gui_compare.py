@@ -16,10 +16,10 @@ from tests.test_gui import WAIT, run_text
 
 def test_render_compare_writes_a_figure_wider_than_one_heatmap(tmp_path, capsys):
     one, both = tmp_path / "one.png", tmp_path / "both.png"
-    assert main(["render", "-c", "piglatin-gru-additive", "team", "--kind", "cross", "--size", "300x240",
+    assert main(["render", "-c", "piglatin-gru-additive", "team", "--kind", "cross", "--size", "600x400",
                  "-o", str(one)]) == 0
     assert main(["render", "-c", "piglatin-gru-additive", "--compare", "piglatin-gru-scaled-dot", "--target", "eamtay",
-                 "team", "--kind", "cross", "--size", "300x240", "-o", str(both)]) == 0
+                 "team", "--kind", "cross", "--size", "600x400", "-o", str(both)]) == 0
     single, compared = QImage(str(one)), QImage(str(both))
     assert compared.height() == single.height() and compared.width() > 2 * single.width()  # three panes
 
