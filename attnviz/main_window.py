@@ -746,7 +746,7 @@ class MainWindow(QMainWindow):
             saved, self.presentation = self.presentation, None
             app.setFont(saved["font"])
             self.focus.set_tick_font(None)
-            self.grids.show()
+            self.grids.setVisible(not self.session.comparing)  # the comparison keeps the grids aside
             self.restoreState(saved["state"])
             if not saved["full_screen"]:
                 self.showMaximized() if saved["maximized"] else self.showNormal()

@@ -50,6 +50,7 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     view = window.compare_view
     assert view.isVisible() and not window.focus.isVisible() and window.compare_bar.isVisible()
     assert "piglatin-gru-scaled-dot" in window.compare_bar.label.text()
+    assert window.stop_compare_action.isEnabled() and not window.grids.isVisible()
     shown = window.input_bar.output.text()
     assert "model A: <b>eamtay</b>" in shown and "model B (piglatin-gru-scaled-dot): eamtay · score" in shown
     a, b = window.session.trace, window.session.partner_result.trace
@@ -68,6 +69,7 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     window.compare_bar.close_button.click()
     assert window.session.partner is None and not window.compare_bar.isVisible()
     assert window.focus.isVisible() and not view.isVisible()
+    assert not window.stop_compare_action.isEnabled() and window.grids.isVisible()
     assert "model B" not in window.input_bar.output.text()
     qtbot.waitUntil(lambda: window.worker_thread.worker.partner is None, timeout=WAIT)
 
