@@ -20,7 +20,7 @@ from models.errors import AttnvizError
 from . import __version__, viewmodel
 from .demos import demo_examples
 from .export import save_figure, save_widget_image, write_csv, write_npz
-from .session import ModelInfo, RunSettings, Session
+from .session import NO_REQUEST, ModelInfo, RunSettings, Session
 from .session_file import SUFFIX as SESSION_SUFFIX
 from .settings import SettingsReader
 
@@ -37,6 +37,8 @@ class MainWindow(QMainWindow):
     save_requested = Signal(str)
     run_requested = Signal(object)  # Request → worker
     device_requested = Signal(int, str)  # job id, device
+    partner_requested = Signal(int, str, str)  # job id, path, device → worker (the model to compare with)
+    partner_dropped = Signal(int)  # job id: stop comparing
 
     def __init__(self, demos: list[Path], settings: QSettings | None = None):
         super().__init__()
@@ -46,6 +48,8 @@ class MainWindow(QMainWindow):
         self.demos = demos
         self.built = False
         self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
+        self.pending_partner = None  # a reopened session's model B: opened once model A has loaded
+        self.pending_session_opened = False  # its model has loaded (a run of the model before cannot take it)
         self.presentation = None  # while presenting: what to restore (window state, fonts, full screen)
         self.setWindowTitle("attnviz")
         geometry = self.stored.blob("window/geometry")
@@ -66,6 +70,7 @@ class MainWindow(QMainWindow):
 
     # --- construction -------------------------------------------------------------------------------
     def _build_views(self, devices: list[str]) -> None:
+        from .views.compare import CompareBar, CompareView
         from .views.controls import AblationBar, InputBar, ModelPanel, SelectorBar, SnapshotBar
         from .views.decoding import DecodingPanel
         from .views.heatmap import HeatmapView
@@ -77,6 +82,9 @@ class MainWindow(QMainWindow):
         self.selector = SelectorBar()
         self.selector.setEnabled(False)  # nothing to choose from until a trace exists
         self.focus = HeatmapView()
+        self.compare_bar = CompareBar()
+        self.compare_view = CompareView()  # model A | model B | B − A, in the focus view's place while comparing
+        self.compare_view.hide()
         self.head_grid = ThumbnailGrid()
         self.model_view = ThumbnailGrid()
         self.decoding = DecodingPanel()
@@ -86,6 +94,7 @@ class MainWindow(QMainWindow):
         focus_layout.setContentsMargins(4, 4, 4, 4)
         focus_layout.addWidget(self.selector)
         focus_layout.addWidget(self.focus, 1)
+        focus_layout.addWidget(self.compare_view, 1)
         self.grids = QTabWidget()
         self.grids.addTab(self.head_grid, "Heads of this layer")
         self.grids.addTab(self.model_view, "All layers × heads")
@@ -99,6 +108,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.input_bar)
         layout.addWidget(self.ablation_bar)
         layout.addWidget(self.snapshot_bar)
+        layout.addWidget(self.compare_bar)
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.model_dock = self._dock("Model", self.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
@@ -109,6 +119,10 @@ class MainWindow(QMainWindow):
         self.selector.changed.connect(self._on_selector_changed)
         self.selector.colormap_changed.connect(self.set_colormap)
         self.selector.masks_toggled.connect(self.focus.set_masks_visible)
+        self.selector.masks_toggled.connect(self.compare_view.set_masks_visible)
+        self.compare_bar.stop_requested.connect(self.stop_comparing)
+        self.compare_view.hovered.connect(lambda text: self.statusBar().showMessage(text))
+        self.model_panel.compare_chosen.connect(self.compare_with)
         self.selector.options_changed.connect(self._on_options_changed)
         self.head_grid.clicked.connect(lambda _, head: self.select(head=head))
         self.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
@@ -161,6 +175,13 @@ class MainWindow(QMainWindow):
         for path in self.demos:
             self._action(demo_menu, path.stem, lambda _=False, p=path: self.open_path(str(p)))
         demo_menu.setEnabled(bool(self.demos))
+        file_menu.addSeparator()
+        self._action(file_menu, "Compare &With…", self.compare_dialog,
+                     tip="Open a second model beside this one: the same sentence runs on both, one selection drives "
+                         "both, and B − A is shown where their tokens agree")
+        self.stop_compare_action = self._action(file_menu, "Stop &Comparing", self.stop_comparing,
+                                                tip="Back to one model")
+        self.stop_compare_action.setEnabled(False)
         file_menu.addSeparator()
         export_menu = file_menu.addMenu("&Export")
         self._action(export_menu, "Heatmap as &image…", self.export_focus_image,
@@ -229,6 +250,11 @@ class MainWindow(QMainWindow):
         worker.original.connect(self._on_original)
         worker.failed.connect(self._on_failed)
         worker.notice.connect(self._on_notice)
+        self.partner_requested.connect(worker.load_partner)
+        self.partner_dropped.connect(worker.drop_partner)
+        worker.partner_loaded.connect(self._on_partner_loaded)
+        worker.partner_failed.connect(self._on_partner_failed)
+        worker.partner_finished.connect(self._on_partner_finished)
 
     # --- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
@@ -416,6 +442,61 @@ class MainWindow(QMainWindow):
         self.importance_panel.dock.show()
         self.importance_panel.start(self.session.next_id(), path)
 
+    # --- comparing with a second model (model B) -------------------------------------------------------
+    def compare_dialog(self) -> None:
+        if self.session.model is None:
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Compare with a checkpoint", "", CHECKPOINT_FILTER)
+        if path:
+            self.compare_with(path)
+
+    def compare_with(self, path: str) -> None:
+        """Open ``path`` as model B on the worker; once it is there, the sentence runs on both."""
+        if self.session.model is None:
+            self.show_error("Open a model first, then compare another one with it.")
+            return
+        job_id = self.session.new_partner_job()
+        self.worker_thread.worker.latest_partner_job = job_id
+        self.statusBar().showMessage(f"Opening {path} to compare…")
+        self.partner_requested.emit(job_id, str(path), self.model_panel.device_name())
+
+    def stop_comparing(self) -> None:
+        self.session.stop_comparing()
+        self.worker_thread.worker.latest_partner_job = self.session.partner_job
+        self.partner_dropped.emit(self.session.partner_job)
+        self._show_comparing()
+        self._show_output()
+        self.refresh(rebuild=True)
+
+    def _on_partner_loaded(self, job_id: int, info: ModelInfo) -> None:
+        if not self.session.accept_partner(job_id, info):
+            return
+        self.statusBar().showMessage(f"Comparing with {info.path}", 5000)
+        self._show_comparing()
+        self.run()
+
+    def _on_partner_failed(self, job_id: int, message: str) -> None:
+        if job_id != self.session.partner_job:
+            return
+        self.pending_partner = None
+        self.statusBar().clearMessage()
+        kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
+        self.show_error(f"Cannot compare with it: {message}{kept}")
+
+    def _on_partner_finished(self, request_id: int, result) -> None:
+        if self.session.accept_partner_result(request_id, result):
+            self._show_output()
+
+    def _show_comparing(self) -> None:
+        comparing = self.session.comparing
+        model, partner = self.session.model, self.session.partner
+        self.compare_bar.show_text(f"Comparing model A ({model.path.stem}) with model B ({partner.path.stem}): "
+                                   "one selection drives both" if comparing and model is not None else None)
+        self.stop_compare_action.setEnabled(comparing)
+        self.focus.setVisible(not comparing)
+        self.compare_view.setVisible(comparing)
+        self.grids.setVisible(not comparing)  # three maps need the width; the grids return with one model
+
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):
             return
@@ -434,6 +515,7 @@ class MainWindow(QMainWindow):
         pending = self.pending_session
         if pending is not None and Path(pending.checkpoint).resolve() != Path(info.path).resolve():
             self.pending_session = pending = None  # another model was opened meanwhile
+        self.pending_session_opened = pending is not None  # its selection applies to runs of this model only
         run = pending.run if pending is not None else self._run_settings_for(info, examples)
         self.input_bar.show_run_settings(run, info.max_len)
         if pending is not None:  # the heads the session had switched off, the snapshot it showed
@@ -442,7 +524,12 @@ class MainWindow(QMainWindow):
             if pending.snapshot_step is not None:
                 self.session.choose_snapshot_step(pending.snapshot_step)
         self._show_snapshot_bar()
+        partner, self.pending_partner = self.pending_partner, None
+        if partner is not None and pending is not None and partner.compare is not None:
+            self.compare_with(str(partner.compare))  # the run follows once model B is there
         self.run()
+        if partner is not None and pending is not None and partner.compare_problem:
+            self.session.accept_notice(NO_REQUEST, partner.compare_problem)  # shown with this run's output
 
     def _run_settings_for(self, info: ModelInfo, examples: list[str]) -> RunSettings:
         """The model's own input: as left this session, as saved at the last exit for the same model, or
@@ -489,7 +576,7 @@ class MainWindow(QMainWindow):
             return
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
-        if self.pending_session is not None:  # a reopened session: its head, step and hypothesis
+        if self.pending_session is not None and self.pending_session_opened:  # a reopened session's selection
             selection, self.pending_session = self.pending_session.selection, None
             self.session.replace_selection(**dataclasses.asdict(selection))
         self._show_ablation()  # a whole layer's entry is counted in heads once the model's shape is known
@@ -515,8 +602,12 @@ class MainWindow(QMainWindow):
         if result is not None:
             limit = self.session.request.max_len if self.session.request.mode != "forced" else None
             eos_id = self.session.model.config.get("eos_id") if self.session.model else None
+            partner = None
+            if self.session.comparing:
+                partner = viewmodel.partner_line(self.session.partner_result or self.session.partner_error or None,
+                                                 self.session.partner.path.stem)
             self.input_bar.show_result(viewmodel.result_line(result, self.session.notices, limit=limit, eos_id=eos_id,
-                                                             original=self.session.original))
+                                                             original=self.session.original, partner=partner))
         elif self.session.notices:
             self.input_bar.show_message(self.session.notices[-1])
 
@@ -548,12 +639,25 @@ class MainWindow(QMainWindow):
         current = self.current_heatmap()
         if current is not None:
             self.focus.show_heatmap(current)
+        if self.session.comparing and current is not None:
+            self.compare_view.show_compare(self.current_comparison())
 
     def current_heatmap(self) -> viewmodel.HeatmapState | None:
         trace, result = self.session.trace, self.session.result
         if trace is None:
             return None
         return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
+
+    def current_comparison(self) -> viewmodel.CompareState | None:
+        """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""
+        trace, partner = self.session.trace, self.session.partner_result
+        if trace is None or not self.session.comparing:
+            return None
+        if partner is None:
+            waiting = viewmodel.ComparePane(None, self.session.partner_error or "model B is running…")
+            return viewmodel.CompareState(a=viewmodel.compare_pane(trace, self.session.selection, "A", self.session.options),
+                                          b=waiting, diff=viewmodel.ComparePane(None, ""))
+        return viewmodel.compare_state(trace, partner.trace, self.session.selection, self.session.options)
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
         trace, selection, result = self.session.trace, self.session.selection, self.session.result
@@ -563,19 +667,23 @@ class MainWindow(QMainWindow):
             self.clear_views("This model has no attention (a GRU decoder without attention): only its outputs are shown.")
         else:
             self.selector.show_state(viewmodel.selector_state(trace, selection))
-            self.focus.show_heatmap(self.current_heatmap())
+            if self.session.comparing:
+                self.compare_view.show_compare(self.current_comparison())
+            else:
+                self.focus.show_heatmap(self.current_heatmap())
             self.head_grid.show_grid(viewmodel.head_grid(trace, selection), images=rebuild or layer_changed)
             self.model_view.show_grid(viewmodel.model_grid(trace, selection), images=rebuild)
         self.decoding.show_state(viewmodel.step_state(result, trace, selection))
 
     def clear_views(self, message: str) -> None:
         self.focus.clear(message)
+        self.compare_view.clear(message)
         for grid in (self.head_grid, self.model_view):
             grid.build(0, 0, [], [])
         self.selector.setEnabled(False)
 
     def set_colormap(self, name: str) -> None:
-        for view in (self.focus, self.head_grid, self.model_view):
+        for view in (self.focus, self.head_grid, self.model_view, self.compare_view):
             view.set_colormap(name)
 
     # --- sessions and presenting (attnviz/session_file.py) -------------------------------------------
@@ -605,7 +713,10 @@ class MainWindow(QMainWindow):
         self.session.options = saved.look.options
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.run_settings.pop(str(saved.checkpoint), None)  # the session's input, not the last one
-        self.pending_session = saved
+        self.pending_session, self.pending_session_opened = saved, False
+        self.pending_partner = saved
+        if saved.compare is None and self.session.comparing:
+            self.stop_comparing()
         self.open_path(str(saved.checkpoint))
         if saved.ignored:
             self.statusBar().showMessage(f"Session from a newer attnviz: ignored {', '.join(saved.ignored)}", 10000)
@@ -624,7 +735,8 @@ class MainWindow(QMainWindow):
         try:
             written = save_session(path, checkpoint=self.session.model.path, run=self.input_bar.run_settings(),
                                    selection=self.session.selection, look=look, ablation=self.session.ablation,
-                                   snapshot_step=self.session.snapshot_step)
+                                   snapshot_step=self.session.snapshot_step,
+                                   compare=self.session.partner.path if self.session.comparing else None)
         except (SessionFileError, WriteError, OSError) as failure:
             self.show_error(f"Saving the session failed: {failure}")
             return
@@ -660,7 +772,7 @@ class MainWindow(QMainWindow):
             saved, self.presentation = self.presentation, None
             app.setFont(saved["font"])
             self.focus.set_tick_font(None)
-            self.grids.show()
+            self.grids.setVisible(not self.session.comparing)  # the comparison keeps the grids aside
             self.restoreState(saved["state"])
             if not saved["full_screen"]:
                 self.showMaximized() if saved["maximized"] else self.showNormal()

@@ -49,6 +49,31 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
     return _render_widget(state, output, size=size, colormap=colormap)
 
 
+def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
+                   size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True) -> Path:
+    """Model A | model B | B − A at one selection (``size`` is one pane's), as the window's comparison shows it."""
+    application = _application()
+    from .views.compare import CompareView
+    from .views.style import follow_palette
+
+    follow_palette()
+    state = viewmodel.compare_state(a, b, Selection(kind=kind, layer=layer, head=head))
+    widget = CompareView()
+    widget.show_compare(state)
+    widget.set_colormap(colormap)
+    widget.set_masks_visible(masks)
+    for pane in (widget.a, widget.b, widget.diff):
+        pane.readout.hide()
+    widget.resize(size[0] * 3, size[1])
+    widget.show()
+    application.processEvents()
+    path = save_widget_image(widget, output)
+    widget.close()
+    widget.deleteLater()
+    application.processEvents()
+    return path
+
+
 def _render_widget(state: viewmodel.HeatmapState, output: Path, *, size: tuple[int, int], colormap: str) -> Path:
     application = _application()
     from .views.heatmap import HeatmapView

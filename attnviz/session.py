@@ -105,6 +105,10 @@ class Session:
     original: DecodeResult | None = None  # with heads off: the same input's best result with every head on
     show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
     snapshot_step: int | None = None  # a series: the training step the next run uses
+    partner: ModelInfo | None = None  # the model compared with (model B): every run runs on it too
+    partner_job: int = 0  # id of the newest partner open (a newer one, or stopping, makes older ones stale)
+    partner_result: DecodeResult | None = None  # model B's best result of the current run
+    partner_error: str = ""  # why model B has no result for the current run
     _next_id: int = 0
 
     def next_id(self) -> int:
@@ -115,6 +119,7 @@ class Session:
     def new_request(self, text: str, **options: Any) -> Request:
         self.request = Request(self.next_id(), text, ablation=self.ablation, snapshot=self.snapshot_step, **options)
         self.steps, self.results, self.notices, self.original = [], [], [], None
+        self.partner_result, self.partner_error = None, ""
         return self.request
 
     def is_current(self, request_id: int) -> bool:
@@ -143,6 +148,36 @@ class Session:
         if self.show_original:
             self.clamp()
         return True
+
+    # --- comparing with a second model (model B) -----------------------------------------------------
+    def new_partner_job(self) -> int:
+        self.partner_job = self.next_id()
+        return self.partner_job
+
+    def accept_partner(self, job_id: int, info: ModelInfo) -> bool:
+        if job_id != self.partner_job:
+            return False
+        self.partner, self.partner_result, self.partner_error = info, None, ""
+        return True
+
+    def accept_partner_result(self, request_id: int, result: DecodeResult | str) -> bool:
+        """Model B's answer to the current run: its best result, or the line saying why it has none."""
+        if self.partner is None or not self.is_current(request_id):
+            return False
+        if isinstance(result, str):
+            self.partner_result, self.partner_error = None, result
+        else:
+            self.partner_result, self.partner_error = result, ""
+        return True
+
+    def stop_comparing(self) -> None:
+        """Back to one model; a partner open still under way becomes stale."""
+        self.partner_job = self.next_id()
+        self.partner, self.partner_result, self.partner_error = None, None, ""
+
+    @property
+    def comparing(self) -> bool:
+        return self.partner is not None
 
     # --- switching heads off ------------------------------------------------------------------------------
     def _shape(self) -> dict[str, tuple[int, int]]:

@@ -4,7 +4,8 @@ It holds the checkpoint (a bundled demo by name, any other file by a path relati
 they share a folder tree, else absolute), the input bar (sentence, mode, beam, forced target, length limit),
 the selection (kind, layer, head, step, hypothesis), how the heatmap is drawn (colour map, masks, colour
 range, row labels), when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
-(models/ablation.py), and for a snapshot series ``snapshot_step``: the training step shown. No Qt, no torch: the window and the tests read it the same way.
+(models/ablation.py), for a snapshot series ``snapshot_step``: the training step shown, and while comparing,
+``compare``: the second model, named like the first. No Qt, no torch: the window and the tests read it the same way.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class SavedSession:
     ignored: tuple[str, ...] = ()  # keys of a newer version this one does not know
     ablation: Ablation = NO_ABLATION  # the heads switched off (checked against the model when it runs)
     snapshot_step: int | None = None  # a snapshot series: the training step shown
+    compare: Path | None = None  # the model compared with (model B)
+    compare_problem: str = ""  # why the saved model B cannot be opened (moved): model A still opens
 
 
 def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]:
@@ -69,7 +72,8 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
 
 
 def session_document(checkpoint: Path, session_path: Path, run: RunSettings, selection: Selection,
-                     look: Look, ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None) -> dict[str, Any]:
+                     look: Look, ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
+                     compare: Path | None = None) -> dict[str, Any]:
     document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
                 "input": asdict(run),
                 "selection": asdict(selection),
@@ -78,16 +82,19 @@ def session_document(checkpoint: Path, session_path: Path, run: RunSettings, sel
         document["ablation"] = ablation.specs()
     if snapshot_step is not None:
         document["snapshot_step"] = snapshot_step
+    if compare is not None:
+        document["compare"] = checkpoint_reference(compare, session_path)
     return document
 
 
 def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
-                 ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None) -> Path:
+                 ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None, compare: Path | None = None) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
-    document = session_document(checkpoint, path, run, selection, look, ablation, snapshot_step)
+    document = session_document(checkpoint, path, run, selection, look, ablation=ablation, snapshot_step=snapshot_step,
+                                compare=compare)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -131,12 +138,26 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     ablation = _ablation(path, document.get("ablation", []))
     snapshot = reader.values({"snapshot_step": document["snapshot_step"]} if "snapshot_step" in document else {},
                              "", {"snapshot_step": (0, 10**12)})
+    compare, compare_problem = _partner(path, document.get("compare"))
     ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
-                                      "ablation", "snapshot_step"})
+                                      "ablation", "snapshot_step", "compare"})
     ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", "colour_range", "predicted_labels"})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
                         look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation,
-                        snapshot_step=snapshot.get("snapshot_step"))
+                        snapshot_step=snapshot.get("snapshot_step"), compare=compare, compare_problem=compare_problem)
+
+
+def _partner(path: Path, reference: Any) -> tuple[Path | None, str]:
+    """The model to compare with, or (None, why) when it is gone: model A opens all the same."""
+    if reference is None:
+        return None, ""
+    if not isinstance(reference, dict) or not {"demo", "checkpoint"} & set(reference):
+        raise SessionFileError(f"{path}: \"compare\" must be an object with \"demo\" or \"checkpoint\"; "
+                               f"got {reference!r:.80}")
+    try:
+        return _checkpoint(path, reference), ""
+    except SessionFileError as problem:
+        return None, f"Not comparing: the session's model B cannot be opened ({problem})"
 
 
 def _ablation(path: Path, specs: Any) -> Ablation:

@@ -8,6 +8,7 @@ See docs/ARCHITECTURE.md for the data flow.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass, field
 
@@ -141,6 +142,7 @@ class ResultLine:
     notices: list[str]
     original: str | None = None
     diff: list[tuple[str, str]] = field(default_factory=list)
+    partner: str | None = None  # while comparing: model B's output and score (or why it has none)
 
 
 @dataclass(frozen=True)
@@ -376,8 +378,19 @@ def _lay_out(nodes: list[BeamNode]) -> None:
             stack.extend((child, False) for child in reversed(node.children))
 
 
+def partner_line(partner: DecodeResult | str | None, name: str) -> str:
+    """Model B's output with its scores, as the result line shows it under model A's."""
+    if isinstance(partner, str):
+        return f"model B ({name}): {partner}"
+    if partner is None:
+        return f"model B ({name}): running…"
+    return (f"model B ({name}): {partner.text or '(empty)'} · score {partner.score:.3f} · log p {partner.log_prob:.3f}"
+            f" · {len(partner.token_ids)} tokens")
+
+
 def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,
-                eos_id: int | None = None, original: DecodeResult | None = None) -> ResultLine:
+                eos_id: int | None = None, original: DecodeResult | None = None,
+                partner: str | None = None) -> ResultLine:
     """The output, its scores, and the notices; says so when decoding stopped at ``limit`` tokens
     before the model produced its end token (``eos_id``). ``original``: the same input's output with every
     head on, when this run switched some off (shown beside it, with a token diff)."""
@@ -388,6 +401,81 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
         notices.append(f"Decoding stopped at the length limit ({limit} tokens) before the end of the sentence: "
                        "raise “max” to see the rest.")
     if original is None:
-        return ResultLine(result.text, details, notices)
+        return ResultLine(result.text, details, notices, partner=partner)
     return ResultLine(result.text, details, notices, original=original.text,
-                      diff=token_diff(list(original.tokens), list(result.tokens)))
+                      diff=token_diff(list(original.tokens), list(result.tokens)), partner=partner)
+
+
+DIVERGING_COLORMAP = "CET-D1"  # blue (B below A) – white – red (B above A)
+
+
+@dataclass(frozen=True)
+class ComparePane:
+    """One pane of the comparison: a heatmap, or why there is none (``state`` None)."""
+
+    state: HeatmapState | None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class CompareState:
+    """Model A and model B at the same selection, and B − A where both have the same query and key tokens."""
+
+    a: ComparePane
+    b: ComparePane
+    diff: ComparePane
+
+
+def _missing(trace: AttentionTrace, selection: Selection, name: str) -> str:
+    """Why ``trace`` cannot show ``selection`` (""): a kind, layer or head the model lacks."""
+    kind, layer, head = selection.kind, selection.layer, selection.head
+    if kind not in trace.attention:
+        return f"model {name} has no {KIND_LABELS[kind].lower()}"
+    if layer >= trace.layers(kind):
+        return f"model {name} has no layer {layer} of {KIND_LABELS[kind].lower()} (it has {trace.layers(kind)})"
+    if isinstance(head, int) and head >= trace.heads(kind):
+        heads = trace.heads(kind)
+        return f"model {name} has no head {head} (it has {heads} head{'s' if heads != 1 else ''})"
+    return ""
+
+
+def compare_pane(trace: AttentionTrace, selection: Selection, name: str, options: ViewOptions = ViewOptions(),
+                 outputs: list[str] | None = None) -> ComparePane:
+    missing = _missing(trace, selection, name)
+    if missing:
+        return ComparePane(None, missing)
+    state = heatmap(trace, selection, options, outputs)
+    return ComparePane(dataclasses.replace(state, title=f"<b>{name}</b> · {state.title}"))
+
+
+def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection) -> ComparePane:
+    """B − A of the selected map on a symmetric range, or why it cannot be taken."""
+    for trace, name in ((a, "A"), (b, "B")):
+        missing = _missing(trace, selection, name)
+        if missing:
+            return ComparePane(None, f"No difference: {missing}.")
+    kind = selection.kind
+    if a.query_tokens(kind) != b.query_tokens(kind) or a.key_tokens(kind) != b.key_tokens(kind):
+        what = "source tokens" if a.key_tokens(kind) != b.key_tokens(kind) and kind != "dec_self" else "tokens"
+        return ComparePane(None, f"No difference: the models' {what} differ ({len(a.query_tokens(kind))}×"
+                                 f"{len(a.key_tokens(kind))} vs {len(b.query_tokens(kind))}×{len(b.key_tokens(kind))}"
+                                 "; different tokenizers or outputs)")
+    matrix = (matrix_of(b, selection).astype(np.float32) - matrix_of(a, selection).astype(np.float32))
+    finite = np.abs(matrix[np.isfinite(matrix)])
+    bound = float(finite.max()) if finite.size and finite.max() > 0 else 1e-6
+    mask = a.masks[kind]
+    decoder_rows = kind in ("dec_self", "cross")
+    return ComparePane(HeatmapState(
+        matrix=matrix, mask=mask, query_labels=a.query_tokens(kind), key_labels=a.key_tokens(kind),
+        title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}",
+        axis_names=AXIS_NAMES[kind], levels=(-bound, bound),
+        step_row=selection.step if decoder_rows else None,
+        file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}"))
+
+
+def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
+                  options: ViewOptions = ViewOptions()) -> CompareState:
+    """The comparison at one selection (the same kind, layer, head and step for both models)."""
+    return CompareState(a=compare_pane(a, selection, "A", options), b=compare_pane(b, selection, "B", options),
+                        diff=difference(a, b, selection))
+

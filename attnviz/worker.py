@@ -77,12 +77,17 @@ class ModelWorker(QObject):
     head_stats_ready = Signal(int, object)  # job id, HeadStats (models/head_summary.py) or the line saying why not
     importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
     importance_ready = Signal(int, object)  # job id, HeadImportance (models/importance.py) or the line saying why not
+    partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
+    partner_failed = Signal(int, str)
+    partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
 
     def __init__(self):
         super().__init__()
         self.translator: Translator | None = None
         self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
         self.series_translators: dict[int, Translator] = {}  # the snapshots loaded so far (kept: switching back is instant)
+        self.partner: Translator | None = None  # model B while comparing: every run runs on it too
+        self.latest_partner_job = 0
         # Written by the GUI thread before it asks (an int assignment is atomic in CPython): a job whose id
         # is no longer the newest is skipped, and a running decode stops at its next step.
         self.latest_request = 0
@@ -181,6 +186,55 @@ class ModelWorker(QObject):
         elif translator.device != self.translator.device:
             translator.to(self.translator.device)
         self.translator = translator
+    @Slot(int, str, str)
+    def load_partner(self, job_id: int, path: str, device: str) -> None:
+        """Open the model to compare with: attnviz checkpoints, and foreign ones that need no answers."""
+        if job_id != self.latest_partner_job:
+            return
+        try:
+            checkpoint = load_checkpoint(path) if is_native(path) else None
+            if checkpoint is None:
+                inspection = inspect(path)
+                if inspection.missing or inspection.vocabularies:
+                    raise CheckpointError(f"{path}: needs answers before it can open; open it, save it as an "
+                                          "attnviz checkpoint, and compare with that")
+                checkpoint = convert(path, inspection.format)
+            if job_id != self.latest_partner_job:
+                return
+            self.partner = Translator(checkpoint, device or None)
+            self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
+        except AttnvizError as failure:
+            self.partner_failed.emit(job_id, str(failure))
+        except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window)
+            traceback.print_exc()
+            self.partner_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
+
+    @Slot(int)
+    def drop_partner(self, job_id: int) -> None:
+        """Stop comparing: model B is let go (unless a newer partner is on its way)."""
+        if job_id == self.latest_partner_job:
+            self.partner = None
+
+    def _decode_partner(self, request: Request) -> None:
+        """The same input, mode, target and limits on model B (its own languages, no heads switched off)."""
+        from models.decoding import finish
+
+        partner = self.partner
+        if partner is None or request.id != self.latest_request:
+            return
+        try:
+            source = partner.source(request.text)
+            target_ids = partner.target(request.target, unknown="replace") if request.mode == "forced" else None
+            result = finish(partner.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                           max_len=request.max_len))[0]
+        except AttnvizError as failure:
+            self.partner_finished.emit(request.id, str(failure))
+            return
+        except Exception as failure:  # a bug: said in model B's line, model A's run stands
+            traceback.print_exc()
+            self.partner_finished.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
+            return
+        self.partner_finished.emit(request.id, result)
 
     @Slot(str)
     def save(self, path: str) -> None:
@@ -324,6 +378,7 @@ class ModelWorker(QObject):
                 if issubclass(warning.category, NumericalWarning):
                     self.notice.emit(request.id, str(warning.message)[:1].upper() + str(warning.message)[1:] + ".")
             if step is None:
+                self._decode_partner(request)  # before ``finished``: the window draws both at once
                 self.finished.emit(request.id, results)
                 return
             self.step.emit(request.id, step)

@@ -81,8 +81,8 @@ def test_a_bad_session_file_is_one_line(tmp_path, content, message):
 def test_a_newer_sessions_extra_fields_are_named_not_fatal(tmp_path):
     path = tmp_path / "newer.attnviz"
     path.write_text(json.dumps({"format": "attnviz-session", "version": 1, "demo": DEFAULT_DEMO.stem,
-                                "compare": "other.safetensors", "view": {"grid": True}}), encoding="utf-8")
-    assert read_session(path).ignored == ("compare", "view.grid")
+                                "notes": "for week 3", "view": {"grid": True}}), encoding="utf-8")
+    assert read_session(path).ignored == ("notes", "view.grid")  # ("compare" is a field now: the model B)
 
 
 def _view(window):

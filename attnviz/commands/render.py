@@ -6,6 +6,9 @@ grid) without a window: Qt renders offscreen. PNGs are written at 2× for print.
 ``attnviz render --snapshots FOLDER TEXT --kind K ... -o FRAMES/`` draws the same view for every snapshot of
 a series (``attnviz train --snapshots N``), in step order: ``FRAMES/step-000250.png`` … (or ``.svg`` with
 ``--format svg``), for slides.
+``--compare B``: the same input (and mode, target, limits) decoded by checkpoint B too, drawn as the window's
+comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
+with ``--target`` makes the outputs agree).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from models.files import check_output_folder
 from models.trace import KINDS
 
 from ..export import IMAGE_SUFFIXES, check_output
-from .common import add_decoding_options, add_model_options, decode_one
+from .common import add_decoding_options, add_model_options, checkpoint_path, decode_one
 
 NAME = "render"
 
@@ -41,6 +44,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--colormap", default="viridis")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
     parser.add_argument("--size", default="900x700", help="WIDTHxHEIGHT in points (default 900x700)")
+    parser.add_argument("--compare", metavar="CKPT", type=checkpoint_path,
+                        help="a second checkpoint (or demo): draw A | B | B − A at the same selection")
     parser.add_argument("-o", "--output", required=True, help=".png or .svg")
 
 
@@ -77,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return render_series(args, head, size)
     output = check_output(args.output, IMAGE_SUFFIXES)
     trace = decode_one(args).trace
+    if args.compare is not None:
+        return run_compare(args, trace, head=head, size=size, output=output)
     check_selection(trace, args.kind, args.layer, head=head)
     draw(args, trace, head, size, output)
     print(output, file=sys.stderr)
@@ -111,3 +118,29 @@ def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, in
         draw(args, result.trace, head, size, output)
         print(f"{output}  step {snapshot.step}: {result.text}", file=sys.stderr)
     return 0
+
+
+def run_compare(args: argparse.Namespace, trace, *, head: int | str, size: tuple[int, int], output) -> int:
+    """A | B | B − A; a kind, layer or head one model lacks is said in its pane (the other must have it)."""
+    if head == "all":
+        raise InputError("--head all cannot be compared; choose a head number or an aggregate")
+    other = decode_one(argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []})).trace
+    missing = [error for error in (_selection_error(trace, args, head), _selection_error(other, args, head)) if error]
+    if len(missing) == 2:
+        raise InputError(f"neither model can show this: {missing[0]}")
+    if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from ..rendering import render_compare  # Qt loads only now
+
+    render_compare(trace, other, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
+                   masks=not args.no_masks)
+    print(output, file=sys.stderr)
+    return 0
+
+
+def _selection_error(trace, args: argparse.Namespace, head: int | str) -> str:
+    try:
+        check_selection(trace, args.kind, args.layer, head=head)
+    except InputError as error:
+        return str(error)
+    return ""

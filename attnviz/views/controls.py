@@ -186,8 +186,10 @@ class InputBar(QWidget):
         if line.original is not None:
             comparison = (f"<br>with every head on: {html.escape(line.original) or '(empty)'}"
                           f" &nbsp; changes: {diff_html(line.diff)}")
-        self.output.setText(f"<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; {html.escape(line.details)}"
-                            f"{comparison}{notices}")
+        partner = f"<br>{html.escape(line.partner)}" if line.partner is not None else ""
+        named = "model A: " if line.partner is not None else ""
+        self.output.setText(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; {html.escape(line.details)}"
+                            f"{partner}{comparison}{notices}")
 
 
 DIFF_STYLES = {"same": "{}", "inserted": "<span style='color:#2e7d32;background:#e8f5e9'><u>{}</u></span>",
@@ -380,6 +382,7 @@ class ModelPanel(QWidget):
 
     device_chosen = Signal(str)
     demo_chosen = Signal(str)
+    compare_chosen = Signal(str)  # a demo's path: compare it with the open model
 
     def __init__(self, devices: list[str], demos: list[Path], parent: QWidget | None = None):
         super().__init__(parent)
@@ -411,6 +414,21 @@ class ModelPanel(QWidget):
         self.device.activated.connect(lambda _: self.device_chosen.emit(self.device_name()))
         self.demos.itemClicked.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.demos.itemActivated.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
+        self.demos.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.demos.customContextMenuRequested.connect(self._demo_menu)
+
+    def demo_actions(self, item: QListWidgetItem) -> QMenu:
+        """A demo's context menu: open it, or compare it with the open model."""
+        menu = QMenu(self.demos)
+        path = item.data(Qt.ItemDataRole.UserRole)
+        menu.addAction("Open").triggered.connect(lambda: self.demo_chosen.emit(path))
+        menu.addAction("Compare with the open model").triggered.connect(lambda: self.compare_chosen.emit(path))
+        return menu
+
+    def _demo_menu(self, position) -> None:
+        item = self.demos.itemAt(position)
+        if item is not None:
+            self.demo_actions(item).popup(self.demos.viewport().mapToGlobal(position))
 
     def device_name(self) -> str:
         """The chosen device, "" for the best available."""

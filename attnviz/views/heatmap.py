@@ -165,6 +165,9 @@ class HeatmapView(QWidget):
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
         self.image.setImage(self.matrix, autoLevels=False, levels=levels)
+        if self.image.getLevels() is None or tuple(self.image.getLevels()) != tuple(levels):
+            # the first image applies the levels set before it existed (0–1) over the ones given here
+            self.image.setLevels(levels)
         if tuple(self.colorbar.levels()) != tuple(levels):  # redrawing the bar costs a layout pass
             self.colorbar.setLevels(values=levels)
         rect = QRectF(-0.5, -0.5, cols, rows)  # cell (r, c) is centred on (c, r)

@@ -1,0 +1,67 @@
+"""The comparison view-model with real demo checkpoints: A and B at one selection, B − A where the tokens agree,
+and one line saying why where they do not. No Qt."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnviz import viewmodel
+from attnviz.demos import demo_path
+from attnviz.session import Selection
+from models.checkpoint import load_checkpoint
+from models.decoding import finish
+from models.translator import Translator
+
+TEXT, TARGET = "team", "eamtay"
+
+
+def decode(name: str, text: str = TEXT, target: str | None = TARGET):
+    translator = Translator(load_checkpoint(str(demo_path(name))), "cpu")
+    source = translator.source(text)
+    target_ids = translator.target(target) if target is not None else None
+    return finish(translator.decode(source, mode="forced" if target is not None else "greedy",
+                                    target_ids=target_ids))[0]
+
+
+@pytest.fixture(scope="module")
+def additive():
+    return decode("piglatin-gru-additive")
+
+
+def test_a_model_compared_with_itself_differs_by_exactly_zero(additive):
+    state = viewmodel.compare_state(additive.trace, additive.trace, Selection(kind="cross"))
+    assert state.a.state is not None and state.b.state is not None
+    assert state.diff.state is not None
+    assert np.array_equal(state.diff.state.matrix, np.zeros_like(state.diff.state.matrix))
+    assert state.diff.state.levels[0] == -state.diff.state.levels[1]
+
+
+def test_same_tokenizers_give_a_difference_map(additive):
+    other = decode("piglatin-gru-scaled-dot")
+    state = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross"))
+    diff = state.diff.state
+    assert diff is not None and "B − A" in diff.title
+    expected = other.trace.attention["cross"][0][0] - additive.trace.attention["cross"][0][0]
+    assert np.allclose(diff.matrix, expected)
+    low, high = diff.levels
+    assert low == -high and high == pytest.approx(np.abs(expected).max())
+
+
+def test_different_tokenizers_explain_instead_of_a_difference(additive):
+    other = decode("en-es-transformer", text="The Lord is my shepherd.", target=None)
+    state = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross"))
+    assert state.a.state is not None and state.b.state is not None
+    assert state.diff.state is None and state.diff.message.startswith("No difference: the models'")
+    # a kind and a head the GRU lacks: said in its pane, never an error
+    lacking = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="enc_self", head=3))
+    assert lacking.a.state is None and lacking.a.message == "model A has no encoder self-attention"
+    assert lacking.b.state is not None
+    head = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross", head=2))
+    assert head.a.message == "model A has no head 2 (it has 1 head)" and head.b.state is not None
+
+
+def test_result_line_shows_both_outputs(additive):
+    line = viewmodel.result_line(additive, [], partner=viewmodel.partner_line(additive, "twin"))
+    assert line.text == "eamtay" and line.partner.startswith("model B (twin): eamtay · score")
+    assert viewmodel.partner_line("it failed", "twin") == "model B (twin): it failed"

@@ -1,0 +1,171 @@
+"""Comparing two checkpoints: ``attnviz render --compare`` and the window's comparison, with real demos."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtGui import QImage
+
+from attnviz.cli import main
+from attnviz.demos import demo_path
+from tests.test_gui import WAIT, run_text
+
+
+def test_render_compare_writes_a_figure_wider_than_one_heatmap(tmp_path, capsys):
+    one, both = tmp_path / "one.png", tmp_path / "both.png"
+    assert main(["render", "-c", "piglatin-gru-additive", "team", "--kind", "cross", "--size", "600x400",
+                 "-o", str(one)]) == 0
+    assert main(["render", "-c", "piglatin-gru-additive", "--compare", "piglatin-gru-scaled-dot", "--target", "eamtay",
+                 "team", "--kind", "cross", "--size", "600x400", "-o", str(both)]) == 0
+    single, compared = QImage(str(one)), QImage(str(both))
+    assert compared.height() == single.height() and compared.width() > 2 * single.width()  # three panes
+
+
+def test_render_compare_refuses_what_neither_model_has(tmp_path, capsys):
+    assert main(["render", "-c", "piglatin-gru-additive", "--compare", "piglatin-gru-scaled-dot", "team",
+                 "--kind", "enc_self", "-o", str(tmp_path / "x.png")]) == 1
+    assert "neither model" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def open_demo(qtbot, window, name: str) -> None:
+    window.open_path(str(demo_path(name)))
+    qtbot.waitUntil(lambda: window.session.model.path.stem == name and bool(window.session.results), timeout=WAIT)
+
+
+def compare(qtbot, window, name: str) -> None:
+    window.compare_with(str(demo_path(name)))
+    qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner.path.stem == name
+                    and window.session.partner_result is not None and bool(window.session.results), timeout=WAIT)
+
+
+def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-scaled-dot")
+    run_text(qtbot, window, "team", mode="forced", target="eamtay", max_len=20)
+    qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
+    view = window.compare_view
+    assert view.isVisible() and not window.focus.isVisible() and window.compare_bar.isVisible()
+    assert "piglatin-gru-scaled-dot" in window.compare_bar.label.text()
+    assert window.stop_compare_action.isEnabled() and not window.grids.isVisible()
+    shown = window.input_bar.output.text()
+    assert "model A: <b>eamtay</b>" in shown and "model B (piglatin-gru-scaled-dot): eamtay · score" in shown
+    a, b = window.session.trace, window.session.partner_result.trace
+    assert np.array_equal(view.a.matrix, a.attention["cross"][0][0])
+    assert np.array_equal(view.b.matrix, b.attention["cross"][0][0])
+    assert np.allclose(view.diff.matrix, b.attention["cross"][0][0] - a.attention["cross"][0][0])
+    low, high = view.diff.image.getLevels()
+    assert low == -high and high > 0
+    # one selection drives both: a step moves the outline in every pane
+    window.select(step=2)
+    assert [pane.step_box.isVisible() for pane in (view.a, view.b, view.diff)] == [True] * 3
+    assert {pane.step_box.rect().center().y() for pane in (view.a, view.b, view.diff)} == {2.0}
+    # Stop comparing (the × in the bar): back to one model
+    view_title = view.a.title.text()
+    assert "<b>A</b>" in view_title
+    window.compare_bar.close_button.click()
+    assert window.session.partner is None and not window.compare_bar.isVisible()
+    assert window.focus.isVisible() and not view.isVisible()
+    assert not window.stop_compare_action.isEnabled() and window.grids.isVisible()
+    assert "model B" not in window.input_bar.output.text()
+    qtbot.waitUntil(lambda: window.worker_thread.worker.partner is None, timeout=WAIT)
+
+
+def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "en-es-transformer")
+    view = window.compare_view
+    window.select(kind="cross", layer=0, head=0)
+    assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text().startswith("<b>B</b>")
+    assert view.diff.title.text().startswith("No difference: the models'")
+    window.select(head=3)  # the GRU has one head: clamped to it, B shows the same head number
+    assert window.session.selection.head == 0
+    window.select(head="mean")
+    assert view.diff.title.text().startswith("No difference")
+    # what B lacks is said in its pane: the selection follows model A; model B shown as far as it goes
+    session = window.session
+    assert "enc_self" not in session.trace.kinds and "enc_self" in session.partner_result.trace.kinds
+    # the other way round: the transformer as A, the GRU as B; what B lacks is said in its pane
+    open_demo(qtbot, window, "en-es-transformer")
+    compare(qtbot, window, "piglatin-gru-additive")
+    window.select(kind="enc_self", layer=0, head=0)
+    assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text() == "model B has no encoder self-attention"
+    window.select(kind="cross", head=3)
+    assert view.b.title.text() == "model B has no head 3 (it has 1 head)"
+    assert view.diff.title.text().startswith("No difference: model B has no head 3")
+    assert "Cannot" not in window.input_bar.output.text()
+
+
+def test_a_model_compared_with_itself_differs_by_exactly_zero(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-additive")
+    assert window.compare_view.diff.matrix.shape == window.session.trace.attention["cross"][0][0].shape
+    assert not window.compare_view.diff.matrix.any()
+
+
+def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tmp_path):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    panel = window.model_panel
+    item = next(panel.demos.item(row) for row in range(panel.demos.count())
+                if panel.demos.item(row).text() == "piglatin-gru-scaled-dot")
+    (action,) = [action for action in panel.demo_actions(item).actions() if action.text() == "Compare with the open model"]
+    action.trigger()
+    qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None,
+                    timeout=WAIT)
+    assert window.session.model.path.stem == "piglatin-gru-additive"
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a checkpoint")
+    window.compare_with(str(broken))
+    qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.output.text(), timeout=WAIT)
+    assert window.session.model.path.stem == "piglatin-gru-additive"
+
+
+def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot, window, tmp_path, random_checkpoint):
+    import shutil
+
+    from attnviz.session_file import read_session
+
+    model = shutil.copy(random_checkpoint, tmp_path / "a.safetensors")
+    (tmp_path / "models").mkdir()
+    partner = shutil.copy(random_checkpoint, tmp_path / "models" / "b.safetensors")
+    window.open_path(str(model))
+    qtbot.waitUntil(lambda: window.session.model.path.name == "a.safetensors", timeout=WAIT)
+    run_text(qtbot, window, "abcd")
+    compare(qtbot, window, "piglatin-gru-additive")
+    path = tmp_path / "lesson.attnviz"
+    window.save_session(str(path))
+    assert json.loads(path.read_text())["compare"] == {"demo": "piglatin-gru-additive"}
+    window.compare_with(str(partner))
+    qtbot.waitUntil(lambda: window.session.partner.path.name == "b.safetensors", timeout=WAIT)
+    window.save_session(str(path))
+    assert json.loads(path.read_text())["compare"] == {"checkpoint": "models/b.safetensors"}
+    assert read_session(path).compare == Path(partner).resolve()
+
+    window.stop_comparing()
+    window.open_session(str(path))
+    qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None
+                    and window.pending_session is None, timeout=WAIT)
+    assert window.session.partner.path.name == "b.safetensors" and window.compare_view.isVisible()
+    assert not window.compare_view.diff.matrix.any()  # the same weights: B − A is all zeros
+
+    # a moved partner is one line; model A still opens, without comparing
+    Path(partner).unlink()
+    window.stop_comparing()
+    window.open_session(str(path))
+    qtbot.waitUntil(lambda: "Not comparing: the session" in window.input_bar.output.text(),
+                    timeout=WAIT)
+    assert window.session.model.path.name == "a.safetensors" and not window.session.comparing
+    assert "is not there (moved or deleted?)" in window.input_bar.output.text()
+
+
+def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):
+    from attnviz.session_file import SessionFileError, read_session
+
+    path = tmp_path / "bad.attnviz"
+    path.write_text(json.dumps({"format": "attnviz-session", "version": 1, "checkpoint": str(random_checkpoint),
+                                "compare": "piglatin-gru-additive"}))
+    with pytest.raises(SessionFileError, match='"compare" must be an object with "demo" or "checkpoint"'):
+        read_session(path)
