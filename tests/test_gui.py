@@ -383,6 +383,11 @@ def test_short_inputs_label_every_token_and_long_ones_thin_evenly():
     indices = [index for index, _ in thinned]
     assert len(set(b - a for a, b in zip(indices, indices[1:]))) == 1  # evenly spaced
     assert all(label == long[index] for index, label in thinned)  # never cut: zooming in shows the rest
+    rows = list("ethay ickquay ownbray oxfay") + ["</s>"]  # a vertical axis: each label is a line high
+    thinned_rows = visible_ticks(rows, -0.5, len(rows) - 0.5, cell=6, size=lambda _: 12, gap=0)
+    indices = [index for index, _ in thinned_rows]
+    assert indices == list(range(0, len(rows), 2))  # 12 px lines in 6 px rows: every second, none overlap
+    assert all(label == rows[index] for index, label in thinned_rows)
 
 
 def test_plots_follow_a_dark_palette(qtbot, qsettings, random_checkpoint, qapp):

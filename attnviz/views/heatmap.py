@@ -33,20 +33,21 @@ SHORT_INPUT = 40  # up to this many tokens in view, every one is labelled (cut w
 
 
 def visible_ticks(tokens: list[str], low: float, high: float, cell: float,
-                  size: Callable[[str], float]) -> list[tuple[int, str]]:
+                  size: Callable[[str], float], gap: float = 4) -> list[tuple[int, str]]:
     """Ticks for the tokens between ``low`` and ``high`` (``size``: a label's extent in pixels along the
     axis, ``cell``: pixels per token). Labels that fit all show. When they do not: a short stretch still
-    labels every token, each cut with "…" to its cell; a long one labels every n-th token, evenly, and
-    zooming in reveals the rest."""
+    labels every token, each cut with "…" to its cell (when a cut label fits: along a vertical axis a label's
+    height cannot be cut); a long one labels every n-th token, evenly, and zooming in reveals the rest.
+    ``gap``: pixels kept between labels (text lines stacked along a vertical axis carry their leading: 0)."""
     first, last = max(0, int(np.ceil(low))), min(len(tokens) - 1, int(np.floor(high)))
     if last < first:
         return []
     shown = range(first, last + 1)
-    widest = max(size(tokens[index]) for index in shown) + 4
+    widest = max(size(tokens[index]) for index in shown) + gap
     if widest <= cell:
         return [(index, tokens[index]) for index in shown]
-    if len(shown) <= SHORT_INPUT:
-        return [(index, _cut(tokens[index], cell - 4, size)) for index in shown]
+    if len(shown) <= SHORT_INPUT and size(tokens[first][:1] + "…") + gap <= cell:
+        return [(index, _cut(tokens[index], cell - gap, size)) for index in shown]
     every = int(np.ceil(widest / max(cell, 1e-6)))
     return [(index, tokens[index]) for index in shown if index % every == 0]
 
@@ -224,7 +225,7 @@ class HeatmapView(QWidget):
         metrics = QFontMetrics(bottom.style.get("tickFont") or self.font())
         row_height = left.height() / max(y_high - y_low, 1e-6)
         column_width = bottom.width() / max(x_high - x_low, 1e-6)
-        left.setTicks([visible_ticks(self.query_tokens, y_low, y_high, row_height, lambda _: metrics.height())])
+        left.setTicks([visible_ticks(self.query_tokens, y_low, y_high, row_height, lambda _: metrics.height(), gap=0)])
         bottom.setTicks([visible_ticks(self.key_tokens, x_low, x_high, column_width, metrics.horizontalAdvance)])
 
     def _update_badge(self) -> None:
