@@ -74,10 +74,7 @@ class TokenEmbedding(nn.Module):
         """Shape: ids ``[B, L]`` → ``[B, L, E]``; ``offset`` is the position of ``ids[:, 0]``."""
         start = offset + self.position_offset
         table = self.positions if self.learned_positions is None else self.learned_positions.weight
-        if table is None:  # no absolute positions (T5)
-            x = self.dropout(self.tokens(ids) * self.scale)
-            return x if self.norm is None else self.norm(x)
-        positions = table[start: start + ids.shape[1]]  # [L, E]
+        positions = 0.0 if table is None else table[start: start + ids.shape[1]]  # [L, E]; none: T5
         if self.unplaced_id is not None:
             positions = positions * (ids != self.unplaced_id)[..., None]  # [B, L, E]
         if self.norm_before_positions:
