@@ -763,8 +763,11 @@ def byte_level_label(piece: str) -> str:
     data = bytes(_BYTE_LEVEL[character] for character in piece)
     try:
         text = data.decode("utf-8")
+        if not all(character.isprintable() or character in " \n\t" for character in text):
+            raise UnicodeDecodeError("utf-8", data, 0, len(data), "a control character draws as a box")
     except UnicodeDecodeError:
-        return "".join(f"<0x{byte:02X}>" if byte >= 0x80 else chr(byte) for byte in data).replace(" ", "▁")
+        return "".join(f"<0x{byte:02X}>" if byte >= 0x80 or not chr(byte).isprintable() and byte != 0x20
+                       else chr(byte) for byte in data).replace(" ", "▁")
     return "".join("▁" if character == " " else "↵" if character == "\n" else "⇥" if character == "\t"
                    else character for character in text)
 

@@ -180,3 +180,4 @@ def test_byte_level_pieces_are_labelled_with_the_text_they_stand_for(family):
     assert all("Ġ" not in label for label in labels)
     assert source.token(EOS) == "</s>" and source.token(PAD) == "<pad>"  # specials keep their names
     assert byte_level_label("cafÃ©") == "café" and byte_level_label("Ã") == "<0xC3>"  # part of a character
+    assert byte_level_label("Ā") == "<0x00>" and byte_level_label("Âł") == "<0xC2><0xA0>"  # invisible characters: bytes
