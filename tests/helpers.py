@@ -62,3 +62,24 @@ def assert_same_forward(expected, logits, intermediates, *, layers: int | dict[s
         assert len(theirs) == len(intermediates.attention[kind]) == count, kind
         for layer, weights in zip(theirs, intermediates.attention[kind]):
             assert layer.shape[1] == heads and (layer - weights).abs().max() < 1e-5, kind
+
+
+def assert_greedy_equals_generate(checkpoint, original, sentences, encode, generation_config, max_new: int) -> None:
+    """Our greedy decoding equals the transformers model's ``generate`` on every sentence (``encode``: the
+    folder's own tokenizer, whose ids our source encoding must equal too), and some outputs end early."""
+    import torch
+
+    from models.decoding import finish, greedy
+    from models.translator import Translator
+
+    translator = Translator(checkpoint)
+    lengths = set()
+    for text in sentences:
+        ids = encode(text)
+        with torch.no_grad():
+            expected = original.generate(torch.tensor([ids]), generation_config=generation_config)[0, 1:].tolist()
+        ours = finish(greedy(checkpoint.model, ids, max_len=max_new))[0].token_ids
+        assert ours == expected, text
+        assert translator.source(text).ids == ids
+        lengths.add(len(ours))
+    assert len(lengths) > 1  # some end early

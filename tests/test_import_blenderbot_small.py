@@ -23,11 +23,9 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import finish, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
-from models.translator import Translator  # noqa: E402
-from tests.helpers import assert_same_forward, learn_bpe  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat.", "where is the house?", "i like green apples!", "the dog's ball (red)",
              "we are going to the beach, now", "she reads a book every night", "the water is cold"]
@@ -123,18 +121,8 @@ def test_logits_and_every_head_equal_transformers(blenderbot):
 
 def test_greedy_outputs_equal_generate(blenderbot):
     folder, original, tokenizer = blenderbot
-    checkpoint = convert(folder)
-    translator = Translator(checkpoint)
-    lengths = set()
-    for text in SENTENCES:
-        ids = tokenizer(text).input_ids
-        with torch.no_grad():
-            expected = original.generate(torch.tensor([ids]), generation_config=generation())[0, 1:].tolist()
-        ours = finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids
-        assert ours == expected, text
-        assert translator.source(text).ids == ids
-        lengths.add(len(ours))
-    assert len(lengths) > 1  # some end early
+    assert_greedy_equals_generate(convert(folder), original, SENTENCES, lambda sentence: tokenizer(sentence).input_ids,
+                                  generation(), MAX_NEW)
 
 
 def test_an_extra_weight_or_missing_tokenizer_files_are_refused_by_name(blenderbot, tmp_path):

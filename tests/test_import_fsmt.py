@@ -23,11 +23,9 @@ transformers = pytest.importorskip("transformers")
 sacremoses = pytest.importorskip("sacremoses")
 
 from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import finish, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
-from models.translator import Translator  # noqa: E402
-from tests.helpers import assert_same_forward, learn_bpe  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
 
 ENGLISH = ["The cat sat on the mat.", "Where is the house?", "I like green apples!", "The dog's ball is red.",
            "We are going to the beach, now.", "She reads a book every night.", "The water is cold."]
@@ -134,18 +132,8 @@ def test_logits_and_every_head_equal_transformers(fsmt):
 
 def test_greedy_outputs_equal_generate(fsmt):
     folder, original, tokenizer = fsmt
-    checkpoint = convert(folder)
-    translator = Translator(checkpoint)
-    lengths = set()
-    for text in ENGLISH:
-        ids = tokenizer(text).input_ids
-        with torch.no_grad():
-            expected = original.generate(torch.tensor([ids]), generation_config=generation())[0, 1:].tolist()
-        ours = finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids
-        assert ours == expected, text
-        assert translator.source(text).ids == ids
-        lengths.add(len(ours))
-    assert len(lengths) > 1  # some end early
+    assert_greedy_equals_generate(convert(folder), original, ENGLISH, lambda sentence: tokenizer(sentence).input_ids,
+                                  generation(), MAX_NEW)
 
 
 def test_an_extra_weight_or_missing_vocabularies_are_refused_by_name(fsmt, tmp_path):

@@ -20,11 +20,9 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import finish, greedy  # noqa: E402
 from models.errors import CheckpointError  # noqa: E402
 from models.importers import convert, detect_format  # noqa: E402
-from models.translator import Translator  # noqa: E402
-from tests.helpers import assert_same_forward  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -119,18 +117,8 @@ def test_logits_and_every_head_equal_transformers(family, tmp_path):
 
 def test_greedy_outputs_equal_generate(family):
     _, folder, original, tokenizer = family
-    checkpoint = convert(folder)
-    translator = Translator(checkpoint)
-    lengths = set()
-    for text in SENTENCES:
-        ids = tokenizer.encode(text).ids
-        with torch.no_grad():
-            expected = original.generate(torch.tensor([ids]), generation_config=generation())[0, 1:].tolist()
-        ours = finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids
-        assert ours == expected, text
-        assert translator.source(text).ids == ids
-        lengths.add(len(ours))
-    assert len(lengths) > 1  # some end early
+    assert_greedy_equals_generate(convert(folder), original, SENTENCES, lambda sentence: tokenizer.encode(sentence).ids,
+                                  generation(), MAX_NEW)
 
 
 def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(family, tmp_path):
