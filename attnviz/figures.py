@@ -106,7 +106,7 @@ def heatmap_svg(state: HeatmapState, lut: np.ndarray) -> str:
              f"viewBox='0 0 {width:.0f} {height:.0f}'>", f"<defs>{HATCH}</defs>",
              "<rect width='100%' height='100%' fill='white'/>",
              f"<text x='{left}' y='20' font-size='14' {FONT}>{html.escape(_plain(state.title))}</text>"]
-    parts += _cells(state.matrix, state.mask, state.levels, lut, left, top, cell)
+    parts += _cells(state.matrix, state.mask, levels=state.levels, lut=lut, x=left, y=top, cell=cell)
     if state.step_row is not None and 0 <= state.step_row < rows:
         parts.append(f"<rect x='{left}' y='{top + state.step_row * cell:.2f}' width='{cols * cell:.2f}' height='{cell:.2f}' "
                      "fill='none' stroke='#ff5a36' stroke-width='1.5'/>")
@@ -121,7 +121,7 @@ def heatmap_svg(state: HeatmapState, lut: np.ndarray) -> str:
                  f"transform='rotate(-90 12 {top + rows * cell / 2:.2f})'>{html.escape(state.axis_names[0])}</text>")
     parts.append(f"<text x='{left + cols * cell / 2:.2f}' y='{height - 6:.2f}' font-size='11' text-anchor='middle' "
                  f"{FONT}>{html.escape(state.axis_names[1])}</text>")
-    parts += _colour_bar(state.levels, lut, left + cols * cell + 14, top, rows * cell)
+    parts += _colour_bar(state.levels, lut, x=left + cols * cell + 14, y=top, height=rows * cell)
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -149,7 +149,7 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
         colour, mark = (" fill='#c62828'", " · off") if off else ("", "")
         parts.append(f"<text x='{x + panel_w / 2:.2f}' y='{y - 4:.2f}' font-size='11' text-anchor='middle' {FONT}"
                      f"{colour}>{html.escape(grid.row_names[row])} · {html.escape(grid.col_names[col])}{mark}</text>")
-        parts += _cells(matrix, None, levels, lut, x, y, cell)
+        parts += _cells(matrix, None, levels=levels, lut=lut, x=x, y=y, cell=cell)
         if off:
             parts.append(f"<path d='M{x:.2f},{y:.2f} L{x + panel_w:.2f},{y + panel_h:.2f} M{x:.2f},{y + panel_h:.2f} "
                          f"L{x + panel_w:.2f},{y:.2f}' stroke='#e53935' stroke-width='2' fill='none'/>")
@@ -162,6 +162,6 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
                 cx, cy = x + (c + 0.5) * cell, y + panel_h + 5
                 parts.append(f"<text transform='translate({cx:.2f},{cy:.2f}) rotate(-45)' font-size='9' "
                              f"text-anchor='end' {FONT}>{html.escape(key_labels[c])}</text>")
-    parts += _colour_bar(levels, lut, width - 48, top + 14, panel_h)
+    parts += _colour_bar(levels, lut, x=width - 48, y=top + 14, height=panel_h)
     parts.append("</svg>")
     return "\n".join(parts)

@@ -65,7 +65,7 @@ class HeadStatsPanel(QObject):
     def refresh(self) -> None:
         if self.stats is None:
             return
-        state = stats_view.head_stats_state(self.stats, self.run, self.kind, self.head)
+        state = stats_view.head_stats_state(self.stats, self.run, kind=self.kind, selected=self.head)
         self.run, self.kind = state.run, state.kind
         self.view.show_stats(state)
         self.view.show_typical(None if self.head is None else

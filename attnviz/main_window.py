@@ -542,7 +542,7 @@ class MainWindow(QMainWindow):
             return settings
         return dataclasses.replace(settings, text=stored.text("run/text", settings.text),
                                    mode=stored.choice("run/mode", settings.mode, MODES),
-                                   beam=stored.integer("run/beam", settings.beam, 2, 32),
+                                   beam=stored.integer("run/beam", settings.beam, minimum=2, maximum=32),
                                    target=stored.text("run/target", ""), max_len=info.max_len)
 
     def _on_load_failed(self, job_id: int, message: str) -> None:
@@ -655,9 +655,11 @@ class MainWindow(QMainWindow):
             return None
         if partner is None:
             waiting = viewmodel.ComparePane(None, self.session.partner_error or "model B is running…")
-            return viewmodel.CompareState(a=viewmodel.compare_pane(trace, self.session.selection, "A", self.session.options),
+            return viewmodel.CompareState(a=viewmodel.compare_pane(trace, self.session.selection, name="A",
+                                                                   options=self.session.options),
                                           b=waiting, diff=viewmodel.ComparePane(None, ""))
-        return viewmodel.compare_state(trace, partner.trace, self.session.selection, self.session.options)
+        return viewmodel.compare_state(trace, partner.trace, selection=self.session.selection,
+                                       options=self.session.options)
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
         trace, selection, result = self.session.trace, self.session.selection, self.session.result
@@ -679,7 +681,7 @@ class MainWindow(QMainWindow):
         self.focus.clear(message)
         self.compare_view.clear(message)
         for grid in (self.head_grid, self.model_view):
-            grid.build(0, 0, [], [])
+            grid.build(0, 0, row_names=[], col_names=[])
         self.selector.setEnabled(False)
 
     def set_colormap(self, name: str) -> None:
@@ -843,7 +845,8 @@ class MainWindow(QMainWindow):
             from .figures import heads_svg
 
             figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(selection.kind, selection.layer),
-                               trace.query_tokens(selection.kind), trace.key_tokens(selection.kind), self.focus.lut())
+                               query_labels=trace.query_tokens(selection.kind),
+                               key_labels=trace.key_tokens(selection.kind), lut=self.focus.lut())
             self._export(save_figure, figure, path)
 
     def export_npz(self, path: str | None = None) -> None:

@@ -39,7 +39,7 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
     lut = lookup_table(colormap)
     if head == "all":
         figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(kind, layer),
-                           trace.query_tokens(kind), trace.key_tokens(kind), lut)
+                           query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind), lut=lut)
         return save_figure(figure, output)
     state = viewmodel.heatmap(trace, selection)
     if not masks:

@@ -186,14 +186,14 @@ class Session:
 
     def toggle_head(self, kind: str, layer: int, head: int) -> Ablation:
         """Switch one head the other way; the caller re-runs."""
-        self.ablation = self.ablation.toggled(kind, layer, head, self._shape())
+        self.ablation = self.ablation.toggled(kind, layer, head=head, shape=self._shape())
         return self.ablation
 
     def toggle_layer(self, kind: str, layer: int) -> Ablation:
         """Switch every head of a layer off, or on again when all of them already are."""
         shape = self._shape()
         all_off = len(self.ablation.heads_off(kind, layer, shape[kind][1])) == shape[kind][1]
-        self.ablation = self.ablation.with_layer(kind, layer, not all_off, shape)
+        self.ablation = self.ablation.with_layer(kind, layer, off=not all_off, shape=shape)
         return self.ablation
 
     def restore_heads(self) -> None:

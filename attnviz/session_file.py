@@ -93,7 +93,8 @@ def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, select
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
-    document = session_document(checkpoint, path, run, selection, look, ablation=ablation, snapshot_step=snapshot_step,
+    document = session_document(checkpoint, path, run=run, selection=selection, look=look, ablation=ablation,
+                                snapshot_step=snapshot_step,
                                 compare=compare)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
@@ -122,17 +123,17 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
                                f"version {VERSION})")
     reader = _Reader(path)
     checkpoint = _checkpoint(path, document)
-    run = reader.section(document, "input", RunSettings,
-                         {"text": str, "mode": MODES, "beam": (1, 256), "target": str, "max_len": (1, 100_000),
+    run = reader.section(document, "input", cls=RunSettings,
+                         fields={"text": str, "mode": MODES, "beam": (1, 256), "target": str, "max_len": (1, 100_000),
                           "src_lang": str, "tgt_lang": str})
-    selection = reader.section(document, "selection", Selection,
-                               {"kind": KINDS, "layer": (0, 10_000), "head": "head", "step": (0, 1_000_000),
+    selection = reader.section(document, "selection", cls=Selection,
+                               fields={"kind": KINDS, "layer": (0, 10_000), "head": "head", "step": (0, 1_000_000),
                                 "hypothesis": (0, 10_000)})
     view = document.get("view", {})
     if not isinstance(view, dict):
         raise SessionFileError(f"{path}: \"view\" must be an object")
     options = reader.section({"view": {key: view[key] for key in ("colour_range", "predicted_labels") if key in view}},
-                             "view", ViewOptions, {"colour_range": COLOUR_RANGES, "predicted_labels": bool})
+                             "view", cls=ViewOptions, fields={"colour_range": COLOUR_RANGES, "predicted_labels": bool})
     look_fields = {"colormap": colormaps or str, "masks": bool}
     look_values = reader.values({key: view[key] for key in look_fields if key in view}, "view", look_fields)
     ablation = _ablation(path, document.get("ablation", []))

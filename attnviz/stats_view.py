@@ -64,7 +64,8 @@ def head_stats_state(stats: HeadStats, run: str, kind: str, selected: tuple[int,
     run = run if run in stats.runs else next(iter(stats.runs))
     kind = kind if kind in stats.runs[run].kinds else next(iter(stats.runs[run].kinds))
     tables = stats.runs[run].tables()[kind]
-    panels = [StatPanel(name, STATISTICS[name][1], values, levels_of(name, values)) for name, values in tables.items()
+    panels = [StatPanel(name, STATISTICS[name][1], matrix=values, levels=levels_of(name, values)) for name,
+              values in tables.items()
               if name != "padding" or values.any()]
     layers, heads = stats.runs[run].shape(kind)
     padding = "no weight on padding (checked)" if stats.max_padding() == 0 else \
@@ -89,13 +90,13 @@ def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: i
                       count: int = TYPICAL_COUNT) -> TypicalState:
     """The sentences where head (``layer``, ``head``) of ``kind`` is most and least typical."""
     statistics = stats.runs[run]
-    most, least = statistics.typical(kind, layer, head, count)
+    most, least = statistics.typical(kind, layer, head=head, count=count)
     values = statistics.per_sentence(kind, TYPICAL_BY)[:, layer, head]
     mean = float(statistics.mean(kind, TYPICAL_BY)[layer, head])
     targets = stats.outputs if run == "decoded" else [target for _, target in stats.pairs]
 
     def entry(index: int) -> TypicalSentence:
-        return TypicalSentence(index, stats.pairs[index][0], targets[index], float(values[index]))
+        return TypicalSentence(index, stats.pairs[index][0], target=targets[index], value=float(values[index]))
 
     values_text = " · ".join(f"{name} {table[layer, head]:.3f}" for name, table in statistics.tables()[kind].items()
                              if name != "padding")
@@ -112,9 +113,9 @@ def importance_state(importance: HeadImportance, kind: str, selected: tuple[int,
     kind = kind if kind in kinds else kinds[-1]
     drops, scores = importance.drops[kind], importance.scores[kind]
     name = importance.metric_name
-    panels = [StatPanel("drop", f"{name} lost when this head alone is switched off", drops,
-                        (min(0.0, float(drops.min())), max(float(drops.max()), 1e-6))),
-              StatPanel("left", f"{name} with this head alone switched off", scores, (0.0, 100.0))]
+    panels = [StatPanel("drop", f"{name} lost when this head alone is switched off", matrix=drops,
+                        levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6))),
+              StatPanel("left", f"{name} with this head alone switched off", matrix=scores, levels=(0.0, 100.0))]
     layers, heads = drops.shape
     return HeadStatsState(
         runs=[("importance", f"{name} drop, one head off at a time")], run="importance",

@@ -167,10 +167,10 @@ class SnapshotBarState:
 
 def snapshot_bar(steps: tuple[int, ...], step: int | None) -> SnapshotBarState:
     if not steps:
-        return SnapshotBarState(False, 0, 0, "", "")
+        return SnapshotBarState(False, 0, index=0, label="", tooltip="")
     index = steps.index(step) if step in steps else len(steps) - 1
-    return SnapshotBarState(True, len(steps), index, f"step {steps[index]:,} of {steps[-1]:,}",
-                            f"Snapshot {index + 1} of {len(steps)}: the model as it was after {steps[index]:,} "
+    return SnapshotBarState(True, len(steps), index=index, label=f"step {steps[index]:,} of {steps[-1]:,}",
+                            tooltip=f"Snapshot {index + 1} of {len(steps)}: the model as it was after {steps[index]:,} "
                             "training steps; every view shows what it did with the same sentence")
 
 
@@ -444,7 +444,7 @@ def compare_pane(trace: AttentionTrace, selection: Selection, name: str, options
     missing = _missing(trace, selection, name)
     if missing:
         return ComparePane(None, missing)
-    state = heatmap(trace, selection, options, outputs)
+    state = heatmap(trace, selection, options=options, outputs=outputs)
     return ComparePane(dataclasses.replace(state, title=f"<b>{name}</b> · {state.title}"))
 
 
@@ -476,6 +476,7 @@ def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection) -> Co
 def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
                   options: ViewOptions = ViewOptions()) -> CompareState:
     """The comparison at one selection (the same kind, layer, head and step for both models)."""
-    return CompareState(a=compare_pane(a, selection, "A", options), b=compare_pane(b, selection, "B", options),
+    return CompareState(a=compare_pane(a, selection, name="A", options=options), b=compare_pane(b, selection, name="B",
+                                                                                                options=options),
                         diff=difference(a, b, selection))
 

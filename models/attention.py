@@ -106,7 +106,7 @@ class MultiHeadAttention(nn.Module):
         """
         q = self.split_heads(self.query(query))  # [B, H, Q, D]
         dropout = self.dropout if self.training else 0.0
-        heads_out, weights = scaled_dot_product(q, k, v, mask, scale=self.scale, bias=bias, dropout=dropout,
+        heads_out, weights = scaled_dot_product(q, k, v=v, mask=mask, scale=self.scale, bias=bias, dropout=dropout,
                                                 need_weights=need_weights)
         if heads_off:
             heads_out = heads_out.index_fill(1, torch.tensor(heads_off, device=heads_out.device), 0.0)
@@ -117,7 +117,7 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, *,
                 need_weights: bool = True) -> tuple[Tensor, Tensor | None]:
         k, v = self.project_kv(key, value)
-        return self.attend(query, k, v, mask, need_weights=need_weights)
+        return self.attend(query, k, v=v, mask=mask, need_weights=need_weights)
 
 
 class AdditiveAttention(nn.Module):

@@ -182,13 +182,14 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
     except (KeyError, TypeError, AttributeError, ValueError) as error:
         raise CheckpointError(path, f"bad metadata: missing tokenizer entry or a malformed one "
                                     f"({type(error).__name__}: {_first_line(error)[:120]})") from None
-    _check_vocabularies(path, config, source, target)
+    _check_vocabularies(path, config, source=source, target=target)
     shapes = _stored_shapes(path)
     check_against_weights(path, config, shapes)
     model = build_model(config)
-    check_shapes(path, model, shapes, _aliases(model))
+    check_shapes(path, model, stored=shapes, aliases=_aliases(model))
     _load_weights(path, model)
-    return Checkpoint(model.to(device).eval(), source, target, document["provenance"], path)
+    return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
+                      path=path)
 
 
 def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer) -> None:
@@ -217,7 +218,7 @@ def _load_weights(path: Path, model: Seq2Seq) -> None:
         stored, _ = read_safetensors(path)  # read whole: a file rewritten meanwhile cannot crash the process
     except CheckpointError as error:
         raise CheckpointError(path, f"the weights cannot be read ({error.reason})") from None
-    check_shapes(path, model, stored, _aliases(model))
+    check_shapes(path, model, stored=stored, aliases=_aliases(model))
     _warn_not_finite(path, stored)
     with torch.no_grad():
         model.load_state_dict({name: tensor.float() if tensor.is_floating_point() else tensor

@@ -174,7 +174,8 @@ class _Decoder:
     def _encoder_trace(self) -> AttentionTrace:
         """The encoder's part of every hypothesis' trace: converted once, shared by all of them."""
         if self.encoder_trace is None:
-            self.encoder_trace = trace_from_intermediates(self.encoder, 0, self.src_tokens, [], self.dtype)
+            self.encoder_trace = trace_from_intermediates(self.encoder, 0, src_tokens=self.src_tokens, tgt_tokens=[],
+                                                          dtype=self.dtype)
         return self.encoder_trace
 
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
@@ -198,7 +199,7 @@ class _Decoder:
                 for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
-        return AttentionTrace(self.src_tokens, tgt_tokens, attention, masks, ablated=self.ablated)
+        return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
 
     def forced_result(self, target: list[int], logits: Tensor, inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
@@ -214,7 +215,8 @@ class _Decoder:
         tgt_tokens = [self.label(self.bos)] + choices["tokens"][:-1]
         trace = None
         if self.need_weights:
-            trace = trace_from_intermediates(inter, 0, self.src_tokens, tgt_tokens, self.dtype, release=True)
+            trace = trace_from_intermediates(inter, 0, src_tokens=self.src_tokens, tgt_tokens=tgt_tokens,
+                                             dtype=self.dtype, release=True)
             trace.ablated = self.ablated
         steps = []
         for index in range(len(target)):

@@ -38,17 +38,18 @@ def corpus_head_stats(translator: Translator, pairs: Sequence[Pair], *, batch_si
         raise NoAttentionError(f"this model ({model.config.arch}) has no attention: there are no heads to describe")
     if batch_size < 1:
         raise InputError(f"the batch size must be at least 1; got {batch_size}")
-    examples = encode_pairs(pairs, translator.source_tokenizer, translator.target_tokenizer, model.config, "the corpus")
+    examples = encode_pairs(pairs, translator.source_tokenizer, target=translator.target_tokenizer,
+                            model_config=model.config, name="the corpus")
     total = len(examples) * (2 if decode else 1)
-    reference = example_stats(model, examples, batch_size, "reference",
-                              progress and (lambda done, _: progress(done, total)))
+    reference = example_stats(model, examples, batch_size=batch_size, run="reference",
+                              progress=progress and (lambda done, _: progress(done, total)))
     if reference is None:
         return None
     runs, outputs = {"reference": reference}, []
     if decode:
         decoded_examples, outputs = greedy_examples(translator, examples)
-        decoded = example_stats(model, decoded_examples, batch_size, "decoded",
-                                progress and (lambda done, _: progress(len(examples) + done, total)))
+        decoded = example_stats(model, decoded_examples, batch_size=batch_size, run="decoded",
+                                progress=progress and (lambda done, _: progress(len(examples) + done, total)))
         if decoded is None:
             return None
         runs["decoded"] = decoded
@@ -84,7 +85,8 @@ def example_stats(model: Seq2Seq, examples: Sequence[Example], batch_size: int, 
             _, intermediates = model(batch.src, batch.tgt_in, need_weights=True)
             src_lengths = torch.tensor([len(examples[i][0]) for i in indices], device=device)
             tgt_lengths = torch.tensor([len(examples[i][1]) + 1 for i in indices], device=device)
-            for kind, sums in batch_sums(intermediates, batch.src, src_lengths, tgt_lengths, model.config.eos_id).items():
+            for kind, sums in batch_sums(intermediates, batch.src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+                                         eos_id=model.config.eos_id).items():
                 if kind not in totals:
                     # float32 per sentence (a few hundred rows each) keeps a large corpus' sums small
                     totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:], dtype=np.float32)
@@ -114,8 +116,8 @@ def batch_sums(intermediates: Intermediates, src: Tensor, src_lengths: Tensor, t
         if kind != "dec_self":
             extra["eos"] = ((src[:, :key_len] == eos_id).float() * real_keys)[:, None, None, :]
         if kind == "cross":
-            extra["diagonal"] = diagonal_band(query_lengths, key_lengths, query_len, key_len)[:, None]
-        per_layer = [row_statistics(kind, weights.float(), real_keys, extra) for weights in layers]
+            extra["diagonal"] = diagonal_band(query_lengths, key_lengths, query_len=query_len, key_len=key_len)[:, None]
+        per_layer = [row_statistics(kind, weights.float(), real_keys=real_keys, extra=extra) for weights in layers]
         sums = {name: torch.stack([(layer[name] * real_rows[:, None, :]).sum(-1) for layer in per_layer], dim=1)
                 .double().cpu().numpy() for name in statistics_of(kind)}  # [B, L, H]
         rows = query_lengths.cpu().numpy()

@@ -130,7 +130,7 @@ class HeadStats:
             kinds = {}
             for kind, table in run.tables().items():
                 layers, heads = run.shape(kind)
-                typical = [[dict(zip(("most", "least"), run.typical(kind, layer, head, count)))
+                typical = [[dict(zip(("most", "least"), run.typical(kind, layer, head=head, count=count)))
                             for head in range(heads)] for layer in range(layers)]
                 kinds[kind] = {**{statistic: values.round(6).tolist() for statistic, values in table.items()},
                                "typical": typical}

@@ -41,8 +41,8 @@ def trace_from_intermediates(intermediates: Intermediates, index: int, src_token
         if release:
             per_layer.clear()
         mask = intermediates.masks.get(kind)
-        masks[kind] = expand_for_trace(mask, index, q_len, k_len)[:q_len, :k_len].numpy().copy()
-    return AttentionTrace(list(src_tokens), list(tgt_tokens), attention, masks)
+        masks[kind] = expand_for_trace(mask, index, query_len=q_len, key_len=k_len)[:q_len, :k_len].numpy().copy()
+    return AttentionTrace(list(src_tokens), list(tgt_tokens), attention=attention, masks=masks)
 
 
 def to_numpy(tensor: Tensor, dtype: type = np.float32) -> np.ndarray:

@@ -42,7 +42,7 @@ def normalize(text: str, knows: Callable[[str], bool], *, how: str = "nfkc", low
         if lowercase and character.lower() != character and knows(character.lower()):
             pieces.append(character.lower())
             continue
-        pieces.append(_variant(character, text, index, knows, quotes))
+        pieces.append(_variant(character, text, index=index, knows=knows, quotes=quotes))
     return "".join(pieces)
 
 

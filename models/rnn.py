@@ -161,7 +161,7 @@ class GRUDecoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.attention: nn.Module | None = None
         if config.arch == "gru-additive":
-            self.attention = AdditiveAttention(hidden, hidden, hidden, config.additive_activation)
+            self.attention = AdditiveAttention(hidden, hidden, hidden=hidden, activation=config.additive_activation)
         elif config.arch in ("gru-scaled-dot", "gru-causal-scaled-dot"):
             self.attention = MultiHeadAttention(hidden, 1, output_projection=False)
         self.cell = nn.GRUCell(hidden * (2 if self.attention is not None else 1), hidden)
@@ -193,9 +193,9 @@ class GRUDecoder(nn.Module):
 
     def _attend(self, query: Tensor, state: DecoderState, mask: Tensor) -> tuple[Tensor, Tensor]:
         if isinstance(self.attention, AdditiveAttention):
-            return self.attention(query, state.memory, state.memory, mask)
+            return self.attention(query, state.memory, values=state.memory, mask=mask)
         k, v = state.caches[0].cross_kv(lambda: self.attention.project_kv(state.memory, state.memory))
-        return self.attention.attend(query, k, v, mask)
+        return self.attention.attend(query, k, v=v, mask=mask)
 
 
 class TransformerBlock(nn.Module):
@@ -216,11 +216,11 @@ class TransformerBlock(nn.Module):
         k, v = self.self_attention.project_kv(x, x)
         if cache is not None:
             k, v = cache.extend_self(k, v)
-        attended, self_weights = self.self_attention.attend(x, k, v, self_mask, heads_off=self_off)
+        attended, self_weights = self.self_attention.attend(x, k, v=v, mask=self_mask, heads_off=self_off)
         x = x + attended
         project = lambda: self.encoder_attention.project_kv(memory, memory)  # noqa: E731
         k, v = cache.cross_kv(project) if cache is not None else project()
-        attended, cross_weights = self.encoder_attention.attend(x, k, v, cross_mask, heads_off=cross_off)
+        attended, cross_weights = self.encoder_attention.attend(x, k, v=v, mask=cross_mask, heads_off=cross_off)
         x = x + attended
         return x + F.relu(self.mlp(x)), self_weights, cross_weights
 
@@ -241,7 +241,8 @@ class GRUTransformerDecoder(nn.Module):
         self_weights, cross_weights = [], []
         for index, layer in enumerate(self.layers):
             heads = layer.self_attention.heads
-            x, self_w, cross_w = layer(x, memory, self_mask, cross_mask, caches[index] if caches else None,
+            x, self_w, cross_w = layer(x, memory, self_mask=self_mask, cross_mask=cross_mask,
+                                       cache=caches[index] if caches else None,
                                        self_off=ablation.heads_off("dec_self", index, heads),
                                        cross_off=ablation.heads_off("cross", index, heads))
             self_weights.append(self_w)
@@ -290,24 +291,26 @@ class RNNSeq2Seq(Seq2Seq):
     def step(self, tokens: Tensor, state: DecoderState, *, need_weights: bool = True) -> StepOutput:
         batch = tokens.shape[0]
         if self.transformer_decoder:
-            logits, self_w, cross_w = self.decoder(tokens[:, None], state.memory, None, state.src_mask,
-                                                   state.caches, state.position, state.ablation)
+            logits, self_w, cross_w = self.decoder(tokens[:, None], state.memory, self_mask=None,
+                                                   cross_mask=state.src_mask, caches=state.caches,
+                                                   offset=state.position, ablation=state.ablation)
             state.position += 1
             masks = {"dec_self": torch.ones(batch, state.position, dtype=torch.bool, device=tokens.device),
                      "cross": state.src_mask[:, 0, 0, :].expand(batch, -1)}
             attention = {"dec_self": [w[:, :, 0] for w in self_w], "cross": [w[:, :, 0] for w in cross_w]}
-            return StepOutput(logits[:, 0], attention if need_weights else {}, masks, state)
+            return StepOutput(logits[:, 0], attention if need_weights else {}, masks=masks, state=state)
         logits, weights, mask = self.decoder.step(tokens, state, need_weights)
         state.position += 1
         attention = {"cross": [weights]} if weights is not None and need_weights else {}
-        return StepOutput(logits, attention, {"cross": mask} if weights is not None else {}, state)
+        return StepOutput(logits, attention, masks={"cross": mask} if weights is not None else {}, state=state)
 
     def forward(self, src_ids: Tensor, tgt_in: Tensor, *, need_weights: bool = False,
                 ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Intermediates]:
         state, _ = self.start(src_ids, ablation=ablation)
         if self.transformer_decoder:
             self_mask = target_mask(tgt_in, self.pad_id)
-            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask, state.src_mask, None, 0, ablation)
+            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask=self_mask, cross_mask=state.src_mask,
+                                                   caches=None, offset=0, ablation=ablation)
             intermediates = Intermediates(masks={"dec_self": self_mask, "cross": state.src_mask})
             if need_weights:
                 intermediates.attention = {"dec_self": self_w, "cross": cross_w}

@@ -123,8 +123,10 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
     _check_tokenizers(model_config, source_tokenizer, target_tokenizer)
     if not train_pairs:
         raise ConfigError("the training corpus has no pairs")
-    train_examples = encode_pairs(train_pairs, source_tokenizer, target_tokenizer, model_config, "training")
-    valid_examples = encode_pairs(valid_pairs, source_tokenizer, target_tokenizer, model_config, "validation")
+    train_examples = encode_pairs(train_pairs, source_tokenizer, target=target_tokenizer, model_config=model_config,
+                                  name="training")
+    valid_examples = encode_pairs(valid_pairs, source_tokenizer, target=target_tokenizer, model_config=model_config,
+                                  name="validation")
     processes = _Processes.start(config)
     try:
         trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples=train_examples,
@@ -181,7 +183,7 @@ class _Processes:
         owns_group = not dist.is_initialized()
         if owns_group:
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-        return cls(device, dist.get_rank(), dist.get_world_size(), owns_group)
+        return cls(device, dist.get_rank(), world=dist.get_world_size(), owns_group=owns_group)
 
     @property
     def main(self) -> bool:
@@ -274,7 +276,7 @@ class _Trainer:
         rate = learning_rate_at(self.step + 1, config.learning_rate, config.warmup_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = rate
-        loss_sum = _loss_sum(network, share, self.model_config.pad_id, config.label_smoothing)
+        loss_sum = _loss_sum(network, share, pad_id=self.model_config.pad_id, label_smoothing=config.label_smoothing)
         # DDP averages gradients over processes; scaling by the world size makes that average the gradient
         # of the whole batch's loss per token.
         (loss_sum * processes.world / global_tokens).backward()
@@ -299,12 +301,14 @@ class _Trainer:
         with torch.random.fork_rng(devices=devices):  # validation must not change the training's randomness
             try:
                 self.model.eval()
-                self.metrics["valid_loss"] = _validation_loss(self.model, self.valid_examples, self.config.batch_size,
-                                                              self.device)
+                self.metrics["valid_loss"] = _validation_loss(self.model, self.valid_examples,
+                                                              batch_size=self.config.batch_size,
+                                                              device=self.device)
                 if self.config.validation_sentences:
                     pairs = self.valid_pairs[: self.config.validation_sentences]
-                    self.metrics["chrf"], self.metrics["bleu"] = _decode_scores(self.model, self.tokenizers, pairs,
-                                                                                self.device)
+                    self.metrics["chrf"], self.metrics["bleu"] = _decode_scores(self.model, self.tokenizers,
+                                                                                pairs=pairs,
+                                                                                device=self.device)
             finally:
                 self.model.train()
         # Printed with or without the bar: in a background run's log these lines are the record.
@@ -365,7 +369,7 @@ class _Trainer:
         """Continue from ``out_path`` and its training state: weights, optimizer, data position, RNG."""
         path = state_path(self.out_path)
         tensors, document = _read_state(path)
-        _check_resumable(path, document, self.config, self.model_config)
+        _check_resumable(path, document, config=self.config, model_config=self.model_config)
         if [t.to_dict() for t in self.tokenizers] != document.get("tokenizers"):
             raise ConfigError(f"cannot resume {self.out_path}: it was trained with other tokenizers")
         weights = {name[len("model."):]: tensor for name, tensor in tensors.items() if name.startswith("model.")}
@@ -375,8 +379,8 @@ class _Trainer:
         self.model.load_state_dict(weights, strict=False)
         _load_optimizer(self.optimizer, tensors)
         self.step = document["step"]
-        self.stream = BatchStream(self.stream.lengths, self.config.batch_size, self.config.seed,
-                                  document["data"]["epoch"], document["data"]["index"])
+        self.stream = BatchStream(self.stream.lengths, self.config.batch_size, seed=self.config.seed,
+                                  epoch=document["data"]["epoch"], index=document["data"]["index"])
         self.window, self.metrics = list(document["window"]), dict(document["metrics"])
         self.seconds_before = float(document["seconds"])
         self._restore_rng(tensors)
@@ -418,7 +422,7 @@ def _validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, d
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             batch = collate([examples[i] for i in order[start: start + batch_size]], model.config, device)
-            total += float(_loss_sum(model, batch, model.config.pad_id, 0.0))
+            total += float(_loss_sum(model, batch, pad_id=model.config.pad_id, label_smoothing=0.0))
             tokens += batch.tokens
     return total / tokens
 

@@ -114,14 +114,15 @@ class AttentionSublayer(nn.Module):
         k, v = self.attention.project_kv(kv_input, kv_input)  # [B, H, L, D]
         if cache is not None:
             k, v = cache.extend_self(k, v)  # [B, H, K, D], K = all positions so far
-        attended, weights = self.attention.attend(normed, k, v, mask, bias=bias, need_weights=need_weights,
+        attended, weights = self.attention.attend(normed, k, v=v, mask=mask, bias=bias, need_weights=need_weights,
                                                   heads_off=heads_off)
         return self._residual(x, attended), weights
 
     def cross_attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                      need_weights: bool, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
         normed = self.norm(x) if self.pre_norm else x
-        attended, weights = self.attention.attend(normed, k, v, mask, need_weights=need_weights, heads_off=heads_off)
+        attended, weights = self.attention.attend(normed, k, v=v, mask=mask, need_weights=need_weights,
+                                                  heads_off=heads_off)
         return self._residual(x, attended), weights
 
 
@@ -158,7 +159,8 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool,
                 bias: Tensor | None = None, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
-        x, weights = self.self_attention.self_attend(x, mask, None, need_weights, bias=bias, heads_off=heads_off)
+        x, weights = self.self_attention.self_attend(x, mask, cache=None, need_weights=need_weights, bias=bias,
+                                                     heads_off=heads_off)
         return self.feed_forward(x), weights
 
 
@@ -175,11 +177,13 @@ class DecoderLayer(nn.Module):
         """Shape: x ``[B, L, E]``, memory ``[B, S, E]``, self_bias ``[1, H, L, K]`` → x, self weights
         ``[B, H, L, K]``, cross ``[B, H, L, S]``. ``self_off``/``cross_off``: heads whose output is zeroed
         (models/ablation.py)."""
-        x, self_weights = self.self_attention.self_attend(x, self_mask, cache, need_weights, bias=self_bias,
+        x, self_weights = self.self_attention.self_attend(x, self_mask, cache=cache, need_weights=need_weights,
+                                                          bias=self_bias,
                                                           heads_off=self_off)
         project = lambda: self.cross_attention.attention.project_kv(memory, memory)  # noqa: E731
         k, v = cache.cross_kv(project) if cache is not None else project()  # [B, H, S, D]
-        x, cross_weights = self.cross_attention.cross_attend(x, k, v, cross_mask, need_weights, cross_off)
+        x, cross_weights = self.cross_attention.cross_attend(x, k, v=v, mask=cross_mask, need_weights=need_weights,
+                                                             heads_off=cross_off)
         return self.feed_forward(x), self_weights, cross_weights
 
 
@@ -258,7 +262,7 @@ class TransformerSeq2Seq(Seq2Seq):
         bias = self.relative_bias(self.encoder_relative_bias, length, length, offset=0, bidirectional=True)
         weights = []
         for index, layer in enumerate(self.encoder_layers):
-            x, layer_weights = layer(x, src_mask, need_weights, bias=bias,
+            x, layer_weights = layer(x, src_mask, need_weights=need_weights, bias=bias,
                                      heads_off=ablation.heads_off("enc_self", index, self.config.heads))
             weights.append(layer_weights)
         if self.encoder_norm is not None:
@@ -276,7 +280,8 @@ class TransformerSeq2Seq(Seq2Seq):
         heads = self.config.heads
         for index, layer in enumerate(self.decoder_layers):
             cache = caches[index] if caches is not None else None
-            x, self_w, cross_w = layer(x, memory, self_mask, src_mask, cache, need_weights, self_bias=bias,
+            x, self_w, cross_w = layer(x, memory, self_mask=self_mask, cross_mask=src_mask, cache=cache,
+                                       need_weights=need_weights, self_bias=bias,
                                        self_off=ablation.heads_off("dec_self", index, heads),
                                        cross_off=ablation.heads_off("cross", index, heads))
             self_weights.append(self_w)
@@ -333,4 +338,4 @@ class TransformerSeq2Seq(Seq2Seq):
         attention = {}
         if need_weights:
             attention = {"dec_self": [w[:, :, 0] for w in self_weights], "cross": [w[:, :, 0] for w in cross_weights]}
-        return StepOutput(logits[:, 0], attention, masks, state)
+        return StepOutput(logits[:, 0], attention, masks=masks, state=state)

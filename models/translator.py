@@ -124,11 +124,11 @@ class Translator:
             labels = labels + [tokenizer.token(self.config.eos_id)] if labels is not None else None
         limit = self.config.max_len
         if len(ids) <= limit:
-            return SourceInput(ids, len(ids), missing, labels)
+            return SourceInput(ids, len(ids), unknown=missing, labels=labels)
         kept = ids[: limit - 1] + [self.config.eos_id] if self.config.src_append_eos else ids[:limit]
         if labels is not None:
             labels = labels[: limit - 1] + labels[-1:] if self.config.src_append_eos else labels[:limit]
-        return SourceInput(kept, len(ids), missing, labels)
+        return SourceInput(kept, len(ids), unknown=missing, labels=labels)
 
     def target(self, text: str, *, unknown: str = "replace") -> list[int]:
         ids = self.target_tokenizer.encode(self.target_tokenizer.normalize(text), unknown=unknown)

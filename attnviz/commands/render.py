@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None:
         return run_compare(args, trace, head=head, size=size, output=output)
     check_selection(trace, args.kind, args.layer, head=head)
-    draw(args, trace, head, size, output)
+    draw(args, trace, head=head, size=size, output=output)
     print(output, file=sys.stderr)
     return 0
 
@@ -115,7 +115,7 @@ def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, in
         result = decode_one(args)
         check_selection(result.trace, args.kind, args.layer, head=head)
         output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.format}")
-        draw(args, result.trace, head, size, output)
+        draw(args, result.trace, head=head, size=size, output=output)
         print(f"{output}  step {snapshot.step}: {result.text}", file=sys.stderr)
     return 0
 
@@ -132,7 +132,8 @@ def run_compare(args: argparse.Namespace, trace, *, head: int | str, size: tuple
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..rendering import render_compare  # Qt loads only now
 
-    render_compare(trace, other, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
+    render_compare(trace, other, kind=args.kind, layer=args.layer, head=head, output=output, size=size,
+                   colormap=args.colormap,
                    masks=not args.no_masks)
     print(output, file=sys.stderr)
     return 0

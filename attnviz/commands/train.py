@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         train_pairs, valid_pairs = pairs, read_pairs(args.valid)
     else:
         train_pairs, valid_pairs = split_pairs(pairs, args.valid_fraction, args.seed)
-    source, target = build_tokenizers(train_pairs, args.tokenizer, args.vocab_size, args.shared_vocab)
+    source, target = build_tokenizers(train_pairs, args.tokenizer, vocab_size=args.vocab_size, shared=args.shared_vocab)
     model_config = make_config(args.arch, source.vocab_size, target.vocab_size, **parse_settings(args.set))
     config = TrainingConfig(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         save_every=args.save_every, validation_sentences=args.valid_sentences, seed=args.seed,
         device=args.device, progress=not args.no_progress, snapshots=args.snapshots)
     provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
-    summary = train(model_config, source, target, train_pairs, valid_pairs, args.out, config,
+    summary = train(model_config, source, target_tokenizer=target, train_pairs=train_pairs, valid_pairs=valid_pairs,
+                    out_path=args.out, config=config,
                     provenance=provenance, resume=args.resume)
     metrics = ", ".join(f"{name} {value:.3f}" if "loss" in name else f"{name} {value:.1f}"
                         for name, value in (("valid loss", summary.valid_loss), ("chrF", summary.chrf),

@@ -146,7 +146,8 @@ class BarChart(pg.PlotWidget):
         pixels = (axis.height() if self.horizontal else axis.width()) or (self.height() if self.horizontal else self.width())
         cell = pixels / max(len(labels), 1)
         size = (lambda _: metrics.height()) if self.horizontal else metrics.horizontalAdvance
-        axis.setTicks([visible_ticks(labels, -0.5, len(labels) - 0.5, cell, size, gap=0 if self.horizontal else 4)])
+        axis.setTicks([visible_ticks(labels, -0.5, high=len(labels) - 0.5, cell=cell, size=size,
+                                     gap=0 if self.horizontal else 4)])
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)

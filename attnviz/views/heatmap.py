@@ -225,8 +225,10 @@ class HeatmapView(QWidget):
         metrics = QFontMetrics(bottom.style.get("tickFont") or self.font())
         row_height = left.height() / max(y_high - y_low, 1e-6)
         column_width = bottom.width() / max(x_high - x_low, 1e-6)
-        left.setTicks([visible_ticks(self.query_tokens, y_low, y_high, row_height, lambda _: metrics.height(), gap=0)])
-        bottom.setTicks([visible_ticks(self.key_tokens, x_low, x_high, column_width, metrics.horizontalAdvance)])
+        left.setTicks([visible_ticks(self.query_tokens, y_low, high=y_high, cell=row_height,
+                                     size=lambda _: metrics.height(), gap=0)])
+        bottom.setTicks([visible_ticks(self.key_tokens, x_low, high=x_high, cell=column_width,
+                                       size=metrics.horizontalAdvance)])
 
     def _update_badge(self) -> None:
         if self.mask is None or self.mask.shape != self.matrix.shape:

@@ -60,7 +60,7 @@ def _dialog(parent: QWidget, title: str, text: str, size: tuple[int, int]) -> QD
 
 
 def explanation_dialog(parent: QWidget) -> QDialog:
-    return _dialog(parent, "What am I looking at?", EXPLANATION, (640, 620))
+    return _dialog(parent, "What am I looking at?", text=EXPLANATION, size=(640, 620))
 
 
 def shortcuts_dialog(parent: QWidget, shortcuts: list[tuple[str, str]]) -> QDialog:
@@ -69,4 +69,4 @@ def shortcuts_dialog(parent: QWidget, shortcuts: list[tuple[str, str]]) -> QDial
     text = (f"<h3>Keyboard shortcuts</h3><table cellspacing=6>{rows}</table>"
             "<p>They work wherever the focus is, the sentence box included. Enter runs the sentence; the mouse wheel "
             "zooms the heatmap and a double-click shows all of it again.</p>")
-    return _dialog(parent, "Keyboard shortcuts", text, (480, 520))
+    return _dialog(parent, "Keyboard shortcuts", text=text, size=(480, 520))

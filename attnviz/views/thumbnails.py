@@ -43,7 +43,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     def show_grid(self, state: GridState, images: bool = True) -> None:
         """Draw ``state``; with ``images`` False only the outline of the selected thumbnail moves."""
         if images:
-            self.build(state.rows, state.cols, state.row_names, state.col_names)
+            self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names)
             self.set_images(state.matrices)
             self.mark_off(state.off)
         self.select(*(state.selected or (None, None)))
@@ -119,7 +119,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     def context_menu(self, row: int, col: int) -> QMenu:
         """Switch head off/on, and switch the whole row's layer off (or on, when all its heads are off)."""
         menu = QMenu(self)
-        for text, action in thumbnail_menu(self.off, self.shape[1], row, col):
+        for text, action in thumbnail_menu(self.off, self.shape[1], row=row, col=col):
             menu.addAction(text, (lambda: self.head_toggled.emit(row, col)) if action == "head"
                            else (lambda: self.layer_toggled.emit(row)))
         return menu

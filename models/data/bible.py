@@ -185,8 +185,8 @@ def read_bibles(names: Sequence[str] = (ENGLISH_MODULE, SPANISH_MODULE),
         raise DataError("reading SWORD modules needs the Python package pysword: pip install pysword") from None
     modules = SwordModules([str(path) for path in sword_paths if (Path(path) / "mods.d").is_dir()])
     configs = modules.parse_modules()
-    return {name: SwordText(name, configs[name].get("description", name), configs[name].get("version", "?"),
-                            _read_verses(name, modules.get_bible_from_module(name))) for name in names}
+    return {name: SwordText(name, configs[name].get("description", name), version=configs[name].get("version", "?"),
+                            verses=_read_verses(name, modules.get_bible_from_module(name))) for name in names}
 
 
 def installed_modules(sword_paths: Sequence[Path] = SWORD_PATHS) -> set[str]:
@@ -405,7 +405,7 @@ def write_corpus(out: str | Path, english: SwordText, spanish: SwordText) -> dic
     out.mkdir(parents=True, exist_ok=True)
     for name in SPLITS:
         write_tsv(out / f"{name}.tsv", [(pair.english, pair.spanish) for pair in splits[name]])
-    (out / "README.md").write_text(_readme(english, spanish, splits, dropped), encoding="utf-8")
+    (out / "README.md").write_text(_readme(english, spanish, splits=splits, dropped=dropped), encoding="utf-8")
     return splits
 
 

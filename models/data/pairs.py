@@ -147,7 +147,7 @@ def collate(examples: Sequence[Example], model_config: ModelConfig, device: torc
 
     targets = [target for _, target in examples]
     return Batch(padded([source for source, _ in examples]), padded([[bos] + t for t in targets]),
-                 padded([t + [eos] for t in targets]), sum(len(t) + 1 for t in targets))
+                 tgt_out=padded([t + [eos] for t in targets]), tokens=sum(len(t) + 1 for t in targets))
 
 
 class BatchStream:

@@ -125,7 +125,7 @@ def build_corpus(english_pairs: str | Path, out: str | Path, seed: int = 0) -> d
     splits = split_words(corpus_words(texts))
     if not splits["train"]:
         raise DataError(f"{english_pairs}: no English words to build a Pig Latin corpus from")
-    training_phrases = phrases(texts, set(splits["train"]), round(PHRASE_SHARE * len(splits["train"])), seed)
+    training_phrases = phrases(texts, set(splits["train"]), count=round(PHRASE_SHARE * len(splits["train"])), seed=seed)
     splits["train"] = splits["train"] + training_phrases
     random.Random(seed).shuffle(splits["train"])  # words and phrases mixed, the same way every time
     out = Path(out)

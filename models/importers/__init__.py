@@ -64,7 +64,7 @@ def convert(path: str | Path, format: str | None = None, settings: Mapping[str, 
     source = _source(path, trust)
     module = _module(format or _detect(source))
     settings_ = Settings(settings, module.ACCEPTED, module.NAME)
-    checkpoint = module.convert(source, settings_, _optional(src_vocab), _optional(tgt_vocab))
+    checkpoint = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
     return checkpoint
 
 

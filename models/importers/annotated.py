@@ -57,9 +57,9 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
         raise source.error(f"not an annotated-transformer state dict (no '{ANCHOR}' key)")
     inferred: dict[str, Any] = {
         "d_model": int(state[ANCHOR].shape[1]), "N": layer_count(state, "encoder.layers."),
-        "d_ff": weight_rows(source, state, "encoder.layers.0.feed_forward.w_1.weight", NAME),
-        "src_vocab": weight_rows(source, state, "src_embed.0.lut.weight", NAME),
-        "tgt_vocab": weight_rows(source, state, "tgt_embed.0.lut.weight", NAME),
+        "d_ff": weight_rows(source, state, key="encoder.layers.0.feed_forward.w_1.weight", layout=NAME),
+        "src_vocab": weight_rows(source, state, key="src_embed.0.lut.weight", layout=NAME),
+        "tgt_vocab": weight_rows(source, state, key="tgt_embed.0.lut.weight", layout=NAME),
     }
     if "src_embed.1.pe" in state:
         inferred["max_len"] = int(state["src_embed.1.pe"].shape[1])
@@ -76,8 +76,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, state = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab, inferred["src_vocab"],
-                                               inferred["tgt_vocab"])
+    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab=tgt_vocab, src_rows=inferred["src_vocab"],
+                                               tgt_rows=inferred["tgt_vocab"])
     specials = [{role: tokens.index(name) if name in tokens else default for role, name, default in SPECIALS}
                 for tokens in (src_tokens, tgt_tokens)]
     if specials[0]["pad"] != specials[1]["pad"] or specials[0]["eos"] != specials[1]["eos"]:
@@ -97,10 +97,11 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     model = TransformerSeq2Seq(config)
     _map_weights(source, state, config).load_into(model)
     split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)
-    record = provenance(NAME, source, settings, inferred, vocabularies={"src": str(src_vocab), "tgt": str(tgt_vocab)})
+    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies={"src": str(src_vocab),
+                                                                                          "tgt": str(tgt_vocab)})
     return Checkpoint(model, WordTokenizer(src_tokens, specials[0], split=split,
                                            add_bos=settings.value("src_bos", bool, True)),
-                      WordTokenizer(tgt_tokens, specials[1], split=split), record)
+                      target_tokenizer=WordTokenizer(tgt_tokens, specials[1], split=split), provenance=record)
 
 
 def _map_weights(source: Source, state: dict, config: TransformerConfig) -> WeightMap:
@@ -127,7 +128,7 @@ def _map_weights(source: Source, state: dict, config: TransformerConfig) -> Weig
         table = f"{side}_embed.1.pe"
         if weights.has(table):
             weights.ignore(table)
-            check_sinusoid(source, state[table], sinusoid_table(config.max_len, config.d_model), table)
+            check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model), what=table)
     weights.copy("output.weight", "generator.proj.weight")
     weights.copy("output.bias", "generator.proj.bias")
     return weights

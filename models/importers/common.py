@@ -117,7 +117,7 @@ class Settings:
             if default is not None:
                 self.assumed[key] = default
             return default
-        value = _convert(self.given[key], kind, key, self.format)
+        value = _convert(self.given[key], kind, key=key, format_name=self.format)
         if choices and value not in choices:
             raise CheckpointError(f"--set {key}", f"must be one of {', '.join(map(str, choices))}; got {value!r}")
         self.supplied[key] = value
@@ -384,7 +384,7 @@ def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> li
             keys = ("src", "source", "vocab", "dict") if side == "src" else ("tgt", "trg", "target", "vocab", "dict")
             inner = next((value[key] for key in keys if key in value), None)
         if inner is not None:
-            return _tokens_from_object(path, inner, side, depth + 1)
+            return _tokens_from_object(path, inner, side=side, depth=depth + 1)
     raise CheckpointError(path, f"holds no vocabulary this reader knows ({type(value).__name__}); give a text "
                                 f"file with one token a line")
 
@@ -414,8 +414,8 @@ def read_vocabularies(source: Source, src_vocab: str | None, tgt_vocab: str | No
     """Both vocabulary files, each checked against its embedding's row count."""
     src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
     tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
-    check_vocab_size(source, src_tokens, src_rows, "src", str(src_vocab))
-    check_vocab_size(source, tgt_tokens, tgt_rows, "tgt", str(tgt_vocab))
+    check_vocab_size(source, src_tokens, rows=src_rows, side="src", origin=str(src_vocab))
+    check_vocab_size(source, tgt_tokens, rows=tgt_rows, side="tgt", origin=str(tgt_vocab))
     return src_tokens, tgt_tokens
 
 

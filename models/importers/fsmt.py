@@ -84,7 +84,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     source_tokenizer, target_tokenizer, kept = _tokenizers(source, config, hf)
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
                                 "read_from_file": inspection.inferred, "tokenizer": kept}}
-    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
 
 
 def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
@@ -155,7 +155,7 @@ def _tokenizers(source: Source, config: TransformerConfig,
                 raise CheckpointError(path, f"puts {SPECIALS[role]} at {ids[role]}; config.json says {expected}")
         if ids["unk"] is None:
             raise CheckpointError(path, f"has no {SPECIALS['unk']}")
-        tokenizer = bpe_tokenizer(merges_path, vocab, merges, SPECIALS["unk"], size)
+        tokenizer = bpe_tokenizer(merges_path, vocab, merges=merges, unk=SPECIALS["unk"], vocab_size=size)
         tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
         tokenizer.add_special_tokens([token for token in SPECIALS.values() if token in vocab])
         pieces = [f"<id {index}>" for index in range(size)]

@@ -150,17 +150,17 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     config = _our_config(source, hf, state, append_eos=files == (LAYOUTS[hf["model_type"]].sentencepiece,))
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)
-    _map_weights(state, config, weights_file, hf["model_type"]).load_into(model)
+    _map_weights(state, config, file=weights_file, kind=hf["model_type"]).load_into(model)
     if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
         source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
     elif config.src_append_eos:
         source_tokenizer, target_tokenizer = _pegasus_sentencepiece(source, config, files[0])
     else:
         source_tokenizer, target_tokenizer = tokenizer_json_pair(source, config, hf["bos_token_id"])
-    _choose_languages(source, settings, hf, source_tokenizer, target_tokenizer)
-    record = provenance(NAME, source, settings, inspection.inferred, weights=weights_file.name,
+    _choose_languages(source, settings, hf=hf, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
+    record = provenance(NAME, source, settings=settings, inferred=inspection.inferred, weights=weights_file.name,
                         tokenizer_files=list(files))
-    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
 
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, append_eos: bool) -> TransformerConfig:
@@ -218,7 +218,7 @@ def map_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> No
             table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
             if config.positions == "fairseq":
                 table[config.pad_id] = 0.0  # fairseq's row for padding tokens
-            check_sinusoid(weights.source, state.get(positions), table, positions)
+            check_sinusoid(weights.source, state.get(positions), expected=table, what=positions)
             weights.ignore(positions)
         weights.ignore(f"{prefix}{side}.version")  # a format marker
 
@@ -325,7 +325,7 @@ def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[To
     for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):  # the lowest id wins a shared symbol
         special = piece in names.values()
         symbols[piece if special else piece[:-2] if piece.endswith("@@") and len(piece) > 2 else piece + "</w>"] = index
-    tokenizer = bpe_tokenizer(merges_path, symbols, merges, names["unk"], config.tgt_vocab_size)
+    tokenizer = bpe_tokenizer(merges_path, symbols, merges=merges, unk=names["unk"], vocab_size=config.tgt_vocab_size)
     tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(BPE_PUNCTUATION), "merged_with_next"),

@@ -117,7 +117,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
                                 "read_from_file": inspection.inferred,
                                 "tokenizer": "tokenizer.json" if has_json else "spiece.model"}}
-    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
 
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,

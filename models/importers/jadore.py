@@ -94,9 +94,10 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     inferred = {key: options[key] for key in ("n_head", "d_k", "d_v", "proj_share_weight", "embs_share_weight",
                                               "scale_emb_or_prj", "src_pad_idx", "trg_pad_idx") if key in options}
     inferred.update({"d_model": int(state[ANCHOR].shape[1]), "n_layers": layer_count(state, "encoder.layer_stack."),
-                     "d_inner_hid": weight_rows(source, state, "encoder.layer_stack.0.pos_ffn.w_1.weight", NAME),
-                     "src_vocab_size": weight_rows(source, state, "encoder.src_word_emb.weight", NAME),
-                     "trg_vocab_size": weight_rows(source, state, "decoder.trg_word_emb.weight", NAME)})
+                     "d_inner_hid": weight_rows(source, state, key="encoder.layer_stack.0.pos_ffn.w_1.weight",
+                                                layout=NAME),
+                     "src_vocab_size": weight_rows(source, state, key="encoder.src_word_emb.weight", layout=NAME),
+                     "trg_vocab_size": weight_rows(source, state, key="decoder.trg_word_emb.weight", layout=NAME)})
     if "encoder.position_enc.pos_table" in state:
         inferred["n_position"] = int(state["encoder.position_enc.pos_table"].shape[1])
     if any(marker in options for marker in V3_MARKERS):
@@ -115,21 +116,24 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, (state, _) = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab, inferred["src_vocab_size"],
-                                               inferred["trg_vocab_size"])
-    src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens, settings, inferred)
-    config, d_k, d_v = _config(source, state, settings, inferred, tgt_specials)
+    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab=tgt_vocab,
+                                               src_rows=inferred["src_vocab_size"],
+                                               tgt_rows=inferred["trg_vocab_size"])
+    src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens=tgt_tokens, settings=settings,
+                                           inferred=inferred)
+    config, d_k, d_v = _config(source, state, settings=settings, inferred=inferred, specials=tgt_specials)
     check_against_weights(source.path, config, state)
     model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config, d_k, d_v).load_into(model)
+    _map_weights(source, state, config=config, d_k=d_k, d_v=d_v).load_into(model)
     keep_case = settings.value("keep_case", bool, False)
     split = settings.value("tokenize", str, "punct" if keep_case else "basic", choices=WORD_SPLITS)
     add_bos = settings.value("src_bos", bool, True)
     post = config.norm_position == "post"
-    record = provenance(NAME, source, settings, inferred, version="v3 (post-LN)" if post else "v2 (pre-LN)",
+    record = provenance(NAME, source, settings=settings, inferred=inferred,
+                        version="v3 (post-LN)" if post else "v2 (pre-LN)",
                         vocabularies={"src": str(src_vocab), "tgt": str(tgt_vocab)})
     return Checkpoint(model, WordTokenizer(src_tokens, src_specials, split=split, add_bos=add_bos),
-                      WordTokenizer(tgt_tokens, tgt_specials, split=split), record)
+                      target_tokenizer=WordTokenizer(tgt_tokens, tgt_specials, split=split), provenance=record)
 
 
 def _version(source: Source, settings: Settings, inferred: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -148,8 +152,8 @@ def _head_sizes(source: Source, state: Mapping[str, Tensor], settings: Settings,
     heads = settings.pick("n_head", int, inferred)
     query_rows = int(state[ANCHOR].shape[0])
     value_rows = int(state.get("encoder.layer_stack.0.slf_attn.w_vs.weight", state[ANCHOR]).shape[0])
-    d_k = settings.pick("d_k", int, inferred, query_rows // heads)
-    d_v = settings.pick("d_v", int, inferred, value_rows // heads)
+    d_k = settings.pick("d_k", int, inferred=inferred, default=query_rows // heads)
+    d_v = settings.pick("d_v", int, inferred=inferred, default=value_rows // heads)
     if heads * d_k != query_rows or heads * d_v != value_rows:
         raise source.error(f"n_head={heads}, d_k={d_k}, d_v={d_v} do not fit w_qs rows {query_rows} and w_vs rows "
                            f"{value_rows}")
@@ -159,9 +163,9 @@ def _head_sizes(source: Source, state: Mapping[str, Tensor], settings: Settings,
 def _config(source: Source, state: Mapping[str, Tensor], settings: Settings, inferred: Mapping[str, Any],
             specials: dict) -> tuple[TransformerConfig, int, int]:
     norm, scale = _version(source, settings, inferred)
-    heads, d_k, d_v = _head_sizes(source, state, settings, inferred)
-    share_proj = bool(settings.pick("proj_share_weight", bool, inferred, False))
-    share_embs = bool(settings.pick("embs_share_weight", bool, inferred, False))
+    heads, d_k, d_v = _head_sizes(source, state, settings=settings, inferred=inferred)
+    share_proj = bool(settings.pick("proj_share_weight", bool, inferred=inferred, default=False))
+    share_embs = bool(settings.pick("embs_share_weight", bool, inferred=inferred, default=False))
     post, d_model, head_dim = norm == "post", inferred["d_model"], max(d_k, d_v)
     config = TransformerConfig(
         arch="transformer-postln" if post else "transformer-preln",
@@ -186,10 +190,10 @@ def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], sett
     sides = []
     for tokens, pad_key in ((src_tokens, "src_pad_idx"), (tgt_tokens, "trg_pad_idx")):
         pad = settings.pick(pad_key, int, inferred) if settings.has(pad_key) or pad_key in inferred \
-            else special_id(tokens, ("<blank>", "<pad>"), settings, pad_key, 1)
+            else special_id(tokens, ("<blank>", "<pad>"), settings=settings, key=pad_key, default=1)
         sides.append({"pad": int(pad), "unk": tokens.index("<unk>") if "<unk>" in tokens else None,
-                      "bos": special_id(tokens, ("<s>",), settings, "trg_bos_idx", 2),
-                      "eos": special_id(tokens, ("</s>",), settings, "trg_eos_idx", 3)})
+                      "bos": special_id(tokens, ("<s>",), settings=settings, key="trg_bos_idx", default=2),
+                      "eos": special_id(tokens, ("</s>",), settings=settings, key="trg_eos_idx", default=3)})
     if sides[0]["pad"] != sides[1]["pad"] or sides[0]["eos"] != sides[1]["eos"]:
         raise source.error("the source and target vocabularies put <blank> or </s> at different ids, which one "
                            "model config cannot express")
@@ -205,7 +209,8 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
             theirs, ours = f"{side}.layer_stack.{index}.", f"{side}_layers.{index}."
             blocks = [("slf_attn", "self_attention")] + ([("enc_attn", "cross_attention")] if side == "decoder" else [])
             for their_block, our_block in blocks:
-                _attention(weights, theirs + their_block + ".", ours + our_block + ".", config.heads, d_k, d_v)
+                _attention(weights, theirs + their_block + ".", ours=ours + our_block + ".", heads=config.heads,
+                           d_k=d_k, d_v=d_v)
             for kind in ("weight", "bias"):
                 weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}pos_ffn.w_1.{kind}")
                 weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}pos_ffn.w_2.{kind}")
@@ -216,7 +221,7 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
         table = f"{side}.position_enc.pos_table"
         if weights.has(table):
             weights.ignore(table)
-            check_sinusoid(source, state[table], sinusoid_table(config.max_len, config.d_model), table)
+            check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model), what=table)
     weights.copy("src_embedding.tokens.weight", "encoder.src_word_emb.weight")
     weights.copy("tgt_embedding.tokens.weight", "decoder.trg_word_emb.weight")
     weights.copy("output.weight", "trg_word_prj.weight")

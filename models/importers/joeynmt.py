@@ -141,7 +141,8 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     common = {"tied_embeddings": tied, "tied_softmax": bool(model.get("tied_softmax", False)),
               "encoder_type": kinds[0], "decoder_type": kinds[1]}
     if kinds == ("recurrent", "recurrent"):
-        return {**common, **_rnn_settings(config_path, encoder, decoder, src_embeddings, tgt_embeddings)}
+        return {**common, **_rnn_settings(config_path, encoder, decoder=decoder, src_embeddings=src_embeddings,
+                                          tgt_embeddings=tgt_embeddings)}
     if kinds != ("transformer", "transformer"):
         raise _refuse(config_path, f"a {kinds[0]} encoder with a {kinds[1]} decoder")
     read = {
@@ -309,14 +310,15 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         _map_weights(checkpoint, state, config).load_into(model)
     tokenizers, notes = zip(*(_tokenizer(config_path=config_path, data=data, side=side, vocabulary=vocabularies[side],
                                          ids=ids) for side in ("src", "trg")))
-    record = provenance(NAME, checkpoint, settings, inspection.inferred, config=str(config_path.resolve()),
+    record = provenance(NAME, checkpoint, settings=settings, inferred=inspection.inferred,
+                        config=str(config_path.resolve()),
                         vocabularies={side: str(path.resolve()) for side, path in vocab_paths.items()},
                         tokenization="; ".join(dict.fromkeys(notes)))
     payload = checkpoint.payload
     stats = payload.get("stats_state")
     if isinstance(stats, dict) and isinstance(stats.get("steps"), int):
         record["imported_from"]["steps"] = stats["steps"]
-    return Checkpoint(model, tokenizers[0], tokenizers[1], record)
+    return Checkpoint(model, tokenizers[0], target_tokenizer=tokenizers[1], provenance=record)
 
 
 def _joey_vocabulary(path: Path, front: list[str], source: Source) -> list[str]:
@@ -371,8 +373,9 @@ def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerCo
             for kind in ("weight", "bias"):
                 weights.copy(f"{side}_norm.{kind}", f"{side}.layer_norm.{kind}")
         table = f"{side}.pe.pe"
-        check_sinusoid(source, state.get(table), sinusoid_table(config.max_len, config.d_model, config.positions),
-                       table)
+        check_sinusoid(source, state.get(table), expected=sinusoid_table(config.max_len, config.d_model,
+                                                                         config.positions),
+                       what=table)
         weights.ignore(table)  # rebuilt from the config
     weights.copy("src_embedding.tokens.weight", "src_embed.lut.weight")
     if config.share_embeddings:  # one module saved under both names

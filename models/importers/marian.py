@@ -83,15 +83,15 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, hf = inspect(source, settings)
     state, weights_file = _read_weights(source)
     keys = EmbeddingKeys.of(state, _prefix(state), hf)
-    config = _our_config(source, hf, keys.shared_input(state), keys.tied_output(state))
+    config = _our_config(source, hf, shared_input=keys.shared_input(state), tied_output=keys.tied_output(state))
     check_against_weights(weights_file, config, state)
     model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config, keys, weights_file).load_into(model)
+    _map_weights(source, state, config=config, keys=keys, file=weights_file).load_into(model)
     source_tokenizer, target_tokenizer, tokenizer_config = _tokenizers(source, config)
     record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
                                 "read_from_file": inspection.inferred,
                                 **({"tokenizer_config": tokenizer_config} if tokenizer_config else {})}}
-    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
 
 
 def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_output: bool) -> TransformerConfig:
@@ -152,9 +152,9 @@ def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerCo
                 weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}fc2.{kind}")
                 weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}final_layer_norm.{kind}")
         positions = f"{prefix}{side}.embed_positions.weight"
-        check_sinusoid(weights.source, state.get(positions), table, positions)
+        check_sinusoid(weights.source, state.get(positions), expected=table, what=positions)
         weights.ignore(positions, f"{prefix}{side}.version")  # rebuilt from the config; a format marker
-    _map_embeddings(weights, prefix, keys, config)
+    _map_embeddings(weights, prefix, keys=keys, config=config)
     return weights
 
 
@@ -187,7 +187,7 @@ class EmbeddingKeys:
         output = decoder if tie else lm_head
         if tie:
             copies[decoder] = copies.get(decoder, ()) + (lm_head,)
-        return cls(encoder, decoder, output, copies)
+        return cls(encoder, decoder, output=output, copies=copies)
 
     def shared_input(self, state: dict[str, Tensor]) -> bool:
         """Whether one table can serve both sides exactly."""

@@ -89,9 +89,9 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
         "emb_size": int(state[prefix + ANCHOR].shape[1]),
         "num_encoder_layers": layer_count(state, encoder),
         "num_decoder_layers": layer_count(state, decoder),
-        "dim_feedforward": weight_rows(source, state, encoder + "0.linear1.weight", NAME),
-        "src_vocab_size": weight_rows(source, state, "src_tok_emb.embedding.weight", NAME),
-        "tgt_vocab_size": weight_rows(source, state, "tgt_tok_emb.embedding.weight", NAME),
+        "dim_feedforward": weight_rows(source, state, key=encoder + "0.linear1.weight", layout=NAME),
+        "src_vocab_size": weight_rows(source, state, key="src_tok_emb.embedding.weight", layout=NAME),
+        "tgt_vocab_size": weight_rows(source, state, key="tgt_tok_emb.embedding.weight", layout=NAME),
     }
     if "positional_encoding.pos_embedding" in state:
         inferred["maxlen"] = int(state["positional_encoding.pos_embedding"].shape[0])
@@ -112,13 +112,14 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, state = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab, inferred["src_vocab_size"],
-                                               inferred["tgt_vocab_size"])
+    src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab=tgt_vocab,
+                                               src_rows=inferred["src_vocab_size"],
+                                               tgt_rows=inferred["tgt_vocab_size"])
     src_ids, tgt_ids = _specials(src_tokens, settings), _specials(tgt_tokens, settings)
     if src_ids["pad"] != tgt_ids["pad"] or src_ids["eos"] != tgt_ids["eos"]:
         raise source.error("the source and target vocabularies put <pad> or <eos> at different ids, which one "
                            "model config cannot express")
-    config = _config(source, state, settings, inferred, tgt_ids)
+    config = _config(source, state, settings=settings, inferred=inferred, specials=tgt_ids)
     check_against_weights(source.path, config, state)
     model = TransformerSeq2Seq(config)
     _map_weights(source, state, config).load_into(model)
@@ -126,8 +127,9 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     add_bos = settings.value("src_bos", bool, True)
     source_tokenizer = WordTokenizer(src_tokens, src_ids, split=split, add_bos=add_bos)
     target_tokenizer = WordTokenizer(tgt_tokens, tgt_ids, split=split)
-    record = provenance(NAME, source, settings, inferred, vocabularies={"src": str(src_vocab), "tgt": str(tgt_vocab)})
-    return Checkpoint(model, source_tokenizer, target_tokenizer, record)
+    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies={"src": str(src_vocab),
+                                                                                          "tgt": str(tgt_vocab)})
+    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
 
 
 def _config(source: Source, state: dict, settings: Settings, inferred: dict[str, Any],
@@ -148,17 +150,17 @@ def _config(source: Source, state: dict, settings: Settings, inferred: dict[str,
         encoder_layers=inferred["num_encoder_layers"], decoder_layers=inferred["num_decoder_layers"],
         max_len=maxlen, norm_position="pre" if norm_first else "post", final_norm=_final_norm(source, state),
         pre_norm_kv=True,  # norm_first normalises the input of q, k and v alike
-        layer_norm_eps=settings.pick("layer_norm_eps", float, inferred, 1e-5),
-        activation=settings.pick("activation", str, inferred, "relu", choices=("relu", "gelu")),
+        layer_norm_eps=settings.pick("layer_norm_eps", float, inferred=inferred, default=1e-5),
+        activation=settings.pick("activation", str, inferred=inferred, default="relu", choices=("relu", "gelu")),
         positions="interleaved", scale_embedding=True,
         pad_id=specials["pad"], bos_id=specials["bos"], eos_id=specials["eos"], src_append_eos=True)
 
 
 def _specials(tokens: list[str], settings: Settings) -> dict[str, int | None]:
-    return {"unk": special_id(tokens, ("<unk>",), settings, "UNK_IDX", 0),
-            "pad": special_id(tokens, ("<pad>",), settings, "PAD_IDX", 1),
-            "bos": special_id(tokens, ("<bos>", "<s>", "<sos>"), settings, "BOS_IDX", 2),
-            "eos": special_id(tokens, ("<eos>", "</s>"), settings, "EOS_IDX", 3)}
+    return {"unk": special_id(tokens, ("<unk>",), settings=settings, key="UNK_IDX", default=0),
+            "pad": special_id(tokens, ("<pad>",), settings=settings, key="PAD_IDX", default=1),
+            "bos": special_id(tokens, ("<bos>", "<s>", "<sos>"), settings=settings, key="BOS_IDX", default=2),
+            "eos": special_id(tokens, ("<eos>", "</s>"), settings=settings, key="EOS_IDX", default=3)}
 
 
 def _final_norm(source: Source, state: dict) -> bool:
@@ -177,7 +179,7 @@ def _map_weights(source: Source, state: dict, config: TransformerConfig) -> Weig
         _attention(weights, theirs + "self_attn.", ours + "self_attention.attention.")
         weights.copy(ours + "self_attention.norm.weight", theirs + "norm1.weight")
         weights.copy(ours + "self_attention.norm.bias", theirs + "norm1.bias")
-        _feed_forward(weights, theirs, ours, "norm2")
+        _feed_forward(weights, theirs, ours=ours, norm="norm2")
     for index in range(config.decoder_layers):
         theirs, ours = f"{prefix}decoder.layers.{index}.", f"decoder_layers.{index}."
         _attention(weights, theirs + "self_attn.", ours + "self_attention.attention.")
@@ -185,7 +187,7 @@ def _map_weights(source: Source, state: dict, config: TransformerConfig) -> Weig
         for norm, sublayer in (("norm1", "self_attention"), ("norm2", "cross_attention")):
             weights.copy(ours + f"{sublayer}.norm.weight", theirs + f"{norm}.weight")
             weights.copy(ours + f"{sublayer}.norm.bias", theirs + f"{norm}.bias")
-        _feed_forward(weights, theirs, ours, "norm3")
+        _feed_forward(weights, theirs, ours=ours, norm="norm3")
     if config.final_norm:
         for side in ("encoder", "decoder"):
             weights.copy(f"{side}_norm.weight", f"{prefix}{side}.norm.weight")
@@ -198,7 +200,7 @@ def _map_weights(source: Source, state: dict, config: TransformerConfig) -> Weig
         weights.ignore("positional_encoding.pos_embedding")
         expected = sinusoid_table(config.max_len, config.d_model, "interleaved")
         table = "positional_encoding.pos_embedding"
-        check_sinusoid(source, state[table], expected, table)
+        check_sinusoid(source, state[table], expected=expected, what=table)
     return weights
 
 

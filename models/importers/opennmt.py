@@ -227,7 +227,7 @@ def _transforms(options: Mapping[str, Any]) -> list[str]:
 
 
 def _width(source: Source, state: Mapping[str, Tensor]) -> int:
-    weight_rows(source, state, SRC_EMBEDDING, NAME)  # present, else one line naming it
+    weight_rows(source, state, key=SRC_EMBEDDING, layout=NAME)  # present, else one line naming it
     return int(state[SRC_EMBEDDING].shape[-1])
 
 
@@ -253,7 +253,7 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
         inferred.update({
             "rnn_type": options.get("rnn_type"), "global_attention": options.get("global_attention"),
             "input_feed": options.get("input_feed"), "word_vec_size": _width(source, state),
-            "hidden_size": weight_rows(source, state, "decoder.rnn.layers.0.weight_hh", NAME)
+            "hidden_size": weight_rows(source, state, key="decoder.rnn.layers.0.weight_hh", layout=NAME)
                            // RNN_CELLS[options["rnn_type"]][1],
             "enc_layers": sum(f"encoder.rnn.weight_ih_l{n}" in state for n in range(len(state))),
             "dec_layers": layer_count(state, "decoder.rnn.layers."),
@@ -263,7 +263,7 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
             "hidden_size": _width(source, state),
             "heads": options.get("heads"), "enc_layers": layer_count(state, ENCODER),
             "dec_layers": layer_count(state, DECODER),
-            "transformer_ff": weight_rows(source, state, f"{ENCODER}0.feed_forward.w_1.weight", NAME),
+            "transformer_ff": weight_rows(source, state, key=f"{ENCODER}0.feed_forward.w_1.weight", layout=NAME),
             "position_encoding_type": options.get("position_encoding_type", "SinusoidalInterleaved"),
             "pos_ffn_activation_fn": options.get("pos_ffn_activation_fn", "relu"),
             "norm_eps": options.get("norm_eps", 1e-6),
@@ -284,28 +284,32 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         raise source.error("an OpenNMT-py checkpoint carries its own vocabularies; drop --src-vocab/--tgt-vocab")
     inspection, (state, src_tokens, tgt_tokens) = inspect(source, settings)
     inferred = inspection.inferred
-    check_vocab_size(source, src_tokens, weight_rows(source, state, SRC_EMBEDDING, NAME), "src", "its vocab['src']")
-    check_vocab_size(source, tgt_tokens, weight_rows(source, state, TGT_EMBEDDING, NAME), "tgt", "its vocab['tgt']")
-    src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens, inferred["decoder_start_token"])
+    check_vocab_size(source, src_tokens, rows=weight_rows(source, state, key=SRC_EMBEDDING, layout=NAME), side="src",
+                     origin="its vocab['src']")
+    check_vocab_size(source, tgt_tokens, rows=weight_rows(source, state, key=TGT_EMBEDDING, layout=NAME), side="tgt",
+                     origin="its vocab['tgt']")
+    src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens=tgt_tokens,
+                                           start=inferred["decoder_start_token"])
     if inferred["decoder_type"] == "rnn":
         config: TransformerConfig | RNNConfig = _rnn_config(inferred, tgt_specials)
         check_against_weights(source.path, config, state)
         model: TransformerSeq2Seq | RNNSeq2Seq = RNNSeq2Seq(config)
         _map_rnn_weights(source, state, config).load_into(model)
     else:
-        config = _config(source, state, inferred, tgt_specials)
+        config = _config(source, state, inferred=inferred, specials=tgt_specials)
         check_against_weights(source.path, config, state)
         model = TransformerSeq2Seq(config)
-        _map_weights(source, state, config, inferred["add_ffnbias"]).load_into(model)
+        _map_weights(source, state, config=config, ffn_bias=inferred["add_ffnbias"]).load_into(model)
     split = settings.value("tokenize", str, "whitespace", choices=WORD_SPLITS)
     transforms = inferred.get("transforms")
     tokenization = "whitespace-separated tokens of its vocabulary, as OpenNMT-py reads pre-tokenised text"
     if transforms:
         tokenization += f"; its training text went through the transforms {', '.join(transforms)}: give text " \
                         f"tokenised the same way"
-    record = provenance(NAME, source, settings, inferred, vocabularies="the checkpoint's vocab", tokenization=tokenization)
+    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies="the checkpoint's vocab",
+                        tokenization=tokenization)
     return Checkpoint(model, WordTokenizer(src_tokens, src_specials, split=split),
-                      WordTokenizer(tgt_tokens, tgt_specials, split=split), record)
+                      target_tokenizer=WordTokenizer(tgt_tokens, tgt_specials, split=split), provenance=record)
 
 
 def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], start: str) -> tuple[dict, dict]:
@@ -417,7 +421,8 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
         table = f"{side}.embeddings.make_embedding.pe.pe"
         if weights.has(table):
             weights.ignore(table)
-            check_sinusoid(source, state[table], sinusoid_table(config.max_len, config.d_model, config.positions), table)
+            check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model,
+                                                                         config.positions), what=table)
     weights.copy("src_embedding.tokens.weight", SRC_EMBEDDING)
     if config.share_embeddings:
         weights.ignore_copies(SRC_EMBEDDING, TGT_EMBEDDING)

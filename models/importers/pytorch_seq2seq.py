@@ -146,12 +146,13 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, (encoder, decoder, langs) = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
-    src_tokens = _vocabulary(source, src_vocab, langs.get("input_lang"), "src")
-    tgt_tokens = _vocabulary(source, tgt_vocab, langs.get("output_lang"), "tgt")
-    check_vocab_size(source, src_tokens, inferred["input_size"], "src", str(src_vocab or "input_lang"))
-    check_vocab_size(source, tgt_tokens, inferred["output_size"], "tgt", str(tgt_vocab or "output_lang"))
-    sos = special_id(tgt_tokens, ("SOS",), settings, "SOS_token", 0)
-    eos = special_id(tgt_tokens, ("EOS",), settings, "EOS_token", 1)
+    src_tokens = _vocabulary(source, src_vocab, lang=langs.get("input_lang"), side="src")
+    tgt_tokens = _vocabulary(source, tgt_vocab, lang=langs.get("output_lang"), side="tgt")
+    check_vocab_size(source, src_tokens, rows=inferred["input_size"], side="src", origin=str(src_vocab or "input_lang"))
+    check_vocab_size(source, tgt_tokens, rows=inferred["output_size"], side="tgt",
+                     origin=str(tgt_vocab or "output_lang"))
+    sos = special_id(tgt_tokens, ("SOS",), settings=settings, key="SOS_token", default=0)
+    eos = special_id(tgt_tokens, ("EOS",), settings=settings, key="EOS_token", default=1)
     config = RNNConfig(arch="gru-additive", src_vocab_size=inferred["input_size"],
                        tgt_vocab_size=inferred["output_size"], hidden=inferred["hidden_size"],
                        max_len=settings.value("MAX_LENGTH", int, 10), attention_query="hidden",
@@ -166,11 +167,11 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                                f"{expected}; the tutorial's two Langs share these ids")
     split = settings.value("tokenize", str, "seq2seq-tutorial", choices=WORD_SPLITS)
     specials = {"pad": sos, "unk": None, "bos": sos, "eos": eos}
-    record = provenance(NAME, source, settings, inferred,
+    record = provenance(NAME, source, settings=settings, inferred=inferred,
                         vocabularies={"src": str(src_vocab or "input_lang in the file"),
                                       "tgt": str(tgt_vocab or "output_lang in the file")})
     return Checkpoint(model, WordTokenizer(src_tokens, specials, split=split),
-                      WordTokenizer(tgt_tokens, specials, split=split), record)
+                      target_tokenizer=WordTokenizer(tgt_tokens, specials, split=split), provenance=record)
 
 
 def _vocabulary(source: Source, path: str | None, lang: Any, side: str) -> list[str]:

@@ -174,7 +174,7 @@ class RestrictedUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         module, name = python3_name(module, name)
-        found = allowed_class(self.path, self.allowed, module, name)
+        found = allowed_class(self.path, self.allowed, module=module, name=name)
         if found is not None:
             return found
         raise TrustRequiredError(self.path, f"needs arbitrary unpickling (it contains {module}.{name}); {TRUST_HINT}")
@@ -231,7 +231,7 @@ class StubUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         module, name = python3_name(module, name)
-        found = allowed_class(self.path, self.allowed, module, name)
+        found = allowed_class(self.path, self.allowed, module=module, name=name)
         if found is not None:
             return found
         full = f"{module}.{name}"
