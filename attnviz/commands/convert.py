@@ -23,6 +23,10 @@ Formats (auto-detected when --format is omitted):
   joeynmt          a JoeyNMT 2.x model folder (config.yaml, best.ckpt or STEP.ckpt, src_vocab.txt, trg_vocab.txt;
                    its sentencepiece model when the level is bpe), or its .ckpt with config.yaml beside it: a
                    Transformer or a bidirectional GRU/LSTM with Bahdanau or Luong attention
+  fairseq          a fairseq checkpoint (checkpoint_best.pt, model.pt, or the folder holding it) of the
+                   transformer or lstm family; its dict.<lang>.txt files and sentencepiece model or subword-nmt
+                   codes are found beside it or in its data-bin folder (else --src-vocab/--tgt-vocab, --set bpe=FILE;
+                   --set moses=LANG to Moses-tokenise before subword-nmt)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -43,7 +47,7 @@ from models.errors import InputError
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
-                "opennmt", "joeynmt")
+                "opennmt", "joeynmt", "fairseq")
 
 
 def add_parser(subparsers) -> None:

@@ -4,7 +4,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
                                                 | "annotated" | "hf-bart" | "fsmt" | "hf-t5" | "opennmt"
-                                                | "joeynmt"
+                                                | "joeynmt" | "fairseq"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -24,15 +24,15 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq
+from . import annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
 from .safe_load import TrustRequiredError
 
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
-                                              fsmt, hf_t5, opennmt, joeynmt)}
+                                              fsmt, hf_t5, opennmt, joeynmt, fairseq)}
 # Detection order: the most specific layouts first.
-_FILE_ORDER = (joeynmt, opennmt, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
-_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, joeynmt, pytorch_seq2seq)
+_FILE_ORDER = (joeynmt, opennmt, fairseq, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
+_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, joeynmt, fairseq, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
            "inspect"]

@@ -5,6 +5,8 @@ A pickle can call any importable function while it is read. So:
 - By default a file is read with ``torch.load(weights_only=True)``, which only rebuilds tensors and plain
   containers; ``argparse.Namespace`` is allowed too (jadore's ``settings``). Plain pickles (not written by
   ``torch.save``) go through :class:`RestrictedUnpickler`, which allows the same kind of names only.
+- Configuration objects (omegaconf's, as fairseq pickled its config before 0.12: :data:`INERT_MODULES`) are
+  read without trust as inert stubs that hold their data and run nothing (:class:`InertUnpickler`).
 - A file that needs more (a whole pickled model, a torchtext vocabulary, a tutorial's ``Lang``) is refused
   with a one-line :class:`CheckpointError` saying why; ``trust=True`` (``--trust``, the GUI's "trusted"
   checkbox) opens it with :class:`StubUnpickler`: every class outside a small allow-list becomes an inert
@@ -77,7 +79,8 @@ def _allowed_globals() -> dict[str, Any]:
         allowed["collections.OrderedDict"] = collections.OrderedDict
     allowed.update({f"builtins.{name}": getattr(builtins, name) for name in SAFE_BUILTINS})
     allowed.update({"argparse.Namespace": argparse.Namespace, "collections.OrderedDict": collections.OrderedDict,
-                    "collections.Counter": collections.Counter, "copyreg._reconstructor": copyreg._reconstructor,
+                    "collections.Counter": collections.Counter, "collections.defaultdict": collections.defaultdict,
+                    "copyreg._reconstructor": copyreg._reconstructor,
                     "torch.nn.parameter.Parameter": nn.Parameter,
                     # plain pickle.dump of a tensor stores its storage with torch.save bytes
                     "torch.storage._load_from_bytes": _storage_from_bytes})
@@ -218,6 +221,18 @@ class Stub(nn.Module):
         return f"<stub of {self.stub_of}>"
 
 
+# Configuration objects some toolkits pickle beside their weights (fairseq before 0.12 saved its config as
+# omegaconf objects, and its training meters): read without trust as inert stubs holding their data, since
+# nothing from them is ever called. A module named here and every module under it.
+INERT_MODULES = ("omegaconf", "fairseq.dataclass", "fairseq.logging.meters")
+INERT_NAMES = frozenset({("typing", "Any"), ("enum", "Enum")})
+
+
+def is_inert(module: str, name: str) -> bool:
+    return (module, name) in INERT_NAMES or any(module == inert or module.startswith(inert + ".")
+                                                for inert in INERT_MODULES)
+
+
 class StubUnpickler(pickle.Unpickler):
     """The trusted reader: allow-listed names are real, ``torch.nn.modules`` classes already imported are
     real (their ``__setstate__`` is torch's), hostile names are refused, everything else is a :class:`Stub`."""
@@ -244,9 +259,24 @@ class StubUnpickler(pickle.Unpickler):
         return self.stubs[full]
 
 
-def _stub_pickle_module(path: Path) -> types.ModuleType:
-    """A ``pickle_module`` for ``torch.load`` whose Unpickler is :class:`StubUnpickler` (reporting ``path``)."""
-    unpickler = type("PathStubUnpickler", (StubUnpickler,), {"path": path})
+class InertUnpickler(StubUnpickler):
+    """The untrusted reader for files whose only names beyond the allow-list are inert configuration classes
+    (:data:`INERT_MODULES`): those become stubs, anything else needs trust."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        module, name = python3_name(module, name)
+        found = allowed_class(self.path, self.allowed, module=module, name=name)
+        if found is not None:
+            return found
+        if not is_inert(module, name):
+            raise TrustRequiredError(self.path, f"needs arbitrary unpickling (it contains {module}.{name}); "
+                                                f"{TRUST_HINT}")
+        return super().find_class(module, name)
+
+
+def _stub_pickle_module(path: Path, reader: type = StubUnpickler) -> types.ModuleType:
+    """A ``pickle_module`` for ``torch.load`` whose Unpickler is ``reader`` (reporting ``path``)."""
+    unpickler = type("PathStubUnpickler", (reader,), {"path": path})
     module = types.ModuleType("attnviz_stub_pickle")
     module.Unpickler = unpickler
     module.load = lambda file, **kwargs: unpickler(file, **kwargs).load()
@@ -327,6 +357,8 @@ def _torch_load(path: Path, trust: bool) -> Any:
         needed = _unsupported_global(str(error))
         if needed and is_hostile(*needed):
             raise hostile_error(path, *needed) from None
+        if not trust and needed and is_inert(*needed):
+            return _inert_load(path)
         if not trust:
             what = f"it contains {'.'.join(needed)}" if needed else "it uses pickle features the safe reader refuses"
             raise TrustRequiredError(path, f"needs arbitrary unpickling ({what}); {TRUST_HINT}") from None
@@ -334,6 +366,16 @@ def _torch_load(path: Path, trust: bool) -> Any:
         raise _damaged(path, error) from None
     try:
         return torch.load(path, map_location="cpu", weights_only=False, pickle_module=_stub_pickle_module(path))
+    except CheckpointError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a stub-built object can fail in many ways; report, never crash
+        raise _damaged(path, error) from None
+
+
+def _inert_load(path: Path) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False,
+                          pickle_module=_stub_pickle_module(path, InertUnpickler))
     except CheckpointError:
         raise
     except Exception as error:  # noqa: BLE001 - a stub-built object can fail in many ways; report, never crash
