@@ -58,6 +58,17 @@ def demo_examples(path: Path) -> list[str]:
     return list(demo_records().get(Path(path).stem, {}).get("examples", {}))
 
 
+def demo_pairs() -> list[tuple[str, Path, Path]]:
+    """The demos recorded as a comparison (``"compare_with"`` in demos.json: model A): per pair its menu title,
+    model A and model B (the demo that names A), both present."""
+    pairs = []
+    for name, record in sorted(demo_records().items()):
+        a, b = demo_path(str(record.get("compare_with", ""))), demo_path(name)
+        if a is not None and b is not None:
+            pairs.append((record.get("compare_title") or f"{a.stem} | {b.stem}", a, b))
+    return pairs
+
+
 def demo_example(path: Path) -> str:
     """The first example sentence recorded for a bundled demo ('' for any other checkpoint)."""
     return next(iter(demo_examples(path)), "")

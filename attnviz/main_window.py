@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
 from models.errors import AttnvizError
 
 from . import __version__, viewmodel
-from .demos import demo_examples
+from .demos import demo_examples, demo_pairs
 from .export import save_figure, save_widget_image, write_csv, write_npz
 from .session import NO_REQUEST, ModelInfo, RunSettings, Session
 from .session_file import SUFFIX as SESSION_SUFFIX
@@ -49,6 +49,7 @@ class MainWindow(QMainWindow):
         self.built = False
         self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
         self.pending_partner = None  # a reopened session's model B: opened once model A has loaded
+        self.pending_pair: tuple[Path, Path] | None = None  # a demo pair: model B opens once model A has loaded
         self.pending_session_opened = False  # its model has loaded (a run of the model before cannot take it)
         self.presentation = None  # while presenting: what to restore (window state, fonts, full screen)
         self.setWindowTitle("attnviz")
@@ -174,6 +175,12 @@ class MainWindow(QMainWindow):
         demo_menu = file_menu.addMenu("&Demos")
         for path in self.demos:
             self._action(demo_menu, path.stem, lambda _=False, p=path: self.open_path(str(p)))
+        pairs = demo_pairs() if self.demos else []
+        if pairs:
+            demo_menu.addSeparator()
+        for title, a, b in pairs:
+            self._action(demo_menu, f"Compare {title}", lambda _=False, a=a, b=b: self.open_pair(a, b),
+                         tip=f"Open {a.stem} as model A and {b.stem} as model B, side by side with B − A")
         demo_menu.setEnabled(bool(self.demos))
         file_menu.addSeparator()
         self._action(file_menu, "Compare &With…", self.compare_dialog,
@@ -450,6 +457,11 @@ class MainWindow(QMainWindow):
         if path:
             self.compare_with(path)
 
+    def open_pair(self, a: Path, b: Path) -> None:
+        """Open ``a`` as model A, then ``b`` as model B to compare with it (the Demos menu's pairs)."""
+        self.pending_pair = (Path(a), Path(b))
+        self.open_path(str(a))
+
     def compare_with(self, path: str) -> None:
         """Open ``path`` as model B on the worker; once it is there, the sentence runs on both."""
         if self.session.model is None:
@@ -527,6 +539,9 @@ class MainWindow(QMainWindow):
         partner, self.pending_partner = self.pending_partner, None
         if partner is not None and pending is not None and partner.compare is not None:
             self.compare_with(str(partner.compare))  # the run follows once model B is there
+        pair, self.pending_pair = self.pending_pair, None
+        if pair is not None and pair[0].resolve() == Path(info.path).resolve():
+            self.compare_with(str(pair[1]))  # the run follows once model B is there
         self.run()
         if partner is not None and pending is not None and partner.compare_problem:
             self.session.accept_notice(NO_REQUEST, partner.compare_problem)  # shown with this run's output

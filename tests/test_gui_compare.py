@@ -169,3 +169,25 @@ def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):
                                 "compare": "piglatin-gru-additive"}))
     with pytest.raises(SessionFileError, match='"compare" must be an object with "demo" or "checkpoint"'):
         read_session(path)
+
+
+def test_the_demos_menu_opens_the_pre_and_post_ln_pair_side_by_side(qtbot, window):
+    """Demos → Compare …: model A opens, then model B beside it, and the example runs on both."""
+    from attnviz.demos import demo_pairs
+
+    pairs = {(a.stem, b.stem): title for title, a, b in demo_pairs()}
+    assert ("en-es-transformer", "en-es-transformer-postln") in pairs
+    demo_menu = next(action.menu() for action in window.menuBar().actions()[0].menu().actions()
+                     if action.menu() is not None and action.text() == "&Demos")
+    action = next(action for action in demo_menu.actions()
+                  if action.text() == f"Compare {pairs[('en-es-transformer', 'en-es-transformer-postln')]}")
+    action.trigger()
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path.stem == "en-es-transformer"
+                    and window.session.partner is not None
+                    and window.session.partner.path.stem == "en-es-transformer-postln"
+                    and window.session.partner_result is not None and bool(window.session.results), timeout=WAIT)
+    assert window.compare_view.isVisible() and "en-es-transformer-postln" in window.compare_bar.label.text()
+    from attnviz.demos import demo_example
+
+    assert window.input_bar.text_value() == demo_example(demo_path("en-es-transformer"))
+    assert window.session.result.text and window.session.partner_result.text  # both models translated it

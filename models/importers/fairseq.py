@@ -193,29 +193,29 @@ def _flag(options: Mapping[str, Any], key: str) -> bool:
 
 
 def _transformer_inferred(source: Source, state: Mapping[str, Tensor], options: Mapping[str, Any]) -> dict:
-    def same(key: str, encoder: Any, decoder: Any, what: str) -> Any:
+    def same(key: str, encoder: Any, decoder: Any, *, what: str) -> Any:
         if encoder != decoder:
             raise source.error(f"encoder {key} {encoder} ≠ decoder {key} {decoder} ({what}) is not supported; "
                                f"this version imports {SUPPORTED}")
         return encoder
 
     d_model = same("embed dim", weight_rows(source, state, key="encoder.layers.0.fc2.weight", layout=NAME),
-                   weight_rows(source, state, key="decoder.layers.0.fc2.weight", layout=NAME), "one width")
+                   weight_rows(source, state, key="decoder.layers.0.fc2.weight", layout=NAME), what="one width")
     heads = same("attention heads", options.get("encoder_attention_heads"), options.get("decoder_attention_heads"),
-                 "one head count")
+                 what="one head count")
     if not isinstance(heads, int) or heads < 1 or d_model % heads:
         raise source.error(f"encoder_attention_heads={heads!r} does not divide the embed dim {d_model}")
     d_ff = same("ffn dim", weight_rows(source, state, key="encoder.layers.0.fc1.weight", layout=NAME),
-                weight_rows(source, state, key="decoder.layers.0.fc1.weight", layout=NAME), "one feed-forward width")
+                weight_rows(source, state, key="decoder.layers.0.fc1.weight", layout=NAME), what="one feed-forward width")
     pre = same("normalize_before", _flag(options, "encoder_normalize_before"),
-               _flag(options, "decoder_normalize_before"), "one norm placement")
+               _flag(options, "decoder_normalize_before"), what="one norm placement")
     learned = same("learned_pos", "encoder.embed_positions.weight" in state
                    and state["encoder.embed_positions.weight"].dim() == 2 and _flag(options, "encoder_learned_pos"),
-                   _flag(options, "decoder_learned_pos"), "one position kind")
+                   _flag(options, "decoder_learned_pos"), what="one position kind")
     final = same("final layer_norm", "encoder.layer_norm.weight" in state, "decoder.layer_norm.weight" in state,
-                 "norms after both stacks or neither")
+                 what="norms after both stacks or neither")
     embedding_norm = same("layernorm_embedding", "encoder.layernorm_embedding.weight" in state,
-                          "decoder.layernorm_embedding.weight" in state, "both or neither")
+                          "decoder.layernorm_embedding.weight" in state, what="both or neither")
     activation = str(options.get("activation_fn") or "relu")
     if activation not in ACTIVATIONS:
         raise source.error(f"activation_fn {activation} is not supported; this version imports "
@@ -225,7 +225,7 @@ def _transformer_inferred(source: Source, state: Mapping[str, Tensor], options: 
                            f"{SUPPORTED}")
     if learned:
         max_len = same("positions", state["encoder.embed_positions.weight"].shape[0],
-                       state["decoder.embed_positions.weight"].shape[0], "one table length") - (PAD + 1)
+                       state["decoder.embed_positions.weight"].shape[0], what="one table length") - (PAD + 1)
     else:
         max_len = max(int(options.get("max_source_positions") or 1024), int(options.get("max_target_positions") or 1024))
     return {
@@ -476,7 +476,7 @@ def _is_sentencepiece(path: Path) -> bool:
 
 def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapping[str, Any],
                 vocabularies: list[list[str]]) -> tuple[Tokenizer, Tokenizer, str]:
-    kind, path = _bpe_file(file, settings, folders, bpe)
+    kind, path = _bpe_file(file, settings, folders=folders, bpe=bpe)
     specials = {"pad": PAD, "unk": UNK, "bos": EOS, "eos": EOS}
     moses = settings.value("moses", str, "") if settings.has("moses") else ""
     if moses and kind != "subword_nmt":
@@ -488,7 +488,7 @@ def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapp
             made = [SentencePieceVocabTokenizer(proto, vocabulary, specials) for vocabulary in vocabularies]
             return made[0], made[1], f"sentencepiece model {path}"
         if kind == "subword_nmt":
-            made = [_subword_nmt(path, vocabulary, specials, moses) for vocabulary in vocabularies]
+            made = [_subword_nmt(path, vocabulary, specials=specials, moses=moses) for vocabulary in vocabularies]
             return made[0], made[1], f"subword-nmt codes {path}" + (f" after Moses ({moses})" if moses else "")
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
