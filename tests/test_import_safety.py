@@ -176,7 +176,7 @@ def test_unknown_settings_and_formats_are_named(tutorial_state, tmp_path):
     with pytest.raises(CheckpointError, match=r"--set norm_first: nn-transformer needs true or false here; got 'maybe'"):
         convert(path, settings={"nhead": 4, "norm_first": "maybe"}, src_vocab=vocabs[0], tgt_vocab=vocabs[1])
     with pytest.raises(CheckpointError, match=r"unknown format; known: marian, nn-transformer"):
-        convert(path, format="sockeye")
+        convert(path, format="tensor2tensor")
 
 
 @pytest.mark.parametrize("protocol", range(0, pickle.HIGHEST_PROTOCOL + 1))

@@ -27,6 +27,8 @@ Formats (auto-detected when --format is omitted):
                    transformer or lstm family; its dict.<lang>.txt files and sentencepiece model or subword-nmt
                    codes are found beside it or in its data-bin folder (else --src-vocab/--tgt-vocab, --set bpe=FILE;
                    --set moses=LANG to Moses-tokenise before subword-nmt)
+  sockeye          a Sockeye 3 model folder (config, params.best, vocab.src.0.json, vocab.trg.0.json) of a
+                   Transformer; input is whitespace-tokenised as in training
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -47,7 +49,7 @@ from models.errors import InputError
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
-                "opennmt", "joeynmt", "fairseq")
+                "opennmt", "joeynmt", "fairseq", "sockeye")
 
 
 def add_parser(subparsers) -> None:

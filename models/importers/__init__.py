@@ -4,7 +4,7 @@ weights, hyper-parameters and vocabularies into an attnviz config, model and tok
 
     detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
                                                 | "annotated" | "hf-bart" | "fsmt" | "hf-t5" | "opennmt"
-                                                | "joeynmt" | "fairseq"
+                                                | "joeynmt" | "fairseq" | "sockeye"
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -24,15 +24,16 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq
+from . import (annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt,
+               pytorch_seq2seq, sockeye)
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
 from .safe_load import TrustRequiredError
 
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
-                                              fsmt, hf_t5, opennmt, joeynmt, fairseq)}
+                                              fsmt, hf_t5, opennmt, joeynmt, fairseq, sockeye)}
 # Detection order: the most specific layouts first.
 _FILE_ORDER = (joeynmt, opennmt, fairseq, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
-_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, joeynmt, fairseq, pytorch_seq2seq)
+_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, joeynmt, sockeye, fairseq, pytorch_seq2seq)
 
 __all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
            "inspect"]
@@ -85,6 +86,9 @@ def _source(path: str | Path, trust: bool) -> Source:
     # A Hugging Face weights file stands for the folder holding its config and vocabularies.
     weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
     if weights_file and any(module.claims(Source(path.parent)) for module in (marian, hf_bart, fsmt, hf_t5)):
+        path = path.parent
+    # Sockeye's params.best (or params.NNNNN) stands for the model folder holding its config and vocabularies.
+    if path.is_file() and path.name.startswith("params.") and sockeye.claims(Source(path)):
         path = path.parent
     # OpenNMT-py's -save_format safetensors: the weights stand for the .pt beside them, which holds the rest.
     if path.is_file() and path.suffix == ".safetensors" and path.with_suffix(".pt").is_file() \
