@@ -75,6 +75,8 @@ class Tokenizer(abc.ABC):
         """Choose the language this side reads or writes; an unknown code is one line naming the known ones."""
         if not self.languages:
             raise ConfigError(f"this model has no language codes; got {code!r}")
+        if code not in self.languages and f"__{code}__" in self.languages:  # M2M100's codes, typed bare
+            code = f"__{code}__"
         if code not in self.languages:
             known = sorted(self.languages)
             shown = ", ".join(known[:12]) + (f", … ({len(known)} in all)" if len(known) > 12 else "")
@@ -534,29 +536,59 @@ class SentencePieceVocabTokenizer(VocabularyTokenizer):
     (Hugging Face Marian: ids come from ``vocab.json``, not from the sentencepiece model).
 
     A leading language code such as ``>>fr<<`` (multilingual Marian models) is looked up as one token.
+    ``languages`` (code → id, M2M100's ``__en__``…): ``prefix_language`` starts every encoding with the chosen
+    language's code (a source side), ``force_language`` makes it every output's first token (a target side);
+    codes never appear in decoded text.
     """
 
     kind = "sentencepiece-vocab"
 
-    def __init__(self, model_proto: bytes, vocabulary: Sequence[str], specials: dict[str, int | None]):
+    def __init__(self, model_proto: bytes, vocabulary: Sequence[str], specials: dict[str, int | None], *,
+                 languages: dict[str, int] | None = None, language: str | None = None,
+                 prefix_language: bool = False, force_language: bool = False):
         super().__init__(vocabulary, specials)
         self._model_proto = bytes(model_proto)
         try:
             self._processor = spm.SentencePieceProcessor(model_proto=self._model_proto)
         except RuntimeError as error:
             raise ConfigError(f"not a sentencepiece model ({error})") from None
+        languages = dict(languages or {})
+        if not all(isinstance(code, str) and isinstance(index, int) and not isinstance(index, bool)
+                   and 0 <= index < len(self._vocabulary) for code, index in languages.items()):
+            raise ConfigError("sentencepiece-vocab languages must map codes to ids inside the vocabulary")
+        self._languages = languages
+        self.prefix_language, self.force_language = bool(prefix_language), bool(force_language)
+        if language is not None:
+            self.set_language(language)
 
     @property
     def model_proto(self) -> bytes:
         return self._model_proto
 
+    @property
+    def languages(self) -> dict[str, int]:
+        return dict(self._languages)
+
+    def first_tokens(self) -> list[int]:
+        return [self._languages[self.language]] if self.force_language and self.language else []
+
     def to_dict(self) -> dict[str, Any]:
-        return {**self._common_dict(), "model_proto": base64.b64encode(self._model_proto).decode("ascii")}
+        extra: dict[str, Any] = {}
+        if self._languages:  # absent otherwise: as before
+            extra = {"languages": dict(self._languages), "language": self.language,
+                     "prefix_language": self.prefix_language, "force_language": self.force_language}
+        return {**self._common_dict(), "model_proto": base64.b64encode(self._model_proto).decode("ascii"), **extra}
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> SentencePieceVocabTokenizer:
         vocabulary, specials = cls._payload_parts(data, cls.kind)
-        return cls(_decode_model_proto(data.get("model_proto")), vocabulary, specials)
+        languages, language = data.get("languages"), data.get("language")
+        if languages is not None and not isinstance(languages, dict) or \
+                language is not None and not isinstance(language, str):
+            raise ConfigError("sentencepiece-vocab 'languages' must be an object and 'language' a string")
+        return cls(_decode_model_proto(data.get("model_proto")), vocabulary, specials, languages=languages,
+                   language=language, prefix_language=bool(data.get("prefix_language", False)),
+                   force_language=bool(data.get("force_language", False)))
 
     def pieces(self, text: str) -> list[str]:
         code = []
@@ -569,6 +601,8 @@ class SentencePieceVocabTokenizer(VocabularyTokenizer):
         ids = [self._ids.get(piece, unk) for piece in self.pieces(text)]
         if unk is None and None in ids:
             raise UnknownCharactersError(self._unknown_characters(text, []))
+        if self.prefix_language and self.language is not None:
+            ids = [self._languages[self.language], *ids]
         return ids
 
     def _unknown_characters(self, text: str, ids: list[int]) -> list[str]:
@@ -576,7 +610,8 @@ class SentencePieceVocabTokenizer(VocabularyTokenizer):
         return sorted({c for piece in missing for c in piece.replace("▁", " ") if not c.isspace()})
 
     def _decode(self, ids: list[int]) -> str:
-        pieces = [UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids]
+        codes = set(self._languages.values())
+        pieces = [UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids if i not in codes]
         return self._processor.decode_pieces(pieces).replace("▁", " ").strip()
 
 

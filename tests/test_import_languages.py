@@ -283,3 +283,82 @@ def test_nllb_greedy_equals_generate_in_each_target_language(nllb):
             assert greedy_ids(translator, text) == generate(original, tokenizer.encode(text).ids, ids[code]), text
     translator.set_languages(source="fra_Latn")
     assert translator.source(SENTENCES[0]).ids == framed(tokenizer, SENTENCES[0], ids["fra_Latn"])
+
+
+@pytest.fixture(scope="module")
+def m2m100(tmp_path_factory):
+    """An M2M100 folder as facebook/m2m100_418M ships it: its own tokenizer (``sentencepiece.bpe.model`` +
+    ``vocab.json``, the hundred ``__xx__`` language codes after the pieces), no tokenizer.json."""
+    import sentencepiece as spm
+
+    folder = tmp_path_factory.mktemp("m2m100")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES * 5) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(folder / "spm"), vocab_size=60,
+                                   model_type="bpe", character_coverage=1.0)
+    processor = spm.SentencePieceProcessor(model_file=str(folder / "spm.model"))
+    vocab = {token: index for index, token in enumerate(SPECIALS)}
+    for index in range(processor.get_piece_size()):
+        vocab.setdefault(processor.id_to_piece(index), len(vocab))
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    tokenizer = transformers.M2M100Tokenizer(str(folder / "vocab.json"), str(folder / "spm.model"), src_lang="en",
+                                             tgt_lang="fr")
+    saved = folder / "model"
+    tokenizer.save_pretrained(saved)
+    assert not (saved / "tokenizer.json").exists() and (saved / "sentencepiece.bpe.model").is_file()
+    config = transformers.M2M100Config(vocab_size=len(vocab) + 100 + 8, d_model=16, encoder_layers=2,
+                                       decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                                       encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
+                                       pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
+                                       scale_embedding=True, forced_eos_token_id=None)
+    torch.manual_seed(2)
+    model = transformers.M2M100ForConditionalGeneration(config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layer_norm" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
+    model.save_pretrained(saved)
+    original = transformers.M2M100ForConditionalGeneration.from_pretrained(str(saved), attn_implementation="eager")
+    return saved, original.eval(), tokenizer
+
+
+def test_m2m100s_own_tokenizer_encodes_as_transformers_does(m2m100, tmp_path):
+    folder, _, tokenizer = m2m100
+    checkpoint = convert(folder)
+    source, target = checkpoint.source_tokenizer, checkpoint.target_tokenizer
+    assert len(source.languages) == 100 and source.language == "__en__" and target.language == "__fr__"
+    assert source.languages["__zu__"] == tokenizer.get_lang_id("zu") and target.first_tokens() == \
+        [tokenizer.get_lang_id("fr")]
+    for language in ("en", "de"):
+        tokenizer.src_lang = language
+        source.set_language(language)  # the bare code names the same language
+        for text in SENTENCES:
+            assert source.encode(text) + [EOS] == tokenizer(text).input_ids, (language, text)
+    path = save_checkpoint(tmp_path / "m2m100.safetensors", checkpoint.model, source, target, checkpoint.provenance)
+    reloaded = load_checkpoint(path)
+    assert reloaded.source_tokenizer.languages == source.languages
+    assert reloaded.target_tokenizer.first_tokens() == target.first_tokens()
+    assert checkpoint.provenance["imported_from"]["assumed"] == {"src_lang": "__en__", "tgt_lang": "__fr__"}
+
+
+def test_m2m100_greedy_and_attention_equal_transformers(m2m100):
+    folder, original, tokenizer = m2m100
+    translator = Translator(convert(folder))
+    tokenizer.src_lang = "en"
+    outputs = set()
+    for language in ("fr", "es"):
+        translator.set_languages(target=language)
+        for text in SENTENCES[:4]:
+            expected = generate(original, tokenizer(text).input_ids, tokenizer.get_lang_id(language))
+            ours = greedy_ids(translator, text)
+            assert ours == expected and ours[0] == tokenizer.get_lang_id(language), (language, text)
+            outputs.add(tuple(ours))
+    assert len(outputs) > 2
+    result = finish(translator.decode(translator.source(SENTENCES[0]), mode="greedy", max_len=MAX_NEW))[0]
+    assert "__es__" not in result.text and result.trace.tgt_tokens[:2] == ["</s>", "__es__"]
+    src = torch.tensor([tokenizer(SENTENCES[1]).input_ids])
+    tgt = torch.tensor([[EOS, tokenizer.get_lang_id("es"), 7, 9, 11]])
+    with torch.no_grad():
+        expected = original(input_ids=src, decoder_input_ids=tgt, output_attentions=True)
+        logits, intermediates = translator.model(src, tgt, need_weights=True)
+    assert_same_forward(expected, logits, intermediates)

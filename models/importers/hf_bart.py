@@ -13,7 +13,8 @@ NLLB) fairseq's sinusoids from row pad id + 1 and no LayerNorm. Logits
 ``lm_head(x) + final_logits_bias``; decoding starts from ``decoder_start_token_id``. The tokenizer is the
 folder's ``tokenizer.json``, whose post-processor frames each source (BART: ``<s> … </s>``; mBART:
 ``… </s> en_XX``; mBART-50, NLLB: ``en_XX … </s>``; Pegasus: ``… </s>``); a Pegasus folder without one is
-read from ``spiece.model``, a BlenderbotSmall folder from ``vocab.json`` + ``merges.txt``. Multilingual
+read from ``spiece.model``, a BlenderbotSmall folder from ``vocab.json`` + ``merges.txt``, an M2M100 folder
+from ``sentencepiece.bpe.model`` + ``vocab.json`` with its language codes after the pieces. Multilingual
 tokenizers' language codes become the tokenizers' languages; the target language (``forced_bos_token_id``)
 starts every output.
 """
@@ -122,6 +123,9 @@ def tokenizer_files(source: Source, kind: str) -> tuple[str, ...]:
     layout = LAYOUTS[kind]
     if layout.tokenizer == "bpe-vocab":
         needs: tuple[str, ...] = ("vocab.json", "merges.txt")
+    elif kind == "m2m_100" and not (source.path / "tokenizer.json").is_file() \
+            and (source.path / M2M100_SENTENCEPIECE).is_file():
+        needs = (M2M100_SENTENCEPIECE, "vocab.json")
     elif layout.sentencepiece and not (source.path / "tokenizer.json").is_file() \
             and (source.path / layout.sentencepiece).is_file():
         needs = (layout.sentencepiece,)
@@ -129,8 +133,7 @@ def tokenizer_files(source: Source, kind: str) -> tuple[str, ...]:
         needs = ("tokenizer.json",)
     for name in needs:
         if not (source.path / name).is_file():
-            slow = " (M2M100's own sentencepiece.bpe.model + vocab.json tokenizer is not read; NLLB folders " \
-                   "carry a tokenizer.json)" if kind == "m2m_100" else ""
+            slow = f" (nor {M2M100_SENTENCEPIECE} with vocab.json)" if kind == "m2m_100" else ""
             raise source.error(f"the {kind} folder has no {name}{slow}")
     return needs
 
@@ -147,12 +150,15 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     inspection, hf = inspect(source, settings)
     state, weights_file = read_hf_weights(source)
     files = tokenizer_files(source, hf["model_type"])
-    config = _our_config(source, hf, state, append_eos=files == (LAYOUTS[hf["model_type"]].sentencepiece,))
+    sentencepiece = files in ((LAYOUTS[hf["model_type"]].sentencepiece,), (M2M100_SENTENCEPIECE, "vocab.json"))
+    config = _our_config(source, hf, state, append_eos=sentencepiece)
     check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
     model = TransformerSeq2Seq(config)
     _map_weights(state, config, file=weights_file, kind=hf["model_type"]).load_into(model)
     if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
         source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
+    elif files == (M2M100_SENTENCEPIECE, "vocab.json"):
+        source_tokenizer, target_tokenizer = _m2m100_sentencepiece(source, config, hf)
     elif config.src_append_eos:
         source_tokenizer, target_tokenizer = _pegasus_sentencepiece(source, config, files[0])
     else:
@@ -250,12 +256,76 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
     return weights
 
 
+M2M100_SENTENCEPIECE = "sentencepiece.bpe.model"
+# M2M100's language codes, in the order its vocabulary appends them after vocab.json's pieces (``__af__`` first);
+# its tokenizer_config.json names the list ("language_codes") but not the codes.
+M2M100_LANGUAGES = {
+    "m2m100": ("af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he hi hr "
+               "ht hu hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc or "
+               "pa pl ps pt ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu").split(),
+    "wmt21": "en ha is ja cs ru zh de".split(),
+}
+
+
+def _m2m100_sentencepiece(source: Source, config: TransformerConfig,
+                          hf: dict[str, Any]) -> tuple[SentencePieceVocabTokenizer, SentencePieceVocabTokenizer]:
+    """M2M100's own tokenizer: the sentencepiece model splits text into pieces, vocab.json gives their ids, then
+    the language codes ``__xx__`` follow the pieces; a source is ``__src__ pieces </s>``, an output starts with
+    ``__tgt__``. The languages chosen by default are tokenizer_config.json's ``src_lang``/``tgt_lang``."""
+    folder = source.path
+    vocab = piece_ids(folder / "vocab.json")
+    settings_file = _json_object(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    listed = settings_file.get("language_codes", "m2m100")
+    if listed not in M2M100_LANGUAGES:
+        raise CheckpointError(folder / "tokenizer_config.json", f"language_codes {listed!r} is not one of "
+                                                                 f"{', '.join(M2M100_LANGUAGES)}")
+    size = max(vocab.values(), default=-1) + 1
+    languages = {f"__{code}__": size + index for index, code in enumerate(M2M100_LANGUAGES[listed])}
+    if size + len(languages) > config.tgt_vocab_size:
+        raise CheckpointError(folder / "vocab.json", f"{size} pieces and {len(languages)} language codes do not fit "
+                                                     f"the model's vocabulary of {config.tgt_vocab_size}")
+    pieces = [f"<id {index}>" for index in range(config.tgt_vocab_size)]
+    for piece, index in sorted(vocab.items(), key=lambda item: -item[1]):  # the lowest piece wins a shared id
+        pieces[index] = piece
+    for code, index in languages.items():
+        pieces[index] = code
+    ids = {role: vocab.get(token) for role, token in (("pad", "<pad>"), ("unk", "<unk>"), ("eos", "</s>"))}
+    for role, expected in (("pad", config.pad_id), ("eos", config.eos_id)):
+        if ids[role] != expected:
+            raise CheckpointError(folder / "vocab.json", f"puts <{role}> at {ids[role]}; config.json says {expected}")
+    proto = (folder / M2M100_SENTENCEPIECE).read_bytes()
+    forced = hf["forced_bos_token_id"]
+    by_id = {index: code for code, index in languages.items()}
+    target_default = by_id.get(forced) if forced is not None else None
+    defaults = [settings_file.get("src_lang"), target_default or settings_file.get("tgt_lang")]
+    made = []
+    for side, default in zip(("source", "target"), defaults):
+        code = f"__{default}__" if isinstance(default, str) and f"__{default}__" in languages else \
+            default if default in languages else None
+        try:
+            made.append(SentencePieceVocabTokenizer(proto, pieces, {**ids, "bos": config.bos_id}, languages=languages,
+                                                    language=code, prefix_language=side == "source",
+                                                    force_language=side == "target"))
+        except ConfigError as error:
+            raise CheckpointError(folder / M2M100_SENTENCEPIECE, str(error)) from None
+    return made[0], made[1]
+
+
 def _choose_languages(source: Source, settings: Settings, hf: dict[str, Any], source_tokenizer,
                       target_tokenizer) -> None:
     """The languages of a multilingual folder: the source's defaults to the one its tokenizer frames
     sources with, the target's to the config's forced first token, which then starts every output."""
     codes = {index: code for code, index in source_tokenizer.languages.items()}
     forced = hf["forced_bos_token_id"]
+    if isinstance(source_tokenizer, SentencePieceVocabTokenizer):  # M2M100's own: its defaults are chosen
+        for tokenizer, key in ((source_tokenizer, "src_lang"), (target_tokenizer, "tgt_lang")):
+            code = settings.value(key, str, tokenizer.language)  # the folder's own is recorded as assumed
+            try:
+                if code is not None:
+                    tokenizer.set_language(code)
+            except ConfigError as error:
+                raise CheckpointError(f"--set {key}", str(error)) from None
+        return
     if not codes:
         for key in ("src_lang", "tgt_lang"):
             if settings.has(key):
