@@ -4,6 +4,7 @@ of hostile pickles, and saving the converted model with the answers in it."""
 from __future__ import annotations
 
 import pickle
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,3 +139,26 @@ def test_a_dropped_t5_folder_opens_without_questions_and_shows_every_head(qtbot,
     trace = window.session.trace
     assert trace.kinds == ["enc_self", "dec_self", "cross"]
     assert trace.tgt_tokens[0] == "<pad>" and trace.src_tokens[-1] == "</s>"  # T5 starts from the pad id
+
+
+def test_a_dropped_fairseq_folder_asks_which_dictionary_is_the_source_then_opens(qtbot, window, tmp_path):
+    """A fairseq checkpoint whose dictionaries are dict.en.txt and dict.de.txt and which names no languages:
+    the import dialog asks for the two dictionaries, then the model opens and runs."""
+    import shutil
+
+    folder = tmp_path / "fairseq"
+    shutil.copytree(Path(__file__).parent / "data" / "fairseq" / "transformer-preln", folder)
+    (folder / "dict.src.txt").rename(folder / "dict.en.txt")
+    (folder / "dict.tgt.txt").rename(folder / "dict.de.txt")
+    drop(window, folder)
+    dialog = wait_for_dialog(qtbot, window)
+    assert set(dialog.vocabularies) == {"src", "tgt"} and not dialog.fields
+    dialog.vocabularies["src"].setText(str(folder / "dict.en.txt"))
+    dialog.vocabularies["tgt"].setText(str(folder / "dict.de.txt"))
+    dialog.accept()
+    qtbot.waitUntil(lambda: opened(window, "fairseq"), timeout=WAIT)
+    window.input_bar.text.setText("the cat sees a big house")
+    window.run()
+    qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 4,
+                    timeout=WAIT)
+    assert window.session.trace.src_tokens[-1] == "</s>" and window.session.trace.tgt_tokens[0] == "</s>"

@@ -23,7 +23,7 @@ import torch
 
 from attnviz.cli import main
 from models.errors import CheckpointError
-from models.importers import convert, detect_format
+from models.importers import MissingSettingsError, convert, detect_format
 from models.importers.safe_load import TrustRequiredError
 from models.translator import Translator
 
@@ -108,10 +108,12 @@ def test_dictionaries_are_found_or_asked_for(tmp_path):
     folder = _copy("transformer-preln", tmp_path)
     for lang in ("src", "tgt"):  # fairseq's usual names: dict.<language>.txt
         (folder / f"dict.{lang}.txt").rename(folder / f"dict.{'en' if lang == 'src' else 'de'}.txt")
-    with pytest.raises(CheckpointError, match=r"cannot tell which of dict\.de\.txt, dict\.en\.txt is the source "
-                                              r"dictionary \(the checkpoint names no languages\): pass --src-vocab "
-                                              r"and --tgt-vocab$"):
+    with pytest.raises(MissingSettingsError, match=r"give --src-vocab FILE \(fairseq's source dictionary, "
+                                                   r"dict\.<lang>\.txt; cannot tell which of dict\.de\.txt, "
+                                                   r"dict\.en\.txt is the source dictionary \(the checkpoint names "
+                                                   r"no languages\)\); --tgt-vocab FILE") as raised:
         convert(folder)
+    assert set(raised.value.inspection.vocabularies) == {"src", "tgt"}  # the window's import dialog asks for both
     given = convert(folder, src_vocab=folder / "dict.en.txt", tgt_vocab=folder / "dict.de.txt")
     reference = convert(DATA / "transformer-preln")
     assert given.source_tokenizer.vocabulary == reference.source_tokenizer.vocabulary
@@ -130,8 +132,9 @@ def test_dictionaries_are_found_or_asked_for(tmp_path):
     assert found.provenance["imported_from"]["vocabularies"] == {"src": str(data_bin / "dict.src.txt"),
                                                                  "tgt": str(data_bin / "dict.tgt.txt")}
     shutil.rmtree(data_bin)
-    with pytest.raises(CheckpointError, match=r"no fairseq dictionaries \(dict\.<lang>\.txt\) beside it or in its "
-                                              r"data folder: pass --src-vocab and --tgt-vocab$"):
+    with pytest.raises(MissingSettingsError, match=r"give --src-vocab FILE \(fairseq's source dictionary, "
+                                                   r"dict\.<lang>\.txt; no fairseq dictionaries \(dict\.<lang>\.txt\) "
+                                                   r"beside it or in its data folder\)"):
         convert(folder / "checkpoint_last.pt")
 
 

@@ -185,7 +185,14 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     for key in ("source_lang", "target_lang"):
         if task.get(key) or options.get(key):
             inferred[key] = task.get(key) or options.get(key)
-    return Inspection(NAME, source.path, inferred, accepted=ACCEPTED), (file, state, options, task, bpe)
+    inspection = Inspection(NAME, source.path, inferred, accepted=ACCEPTED)
+    try:
+        _dictionaries(file, _folders(file, task), inferred, src_vocab=None, tgt_vocab=None)
+    except CheckpointError as error:  # asked for: --src-vocab/--tgt-vocab, the GUI's import dialog
+        why = str(error).split(": ", 1)[-1].split(": pass --src-vocab")[0]
+        inspection.vocabularies = {"src": f"fairseq's source dictionary, dict.<lang>.txt; {why}",
+                                   "tgt": "its target dictionary, dict.<lang>.txt"}
+    return inspection, (file, state, options, task, bpe)
 
 
 def _flag(options: Mapping[str, Any], key: str) -> bool:
@@ -277,6 +284,9 @@ def _lstm_inferred(source: Source, state: Mapping[str, Tensor], options: Mapping
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
     inspection, (file, state, options, task, bpe) = inspect(source, settings)
+    if src_vocab or tgt_vocab:
+        inspection.vocabularies.clear()
+    inspection.require()
     inferred = inspection.inferred
     folders = _folders(file, task)
     dicts = _dictionaries(file, folders, inferred, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
