@@ -19,11 +19,14 @@ saves and prints. With one process none of that happens.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -128,17 +131,37 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
     valid_examples = encode_pairs(valid_pairs, source_tokenizer, target=target_tokenizer, model_config=model_config,
                                   name="validation")
     processes = _Processes.start(config)
+    with _terminate_as_exit():
+        try:
+            trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples=train_examples,
+                               valid=(list(valid_pairs), valid_examples), out_path=Path(out_path), config=config,
+                               processes=processes, provenance=provenance)
+            if resume:
+                trainer.restore()
+            else:
+                trainer.start_snapshots()
+            return trainer.run()
+        finally:
+            processes.finish()
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM (``kill``, a job scheduler stopping the run) ends training as Ctrl+C does: through the
+    ``finally`` blocks, so a checkpoint or state being written is not left half-written beside the old one.
+    Python's default would end the process on the spot. Only the main thread can take signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples=train_examples,
-                           valid=(list(valid_pairs), valid_examples), out_path=Path(out_path), config=config,
-                           processes=processes, provenance=provenance)
-        if resume:
-            trainer.restore()
-        else:
-            trainer.start_snapshots()
-        return trainer.run()
+        yield
     finally:
-        processes.finish()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _check_tokenizers(model_config: ModelConfig, source: Tokenizer, target: Tokenizer) -> None:

@@ -224,3 +224,36 @@ def test_ctrl_c_closes_the_app_cleanly_and_saves_its_settings(tmp_path, random_c
     assert code == 0 and "Traceback" not in errors and "QThread" not in errors, errors[-500:]
     if wait:  # a window that was built keeps its layout; one closed while building has nothing to keep yet
         assert "geometry=@ByteArray(" in (config / "attnviz" / "attnviz.conf").read_text(encoding="utf-8")
+
+
+TERMINATED_DRIVER = """
+import os, signal, sys, time
+import safetensors.torch
+real = safetensors.torch.save_file
+saves = []
+def save_then_terminated(*args, **kwargs):  # the third file is written, then SIGTERM lands before it is in place
+    real(*args, **kwargs)
+    saves.append(args[1])
+    if len(saves) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+safetensors.torch.save_file = save_then_terminated
+""" + KILL_DRIVER
+
+
+def test_sigterm_in_the_middle_of_a_save_removes_the_half_written_file(tmp_path):
+    """``kill`` (SIGTERM) ends training through its cleanup, as Ctrl+C does: the temporary file of the save it
+    interrupted is removed, the files there before are intact, and the run resumes from them."""
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{word}\t{word[::-1]}\n" for word in ("abc", "bca", "cab", "hag", "gah", "ace") * 4))
+    out = tmp_path / "m.safetensors"
+    driver = [sys.executable, "-c", TERMINATED_DRIVER, str(data), str(out)]
+    run = subprocess.run(driver + ["100000", "fresh"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 128 + signal.SIGTERM, run.stderr[-2000:]
+    assert left_behind(tmp_path) == []
+    from models.training import _read_state, state_path
+
+    _, document = _read_state(state_path(out))
+    resumed = subprocess.run([sys.executable, "-c", KILL_DRIVER, str(data), str(out), str(document["step"] + 1),
+                              "resume"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
