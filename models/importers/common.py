@@ -223,6 +223,22 @@ class WeightMap:
                                             f"takes in its place")
                 self.taken.add(key)
 
+    def token_tables(self, config: Any, source: str, target: str, output: str, output_bias: str | None = None) -> None:
+        """The Transformer's token tables and output layer from the foreign ``source``/``target`` embeddings and
+        ``output`` projection: one table when ``config.share_embeddings`` (the target's checked equal), the output
+        tied to the target table when ``config.tie_output`` (a saved copy checked equal), else each its own."""
+        self.copy("src_embedding.tokens.weight", source)
+        if config.share_embeddings:
+            self.ignore_copies(source, target)
+        else:
+            self.copy("tgt_embedding.tokens.weight", target)
+        if config.tie_output:
+            self.ignore_copies(target, output)
+        else:
+            self.copy("output.weight", output)
+        if output_bias is not None:
+            self.copy("output.bias", output_bias)
+
     def put(self, ours: str, foreign: str, tensor: Tensor | None) -> None:
         if tensor is not None:
             self.assigned[ours] = (foreign, tensor)

@@ -404,18 +404,8 @@ def _map_transformer(file: Source, state: Mapping[str, Tensor], config: Transfor
                 weights.copy(f"{ours}_embedding.norm.{kind}", f"{side}.layernorm_embedding.{kind}")
             if config.final_norm:
                 weights.copy(f"{side}_norm.{kind}", f"{side}.layer_norm.{kind}")
-    encoder, decoder = "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"
     output = "decoder.output_projection.weight" if "decoder.output_projection.weight" in state else "decoder.embed_out"
-    weights.copy("src_embedding.tokens.weight", encoder)
-    if config.share_embeddings:
-        weights.ignore_copies(encoder, decoder)
-    else:
-        weights.copy("tgt_embedding.tokens.weight", decoder)
-    if config.tie_output:
-        if weights.has(output):
-            weights.ignore_copies(decoder, output)
-    else:
-        weights.copy("output.weight", output)
+    weights.token_tables(config, "encoder.embed_tokens.weight", target="decoder.embed_tokens.weight", output=output)
     return weights
 
 

@@ -423,16 +423,8 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
             weights.ignore(table)
             check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model,
                                                                          config.positions), what=table)
-    weights.copy("src_embedding.tokens.weight", SRC_EMBEDDING)
-    if config.share_embeddings:
-        weights.ignore_copies(SRC_EMBEDDING, TGT_EMBEDDING)
-    else:
-        weights.copy("tgt_embedding.tokens.weight", TGT_EMBEDDING)
-    if config.tie_output:
-        weights.ignore_copies(TGT_EMBEDDING, "generator.weight")
-    else:
-        weights.copy("output.weight", "generator.weight")
-    weights.copy("output.bias", "generator.bias")
+    weights.token_tables(config, SRC_EMBEDDING, target=TGT_EMBEDDING, output="generator.weight",
+                         output_bias="generator.bias")
     return weights
 
 

@@ -271,17 +271,8 @@ def _map_weights(params: Source, state: Mapping[str, Tensor], config: Transforme
             if stored is not None:
                 check_sinusoid(params, stored, expected=sinusoid_table(stored.shape[0], d, "half_split"), what=table)
             weights.ignore(table)
-    source, target = "embedding_source.embedding.weight", "embedding_target.embedding.weight"
-    weights.copy("src_embedding.tokens.weight", source)
-    if config.share_embeddings:
-        weights.ignore_copies(source, target)
-    else:
-        weights.copy("tgt_embedding.tokens.weight", target)
-    if config.tie_output:
-        weights.ignore_copies(target, "output_layer.weight")
-    else:
-        weights.copy("output.weight", "output_layer.weight")
-    weights.copy("output.bias", "output_layer.bias")
+    weights.token_tables(config, "embedding_source.embedding.weight", target="embedding_target.embedding.weight",
+                         output="output_layer.weight", output_bias="output_layer.bias")
     return weights
 
 
