@@ -399,7 +399,7 @@ class SentencePieceTokenizer(Tokenizer):
 
 
 SPECIAL_ROLES = ("pad", "unk", "bos", "eos")
-WORD_SPLITS = ("whitespace", "punct", "basic", "seq2seq-tutorial")
+WORD_SPLITS = ("whitespace", "punct", "basic", "seq2seq-tutorial", "characters")
 
 
 class VocabularyTokenizer(Tokenizer):
@@ -484,7 +484,8 @@ class WordTokenizer(VocabularyTokenizer):
     ``split`` says how text becomes words: ``whitespace`` (as is), ``punct`` (punctuation split off words,
     case kept: close to spaCy's tokenizers), ``basic`` (the same, lower-cased, like torchtext's
     ``basic_english``) or ``seq2seq-tutorial`` (the PyTorch seq2seq tutorial's
-    ``normalizeString``: lower case, ASCII, ``!``/``?`` kept as words, everything else not a letter dropped).
+    ``normalizeString``: lower case, ASCII, ``!``/``?`` kept as words, everything else not a letter dropped)
+    or ``characters`` (every character a token, spaces written ``▁``: JoeyNMT's char level).
     ``add_bos`` starts every encoding with ``bos_id`` (a source side trained as ``<bos> words <eos>``).
     """
 
@@ -504,6 +505,8 @@ class WordTokenizer(VocabularyTokenizer):
             folded = "".join(c for c in unicodedata.normalize("NFD", text.lower().strip())
                              if unicodedata.category(c) != "Mn")
             return re.sub(r"[^a-zA-Z!?]+", " ", re.sub(r"([.!?])", r" \1", folded)).split()
+        if self.split == "characters":
+            return list(text.strip().replace(" ", "▁"))
         return text.split()
 
     def to_dict(self) -> dict[str, Any]:
@@ -528,6 +531,8 @@ class WordTokenizer(VocabularyTokenizer):
         return sorted({word for word in self.words(text) if word not in self._ids})
 
     def _decode(self, ids: list[int]) -> str:
+        if self.split == "characters":
+            return "".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids).replace("▁", " ")
         return " ".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids)
 
 

@@ -504,3 +504,67 @@ def test_missing_vocabulary_files_are_asked_for(plain, tmp_path):
         convert(variant)
     checkpoint = convert(variant, src_vocab=tmp_path / "src_vocab.txt", tgt_vocab=tmp_path / "trg_vocab.txt")
     assert checkpoint.source_tokenizer.vocabulary == (tmp_path / "src_vocab.txt").read_text().splitlines()
+
+
+def _model_folder(plain, tmp_path, name, vocab, data):
+    """A model folder like ``plain``'s whose vocabularies and data section are ``vocab`` and ``data``."""
+    folder = tmp_path / name
+    folder.mkdir()
+    model_cfg = yaml.safe_load((plain / "config.yaml").read_text(encoding="utf-8"))["model"]
+    torch.manual_seed(7)
+    model = JOEY.build_model(model_cfg, src_vocab=vocab, trg_vocab=vocab)
+    vocab.to_file(folder / "src_vocab.txt")
+    vocab.to_file(folder / "trg_vocab.txt")
+    (folder / "config.yaml").write_text(yaml.safe_dump({"data": data, "model": model_cfg}), encoding="utf-8")
+    torch.save({"model_state": model.state_dict()}, folder / "5.ckpt")
+    return folder
+
+
+def test_the_char_level_tokenises_as_joeynmt(plain, tmp_path):
+    """``level: char``: one token per character, spaces as ``▁``, as JoeyNMT's BasicTokenizer splits."""
+    from joeynmt.tokenizers import build_tokenizer
+
+    sentences = ("the small cat runs", "a red dog sees le chat")
+    characters = sorted({c for sentence in sentences for c in sentence.replace(" ", "▁")} - {"x"})
+    vocab = JOEY.Vocabulary(characters, _special_symbols())
+    data = {side: {"lang": lang, "level": "char"} for side, lang in (("src", "en"), ("trg", "fr"))}
+    folder = _model_folder(plain, tmp_path, "char-model", vocab, data)
+    checkpoint = convert(folder)
+    translator = Translator(checkpoint, device="cpu")
+    tokenizer = build_tokenizer(data)["en"]
+    for sentence in (*sentences, "a taxi"):  # "x" is not in the vocabulary: JoeyNMT's <unk>
+        expected = vocab.sentences_to_ids([tokenizer(sentence)], bos=False, eos=True)[0][0]
+        assert translator.source(sentence).ids == expected, sentence
+    ids = checkpoint.target_tokenizer.encode("le chat")
+    assert checkpoint.target_tokenizer.decode(ids) == "le chat"
+    assert "char level" in checkpoint.provenance["imported_from"]["tokenization"]
+
+
+def test_subword_nmt_codes_beside_the_config_split_text_as_joeynmt(plain, tmp_path):
+    """``level: bpe`` with ``tokenizer_type: subword-nmt``: the codes the config names (found beside it) split
+    typed text as JoeyNMT's own SubwordNMTTokenizer does."""
+    import io
+
+    learn_bpe = pytest.importorskip("subword_nmt.learn_bpe")
+    from joeynmt.tokenizers import build_tokenizer
+
+    corpus = "\n".join(["the cat sees a red house", "the dog runs", "a big dog sees the small cat",
+                        "le chat voit la maison rouge", "le chien court"] * 4) + "\n"
+    codes = io.StringIO()
+    learn_bpe.learn_bpe(io.StringIO(corpus), codes, num_symbols=25)
+    (tmp_path / "codes.txt").write_text(codes.getvalue(), encoding="utf-8")
+    data = {side: {"lang": lang, "level": "bpe", "tokenizer_type": "subword-nmt",
+                   "tokenizer_cfg": {"codes": str(tmp_path / "codes.txt"), "num_merges": 25}}
+            for side, lang in (("src", "en"), ("trg", "fr"))}
+    tokenizer = build_tokenizer(data)["en"]
+    pieces = sorted({piece for line in corpus.splitlines() for piece in tokenizer(line)})
+    assert any(piece.endswith("@@") for piece in pieces)
+    vocab = JOEY.Vocabulary(pieces, _special_symbols())
+    saved = {side: dict(section, tokenizer_cfg={"codes": "/trained/elsewhere/codes.txt"})  # found by its name
+             for side, section in data.items()}
+    folder = _model_folder(plain, tmp_path, "bpe-model", vocab, saved)
+    (folder / "codes.txt").write_bytes((tmp_path / "codes.txt").read_bytes())
+    translator = Translator(convert(folder), device="cpu")
+    for sentence in ("the small cat runs", "a red dog sees le chat", "le chien voit la maison"):
+        expected = vocab.sentences_to_ids([tokenizer(sentence)], bos=False, eos=True)[0][0]
+        assert translator.source(sentence).ids == expected, sentence

@@ -553,3 +553,34 @@ def tokenizer_json_pair(source: Source, config: Any,
                 TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}, languages=languages))
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
+
+
+def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int], moses: str) -> TokenizerJsonTokenizer:
+    """subword-nmt's BPE: each word's characters, the last with ``</w>``, merged by the codes' ranks; a piece
+    that does not end a word is written ``piece@@`` in the dictionary."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as BPE codes ({error})") from None
+    if lines and lines[0].startswith("#version"):
+        lines = lines[1:]
+    merges = [tuple(line.split()) for line in lines if line.strip()]
+    if any(len(merge) != 2 for merge in merges):
+        raise CheckpointError(path, "has a line that is not two symbols: not subword-nmt codes")
+    unknown = vocabulary[specials["unk"]]
+    vocab: dict[str, int] = {unknown: specials["unk"]}
+    special_ids = {index for index in specials.values() if index is not None}
+    for index, symbol in enumerate(vocabulary):
+        if index not in special_ids:  # <s>, <pad>, </s>, <unk> are never BPE pieces
+            vocab.setdefault(symbol[:-2] if symbol.endswith("@@") else symbol + "</w>", index)
+    for first, second in merges:  # the BPE model needs every merge's parts and result, known or not
+        for piece in (first, second, first + second):
+            vocab.setdefault(piece, len(vocabulary) + len(vocab))
+    tokenizer = HFTokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unknown, end_of_word_suffix="</w>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True,
+                                  moses={"lang": moses, "lowercase": False} if moses else None)

@@ -39,7 +39,6 @@ from ..rnn import RNNSeq2Seq
 from ..tokenizers import (
     SentencePieceVocabTokenizer,
     Tokenizer,
-    TokenizerJsonTokenizer,
     WordTokenizer,
 )
 from ..transformer import TransformerSeq2Seq
@@ -51,6 +50,7 @@ from .common import (
     WeightMap,
     layer_count,
     provenance,
+    subword_nmt_tokenizer,
     tensor_dict,
     weight_rows,
 )
@@ -488,41 +488,11 @@ def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapp
             made = [SentencePieceVocabTokenizer(proto, vocabulary, specials) for vocabulary in vocabularies]
             return made[0], made[1], f"sentencepiece model {path}"
         if kind == "subword_nmt":
-            made = [_subword_nmt(path, vocabulary, specials=specials, moses=moses) for vocabulary in vocabularies]
+            made = [subword_nmt_tokenizer(path, vocabulary, specials=specials, moses=moses) for vocabulary in vocabularies]
             return made[0], made[1], f"subword-nmt codes {path}" + (f" after Moses ({moses})" if moses else "")
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
     made = [WordTokenizer(vocabulary, specials) for vocabulary in vocabularies]
     return made[0], made[1], ("whitespace-separated dictionary symbols (no sentencepiece model or BPE codes found: "
                               "give text split as the training data was, or --set bpe=FILE)")
-
-
-def _subword_nmt(path: Path, vocabulary: list[str], specials: dict[str, int], moses: str) -> TokenizerJsonTokenizer:
-    """subword-nmt's BPE: each word's characters, the last with ``</w>``, merged by the codes' ranks; a piece
-    that does not end a word is written ``piece@@`` in the dictionary."""
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers
-
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as BPE codes ({error})") from None
-    if lines and lines[0].startswith("#version"):
-        lines = lines[1:]
-    merges = [tuple(line.split()) for line in lines if line.strip()]
-    if any(len(merge) != 2 for merge in merges):
-        raise CheckpointError(path, "has a line that is not two symbols: not subword-nmt codes")
-    vocab: dict[str, int] = {}
-    for index, symbol in enumerate(vocabulary):
-        piece = symbol[:-2] if symbol.endswith("@@") else symbol + "</w>"
-        vocab.setdefault(piece, index)
-    for first, second in merges:  # the BPE model needs every merge's parts and result, known or not
-        for piece in (first, second, first + second):
-            vocab.setdefault(piece, len(vocabulary) + len(vocab))
-    vocab.setdefault("<unk>", UNK)
-    tokenizer = HFTokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", end_of_word_suffix="</w>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
-    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True,
-                                  moses={"lang": moses, "lowercase": False} if moses else None)
 

@@ -32,7 +32,7 @@ from ..tokenizers import SentencePieceVocabTokenizer, WordTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
-                     provenance, read_vocabulary, tensor_dict)
+                     provenance, read_vocabulary, subword_nmt_tokenizer, tensor_dict)
 
 NAME = "joeynmt"
 ACCEPTED: dict[str, str] = {}  # config.yaml says everything; --src-vocab/--tgt-vocab replace the vocabulary files
@@ -456,6 +456,9 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
         if level == "word":
             return WordTokenizer(vocabulary, ids, split="whitespace"), \
                 f"{note}whitespace-separated words, as JoeyNMT's word level reads them"
+        if level == "char":
+            return WordTokenizer(vocabulary, ids, split="characters"), \
+                f"{note}one token per character, spaces as ▁, as JoeyNMT's char level reads them"
         if level == "bpe":
             kind = section.get("tokenizer_type", section.get("bpe_type", "sentencepiece"))
             named = options.get("model_file") if kind == "sentencepiece" else options.get("codes")
@@ -467,10 +470,15 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
                 return SentencePieceVocabTokenizer(model_file.read_bytes(), vocabulary, ids), \
                     f"{note}sentencepiece pieces of {model_file.name}"
             if kind == "subword-nmt":
+                codes = _resolve(config_path, named)
+                if codes is not None:
+                    return subword_nmt_tokenizer(codes, vocabulary, specials=ids, moses=""), \
+                        f"{note}split by subword-nmt with its codes {codes.name}"
                 return WordTokenizer(vocabulary, ids, split="whitespace"), \
-                    f"{note}give text already split by subword-nmt with its codes ({named}), pieces separated by spaces"
+                    f"{note}give text already split by subword-nmt with its codes ({named}, not found beside the " \
+                    f"config), pieces separated by spaces"
             raise CheckpointError(config_path, f"data.{side}.tokenizer_type {kind!r} is not supported; "
                                                f"sentencepiece and subword-nmt are")
     except ConfigError as error:
         raise CheckpointError(config_path, str(error)) from None
-    raise CheckpointError(config_path, f"data.{side}.level {level!r} is not supported; word and bpe are")
+    raise CheckpointError(config_path, f"data.{side}.level {level!r} is not supported; word, char and bpe are")
