@@ -131,8 +131,9 @@ def claims(source: Source) -> bool:
         return False
     if path == source.path:
         return _is_fairseq(source.payload)
+    file = source.__dict__.setdefault("fairseq_file", Source(path, source.trust))  # read once: convert reuses it
     try:
-        return _is_fairseq(Source(path, source.trust).payload)
+        return _is_fairseq(file.payload)
     except TrustRequiredError:
         return True  # a fairseq folder whose checkpoint needs trust: converting it says so
     except CheckpointError:
@@ -140,6 +141,8 @@ def claims(source: Source) -> bool:
 
 
 def _file(source: Source) -> Source:
+    if "fairseq_file" in source.__dict__:  # the folder's checkpoint, already read by claims()
+        return source.__dict__["fairseq_file"]
     if source.path.is_dir():
         file = _checkpoint_in(source.path)
         if file is None:
