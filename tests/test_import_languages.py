@@ -232,22 +232,29 @@ def nllb(tmp_path_factory):
         single=["eng_Latn", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("eng_Latn", "</s>")])
     tokenizer.save(str(folder / "tokenizer.json"))
     ids = {code: tokenizer.token_to_id(code) for code in NLLB_LANGUAGES}
-    config = transformers.M2M100Config(vocab_size=tokenizer.get_vocab_size(), d_model=16, encoder_layers=2,
+    original = tiny_m2m100(folder, tokenizer.get_vocab_size(), seed=1, forced=ids["spa_Latn"])
+    return folder, original, tokenizer, ids
+
+
+def tiny_m2m100(folder, vocab_size: int, seed: int, forced: int | None = None):
+    """A small M2M100ForConditionalGeneration with seeded, widened random weights, saved to ``folder`` and read
+    back with eager attention (so that it returns every head)."""
+    config = transformers.M2M100Config(vocab_size=vocab_size, d_model=16, encoder_layers=2,
                                        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
                                        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
                                        pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
                                        scale_embedding=True, forced_eos_token_id=None)
-    torch.manual_seed(1)
+    torch.manual_seed(seed)
     model = transformers.M2M100ForConditionalGeneration(config)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "layer_norm" not in name:
                 parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.lm_head.weight[EOS] += 0.0  # tied to the embeddings: ends come from the input
-    model.generation_config.forced_bos_token_id = ids["spa_Latn"]
+    if forced is not None:
+        model.generation_config.forced_bos_token_id = forced
     model.save_pretrained(folder)
     original = transformers.M2M100ForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager")
-    return folder, original.eval(), tokenizer, ids
+    return original.eval()
 
 
 def test_an_nllb_folder_computes_what_transformers_computes(nllb, tmp_path):
@@ -306,20 +313,9 @@ def m2m100(tmp_path_factory):
     saved = folder / "model"
     tokenizer.save_pretrained(saved)
     assert not (saved / "tokenizer.json").exists() and (saved / "sentencepiece.bpe.model").is_file()
-    config = transformers.M2M100Config(vocab_size=len(vocab) + 100 + 8, d_model=16, encoder_layers=2,
-                                       decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                                       encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
-                                       pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
-                                       scale_embedding=True, forced_eos_token_id=None)
-    torch.manual_seed(2)
-    model = transformers.M2M100ForConditionalGeneration(config)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-    model.save_pretrained(saved)
-    original = transformers.M2M100ForConditionalGeneration.from_pretrained(str(saved), attn_implementation="eager")
-    return saved, original.eval(), tokenizer
+    # its vocabulary: the pieces, the hundred language codes, eight "madeup" words
+    original = tiny_m2m100(saved, len(vocab) + 100 + 8, seed=2)
+    return saved, original, tokenizer
 
 
 def test_m2m100s_own_tokenizer_encodes_as_transformers_does(m2m100, tmp_path):
