@@ -16,6 +16,7 @@ import contextlib
 import glob
 import json
 import os
+import secrets
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -58,13 +59,14 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path to write ``path``'s new content to; on success it replaces ``path``."""
     path = Path(path)
     check_output_folder(path)
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    except OSError as error:
-        raise WriteError(f"{path}: could not write it ({error.strerror or error})") from None
-    os.close(handle)
-    temporary = Path(temporary)
-    try:
+    temporary = _temporary_name(path)
+    try:  # created inside the ``try``: an interrupt (Ctrl+C, SIGTERM) at any line leaves no temporary behind
+        while True:
+            try:
+                os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                break
+            except FileExistsError:  # another writer's name (48 random bits): draw again
+                temporary = _temporary_name(path)
         yield temporary
         if not temporary.is_file() or temporary.stat().st_size == 0:
             raise WriteError(f"{path}: nothing was written; the file there before is unchanged")
@@ -78,6 +80,10 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
                          "unchanged") from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _temporary_name(path: Path) -> Path:
+    return path.parent / f".{path.name}.{secrets.token_hex(6)}.partial"
 
 
 def remove_stale_partials(path: str | Path) -> list[Path]:

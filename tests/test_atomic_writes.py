@@ -257,3 +257,38 @@ def test_sigterm_in_the_middle_of_a_save_removes_the_half_written_file(tmp_path)
     resumed = subprocess.run([sys.executable, "-c", KILL_DRIVER, str(data), str(out), str(document["step"] + 1),
                               "resume"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+
+def test_an_interrupt_at_any_line_of_a_save_leaves_no_temporary_file(tmp_path):
+    """Ctrl+C or SIGTERM (raised as SystemExit by training) can land between any two lines of the writer,
+    also between creating its temporary file and the ``try`` that removes it; the interrupt is raised here
+    from a trace function at each line in turn, once per save."""
+    import models.files as files
+
+    target = tmp_path / "m.safetensors"
+    lines_seen = 0
+    for when in range(1, 200):
+        counter = {"line": 0, "raised": False}
+
+        def tracer(frame, event, _arg, counter=counter, when=when):
+            if frame.f_code.co_filename != files.__file__:
+                return None
+            if event == "line" and not counter["raised"]:
+                counter["line"] += 1
+                if counter["line"] == when:
+                    counter["raised"] = True
+                    raise KeyboardInterrupt
+            return tracer
+
+        sys.settrace(tracer)
+        try:
+            files.write_bytes(target, b"new content")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        assert left_behind(tmp_path) == [], f"interrupted at line event {when}"
+        if not counter["raised"]:  # the save ran to its end: every line has had its turn
+            lines_seen = counter["line"]
+            break
+    assert lines_seen > 10 and target.read_bytes() == b"new content"
