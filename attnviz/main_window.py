@@ -252,7 +252,7 @@ class MainWindow(QMainWindow):
         worker.loaded.connect(self._on_loaded)
         worker.load_failed.connect(self._on_load_failed)
         worker.device_changed.connect(self._on_device_changed)
-        worker.step.connect(self._on_step)
+        worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.original.connect(self._on_original)
         worker.failed.connect(self._on_failed)
@@ -582,9 +582,10 @@ class MainWindow(QMainWindow):
         self.model_panel.show_model(info)
         self.statusBar().showMessage(f"The model now runs on {info.device}", 5000)
 
-    def _on_step(self, request_id: int, step) -> None:
-        if self.session.accept_step(request_id, step):
-            self.statusBar().showMessage(f"decoding… step {step.step + 1}: {' '.join(step.tokens[:1])}")
+    def _on_steps(self, request_id: int, steps: list) -> None:
+        if self.session.accept_steps(request_id, steps):
+            last = steps[-1]
+            self.statusBar().showMessage(f"decoding… step {last.step + 1}: {' '.join(last.tokens[:1])}")
 
     def _on_finished(self, request_id: int, results) -> None:
         if not self.session.accept_results(request_id, results):
@@ -688,8 +689,9 @@ class MainWindow(QMainWindow):
                 self.compare_view.show_compare(self.current_comparison())
             else:
                 self.focus.show_heatmap(self.current_heatmap())
-            self.head_grid.show_grid(viewmodel.head_grid(trace, selection), images=rebuild or layer_changed)
-            self.model_view.show_grid(viewmodel.model_grid(trace, selection), images=rebuild)
+            images = rebuild or layer_changed
+            self.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images), images=images)
+            self.model_view.show_grid(viewmodel.model_grid(trace, selection, images=rebuild), images=rebuild)
         self.decoding.show_state(viewmodel.step_state(result, trace, selection))
 
     def clear_views(self, message: str) -> None:

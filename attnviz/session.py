@@ -125,10 +125,10 @@ class Session:
     def is_current(self, request_id: int) -> bool:
         return self.request is not None and request_id == self.request.id
 
-    def accept_step(self, request_id: int, step: DecodeStep) -> bool:
+    def accept_steps(self, request_id: int, steps: list[DecodeStep]) -> bool:
         if not self.is_current(request_id):
             return False
-        self.steps.append(step)
+        self.steps.extend(steps)
         return True
 
     def accept_results(self, request_id: int, results: list[DecodeResult]) -> bool:

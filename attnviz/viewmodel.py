@@ -25,6 +25,7 @@ AXIS_NAMES = {"enc_self": ("source (queries)", "source (keys)"),
               "dec_self": ("decoder input (queries)", "decoder input (keys)"),
               "cross": ("decoder input (queries)", "source (keys)")}
 LEVELS = (0.0, 1.0)  # attention weights are probabilities: one fixed range keeps maps comparable
+THUMBNAIL_SIDE = 512  # a thumbnail has at most this many cells a side (as many as it has pixels on a 4K screen)
 assert tuple(KIND_LABELS) == KINDS
 
 
@@ -58,6 +59,7 @@ class HeatmapState:
     levels: tuple[float, float]
     step_row: int | None  # the query row of the current decoding step, outlined
     file_stem: str
+    approximate: bool = False  # weights kept at half precision (a long run): read out to three digits, with ≈
 
 
 @dataclass(frozen=True)
@@ -257,31 +259,49 @@ def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = 
         matrix=matrix, mask=mask, query_labels=queries, key_labels=trace.key_tokens(kind),
         title=title, axis_names=axis_names,
         levels=colour_levels(matrix, mask, options.colour_range), step_row=selection.step if decoder_rows else None,
-        file_stem=export_name(kind, layer, head))
+        file_stem=export_name(kind, layer, head), approximate=trace.half_precision)
 
 
 def heads_title(kind: str, layer: int) -> str:
     return f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · every head"
 
 
-def head_grid(trace: AttentionTrace, selection: Selection) -> GridState:
-    """Every head of the selected layer, in one row."""
+def thumbnail(matrix: np.ndarray, side: int = THUMBNAIL_SIDE) -> np.ndarray:
+    """``matrix`` itself when no side is longer than ``side``; else, along each longer side, every
+    ``⌈n / side⌉`` cells as their largest weight (float32), so a sharp line of weight survives the shrinking
+    (a long input's thumbnails cost kilobytes, not megabytes each)."""
+    if max(matrix.shape) <= side:
+        return matrix
+    down, across = (-(-length // side) for length in matrix.shape)
+    shrunk = matrix[::down, ::across].astype(np.float32)
+    for row in range(down):  # strided maxima: ten times faster than a reshape or reduceat
+        for col in range(across):
+            part = matrix[row::down, col::across]
+            np.maximum(shrunk[: part.shape[0], : part.shape[1]], part, out=shrunk[: part.shape[0], : part.shape[1]])
+    return shrunk
+
+
+def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True) -> GridState:
+    """Every head of the selected layer, in one row (long inputs shrunk: :func:`thumbnail`); without
+    ``images`` no matrices (a head switch only moves the outline)."""
     kind, layer = selection.kind, selection.layer
     heads = trace.heads(kind)
     selected = (0, selection.head) if isinstance(selection.head, int) else None
     return GridState(rows=1, cols=heads, row_names=[f"L{layer}"], col_names=[f"H{h}" for h in range(heads)],
-                     matrices=list(trace.attention[kind][layer]), selected=selected,
-                     off=[trace.is_ablated(kind, layer, head) for head in range(heads)])
+                     matrices=[thumbnail(weights) for weights in trace.attention[kind][layer]] if images else [],
+                     selected=selected, off=[trace.is_ablated(kind, layer, head) for head in range(heads)])
 
 
-def model_grid(trace: AttentionTrace, selection: Selection) -> GridState:
-    """Every layer × head of the selected kind."""
+def model_grid(trace: AttentionTrace, selection: Selection, images: bool = True) -> GridState:
+    """Every layer × head of the selected kind (long inputs shrunk: :func:`thumbnail`); without ``images``
+    no matrices."""
     kind = selection.kind
     layers, heads = trace.layers(kind), trace.heads(kind)
     selected = (selection.layer, selection.head) if isinstance(selection.head, int) else None
     return GridState(rows=layers, cols=heads, row_names=[f"L{layer}" for layer in range(layers)],
                      col_names=[f"H{h}" for h in range(heads)],
-                     matrices=[weights for layer in trace.attention[kind] for weights in layer], selected=selected,
+                     matrices=[thumbnail(weights) for layer in trace.attention[kind] for weights in layer] if images
+                     else [], selected=selected,
                      off=[trace.is_ablated(kind, layer, head) for layer in range(layers) for head in range(heads)])
 
 
@@ -470,7 +490,8 @@ def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection) -> Co
         title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}",
         axis_names=AXIS_NAMES[kind], levels=(-bound, bound),
         step_row=selection.step if decoder_rows else None,
-        file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}"))
+        file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}",
+        approximate=a.half_precision or b.half_precision))
 
 
 def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import traceback
 import warnings
 import weakref
 from pathlib import Path
 
+import numpy as np
 import torch
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
@@ -22,10 +24,13 @@ from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.snapshots import is_series, load_series
-from models.translator import Translator
+from models.translator import SourceInput, Translator
 
 from .imports import ImportAnswer, ImportQuestion
 from .session import NO_REQUEST, ModelInfo, Request
+
+HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
+STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
 
 def describe(translator: Translator, path: Path) -> ModelInfo:
@@ -61,6 +66,15 @@ def is_out_of_memory(error: BaseException) -> bool:
     return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
 
 
+def trace_dtype(translator: Translator, request: Request, *, source: SourceInput,
+                target_ids: list[int] | None) -> tuple[type, int]:
+    """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
+    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
+    size = translator.trace_size(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                 max_len=request.max_len)
+    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
+
+
 class ModelWorker(QObject):
     """Every signal carries the id of the job it answers (see attnviz/session.py): the GUI drops stale ones."""
 
@@ -68,7 +82,7 @@ class ModelWorker(QObject):
     load_failed = Signal(int, str)
     import_needed = Signal(int, object)  # job id, ImportQuestion: a foreign file needs settings, vocabularies or trust
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
-    step = Signal(int, object)  # request id, DecodeStep
+    steps = Signal(int, object)  # request id, list[DecodeStep]: the steps since the last (see STEP_BATCH_SECONDS)
     finished = Signal(int, object)  # request id, list[DecodeResult]
     original = Signal(int, object)  # request id, the best DecodeResult (and trace) with every head on, for runs
     # that switch heads off
@@ -225,8 +239,9 @@ class ModelWorker(QObject):
         try:
             source = partner.source(request.text)
             target_ids = partner.target(request.target, unknown="replace") if request.mode == "forced" else None
+            dtype, _ = trace_dtype(partner, request, source=source, target_ids=target_ids)
             result = finish(partner.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                           max_len=request.max_len))[0]
+                                           max_len=request.max_len, dtype=dtype))[0]
         except AttnvizError as failure:
             self.partner_finished.emit(request.id, str(failure))
             return
@@ -355,15 +370,21 @@ class ModelWorker(QObject):
             self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
                                          f"{translator.config.max_len} are used (the model's maximum).")
         target_ids = translator.target(request.target, unknown="replace") if request.mode == "forced" else None
+        dtype, size = trace_dtype(translator, request, source=source, target_ids=target_ids)
+        if dtype == np.float16:
+            self.notice.emit(request.id, f"This run's attention is kept at half precision to save memory (up to "
+                                         f"{size / 2**20:,.0f} MB at full precision): weights are read to about "
+                                         "three digits, shown with ≈. `attnviz export` computes them at full precision.")
         if request.ablation:  # the same input with every head on, shown beside the ablated output
             from models.decoding import finish
 
             request.ablation.validate(translator.model.attention_shape())  # before decoding twice
             original = finish(translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                                max_len=request.max_len))[0]
+                                                max_len=request.max_len, dtype=dtype))[0]
             self.original.emit(request.id, original)
         steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                  max_len=request.max_len, ablation=request.ablation)
+                                  max_len=request.max_len, ablation=request.ablation, dtype=dtype)
+        pending, sent = [], time.monotonic()
         while True:
             if request.id != self.latest_request:
                 steps.close()
@@ -378,10 +399,15 @@ class ModelWorker(QObject):
                 if issubclass(warning.category, NumericalWarning):
                     self.notice.emit(request.id, str(warning.message)[:1].upper() + str(warning.message)[1:] + ".")
             if step is None:
+                if pending:
+                    self.steps.emit(request.id, pending)
                 self._decode_partner(request)  # before ``finished``: the window draws both at once
                 self.finished.emit(request.id, results)
                 return
-            self.step.emit(request.id, step)
+            pending.append(step)
+            if time.monotonic() - sent >= STEP_BATCH_SECONDS:
+                self.steps.emit(request.id, pending)
+                pending, sent = [], time.monotonic()
 
 
 class WorkerThread:

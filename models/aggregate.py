@@ -17,12 +17,12 @@ AGGREGATES = ("mean", "max", "rollout")
 
 
 def head_mean(weights: np.ndarray) -> np.ndarray:
-    """``[heads, q, k]`` → ``[q, k]``."""
-    return weights.mean(axis=0)
+    """``[heads, q, k]`` → ``[q, k]``, at least float32 (also of a float16 trace)."""
+    return weights.mean(axis=0, dtype=np.promote_types(weights.dtype, np.float32))
 
 
 def head_max(weights: np.ndarray) -> np.ndarray:
-    return weights.max(axis=0)
+    return weights.max(axis=0).astype(np.promote_types(weights.dtype, np.float32), copy=False)
 
 
 def _with_residual(weights: np.ndarray) -> np.ndarray:

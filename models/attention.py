@@ -22,10 +22,12 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = Fals
     1,024 × 1,024 cells per head every new full-size tensor costs as much as the softmax itself.
     """
     blocked = None if mask is None else ~mask
+    overwrite = in_place and not scores.requires_grad  # out= has no gradient; without one it saves a tensor
+    if overwrite and blocked is not None and not bool(blocked.any()):  # nothing masked (one unpadded sentence)
+        blocked = None
     filled = scores
     if blocked is not None:
         filled = scores.masked_fill_(blocked, float("-inf")) if in_place else scores.masked_fill(blocked, float("-inf"))
-    overwrite = in_place and not scores.requires_grad  # out= has no gradient; without one it saves a tensor
     weights = torch.softmax(filled, dim=-1, out=filled) if overwrite else torch.softmax(filled, dim=-1)
     if blocked is None:
         return weights

@@ -28,7 +28,7 @@ from torch import Tensor
 from .ablation import NO_ABLATION, Ablation
 from .base import Seq2Seq
 from .errors import InputError, NumericalWarning
-from .intermediates import Intermediates, RowBuffer, to_numpy, trace_from_intermediates
+from .intermediates import Intermediates, RowBuffer, keeping_attention, to_numpy, trace_from_intermediates
 from .trace import AttentionTrace, DecodeResult, DecodeStep
 
 Label = Callable[[int], str]
@@ -69,20 +69,22 @@ class _Decoder:
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
         self.suppress_bos = config.suppress_bos and self.bos != self.eos
         self.src_tokens = [(source_label or label)(int(i)) for i in src_ids]
-        self.encoder: Intermediates = Intermediates()
-        self.encoder_trace: AttentionTrace | None = None
+        self.encoder_trace: AttentionTrace | None = None  # the encoder's part of every hypothesis' trace
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
         self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
 
     def begin(self) -> None:
-        with torch.inference_mode():
-            self.state, self.encoder = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
+        with torch.inference_mode(), keeping_attention(self.dtype):
+            self.state, encoder = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
+        if encoder.attention:  # converted once, shared by all hypotheses; the model's tensors are let go layer by layer
+            self.encoder_trace = trace_from_intermediates(encoder, 0, src_tokens=self.src_tokens, tgt_tokens=[],
+                                                          dtype=self.dtype, release=True)
         self.prefix = torch.full((1, 0), self.bos, dtype=torch.long, device=self.src.device)
 
     def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
         """Feed ``tokens`` ``[K]``; returns log-probabilities ``[K, V]``, attention rows and mask rows."""
-        with torch.inference_mode():
+        with torch.inference_mode(), keeping_attention(self.dtype):
             if self.use_cache:
                 output = self.model.step(tokens, self.state, need_weights=self.need_weights)
                 logits, attention, masks = output.logits, output.attention, output.masks
@@ -171,13 +173,6 @@ class _Decoder:
         return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
                             score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
 
-    def _encoder_trace(self) -> AttentionTrace:
-        """The encoder's part of every hypothesis' trace: converted once, shared by all of them."""
-        if self.encoder_trace is None:
-            self.encoder_trace = trace_from_intermediates(self.encoder, 0, src_tokens=self.src_tokens, tgt_tokens=[],
-                                                          dtype=self.dtype)
-        return self.encoder_trace
-
     def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
         """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): without
         a beam the arrays the rows were written into, with one stacked from the rows the hypotheses share."""
@@ -186,10 +181,9 @@ class _Decoder:
         written = self.rows.finish([step for step, _ in path]) if self.rows is not None else {}
         attention: dict[str, list[np.ndarray]] = {}
         masks: dict[str, np.ndarray] = {}
-        if self.encoder.attention:
-            encoder_trace = self._encoder_trace()
-            attention.update(encoder_trace.attention)
-            masks.update(encoder_trace.masks)
+        if self.encoder_trace is not None:
+            attention.update(self.encoder_trace.attention)
+            masks.update(self.encoder_trace.masks)
         for kind in ("dec_self", "cross"):
             if kind not in path[0][0].attention:
                 continue
@@ -272,7 +266,7 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
                        use_cache=True, max_len=len(target), dtype=dtype, ablation=ablation)
     tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
-    with torch.inference_mode():
+    with torch.inference_mode(), keeping_attention(dtype):
         logits, inter = model(decoder.src, tgt_in, need_weights=need_weights, ablation=decoder.ablation)
     steps, result = decoder.forced_result(target, logits[0], inter)
     del inter, logits  # the trace now owns the attention the pass computed

@@ -3,6 +3,9 @@ conversion to the host-side ``AttentionTrace`` (models/trace.py, numpy only)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +14,27 @@ from torch import Tensor
 
 from .masks import expand_for_trace
 from .trace import AttentionTrace, DecodeStep
+
+
+_KEPT_DTYPE: contextvars.ContextVar[torch.dtype | None] = contextvars.ContextVar("kept_attention_dtype", default=None)
+
+
+@contextlib.contextmanager
+def keeping_attention(dtype: type) -> Iterator[None]:
+    """Inside, the models keep each layer's attention weights as ``dtype`` (numpy float32 or float16):
+    a float16 copy is made as each layer finishes, so a long forward pass never holds every layer's
+    float32 weights at once. Per thread (a context variable)."""
+    token = _KEPT_DTYPE.set(torch.float16 if np.dtype(dtype) == np.float16 else None)
+    try:
+        yield
+    finally:
+        _KEPT_DTYPE.reset(token)
+
+
+def kept(weights: Tensor | None) -> Tensor | None:
+    """One layer's attention weights as the model keeps them for the trace (see :func:`keeping_attention`)."""
+    dtype = _KEPT_DTYPE.get()
+    return weights if weights is None or dtype is None else weights.to(dtype)
 
 
 @dataclass
@@ -46,7 +70,10 @@ def trace_from_intermediates(intermediates: Intermediates, index: int, src_token
 
 
 def to_numpy(tensor: Tensor, dtype: type = np.float32) -> np.ndarray:
-    return tensor.detach().to("cpu", torch.float32).numpy().astype(dtype, copy=False)
+    """A host array of ``dtype`` (float32 or float16): converted by torch, on the device, before the copy
+    to the host (numpy's own float16 conversion is several times slower); a CPU float32 tensor is not copied."""
+    half = np.dtype(dtype) == np.float16
+    return tensor.detach().to(torch.float16 if half else torch.float32).cpu().numpy().astype(dtype, copy=False)
 
 
 class RowBuffer:

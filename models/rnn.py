@@ -18,7 +18,7 @@ from .attention import AdditiveAttention, MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import RNNConfig
 from .masks import target_mask
-from .intermediates import Intermediates
+from .intermediates import Intermediates, kept
 
 
 class GRUEncoder(nn.Module):
@@ -245,8 +245,8 @@ class GRUTransformerDecoder(nn.Module):
                                        cache=caches[index] if caches else None,
                                        self_off=ablation.heads_off("dec_self", index, heads),
                                        cross_off=ablation.heads_off("cross", index, heads))
-            self_weights.append(self_w)
-            cross_weights.append(cross_w)
+            self_weights.append(kept(self_w))
+            cross_weights.append(kept(cross_w))
         return self.output(x), self_weights, cross_weights
 
 

@@ -51,6 +51,11 @@ class AttentionTrace:
     def is_ablated(self, kind: str, layer: int, head: int) -> bool:
         return (kind, layer, head) in self.ablated
 
+    @property
+    def half_precision(self) -> bool:
+        """The weights are kept as float16 (about three significant digits), as the app keeps long runs."""
+        return any(layers[0].dtype == np.float16 for layers in self.attention.values() if layers)
+
 
 @dataclass
 class DecodeStep:

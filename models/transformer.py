@@ -18,7 +18,7 @@ from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import TransformerConfig
 from .masks import target_mask
-from .intermediates import Intermediates
+from .intermediates import Intermediates, kept
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
                "swish": F.silu}
@@ -264,7 +264,7 @@ class TransformerSeq2Seq(Seq2Seq):
         for index, layer in enumerate(self.encoder_layers):
             x, layer_weights = layer(x, src_mask, need_weights=need_weights, bias=bias,
                                      heads_off=ablation.heads_off("enc_self", index, self.config.heads))
-            weights.append(layer_weights)
+            weights.append(kept(layer_weights))
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
         return x, src_mask, weights
@@ -284,8 +284,8 @@ class TransformerSeq2Seq(Seq2Seq):
                                        need_weights=need_weights, self_bias=bias,
                                        self_off=ablation.heads_off("dec_self", index, heads),
                                        cross_off=ablation.heads_off("cross", index, heads))
-            self_weights.append(self_w)
-            cross_weights.append(cross_w)
+            self_weights.append(kept(self_w))
+            cross_weights.append(kept(cross_w))
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         logits = self.output(x)  # [B, L, V]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from .ablation import NO_ABLATION, Ablation
@@ -136,14 +137,30 @@ class Translator:
             raise EmptyInputError("the target text is empty")
         return ids
 
+    def trace_size(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4,
+                   target_ids: list[int] | None = None, max_len: int | None = None) -> int:
+        """Bytes of float32 attention a run of :meth:`decode` keeps at most: every kind, layer and head, the
+        output as long as it may get (``max_len``, or the target), a beam's rows for each hypothesis."""
+        first = len(self.target_tokenizer.first_tokens())
+        if mode == "forced":
+            target = first + len(target_ids or []) + 1
+        else:
+            target = min(max_len or self.config.max_len, self.config.max_len)
+        source_len = len(source.ids)
+        hypotheses = 2 * beam if mode == "beam" else 1  # the steps' rows, then each finished hypothesis' trace
+        cells = {"enc_self": source_len * source_len, "dec_self": target * target * hypotheses,
+                 "cross": target * source_len * hypotheses}
+        return 4 * sum(layers * heads * cells[kind] for kind, (layers, heads) in self.model.attention_shape().items())
+
     def decode(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4, length_penalty: float = 0.6,
                target_ids: list[int] | None = None, max_len: int | None = None, top_k: int = 10,
-               need_weights: bool = True, ablation: Ablation = NO_ABLATION) -> Steps:
+               need_weights: bool = True, ablation: Ablation = NO_ABLATION, dtype: type = np.float32) -> Steps:
         """A decoding generator (see models.decoding) whose results carry detokenised text; ``ablation``
-        switches heads off (models/ablation.py) and is checked against the model before anything runs."""
+        switches heads off (models/ablation.py) and is checked against the model before anything runs.
+        ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`)."""
         ablation.validate(self.model.attention_shape())
         common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
-                      top_k=top_k, need_weights=need_weights, ablation=ablation)
+                      top_k=top_k, need_weights=need_weights, ablation=ablation, dtype=dtype)
         first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
         if mode == "greedy":
             steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)

@@ -15,7 +15,7 @@ import torch
 from models import ARCHS, build_model, make_config
 from models.config import TRANSFORMER_ARCHS
 from models.decoding import beam_search, forced, forced_step_by_step, greedy, run
-from models.intermediates import trace_from_intermediates
+from models.intermediates import keeping_attention, trace_from_intermediates
 from models.trace import AttentionTrace, DecodeStep
 
 SRC_VOCAB, TGT_VOCAB = 13, 11
@@ -259,14 +259,47 @@ def test_each_attention_matrix_is_held_once(arch):
                     np.testing.assert_array_equal(row[0], stacked[:, index, : row.shape[-1]])
 
 
-def test_a_float16_trace_keeps_the_numbers_to_three_digits():
-    model = tiny_model("transformer-preln", seed=3)
-    _, (half,) = run(forced(model, SOURCE, FORCED_TARGET, dtype=np.float16))
-    _, (full,) = run(forced(model, SOURCE, FORCED_TARGET))
+@pytest.mark.parametrize("arch", ["transformer-preln", "gru-transformer-decoder", "gru-additive"])
+@pytest.mark.parametrize("mode", ["greedy", "beam", "forced"])
+def test_a_float16_trace_keeps_the_numbers_to_three_digits(arch, mode):
+    """The app keeps long runs at half precision: every mode gives the same tokens and probabilities, and
+    the same attention to three digits, in float16 arrays (the steps' rows too)."""
+    model = never_ending_model(arch, seed=3)
+    decode = {"greedy": functools.partial(greedy, model, SOURCE, max_len=MAX_LEN),
+              "beam": functools.partial(beam_search, model, SOURCE, beam=3, max_len=MAX_LEN),
+              "forced": functools.partial(forced, model, SOURCE, FORCED_TARGET)}[mode]
+    half_steps, (half, *_) = run(decode(dtype=np.float16))
+    full_steps, (full, *_) = run(decode())
+    assert half.token_ids == full.token_ids and half.log_prob == pytest.approx(full.log_prob, abs=1e-6)
+    assert half.trace.half_precision and not full.trace.half_precision
     for kind in full.trace.kinds:
-        for h, f in zip(half.trace.attention[kind], full.trace.attention[kind]):
+        for h, f in zip(half.trace.attention[kind], full.trace.attention[kind], strict=True):
             assert h.dtype == np.float16 and f.dtype == np.float32
             np.testing.assert_allclose(h, f, atol=1e-3, rtol=0)
+    for h, f in zip(half_steps, full_steps, strict=True):
+        for kind, layers in f.attention.items():
+            for half_row, full_row in zip(h.attention[kind], layers, strict=True):
+                assert half_row.dtype == np.float16
+                np.testing.assert_allclose(half_row, full_row, atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ["transformer-preln", "gru-transformer-decoder"])
+def test_a_half_precision_pass_keeps_each_layer_as_float16_as_it_finishes(arch):
+    """Inside ``keeping_attention(float16)`` the model hands back float16 weights layer by layer (so a long
+    pass never holds every layer's float32 weights); outside it, float32 bit for bit as before."""
+    model = tiny_model(arch, seed=4)
+    tgt_in = torch.tensor([[BOS] + FORCED_TARGET])
+    with torch.no_grad():
+        logits, plain = model(torch.tensor([SOURCE]), tgt_in, need_weights=True)
+        with keeping_attention(np.float16):
+            half_logits, half = model(torch.tensor([SOURCE]), tgt_in, need_weights=True)
+        with keeping_attention(np.float32):
+            _, full = model(torch.tensor([SOURCE]), tgt_in, need_weights=True)
+    assert torch.equal(logits, half_logits)  # what is kept does not change what is computed
+    for kind, layers in plain.attention.items():
+        for weights, half_weights, full_weights in zip(layers, half.attention[kind], full.attention[kind], strict=True):
+            assert weights.dtype == torch.float32 and half_weights.dtype == torch.float16
+            assert torch.equal(weights, full_weights) and torch.equal(weights.half(), half_weights)
 
 
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
@@ -450,3 +483,25 @@ def test_key_value_cache_grows_by_doubling_and_follows_beam_parents():
     project = lambda: calls.append(1) or (torch.ones(1), torch.zeros(1))  # noqa: E731
     first = cache.cross_kv(project)
     assert cache.cross_kv(project)[0] is first[0] and len(calls) == 1  # projected once, then cached
+
+
+def test_trace_size_is_what_a_forced_run_keeps_and_bounds_greedy_and_beam(random_checkpoint):
+    from models.checkpoint import load_checkpoint
+    from models.decoding import finish
+    from models.translator import Translator
+
+    translator = Translator(load_checkpoint(random_checkpoint), "cpu")
+    source = translator.source("abcd")
+    target = translator.target("abc")
+
+    def kept(result) -> int:
+        return sum(array.nbytes for arrays in result.trace.attention.values() for array in arrays)
+
+    (forced_result,) = finish(translator.decode(source, mode="forced", target_ids=target))
+    assert kept(forced_result) == translator.trace_size(source, mode="forced", target_ids=target) == 4 * 2 * 4 * (
+        5 * 5 + 4 * 4 + 4 * 5)  # 2 layers × 4 heads: encoder 5 × 5, decoder 4 × 4, cross 4 × 5 (float32)
+    for mode in ("greedy", "beam"):
+        results = finish(translator.decode(source, mode=mode, beam=3, max_len=9))
+        bound = translator.trace_size(source, mode=mode, beam=3, max_len=9)
+        assert sum(kept(result) for result in results) <= bound
+    assert translator.trace_size(source, mode="beam", beam=3, max_len=9) > translator.trace_size(source, max_len=9)

@@ -250,6 +250,43 @@ def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
     np.testing.assert_allclose(np.array(rows[1:])[:, 1:].astype(float), trace.attention["cross"][0][0], atol=1e-5)
 
 
+def test_a_run_too_large_for_full_precision_is_kept_at_half_and_says_so(qtbot, window, tmp_path, monkeypatch):
+    """Long runs keep float16 (the window says so; the readout gives three digits with ≈); the NPZ export
+    stays float32, as its layout says. A budget of 0 bytes makes a short run one of them."""
+    import attnviz.worker
+
+    run_text(qtbot, window, "abcd", mode="forced", target="bad")
+    full = window.session.trace
+    assert not full.half_precision and "half precision" not in window.input_bar.output.text()
+    monkeypatch.setattr(attnviz.worker, "HALF_PRECISION_ABOVE", 0)
+    run_text(qtbot, window, "abcd", mode="forced", target="bad")
+    half = window.session.trace
+    assert half.half_precision and "kept at half precision" in window.input_bar.output.text()
+    for kind in full.kinds:
+        for h, f in zip(half.attention[kind], full.attention[kind], strict=True):
+            assert h.dtype == np.float16
+            np.testing.assert_allclose(h, f, atol=1e-3, rtol=0)
+    window.focus._on_mouse_moved(window.focus.plot.getViewBox().mapViewToScene(QPointF(1, 0)))
+    value = float(half.attention["cross"][0][0][0, 1])
+    assert window.focus.readout.text() == f"query 0 ‘<s>’ → key 1 ‘b’: ≈{value:.3g}"
+    npz = tmp_path / "half.npz"
+    window.export_npz(str(npz))
+    arrays = np.load(npz)
+    assert arrays["cross_L0"].dtype == np.float32
+    np.testing.assert_array_equal(arrays["cross_L0"], half.attention["cross"][0])
+
+
+def test_decoding_steps_reach_the_window_in_batches(qtbot, window):
+    """A step is a signal across threads and a repaint; a long forced run's steps arrive at once, so they come
+    as a few batches (at most one per STEP_BATCH_SECONDS), not one signal each. None is lost."""
+    batches = []
+    window.worker_thread.worker.steps.connect(lambda _, steps: batches.append(len(steps)))
+    run_text(qtbot, window, "abcd", mode="forced", target="abcdefgh " * 6)
+    steps = len(window.session.result.steps)
+    assert steps == 55 and sum(batches) == steps and len(window.session.steps) == steps
+    assert len(batches) <= 5, batches
+
+
 def test_export_to_a_bad_path_says_so(qtbot, window, tmp_path):
     run_text(qtbot, window, "abc", max_len=4)
     window.export_focus_image(str(tmp_path / "focus.gif"))

@@ -80,6 +80,37 @@ def test_head_grid_and_model_view(trace):
     assert viewmodel.model_grid(trace, Selection(kind="cross", layer=1, head=0)).selected == (1, 0)
 
 
+def test_thumbnails_of_a_long_input_keep_each_blocks_largest_weight():
+    """A 1,024-token head would cost megabytes per thumbnail; it is shrunk to at most THUMBNAIL_SIDE cells a
+    side, each cell the largest weight of its block, so a one-cell-wide diagonal survives. Short inputs are
+    untouched, and the focus heatmap always keeps every cell."""
+    rng = np.random.default_rng(7)
+    long = rng.random((1000, 1000)).astype(np.float16) * 0.01
+    long[np.arange(1000), np.arange(1000)] = 0.9  # a sharp diagonal, one cell wide
+    shrunk = viewmodel.thumbnail(long, side=256)
+    assert shrunk.shape == (250, 250) and shrunk.dtype == np.float32
+    expected = long.astype(np.float32).reshape(250, 4, 250, 4).max(axis=(1, 3))
+    np.testing.assert_array_equal(shrunk, expected)
+    np.testing.assert_array_equal(np.diag(shrunk), np.full(250, np.float32(np.float16(0.9))))
+    ragged = rng.random((300, 37)).astype(np.float32)  # only the long side shrinks, blocks of 2, the last ragged
+    assert viewmodel.thumbnail(ragged, side=256).shape == (150, 37)
+    np.testing.assert_array_equal(viewmodel.thumbnail(ragged, side=256)[-1], ragged[-2:].max(axis=0))
+    odd = rng.random((257, 5)).astype(np.float32)
+    np.testing.assert_array_equal(viewmodel.thumbnail(odd, side=256)[-1], odd[-1])  # a last block of one row
+    short = rng.random((256, 12)).astype(np.float32)
+    assert viewmodel.thumbnail(short, side=256) is short
+    side = viewmodel.THUMBNAIL_SIDE
+    length = side + side // 2  # blocks of 2: thumbnails of side × ¾ cells
+    trace = AttentionTrace(src_tokens=["a"] * length, tgt_tokens=["b"] * 3,
+                           attention={"enc_self": [np.stack([long[:length, :length]] * 2)]},
+                           masks={"enc_self": np.ones((length, length), bool)})
+    for grid in (viewmodel.head_grid(trace, Selection(kind="enc_self")),
+                 viewmodel.model_grid(trace, Selection(kind="enc_self"))):
+        assert [matrix.shape for matrix in grid.matrices] == [(length // 2, length // 2)] * 2
+    assert viewmodel.head_grid(trace, Selection(kind="enc_self"), images=False).matrices == []  # a head switch
+    assert viewmodel.heatmap(trace, Selection(kind="enc_self")).matrix.shape == (length, length)
+
+
 def test_the_step_bars_say_which_layer_and_head_they_show(trace):
     on_cross = viewmodel.source_bars(trace, Selection(kind="cross", layer=0, head=1, step=1))
     np.testing.assert_array_equal(on_cross.values, trace.attention["cross"][0][1][1])
@@ -142,7 +173,7 @@ def test_the_session_keeps_only_the_newest_run(trace):
     session = Session()
     first = session.new_request("the cat")
     second = session.new_request("the dog")
-    assert not session.accept_step(first.id, step(0)) and not session.accept_results(first.id, [result(trace, [])])
+    assert not session.accept_steps(first.id, [step(0)]) and not session.accept_results(first.id, [result(trace, [])])
     assert not session.accept_notice(first.id, "from the older run")
     assert session.results == [] and session.notices == []
     assert session.accept_notice(NO_REQUEST, "saved a file") and session.accept_notice(second.id, "truncated")

@@ -87,6 +87,7 @@ class HeatmapView(QWidget):
             layout.addWidget(widget)
         self._build_plot()
         self.matrix = np.zeros((1, 1), dtype=np.float32)
+        self.approximate = False
         self.mask: np.ndarray | None = None
         self.query_tokens: list[str] = []
         self.key_tokens: list[str] = []
@@ -155,6 +156,7 @@ class HeatmapView(QWidget):
     def show_heatmap(self, state: HeatmapState) -> None:
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
                          title=state.title, axis_names=state.axis_names, levels=state.levels)
+        self.approximate = state.approximate
         self.set_step(state.step_row)
 
     def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
@@ -163,6 +165,7 @@ class HeatmapView(QWidget):
         """Replace the data; items are reused, only images, ticks and ranges change. ``levels``: the weights
         drawn at the two ends of the colormap, shown on the colour bar."""
         rows, cols = matrix.shape
+        self.approximate = matrix.dtype == np.float16
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
         self.image.setImage(self.matrix, autoLevels=False, levels=levels)
@@ -274,7 +277,8 @@ class HeatmapView(QWidget):
         key = self.key_tokens[col] if col < len(self.key_tokens) else str(col)
         masked = self.mask is not None and not bool(self.mask[row, col])
         value = self.matrix[row, col]
-        return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {value:.4f}"
+        shown = f"≈{value:.3g}" if self.approximate else f"{value:.4f}"  # half precision: three digits
+        return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {shown}"
                 + ("  (masked: not allowed to attend)" if masked else "")
                 + ("" if np.isfinite(value) else "  (not a number: the model's computation broke down here)"))
 
