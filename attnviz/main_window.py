@@ -918,6 +918,11 @@ class MainWindow(QMainWindow):
                           "model did: every layer, every head, every decoding step, with its masks.</p>"
                           "<p>Offline and native: PyTorch, Qt (PySide6) and pyqtgraph.</p>")
 
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        if self.built and event.size().height() != event.oldSize().height():
+            self.input_bar.output_area.updateGeometry()  # its line cap follows the window's height
+
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.built:  # closed while still loading: nothing to stop or save yet
             self.decoding.stop()

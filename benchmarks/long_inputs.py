@@ -8,6 +8,7 @@ the length asked for).
    previous result until its own is shown). Each case runs in a fresh process, so each peak is its own.
    BertViz's model_view on this machine kind took 1.27 s at 32 tokens, 13.9 s at 128, 62.7 s at 256 and
    never drew at 512: the last column says how many times faster attnviz is.
+   Then the focus heatmap is zoomed in and out and panned: milliseconds per frame (moved and painted).
 2. Greedy and beam search at length: the time of one decoding step near step 1,000 against near step 10.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/long_inputs.py [--device cuda] [--repeats 3]
@@ -96,8 +97,34 @@ def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:
         first_peak = first_peak or peak_rss_mb()
     result = window.session.result
     assert len(result.token_ids) == tokens, (len(result.token_ids), tokens)
+    frames = pan_and_zoom(application, window.focus)
     window.close()
-    return {"seconds": statistics.median(times), "first_peak_mb": first_peak, "peak_mb": peak_rss_mb()}
+    window.shut_down()
+    window.deleteLater()  # torn down while the application exists, as the app's own exit does
+    application.processEvents()
+    return {"seconds": statistics.median(times), "first_peak_mb": first_peak, "peak_mb": peak_rss_mb(), **frames}
+
+
+def pan_and_zoom(application, focus) -> dict:
+    """Milliseconds per frame of the focus heatmap (median): zooming in step by step to 1/32 of the matrix,
+    panning across it, zooming out again; each frame is the view moved and painted (ticks and labels too)."""
+    view = focus.plot.getViewBox()
+    view.autoRange(padding=0)
+    application.processEvents()
+
+    def frame(move) -> float:
+        start = time.perf_counter()
+        move()
+        application.processEvents()
+        focus.repaint()
+        return time.perf_counter() - start
+
+    zoom_in = [frame(lambda: view.scaleBy((0.8, 0.8))) for _ in range(16)]
+    width = view.viewRange()[0][1] - view.viewRange()[0][0]
+    pan = [frame(lambda: view.translateBy(x=width / 10, y=width / 20)) for _ in range(30)]
+    zoom_out = [frame(lambda: view.scaleBy((1.25, 1.25))) for _ in range(16)]
+    return {"zoom_ms": 1e3 * statistics.median(zoom_in + zoom_out), "pan_ms": 1e3 * statistics.median(pan),
+            "worst_frame_ms": 1e3 * max(zoom_in + pan + zoom_out)}
 
 
 def peak_rss_mb() -> float:
@@ -161,6 +188,7 @@ def main() -> None:
     common = ["--device", args.device, "--repeats", str(args.repeats)]
     print(f"device {args.device}; each case in its own process; time = median of {args.repeats} runs")
     print("tokens | mode   | request → all views drawn | peak RSS: first run, all runs | BertViz model_view | attnviz is")
+    frames = []
     for tokens in args.lengths:
         for mode in ("forced", "greedy"):
             case = child([*common, "--case", mode, str(tokens)])
@@ -169,6 +197,11 @@ def main() -> None:
             ratio = f"{bertviz / case['seconds']:6.1f}× faster" if bertviz else "–"
             memory = f"{case['first_peak_mb']:5.0f} MB, {case['peak_mb']:5.0f} MB"
             print(f"{tokens:6d} | {mode:6s} | {case['seconds']:23.2f} s | {memory:>29s} | {versus:>18s} | {ratio}")
+            frames.append((tokens, mode, case))
+    print("\nfocus heatmap (tokens × tokens cells): one frame of zoom / pan, moved and painted; 60 fps = 16.7 ms")
+    for tokens, mode, case in frames:
+        print(f"{tokens:6d} | {mode:6s} | zoom {case['zoom_ms']:5.1f} ms | pan {case['pan_ms']:5.1f} ms | "
+              f"worst frame {case['worst_frame_ms']:5.1f} ms")
     costs = child(["--device", args.device, "--step-costs"])
     print("\none decoding step (source 32 tokens): near step 10 vs near step 1,000")
     for mode, (early, late) in costs.items():

@@ -72,7 +72,7 @@ def test_run_shows_the_trace_in_every_view(qtbot, window):
         np.testing.assert_array_equal(image.image, trace.attention[kind][layer][index])
     assert len(window.model_view.cells) == 2 * 4  # layers × heads
     np.testing.assert_array_equal(window.model_view.image(1, 3), trace.attention[kind][1][3])
-    assert window.session.result.text in window.input_bar.output.text()
+    assert window.session.result.text in window.input_bar.result_text()
 
 
 def test_switching_kind_layer_head_and_aggregate(qtbot, window):
@@ -257,11 +257,11 @@ def test_a_run_too_large_for_full_precision_is_kept_at_half_and_says_so(qtbot, w
 
     run_text(qtbot, window, "abcd", mode="forced", target="bad")
     full = window.session.trace
-    assert not full.half_precision and "half precision" not in window.input_bar.output.text()
+    assert not full.half_precision and "half precision" not in window.input_bar.result_text()
     monkeypatch.setattr(attnviz.worker, "HALF_PRECISION_ABOVE", 0)
     run_text(qtbot, window, "abcd", mode="forced", target="bad")
     half = window.session.trace
-    assert half.half_precision and "kept at half precision" in window.input_bar.output.text()
+    assert half.half_precision and "kept at half precision" in window.input_bar.result_text()
     for kind in full.kinds:
         for h, f in zip(half.attention[kind], full.attention[kind], strict=True):
             assert h.dtype == np.float16
@@ -287,10 +287,36 @@ def test_decoding_steps_reach_the_window_in_batches(qtbot, window):
     assert len(batches) <= 5, batches
 
 
+def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings, tmp_path, char_tokenizer, monkeypatch):
+    """A 400-character output at 1000×650 takes at most three lines (then scrolls, every word still there);
+    the notices stay in view under it and the focus heatmap keeps its 150 px."""
+    import attnviz.worker
+
+    torch.manual_seed(3)
+    path = save_checkpoint(tmp_path / "long.safetensors", build_model(tiny_config("transformer-preln", max_len=512)),
+                           char_tokenizer, char_tokenizer)
+    window = create_window(str(path), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.resize(1000, 650)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
+    monkeypatch.setattr(attnviz.worker, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
+    target = "abc defgh " * 40
+    run_text(qtbot, window, "abc", mode="forced", target=target, max_len=100)
+    qtbot.wait(50)
+    bar = window.input_bar
+    lines = bar.output_area.height() / bar.output.fontMetrics().lineSpacing()
+    assert 1.5 < lines <= 3.5 and bar.output_area.verticalScrollBar().maximum() > 0
+    assert target.strip() in bar.output.text().replace("&nbsp;", " ")
+    assert bar.notices.isVisible() and "half precision" in bar.notices.text()
+    assert window.focus.graphics.height() >= 150
+    window.close()
+
+
 def test_export_to_a_bad_path_says_so(qtbot, window, tmp_path):
     run_text(qtbot, window, "abc", max_len=4)
     window.export_focus_image(str(tmp_path / "focus.gif"))
-    assert "Export failed" in window.input_bar.output.text() and ".png or .svg" in window.input_bar.output.text()
+    assert "Export failed" in window.input_bar.result_text() and ".png or .svg" in window.input_bar.result_text()
 
 
 def test_drop_a_checkpoint_on_the_window(qtbot, window, gru_checkpoint):
@@ -312,8 +338,8 @@ def test_unreadable_file_gets_a_message_and_keeps_the_model(qtbot, window, tmp_p
     bad = tmp_path / "broken.safetensors"
     bad.write_bytes(b"\x00" * 40)
     window.open_path(str(bad))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
-    assert str(bad) in window.input_bar.output.text()
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    assert str(bad) in window.input_bar.result_text()
     assert window.session.model.path == random_checkpoint
     run_text(qtbot, window, "abc", max_len=3)  # still usable
 
@@ -321,12 +347,12 @@ def test_unreadable_file_gets_a_message_and_keeps_the_model(qtbot, window, tmp_p
 def test_empty_long_and_unknown_input(qtbot, window):
     window.input_bar.text.setText("   ")
     window.run()
-    assert "Type a sentence" in window.input_bar.output.text() and window.session.request is None
+    assert "Type a sentence" in window.input_bar.result_text() and window.session.request is None
     run_text(qtbot, window, "ab" * 50, max_len=3)
-    qtbot.waitUntil(lambda: "only the first 64" in window.input_bar.output.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "only the first 64" in window.input_bar.result_text(), timeout=WAIT)
     assert len(window.session.trace.src_tokens) == 64
     run_text(qtbot, window, "abc xyz", max_len=3)
-    qtbot.waitUntil(lambda: "no token for &#x27;x&#x27;" in window.input_bar.output.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "no token for &#x27;x&#x27;" in window.input_bar.result_text(), timeout=WAIT)
     assert window.session.trace.src_tokens[4:7] == ["⟨x⟩", "⟨y⟩", "⟨z⟩"]  # the unknown token, marked with its text
 
 
@@ -352,7 +378,7 @@ def test_a_newer_request_wins(qtbot, window):
     worker.finished.emit(last.id - 1, stale_results)  # what a slow worker would still deliver
     worker.notice.emit(last.id - 1, "a notice of an older run")
     assert window.session.trace.src_tokens[:3] == ["c", "c", "c"]
-    assert "older run" not in window.input_bar.output.text()
+    assert "older run" not in window.input_bar.result_text()
 
 
 def test_gpu_out_of_memory_falls_back_to_the_cpu(qtbot, window):
@@ -370,7 +396,7 @@ def test_gpu_out_of_memory_falls_back_to_the_cpu(qtbot, window):
     translator.decode = decode_once_out_of_memory
     translator.device = torch.device("cuda")  # what the worker sees on a GPU machine
     run_text(qtbot, window, "abc", max_len=3)
-    assert "ran out of memory" in window.input_bar.output.text()
+    assert "ran out of memory" in window.input_bar.result_text()
     assert worker.translator.device.type == "cpu" and len(calls) == 2
 
 

@@ -50,7 +50,7 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     assert ablated != original and session.original.text == original
     assert window.ablation_bar.isVisible() and window.ablation_bar.label.text() == "1 head off —"
     assert "cross-attention L0 H0" in window.ablation_bar.label.toolTip()
-    shown = window.input_bar.output.text()
+    shown = window.input_bar.result_text()
     assert f"with every head on: {original}" in shown and f"<b>{ablated}</b>" in shown
     diff = viewmodel.token_diff(session.original.tokens, session.result.tokens)
     deleted, inserted = ([token for token, change in diff if change == kind] for kind in ("deleted", "inserted"))
@@ -74,7 +74,7 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     np.testing.assert_array_equal(window.focus.image.image, session.original.trace.attention["cross"][0][0])
     assert not np.array_equal(window.focus.image.image, ablated_matrix)
     assert not any(cross.isVisible() for cross in grid.crosses) and "switched off" not in window.focus.title.text()
-    assert f"<b>{ablated}</b>" in window.input_bar.output.text()  # the result line still shows this run
+    assert f"<b>{ablated}</b>" in window.input_bar.result_text()  # the result line still shows this run
     window.ablation_bar.compare.setChecked(False)
     np.testing.assert_array_equal(window.focus.image.image, ablated_matrix)
     assert grid.crosses[0].isVisible()
@@ -82,7 +82,7 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     window.ablation_bar.restore.click()
     wait_for_run(qtbot, window, ablated=False)
     assert window.session.result.text == original and not window.ablation_bar.isVisible()
-    assert "with every head on" not in window.input_bar.output.text()
+    assert "with every head on" not in window.input_bar.result_text()
     assert not any(cross.isVisible() for cross in grid.crosses)
 
 

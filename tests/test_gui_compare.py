@@ -51,7 +51,7 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     assert view.isVisible() and not window.focus.isVisible() and window.compare_bar.isVisible()
     assert "piglatin-gru-scaled-dot" in window.compare_bar.label.text()
     assert window.stop_compare_action.isEnabled() and not window.grids.isVisible()
-    shown = window.input_bar.output.text()
+    shown = window.input_bar.result_text()
     assert "model A: <b>eamtay</b>" in shown and "model B (piglatin-gru-scaled-dot): eamtay · score" in shown
     a, b = window.session.trace, window.session.partner_result.trace
     assert np.array_equal(view.a.matrix, a.attention["cross"][0][0])
@@ -70,7 +70,7 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     assert window.session.partner is None and not window.compare_bar.isVisible()
     assert window.focus.isVisible() and not view.isVisible()
     assert not window.stop_compare_action.isEnabled() and window.grids.isVisible()
-    assert "model B" not in window.input_bar.output.text()
+    assert "model B" not in window.input_bar.result_text()
     qtbot.waitUntil(lambda: window.worker_thread.worker.partner is None, timeout=WAIT)
 
 
@@ -96,7 +96,7 @@ def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, windo
     window.select(kind="cross", head=3)
     assert view.b.title.text() == "model B has no head 3 (it has 1 head)"
     assert view.diff.title.text().startswith("No difference: model B has no head 3")
-    assert "Cannot" not in window.input_bar.output.text()
+    assert "Cannot" not in window.input_bar.result_text()
 
 
 def test_a_model_compared_with_itself_differs_by_exactly_zero(qtbot, window):
@@ -119,7 +119,7 @@ def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tm
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"not a checkpoint")
     window.compare_with(str(broken))
-    qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.output.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.result_text(), timeout=WAIT)
     assert window.session.model.path.stem == "piglatin-gru-additive"
 
 
@@ -155,10 +155,10 @@ def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot
     Path(partner).unlink()
     window.stop_comparing()
     window.open_session(str(path))
-    qtbot.waitUntil(lambda: "Not comparing: the session" in window.input_bar.output.text(),
+    qtbot.waitUntil(lambda: "Not comparing: the session" in window.input_bar.result_text(),
                     timeout=WAIT)
     assert window.session.model.path.name == "a.safetensors" and not window.session.comparing
-    assert "is not there (moved or deleted?)" in window.input_bar.output.text()
+    assert "is not there (moved or deleted?)" in window.input_bar.result_text()
 
 
 def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):

@@ -19,9 +19,9 @@ def test_a_checkpoint_that_cannot_be_built_is_reported_in_the_window(qtbot, wind
     path = tmp_path / "impossible.safetensors"
     save_file(tensors, str(path), metadata={**metadata, "config": json.dumps(config)})
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
-    assert "impossible.safetensors" in window.input_bar.output.text()
-    assert "still showing random.safetensors" in window.input_bar.output.text()
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    assert "impossible.safetensors" in window.input_bar.result_text()
+    assert "still showing random.safetensors" in window.input_bar.result_text()
 
 
 @pytest.mark.parametrize("suffix", [".svg", ".png"])
@@ -34,7 +34,7 @@ def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, wi
         folder.write_text("a file where the folder should be")
     try:
         window.export_focus_image(str(folder / f"focus{suffix}"))
-        assert "Export failed" in window.input_bar.output.text()
+        assert "Export failed" in window.input_bar.result_text()
         assert not window.statusBar().currentMessage().startswith("Saved")
         assert not (folder / f"focus{suffix}").exists()
     finally:
@@ -56,4 +56,4 @@ def test_a_model_that_computes_nan_says_so_in_the_window(qtbot, window, tmp_path
     window.open_path(str(path))
     qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == path, timeout=WAIT)
     run_text(qtbot, window, "abc", max_len=3)
-    qtbot.waitUntil(lambda: "The model produced NaN at step 1" in window.input_bar.output.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "The model produced NaN at step 1" in window.input_bar.result_text(), timeout=WAIT)

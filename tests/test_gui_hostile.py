@@ -17,8 +17,8 @@ def test_a_config_that_claims_a_huge_model_gets_a_message_and_keeps_the_model(qt
     config = {"arch": "transformer-preln", "src_vocab_size": 13, "tgt_vocab_size": 13, "d_model": 10 ** 8}
     bad = rewrite_metadata(random_checkpoint, tmp_path / "huge.safetensors", config=json.dumps(config))
     window.open_path(str(bad))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
-    assert str(bad) in window.input_bar.output.text() and "d_model" in window.input_bar.output.text()
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    assert str(bad) in window.input_bar.result_text() and "d_model" in window.input_bar.result_text()
     assert window.session.model.path == random_checkpoint
     run_text(qtbot, window, "abc", max_len=3)  # still usable
 

@@ -118,7 +118,7 @@ def test_a_hostile_pickle_is_refused_in_the_window(qtbot, window, tmp_path, layo
     else:
         path.write_bytes(pickle.dumps(payload, protocol=4))
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.output.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
     assert not target.exists() and opened(window, "random.safetensors")
     assert getattr(window, "import_dialog", None) is None  # no "trust" offer for a file that would run code
 

@@ -56,7 +56,7 @@ def test_the_slider_walks_the_snapshots_and_the_output_changes(qtbot, window, co
         bar.slider.setValue(index)
         wait_for_step(qtbot, window, step)
         outputs[step] = window.session.result.text
-        assert window.input_bar.output.text().startswith(f"<b>{window.session.result.text}</b>")  # that output
+        assert window.input_bar.result_text().startswith(f"<b>{window.session.result.text}</b>")  # that output
         assert bar.label.text() == f"step {step} of 60"
         assert window.session.request.text == "cafe"  # the same sentence and settings
     assert outputs[60] == learned and outputs[15] != learned
@@ -111,6 +111,6 @@ def test_a_bad_series_is_one_line_in_the_window(qtbot, window, copy_run, random_
     shutil.copytree(copy_run, folder)
     shutil.copy(random_checkpoint, folder / "step-000020.safetensors")
     window.open_path(str(folder))
-    qtbot.waitUntil(lambda: "step-000020.safetensors" in window.input_bar.output.text(), timeout=WAIT)
-    text = window.input_bar.output.text()
+    qtbot.waitUntil(lambda: "step-000020.safetensors" in window.input_bar.result_text(), timeout=WAIT)
+    text = window.input_bar.result_text()
     assert "without its training step" in text and "Cannot open it" in text and "Traceback" not in text and "\n" not in text

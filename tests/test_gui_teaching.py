@@ -52,7 +52,7 @@ def test_a_run_cut_at_the_length_limit_says_so(qtbot, window):
     run_text(qtbot, window, "abcabc", max_len=2)
     result = window.session.result
     stopped = result.token_ids[-1] != window.session.model.config["eos_id"]
-    assert ("length limit (2 tokens)" in window.input_bar.output.text()) == stopped
+    assert ("length limit (2 tokens)" in window.input_bar.result_text()) == stopped
 
 
 def test_the_result_line_says_when_the_limit_cut_the_output():

@@ -129,7 +129,7 @@ def test_a_session_whose_checkpoint_moved_is_one_line_and_keeps_the_model(qtbot,
     path = _save(tmp_path / "old.attnviz", checkpoint)
     (tmp_path / "gone.safetensors").unlink()
     window.open_session(str(path))
-    message = window.input_bar.output.text()
+    message = window.input_bar.result_text()
     assert "Cannot open the session" in message and "is not there (moved or deleted?)" in message
     assert "still showing random.safetensors" in message
     assert window.session.model.path == random_checkpoint and window.pending_session is None

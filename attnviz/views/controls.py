@@ -6,10 +6,10 @@ import html
 import json
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
-                               QSlider, QSpinBox, QStyle, QToolButton, QVBoxLayout, QWidget)
+                               QSizePolicy, QSlider, QSpinBox, QStyle, QToolButton, QVBoxLayout, QWidget)
 
 from ..session import ModelInfo, RunSettings, ViewOptions
 from ..viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
@@ -17,6 +17,42 @@ from .style import COLORMAPS
 
 MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
 DEBOUNCE_MS = 350
+OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
+
+
+class OutputArea(QScrollArea):
+    """The result label, as tall as its text up to :data:`OUTPUT_LINES` lines, then scrolling: a 1,000-token
+    output (with its notices) never squeezes the heatmaps under it."""
+
+    def __init__(self, label: QLabel, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.label = label
+        self.setWidget(label)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+
+    def cap(self) -> int:
+        """OUTPUT_LINES lines of text; in a window under 1,000 px tall, one line per 200 px (at least 2)."""
+        lines = max(2, min(OUTPUT_LINES, self.window().height() // 200))
+        return lines * self.label.fontMetrics().lineSpacing() + 4
+
+    def sizeHint(self) -> QSize:
+        width = max(self.viewport().width(), 50)
+        return QSize(super().sizeHint().width(), min(self.label.heightForWidth(width), self.cap()))
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def set_text(self, text: str) -> None:
+        self.label.setText(text)
+        self.updateGeometry()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():  # a new width wraps the text anew
+            self.updateGeometry()
 
 
 class InputBar(QWidget):
@@ -72,7 +108,13 @@ class InputBar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
         layout.addLayout(row)
-        layout.addWidget(self.output)
+        self.output_area = OutputArea(self.output)
+        self.notices = QLabel()  # truncation, unknown characters, half precision: never scrolled out of view
+        self.notices.setWordWrap(True)
+        self.notices.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.notices.hide()
+        layout.addWidget(self.output_area)
+        layout.addWidget(self.notices)
         self.debounce = QTimer(self)
         self.debounce.setSingleShot(True)
         self.debounce.setInterval(DEBOUNCE_MS)
@@ -174,22 +216,31 @@ class InputBar(QWidget):
         self.debounce.stop()
 
     def show_message(self, text: str) -> None:
-        self.output.setText(html.escape(text))
+        self.output_area.set_text(html.escape(text))
+        self.notices.hide()
 
     def show_error(self, message: str) -> None:
         """Errors are said here, under the input, never in a blocking dialog."""
-        self.output.setText(f"<span style='color:#c62828'>{html.escape(message)}</span>")
+        self.output_area.set_text(f"<span style='color:#c62828'>{html.escape(message)}</span>")
+        self.notices.hide()
 
     def show_result(self, line: ResultLine) -> None:
-        notices = "".join(f"<br><span style='color:#e65100'>⚠ {html.escape(notice)}</span>" for notice in line.notices)
+        """The output (scrolling when long) and under it, always in view, the notices."""
         comparison = ""
         if line.original is not None:
             comparison = (f"<br>with every head on: {html.escape(line.original) or '(empty)'}"
                           f" &nbsp; changes: {diff_html(line.diff)}")
         partner = f"<br>{html.escape(line.partner)}" if line.partner is not None else ""
         named = "model A: " if line.partner is not None else ""
-        self.output.setText(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; {html.escape(line.details)}"
-                            f"{partner}{comparison}{notices}")
+        self.output_area.set_text(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; "
+                                  f"{html.escape(line.details)}{partner}{comparison}")
+        self.notices.setText("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"
+                                         for notice in line.notices))
+        self.notices.setVisible(bool(line.notices))
+
+    def result_text(self) -> str:
+        """What the result line says (rich text): the output, then the notices."""
+        return self.output.text() + ("<br>" + self.notices.text() if self.notices.isVisibleTo(self) else "")
 
 
 DIFF_STYLES = {"same": "{}", "inserted": "<span style='color:#2e7d32;background:#e8f5e9'><u>{}</u></span>",

@@ -29,6 +29,7 @@ def not_a_number_cells(matrix: np.ndarray) -> np.ndarray:
     return image
 
 
+FOCUS_MIN_HEIGHT = 150  # px: in a small window the docks and the result line give way, not the heatmap
 SHORT_INPUT = 40  # up to this many tokens in view, every one is labelled (cut with "…" to its cell if need be)
 
 
@@ -75,6 +76,7 @@ class HeatmapView(QWidget):
         self.badge.setStyleSheet("color: white; background: #c62828; padding: 2px 6px; border-radius: 3px;")
         self.badge.hide()
         self.graphics = pg.GraphicsLayoutWidget()
+        self.graphics.setMinimumHeight(FOCUS_MIN_HEIGHT)
         self.readout = QLabel(HOVER_HINT)
         self.legend = QLabel(LEGEND)
         self.legend.setObjectName("heatmapLegend")
