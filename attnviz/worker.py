@@ -270,7 +270,7 @@ class ModelWorker(QObject):
         if self.translator is None or self._stale_model_job(job_id):
             return
         try:
-            self.translator.to(device or "auto")
+            self._move_models(device or "auto")
         except (AttnvizError, RuntimeError) as failure:
             self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: {failure}")
             return
@@ -349,8 +349,14 @@ class ModelWorker(QObject):
         if importance is not None:
             self.importance_ready.emit(job_id, importance)
 
+    def _move_models(self, device: str) -> None:
+        """The open model and, while comparing, model B: both always run on the same device."""
+        self.translator.to(device)
+        if self.partner is not None:
+            self.partner.to(self.translator.device)
+
     def _fall_back_to_the_cpu(self, request: Request) -> None:
-        self.translator.to("cpu")
+        self._move_models("cpu")
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         self.notice.emit(request.id, "The GPU ran out of memory; the model now runs on the CPU.")

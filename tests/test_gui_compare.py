@@ -191,3 +191,27 @@ def test_the_demos_menu_opens_the_pre_and_post_ln_pair_side_by_side(qtbot, windo
 
     assert window.input_bar.text_value() == demo_example(demo_path("en-es-transformer"))
     assert window.session.result.text and window.session.partner_result.text  # both models translated it
+
+
+def test_model_b_follows_model_a_when_the_gpu_runs_out_of_memory(qtbot, window):
+    """Both models always run on one device: when the GPU runs out of memory and model A falls back to the
+    CPU, model B comes along (it was left on the GPU before)."""
+    import torch
+
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-scaled-dot")
+    worker = window.worker_thread.worker
+    original, calls = worker.translator.decode, []
+
+    def decode_once_out_of_memory(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(*args, **kwargs)
+
+    worker.translator.decode = decode_once_out_of_memory
+    worker.translator.device = worker.partner.device = torch.device("cuda")  # what the worker sees on a GPU machine
+    run_text(qtbot, window, "the cat", max_len=8)
+    assert "ran out of memory" in window.input_bar.result_text()
+    assert worker.translator.device.type == "cpu" and worker.partner.device.type == "cpu"
+    assert window.session.partner_result is not None
