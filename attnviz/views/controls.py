@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QTextOption
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
-                               QSizePolicy, QSlider, QSpinBox, QStyle, QToolButton, QVBoxLayout, QWidget)
+                               QSizePolicy, QSlider, QSpinBox, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
+                               QWidget)
 
 from ..session import ModelInfo, RunSettings, ViewOptions
 from ..viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
@@ -20,34 +22,45 @@ DEBOUNCE_MS = 350
 OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
 
 
-class OutputArea(QScrollArea):
-    """The result label, as tall as its text up to :data:`OUTPUT_LINES` lines, then scrolling: a 1,000-token
-    output (with its notices) never squeezes the heatmaps under it."""
+class OutputArea(QTextBrowser):
+    """The result line: as tall as its text up to :data:`OUTPUT_LINES` lines, then scrolling, so a 1,000-token
+    output never squeezes the heatmaps under it; a word longer than the line (a character model's output
+    without spaces) wraps anywhere instead of running out of sight. Selectable, read-only."""
 
-    def __init__(self, label: QLabel, parent: QWidget | None = None):
+    def __init__(self, text: str = "", parent: QWidget | None = None):
         super().__init__(parent)
-        self.label = label
-        self.setWidget(label)
-        self.setWidgetResizable(True)
+        self.setOpenLinks(False)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as a selectable label: not a Tab stop
         self.setFrameShape(QFrame.Shape.NoFrame)
+        self.viewport().setAutoFillBackground(False)  # the window's own background, as a label has
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.document().setDocumentMargin(0)
+        self._html = ""
+        self.set_text(text)
+
+    def text(self) -> str:
+        """The rich text last set (as ``QLabel.text`` gives it)."""
+        return self._html
+
+    def set_text(self, text: str) -> None:
+        self._html = text
+        self.setHtml(text)
+        self.updateGeometry()
 
     def cap(self) -> int:
         """OUTPUT_LINES lines of text; in a window under 1,000 px tall, one line per 200 px (at least 2)."""
         lines = max(2, min(OUTPUT_LINES, self.window().height() // 200))
-        return lines * self.label.fontMetrics().lineSpacing() + 4
+        return lines * self.fontMetrics().lineSpacing() + 4
 
     def sizeHint(self) -> QSize:
-        width = max(self.viewport().width(), 50)
-        return QSize(super().sizeHint().width(), min(self.label.heightForWidth(width), self.cap()))
+        document = self.document().clone()  # laid out at the viewport's width, without touching the shown one
+        document.setTextWidth(max(self.viewport().width(), 50))
+        return QSize(super().sizeHint().width(), min(int(document.size().height()) + 2, self.cap()))
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
-
-    def set_text(self, text: str) -> None:
-        self.label.setText(text)
-        self.updateGeometry()
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -97,9 +110,7 @@ class InputBar(QWidget):
         self.busy.setMaximumWidth(90)
         self.busy.setTextVisible(False)
         self.busy.hide()
-        self.output = QLabel("Open a model and type a sentence.")
-        self.output.setWordWrap(True)
-        self.output.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.output = self.output_area = OutputArea("Open a model and type a sentence.")
         row = QHBoxLayout()
         for widget, stretch in ((self.text, 3), (self.examples, 0), (self.source_language, 0), (self.target_language, 0),
                                 (self.mode, 0), (self.beam, 0), (self.target, 2), (self.max_len, 0), (self.run, 0),
@@ -108,7 +119,6 @@ class InputBar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
         layout.addLayout(row)
-        self.output_area = OutputArea(self.output)
         self.notices = QLabel()  # truncation, unknown characters, half precision: never scrolled out of view
         self.notices.setWordWrap(True)
         self.notices.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
