@@ -310,6 +310,10 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
     assert target.strip() in bar.output.text().replace("&nbsp;", " ")
     assert bar.notices.isVisible() and "half precision" in bar.notices.text()
     assert window.focus.graphics.height() >= 150
+    run_text(qtbot, window, "abc", mode="forced", target="abcdefgh" * 50)  # one word, as a character model writes
+    qtbot.wait(50)
+    assert bar.output.document().idealWidth() <= bar.output.viewport().width()  # wrapped inside the word
+    assert bar.output_area.verticalScrollBar().maximum() > 0
     window.close()
 
 
