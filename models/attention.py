@@ -55,9 +55,9 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
             attn_mask = bias if mask is None else torch.where(mask, bias, float("-inf"))
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout,
                                               scale=None if scale else 1.0), None
+    if scale:  # on the queries, [B, H, Q, D], not on the Q × K scores: a pass over 1,024² cells per head saved
+        q = q / math.sqrt(q.shape[-1])
     scores = torch.matmul(q, k.transpose(-2, -1))  # [B, H, Q, K]
-    if scale:
-        scores.div_(math.sqrt(q.shape[-1]))
     if bias is not None:
         scores.add_(bias)
     weights = masked_softmax(scores, mask, in_place=True)
