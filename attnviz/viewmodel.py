@@ -25,7 +25,7 @@ AXIS_NAMES = {"enc_self": ("source (queries)", "source (keys)"),
               "dec_self": ("decoder input (queries)", "decoder input (keys)"),
               "cross": ("decoder input (queries)", "source (keys)")}
 LEVELS = (0.0, 1.0)  # attention weights are probabilities: one fixed range keeps maps comparable
-THUMBNAIL_SIDE = 512  # a thumbnail has at most this many cells a side (as many as it has pixels on a 4K screen)
+THUMBNAIL_SIDE = 256  # a thumbnail has at most this many cells a side (more than its pixels, even on a 4K screen)
 assert tuple(KIND_LABELS) == KINDS
 
 
