@@ -133,7 +133,8 @@ def peak_rss_mb() -> float:
 
 
 def step_costs(device: str, steps: int = 1010) -> dict:
-    """Median seconds of a decoding step at steps 5–15 and 995–1005, greedy and beam 4 (source 32 tokens)."""
+    """Median seconds of a decoding step at steps 5–34 and 980–1009, greedy and beam 4 (source 32 tokens); thirty
+    steps each, so that one slow moment of a busy machine does not decide the ratio."""
     import numpy as np
     import torch
 
@@ -155,7 +156,7 @@ def step_costs(device: str, steps: int = 1010) -> dict:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
         generator.close()
-        costs[mode] = (float(np.median(times[5:16])), float(np.median(times[995:1006])))
+        costs[mode] = (float(np.median(times[5:35])), float(np.median(times[980:1010])))
     return costs
 
 

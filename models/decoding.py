@@ -115,6 +115,11 @@ class _Decoder:
         return logits[:, -1], attention, masks
 
     def reorder(self, parents: Tensor) -> None:
+        """Row i of the next step continues row ``parents[i]``; rows that stay where they are copy nothing
+        (a beam keeps its order at about half the steps, and a reorder copies every cached key and value)."""
+        rows = self.state.memory.shape[0] if self.use_cache else self.prefix.shape[0]
+        if rows == len(parents) and torch.equal(parents, torch.arange(rows, device=parents.device)):
+            return
         if self.use_cache:
             self.state = self.state.reorder(parents)
         else:
