@@ -836,8 +836,13 @@ class MainWindow(QMainWindow):
         return viewmodel.export_name(selection.kind, selection.layer, selection.head)
 
     def export_focus_image(self, path: str | None = None) -> None:
+        """The focus heatmap; while comparing, the three maps as they are shown (A | B | B − A)."""
         path = path or self._ask_path("Export heatmap", self._export_name() + ".png", "PNG (*.png);;SVG (*.svg)")
         if not path:
+            return
+        if self.session.comparing:
+            with self.compare_view.exporting():
+                self._export(save_widget_image, self.compare_view, path)
             return
         if path.lower().endswith(".svg") and self.current_heatmap() is not None:  # vector cells, labels as text
             from .figures import heatmap_svg
@@ -850,8 +855,9 @@ class MainWindow(QMainWindow):
     def copy_focus_image(self) -> None:
         from PySide6.QtWidgets import QApplication
 
-        with self.focus.exporting():
-            QApplication.clipboard().setPixmap(self.focus.grab())
+        shown = self.compare_view if self.session.comparing else self.focus
+        with shown.exporting():
+            QApplication.clipboard().setPixmap(shown.grab())
         self.statusBar().showMessage("The heatmap is on the clipboard", 5000)
 
     def export_grid_image(self, path: str | None = None) -> None:
@@ -870,8 +876,20 @@ class MainWindow(QMainWindow):
         if self.session.result is None or self.session.trace is None:
             return
         path = path or self._ask_path("Export attention data", "attention.npz", "NumPy archive (*.npz)")
-        if path:
+        if not path:
+            return
+        partner = self.session.partner_result if self.session.comparing else None
+        if partner is None:
             self._export(write_npz, path, self.session.result)
+            return
+        beside = Path(path).with_name(Path(path).stem + "-B.npz")  # model B's run, in the same layout
+        try:
+            write_npz(path, self.session.result)
+            write_npz(beside, partner)
+        except (AttnvizError, OSError) as failure:
+            self.show_error(f"Export failed: {failure}")
+            return
+        self.statusBar().showMessage(f"Saved {path} (model A) and {beside} (model B)", 5000)
 
     def export_csv(self, path: str | None = None) -> None:
         current = self.current_heatmap()

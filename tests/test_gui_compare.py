@@ -215,3 +215,25 @@ def test_model_b_follows_model_a_when_the_gpu_runs_out_of_memory(qtbot, window):
     assert "ran out of memory" in window.input_bar.result_text()
     assert worker.translator.device.type == "cpu" and worker.partner.device.type == "cpu"
     assert window.session.partner_result is not None
+
+
+def test_exports_while_comparing_hold_both_models(qtbot, window, tmp_path):
+    """The heatmap image is the three maps as shown (A | B | B − A), PNG and SVG; the NPZ export writes model
+    A's run and, beside it, model B's, each in the documented layout."""
+    from xml.etree import ElementTree
+
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-scaled-dot")
+    png = tmp_path / "both.png"
+    window.export_focus_image(str(png))
+    image = QImage(str(png))
+    assert (image.width(), image.height()) == (2 * window.compare_view.width(), 2 * window.compare_view.height())
+    svg = tmp_path / "both.svg"
+    window.export_focus_image(str(svg))
+    texts = [text.text for text in ElementTree.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}text")]
+    assert texts.count("Cross-attention") == 2 and {"A", "B"} <= set(texts)  # both models' maps, titled
+    window.export_npz(str(tmp_path / "run.npz"))
+    a, b = np.load(tmp_path / "run.npz"), np.load(tmp_path / "run-B.npz")
+    np.testing.assert_array_equal(a["cross_L0"], window.session.trace.attention["cross"][0])
+    np.testing.assert_array_equal(b["cross_L0"], window.session.partner_result.trace.attention["cross"][0])
+    assert str(b["translation"]) == window.session.partner_result.text
