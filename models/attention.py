@@ -23,8 +23,8 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = Fals
     """
     blocked = None if mask is None else ~mask
     overwrite = in_place and not scores.requires_grad  # out= has no gradient; without one it saves a tensor
-    if overwrite and blocked is not None and not bool(blocked.any()):  # nothing masked (one unpadded sentence)
-        blocked = None
+    if overwrite and blocked is not None and scores.device.type == "cpu" and not bool(blocked.any()):
+        blocked = None  # nothing masked (one unpadded sentence): no pass over the scores (a GPU would wait here)
     filled = scores
     if blocked is not None:
         filled = scores.masked_fill_(blocked, float("-inf")) if in_place else scores.masked_fill(blocked, float("-inf"))
