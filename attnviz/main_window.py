@@ -896,8 +896,24 @@ class MainWindow(QMainWindow):
         if current is None:
             return
         path = path or self._ask_path("Export this heatmap", current.file_stem + ".csv", "CSV (*.csv)")
-        if path:
+        if not path:
+            return
+        comparison = self.current_comparison() if self.session.comparing else None
+        if comparison is None:
             self._export(write_csv, path, current.matrix, current.query_labels, current.key_labels)
+            return
+        written = []  # model A's map as asked; B's and B − A beside it, where they exist
+        for pane, suffix in ((comparison.a, ""), (comparison.b, "-B"), (comparison.diff, "-B-minus-A")):
+            if pane.state is None:
+                continue
+            target = Path(path).with_name(Path(path).stem + suffix + ".csv")
+            try:
+                write_csv(target, pane.state.matrix, pane.state.query_labels, pane.state.key_labels)
+            except (AttnvizError, OSError) as failure:
+                self.show_error(f"Export failed: {failure}")
+                return
+            written.append(target.name)
+        self.statusBar().showMessage(f"Saved {', '.join(written)} in {Path(path).parent}", 5000)
 
     # --- window events --------------------------------------------------------------------------------
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)

@@ -237,3 +237,18 @@ def test_exports_while_comparing_hold_both_models(qtbot, window, tmp_path):
     np.testing.assert_array_equal(a["cross_L0"], window.session.trace.attention["cross"][0])
     np.testing.assert_array_equal(b["cross_L0"], window.session.partner_result.trace.attention["cross"][0])
     assert str(b["translation"]) == window.session.partner_result.text
+
+
+def test_a_csv_export_while_comparing_writes_a_b_and_their_difference(qtbot, window, tmp_path):
+    import csv
+
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-additive")  # the same model: the same tokens, so B − A exists (zeros)
+    window.export_csv(str(tmp_path / "cross.csv"))
+    names = sorted(path.name for path in tmp_path.glob("*.csv"))
+    assert names == ["cross-B-minus-A.csv", "cross-B.csv", "cross.csv"]
+    rows = list(csv.reader((tmp_path / "cross-B-minus-A.csv").open(encoding="utf-8")))
+    assert rows[0][1:] == window.session.trace.src_tokens
+    assert not np.array(rows[1:])[:, 1:].astype(float).any()
+    b = np.array(list(csv.reader((tmp_path / "cross-B.csv").open(encoding="utf-8")))[1:])[:, 1:].astype(float)
+    np.testing.assert_allclose(b, window.session.partner_result.trace.attention["cross"][0][0], atol=1e-5)
