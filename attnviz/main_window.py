@@ -908,7 +908,8 @@ class MainWindow(QMainWindow):
                 continue
             target = Path(path).with_name(Path(path).stem + suffix + ".csv")
             try:
-                write_csv(target, pane.state.matrix, pane.state.query_labels, pane.state.key_labels)
+                write_csv(target, pane.state.matrix, query_tokens=pane.state.query_labels,
+                          key_tokens=pane.state.key_labels)
             except (AttnvizError, OSError) as failure:
                 self.show_error(f"Export failed: {failure}")
                 return
