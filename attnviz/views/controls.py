@@ -55,9 +55,8 @@ class OutputArea(QTextBrowser):
         return lines * self.fontMetrics().lineSpacing() + 4
 
     def sizeHint(self) -> QSize:
-        document = self.document().clone()  # laid out at the viewport's width, without touching the shown one
-        document.setTextWidth(max(self.viewport().width(), 50))
-        return QSize(super().sizeHint().width(), min(int(document.size().height()) + 2, self.cap()))
+        height = self.document().size().height()  # laid out at the viewport's width (the text edit keeps it so)
+        return QSize(super().sizeHint().width(), min(int(height) + 2, self.cap()))
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
