@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
+import numpy as np
+
 from models import make_config
 
 TINY = {
@@ -83,3 +88,17 @@ def assert_greedy_equals_generate(checkpoint, original, sentences, encode, gener
         assert translator.source(text).ids == ids
         lengths.add(len(ours))
     assert len(lengths) > 1  # some end early
+
+
+def toolkit_outputs(folder: Path, outputs: str) -> dict[str, np.ndarray]:
+    """What a toolkit computed on a fixture it wrote (``make_fixtures.py``), read from ``folder / outputs``."""
+    with np.load(folder / outputs) as data:
+        return dict(data)
+
+
+def fixture_copy(folder: Path, tmp_path: Path, outputs: str) -> Path:
+    """A toolkit's fixture folder copied into ``tmp_path`` without the reference outputs: as users have it."""
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    (copy / outputs).unlink()
+    return copy

@@ -26,6 +26,7 @@ from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format
 from models.importers.safe_load import TrustRequiredError
 from models.translator import Translator
+from tests.helpers import fixture_copy, toolkit_outputs
 
 DATA = Path(__file__).parent / "data" / "fairseq"
 VARIANTS = ("transformer-postln", "transformer-preln", "lstm")
@@ -35,15 +36,11 @@ KINDS = {"self_attn": {"encoder": "enc_self", "decoder": "dec_self"}, "encoder_a
 
 
 def _reference(name: str) -> dict[str, np.ndarray]:
-    with np.load(DATA / name / "fairseq_outputs.npz") as data:
-        return dict(data)
+    return toolkit_outputs(DATA / name, "fairseq_outputs.npz")
 
 
 def _copy(name: str, tmp_path: Path) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(DATA / name, folder)
-    (folder / "fairseq_outputs.npz").unlink()
-    return folder
+    return fixture_copy(DATA / name, tmp_path, "fairseq_outputs.npz")
 
 
 @pytest.mark.parametrize("name", VARIANTS)

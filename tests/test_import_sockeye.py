@@ -10,7 +10,6 @@ output. tests/data/sockeye/make_fixtures.py says exactly how; rerun it there to 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.translator import Translator
+from tests.helpers import fixture_copy, toolkit_outputs
 
 DATA = Path(__file__).parent / "data" / "sockeye"
 VARIANTS = ("transformer-preln", "transformer-postln")
@@ -30,15 +30,11 @@ MAX_LEN = 40  # make_fixtures.py: sockeye-translate --max-output-length 40
 
 
 def _reference(name: str) -> dict[str, np.ndarray]:
-    with np.load(DATA / name / "sockeye_outputs.npz") as data:
-        return dict(data)
+    return toolkit_outputs(DATA / name, "sockeye_outputs.npz")
 
 
 def _copy(name: str, tmp_path: Path) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(DATA / name, folder)
-    (folder / "sockeye_outputs.npz").unlink()
-    return folder
+    return fixture_copy(DATA / name, tmp_path, "sockeye_outputs.npz")
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -167,7 +167,7 @@ class HeatmapView(QWidget):
         """Replace the data; items are reused, only images, ticks and ranges change. ``levels``: the weights
         drawn at the two ends of the colormap, shown on the colour bar."""
         rows, cols = matrix.shape
-        self.approximate = matrix.dtype == np.float16
+        self.approximate = False  # show_heatmap says when the weights are half precision (the view-model decides)
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
         self.image.setImage(self.matrix, autoLevels=False, levels=levels)
