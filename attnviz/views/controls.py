@@ -20,6 +20,7 @@ from .style import COLORMAPS
 MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
 DEBOUNCE_MS = 350
 OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
+NOTICE_LINES = 3  # the notices under it likewise (one line per 250 px of window height, at least one)
 
 
 class OutputArea(QTextBrowser):
@@ -27,8 +28,10 @@ class OutputArea(QTextBrowser):
     output never squeezes the heatmaps under it; a word longer than the line (a character model's output
     without spaces) wraps anywhere instead of running out of sight. Selectable, read-only."""
 
-    def __init__(self, text: str = "", parent: QWidget | None = None):
+    def __init__(self, text: str = "", parent: QWidget | None = None, *,
+                 lines: tuple[int, int, int] = (2, OUTPUT_LINES, 200)):
         super().__init__(parent)
+        self.lines = lines  # at least, at most, and one line per this many pixels of window height
         self.setOpenLinks(False)
         self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as a selectable label: not a Tab stop
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -47,11 +50,14 @@ class OutputArea(QTextBrowser):
     def set_text(self, text: str) -> None:
         self._html = text
         self.setHtml(text)
+        self.verticalScrollBar().setValue(0)  # new text is read from its start
         self.updateGeometry()
 
     def cap(self) -> int:
-        """OUTPUT_LINES lines of text; in a window under 1,000 px tall, one line per 200 px (at least 2)."""
-        lines = max(2, min(OUTPUT_LINES, self.window().height() // 200))
+        """``lines``: so many lines of text at most, one per so many pixels of window height, never fewer than
+        the least (the result line: 2 to 5, one per 200 px)."""
+        least, most, pixels = self.lines
+        lines = max(least, min(most, self.window().height() // pixels))
         return lines * self.fontMetrics().lineSpacing() + 4
 
     def sizeHint(self) -> QSize:
@@ -65,6 +71,8 @@ class OutputArea(QTextBrowser):
         super().resizeEvent(event)
         if event.size().width() != event.oldSize().width():  # a new width wraps the text anew
             self.updateGeometry()
+        if event.size().height() != event.oldSize().height():
+            self.verticalScrollBar().setValue(0)  # laid out at a new size, the text is read from its start again
 
 
 class InputBar(QWidget):
@@ -118,9 +126,9 @@ class InputBar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
         layout.addLayout(row)
-        self.notices = QLabel()  # truncation, unknown characters, half precision: never scrolled out of view
-        self.notices.setWordWrap(True)
-        self.notices.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Truncation, unknown characters, half precision: apart from the output, so a long one never scrolls
+        # them out of view; capped too, so four of them in a small window leave the heatmap its room.
+        self.notices = OutputArea(lines=(1, NOTICE_LINES, 250))
         self.notices.hide()
         layout.addWidget(self.output_area)
         layout.addWidget(self.notices)
@@ -243,7 +251,7 @@ class InputBar(QWidget):
         named = "model A: " if line.partner is not None else ""
         self.output_area.set_text(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; "
                                   f"{html.escape(line.details)}{partner}{comparison}")
-        self.notices.setText("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"
+        self.notices.set_text("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"
                                          for notice in line.notices))
         self.notices.setVisible(bool(line.notices))
 
