@@ -2,16 +2,16 @@
 character tokenizer, random weights; the end token's logit is pushed down so greedy decoding runs to
 the length asked for).
 
-1. For 32, 128, 256, 512 and 1,024 tokens (source and target alike), forced and greedy: the time from
-   the request to all views drawn (focus heatmap, the layer's heads, all layers × heads, decoding panel)
-   and the app process' peak resident memory after the first run and after them all (a run holds the
+1. For 32, 128, 256, 512 and 1,024 tokens (source and target alike), forced, greedy and beam search (width
+   4, the window's default): the time from the request to all views drawn (focus heatmap, the layer's
+   heads, all layers × heads, decoding panel) and the app process' peak resident memory after the first run and after them all (a run holds the
    previous result until its own is shown). Each case runs in a fresh process, so each peak is its own.
    BertViz's model_view on this machine kind took 1.27 s at 32 tokens, 13.9 s at 128, 62.7 s at 256 and
    never drew at 512: the last column says how many times faster attnviz is.
    Then the focus heatmap is zoomed in and out and panned: milliseconds per frame (moved and painted).
 2. Greedy and beam search at length: the time of one decoding step near step 1,000 against near step 10.
 
-    QT_QPA_PLATFORM=offscreen python benchmarks/long_inputs.py [--device cuda] [--repeats 3]
+    QT_QPA_PLATFORM=offscreen python benchmarks/long_inputs.py [--device cuda] [--repeats 3] [--modes beam]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 LENGTHS = (32, 128, 256, 512, 1024)
+MODES = ("forced", "greedy", "beam")  # beam: the window's default width, 4
 BERTVIZ_SECONDS = {32: 1.27, 128: 13.9, 256: 62.7}  # model_view on this machine kind; never drew at 512
 TEXT = "the quick brown fox jumps over a lazy dog "
 
@@ -171,6 +172,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--case", nargs=2, metavar=("MODE", "TOKENS"), help=argparse.SUPPRESS)
     parser.add_argument("--step-costs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -191,7 +193,7 @@ def main() -> None:
     print("tokens | mode   | request → all views drawn | peak RSS: first run, all runs | BertViz model_view | attnviz is")
     frames = []
     for tokens in args.lengths:
-        for mode in ("forced", "greedy"):
+        for mode in args.modes:
             case = child([*common, "--case", mode, str(tokens)])
             bertviz = BERTVIZ_SECONDS.get(tokens)
             versus = f"{bertviz:6.2f} s" if bertviz else ("never drew" if tokens >= 512 else "not measured")

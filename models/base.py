@@ -36,6 +36,8 @@ class LayerCache:
     cross_v: Tensor | None = None
     room_k: Tensor | None = None
     room_v: Tensor | None = None
+    spare_k: Tensor | None = None  # the buffers the last beam reorder copied from: the next one copies into them
+    spare_v: Tensor | None = None
 
     def extend_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append this step's keys/values and return the whole prefix's."""
@@ -54,16 +56,35 @@ class LayerCache:
             self.cross_k, self.cross_v = project()
         return self.cross_k, self.cross_v
 
-    def reorder(self, index: Tensor) -> "LayerCache":
-        """Follow beam parents; the buffers keep their spare room, so the next step copies nothing more."""
+    def reorder(self, index: Tensor, *, one_source: bool = False) -> "LayerCache":
+        """Follow beam parents; the buffers keep their spare room, so the next step copies nothing more.
+
+        The prefix is copied into the buffers the previous reorder copied from, so a long beam search
+        allocates no new buffer per step (a few megabytes each at a long output, and freed blocks of that
+        size that small allocations then split would leave the process' memory in pieces); this cache is
+        not to be used afterwards. ``one_source``: every row encodes the same source, so the cross
+        keys/values stay as they are when the number of rows does."""
         pick = lambda t: None if t is None else t.index_select(0, index)  # noqa: E731
         room_k, room_v = (self.room_k, self.room_v) if self.room_k is not None else (self.self_k, self.self_v)
-        cache = LayerCache(cross_k=pick(self.cross_k), cross_v=pick(self.cross_v), room_k=pick(room_k),
-                           room_v=pick(room_v))
+        same = one_source and self.cross_k is not None and self.cross_k.shape[0] == len(index)
+        cache = LayerCache(cross_k=self.cross_k if same else pick(self.cross_k),
+                           cross_v=self.cross_v if same else pick(self.cross_v),
+                           room_k=_select_into(room_k, index, self.spare_k),
+                           room_v=_select_into(room_v, index, self.spare_v), spare_k=room_k, spare_v=room_v)
         if self.self_k is not None:
             length = self.self_k.shape[2]
             cache.self_k, cache.self_v = cache.room_k[:, :, :length], cache.room_v[:, :, :length]
         return cache
+
+
+def _select_into(tensor: Tensor | None, index: Tensor, spare: Tensor | None) -> Tensor | None:
+    """Rows ``index`` of ``tensor``, written into ``spare`` where it has the right shape."""
+    if tensor is None:
+        return None
+    shape = (len(index), *tensor.shape[1:])
+    if spare is None or spare.shape != shape or spare.dtype != tensor.dtype or spare.device != tensor.device:
+        return tensor.index_select(0, index)
+    return torch.index_select(tensor, 0, index, out=spare)
 
 
 def _room_for(prefix: Tensor | None, new: Tensor, length: int) -> Tensor:
@@ -86,14 +107,18 @@ class DecoderState:
     caches: list[LayerCache] = field(default_factory=list)
     ablation: Ablation = NO_ABLATION  # the heads every step switches off (models/ablation.py)
 
-    def reorder(self, index: Tensor) -> "DecoderState":
-        """Follow beam parents: row i of the result is row ``index[i]`` of this state."""
+    def reorder(self, index: Tensor, *, one_source: bool = False) -> "DecoderState":
+        """Follow beam parents: row i of the result is row ``index[i]`` of this state. ``one_source``: every
+        row encodes the same source (a beam over one sentence), so the source side is not copied while the
+        number of rows stays the same (a beam step would otherwise copy the encoder output and every
+        layer's cross keys/values, megabytes at a long source)."""
+        same = one_source and self.memory.shape[0] == len(index)
         return replace(
             self,
-            memory=self.memory.index_select(0, index),
-            src_mask=self.src_mask.index_select(0, index),
+            memory=self.memory if same else self.memory.index_select(0, index),
+            src_mask=self.src_mask if same else self.src_mask.index_select(0, index),
             hidden=None if self.hidden is None else self.hidden.index_select(0, index),
-            caches=[cache.reorder(index) for cache in self.caches],
+            caches=[cache.reorder(index, one_source=one_source) for cache in self.caches],
         )
 
 

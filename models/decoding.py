@@ -12,12 +12,14 @@ recomputes the whole prefix at every step (the reference the cache is tested and
 Forced decoding knows every decoder input in advance, so it runs one teacher-forced forward pass and
 derives its steps from that pass; ``forced_step_by_step`` feeds the target one token at a time through
 the same loop as greedy decoding (the reference the one pass is tested against). A step's attention
-rows are views into its result's trace, so each attention matrix is held once. ``dtype`` is the trace's
-number type (float32, or float16 where memory matters more than the last digits).
+rows are views into its result's trace, so each attention matrix is held once (a beam search's steps hold
+the rows its hypotheses still differ in; see ``BeamRows`` in models/intermediates.py). ``dtype`` is the
+trace's number type (float32, or float16 where memory matters more than the last digits).
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Callable, Generator, Sequence
 
@@ -28,7 +30,7 @@ from torch import Tensor
 from .ablation import NO_ABLATION, Ablation
 from .base import Seq2Seq
 from .errors import InputError, NumericalWarning
-from .intermediates import Intermediates, RowBuffer, keeping_attention, to_numpy, trace_from_intermediates
+from .intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention, trace_from_intermediates
 from .trace import AttentionTrace, DecodeResult, DecodeStep
 
 Label = Callable[[int], str]
@@ -55,7 +57,7 @@ class _Decoder:
 
     def __init__(self, model: Seq2Seq, src_ids: Sequence[int], *, label: Label, source_label: Label | None,
                  top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32,
-                 ablation: Ablation = NO_ABLATION):
+                 ablation: Ablation = NO_ABLATION, source_tokens: Sequence[str] | None = None):
         if len(src_ids) == 0:
             raise InputError("the source has no tokens")
         self.ablation = ablation.validate(model.attention_shape()) if ablation else NO_ABLATION
@@ -68,11 +70,16 @@ class _Decoder:
         self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
         self.suppress_bos = config.suppress_bos and self.bos != self.eos
-        self.src_tokens = [(source_label or label)(int(i)) for i in src_ids]
+        self.src_tokens = list(source_tokens) if source_tokens is not None else [
+            (source_label or label)(int(i)) for i in src_ids]
+        if len(self.src_tokens) != len(src_ids):
+            raise ValueError(f"{len(self.src_tokens)} source labels for {len(src_ids)} source tokens")
         self.encoder_trace: AttentionTrace | None = None  # the encoder's part of every hypothesis' trace
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
         self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
+        self.beam_rows: BeamRows | None = None  # where a beam search writes its attention rows
+        self.live: dict[int, int] = {}  # per unsettled beam step: how many of its rows a hypothesis still descends from
 
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
@@ -121,7 +128,8 @@ class _Decoder:
         if rows == len(parents) and torch.equal(parents, torch.arange(rows, device=parents.device)):
             return
         if self.use_cache:
-            self.state = self.state.reorder(parents)
+            with torch.inference_mode():  # the buffers were made inside it, and are written into
+                self.state = self.state.reorder(parents, one_source=True)
         else:
             self.prefix = self.prefix.index_select(0, parents)
 
@@ -133,9 +141,10 @@ class _Decoder:
         choices = self.choices(log_probs.index_select(0, parents), tokens, frozen)
         if self.rows is not None:
             rows = self.rows.add(index, attention)
-        else:
-            rows = {kind: [to_numpy(layer.index_select(0, parents), self.dtype) for layer in layers]
-                    for kind, layers in attention.items()}
+        elif self.beam_rows is not None:
+            rows = self.beam_rows.add(index, attention, parents)
+        else:  # nothing asked for the weights
+            rows = {}
         mask_rows = {kind: mask.index_select(0, parents).cpu().numpy() for kind, mask in masks.items()}
         return DecodeStep(step=index, **choices, parents=parents.cpu().numpy(),
                           scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(),
@@ -158,10 +167,53 @@ class _Decoder:
                     top_probs=top.values.exp().cpu().numpy())
 
     def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
+        """The hypotheses of the last step, best first. The best one's trace is built now, in the arrays its
+        rows were written to as it ran; the others' are stacked from the steps' rows when first asked for."""
         if not steps:
             return []
         hypotheses = [self._result(steps, index, length_penalty) for index in range(steps[-1].beam_size)]
-        return sorted(hypotheses, key=lambda result: -result.score)
+        hypotheses.sort(key=lambda result: -result.score)
+        best = hypotheses[0]
+        if self.need_weights:
+            best.trace = self._trace(list(zip(best.steps, best.rows)), best.token_ids, self._written(best))
+        return hypotheses
+
+    def _written(self, result: DecodeResult) -> dict[str, list[np.ndarray]]:
+        """``result``'s rows as ``[heads, T, key_len]`` arrays with no second copy: the row buffer of a run
+        without a beam, or a beam's shared prefix completed by the result's own rows after it."""
+        if self.rows is not None:
+            return self.rows.finish(len(result.steps), result.steps)
+        if self.beam_rows is None:
+            return {}
+        shared = self.beam_rows.shared
+        for step, row in zip(result.steps, result.rows):
+            if step.kept is None:  # after the prefix every hypothesis shares
+                shared.write(step.step, {kind: [step.attention_row(kind, layer, row) for layer in range(len(layers))]
+                                         for kind, layers in step.attention.items()})
+        return shared.finish(len(result.steps), [step for step in result.steps if step.kept is not None])
+
+    def let_go(self, steps: list[DecodeStep]) -> None:
+        """Settle the earlier beam steps that every hypothesis of the newest step descends from through one
+        row: that row moves into the shared prefix, the step's other rows are let go (``DecodeStep.kept``).
+
+        Walks back from the newest step and stops where the number of rows still descended from stays the
+        same (the steps further back follow from it), so a step's cost does not grow with the history.
+        """
+        live = np.unique(steps[-1].parents)
+        settled = None
+        for step in reversed(steps[:-1]):
+            if step.kept is not None or self.live.get(step.step) == len(live):
+                break
+            if len(live) == 1:
+                step.attention = self.beam_rows.settle(step.step, int(live[0]), step.attention)
+                step.kept = live
+                self.live.pop(step.step, None)
+                settled = step.step if settled is None else settled
+            else:
+                self.live[step.step] = len(live)
+            live = np.unique(step.parents[live])
+        if settled is not None:
+            self.beam_rows.release_through(settled)
 
     def _result(self, steps: list[DecodeStep], index: int, length_penalty: float) -> DecodeResult:
         path = []  # (step, row) from the first step to the last, following parents backwards
@@ -174,16 +226,17 @@ class _Decoder:
         path, ids = path[:length], ids[:length]
         log_prob = float(path[-1][0].scores[path[-1][1]])
         score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
-        trace = self._trace(path, ids) if self.need_weights else None
+        trace = functools.partial(self._trace, path, ids) if self.need_weights else None  # built when asked for
         return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
                             score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
 
-    def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int]) -> AttentionTrace:
-        """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): without
-        a beam the arrays the rows were written into, with one stacked from the rows the hypotheses share."""
+    def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int],
+               written: dict[str, list[np.ndarray]] | None = None) -> AttentionTrace:
+        """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): those
+        ``written`` as it ran where given, else stacked from the steps' rows."""
         tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
         length = len(path)
-        written = self.rows.finish([step for step, _ in path]) if self.rows is not None else {}
+        written = written or {}
         attention: dict[str, list[np.ndarray]] = {}
         masks: dict[str, np.ndarray] = {}
         if self.encoder_trace is not None:
@@ -194,7 +247,7 @@ class _Decoder:
                 continue
             key_len = length if kind == "dec_self" else len(self.src_tokens)
             attention[kind] = written.get(kind) or [
-                _stack_rows([step.attention[kind][layer][row] for step, row in path], key_len)
+                _stack_rows([step.attention_row(kind, layer, row) for step, row in path], key_len)
                 for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
@@ -244,12 +297,14 @@ def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
 
 
 def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
-           max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
-           dtype: type = np.float32, first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
+           source_tokens: Sequence[str] | None = None, max_len: int | None = None, top_k: int = 10,
+           need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32, first: Sequence[int] = (),
+           ablation: Ablation = NO_ABLATION) -> Steps:
     """Take the most likely token at every step until the end token or ``max_len`` tokens; the first
     steps take ``first`` instead (a target language's code), reporting what the model gave them."""
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=use_cache, max_len=max_len, dtype=dtype, ablation=ablation)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
+                       ablation=ablation)
     device = decoder.src.device
 
     def next_token(index: int, log_probs: Tensor) -> Tensor:
@@ -260,16 +315,17 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
 
 
 def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
-           source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
-           dtype: type = np.float32, ablation: Ablation = NO_ABLATION) -> Steps:
+           source_label: Label | None = None, source_tokens: Sequence[str] | None = None, top_k: int = 10,
+           need_weights: bool = True, dtype: type = np.float32, ablation: Ablation = NO_ABLATION) -> Steps:
     """Feed the user's target (the end token is appended) and report each token's probability and rank.
 
     One teacher-forced forward pass computes every step (a recurrent decoder still runs its cell once
     per token inside that pass, but nothing is searched).
     """
     target = _forced_target(model, target_ids)
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=True, max_len=len(target), dtype=dtype, ablation=ablation)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=True, max_len=len(target), dtype=dtype,
+                       ablation=ablation)
     tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
     with torch.inference_mode(), keeping_attention(dtype):
         logits, inter = model(decoder.src, tgt_in, need_weights=need_weights, ablation=decoder.ablation)
@@ -280,12 +336,14 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *,
 
 
 def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
-                        source_label: Label | None = None, top_k: int = 10, need_weights: bool = True,
-                        use_cache: bool = True, ablation: Ablation = NO_ABLATION) -> Steps:
+                        source_label: Label | None = None, source_tokens: Sequence[str] | None = None,
+                        top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
+                        ablation: Ablation = NO_ABLATION) -> Steps:
     """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
     target = _forced_target(model, target_ids)
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=use_cache, max_len=len(target), ablation=ablation)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=len(target),
+                       ablation=ablation)
     device = decoder.src.device
     steps = yield from _one_by_one(decoder, lambda index, log_probs: torch.tensor([target[index]], device=device))
     return decoder.results(steps)
@@ -325,9 +383,9 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
 
 
 def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
-                label: Label = str, source_label: Label | None = None, max_len: int | None = None,
-                top_k: int = 10, need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32,
-                first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
+                label: Label = str, source_label: Label | None = None, source_tokens: Sequence[str] | None = None,
+                max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
+                dtype: type = np.float32, first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
     """Keep the ``beam`` best partial hypotheses by summed log-probability; every hypothesis starts with
     ``first`` (a target language's code).
 
@@ -337,9 +395,11 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     """
     if beam < 1:
         raise InputError(f"the beam width must be at least 1; got {beam}")
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, top_k=top_k, need_weights=need_weights,
-                       use_cache=use_cache, max_len=max_len, dtype=dtype, ablation=ablation)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
+                       ablation=ablation)
     decoder.begin()
+    decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype) if need_weights else None
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
@@ -363,6 +423,8 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
         finished = frozen | (tokens == decoder.eos)
         steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=scores,
                                        finished=finished, attention=attention, masks=masks, frozen=frozen))
+        if need_weights:
+            decoder.let_go(steps)
         yield steps[-1]
         if bool(finished.all()):
             break

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -76,9 +77,84 @@ def to_numpy(tensor: Tensor, dtype: type = np.float32) -> np.ndarray:
     return tensor.detach().to(torch.float16 if half else torch.float32).cpu().numpy().astype(dtype, copy=False)
 
 
+def untouched_zeros(shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """A zero-filled array in its own anonymous memory mapping: a page of it is resident only once written.
+
+    ``np.zeros`` would do the same for a large array, except that numpy asks the kernel for huge pages
+    there, and a 2 MB huge page is resident in full at the first write into it (one row per head made
+    a whole ``[heads, 1024, 1024]`` float16 buffer resident). The mapping is unmapped with the array.
+    """
+    return _mapped(shape, dtype)[1]
+
+
+def _mapped(shape: tuple[int, ...], dtype: type) -> tuple[mmap.mmap | None, np.ndarray]:
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if size == 0:
+        return None, np.zeros(shape, dtype)
+    mapping = mmap.mmap(-1, size)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # where the system gives huge pages to every large mapping
+        mapping.madvise(mmap.MADV_NOHUGEPAGE)
+    return mapping, np.frombuffer(mapping, dtype=dtype).reshape(shape)
+
+
+class BeamRows:
+    """A beam search's attention rows: step ``t``'s ``K`` rows go to block ``t`` of one ``[max_len, K, heads,
+    key_len]`` array per kind and layer, each in its own anonymous mapping (dec_self rows zero-filled on
+    the right).
+
+    Once every surviving hypothesis passes through one row of a step (:meth:`settle`), that row moves
+    into ``shared``, the prefix they all share (which becomes the best hypothesis' trace), and the pages
+    of the step's block go back to the system. So a beam holds about one trace plus ``K`` rows for each
+    step where its hypotheses still differ, and no step allocates rows that outlive it (allocations freed
+    out of order would leave the process' heap in pieces it cannot give back).
+    """
+
+    def __init__(self, max_len: int, beam: int, dtype: type = np.float32):
+        self.max_len, self.beam, self.dtype = max_len, beam, dtype
+        self.blocks: dict[str, list[tuple[mmap.mmap | None, np.ndarray]]] = {}
+        self.released: dict[tuple[str, int], int] = {}  # bytes at the start of each mapping given back
+        self.shared = RowBuffer(max_len, dtype)
+
+    def add(self, index: int, attention: dict[str, list[Tensor]], parents: Tensor) -> dict[str, list[np.ndarray]]:
+        """Store step ``index``'s rows: per kind and layer ``[K', heads, key_len]`` rows of the hypotheses
+        before the step, taken in the order ``parents`` gives; returns views ``[K, heads, key_len]``."""
+        views = {}
+        for kind, layers in attention.items():
+            if kind not in self.blocks:
+                key_len = self.max_len if kind == "dec_self" else layers[0].shape[-1]
+                self.blocks[kind] = [_mapped((self.max_len, self.beam, layer.shape[1], key_len), self.dtype)
+                                     for layer in layers]
+            views[kind] = []
+            for (_, array), layer in zip(self.blocks[kind], layers):
+                block = array[index, : len(parents), :, : layer.shape[-1]]
+                block[...] = to_numpy(layer.index_select(0, parents), self.dtype)
+                views[kind].append(block)
+        return views
+
+    def settle(self, index: int, row: int, attention: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """Step ``index``'s ``row`` (of ``attention``, the step's arrays) is the one every surviving hypothesis
+        passes through: it moves into ``shared``; returns the step's new arrays (views ``[1, heads, key_len]``)."""
+        return self.shared.write(index, {kind: [layer[row] for layer in layers] for kind, layers in attention.items()})
+
+    def release_through(self, index: int) -> None:
+        """Give back the pages of steps ``0..index``' blocks (all settled: nothing may look into them now)."""
+        if not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        for kind, blocks in self.blocks.items():
+            for layer, (mapping, array) in enumerate(blocks):
+                if mapping is None:
+                    continue
+                start = self.released.get((kind, layer), 0)
+                end = (index + 1) * array.strides[0] // mmap.PAGESIZE * mmap.PAGESIZE
+                if end > start:
+                    mapping.madvise(mmap.MADV_DONTNEED, start, end - start)
+                    self.released[(kind, layer)] = end
+
+
 class RowBuffer:
-    """The attention rows of one hypothesis (decoding without a beam), written step by step straight into
-    one ``[heads, max_len, key_len]`` array per kind and layer (dec_self rows zero-filled on the right).
+    """Attention rows of one line of steps, written step by step straight into one ``[heads, max_len,
+    key_len]`` array per kind and layer (dec_self rows zero-filled on the right): every row of a run
+    without a beam, or the prefix all of a beam's surviving hypotheses share.
 
     Each step holds views into these arrays, so every attention matrix is held once, and no step's work
     grows with the history. Pages of a zero-filled array that no row touched take no memory, so a short
@@ -91,32 +167,39 @@ class RowBuffer:
 
     def add(self, index: int, attention: dict[str, list[Tensor]]) -> dict[str, list[np.ndarray]]:
         """Store step ``index``'s rows (per kind and layer ``[1, heads, key_len]``); returns views of them."""
+        return self.write(index, {kind: [to_numpy(layer[0], self.dtype) for layer in layers]
+                                  for kind, layers in attention.items()})
+
+    def write(self, index: int, rows: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """Store step ``index``'s rows (per kind and layer ``[heads, key_len]``); returns views
+        ``[1, heads, key_len]`` of them."""
         views = {}
-        for kind, layers in attention.items():
+        for kind, layers in rows.items():
             if kind not in self.arrays:
                 key_len = self.max_len if kind == "dec_self" else layers[0].shape[-1]
-                self.arrays[kind] = [np.zeros((layer.shape[1], self.max_len, key_len), self.dtype) for layer in layers]
+                self.arrays[kind] = [untouched_zeros((layer.shape[0], self.max_len, key_len), self.dtype)
+                                     for layer in layers]
             views[kind] = []
             for array, layer in zip(self.arrays[kind], layers):
                 key_len = layer.shape[-1]
-                array[:, index, :key_len] = to_numpy(layer[0], self.dtype)
+                array[:, index, :key_len] = layer
                 views[kind].append(array[None, :, index, :key_len])
         return views
 
-    def finish(self, steps: list["DecodeStep"]) -> dict[str, list[np.ndarray]]:
-        """The ``[heads, T, key_len]`` arrays of the ``T = len(steps)`` steps taken (dec_self: T keys).
+    def finish(self, length: int, steps: list["DecodeStep"]) -> dict[str, list[np.ndarray]]:
+        """The ``[heads, length, key_len]`` arrays of the first ``length`` steps (dec_self: ``length`` keys).
 
-        A run that stopped before ``max_len`` gets compact copies, made layer by layer, and its steps'
-        views move into them; the long arrays are then freed.
+        A run that stopped before ``max_len`` gets compact copies, made layer by layer, and ``steps`` (those
+        whose rows are views into these arrays) move into them; the long arrays are then freed.
         """
-        length = len(steps)
         for kind, arrays in self.arrays.items():
             for layer, array in enumerate(arrays):
                 key_len = length if kind == "dec_self" else array.shape[2]
                 if length == self.max_len and key_len == array.shape[2]:
                     continue
                 arrays[layer] = compact = np.ascontiguousarray(array[:, :length, :key_len])
-                for index, step in enumerate(steps):
-                    width = step.attention[kind][layer].shape[-1]
-                    step.attention[kind][layer] = compact[None, :, index, :width]
+                for step in steps:
+                    if step.step < length:
+                        width = step.attention[kind][layer].shape[-1]
+                        step.attention[kind][layer] = compact[None, :, step.step, :width]
         return self.arrays

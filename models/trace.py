@@ -10,6 +10,7 @@ True = may attend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -69,6 +70,12 @@ class DecodeStep:
     so row ``i`` belongs to hypothesis ``i``'s own history), and ``masks[kind]`` ``[K, key_len]`` the mask
     row it used (True = may attend). ``scores`` are cumulative log-probabilities. A beam row that had
     already finished is extended by padding with probability 1 and rank 0.
+
+    Once every surviving hypothesis of a beam passes through one row of a step, the step keeps only that
+    row: ``kept`` is ``[row]`` and each array of ``attention`` has that one row (``None``: all ``K``);
+    :meth:`attention_row` finds a hypothesis' row either way, and ``masks`` always hold all ``K`` rows. The
+    arrays are replaced then and the old ones' memory given back: read a beam step's attention through the
+    step, not through arrays taken from it while the search ran.
     """
 
     step: int
@@ -84,6 +91,17 @@ class DecodeStep:
     finished: np.ndarray
     attention: dict[str, list[np.ndarray]]
     masks: dict[str, np.ndarray]
+    kept: np.ndarray | None = None
+
+    def attention_row(self, kind: str, layer: int, row: int) -> np.ndarray:
+        """Hypothesis ``row``'s attention ``[heads, key_len]`` in ``layer`` of ``kind``."""
+        index = row
+        if self.kept is not None:
+            index = int(np.searchsorted(self.kept, row))
+            if index == len(self.kept) or self.kept[index] != row:
+                raise KeyError(f"step {self.step + 1} no longer holds the attention of beam row {row}: "
+                               f"no finished hypothesis descends from it")
+        return self.attention[kind][layer][index]
 
     @property
     def token_id(self) -> int:
@@ -111,6 +129,9 @@ class DecodeResult:
     """A finished hypothesis: its tokens (without the start token), text, scores and own trace.
 
     ``steps[t]`` is decoding step t and ``rows[t]`` this hypothesis' row in it (always 0 without a beam).
+    ``trace`` may be given as a function that builds it: a beam search's hypotheses other than the best are
+    assembled from the steps' rows only when something first asks for their trace (each would otherwise
+    hold a copy of the rows it shares with the others).
     """
 
     token_ids: list[int]
@@ -122,3 +143,18 @@ class DecodeResult:
     steps: list[DecodeStep]
     truncated_source: bool = False
     rows: list[int] = field(default_factory=list)
+
+
+def _trace(result: DecodeResult) -> AttentionTrace | None:
+    trace = result.__dict__["_trace"]
+    if callable(trace):
+        trace = result.__dict__["_trace"] = trace()
+    return trace
+
+
+def _set_trace(result: DecodeResult, trace: AttentionTrace | None | Callable[[], AttentionTrace]) -> None:
+    result.__dict__["_trace"] = trace
+
+
+# Installed after the dataclass is made, so that ``trace`` stays an ordinary constructor argument.
+DecodeResult.trace = property(_trace, _set_trace, doc="The hypothesis' trace (built when first asked for if need be).")

@@ -147,7 +147,8 @@ class Translator:
         else:
             target = min(max_len or self.config.max_len, self.config.max_len)
         source_len = len(source.ids)
-        hypotheses = 2 * beam if mode == "beam" else 1  # the steps' rows, then each finished hypothesis' trace
+        # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first).
+        hypotheses = beam + 1 if mode == "beam" else 1
         cells = {"enc_self": source_len * source_len, "dec_self": target * target * hypotheses,
                  "cross": target * source_len * hypotheses}
         return 4 * sum(layers * heads * cells[kind] for kind, (layers, heads) in self.model.attention_shape().items())
@@ -160,7 +161,8 @@ class Translator:
         ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`)."""
         ablation.validate(self.model.attention_shape())
         common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
-                      top_k=top_k, need_weights=need_weights, ablation=ablation, dtype=dtype)
+                      source_tokens=source.labels, top_k=top_k, need_weights=need_weights, ablation=ablation,
+                      dtype=dtype)
         first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
         if mode == "greedy":
             steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
@@ -180,8 +182,6 @@ class Translator:
         for result in results:
             result.text = self.target_tokenizer.decode(result.token_ids)
             result.truncated_source = source.truncated
-            if source.labels is not None and result.trace is not None:
-                result.trace.src_tokens = list(source.labels)
         return results
 
     def translate(self, text: str, *, beam: int = 1, max_len: int | None = None, need_weights: bool = False,
