@@ -246,12 +246,31 @@ class _Decoder:
             if kind not in path[0][0].attention:
                 continue
             key_len = length if kind == "dec_self" else len(self.src_tokens)
-            attention[kind] = written.get(kind) or [
-                _stack_rows([step.attention_row(kind, layer, row) for step, row in path], key_len)
-                for layer in range(len(path[0][0].attention[kind]))]
+            attention[kind] = written.get(kind) or [self._stack(path, kind, layer, key_len)
+                                                    for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
         return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
+
+    def _stack(self, path: list[tuple[DecodeStep, int]], kind: str, layer: int, key_len: int) -> np.ndarray:
+        """``[heads, len(path), key_len]``: the rows of one hypothesis, zero-filled on the right; a beam's
+        settled steps (a prefix of every path) are copied from the shared prefix in one block."""
+        shared = self.beam_rows.shared.arrays.get(kind) if self.beam_rows is not None else None
+        settled = 0
+        while settled < len(path) and path[settled][0].kept is not None:
+            settled += 1
+        if not shared or settled == 0:
+            return _stack_rows([step.attention_row(kind, layer, row) for step, row in path], key_len)
+        prefix = shared[layer]
+        settled = min(settled, prefix.shape[1])
+        stacked = np.zeros((prefix.shape[0], len(path), key_len), dtype=prefix.dtype)
+        width = settled if kind == "dec_self" else key_len  # settled row t has t + 1 decoder keys
+        stacked[:, :settled, :width] = prefix[:, :settled, :width]
+        for index in range(settled, len(path)):
+            step, row = path[index]
+            weights = step.attention_row(kind, layer, row)
+            stacked[:, index, : weights.shape[-1]] = weights
+        return stacked
 
     def forced_result(self, target: list[int], logits: Tensor, inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
