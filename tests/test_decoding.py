@@ -241,6 +241,20 @@ def test_one_pass_forced_equals_step_by_step_forced(arch):
         np.testing.assert_array_equal(one.trace.masks[kind], loop.trace.masks[kind])
 
 
+def resident_of(array: np.ndarray) -> float:
+    """Megabytes resident of the memory mapping that holds ``array`` (Linux's /proc/self/smaps)."""
+    address = array.__array_interface__["data"][0]
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            start, _, end = line.split(" ", 1)[0].partition("-")
+            if end and all(c in "0123456789abcdef" for c in start + end):
+                inside = int(start, 16) <= address < int(end, 16)
+            elif inside and line.startswith("Rss:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no mapping holds the array")
+
+
 def resident_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -262,6 +276,26 @@ def test_a_row_buffer_costs_the_rows_written_not_its_capacity():
     write(rows)
     assert resident_mb() - before < 2.0  # 32 MB of capacity; 4 rows × 8 heads touch at most 64 pages each
     assert rows.arrays["cross"][0].shape == (8, 1024, 1024) and rows.arrays["cross"][0][3, 2, 5] != 0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+def test_a_beam_gives_back_the_rows_of_settled_steps():
+    """A beam step's K rows (64 KB here) leave memory once the step has settled on one row, which moves
+    into the shared prefix: 256 steps cost one row each, not four."""
+    from models.intermediates import BeamRows
+
+    rows = BeamRows(1024, 4, np.float16)
+    parents = torch.arange(4)
+    steps = [rows.add(index, {"cross": [torch.rand(4, 8, 1024)]}, parents) for index in range(256)]
+    block = rows.blocks["cross"][0][1]
+    assert resident_of(block) >= 16  # 256 steps × 4 rows × 8 heads × 1,024 keys × 2 bytes
+    settled = [rows.settle(index, index % 4, attention) for index, attention in enumerate(steps)]
+    for index in (0, 100, 255):
+        np.testing.assert_array_equal(settled[index]["cross"][0][0], steps[index]["cross"][0][index % 4])
+    rows.release_through(255)
+    assert resident_of(block) < 0.1
+    assert resident_of(rows.shared.arrays["cross"][0]) < 4.5  # the one row each step settled on
+    np.testing.assert_array_equal(rows.shared.arrays["cross"][0][:, 7], settled[7]["cross"][0][0])
 
 
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-transformer-decoder"])
