@@ -246,13 +246,13 @@ class _Decoder:
             if kind not in path[0][0].attention:
                 continue
             key_len = length if kind == "dec_self" else len(self.src_tokens)
-            attention[kind] = written.get(kind) or [self._stack(path, kind, layer, key_len)
+            attention[kind] = written.get(kind) or [self._stack(path, kind, layer, key_len=key_len)
                                                     for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
             masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
         return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
 
-    def _stack(self, path: list[tuple[DecodeStep, int]], kind: str, layer: int, key_len: int) -> np.ndarray:
+    def _stack(self, path: list[tuple[DecodeStep, int]], kind: str, layer: int, *, key_len: int) -> np.ndarray:
         """``[heads, len(path), key_len]``: the rows of one hypothesis, zero-filled on the right; a beam's
         settled steps (a prefix of every path) are copied from the shared prefix in one block."""
         shared = self.beam_rows.shared.arrays.get(kind) if self.beam_rows is not None else None

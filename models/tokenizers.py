@@ -487,18 +487,25 @@ class WordTokenizer(VocabularyTokenizer):
     ``normalizeString``: lower case, ASCII, ``!``/``?`` kept as words, everything else not a letter dropped)
     or ``characters`` (every character a token, spaces written ``▁``: JoeyNMT's char level).
     ``add_bos`` starts every encoding with ``bos_id`` (a source side trained as ``<bos> words <eos>``).
+    ``moses``: Moses' tokenizer makes the words (the settings of :class:`TokenizerJsonTokenizer`'s, with
+    ``split`` ``whitespace``: JoeyNMT's word level after its Moses pretokenizer), and its detokenizer joins them.
     """
 
     kind = "word"
 
     def __init__(self, vocabulary: Sequence[str], specials: dict[str, int | None], *, split: str = "whitespace",
-                 add_bos: bool = False):
+                 add_bos: bool = False, moses: dict[str, Any] | None = None):
         super().__init__(vocabulary, specials)
         if split not in WORD_SPLITS:
             raise ConfigError(f"word tokenizer split must be one of {', '.join(WORD_SPLITS)}; got {split!r}")
+        if moses is not None and split != "whitespace":
+            raise ConfigError(f"word tokenizer: Moses makes the words itself; split must be whitespace, not {split!r}")
         self.split, self.add_bos = split, bool(add_bos)
+        self.moses = _Moses(moses) if moses is not None else None
 
     def words(self, text: str) -> list[str]:
+        if self.moses is not None:
+            return self.moses.words(text)
         if self.split in ("punct", "basic"):
             return re.findall(r"\w+|[^\w\s]", text.lower() if self.split == "basic" else text)
         if self.split == "seq2seq-tutorial":
@@ -510,12 +517,14 @@ class WordTokenizer(VocabularyTokenizer):
         return text.split()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._common_dict(), "split": self.split, "add_bos": self.add_bos}
+        extra = {"moses": self.moses.settings} if self.moses is not None else {}
+        return {**self._common_dict(), "split": self.split, "add_bos": self.add_bos, **extra}
 
     @classmethod
     def _from_payload(cls, data: dict[str, Any]) -> WordTokenizer:
         vocabulary, specials = cls._payload_parts(data, cls.kind)
-        return cls(vocabulary, specials, split=data.get("split", "whitespace"), add_bos=bool(data.get("add_bos")))
+        return cls(vocabulary, specials, split=data.get("split", "whitespace"), add_bos=bool(data.get("add_bos")),
+                   moses=data.get("moses"))
 
     def _encode(self, text: str) -> list[int]:
         words = self.words(text)
@@ -533,7 +542,8 @@ class WordTokenizer(VocabularyTokenizer):
     def _decode(self, ids: list[int]) -> str:
         if self.split == "characters":
             return "".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids).replace("▁", " ")
-        return " ".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids)
+        words = [UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids]
+        return self.moses.detokenize(words) if self.moses is not None else " ".join(words)
 
 
 class SentencePieceVocabTokenizer(VocabularyTokenizer):
@@ -629,7 +639,9 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     BPE makes that the model's vocabulary lacks); otherwise they are an error.
     ``moses``: ``{"lang": "en", "lowercase": false}`` splits text into words the way fairseq's WMT models were
     trained (Moses punctuation normalisation and tokenisation, with the ``sacremoses`` package) before the
-    definition's model runs on each word; decoding joins the words with Moses' detokenizer."""
+    definition's model runs on each word; decoding joins the words with Moses' detokenizer. With
+    ``"style": "joeynmt"`` (and ``"normalize"``) the words are made as JoeyNMT's Moses pretokenizer makes them
+    (see ``_Moses``)."""
 
     kind = "tokenizer-json"
 
@@ -754,25 +766,47 @@ _MOSES_UNICODE_PUNCTUATION = str.maketrans({
 _MOSES_FULL_STOPS = re.compile(r"[。．]\s*")  # an ideographic or full-width full stop and the space after it
 
 
+MOSES_STYLES = ("fairseq", "joeynmt")
+
+
 class _Moses:
-    """Moses text preparation for one language, with ``sacremoses`` (imported when first needed): Unicode
-    punctuation to ASCII, Moses' punctuation normaliser, control and format characters dropped, Moses'
-    tokenizer with aggressive dash splits and its XML escapes; optionally lower case first."""
+    """Moses text preparation for one language, with ``sacremoses`` (imported when first needed).
+
+    ``style`` ``fairseq`` (fairseq's WMT models): optionally lower case first, Unicode punctuation to ASCII,
+    Moses' punctuation normaliser, control and format characters dropped, Moses' tokenizer with aggressive
+    dash splits and its XML escapes. ``joeynmt`` (JoeyNMT's ``pretokenizer: moses``): with ``normalize``,
+    NFKC, curly quotes to straight ones, runs of spaces to one and no space before ``?!,.:``, then Moses'
+    punctuation normaliser (its English rules); Moses' tokenizer with its XML escapes; then lower case if
+    asked. Both join output words with Moses' detokenizer (``joeynmt`` with ``normalize``: spaces tidied as
+    before).
+    """
 
     def __init__(self, settings: Any):
         if not isinstance(settings, dict) or not isinstance(settings.get("lang"), str):
-            raise ConfigError("tokenizer-json 'moses' settings need a 'lang' string")
+            raise ConfigError("tokenizer 'moses' settings need a 'lang' string")
+        style = settings.get("style", "fairseq")
+        if style not in MOSES_STYLES:
+            raise ConfigError(f"tokenizer 'moses' style must be one of {', '.join(MOSES_STYLES)}; got {style!r}")
         self.settings = {"lang": settings["lang"], "lowercase": bool(settings.get("lowercase", False))}
+        if style == "joeynmt":  # absent: fairseq's, as files written before there were two styles say
+            self.settings.update(style=style, normalize=bool(settings.get("normalize", False)))
+        self.style = style
         try:
             import sacremoses
         except ImportError:
             raise ConfigError("this tokenizer needs the 'sacremoses' package: pip install sacremoses") from None
         lang = self.settings["lang"]
-        self._normalizer = sacremoses.MosesPunctNormalizer(lang=lang)
+        self._normalizer = sacremoses.MosesPunctNormalizer(lang=lang if style == "fairseq" else "en")
         self._tokenizer = sacremoses.MosesTokenizer(lang=lang)
         self._detokenizer = sacremoses.MosesDetokenizer(lang=lang)
 
     def words(self, text: str) -> list[str]:
+        if self.style == "joeynmt":
+            if self.settings["normalize"]:
+                text = self._normalizer.normalize(_tidy_spaces(unicodedata.normalize("NFKC", text).translate(
+                    _STRAIGHT_QUOTES)))
+            text = self._tokenizer.tokenize(text, return_str=True, escape=True)
+            return (text.lower() if self.settings["lowercase"] else text).split()
         if self.settings["lowercase"]:
             text = text.lower()
         text = _MOSES_FULL_STOPS.sub(". ", text).translate(_MOSES_UNICODE_PUNCTUATION)
@@ -782,7 +816,20 @@ class _Moses:
                                                           escape=True) if word]
 
     def detokenize(self, words: list[str]) -> str:
-        return self._detokenizer.detokenize(words)
+        text = self._detokenizer.detokenize(words)
+        return _tidy_spaces(text) if self.style == "joeynmt" and self.settings["normalize"] else text
+
+
+_STRAIGHT_QUOTES = str.maketrans({"’": "'", "“": '"', "”": '"'})
+
+
+def _tidy_spaces(text: str) -> str:
+    """JoeyNMT's space tidying: zero-width spaces dropped, runs of spaces (ideographic too) to one, no space
+    before ``?!,.:``, none at the ends."""
+    text = re.sub("[ \u3000]+", " ", text.replace("\u200b", ""))
+    for mark in "?!,.:":
+        text = text.replace(" " + mark, mark)
+    return text.strip()
 
 
 def _byte_level_alphabet() -> dict[str, int]:

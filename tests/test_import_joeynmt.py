@@ -379,6 +379,70 @@ def test_an_unused_weight_is_refused_naming_it(plain, tmp_path):
         convert(variant)
 
 
+MOSES_CORPUS = ["The cat's hat is red.", 'She said "hello" to the dog & the cat.', "It costs $5 -- or more?",
+                "L'homme voit «la maison» : c'est grand !", "Le chien court vite, très vite."]
+MOSES_TYPED = ['The cat\u2019s  hat is "red"!', "the dog & the cat ?", "L'homme court\u200b vite : c'est grand.",
+               "A zebra sees the cat."]  # curly quote, two spaces, a zero-width space, unknown words
+
+
+@pytest.mark.parametrize("level", ["word", "bpe"])
+@pytest.mark.parametrize("normalize", [False, True], ids=["plain", "normalize"])
+def test_the_moses_pretokenizer_splits_and_joins_text_as_joeynmt(plain, tmp_path, level, normalize):
+    """``tokenizer_cfg.pretokenizer: moses`` (with ``lowercase`` and, or not, ``normalize``), before JoeyNMT's word
+    level or subword-nmt: typed text becomes the ids JoeyNMT's own pre_process, tokenizer and vocabulary give,
+    and output ids read back as JoeyNMT's post_process writes them."""
+    import io
+
+    from joeynmt.tokenizers import build_tokenizer
+
+    from models.checkpoint import load_checkpoint
+
+    data = {side: {"lang": lang, "level": level, "lowercase": True, "normalize": normalize,
+                   "tokenizer_cfg": {"pretokenizer": "moses"}} for side, lang in (("src", "en"), ("trg", "fr"))}
+    if level == "bpe":
+        learn_bpe = pytest.importorskip("subword_nmt.learn_bpe")
+        words = build_tokenizer({side: {**section, "level": "word", "tokenizer_cfg": {"pretokenizer": "moses"}}
+                                 for side, section in data.items()})["en"]
+        codes = io.StringIO()
+        learn_bpe.learn_bpe(io.StringIO("\n".join(words.pre_process(line) for line in MOSES_CORPUS * 3) + "\n"), codes,
+                            num_symbols=40)
+        (tmp_path / "codes.txt").write_text(codes.getvalue(), encoding="utf-8")
+        for section in data.values():
+            section.update(tokenizer_type="subword-nmt", tokenizer_cfg={"pretokenizer": "moses", "num_merges": 40,
+                                                                        "codes": str(tmp_path / "codes.txt")})
+    tokenizer = build_tokenizer(data)["en"]
+    pieces = sorted({piece for line in MOSES_CORPUS for piece in tokenizer(tokenizer.pre_process(line))})
+    assert "&apos;s" in pieces or "&apos;@@" in pieces or any("&apos;" in piece for piece in pieces)
+    vocab = JOEY.Vocabulary(pieces, _special_symbols())
+    tokenizer.set_vocab(vocab)  # as JoeyNMT's load_data does
+    folder = _model_folder(plain, tmp_path, f"moses-{level}", vocab, data)
+    if level == "bpe":
+        shutil.copy(tmp_path / "codes.txt", folder / "codes.txt")
+    output = tmp_path / "moses.safetensors"  # what a user runs: the converted file, saved and opened again
+    assert main(["convert", str(folder), "-o", str(output)]) == 0
+    checkpoint = load_checkpoint(output)
+    translator = Translator(checkpoint, device="cpu")
+    for sentence in MOSES_CORPUS + MOSES_TYPED:
+        expected = vocab.sentences_to_ids([tokenizer(tokenizer.pre_process(sentence))], bos=False, eos=True)[0][0]
+        assert translator.source(sentence).ids == expected, sentence
+        ids = [index for index in expected if index != vocab.eos_index]
+        if vocab.unk_index not in ids:  # (an unknown word reads as <unk> there, as ⟨unk⟩ here)
+            written = tokenizer.post_process(vocab.arrays_to_sentences(np.array([ids]))[0])
+            assert checkpoint.source_tokenizer.decode(ids) == written, sentence  # English's Moses rules
+    assert "Moses' tokenizer (en, lower-cased)" in checkpoint.provenance["imported_from"]["tokenization"]
+
+
+def test_moses_before_sentencepiece_is_refused_in_one_line(plain, tmp_path):
+    vocab = JOEY.Vocabulary(["the", "cat"], _special_symbols())
+    data = {side: {"lang": lang, "level": "bpe", "tokenizer_type": "sentencepiece",
+                   "tokenizer_cfg": {"pretokenizer": "moses", "model_file": "spm.model"}}
+            for side, lang in (("src", "en"), ("trg", "fr"))}
+    folder = _model_folder(plain, tmp_path, "moses-spm", vocab, data)
+    with pytest.raises(CheckpointError, match="pretokenizer 'moses' before sentencepiece is not supported; before "
+                                              "words and subword-nmt it is"):
+        convert(folder)
+
+
 @pytest.mark.parametrize("where, key, value, named", [
     ("encoder", "activation", "tanh", r"activation 'tanh'"),
     ("decoder", "type", "recurrent", r"a transformer encoder with a recurrent decoder"),

@@ -555,9 +555,11 @@ def tokenizer_json_pair(source: Source, config: Any,
         raise CheckpointError(path, str(error)) from None
 
 
-def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int], moses: str) -> TokenizerJsonTokenizer:
+def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int],
+                          moses: dict[str, Any] | None) -> TokenizerJsonTokenizer:
     """subword-nmt's BPE: each word's characters, the last with ``</w>``, merged by the codes' ranks; a piece
-    that does not end a word is written ``piece@@`` in the dictionary."""
+    that does not end a word is written ``piece@@`` in the dictionary. ``moses``: the Moses settings that
+    make the words first (see ``TokenizerJsonTokenizer``), if any."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers
 
@@ -582,5 +584,4 @@ def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str,
     tokenizer = HFTokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unknown, end_of_word_suffix="</w>"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
-    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True,
-                                  moses={"lang": moses, "lowercase": False} if moses else None)
+    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True, moses=moses)

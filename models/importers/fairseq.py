@@ -491,7 +491,9 @@ def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapp
             made = [SentencePieceVocabTokenizer(proto, vocabulary, specials) for vocabulary in vocabularies]
             return made[0], made[1], f"sentencepiece model {path}"
         if kind == "subword_nmt":
-            made = [subword_nmt_tokenizer(path, vocabulary, specials=specials, moses=moses) for vocabulary in vocabularies]
+            prepared = {"lang": moses, "lowercase": False} if moses else None
+            made = [subword_nmt_tokenizer(path, vocabulary, specials=specials, moses=prepared)
+                    for vocabulary in vocabularies]
             return made[0], made[1], f"subword-nmt codes {path}" + (f" after Moses ({moses})" if moses else "")
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None

@@ -448,13 +448,29 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
     options = section.get("tokenizer_cfg") or {}
     if not isinstance(options, dict):
         raise CheckpointError(config_path, f"data.{side}.tokenizer_cfg must be a mapping; got {options!r}")
-    if str(options.get("pretokenizer", "none")).lower() != "none":
-        raise CheckpointError(config_path, f"data.{side}.tokenizer_cfg.pretokenizer {options['pretokenizer']!r} "
-                                           f"(Moses) is not supported; word and bpe levels without a pretokenizer are")
-    note = "lowercase text, " if section.get("lowercase") else ""
+    pretokenizer = str(options.get("pretokenizer", "none")).lower()
+    moses = None
+    if pretokenizer == "moses":
+        kind = section.get("tokenizer_type", section.get("bpe_type", "sentencepiece"))
+        if level == "char" or level == "bpe" and kind != "subword-nmt":
+            raise CheckpointError(config_path, f"data.{side}.tokenizer_cfg.pretokenizer 'moses' before "
+                                               f"{'characters' if level == 'char' else kind} is not supported; "
+                                               f"before words and subword-nmt it is")
+        language = section.get("lang")
+        if not isinstance(language, str) or not language:
+            raise CheckpointError(config_path, f"data.{side}.lang must name the language Moses tokenises")
+        # JoeyNMT's pre_process: Moses (after its normaliser where asked), then lower case
+        moses = {"lang": language, "lowercase": bool(section.get("lowercase")), "style": "joeynmt",
+                 "normalize": bool(section.get("normalize"))}
+    elif pretokenizer != "none":
+            raise CheckpointError(config_path, f"data.{side}.tokenizer_cfg.pretokenizer {options['pretokenizer']!r} "
+                                           f"is not supported; none and moses are")
+    note = "lowercase text, " if section.get("lowercase") and moses is None else ""
+    if moses is not None:
+        note = f"Moses' tokenizer ({moses['lang']}{', lower-cased' if moses['lowercase'] else ''}) then "
     try:
         if level == "word":
-            return WordTokenizer(vocabulary, ids, split="whitespace"), \
+            return WordTokenizer(vocabulary, ids, split="whitespace", moses=moses), \
                 f"{note}whitespace-separated words, as JoeyNMT's word level reads them"
         if level == "char":
             return WordTokenizer(vocabulary, ids, split="characters"), \
@@ -472,7 +488,7 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
             if kind == "subword-nmt":
                 codes = _resolve(config_path, named)
                 if codes is not None:
-                    return subword_nmt_tokenizer(codes, vocabulary, specials=ids, moses=""), \
+                    return subword_nmt_tokenizer(codes, vocabulary, specials=ids, moses=moses), \
                         f"{note}split by subword-nmt with its codes {codes.name}"
                 return WordTokenizer(vocabulary, ids, split="whitespace"), \
                     f"{note}give text already split by subword-nmt with its codes ({named}, not found beside the " \
