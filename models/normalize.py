@@ -5,7 +5,8 @@ where the corpus used curly ones, a hyphen for a dash, full-width forms, capital
 character model, tabs and line breaks. ``normalize`` applies Unicode NFKC (what sentencepiece's default
 normaliser also does), turns line breaks and tabs into spaces, and replaces a character the vocabulary
 lacks by a variant it has (quotes, apostrophes, dashes, ellipsis; lower case for a vocabulary without
-capitals). What is still unknown after this stays in the text: the tokenizer maps it to its unknown
+capitals). ``nfkc-lowercase`` lowers the whole text too, for a model trained on lower-cased text (JoeyNMT's
+``lowercase: true``). What is still unknown after this stays in the text: the tokenizer maps it to its unknown
 token and the views show the original character.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Callable
 
-NORMALIZATIONS = ("nfkc", "none")
+NORMALIZATIONS = ("nfkc", "none", "nfkc-lowercase")  # nfkc-lowercase: a model trained on lower-cased text
 
 # A character the vocabulary lacks → the variants to try, in order.
 VARIANTS: dict[str, str] = {
@@ -33,6 +34,8 @@ def normalize(text: str, knows: Callable[[str], bool], *, how: str = "nfkc", low
     if how == "none":
         return text
     text = unicodedata.normalize("NFKC", text)
+    if how == "nfkc-lowercase":
+        text = text.lower()
     text = "".join(WHITESPACE.get(character, character) for character in text)
     pieces, quotes = [], {'"': False}
     for index, character in enumerate(text):

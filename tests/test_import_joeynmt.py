@@ -432,6 +432,26 @@ def test_the_moses_pretokenizer_splits_and_joins_text_as_joeynmt(plain, tmp_path
     assert "Moses' tokenizer (en, lower-cased)" in checkpoint.provenance["imported_from"]["tokenization"]
 
 
+@pytest.mark.parametrize("level", ["word", "char"])
+def test_lowercase_lowers_typed_text_as_joeynmt(plain, tmp_path, level):
+    """``lowercase: true`` without Moses: typed capitals are lowered before the text is split, as JoeyNMT's
+    pre_process does (before, "The Cat" read as two unknown words of a lower-cased vocabulary)."""
+    from joeynmt.tokenizers import build_tokenizer
+
+    data = {side: {"lang": lang, "level": level, "lowercase": True} for side, lang in (("src", "en"), ("trg", "fr"))}
+    tokenizer = build_tokenizer(data)["en"]
+    corpus = ("the small cat runs", "a red dog sees the cat")
+    pieces = sorted({piece for line in corpus for piece in tokenizer(tokenizer.pre_process(line))})
+    vocab = JOEY.Vocabulary(pieces, _special_symbols())
+    tokenizer.set_vocab(vocab)
+    translator = Translator(convert(_model_folder(plain, tmp_path, f"lower-{level}", vocab, data)), device="cpu")
+    for sentence in ("The Small CAT runs", "A red Dog sees THE cat"):
+        expected = vocab.sentences_to_ids([tokenizer(tokenizer.pre_process(sentence))], bos=False, eos=True)[0][0]
+        assert vocab.unk_index not in expected
+        assert translator.source(sentence).ids == expected, sentence
+    assert "lower-cased" in translator.checkpoint.provenance["imported_from"]["tokenization"]
+
+
 def test_moses_before_sentencepiece_is_refused_in_one_line(plain, tmp_path):
     vocab = JOEY.Vocabulary(["the", "cat"], _special_symbols())
     data = {side: {"lang": lang, "level": "bpe", "tokenizer_type": "sentencepiece",

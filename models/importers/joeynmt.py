@@ -308,8 +308,9 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         check_against_weights(checkpoint.path, config, state)
         model = TransformerSeq2Seq(config)
         _map_weights(checkpoint, state, config).load_into(model)
-    tokenizers, notes = zip(*(_tokenizer(config_path=config_path, data=data, side=side, vocabulary=vocabularies[side],
-                                         ids=ids) for side in ("src", "trg")))
+    tokenizers, notes = zip(*(_lowered(_tokenizer(config_path=config_path, data=data, side=side,
+                                                  vocabulary=vocabularies[side], ids=ids),
+                                       _section(config_path, data, "data", side)) for side in ("src", "trg")))
     record = provenance(NAME, checkpoint, settings=settings, inferred=inspection.inferred,
                         config=str(config_path.resolve()),
                         vocabularies={side: str(path.resolve()) for side, path in vocab_paths.items()},
@@ -440,6 +441,15 @@ def _map_rnn_weights(source: Source, state: dict[str, Tensor], config: RNNConfig
     return weights
 
 
+def _lowered(made: tuple[Any, str], section: dict[str, Any]) -> tuple[Any, str]:
+    """JoeyNMT lower-cases text before it splits it (``lowercase: true``); with Moses, after Moses (the
+    tokenizer's Moses settings do that)."""
+    tokenizer, note = made
+    if section.get("lowercase") and getattr(tokenizer, "moses", None) is None:
+        tokenizer.normalization = "nfkc-lowercase"
+    return tokenizer, note
+
+
 def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: list[str],
                ids: dict[str, int]) -> tuple[Any, str]:
     """The tokenizer JoeyNMT's data section describes for one side, and how the user's text should look."""
@@ -465,7 +475,7 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
     elif pretokenizer != "none":
             raise CheckpointError(config_path, f"data.{side}.tokenizer_cfg.pretokenizer {options['pretokenizer']!r} "
                                            f"is not supported; none and moses are")
-    note = "lowercase text, " if section.get("lowercase") and moses is None else ""
+    note = "lower-cased, " if section.get("lowercase") and moses is None else ""
     if moses is not None:
         note = f"Moses' tokenizer ({moses['lang']}{', lower-cased' if moses['lowercase'] else ''}) then "
     try:
