@@ -91,7 +91,10 @@ def _mapped(shape: tuple[int, ...], dtype: type) -> tuple[mmap.mmap | None, np.n
     size = int(np.prod(shape)) * np.dtype(dtype).itemsize
     if size == 0:
         return None, np.zeros(shape, dtype)
-    mapping = mmap.mmap(-1, size)
+    try:
+        mapping = mmap.mmap(-1, size)
+    except OSError:  # a system that will not reserve that much address space: ordinary memory, all of it used
+        return None, np.zeros(shape, dtype)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):  # where the system gives huge pages to every large mapping
         mapping.madvise(mmap.MADV_NOHUGEPAGE)
     return mapping, np.frombuffer(mapping, dtype=dtype).reshape(shape)
