@@ -636,7 +636,9 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     ``<id N>``). ``add_special_tokens``: encode as the file's post-processor frames a source (BART:
     ``<s> … </s>``; mBART: ``… </s> en_XX``), so a model using it must not append ``</s>`` itself.
     ``beyond_is_unknown``: ids the definition gives beyond the model's vocabulary are the unknown token (symbols a
-    BPE makes that the model's vocabulary lacks); otherwise they are an error.
+    BPE makes that the model's vocabulary lacks); otherwise they are an error. ``split_back``: such a symbol is
+    first split back into the two its merge joined, again and again, until the vocabulary has each part
+    (subword-nmt's vocabulary filter, as JoeyNMT applies it); a character the vocabulary lacks stays unknown.
     ``moses``: ``{"lang": "en", "lowercase": false}`` splits text into words the way fairseq's WMT models were
     trained (Moses punctuation normalisation and tokenisation, with the ``sacremoses`` package) before the
     definition's model runs on each word; decoding joins the words with Moses' detokenizer. With
@@ -646,13 +648,16 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
     kind = "tokenizer-json"
 
     def __init__(self, definition: str, vocabulary: Sequence[str], specials: dict[str, int | None], *,
-                 add_special_tokens: bool = False, beyond_is_unknown: bool = False,
+                 add_special_tokens: bool = False, beyond_is_unknown: bool = False, split_back: bool = False,
                  moses: dict[str, Any] | None = None, languages: dict[str, int] | None = None,
                  language: str | None = None, force_language: bool = False):
         super().__init__(vocabulary, specials)
         if beyond_is_unknown and self.unk_id is None:
             raise ConfigError("tokenizer-json: beyond_is_unknown needs an unknown token")
         self.beyond_is_unknown = bool(beyond_is_unknown)
+        if split_back and not beyond_is_unknown:
+            raise ConfigError("tokenizer-json: split_back needs beyond_is_unknown")
+        self._merged_from = _merges_of(definition) if split_back else None
         self.moses = _Moses(moses) if moses is not None else None
         languages = dict(languages or {})
         if not all(isinstance(code, str) and isinstance(index, int) and not isinstance(index, bool)
@@ -700,6 +705,8 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {"beyond_is_unknown": True} if self.beyond_is_unknown else {}  # absent: as before
+        if self._merged_from is not None:
+            extra["split_back"] = True
         if self.moses is not None:
             extra["moses"] = self.moses.settings
         if self._languages:
@@ -716,7 +723,8 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
             raise ConfigError("tokenizer-json 'languages' must be an object and 'language' a string")
         return cls(data.get("definition"), vocabulary, specials,
                    add_special_tokens=bool(data.get("add_special_tokens", False)),
-                   beyond_is_unknown=bool(data.get("beyond_is_unknown", False)), moses=data.get("moses"),
+                   beyond_is_unknown=bool(data.get("beyond_is_unknown", False)),
+                   split_back=bool(data.get("split_back", False)), moses=data.get("moses"),
                    languages=languages, language=language, force_language=bool(data.get("force_language", False)))
 
     def _encoded(self, text: str, add_special_tokens: bool) -> list[int]:
@@ -734,6 +742,9 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
             codes, chosen = set(self._languages.values()), self._languages[self.language]
             ids = [chosen if added and token_id in codes else token_id
                    for token_id, added in zip(ids, encoding.special_tokens_mask)]
+        if self._merged_from is not None:
+            ids = [part for token, token_id in zip(encoding.tokens, ids)
+                   for part in ([token_id] if token_id < self.vocab_size else self._split_back(token))]
         if self.beyond_is_unknown:
             return [self.unk_id if token_id >= self.vocab_size else token_id for token_id in ids]
         return ids
@@ -753,9 +764,36 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
         return sorted({c for c in text if not c.isspace()
                        and self.unk_id in self._encoded(c, False)})
 
+    def _split_back(self, symbol: str, depth: int = 0) -> list[int]:
+        """Ids of the parts of ``symbol`` (one the vocabulary lacks), split back through the merges."""
+        parts = self._merged_from.get(symbol) if depth < 200 else None
+        if parts is None:  # a single character, or beyond any sensible depth
+            return [self.unk_id]
+        ids = []
+        for part in parts:
+            part_id = self._tokenizer.token_to_id(part)
+            ids.extend([part_id] if part_id is not None and part_id < self.vocab_size else
+                       self._split_back(part, depth + 1))
+        return ids
+
     def _decode(self, ids: list[int]) -> str:
         text = self._tokenizer.decode(ids, skip_special_tokens=True).strip()
         return self.moses.detokenize(text.split()) if self.moses is not None else text
+
+
+def _merges_of(definition: str) -> dict[str, tuple[str, str]]:
+    """A BPE definition's merges as merged symbol → the two it was made of."""
+    try:
+        merges = json.loads(definition)["model"]["merges"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError("tokenizer-json: split_back needs a BPE definition with merges") from None
+    pairs = [tuple(merge.split(" ", 1)) if isinstance(merge, str) else tuple(merge) for merge in merges]
+    if not all(len(pair) == 2 and all(isinstance(part, str) for part in pair) for pair in pairs):
+        raise ConfigError("tokenizer-json: a BPE merge is not two symbols")
+    merged: dict[str, tuple[str, str]] = {}
+    for first, second in pairs:
+        merged.setdefault(first + second, (first, second))  # the first (highest ranked) merge made it
+    return merged
 
 
 # Moses' replace-unicode-punctuation rules (as fairseq's WMT'19 preprocessing applied them): characters → ASCII

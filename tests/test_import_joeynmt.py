@@ -424,7 +424,12 @@ def test_the_moses_pretokenizer_splits_and_joins_text_as_joeynmt(plain, tmp_path
     translator = Translator(checkpoint, device="cpu")
     for sentence in MOSES_CORPUS + MOSES_TYPED:
         expected = vocab.sentences_to_ids([tokenizer(tokenizer.pre_process(sentence))], bos=False, eos=True)[0][0]
-        assert translator.source(sentence).ids == expected, sentence
+        ours = translator.source(sentence).ids
+        if vocab.unk_index in expected:  # where JoeyNMT's vocabulary lacks a typed character (’ without
+            # normalize), attnviz first tries a variant it has (models/normalize.py): never more unknowns
+            assert ours.count(vocab.unk_index) <= expected.count(vocab.unk_index), sentence
+            continue
+        assert ours == expected, sentence
         ids = [index for index in expected if index != vocab.eos_index]
         if vocab.unk_index not in ids:  # (an unknown word reads as <unk> there, as ⟨unk⟩ here)
             written = tokenizer.post_process(vocab.arrays_to_sentences(np.array([ids]))[0])
@@ -644,11 +649,17 @@ def test_subword_nmt_codes_beside_the_config_split_text_as_joeynmt(plain, tmp_pa
     pieces = sorted({piece for line in corpus.splitlines() for piece in tokenizer(line)})
     assert any(piece.endswith("@@") for piece in pieces)
     vocab = JOEY.Vocabulary(pieces, _special_symbols())
+    tokenizer.set_vocab(vocab)  # as JoeyNMT's load_data does: subword-nmt then splits pieces the vocabulary lacks
     saved = {side: dict(section, tokenizer_cfg={"codes": "/trained/elsewhere/codes.txt"})  # found by its name
              for side, section in data.items()}
     folder = _model_folder(plain, tmp_path, "bpe-model", vocab, saved)
     (folder / "codes.txt").write_bytes((tmp_path / "codes.txt").read_bytes())
     translator = Translator(convert(folder), device="cpu")
-    for sentence in ("the small cat runs", "a red dog sees le chat", "le chien voit la maison"):
+    merged_only = build_tokenizer(data)["en"]  # the same codes without the vocabulary
+    split_back = 0
+    for sentence in ("the small cat runs", "a red dog sees le chat", "le chien voit la maison",
+                     "these cheap theses", "a hot chess set", "the houses see a cathedral"):  # unseen words
         expected = vocab.sentences_to_ids([tokenizer(sentence)], bos=False, eos=True)[0][0]
         assert translator.source(sentence).ids == expected, sentence
+        split_back += len(tokenizer(sentence)) - len(merged_only(sentence))
+    assert split_back > 0  # pieces the vocabulary lacks were split back (they read as <unk> before)

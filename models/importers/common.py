@@ -556,10 +556,11 @@ def tokenizer_json_pair(source: Source, config: Any,
 
 
 def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int],
-                          moses: dict[str, Any] | None) -> TokenizerJsonTokenizer:
+                          moses: dict[str, Any] | None, split_back: bool = False) -> TokenizerJsonTokenizer:
     """subword-nmt's BPE: each word's characters, the last with ``</w>``, merged by the codes' ranks; a piece
     that does not end a word is written ``piece@@`` in the dictionary. ``moses``: the Moses settings that
-    make the words first (see ``TokenizerJsonTokenizer``), if any."""
+    make the words first (see ``TokenizerJsonTokenizer``), if any; ``split_back``: subword-nmt run with the
+    vocabulary (pieces it lacks split back into known ones), as JoeyNMT runs it."""
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import decoders, models, pre_tokenizers
 
@@ -584,4 +585,5 @@ def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str,
     tokenizer = HFTokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unknown, end_of_word_suffix="</w>"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
-    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True, moses=moses)
+    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True, moses=moses,
+                                  split_back=split_back)

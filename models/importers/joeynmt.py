@@ -498,7 +498,7 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
             if kind == "subword-nmt":
                 codes = _resolve(config_path, named)
                 if codes is not None:
-                    return subword_nmt_tokenizer(codes, vocabulary, specials=ids, moses=moses), \
+                    return subword_nmt_tokenizer(codes, vocabulary, specials=ids, moses=moses, split_back=True), \
                         f"{note}split by subword-nmt with its codes {codes.name}"
                 return WordTokenizer(vocabulary, ids, split="whitespace"), \
                     f"{note}give text already split by subword-nmt with its codes ({named}, not found beside the " \
