@@ -6,16 +6,19 @@ character model, tabs and line breaks. ``normalize`` applies Unicode NFKC (what 
 normaliser also does), turns line breaks and tabs into spaces, and replaces a character the vocabulary
 lacks by a variant it has (quotes, apostrophes, dashes, ellipsis; lower case for a vocabulary without
 capitals). ``nfkc-lowercase`` lowers the whole text too, for a model trained on lower-cased text (JoeyNMT's
-``lowercase: true``). What is still unknown after this stays in the text: the tokenizer maps it to its unknown
+``lowercase: true``); ``joeynmt`` starts as JoeyNMT's ``normalize: true`` does (curly quotes straightened, spaces
+tidied: ``red ?`` is ``red?``). What is still unknown after this stays in the text: the tokenizer maps it to its unknown
 token and the views show the original character.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable
 
-NORMALIZATIONS = ("nfkc", "none", "nfkc-lowercase")  # nfkc-lowercase: a model trained on lower-cased text
+# nfkc-lowercase: a model trained on lower-cased text; joeynmt: JoeyNMT's ``normalize: true`` (see joeynmt_normalize)
+NORMALIZATIONS = ("nfkc", "none", "nfkc-lowercase", "joeynmt", "joeynmt-lowercase")
 
 # A character the vocabulary lacks → the variants to try, in order.
 VARIANTS: dict[str, str] = {
@@ -33,8 +36,8 @@ def normalize(text: str, knows: Callable[[str], bool], *, how: str = "nfkc", low
     """``text`` in the vocabulary's forms; ``knows(c)``: whether the vocabulary has character ``c``."""
     if how == "none":
         return text
-    text = unicodedata.normalize("NFKC", text)
-    if how == "nfkc-lowercase":
+    text = joeynmt_normalize(text) if how.startswith("joeynmt") else unicodedata.normalize("NFKC", text)
+    if how.endswith("-lowercase"):
         text = text.lower()
     text = "".join(WHITESPACE.get(character, character) for character in text)
     pieces, quotes = [], {'"': False}
@@ -47,6 +50,23 @@ def normalize(text: str, knows: Callable[[str], bool], *, how: str = "nfkc", low
             continue
         pieces.append(_variant(character, text, index=index, knows=knows, quotes=quotes))
     return "".join(pieces)
+
+
+_STRAIGHT_QUOTES = str.maketrans({"’": "'", "“": '"', "”": '"'})
+
+
+def joeynmt_normalize(text: str) -> str:
+    """JoeyNMT's ``normalize: true``: NFKC, curly quotes straightened, then :func:`tidy_spaces`."""
+    return tidy_spaces(unicodedata.normalize("NFKC", text).translate(_STRAIGHT_QUOTES))
+
+
+def tidy_spaces(text: str) -> str:
+    """JoeyNMT's space tidying: zero-width spaces dropped, runs of spaces (ideographic too) to one, no space
+    before ``?!,.:``, none at the ends."""
+    text = re.sub("[ \u3000]+", " ", text.replace("\u200b", ""))
+    for mark in "?!,.:":
+        text = text.replace(" " + mark, mark)
+    return text.strip()
 
 
 def _variant(character: str, text: str, index: int, knows: Callable[[str], bool], quotes: dict) -> str:

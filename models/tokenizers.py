@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import sentencepiece as spm
 
 from .errors import AttnvizError, ConfigError, DataError, EmptyInputError, UnknownCharactersError
-from .normalize import NORMALIZATIONS, normalize
+from .normalize import NORMALIZATIONS, joeynmt_normalize, normalize, tidy_spaces
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")
@@ -841,8 +841,7 @@ class _Moses:
     def words(self, text: str) -> list[str]:
         if self.style == "joeynmt":
             if self.settings["normalize"]:
-                text = self._normalizer.normalize(_tidy_spaces(unicodedata.normalize("NFKC", text).translate(
-                    _STRAIGHT_QUOTES)))
+                text = self._normalizer.normalize(joeynmt_normalize(text))
             text = self._tokenizer.tokenize(text, return_str=True, escape=True)
             return (text.lower() if self.settings["lowercase"] else text).split()
         if self.settings["lowercase"]:
@@ -855,19 +854,7 @@ class _Moses:
 
     def detokenize(self, words: list[str]) -> str:
         text = self._detokenizer.detokenize(words)
-        return _tidy_spaces(text) if self.style == "joeynmt" and self.settings["normalize"] else text
-
-
-_STRAIGHT_QUOTES = str.maketrans({"’": "'", "“": '"', "”": '"'})
-
-
-def _tidy_spaces(text: str) -> str:
-    """JoeyNMT's space tidying: zero-width spaces dropped, runs of spaces (ideographic too) to one, no space
-    before ``?!,.:``, none at the ends."""
-    text = re.sub("[ \u3000]+", " ", text.replace("\u200b", ""))
-    for mark in "?!,.:":
-        text = text.replace(" " + mark, mark)
-    return text.strip()
+        return tidy_spaces(text) if self.style == "joeynmt" and self.settings["normalize"] else text
 
 
 def _byte_level_alphabet() -> dict[str, int]:

@@ -438,23 +438,29 @@ def test_the_moses_pretokenizer_splits_and_joins_text_as_joeynmt(plain, tmp_path
 
 
 @pytest.mark.parametrize("level", ["word", "char"])
-def test_lowercase_lowers_typed_text_as_joeynmt(plain, tmp_path, level):
-    """``lowercase: true`` without Moses: typed capitals are lowered before the text is split, as JoeyNMT's
-    pre_process does (before, "The Cat" read as two unknown words of a lower-cased vocabulary)."""
+@pytest.mark.parametrize("lowercase, normalize", [(True, False), (False, True), (True, True)])
+def test_lowercase_and_normalize_prepare_typed_text_as_joeynmt(plain, tmp_path, level, lowercase, normalize):
+    """``lowercase: true`` and ``normalize: true`` without Moses: typed text is lowered, and normalised as
+    JoeyNMT's pre_process does (curly quotes straightened, ``red ?`` is ``red?``), before it is split (before,
+    "The Cat" read as two unknown words of a lower-cased vocabulary)."""
     from joeynmt.tokenizers import build_tokenizer
 
-    data = {side: {"lang": lang, "level": level, "lowercase": True} for side, lang in (("src", "en"), ("trg", "fr"))}
+    data = {side: {"lang": lang, "level": level, "lowercase": lowercase, "normalize": normalize}
+            for side, lang in (("src", "en"), ("trg", "fr"))}
     tokenizer = build_tokenizer(data)["en"]
-    corpus = ("the small cat runs", "a red dog sees the cat")
+    corpus = ("the small cat runs", 'a red dog sees the "cat"?', "The Small CAT runs", 'A red Dog sees THE cat!')
     pieces = sorted({piece for line in corpus for piece in tokenizer(tokenizer.pre_process(line))})
     vocab = JOEY.Vocabulary(pieces, _special_symbols())
     tokenizer.set_vocab(vocab)
-    translator = Translator(convert(_model_folder(plain, tmp_path, f"lower-{level}", vocab, data)), device="cpu")
-    for sentence in ("The Small CAT runs", "A red Dog sees THE cat"):
+    translator = Translator(convert(_model_folder(plain, tmp_path, f"prepared-{level}", vocab, data)), device="cpu")
+    typed = ["The Small CAT runs", "A red Dog sees THE cat"] if lowercase else []
+    typed += ["a red dog sees the \u201ccat\u201d  ?", "A red Dog sees THE cat\u200b !"] if normalize else []
+    for sentence in typed:
         expected = vocab.sentences_to_ids([tokenizer(tokenizer.pre_process(sentence))], bos=False, eos=True)[0][0]
         assert vocab.unk_index not in expected
         assert translator.source(sentence).ids == expected, sentence
-    assert "lower-cased" in translator.checkpoint.provenance["imported_from"]["tokenization"]
+    tokenization = translator.checkpoint.provenance["imported_from"]["tokenization"]
+    assert ("lower-cased" in tokenization) == lowercase and ("normalised" in tokenization) == normalize
 
 
 def test_moses_before_sentencepiece_is_refused_in_one_line(plain, tmp_path):

@@ -308,7 +308,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         check_against_weights(checkpoint.path, config, state)
         model = TransformerSeq2Seq(config)
         _map_weights(checkpoint, state, config).load_into(model)
-    tokenizers, notes = zip(*(_lowered(_tokenizer(config_path=config_path, data=data, side=side,
+    tokenizers, notes = zip(*(_prepared(_tokenizer(config_path=config_path, data=data, side=side,
                                                   vocabulary=vocabularies[side], ids=ids),
                                        _section(config_path, data, "data", side)) for side in ("src", "trg")))
     record = provenance(NAME, checkpoint, settings=settings, inferred=inspection.inferred,
@@ -441,12 +441,13 @@ def _map_rnn_weights(source: Source, state: dict[str, Tensor], config: RNNConfig
     return weights
 
 
-def _lowered(made: tuple[Any, str], section: dict[str, Any]) -> tuple[Any, str]:
-    """JoeyNMT lower-cases text before it splits it (``lowercase: true``); with Moses, after Moses (the
-    tokenizer's Moses settings do that)."""
+def _prepared(made: tuple[Any, str], section: dict[str, Any]) -> tuple[Any, str]:
+    """JoeyNMT's pre_process before it splits text: ``normalize``, then ``lowercase`` (with Moses, the
+    tokenizer's Moses settings do both, around Moses)."""
     tokenizer, note = made
-    if section.get("lowercase") and getattr(tokenizer, "moses", None) is None:
-        tokenizer.normalization = "nfkc-lowercase"
+    if getattr(tokenizer, "moses", None) is None and (section.get("lowercase") or section.get("normalize")):
+        base = "joeynmt" if section.get("normalize") else "nfkc"
+        tokenizer.normalization = f"{base}-lowercase" if section.get("lowercase") else base
     return tokenizer, note
 
 
@@ -475,7 +476,8 @@ def _tokenizer(config_path: Path, data: dict[str, Any], side: str, vocabulary: l
     elif pretokenizer != "none":
             raise CheckpointError(config_path, f"data.{side}.tokenizer_cfg.pretokenizer {options['pretokenizer']!r} "
                                            f"is not supported; none and moses are")
-    note = "lower-cased, " if section.get("lowercase") and moses is None else ""
+    note = ("normalised as JoeyNMT does, " if section.get("normalize") and moses is None else "") + \
+        ("lower-cased, " if section.get("lowercase") and moses is None else "")
     if moses is not None:
         note = f"Moses' tokenizer ({moses['lang']}{', lower-cased' if moses['lowercase'] else ''}) then "
     try:
