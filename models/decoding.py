@@ -80,6 +80,7 @@ class _Decoder:
         self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
         self.beam_rows: BeamRows | None = None  # where a beam search writes its attention rows
         self.live: dict[int, int] = {}  # per unsettled beam step: how many of its rows a hypothesis still descends from
+        self._open = np.ones((0, 0), dtype=bool)  # see _shared_if_open
 
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
@@ -145,10 +146,23 @@ class _Decoder:
             rows = self.beam_rows.add(index, attention, parents)
         else:  # nothing asked for the weights
             rows = {}
-        mask_rows = {kind: mask.index_select(0, parents).cpu().numpy() for kind, mask in masks.items()}
+        mask_rows = {kind: self._shared_if_open(mask.index_select(0, parents).cpu().numpy())
+                     for kind, mask in masks.items()}
         return DecodeStep(step=index, **choices, parents=parents.cpu().numpy(),
                           scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(),
                           attention=rows, masks=mask_rows)
+
+    def _shared_if_open(self, rows: np.ndarray) -> np.ndarray:
+        """Mask rows that allow every key (nearly always: one sentence has no padding) as a view of one
+        read-only all-True array. Each step's own small mask arrays live as long as the run; scattered among
+        the step's freed temporaries they kept a long beam search's heap from being reused (hundreds of MB)."""
+        if not rows.all():
+            return rows
+        shape = self._open.shape
+        if rows.shape[0] > shape[0] or rows.shape[1] > shape[1]:
+            self._open = np.ones((max(rows.shape[0], shape[0]), max(rows.shape[1], shape[1], self.max_len)), bool)
+            self._open.setflags(write=False)
+        return self._open[: rows.shape[0], : rows.shape[1]]
 
     def choices(self, log_probs: Tensor, tokens: Tensor, frozen: Tensor | None = None) -> dict:
         """Per row of ``log_probs`` ``[N, V]``: the chosen token's probability and rank, and the top-k.

@@ -84,53 +84,55 @@ def untouched_zeros(shape: tuple[int, ...], dtype: type) -> np.ndarray:
     there, and a 2 MB huge page is resident in full at the first write into it (one row per head made
     a whole ``[heads, 1024, 1024]`` float16 buffer resident). The mapping is unmapped with the array.
     """
-    return _mapped(shape, dtype)[1]
-
-
-def _mapped(shape: tuple[int, ...], dtype: type) -> tuple[mmap.mmap | None, np.ndarray]:
     size = int(np.prod(shape)) * np.dtype(dtype).itemsize
     if size == 0:
-        return None, np.zeros(shape, dtype)
+        return np.zeros(shape, dtype)
     try:
         mapping = mmap.mmap(-1, size)
     except OSError:  # a system that will not reserve that much address space: ordinary memory, all of it used
-        return None, np.zeros(shape, dtype)
+        return np.zeros(shape, dtype)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):  # where the system gives huge pages to every large mapping
         mapping.madvise(mmap.MADV_NOHUGEPAGE)
-    return mapping, np.frombuffer(mapping, dtype=dtype).reshape(shape)
+    return np.frombuffer(mapping, dtype=dtype).reshape(shape)
 
 
 class BeamRows:
-    """A beam search's attention rows: step ``t``'s ``K`` rows go to block ``t`` of one ``[max_len, K, heads,
-    key_len]`` array per kind and layer, each in its own anonymous mapping (dec_self rows zero-filled on
-    the right).
+    """A beam search's attention rows: step ``t``'s ``K`` rows go to one block of a chunk of ``CHUNK`` steps,
+    an array ``[CHUNK, K, heads, key_len]`` per kind and layer in its own anonymous mapping (dec_self: as
+    many keys as the chunk's last step has, rows zero-filled on the right).
 
     Once every surviving hypothesis passes through one row of a step (:meth:`settle`), that row moves
-    into ``shared``, the prefix they all share (which becomes the best hypothesis' trace), and the pages
-    of the step's block go back to the system. So a beam holds about one trace plus ``K`` rows for each
-    step where its hypotheses still differ, and no step allocates rows that outlive it (allocations freed
-    out of order would leave the process' heap in pieces it cannot give back).
+    into ``shared``, the prefix they all share (which becomes the best hypothesis' trace); once every step
+    of a chunk has settled, the chunk is let go (:meth:`release_through`) and its mapping goes back to the
+    system when nothing looks into it any more. So a beam holds about one trace plus ``K`` rows for each
+    step where its hypotheses still differ (and the rest of their chunk), reserves space in proportion to
+    the steps taken, and allocates no rows that outlive their step on the process' heap (freed out of
+    order, they would leave it in pieces it cannot give back).
     """
+
+    CHUNK = 16
 
     def __init__(self, max_len: int, beam: int, dtype: type = np.float32):
         self.max_len, self.beam, self.dtype = max_len, beam, dtype
-        self.blocks: dict[str, list[tuple[mmap.mmap | None, np.ndarray]]] = {}
-        self.released: dict[tuple[str, int], int] = {}  # bytes at the start of each mapping given back
+        self.chunks: dict[tuple[str, int, int], np.ndarray] = {}  # (kind, layer, chunk) → its array
         self.shared = RowBuffer(max_len, dtype)
 
     def add(self, index: int, attention: dict[str, list[Tensor]], parents: Tensor) -> dict[str, list[np.ndarray]]:
         """Store step ``index``'s rows: per kind and layer ``[K', heads, key_len]`` rows of the hypotheses
         before the step, taken in the order ``parents`` gives; returns views ``[K, heads, key_len]``."""
+        chunk, offset = divmod(index, self.CHUNK)
         views = {}
         for kind, layers in attention.items():
-            if kind not in self.blocks:
-                key_len = self.max_len if kind == "dec_self" else layers[0].shape[-1]
-                self.blocks[kind] = [_mapped((self.max_len, self.beam, layer.shape[1], key_len), self.dtype)
-                                     for layer in layers]
             views[kind] = []
-            for (_, array), layer in zip(self.blocks[kind], layers):
-                block = array[index, : len(parents), :, : layer.shape[-1]]
-                block[...] = to_numpy(layer.index_select(0, parents), self.dtype)
+            for layer, weights in enumerate(layers):
+                array = self.chunks.get((kind, layer, chunk))
+                if array is None:
+                    last = min(self.max_len, (chunk + 1) * self.CHUNK)  # the steps after this chunk's
+                    keys = last if kind == "dec_self" else weights.shape[-1]
+                    array = untouched_zeros((last - chunk * self.CHUNK, self.beam, weights.shape[1], keys), self.dtype)
+                    self.chunks[(kind, layer, chunk)] = array
+                block = array[offset, : len(parents), :, : weights.shape[-1]]
+                block[...] = to_numpy(weights.index_select(0, parents), self.dtype)
                 views[kind].append(block)
         return views
 
@@ -140,18 +142,9 @@ class BeamRows:
         return self.shared.write(index, {kind: [layer[row] for layer in layers] for kind, layers in attention.items()})
 
     def release_through(self, index: int) -> None:
-        """Give back the pages of steps ``0..index``' blocks (all settled: nothing may look into them now)."""
-        if not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        for kind, blocks in self.blocks.items():
-            for layer, (mapping, array) in enumerate(blocks):
-                if mapping is None:
-                    continue
-                start = self.released.get((kind, layer), 0)
-                end = (index + 1) * array.strides[0] // mmap.PAGESIZE * mmap.PAGESIZE
-                if end > start:
-                    mapping.madvise(mmap.MADV_DONTNEED, start, end - start)
-                    self.released[(kind, layer)] = end
+        """Let go of the chunks whose steps all lie in ``0..index`` (all settled)."""
+        for key in [key for key in self.chunks if min(self.max_len, (key[2] + 1) * self.CHUNK) - 1 <= index]:
+            del self.chunks[key]
 
 
 class RowBuffer:

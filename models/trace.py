@@ -73,9 +73,7 @@ class DecodeStep:
 
     Once every surviving hypothesis of a beam passes through one row of a step, the step keeps only that
     row: ``kept`` is ``[row]`` and each array of ``attention`` has that one row (``None``: all ``K``);
-    :meth:`attention_row` finds a hypothesis' row either way, and ``masks`` always hold all ``K`` rows. The
-    arrays are replaced then and the old ones' memory given back: read a beam step's attention through the
-    step, not through arrays taken from it while the search ran.
+    :meth:`attention_row` finds a hypothesis' row either way, and ``masks`` always hold all ``K`` rows.
     """
 
     step: int

@@ -241,18 +241,27 @@ def test_one_pass_forced_equals_step_by_step_forced(arch):
         np.testing.assert_array_equal(one.trace.masks[kind], loop.trace.masks[kind])
 
 
-def resident_of(array: np.ndarray) -> float:
-    """Megabytes resident of the memory mapping that holds ``array`` (Linux's /proc/self/smaps)."""
-    address = array.__array_interface__["data"][0]
-    inside = False
+def mapping_at(address: int) -> dict[str, str] | None:
+    """The fields of the memory mapping (Linux's /proc/self/smaps) that holds ``address``, if one does."""
+    found = None
     with open("/proc/self/smaps") as smaps:
         for line in smaps:
             start, _, end = line.split(" ", 1)[0].partition("-")
             if end and all(c in "0123456789abcdef" for c in start + end):
-                inside = int(start, 16) <= address < int(end, 16)
-            elif inside and line.startswith("Rss:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no mapping holds the array")
+                if found is not None:
+                    return found
+                found = {} if int(start, 16) <= address < int(end, 16) else None
+            elif found is not None and ":" in line:
+                key, _, value = line.partition(":")
+                found[key] = value.strip()
+    return found
+
+
+def resident_of(array: np.ndarray) -> float:
+    """Megabytes resident of the memory mapping that holds ``array``."""
+    found = mapping_at(array.__array_interface__["data"][0])
+    assert found is not None, "no mapping holds the array"
+    return int(found["Rss"].split()[0]) / 1024
 
 
 def resident_mb() -> float:
@@ -278,22 +287,29 @@ def test_a_row_buffer_costs_the_rows_written_not_its_capacity():
     assert rows.arrays["cross"][0].shape == (8, 1024, 1024) and rows.arrays["cross"][0][3, 2, 5] != 0
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads the process' mappings from /proc")
 def test_a_beam_gives_back_the_rows_of_settled_steps():
-    """A beam step's K rows (64 KB here) leave memory once the step has settled on one row, which moves
-    into the shared prefix: 256 steps cost one row each, not four."""
+    """A beam step's K rows (64 KB here) leave memory once every step of their chunk has settled on one row,
+    which moved into the shared prefix: 256 steps cost one row each, not four; a chunk still looked into
+    stays readable."""
     from models.intermediates import BeamRows
 
     rows = BeamRows(1024, 4, np.float16)
     parents = torch.arange(4)
     steps = [rows.add(index, {"cross": [torch.rand(4, 8, 1024)]}, parents) for index in range(256)]
-    block = rows.blocks["cross"][0][1]
-    assert resident_of(block) >= 16  # 256 steps × 4 rows × 8 heads × 1,024 keys × 2 bytes
+    chunks = [rows.chunks[("cross", 0, chunk)] for chunk in range(256 // BeamRows.CHUNK)]
+    assert sum(resident_of(chunk) for chunk in chunks) >= 16  # 256 steps × 4 rows × 8 heads × 1,024 keys × 2 B
+    addresses = [chunk.__array_interface__["data"][0] for chunk in chunks]
+    kept_view, first = steps[3]["cross"][0], steps[3]["cross"][0].copy()
     settled = [rows.settle(index, index % 4, attention) for index, attention in enumerate(steps)]
     for index in (0, 100, 255):
         np.testing.assert_array_equal(settled[index]["cross"][0][0], steps[index]["cross"][0][index % 4])
+    del steps, chunks
     rows.release_through(255)
-    assert resident_of(block) < 0.1
+    assert not rows.chunks
+    assert mapping_at(addresses[0]) is not None  # kept_view still looks into the first chunk: still there
+    np.testing.assert_array_equal(kept_view, first)
+    assert all(mapping_at(address) is None for address in addresses[1:])
     assert resident_of(rows.shared.arrays["cross"][0]) < 4.5  # the one row each step settled on
     np.testing.assert_array_equal(rows.shared.arrays["cross"][0][:, 7], settled[7]["cross"][0][0])
 
@@ -450,6 +466,18 @@ def test_cached_beam_equals_recomputed_beam(arch):
         np.testing.assert_allclose(a.scores, b.scores, atol=1e-5, rtol=0)
     for a, b in zip(cached, plain):
         assert_same_trace(a.trace, b.trace, model)
+
+
+def test_mask_rows_that_allow_every_key_share_one_read_only_array():
+    """One sentence has no padding: its steps' mask rows are views of one all-True array (a small array per
+    step and kind, kept for the whole run, kept a long beam search's freed memory from being reused)."""
+    model = never_ending_model("transformer-preln", seed=4)
+    runs = (run(beam_search(model, SOURCE, beam=3, max_len=MAX_LEN)), run(greedy(model, SOURCE, max_len=MAX_LEN)))
+    for steps, _ in runs:
+        rows = [step.masks[kind] for step in steps for kind in ("dec_self", "cross")]
+        assert all(row.all() and not row.flags.writeable for row in rows)
+        assert all(np.shares_memory(row, rows[0]) for row in rows)
+        assert [step.masks["dec_self"].shape for step in steps] == [(step.beam_size, step.step + 1) for step in steps]
 
 
 def held_bytes(*arrays: np.ndarray) -> int:
