@@ -5,10 +5,10 @@ where the corpus used curly ones, a hyphen for a dash, full-width forms, capital
 character model, tabs and line breaks. ``normalize`` applies Unicode NFKC (what sentencepiece's default
 normaliser also does), turns line breaks and tabs into spaces, and replaces a character the vocabulary
 lacks by a variant it has (quotes, apostrophes, dashes, ellipsis; lower case for a vocabulary without
-capitals). ``nfkc-lowercase`` lowers the whole text too, for a model trained on lower-cased text (JoeyNMT's
-``lowercase: true``); ``joeynmt`` starts as JoeyNMT's ``normalize: true`` does (curly quotes straightened, spaces
-tidied: ``red ?`` is ``red?``). What is still unknown after this stays in the text: the tokenizer maps it to its unknown
-token and the views show the original character.
+capitals). ``nfkc-lowercase`` lowers the whole text too, for a model trained on lower-cased text
+(JoeyNMT's ``lowercase: true``); ``joeynmt`` starts as JoeyNMT's ``normalize: true`` does (curly quotes
+straightened, spaces tidied: ``red ?`` is ``red?``). What is still unknown after this stays in the text: the
+tokenizer maps it to its unknown token and the views show the original character.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-# nfkc-lowercase: a model trained on lower-cased text; joeynmt: JoeyNMT's ``normalize: true`` (see joeynmt_normalize)
+# nfkc-lowercase: for a model trained on lower-cased text; joeynmt: JoeyNMT's normalize: true (joeynmt_normalize)
 NORMALIZATIONS = ("nfkc", "none", "nfkc-lowercase", "joeynmt", "joeynmt-lowercase")
 
 # A character the vocabulary lacks → the variants to try, in order.
