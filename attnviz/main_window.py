@@ -97,8 +97,11 @@ class MainWindow(QMainWindow):
         focus_layout.addWidget(self.focus, 1)
         focus_layout.addWidget(self.compare_view, 1)
         self.grids = QTabWidget()
-        self.grids.addTab(self.head_grid, "Heads of this layer")
-        self.grids.addTab(self.model_view, "All layers × heads")
+        # In a narrow panel both tabs stay in view, their titles shortened ("Heads of th…"), not behind arrows.
+        self.grids.setUsesScrollButtons(False)
+        self.grids.setElideMode(Qt.TextElideMode.ElideRight)
+        for view, title in ((self.head_grid, "Heads of this layer"), (self.model_view, "All layers × heads")):
+            self.grids.setTabToolTip(self.grids.addTab(view, title), title)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(focus_area)
         splitter.addWidget(self.grids)

@@ -178,3 +178,6 @@ def test_the_layout_holds_at_1000_by_650_and_beam_mode_does_not_grow_the_window(
     assert window.minimumSizeHint().height() <= 650 and window.minimumSizeHint().width() <= 1000
     for chart in (window.decoding.source_strip, window.decoding.top_k, window.decoding.beam):
         assert chart.height() >= CHART_MIN_HEIGHT  # readable, not collapsed to a few pixels
+    tabs = window.grids.tabBar()  # both grid tabs in view (shortened if need be), no scroll arrows to find one
+    assert all(tabs.tabRect(index).right() <= tabs.width() for index in range(tabs.count()))
+    assert [tabs.tabToolTip(index) for index in range(tabs.count())] == ["Heads of this layer", "All layers × heads"]
