@@ -271,15 +271,13 @@ class _Decoder:
         settled steps (a prefix of every path) are copied from the shared prefix in one block."""
         shared = self.beam_rows.shared.arrays.get(kind) if self.beam_rows is not None else None
         settled = 0
-        while settled < len(path) and path[settled][0].kept is not None:
+        while shared and settled < min(len(path), shared[layer].shape[1]) and path[settled][0].kept is not None:
             settled += 1
-        if not shared or settled == 0:
-            return _stack_rows([step.attention_row(kind, layer, row) for step, row in path], key_len)
-        prefix = shared[layer]
-        settled = min(settled, prefix.shape[1])
-        stacked = np.zeros((prefix.shape[0], len(path), key_len), dtype=prefix.dtype)
-        width = settled if kind == "dec_self" else key_len  # settled row t has t + 1 decoder keys
-        stacked[:, :settled, :width] = prefix[:, :settled, :width]
+        first = path[0][0].attention_row(kind, layer, path[0][1])
+        stacked = np.zeros((first.shape[0], len(path), key_len), dtype=first.dtype)
+        if settled:
+            width = settled if kind == "dec_self" else key_len  # settled row t has t + 1 decoder keys
+            stacked[:, :settled, :width] = shared[layer][:, :settled, :width]
         for index in range(settled, len(path)):
             step, row = path[index]
             weights = step.attention_row(kind, layer, row)

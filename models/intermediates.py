@@ -127,9 +127,9 @@ class BeamRows:
             for layer, weights in enumerate(layers):
                 array = self.chunks.get((kind, layer, chunk))
                 if array is None:
-                    last = min(self.max_len, (chunk + 1) * self.CHUNK)  # the steps after this chunk's
-                    keys = last if kind == "dec_self" else weights.shape[-1]
-                    array = untouched_zeros((last - chunk * self.CHUNK, self.beam, weights.shape[1], keys), self.dtype)
+                    end = self._end(chunk)  # dec_self: the chunk's last step attends to ``end`` keys
+                    keys = end if kind == "dec_self" else weights.shape[-1]
+                    array = untouched_zeros((end - chunk * self.CHUNK, self.beam, weights.shape[1], keys), self.dtype)
                     self.chunks[(kind, layer, chunk)] = array
                 block = array[offset, : len(parents), :, : weights.shape[-1]]
                 block[...] = to_numpy(weights.index_select(0, parents), self.dtype)
@@ -143,8 +143,12 @@ class BeamRows:
 
     def release_through(self, index: int) -> None:
         """Let go of the chunks whose steps all lie in ``0..index`` (all settled)."""
-        for key in [key for key in self.chunks if min(self.max_len, (key[2] + 1) * self.CHUNK) - 1 <= index]:
+        for key in [key for key in self.chunks if self._end(key[2]) - 1 <= index]:
             del self.chunks[key]
+
+    def _end(self, chunk: int) -> int:
+        """One past the last step of ``chunk``."""
+        return min(self.max_len, (chunk + 1) * self.CHUNK)
 
 
 class RowBuffer:
