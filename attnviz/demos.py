@@ -59,6 +59,27 @@ def demo_examples(path: Path) -> list[str]:
     return list(demo_records().get(Path(path).stem, {}).get("examples", {}))
 
 
+def demo_name(checkpoint: str | Path) -> str | None:
+    """The bundled demo a checkpoint is (given by name or path); None for any other checkpoint."""
+    path = Path(checkpoint)
+    if path.suffix != ".safetensors" and demo_path(str(checkpoint)) is not None:
+        return str(checkpoint)
+    try:
+        in_demos = path.parent.resolve() == DEMO_FOLDER.resolve()
+    except OSError:
+        return None
+    return path.stem if in_demos and demo_path(path.stem) is not None else None
+
+
+def demo_reference_pairs(checkpoint: str | Path) -> list[tuple[str, str]]:
+    """A bundled demo's sentences with their reference translations (``"references"`` in demos.json), as
+    (source, target) pairs: the corpus the corpus tools use when no PAIRS.tsv is given. Empty for any
+    other checkpoint, or a demo without references."""
+    name = demo_name(checkpoint)
+    references = demo_records().get(name, {}).get("references", {}) if name else {}
+    return [(source, target) for source, target in references.items()]
+
+
 def demo_pairs() -> list[tuple[str, Path, Path]]:
     """The demos recorded as a comparison (``"compare_with"`` in demos.json: model A): per pair its menu title,
     model A and model B (the demo that names A), both present."""

@@ -63,3 +63,16 @@ def test_shipped_demos_carry_no_machine_paths():
     for path in demo_checkpoints():
         provenance = read_header(path)["__metadata__"]["provenance"]
         assert not re.search(r'(^|[\s"=])/(work|tmp|root|home|Users)/', provenance), path.name
+
+
+def test_every_demo_has_reference_pairs_for_the_corpus_tools():
+    from attnviz.demos import DEMO_FOLDER, demo_reference_pairs
+    from models.data.piglatin import to_pig_latin
+
+    for name, record in RECORDS.items():
+        pairs = demo_reference_pairs(name)
+        assert len(pairs) >= 8, name
+        assert pairs == demo_reference_pairs(DEMO_FOLDER / f"{name}.safetensors")
+        if record["arch"].startswith("gru"):
+            assert all(target == to_pig_latin(source) for source, target in pairs), name
+    assert demo_reference_pairs("no-such-demo") == []
