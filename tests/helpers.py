@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +18,22 @@ TINY = {
 TINY_RNN = dict(hidden=32, max_len=64)
 
 LETTERS = "abcdefgh "
+
+
+@contextlib.contextmanager
+def toolkit_imports(toolkit: str, install: str):
+    """Imports of an optional toolkit a test file checks us against: if any of them fails (the toolkit, or a
+    module it needs, is not installed) the whole file is skipped with the reason, never a collection error.
+    CI sets ``ATTNVIZ_REQUIRE_TOOLKITS=1``: there a missing toolkit fails, so a lost install step is seen."""
+    try:
+        yield
+    except ImportError as failure:
+        reason = f"{toolkit} cannot be imported ({failure}); install it with: {install}"
+        if os.environ.get("ATTNVIZ_REQUIRE_TOOLKITS") == "1":
+            raise ImportError(f"ATTNVIZ_REQUIRE_TOOLKITS=1: {reason}") from failure
+        import pytest
+
+        pytest.skip(reason, allow_module_level=True)
 
 
 def tiny_config(arch: str, vocab_size: int = len(LETTERS) + 4, **overrides):

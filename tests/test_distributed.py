@@ -1,6 +1,6 @@
 """Training under ``torchrun`` with two CPU processes (gloo): it exits cleanly, rank 0 alone writes a
 checkpoint that loads, and splitting each global batch between the processes gives the weights that one
-process gets from the whole batch (no dropout, so the only difference is the order of float sums).
+process gets from the whole batch, up to the order of float sums (no dropout).
 """
 
 from __future__ import annotations
@@ -66,7 +66,15 @@ def test_two_processes_train_like_one_process_with_the_whole_batch(corpus, tmp_p
     assert load_checkpoint(single).provenance["processes"] == 1
     together, alone = load_file(str(out)), load_file(str(single))
     assert together.keys() == alone.keys()
-    # The additive score's bias shifts every score equally, which softmax ignores: its gradient is rounding
-    # noise, and Adam scales noise up to full-sized steps. Every other weight must agree.
-    for name in sorted(set(together) - {"decoder.attention.score.bias"}):
-        torch.testing.assert_close(together[name], alone[name], rtol=1e-5, atol=1e-6, msg=name)
+    # Two processes with gloo sum the halves' gradients in another order than one process summing the whole
+    # batch, so the runs agree only up to float rounding, and Adam divides each update by the gradient's own
+    # scale: a weight whose gradient is pure rounding noise (the additive score's bias shifts every score
+    # equally, which softmax ignores) still takes full-sized steps, in any direction. What must hold: every
+    # tensor agrees to a relative norm of 1e-3 — each process training on its own half of the batch, without
+    # averaging gradients, differs by 0.006-0.19 here — and no weight moves further apart than Adam's
+    # steps can take it (learning rate 5e-3 per step, 5 steps).
+    for name in sorted(together):
+        difference = (together[name] - alone[name]).abs()
+        assert difference.max() <= 5 * 5e-3, name
+        if name != "decoder.attention.score.bias":
+            assert difference.norm() <= 1e-3 * alone[name].norm(), name

@@ -32,8 +32,10 @@ from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.translator import Translator
+from tests.helpers import toolkit_imports
 
 TENSORBOARD = "torch.utils.tensorboard"
+JOEYNMT_INSTALL = "pip install --no-deps joeynmt==2.3.0 && pip install -e '.[test]' (see the README)"
 
 
 def _import_joeynmt():
@@ -54,13 +56,13 @@ def _import_joeynmt():
         sys.modules[TENSORBOARD] = module
         placeholder = True
     try:
-        pytest.importorskip("joeynmt")
-        from joeynmt.config import _check_special_symbols, load_config
-        from joeynmt.helpers import make_model_dir
-        from joeynmt.model import build_model
-        from joeynmt.search import greedy
-        from joeynmt.training import train
-        from joeynmt.vocabulary import Vocabulary
+        with toolkit_imports("JoeyNMT", JOEYNMT_INSTALL):
+            from joeynmt.config import _check_special_symbols, load_config
+            from joeynmt.helpers import make_model_dir
+            from joeynmt.model import build_model
+            from joeynmt.search import greedy
+            from joeynmt.training import train
+            from joeynmt.vocabulary import Vocabulary
     finally:
         if placeholder:
             sys.modules.pop(TENSORBOARD, None)

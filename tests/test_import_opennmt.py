@@ -30,6 +30,7 @@ from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.translator import Translator
+from tests.helpers import toolkit_imports
 
 DATA_ONLY_LIBRARIES = ("spacy", "ahocorasick", "fasttext", "rapidfuzz")
 
@@ -51,12 +52,14 @@ def _import_onmt():
             sys.modules[name] = module
             placeholders.append(name)
     try:
-        onmt = pytest.importorskip("onmt")
-        from onmt.bin.train import train
-        from onmt.bin.translate import translate
-        from onmt.model_builder import load_test_model
-        from onmt.opts import train_opts, translate_opts
-        from onmt.utils.parse import ArgumentParser
+        with toolkit_imports("OpenNMT-py", "pip install --no-deps OpenNMT-py==3.5.1 pyonmttok==1.38.1 "
+                                           "configargparse==1.9.0 (see the README)"):
+            import onmt
+            from onmt.bin.train import train
+            from onmt.bin.translate import translate
+            from onmt.model_builder import load_test_model
+            from onmt.opts import train_opts, translate_opts
+            from onmt.utils.parse import ArgumentParser
     finally:
         for name in placeholders:
             sys.modules.pop(name, None)
