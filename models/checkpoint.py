@@ -9,6 +9,7 @@ Weights shared between modules (tied embeddings) are stored once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import warnings
@@ -17,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from .base import Seq2Seq
 from .config import config_from_dict, config_to_dict
 from .errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
-from .files import existing_file, read_header, read_safetensors, write_safetensors
+from .files import existing_file, iter_safetensors, read_header, write_safetensors
 from .tokenizers import Tokenizer
 from .validation import check_against_weights, check_shapes
 
@@ -167,11 +169,32 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
 
     The config is compared with the weights' shapes in the file's header before any module is built, so a
     config that claims more than the file holds costs no memory; every weight's shape is checked before
-    any weight is read."""
-    from . import build_model  # the package imports this module's users, not the other way round
-
+    any weight is read. The model is built without weights (they would only be overwritten) and each tensor
+    read from the file becomes the model's parameter: one copy of the weights at the peak."""
     path = existing_file(path)
     document = read_metadata(path)
+    model, source, target = _model_without_weights(path, document)
+    _load_weights(path, model)
+    return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
+                      path=path)
+
+
+def describe_file(path: str | Path) -> dict[str, Any]:
+    """:func:`describe_checkpoint` of the file without reading its weights: config, tokenizers and
+    provenance from the metadata, the parameter count from the header's shapes (``attnviz info``)."""
+    path = existing_file(path)
+    document = read_metadata(path)
+    model, source, target = _model_without_weights(path, document)
+    return describe_checkpoint(Checkpoint(model, source, target_tokenizer=target, provenance=document["provenance"],
+                                          path=path))
+
+
+def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Seq, Tokenizer, Tokenizer]:
+    """The model a checkpoint's metadata describes, with its parameters on the meta device (shapes only: no
+    memory, no random initialisation; buffers computed from the config, the position tables, are real),
+    checked against the header's shapes; and its two tokenizers."""
+    from . import build_model  # the package imports this module's users, not the other way round
+
     try:
         config = config_from_dict(document["config"])
         tokenizers = document["tokenizers"]
@@ -185,11 +208,41 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Che
     _check_vocabularies(path, config, source=source, target=target)
     shapes = _stored_shapes(path)
     check_against_weights(path, config, shapes)
-    model = build_model(config)
+    with _parameters_on_meta():
+        model = build_model(config)
     check_shapes(path, model, stored=shapes, aliases=_aliases(model))
-    _load_weights(path, model)
-    return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
-                      path=path)
+    return model, source, target
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """While building: each parameter a module registers moves to the meta device as it is registered, and
+    ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but seconds of
+    torch's decompositions), so building touches no weight memory. A parameter already on meta is registered
+    as it is, which keeps tied weights (``output.weight = embedding.weight``) one parameter."""
+    register = nn.Module.register_parameter
+    initialisers = {name: function for name, function in vars(nn.init).items()
+                    if name.endswith("_") and not name.startswith("_") and callable(function)}
+
+    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register(module, name, param)
+
+    def skipping_meta(function):
+        def initialise(tensor, *args, **kwargs):
+            return tensor if tensor.device.type == "meta" else function(tensor, *args, **kwargs)
+        return initialise
+
+    nn.Module.register_parameter = on_meta
+    for name, function in initialisers.items():
+        setattr(nn.init, name, skipping_meta(function))
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register
+        for name, function in initialisers.items():
+            setattr(nn.init, name, function)
 
 
 def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer) -> None:
@@ -213,23 +266,47 @@ def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
 
 
 def _load_weights(path: Path, model: Seq2Seq) -> None:
-    """Read the weights (their names and shapes were checked against the model already)."""
-    try:
-        stored, _ = read_safetensors(path)  # read whole: a file rewritten meanwhile cannot crash the process
-    except CheckpointError as error:
-        raise CheckpointError(path, f"the weights cannot be read ({error.reason})") from None
-    check_shapes(path, model, stored=stored, aliases=_aliases(model))
-    _warn_not_finite(path, stored)
-    with torch.no_grad():
-        model.load_state_dict({name: tensor.float() if tensor.is_floating_point() else tensor
-                               for name, tensor in stored.items()}, strict=False)
+    """Read the weights one tensor at a time (as float32) into the model built on meta; their names and shapes
+    were checked against the model already. Each becomes the parameter of every module that shares it (tied
+    weights are stored once, under their first name); persistent buffers are copied in."""
+    first_name: dict[int, str] = {}
+    sharing: dict[str, list[tuple[nn.Module, str]]] = {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for name, param in module._parameters.items():
+            if param is not None:
+                first = first_name.setdefault(id(param), f"{module_name}.{name}" if module_name else name)
+                sharing.setdefault(first, []).append((module, name))
+    buffers = dict(model.named_buffers())
+    broken = []
+    for name, tensor in iter_safetensors(path, dtype=torch.float32):
+        if not _finite(tensor):
+            broken.append(name)
+        if name in buffers:
+            with torch.no_grad():
+                buffers[name].copy_(tensor)
+            continue
+        owners = sharing.pop(name)
+        module, attribute = owners[0]
+        param = nn.Parameter(tensor, requires_grad=module._parameters[attribute].requires_grad)
+        for module, attribute in owners:
+            module._parameters[attribute] = param
+    if sharing:  # the header was checked against the model: only a file changed since can get here
+        raise CheckpointError(path, f"the weights cannot be read (missing {', '.join(sorted(sharing)[:5])})")
+    _warn_not_finite(path, broken)
 
 
-def _warn_not_finite(path: Path, stored: dict[str, torch.Tensor]) -> None:
+def _finite(tensor: torch.Tensor) -> bool:
+    """No NaN or infinity in ``tensor``: its smallest and largest values, in one pass and no temporary the
+    tensor's size (NaN propagates through both)."""
+    if not tensor.is_floating_point() or tensor.numel() == 0:
+        return True
+    low, high = torch.aminmax(tensor)
+    return bool(torch.isfinite(low)) and bool(torch.isfinite(high))
+
+
+def _warn_not_finite(path: Path, broken: list[str]) -> None:
     """A checkpoint may hold NaN or infinite weights (a training run that diverged): it still opens, with
     a warning, and the views show where the numbers broke down."""
-    broken = [name for name, tensor in stored.items()
-              if tensor.is_floating_point() and not bool(tensor.isfinite().all())]
     if broken:
         shown = ", ".join(broken[:3]) + (", ..." if len(broken) > 3 else "")
         warnings.warn(f"{path}: {len(broken)} weight tensor(s) hold NaN or infinite values ({shown}); outputs may "
@@ -237,13 +314,13 @@ def _warn_not_finite(path: Path, stored: dict[str, torch.Tensor]) -> None:
 
 
 def _aliases(model: Seq2Seq) -> set[str]:
-    """Names in the state dict that share storage with an earlier name (saved only once)."""
+    """Names in the state dict that are the same parameter as an earlier name (tied weights: saved once)."""
     seen, aliases = set(), set()
-    for name, tensor in model.state_dict().items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key in seen:
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    for name, tensor in named:
+        if id(tensor) in seen:
             aliases.add(name)
-        seen.add(key)
+        seen.add(id(tensor))
     return aliases
 
 

@@ -144,3 +144,69 @@ def test_save_leaves_no_partial_file(tmp_path, char_tokenizer):
     model = build_model(tiny_config("gru-none"))
     save_checkpoint(tmp_path / "m.safetensors", model, char_tokenizer, char_tokenizer)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+LOAD_PEAK = """
+import sys, torch
+
+
+def peak():  # this process' own high-water mark (ru_maxrss would start from the parent's at the fork)
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+
+
+before = peak()
+from models.checkpoint import load_checkpoint
+model = load_checkpoint(sys.argv[1]).model
+print((peak() - before) * 1024)
+"""
+
+
+def test_loading_holds_one_copy_of_the_weights(tmp_path, char_tokenizer):
+    """Built without initialising weights that are overwritten, each tensor read into the memory it keeps:
+    the process grows by the weights once (three copies before: the file's bytes, the tensors read from
+    them, the initialised model). Measured in a fresh interpreter, after torch is imported."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = tiny_config("transformer-preln", vocab_size=20_000, d_model=512, d_ff=2048, heads=8,
+                         encoder_layers=2, decoder_layers=2)
+    model = build_model(config)
+    path = save_checkpoint(tmp_path / "m.safetensors", model, word_tokenizer(20_000), word_tokenizer(20_000))
+    weights = sum(tensor.numel() * 4 for tensor in model.state_dict().values())
+    del model
+    result = subprocess.run([sys.executable, "-c", LOAD_PEAK, str(path)], capture_output=True, text=True,
+                            timeout=300, cwd=Path(__file__).parents[1], check=True)
+    grown = int(result.stdout.split()[-1])
+    assert weights > 150e6
+    assert grown < 1.25 * weights, f"loading grew the process by {grown / 1e6:.0f} MB for {weights / 1e6:.0f} MB"
+
+
+def word_tokenizer(size: int):
+    from models.tokenizers import WordTokenizer
+
+    words = ["<pad>", "<unk>", "<s>", "</s>"] + [f"w{index}" for index in range(size - 4)]
+    return WordTokenizer(words, {"pad": 0, "unk": 1, "bos": 2, "eos": 3})
+
+
+def test_describing_a_file_reads_no_weights_and_says_what_loading_says(tmp_path, random_checkpoint):
+    from models.checkpoint import describe_checkpoint, describe_file
+
+    assert describe_file(random_checkpoint) == describe_checkpoint(load_checkpoint(random_checkpoint))
+    data = random_checkpoint.read_bytes()
+    (header_size,) = struct.unpack("<Q", data[:8])
+    zeroed = tmp_path / "zeroed.safetensors"  # the same header over weights of another value: not read
+    zeroed.write_bytes(data[:8 + header_size] + bytes(len(data) - 8 - header_size))
+    assert describe_file(zeroed) == {**describe_file(random_checkpoint), "file": str(zeroed)}
+
+
+def test_a_weight_of_nan_still_loads_with_a_warning(tmp_path, char_tokenizer):
+    from models.errors import NumericalWarning
+
+    model = build_model(tiny_config("transformer-postln"))
+    with torch.no_grad():
+        model.output.weight[3, 1] = float("nan")
+    path = save_checkpoint(tmp_path / "nan.safetensors", model, char_tokenizer, char_tokenizer)
+    with pytest.warns(NumericalWarning, match=r"1 weight tensor\(s\) hold NaN or infinite values \(output.weight\)"):
+        loaded = load_checkpoint(path).model
+    assert torch.isnan(loaded.output.weight[3, 1])
