@@ -5,7 +5,8 @@ process grew above a bare ``import torch``, also as a multiple of the float32 we
 
 - ``whole file``: the baseline — the file read whole, its tensors made from the bytes, a randomly initialised
   model loaded from them (what loading cost before it streamed);
-- ``load``: ``load_checkpoint`` (one tensor at a time into a model built without initialising its weights);
+- ``load``: ``load_checkpoint`` (one tensor at a time into a model built without initialising its weights),
+  keeping the weights as float32 or as bfloat16;
 - ``info``: ``describe_file``, what ``attnviz info`` prints (the header only);
 - ``translate``: ``attnviz translate`` of one sentence, end to end.
 
@@ -47,9 +48,9 @@ if what == "whole file":
     model = build_model(config_from_dict(read_metadata(path)["config"]))
     tensors, _ = read_safetensors(path)
     model.load_state_dict(tensors, strict=False)
-elif what == "load":
-    from models.checkpoint import load_checkpoint
-    load_checkpoint(path)
+elif what.startswith("load"):
+    from models.checkpoint import WEIGHT_DTYPES, load_checkpoint
+    load_checkpoint(path, dtype=WEIGHT_DTYPES[what.split()[-1]])
 elif what == "info":
     from models.checkpoint import describe_file
     describe_file(path)
@@ -94,10 +95,10 @@ def main() -> None:
         path, weights = write_checkpoint(folder, shape)
         print(f"{shape}: float32 weights {weights / 2**20:,.0f} MB")
         baseline = None
-        for what in ("whole file", "load", "info", "translate"):
+        for what in ("whole file", "load float32", "load bfloat16", "info", "translate"):
             result = measure(what, path)
             baseline = baseline or result
-            print(f"  {what:10s} {result['seconds']:6.2f} s ({result['seconds'] / baseline['seconds']:.2f}× whole "
+            print(f"  {what:13s} {result['seconds']:6.2f} s ({result['seconds'] / baseline['seconds']:.2f}× whole "
                   f"file)  +{result['grown'] / 2**20:6,.0f} MB = {result['grown'] / weights:.2f}× the weights "
                   f"(bare torch: {result['torch'] / 2**20:,.0f} MB)")
         if not args.keep:

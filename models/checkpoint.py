@@ -164,17 +164,26 @@ def _json_depth(text: str) -> int:
     return deepest
 
 
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Checkpoint:
+WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *,
+                    dtype: torch.dtype = torch.float32) -> Checkpoint:
     """Build the model the file describes and load its weights; the model comes back in eval mode.
 
     The config is compared with the weights' shapes in the file's header before any module is built, so a
     config that claims more than the file holds costs no memory; every weight's shape is checked before
     any weight is read. The model is built without weights (they would only be overwritten) and each tensor
-    read from the file becomes the model's parameter: one copy of the weights at the peak."""
+    read from the file becomes the model's parameter: one copy of the weights at the peak, kept as ``dtype``
+    (``WEIGHT_DTYPES``: float16 or bfloat16 halve the memory; the model then computes in that precision, and
+    its attention is still traced and exported as float32, its log-probabilities computed in float32)."""
+    if dtype not in WEIGHT_DTYPES.values():
+        raise ValueError(f"weights are kept as {', '.join(WEIGHT_DTYPES)}; got {dtype}")
     path = existing_file(path)
     document = read_metadata(path)
     model, source, target = _model_without_weights(path, document)
-    _load_weights(path, model)
+    _load_weights(path, model, dtype=dtype)
+    model = model.to(dtype)  # the buffers computed from the config (position tables) alike
     return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
                       path=path)
 
@@ -265,8 +274,8 @@ def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _load_weights(path: Path, model: Seq2Seq) -> None:
-    """Read the weights one tensor at a time (as float32) into the model built on meta; their names and shapes
+def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
+    """Read the weights one tensor at a time (floats as ``dtype``) into the model built on meta; their names and shapes
     were checked against the model already. Each becomes the parameter of every module that shares it (tied
     weights are stored once, under their first name); persistent buffers are copied in."""
     first_name: dict[int, str] = {}
@@ -278,7 +287,7 @@ def _load_weights(path: Path, model: Seq2Seq) -> None:
                 sharing.setdefault(first, []).append((module, name))
     buffers = dict(model.named_buffers())
     broken = []
-    for name, tensor in iter_safetensors(path, dtype=torch.float32):
+    for name, tensor in iter_safetensors(path, dtype=dtype):
         if not _finite(tensor):
             broken.append(name)
         if name in buffers:

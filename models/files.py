@@ -218,6 +218,7 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
     header = read_header(path)
     entries = sorted(((name, entry) for name, entry in header.items() if name != "__metadata__"),
                      key=lambda item: _offsets(path, item)[0])
+    scratch = bytearray()
     try:
         with open(path, "rb") as handle:
             file_size = handle.seek(0, os.SEEK_END)
@@ -235,14 +236,19 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
                 if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
                     raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
                                                 f"its place in the file: cut short?)")
+                convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
                 if count == 0:
-                    tensor = torch.empty(shape, dtype=torch_dtype)
+                    tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
+                elif convert:  # read into one reused buffer: a new one for each would fragment the heap
+                    if len(scratch) < end - begin:
+                        scratch = bytearray(end - begin)
+                    _read_exactly(path, handle, at=start + begin, size=end - begin, into=scratch)
+                    tensor = torch.frombuffer(scratch, dtype=torch_dtype, count=count).reshape(shape).to(dtype)
                 else:
                     buffer = bytearray(end - begin)
                     _read_exactly(path, handle, at=start + begin, size=len(buffer), into=buffer)
                     tensor = torch.frombuffer(buffer, dtype=torch_dtype).reshape(shape)
-                if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
-                    tensor = tensor.to(dtype)
+                    del buffer  # the tensor holds it
                 yield name, tensor
     except OSError as error:
         raise CheckpointError(path, f"cannot be read ({error.strerror or error})") from None
@@ -262,7 +268,7 @@ def _offsets(path: Path, item: tuple[str, Any]) -> tuple[int, int]:
 def _read_exactly(path: Path, handle, *, at: int, size: int, into: bytearray | None = None) -> bytes | bytearray:
     handle.seek(at)
     buffer = into if into is not None else bytearray(size)
-    view, done = memoryview(buffer), 0
+    view, done = memoryview(buffer)[:size], 0
     while done < size:
         got = handle.readinto(view[done:])
         if not got:
