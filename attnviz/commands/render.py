@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from models.aggregate import AGGREGATES
@@ -88,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         return run_compare(args, result, head=head, size=size, output=output)
     check_selection(result.trace, args.kind, args.layer, head=head)
     draw(args, result, head=head, size=size, output=output)
-    print(output, file=sys.stderr)
+    print(output)
     return 0
 
 
@@ -127,7 +126,7 @@ def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, in
         check_selection(result.trace, args.kind, args.layer, head=head)
         output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.format}")
         draw(args, result, head=head, size=size, output=output)
-        print(f"{output}  step {snapshot.step}: {result.text}", file=sys.stderr)
+        print(f"{output}  step {snapshot.step}: {result.text}")
     return 0
 
 
@@ -149,7 +148,7 @@ def run_compare(args: argparse.Namespace, result, *, head: int | str, size: tupl
     render_compare(trace, other, kind=args.kind, layer=args.layer, head=head, output=output, size=size,
                    colormap=args.colormap, masks=not args.no_masks, names=names,
                    caption=caption(args.text, (names[0], result), (names[1], other_result)))
-    print(output, file=sys.stderr)
+    print(output)
     return 0
 
 
