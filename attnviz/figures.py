@@ -25,6 +25,7 @@ from .viewmodel import CompareState, GridState, HeatmapState, thumbnail
 
 XML = "<?xml version='1.0' encoding='UTF-8'?>"
 VECTOR_LIMIT = 64
+BITMAP_SIDE = 2048  # pixels at most along a side of a large map's embedded bitmap
 CELL = 18.0  # points per cell in a vector figure
 TITLE_SIZE, TITLE_STEP = 14, 18.0
 CAPTION_SIZE, CAPTION_STEP, CAPTION_LINES = 11, 15.0, 4  # a long sentence keeps its first lines
@@ -72,7 +73,10 @@ def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y
                 parts.append(f"<rect x='{x + c * cell:.2f}' y='{y + r * cell:.2f}' width='{cell:.2f}' height='{cell:.2f}' "
                              f"fill='#{red:02x}{green:02x}{blue:02x}'><title>{matrix[r, c]:.4f}</title></rect>")
     else:
-        encoded = base64.b64encode(png_bytes(colours)).decode("ascii")
+        # each cell a block of pixels: renderers smooth a scaled-up bitmap (Qt's ignores "pixelated")
+        factor = max(1, min(int(np.ceil(2 * cell)), BITMAP_SIDE // max(rows, cols)))
+        blocks = np.repeat(np.repeat(colours, factor, axis=0), factor, axis=1)
+        encoded = base64.b64encode(png_bytes(blocks)).decode("ascii")
         parts.append(f"<!-- {rows}×{cols} cells: drawn as one embedded bitmap (vector cells up to "
                      f"{VECTOR_LIMIT}×{VECTOR_LIMIT}) -->")
         parts.append(f"<image x='{x}' y='{y}' width='{cols * cell:.2f}' height='{rows * cell:.2f}' "
@@ -132,7 +136,7 @@ def _document(size: tuple[float, float], body: list[str], caption: Caption | Non
     """The whole SVG: a white page of ``size`` points holding ``body``, the caption under it."""
     width, height = size
     lines = caption.lines(width - 24) if caption is not None else []
-    text = [f"<text x='12' y='{height + 4 + CAPTION_STEP * (index + 1):.2f}' font-size='{CAPTION_SIZE}' "
+    text = [f"<text xml:space='preserve' x='12' y='{height + 4 + CAPTION_STEP * (index + 1):.2f}' font-size='{CAPTION_SIZE}' "
             f"fill='#333333' {FONT}>{html.escape(line)}</text>" for index, line in enumerate(lines)]
     height += CAPTION_STEP * len(lines) + (12 if lines else 0)
     return "\n".join([XML, f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
