@@ -845,7 +845,8 @@ class MainWindow(QMainWindow):
         outputs = [(session.model.path.stem, session.result.text)]
         if session.comparing:
             partner = session.partner_result
-            outputs.append((session.partner.path.stem, partner.text if partner is not None else session.partner_error))
+            waiting = session.partner_error or "model B is running…"
+            outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
         return Caption(session.request.text if session.request is not None else "", tuple(outputs))
 
     def current_figure(self) -> str | None:
