@@ -1,4 +1,4 @@
-"""Writing what the app shows, every file atomically (models/files.py): NPZ (the layout the README documents) and CSV need no Qt; PNG and SVG render widgets.
+"""Writing what the app shows, every file atomically (models/files.py): NPZ (the layout the README documents) and CSV need no Qt; PNG and SVG are figures (attnviz/figures.py).
 
 Qt is imported inside the image functions only, so the headless ``attnviz export`` can use this module.
 """
@@ -56,40 +56,6 @@ def check_output(path: str | Path, suffixes: tuple[str, ...]) -> Path:
     return check_output_folder(path)
 
 
-def save_widget_image(widget, path: str | Path, scale: float = 2.0) -> Path:
-    """PNG at ``scale``× the widget's size (for papers), or SVG through QSvgGenerator; written atomically.
-
-    pyqtgraph's own SVG exporter breaks on closed paths (pyqtgraph 0.14), so the widget renders itself.
-    """
-    from PySide6.QtCore import QPoint, QRect, QSize
-    from PySide6.QtGui import QImage, QPainter
-    from PySide6.QtSvg import QSvgGenerator
-    from PySide6.QtWidgets import QWidget
-
-    path = check_output(path, IMAGE_SUFFIXES)
-    size = widget.size()
-    if path.suffix.lower() == ".svg":
-        with atomic_output(path) as temporary:
-            generator = QSvgGenerator()
-            generator.setFileName(str(temporary))
-            generator.setSize(size)
-            generator.setViewBox(QRect(0, 0, size.width(), size.height()))
-            generator.setTitle("attnviz")
-            painter = QPainter(generator)
-            QWidget.render(widget, painter, QPoint(0, 0))  # QWidget's: a QGraphicsView's render() draws only its scene
-            painter.end()
-        return path  # atomic_output checked that the generator wrote something
-    image = QImage(QSize(int(size.width() * scale), int(size.height() * scale)), QImage.Format.Format_ARGB32)
-    image.fill(widget.palette().window().color())
-    painter = QPainter(image)
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    painter.scale(scale, scale)
-    QWidget.render(widget, painter, QPoint(0, 0))
-    painter.end()
-    _save_png(image, path)
-    return path
-
-
 def _save_png(image, path: Path) -> None:
     """Encode in memory, then write atomically: a disk error is then ours to report, in one line."""
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
@@ -102,20 +68,32 @@ def _save_png(image, path: Path) -> None:
     write_bytes(path, bytes(data.data()))
 
 
-def save_figure(svg: str, path: str | Path, scale: float = 2.0) -> Path:
-    """A figure from attnviz/figures.py: the SVG text itself, or a PNG rendered from it at ``scale``×."""
-    path = check_output(path, IMAGE_SUFFIXES)
-    if path.suffix.lower() == ".svg":
-        return write_text(path, svg)
-    from PySide6.QtCore import QByteArray
+def figure_image(svg: str, scale: float = 2.0, size: tuple[int, int] | None = None):
+    """A QImage of a figure from attnviz/figures.py on white: its own size at ``scale``×, or ``size`` points
+    at ``scale``× with the figure as large as fits, centred, its proportions kept."""
+    from PySide6.QtCore import QByteArray, QRectF, QSize
     from PySide6.QtGui import QColor, QImage, QPainter
     from PySide6.QtSvg import QSvgRenderer
 
     renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
-    image = QImage(renderer.defaultSize() * scale, QImage.Format.Format_ARGB32)
+    natural = renderer.defaultSize()
+    width, height = size if size is not None else (natural.width(), natural.height())
+    image = QImage(QSize(round(width * scale), round(height * scale)), QImage.Format.Format_ARGB32)
     image.fill(QColor("white"))
+    fit = min(image.width() / natural.width(), image.height() / natural.height())
+    drawn_width, drawn_height = natural.width() * fit, natural.height() * fit
     painter = QPainter(image)
-    renderer.render(painter)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    renderer.render(painter, QRectF((image.width() - drawn_width) / 2, (image.height() - drawn_height) / 2,
+                                    drawn_width, drawn_height))
     painter.end()
-    _save_png(image, path)
+    return image
+
+
+def save_figure(svg: str, path: str | Path, scale: float = 2.0, size: tuple[int, int] | None = None) -> Path:
+    """A figure from attnviz/figures.py: the SVG text itself, or a PNG of it (:func:`figure_image`)."""
+    path = check_output(path, IMAGE_SUFFIXES)
+    if path.suffix.lower() == ".svg":
+        return write_text(path, svg)
+    _save_png(figure_image(svg, scale, size=size), path)
     return path

@@ -3,24 +3,34 @@
 A heatmap figure has the title, token labels on both axes, hatched masked cells, the current step's
 row outlined and a colour bar. Up to ``VECTOR_LIMIT`` cells a side every cell is a vector rectangle;
 beyond that the cells are one embedded PNG image (the file says so in a comment), which keeps files small.
-The heads figure shows every head of a layer with one shared colour bar. PNG exports render these SVGs.
+The heads figure shows every head of a layer with one shared colour bar; the comparison figure shows model A,
+model B and B − A side by side, each pane drawn like the single heatmap. A caption under a figure names the
+input, the model(s) and their output. PNG exports and Copy image render these SVGs.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import re
 import struct
+import textwrap
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
-from .viewmodel import GridState, HeatmapState
+from .viewmodel import CompareState, GridState, HeatmapState, thumbnail
 
 XML = "<?xml version='1.0' encoding='UTF-8'?>"
 VECTOR_LIMIT = 64
+BITMAP_SIDE = 2048  # pixels at most along a side of a large map's embedded bitmap
 CELL = 18.0  # points per cell in a vector figure
+TITLE_SIZE, TITLE_STEP = 14, 18.0
+CAPTION_SIZE, CAPTION_STEP, CAPTION_LINES = 11, 15.0, 4  # a long sentence keeps its first lines
+PANE_GAP = 24.0  # between a comparison's panes
+MESSAGE_WIDTH = 260.0  # a comparison pane that has no map, only why
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 HATCH = ("<pattern id='masked' width='6' height='6' patternUnits='userSpaceOnUse' patternTransform='rotate(45)'>"
          "<rect width='6' height='6' fill='#ebebeb' fill-opacity='0.35'/>"
@@ -63,7 +73,10 @@ def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y
                 parts.append(f"<rect x='{x + c * cell:.2f}' y='{y + r * cell:.2f}' width='{cell:.2f}' height='{cell:.2f}' "
                              f"fill='#{red:02x}{green:02x}{blue:02x}'><title>{matrix[r, c]:.4f}</title></rect>")
     else:
-        encoded = base64.b64encode(png_bytes(colours)).decode("ascii")
+        # each cell a block of pixels: renderers smooth a scaled-up bitmap (Qt's ignores "pixelated")
+        factor = max(1, min(int(np.ceil(2 * cell)), BITMAP_SIDE // max(rows, cols)))
+        blocks = np.repeat(np.repeat(colours, factor, axis=0), factor, axis=1)
+        encoded = base64.b64encode(png_bytes(blocks)).decode("ascii")
         parts.append(f"<!-- {rows}×{cols} cells: drawn as one embedded bitmap (vector cells up to "
                      f"{VECTOR_LIMIT}×{VECTOR_LIMIT}) -->")
         parts.append(f"<image x='{x}' y='{y}' width='{cols * cell:.2f}' height='{rows * cell:.2f}' "
@@ -94,54 +107,143 @@ def _label_width(labels: list[str]) -> float:
     return 6.5 * max((len(label) for label in labels), default=1) + 8
 
 
-def heatmap_svg(state: HeatmapState, lut: np.ndarray) -> str:
-    """The focus heatmap as a standalone SVG figure."""
+def _text_width(text: str, size: float) -> float:
+    """An estimate (no font metrics without Qt): DejaVu Sans averages about 0.5 em a character."""
+    return 0.52 * size * len(text)
+
+
+@dataclass(frozen=True)
+class Caption:
+    """What a figure shows the attention of: the input sentence and each model's name and output."""
+
+    sentence: str
+    outputs: tuple[tuple[str, str], ...]  # (model name, its output), model A first
+
+    def lines(self, width: float) -> list[str]:
+        """The caption wrapped to ``width`` points; a long input or output keeps its first lines and "…"."""
+        chars = max(30, int(width / _text_width("x", CAPTION_SIZE)))
+        entries = [f"Input: {self.sentence}"] + [f"Output ({model}): {output}" for model, output in self.outputs]
+        lines = []
+        for entry in entries:
+            wrapped = textwrap.wrap(entry, chars, subsequent_indent="    ") or [entry]
+            if len(wrapped) > CAPTION_LINES:
+                wrapped = wrapped[:CAPTION_LINES - 1] + [wrapped[CAPTION_LINES - 1][:chars - 1] + "…"]
+            lines += wrapped
+        return lines
+
+
+def _document(size: tuple[float, float], body: list[str], caption: Caption | None) -> str:
+    """The whole SVG: a white page of ``size`` points holding ``body``, the caption under it."""
+    width, height = size
+    lines = caption.lines(width - 24) if caption is not None else []
+    text = [f"<text xml:space='preserve' x='12' y='{height + 4 + CAPTION_STEP * (index + 1):.2f}' font-size='{CAPTION_SIZE}' "
+            f"fill='#333333' {FONT}>{html.escape(line)}</text>" for index, line in enumerate(lines)]
+    height += CAPTION_STEP * len(lines) + (12 if lines else 0)
+    return "\n".join([XML, f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
+                      f"viewBox='0 0 {width:.0f} {height:.0f}'>", f"<defs>{HATCH}</defs>",
+                      "<rect width='100%' height='100%' fill='white'/>", *body, *text, "</svg>"])
+
+
+def _heatmap_panel(state: HeatmapState, lut: np.ndarray, x0: float = 0.0,
+                   heading: str = "") -> tuple[list[str], float, float]:
+    """One titled heatmap with its labels and colour bar, its left edge at ``x0``, a ``heading`` line above
+    its title if given: (parts, width, height)."""
     rows, cols = state.matrix.shape
     cell = CELL if max(rows, cols) <= VECTOR_LIMIT else max(2.0, 900.0 / max(rows, cols))
     label_every = max(1, int(np.ceil(11 / cell)))  # labels 11 points apart at least
-    left, top = _label_width(state.query_labels) + 18, 34.0
+    titles = [line for line in (heading, _plain(state.title)) if line]
+    left, top = x0 + _label_width(state.query_labels) + 18, 34.0 + TITLE_STEP * (len(titles) - 1)
     bottom = _label_width(state.key_labels) * 0.75 + 24
-    width, height = left + cols * cell + 70, top + rows * cell + bottom
-    parts = [XML, f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
-             f"viewBox='0 0 {width:.0f} {height:.0f}'>", f"<defs>{HATCH}</defs>",
-             "<rect width='100%' height='100%' fill='white'/>",
-             f"<text x='{left}' y='20' font-size='14' {FONT}>{html.escape(_plain(state.title))}</text>"]
+    widest = max(_text_width(line, TITLE_SIZE) for line in titles)
+    width = max(left - x0 + cols * cell + 70, left - x0 + widest + 12)
+    height = top + rows * cell + bottom
+    parts = [f"<text x='{left:.2f}' y='{20 + TITLE_STEP * index}' font-size='{TITLE_SIZE}' {FONT}>"
+             f"{html.escape(line)}</text>" for index, line in enumerate(titles)]
     parts += _cells(state.matrix, state.mask, levels=state.levels, lut=lut, x=left, y=top, cell=cell)
     if state.step_row is not None and 0 <= state.step_row < rows:
-        parts.append(f"<rect x='{left}' y='{top + state.step_row * cell:.2f}' width='{cols * cell:.2f}' height='{cell:.2f}' "
-                     "fill='none' stroke='#ff5a36' stroke-width='1.5'/>")
+        parts.append(f"<rect x='{left:.2f}' y='{top + state.step_row * cell:.2f}' width='{cols * cell:.2f}' "
+                     f"height='{cell:.2f}' fill='none' stroke='#ff5a36' stroke-width='1.5'/>")
     for r in range(0, rows, label_every):
-        parts.append(f"<text x='{left - 4}' y='{top + (r + 0.5) * cell + 4:.2f}' font-size='10' text-anchor='end' "
+        parts.append(f"<text x='{left - 4:.2f}' y='{top + (r + 0.5) * cell + 4:.2f}' font-size='10' text-anchor='end' "
                      f"{FONT}>{html.escape(state.query_labels[r])}</text>")
     for c in range(0, cols, label_every):
         cx, cy = left + (c + 0.5) * cell, top + rows * cell + 6
         parts.append(f"<text transform='translate({cx:.2f},{cy:.2f}) rotate(-45)' font-size='10' text-anchor='end' "
                      f"{FONT}>{html.escape(state.key_labels[c])}</text>")
-    parts.append(f"<text x='12' y='{top + rows * cell / 2:.2f}' font-size='11' text-anchor='middle' {FONT} "
-                 f"transform='rotate(-90 12 {top + rows * cell / 2:.2f})'>{html.escape(state.axis_names[0])}</text>")
+    parts.append(f"<text x='{x0 + 12:.2f}' y='{top + rows * cell / 2:.2f}' font-size='11' text-anchor='middle' {FONT} "
+                 f"transform='rotate(-90 {x0 + 12:.2f} {top + rows * cell / 2:.2f})'>"
+                 f"{html.escape(state.axis_names[0])}</text>")
     parts.append(f"<text x='{left + cols * cell / 2:.2f}' y='{height - 6:.2f}' font-size='11' text-anchor='middle' "
                  f"{FONT}>{html.escape(state.axis_names[1])}</text>")
     parts += _colour_bar(state.levels, lut, x=left + cols * cell + 14, y=top, height=rows * cell)
-    parts.append("</svg>")
-    return "\n".join(parts)
+    return parts, width, height
 
 
-def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: list[str], lut: np.ndarray,
-              levels: tuple[float, float] = (0.0, 1.0)) -> str:
-    """Every head of ``grid`` (one row per layer), titled, with token labels where they fit and one colour bar."""
+def _message_panel(title: str, message: str, x0: float) -> tuple[list[str], float, float]:
+    """A pane with no map: its title and why there is none, wrapped."""
+    width = max(MESSAGE_WIDTH, _text_width(title, TITLE_SIZE) + 24)
+    lines = textwrap.wrap(message, int((width - 24) / _text_width("x", 11))) or [message]
+    parts = [f"<text x='{x0 + 12:.2f}' y='20' font-size='{TITLE_SIZE}' {FONT}>{html.escape(title)}</text>"]
+    parts += [f"<text x='{x0 + 12:.2f}' y='{56 + 15 * index}' font-size='11' fill='#555555' {FONT}>"
+              f"{html.escape(line)}</text>" for index, line in enumerate(lines)]
+    return parts, width, 70.0 + 15 * len(lines)
+
+
+def without_masks(state: HeatmapState | CompareState) -> HeatmapState | CompareState:
+    """``state`` with no cell hatched (the user hid the masks), a comparison's every pane."""
+    if isinstance(state, HeatmapState):
+        return dataclasses.replace(state, mask=None)
+    panes = [pane if pane.state is None else dataclasses.replace(pane, state=without_masks(pane.state))
+             for pane in (state.a, state.b, state.diff)]
+    return CompareState(*panes)
+
+
+def heatmap_svg(state: HeatmapState, lut: np.ndarray, caption: Caption | None = None) -> str:
+    """The focus heatmap as a standalone SVG figure, with ``caption`` (input, model, output) under it."""
+    parts, width, height = _heatmap_panel(state, lut)
+    return _document((width, height), body=parts, caption=caption)
+
+
+def _without_letter(title: str) -> str:
+    """A comparison pane's title without its first part, the model's letter (its name heads the pane)."""
+    _, _, rest = _plain(title).partition(" · ")
+    return rest
+
+
+def compare_svg(state: CompareState, names: tuple[str, str], luts: tuple[np.ndarray, np.ndarray],
+                caption: Caption | None = None) -> str:
+    """Model A | model B | B − A side by side, each pane titled with the models' names, the way a single
+    heatmap is drawn (``luts``: the maps' colormap and the difference's diverging one)."""
+    a, b = names
+    body, x0, height = [], 0.0, 0.0
+    for pane, name, lut in ((state.a, a, luts[0]), (state.b, b, luts[0]), (state.diff, f"{b} − {a}", luts[1])):
+        if pane.state is None:
+            parts, width, pane_height = _message_panel(name, pane.message, x0)
+        else:
+            titled = dataclasses.replace(pane.state, title=_without_letter(pane.state.title))
+            parts, width, pane_height = _heatmap_panel(titled, lut, x0=x0, heading=name)
+        body += parts
+        x0, height = x0 + width + PANE_GAP, max(height, pane_height)
+    return _document((x0 - PANE_GAP, height), body=body, caption=caption)
+
+
+def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: list[str], lut: np.ndarray, *,
+              levels: tuple[float, float] = (0.0, 1.0), mask: np.ndarray | None = None,
+              caption: Caption | None = None) -> str:
+    """Every head of ``grid`` (one row per layer), titled, with token labels where they fit, one colour bar,
+    and the cells ``mask`` forbids hatched as in the focus view."""
     rows, cols = grid.matrices[0].shape if grid.matrices else (1, 1)
+    if mask is not None and mask.shape != (rows, cols):  # long inputs: thumbnails, so a block hatched if all masked
+        mask = thumbnail(mask.astype(np.float32)) > 0
     cell = max(1.0, min(CELL, 220.0 / max(rows, cols)))
     labelled = cell >= 9
     left = (_label_width(query_labels) if labelled else 0) + 30
     top, gap = 40.0, 14.0
     panel_w, panel_h = cols * cell, rows * cell
     bottom = (_label_width(key_labels) * 0.75 if labelled else 0) + 16
-    width = left + grid.cols * (panel_w + gap) + 60
+    width = max(left + grid.cols * (panel_w + gap) + 60, left + _text_width(_plain(title), TITLE_SIZE) + 12)
     height = top + grid.rows * (panel_h + gap + 16) + bottom
-    parts = [XML, f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
-             f"viewBox='0 0 {width:.0f} {height:.0f}'>", f"<defs>{HATCH}</defs>",
-             "<rect width='100%' height='100%' fill='white'/>",
-             f"<text x='{left}' y='20' font-size='14' {FONT}>{html.escape(_plain(title))}</text>"]
+    parts = [f"<text x='{left}' y='20' font-size='{TITLE_SIZE}' {FONT}>{html.escape(_plain(title))}</text>"]
     for index, matrix in enumerate(grid.matrices):
         row, col = divmod(index, grid.cols)
         x, y = left + col * (panel_w + gap), top + row * (panel_h + gap + 16) + 14
@@ -149,7 +251,7 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
         colour, mark = (" fill='#c62828'", " · off") if off else ("", "")
         parts.append(f"<text x='{x + panel_w / 2:.2f}' y='{y - 4:.2f}' font-size='11' text-anchor='middle' {FONT}"
                      f"{colour}>{html.escape(grid.row_names[row])} · {html.escape(grid.col_names[col])}{mark}</text>")
-        parts += _cells(matrix, None, levels=levels, lut=lut, x=x, y=y, cell=cell)
+        parts += _cells(matrix, mask, levels=levels, lut=lut, x=x, y=y, cell=cell)
         if off:
             parts.append(f"<path d='M{x:.2f},{y:.2f} L{x + panel_w:.2f},{y + panel_h:.2f} M{x:.2f},{y + panel_h:.2f} "
                          f"L{x + panel_w:.2f},{y:.2f}' stroke='#e53935' stroke-width='2' fill='none'/>")
@@ -162,6 +264,5 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
                 cx, cy = x + (c + 0.5) * cell, y + panel_h + 5
                 parts.append(f"<text transform='translate({cx:.2f},{cy:.2f}) rotate(-45)' font-size='9' "
                              f"text-anchor='end' {FONT}>{html.escape(key_labels[c])}</text>")
-    parts += _colour_bar(levels, lut, x=width - 48, y=top + 14, height=panel_h)
-    parts.append("</svg>")
-    return "\n".join(parts)
+    parts += _colour_bar(levels, lut, x=left + grid.cols * (panel_w + gap) + 12, y=top + 14, height=panel_h)
+    return _document((width, height), body=parts, caption=caption)

@@ -19,7 +19,8 @@ from models.errors import AttnvizError
 
 from . import __version__, viewmodel
 from .demos import demo_examples, demo_pairs
-from .export import save_figure, save_widget_image, write_csv, write_npz
+from .export import figure_image, save_figure, write_csv, write_npz
+from .figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
 from .session import NO_REQUEST, ModelInfo, RunSettings, Session
 from .session_file import SUFFIX as SESSION_SUFFIX
 from .settings import SettingsReader
@@ -838,29 +839,51 @@ class MainWindow(QMainWindow):
         selection = self.session.selection
         return viewmodel.export_name(selection.kind, selection.layer, selection.head)
 
+    def _caption(self) -> Caption:
+        """The input, and each shown model's name and output, for a figure's caption."""
+        session = self.session
+        outputs = [(session.model.path.stem, session.result.text)]
+        if session.comparing:
+            partner = session.partner_result
+            waiting = session.partner_error or "model B is running…"
+            outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
+        return Caption(session.request.text if session.request is not None else "", tuple(outputs))
+
+    def current_figure(self) -> str | None:
+        """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None before a run."""
+        from .views.style import lookup_table
+
+        heatmap = self.current_heatmap()
+        if heatmap is None:
+            return None
+        shown = self.current_comparison() if self.session.comparing else heatmap
+        if not self.selector.masks_visible():
+            shown = without_masks(shown)
+        if not self.session.comparing:
+            return heatmap_svg(shown, self.focus.lut(), caption=self._caption())
+        names = (self.session.model.path.stem, self.session.partner.path.stem)
+        luts = (self.focus.lut(), lookup_table(viewmodel.DIVERGING_COLORMAP))
+        return compare_svg(shown, names, luts=luts, caption=self._caption())
+
     def export_focus_image(self, path: str | None = None) -> None:
-        """The focus heatmap; while comparing, the three maps as they are shown (A | B | B − A)."""
+        """The focus heatmap; while comparing, the three maps (A | B | B − A). PNG and SVG are one figure."""
         path = path or self._ask_path("Export heatmap", self._export_name() + ".png", "PNG (*.png);;SVG (*.svg)")
         if not path:
             return
-        if self.session.comparing:
-            with self.compare_view.exporting():
-                self._export(save_widget_image, self.compare_view, path)
+        figure = self.current_figure()
+        if figure is None:
+            self.show_error("Export failed: nothing to export yet; run a sentence first")
             return
-        if path.lower().endswith(".svg") and self.current_heatmap() is not None:  # vector cells, labels as text
-            from .figures import heatmap_svg
-
-            self._export(save_figure, heatmap_svg(self.current_heatmap(), self.focus.lut()), path)
-            return
-        with self.focus.exporting():
-            self._export(save_widget_image, self.focus, path)
+        self._export(save_figure, figure, path)
 
     def copy_focus_image(self) -> None:
+        """The exported figure (PNG, 2×) to the clipboard, for pasting into slides."""
         from PySide6.QtWidgets import QApplication
 
-        shown = self.compare_view if self.session.comparing else self.focus
-        with shown.exporting():
-            QApplication.clipboard().setPixmap(shown.grab())
+        figure = self.current_figure()
+        if figure is None:
+            return
+        QApplication.clipboard().setImage(figure_image(figure))
         self.statusBar().showMessage("The heatmap is on the clipboard", 5000)
 
     def export_grid_image(self, path: str | None = None) -> None:
@@ -868,11 +891,11 @@ class MainWindow(QMainWindow):
         path = path or self._ask_path("Export all heads of this layer", name, "PNG (*.png);;SVG (*.svg)")
         trace, selection = self.session.trace, self.session.selection
         if path and trace is not None and selection.kind in trace.attention:
-            from .figures import heads_svg
-
+            mask = trace.masks[selection.kind] if self.selector.masks_visible() else None
             figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(selection.kind, selection.layer),
                                query_labels=trace.query_tokens(selection.kind),
-                               key_labels=trace.key_tokens(selection.kind), lut=self.focus.lut())
+                               key_labels=trace.key_tokens(selection.kind), lut=self.focus.lut(), mask=mask,
+                               caption=self._caption())
             self._export(save_figure, figure, path)
 
     def export_npz(self, path: str | None = None) -> None:

@@ -1,20 +1,20 @@
-"""Headless drawing of traces with the app's own views (used by ``attnviz render``).
+"""Headless drawing of traces as the window exports them (used by ``attnviz render``).
 
-What is drawn comes from the same view-model as the window's (attnviz/viewmodel.py), so a rendered file
-shows exactly what the window would.
+What is drawn comes from the same view-model as the window's (attnviz/viewmodel.py) and the same figures
+as its image exports (attnviz/figures.py), so a rendered file is what the window would export. No widget is
+shown: an offscreen platform warns about every window it is asked to show.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
 from models.trace import AttentionTrace
 
 from . import viewmodel
-from .export import save_figure, save_widget_image
-from .figures import heads_svg, heatmap_svg
+from .export import save_figure
+from .figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
 from .session import Selection
 
 
@@ -25,69 +25,38 @@ def _application():
 
 
 def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
-                 size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True) -> Path:
-    """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads.
+                 size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True,
+                 caption: Caption | None = None) -> Path:
+    """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads; a
+    PNG of one heatmap is ``size`` points at 2×, the figure as large as fits."""
+    _application()  # text in a figure needs Qt's fonts
+    from .views.style import lookup_table
 
-    Every head of a layer, and any SVG, is a figure from attnviz/figures.py (vector cells, labels as text);
-    a PNG of one heatmap is the window's own focus view drawn offscreen.
-    """
-    _application()
-    from .views.style import follow_palette, lookup_table
-
-    follow_palette()
     selection = Selection(kind=kind, layer=layer, head=0 if head == "all" else head)
     lut = lookup_table(colormap)
     if head == "all":
         figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(kind, layer),
-                           query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind), lut=lut)
+                           query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind), lut=lut,
+                           mask=trace.masks[kind] if masks else None, caption=caption)
         return save_figure(figure, output)
     state = viewmodel.heatmap(trace, selection)
     if not masks:
-        state = dataclasses.replace(state, mask=None)
-    if Path(output).suffix.lower() == ".svg":
-        return save_figure(heatmap_svg(state, lut), output)
-    return _render_widget(state, output, size=size, colormap=colormap)
+        state = without_masks(state)
+    return save_figure(heatmap_svg(state, lut, caption=caption), output, size=size)
 
 
 def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
-                   size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True) -> Path:
-    """Model A | model B | B − A at one selection (``size`` is one pane's), as the window's comparison shows it."""
-    application = _application()
-    from .views.compare import CompareView
-    from .views.style import follow_palette
+                   size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True,
+                   names: tuple[str, str] = ("A", "B"), caption: Caption | None = None) -> Path:
+    """Model A | model B | B − A at one selection (``size`` is one pane's), as the window's comparison
+    exports it, the panes titled with the models' ``names``."""
+    _application()
+    from .views.style import lookup_table
 
-    follow_palette()
     state = viewmodel.compare_state(a, b, Selection(kind=kind, layer=layer, head=head))
-    widget = CompareView()
-    widget.show_compare(state)
-    widget.set_colormap(colormap)
-    widget.set_masks_visible(masks)
-    for pane in (widget.a, widget.b, widget.diff):
-        pane.readout.hide()
-    widget.resize(size[0] * 3, size[1])
-    widget.show()
-    application.processEvents()
-    path = save_widget_image(widget, output)
-    widget.close()
-    widget.deleteLater()
-    application.processEvents()
-    return path
+    if not masks:
+        state = without_masks(state)
+    figure = compare_svg(state, names, luts=(lookup_table(colormap), lookup_table(viewmodel.DIVERGING_COLORMAP)),
+                         caption=caption)
+    return save_figure(figure, output, size=(size[0] * 3, size[1]))
 
-
-def _render_widget(state: viewmodel.HeatmapState, output: Path, *, size: tuple[int, int], colormap: str) -> Path:
-    application = _application()
-    from .views.heatmap import HeatmapView
-
-    widget = HeatmapView()
-    widget.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
-                       title=state.title, axis_names=state.axis_names)
-    widget.readout.hide()
-    widget.set_colormap(colormap)
-    widget.resize(*size)
-    widget.show()  # lay out once so every item has its final geometry before painting
-    application.processEvents()
-    path = save_widget_image(widget, output)
-    widget.close()
-    widget.deleteLater()
-    application.processEvents()
-    return path

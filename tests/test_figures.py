@@ -4,13 +4,14 @@ beyond (said in the file), hatched masks, the step row outlined, labels as text.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 import zlib
 from xml.etree import ElementTree
 
 import numpy as np
 
-from attnviz.figures import VECTOR_LIMIT, heatmap_svg, png_bytes
+from attnviz.figures import CAPTION_LINES, VECTOR_LIMIT, Caption, compare_svg, heads_svg, heatmap_svg, png_bytes
 from attnviz.viewmodel import HeatmapState
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -54,3 +55,48 @@ def test_png_bytes_hold_the_pixels():
     length = int.from_bytes(data[start - 8:start - 4], "big")
     rows = zlib.decompress(data[start:start + length])
     assert rows == b"\x00" + rgb[0].tobytes() + b"\x00" + rgb[1].tobytes()
+
+
+def texts_of(svg: str) -> list[str]:
+    return [text.text for text in ElementTree.fromstring(svg.split("\n", 1)[1]).iter(f"{SVG}text")]
+
+
+def test_the_heads_figure_hatches_masked_cells_even_when_its_maps_are_thumbnails():
+    from attnviz.viewmodel import THUMBNAIL_SIDE, GridState
+
+    for size in (4, THUMBNAIL_SIDE * 2):  # a long input's thumbnails: a block is hatched when all of it is masked
+        mask = np.tril(np.ones((size, size), dtype=bool))
+        shown = 4 if size == 4 else THUMBNAIL_SIDE
+        grid = GridState(rows=1, cols=2, row_names=["L0"], col_names=["H0", "H1"],
+                         matrices=[np.zeros((shown, shown), np.float32)] * 2, selected=None)
+        svg = heads_svg(grid, "Decoder self-attention", query_labels=["q"] * size, key_labels=["k"] * size, lut=LUT,
+                        mask=mask)
+        blocked = shown * (shown - 1) // 2  # above the diagonal
+        assert svg.count("fill='url(#masked)'") == 2 * blocked
+
+
+def test_a_caption_names_the_input_and_each_model_with_its_output_and_keeps_long_texts_short():
+    caption = Caption("The Lord is my shepherd.", (("en-es-transformer", "El Señor es mi pastor."),))
+    texts = texts_of(heatmap_svg(state(4), LUT, caption=caption))
+    assert "Input: The Lord is my shepherd." in texts
+    assert "Output (en-es-transformer): El Señor es mi pastor." in texts
+    long = Caption("word " * 500, (("m", "x"),))
+    lines = long.lines(300)
+    assert len(lines) == CAPTION_LINES + 1 and lines[CAPTION_LINES - 1].endswith("…")
+
+
+def test_the_comparison_is_vector_cells_titled_with_the_models_names():
+    from attnviz.viewmodel import ComparePane, CompareState
+
+    a, b = state(4), state(4)
+    diff = dataclasses.replace(state(4), title="<b>B − A</b> · Cross-attention · layer 0 · head 0")
+    both = CompareState(ComparePane(dataclasses.replace(a, title="<b>A</b> · Cross-attention · layer 0 · head 0")),
+                        ComparePane(dataclasses.replace(b, title="<b>B</b> · Cross-attention · layer 0 · head 0")),
+                        ComparePane(diff))
+    svg = compare_svg(both, ("pre-ln", "post-ln"), luts=(LUT, LUT))
+    assert svg.count("<title>") == 3 * 16 and "<image" not in svg
+    texts = texts_of(svg)
+    assert {"pre-ln", "post-ln", "post-ln − pre-ln"} <= set(texts) and "A" not in texts and "B" not in texts
+    missing = CompareState(both.a, ComparePane(None, "model B has no encoder self-attention"), ComparePane(None, "-"))
+    texts = texts_of(compare_svg(missing, ("gru", "transformer"), luts=(LUT, LUT)))
+    assert "transformer" in texts and "model B has no encoder self-attention" in texts

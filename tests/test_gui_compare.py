@@ -227,11 +227,12 @@ def test_exports_while_comparing_hold_both_models(qtbot, window, tmp_path):
     png = tmp_path / "both.png"
     window.export_focus_image(str(png))
     image = QImage(str(png))
-    assert (image.width(), image.height()) == (2 * window.compare_view.width(), 2 * window.compare_view.height())
+    assert image.width() > image.height()  # three maps side by side
     svg = tmp_path / "both.svg"
     window.export_focus_image(str(svg))
     texts = [text.text for text in ElementTree.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}text")]
-    assert texts.count("Cross-attention") == 2 and {"A", "B"} <= set(texts)  # both models' maps, titled
+    assert texts.count("Cross-attention · layer 0 · head 0") == 2  # both models' maps
+    assert {"piglatin-gru-additive", "piglatin-gru-scaled-dot"} <= set(texts)  # titled with the models' names
     window.export_npz(str(tmp_path / "run.npz"))
     a, b = np.load(tmp_path / "run.npz"), np.load(tmp_path / "run-B.npz")
     np.testing.assert_array_equal(a["cross_L0"], window.session.trace.attention["cross"][0])

@@ -82,3 +82,14 @@ def test_the_gui_starts_and_quits_cleanly(tmp_path, random_checkpoint):
                             cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and "QThread: Destroyed while thread" not in result.stderr
+
+
+@pytest.mark.parametrize("options", [["-o", "cross.png"], ["--compare", "en-es-transformer-postln", "-o", "both.png"]])
+def test_render_prints_nothing_on_stderr(tmp_path, options):
+    """No Qt warning (an offscreen platform warns about every window shown): stderr stays empty; the file
+    written is named on stdout."""
+    result = subprocess.run([sys.executable, "-m", "attnviz", "render", "-c", "en-es-transformer",
+                             "The Lord is my shepherd.", "--kind", "cross", *options],
+                            capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.strip() == options[-1] and (tmp_path / options[-1]).stat().st_size > 1000

@@ -1,7 +1,8 @@
 """``attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all] -o OUT.png|.svg``
 
 Draws the same heatmap as the app's focus view (``--head all``: every head of the layer, as the head
-grid) without a window: Qt renders offscreen. PNGs are written at 2× for print.
+grid) without a window, as the window exports it: a white figure with the sentence, the model and its output
+as a caption. PNGs are written at 2× for print.
 
 ``attnviz render --snapshots FOLDER TEXT --kind K ... -o FRAMES/`` draws the same view for every snapshot of
 a series (``attnviz train --snapshots N``), in step order: ``FRAMES/step-000250.png`` … (or ``.svg`` with
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
+from pathlib import Path
 
 from models.aggregate import AGGREGATES
 from models.errors import InputError
@@ -81,28 +82,37 @@ def run(args: argparse.Namespace) -> int:
     if args.snapshots is not None:
         return render_series(args, head, size)
     output = check_output(args.output, IMAGE_SUFFIXES)
-    trace = decode_one(args).trace
+    result = decode_one(args)
     if args.compare is not None:
-        return run_compare(args, trace, head=head, size=size, output=output)
-    check_selection(trace, args.kind, args.layer, head=head)
-    draw(args, trace, head=head, size=size, output=output)
-    print(output, file=sys.stderr)
+        return run_compare(args, result, head=head, size=size, output=output)
+    check_selection(result.trace, args.kind, args.layer, head=head)
+    draw(args, result, head=head, size=size, output=output)
+    print(output)
     return 0
 
 
-def draw(args: argparse.Namespace, trace, head: int | str, size: tuple[int, int], output) -> None:
+def draw(args: argparse.Namespace, result, head: int | str, size: tuple[int, int], output) -> None:
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..rendering import render_trace  # Qt loads only now
 
-    render_trace(trace, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
-                 masks=not args.no_masks)
+    render_trace(result.trace, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
+                 masks=not args.no_masks, caption=caption(args.text, (model_name(args.checkpoint), result)))
+
+
+def model_name(checkpoint: str) -> str:
+    return Path(checkpoint).stem
+
+
+def caption(text: str, *outputs):
+    """The figure's caption: the input, then each ``(model name, result)``'s output."""
+    from ..figures import Caption
+
+    return Caption(text, tuple((name, result.text) for name, result in outputs))
 
 
 def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, int]) -> int:
     """One frame per snapshot of the series, the same sentence and view each, named by step."""
-    from pathlib import Path
-
     from models.snapshots import load_series
 
     series = load_series(args.snapshots)  # every file checked before the first frame is drawn
@@ -115,16 +125,18 @@ def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, in
         result = decode_one(args)
         check_selection(result.trace, args.kind, args.layer, head=head)
         output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.format}")
-        draw(args, result.trace, head=head, size=size, output=output)
-        print(f"{output}  step {snapshot.step}: {result.text}", file=sys.stderr)
+        draw(args, result, head=head, size=size, output=output)
+        print(f"{output}  step {snapshot.step}: {result.text}")
     return 0
 
 
-def run_compare(args: argparse.Namespace, trace, *, head: int | str, size: tuple[int, int], output) -> int:
+def run_compare(args: argparse.Namespace, result, *, head: int | str, size: tuple[int, int], output) -> int:
     """A | B | B − A; a kind, layer or head one model lacks is said in its pane (the other must have it)."""
     if head == "all":
         raise InputError("--head all cannot be compared; choose a head number or an aggregate")
-    other = decode_one(argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []})).trace
+    trace = result.trace
+    other_result = decode_one(argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []}))
+    other = other_result.trace
     missing = [error for error in (_selection_error(trace, args, head), _selection_error(other, args, head)) if error]
     if len(missing) == 2:
         raise InputError(f"neither model can show this: {missing[0]}")
@@ -132,10 +144,11 @@ def run_compare(args: argparse.Namespace, trace, *, head: int | str, size: tuple
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..rendering import render_compare  # Qt loads only now
 
+    names = (model_name(args.checkpoint), model_name(args.compare))
     render_compare(trace, other, kind=args.kind, layer=args.layer, head=head, output=output, size=size,
-                   colormap=args.colormap,
-                   masks=not args.no_masks)
-    print(output, file=sys.stderr)
+                   colormap=args.colormap, masks=not args.no_masks, names=names,
+                   caption=caption(args.text, (names[0], result), (names[1], other_result)))
+    print(output)
     return 0
 
 

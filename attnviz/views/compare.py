@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
@@ -53,14 +50,6 @@ class CompareView(QWidget):
     def clear(self, message: str) -> None:
         for view in (self.a, self.b, self.diff):
             view.clear(message)
-
-    @contextlib.contextmanager
-    def exporting(self) -> Iterator[None]:
-        """The three maps without what belongs to the pointer, while they are drawn into a file."""
-        with contextlib.ExitStack() as stack:
-            for view in (self.a, self.b, self.diff):
-                stack.enter_context(view.exporting())
-            yield
 
 
 class CompareBar(QWidget):
