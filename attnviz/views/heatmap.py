@@ -4,12 +4,13 @@ the decoding step highlighted and masked cells hatched."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from ..viewmodel import HeatmapState
@@ -30,37 +31,184 @@ def not_a_number_cells(matrix: np.ndarray) -> np.ndarray:
 
 
 FOCUS_MIN_HEIGHT = 150  # px: in a small window the docks and the result line give way, not the heatmap
-SHORT_INPUT = 40  # up to this many tokens in view, every one is labelled (cut with "…" to its cell if need be)
+LABEL_GAP = 4  # px kept between neighbouring labels along an axis
+LANE_GAP = 6  # px between lanes of staggered labels
+LEVEL, UPRIGHT = False, True  # a label's direction: level (left to right) or upright (read bottom to top)
+# Column labels that do not fit their cells level try these (direction, lanes) in turn; rows are always level.
+# Two staggered level lines read more easily than upright text; a character model's labels need three.
+COLUMN_LAYOUTS = ((LEVEL, 1), (LEVEL, 2), (UPRIGHT, 1), (UPRIGHT, 2), (LEVEL, 3), (UPRIGHT, 3))
+ROW_LAYOUTS = ((LEVEL, 1), (LEVEL, 2), (LEVEL, 3))
 
 
-def visible_ticks(tokens: list[str], low: float, high: float, cell: float,
-                  size: Callable[[str], float], gap: float = 4) -> list[tuple[int, str]]:
-    """Ticks for the tokens between ``low`` and ``high`` (``size``: a label's extent in pixels along the
-    axis, ``cell``: pixels per token). Labels that fit all show. When they do not: a short stretch still
-    labels every token, each cut with "…" to its cell (when a cut label fits: along a vertical axis a label's
-    height cannot be cut); a long one labels every n-th token, evenly, and zooming in reveals the rest.
-    ``gap``: pixels kept between labels (text lines stacked along a vertical axis carry their leading: 0)."""
-    first, last = max(0, int(np.ceil(low))), min(len(tokens) - 1, int(np.floor(high)))
-    if last < first:
-        return []
-    shown = range(first, last + 1)
-    widest = max(size(tokens[index]) for index in shown) + gap
-    if widest <= cell:
-        return [(index, tokens[index]) for index in shown]
-    if len(shown) <= SHORT_INPUT and size(tokens[first][:1] + "…") + gap <= cell:
-        return [(index, _cut(tokens[index], cell - gap, size)) for index in shown]
-    every = int(np.ceil(widest / max(cell, 1e-6)))
-    return [(index, tokens[index]) for index in shown if index % every == 0]
+@dataclass(frozen=True)
+class TokenLabels:
+    """An axis' token labels measured once in its font, so a pan or zoom frame only reads numbers."""
+
+    tokens: list[str]
+    widths: np.ndarray  # px: each label's width
+    line: float  # px: a label's height
+
+    @property
+    def widest(self) -> float:
+        return float(self.widths.max(initial=0.0))
 
 
-def _cut(label: str, room: float, size: Callable[[str], float]) -> str:
-    """``label`` shortened with "…" until it fits ``room`` pixels (at least its first character)."""
-    if size(label) <= room:
-        return label
-    for length in range(len(label) - 1, 0, -1):
-        if size(label[:length] + "…") <= room:
-            return label[:length] + "…"
-    return label[:1] + "…" if len(label) > 1 else label
+@dataclass(frozen=True)
+class TickLayout:
+    """Which tokens an axis labels and how: ``lanes`` parallel lines taken in turn (a label's neighbours sit on
+    other lines, so it may be wider than its cell), each ``lane`` px deep; ``upright`` labels read bottom to top."""
+
+    ticks: list[tuple[int, str]]
+    lanes: int = 1
+    upright: bool = False
+    lane: float = 0.0
+
+    @property
+    def depth(self) -> float:
+        """Pixels the labels take across the axis."""
+        return self.lanes * self.lane + (self.lanes - 1) * LANE_GAP if self.ticks else 0.0
+
+
+def column_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
+    """Labels for the columns between ``span``'s ends (``cell``: pixels per token), each in full."""
+    shown = _shown(labels, span)
+    extents = {LEVEL: (labels.widths[shown.start:shown.stop], labels.line),
+               UPRIGHT: (np.full(len(shown), labels.line), labels.widest)}
+    return _layout(labels, shown, cell=cell, options=[(direction, lanes, *extents[direction])
+                                                      for direction, lanes in COLUMN_LAYOUTS], anchor=anchor)
+
+
+def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
+    """Labels for the rows between ``span``'s ends: text lines stacked along the axis carry their own leading,
+    so rows need no gap."""
+    shown = _shown(labels, span)
+    lines = np.full(len(shown), labels.line - LABEL_GAP)
+    return _layout(labels, shown, cell=cell, options=[(direction, lanes, lines, labels.widest)
+                                                      for direction, lanes in ROW_LAYOUTS], anchor=anchor)
+
+
+def _layout(labels: TokenLabels, shown: range, cell: float, options: list[tuple[bool, int, np.ndarray, float]],
+            anchor: int) -> TickLayout:
+    """The first of ``options`` (direction, lanes, the shown labels' extents along the axis, a lane's depth)
+    that labels every token in ``shown``. When none does (zoomed out), every n-th token, in full, counted from
+    ``anchor`` (a token that must keep its label), in the direction that needs the least room: zooming in
+    shows the rest. A cut label (``_…``) would say nothing."""
+    for upright, lanes, extents, lane in options:
+        if _room_needed(extents, lanes) <= lanes * cell:
+            return TickLayout([(index, labels.tokens[index]) for index in shown], lanes=lanes, upright=upright,
+                              lane=lane)
+    upright, _, extents, lane = min(options, key=lambda option: option[2].max(initial=0.0))
+    every = int(np.ceil((extents.max(initial=0.0) + LABEL_GAP) / max(cell, 1e-6)))
+    return TickLayout([(index, labels.tokens[index]) for index in shown if (index - anchor) % every == 0],
+                      upright=upright, lane=lane)
+
+
+def _room_needed(extents: np.ndarray, lanes: int) -> float:
+    """Pixels between the centres of two labels on one lane (``lanes`` tokens apart) that keep them apart:
+    half of each, centred on its cell, and a gap."""
+    if len(extents) <= lanes:
+        return 0.0
+    return float(((extents[:-lanes] + extents[lanes:]) / 2).max()) + LABEL_GAP
+
+
+def _shown(labels: TokenLabels, span: tuple[float, float]) -> range:
+    """The tokens whose cell centres lie in ``span``."""
+    low, high = span
+    return range(max(0, int(np.ceil(low))), min(len(labels.tokens) - 1, int(np.floor(high))) + 1)
+
+
+RIGHT_MIDDLE = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextDontClip)
+CENTRE_TOP = int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextDontClip)
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis of token labels drawn by itself: pyqtgraph writes tick labels level on one line only and drops
+    those that overlap, so long tokens were cut or lost. Labels here stay whole: level, staggered over lanes
+    or upright (``TickLayout``), and only the tokens in view are measured and drawn."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation)
+        self.setStyle(tickLength=0, autoExpandTextSpace=True)
+        self.labels = TokenLabels([], widths=np.zeros(0), line=0.0)
+        self.layout = TickLayout([])
+
+    def tick_font(self) -> QFont:
+        return self.style["tickFont"] or self.font()
+
+    def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().setTickFont(font)
+        self.set_tokens(self.labels.tokens)  # measured again in the new font
+
+    def set_tokens(self, tokens: list[str]) -> None:
+        metrics = QFontMetricsF(self.tick_font())
+        self.labels = TokenLabels(list(tokens), widths=np.array([metrics.horizontalAdvance(token) for token in tokens]),
+                                  line=metrics.height())
+
+    def fit(self, span: tuple[float, float], cell: float, anchor: int = 0) -> None:
+        """Label the tokens between ``span``'s ends, ``cell`` pixels apart, keeping ``anchor``'s label."""
+        place = row_ticks if self.orientation in ("left", "right") else column_ticks
+        self.layout = place(self.labels, span, cell=cell, anchor=anchor)
+        self.prepareGeometryChange()  # labels may reach past the axis' ends
+        self.setTicks([self.layout.ticks])
+        depth = int(np.ceil(self.layout.depth))
+        if self.orientation in ("left", "right") and depth != self.textWidth:
+            self.textWidth = depth
+            self._updateWidth()
+        elif self.orientation in ("top", "bottom") and depth != self.textHeight:
+            self.textHeight = depth
+            self._updateHeight()
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
+        reach = self.labels.widest / 2 + self.labels.line  # the first and last labels' overhang
+        along_x = self.orientation in ("top", "bottom")
+        return super().boundingRect().adjusted(-reach if along_x else 0, 0 if along_x else -reach,
+                                               reach if along_x else 0, 0 if along_x else reach)
+
+    def generateDrawSpecs(self, p):  # noqa: N802 (pyqtgraph's name)
+        """The axis line and, per label, where its lane starts (a point on the axis' text side) and its text."""
+        bounds = self.mapRectFromParent(self.geometry())
+        if self.orientation == "left":
+            line = (bounds.topRight() + QPointF(-1, -1), bounds.bottomRight() + QPointF(-1, 1))
+        else:
+            line = (bounds.topLeft() + QPointF(-1, 1), bounds.topRight() + QPointF(1, 1))
+        offset = self.style["tickTextOffset"][0 if self.orientation == "left" else 1]
+        labels = []
+        for index, text in self.layout.ticks:
+            position = self._pixel(index, bounds)
+            into = offset + (index % self.layout.lanes) * (self.layout.lane + LANE_GAP)
+            labels.append((QPointF(bounds.right() - into, position) if self.orientation == "left"
+                           else QPointF(position, bounds.top() + into), text))
+        return (self.pen(), *line), [], labels
+
+    def _pixel(self, value: float, bounds: QRectF) -> float:
+        """Where ``value`` lies along the axis, in the axis' coordinates (pyqtgraph's own mapping)."""
+        low, high = self.range
+        if high == low:
+            return 0.0
+        if self.orientation == "left":
+            return bounds.height() - (value - low) * bounds.height() / (high - low)
+        return (value - low) * bounds.width() / (high - low)
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:  # noqa: N802, N803 (pyqtgraph's names)
+        pen, start, end = axisSpec
+        p.setRenderHint(p.RenderHint.Antialiasing, False)
+        p.setRenderHint(p.RenderHint.TextAntialiasing, True)
+        p.setPen(pen)
+        p.drawLine(start, end)
+        p.setFont(self.tick_font())
+        p.setPen(self.textPen())
+        line, lane = self.labels.line, self.layout.lane
+        for point, text in textSpecs:
+            if self.orientation == "left":
+                p.drawText(QRectF(point.x() - lane, point.y() - line / 2, lane, line), RIGHT_MIDDLE, text)
+            elif self.layout.upright:  # the text ends at the axis and runs down from it, bottom to top
+                p.save()
+                p.translate(point)
+                p.rotate(-90)
+                p.drawText(QRectF(-lane, -line / 2, lane, line), RIGHT_MIDDLE, text)
+                p.restore()
+            else:
+                p.drawText(QRectF(point.x(), point.y(), 0, line), CENTRE_TOP, text)
 
 
 class HeatmapView(QWidget):
@@ -95,14 +243,11 @@ class HeatmapView(QWidget):
         self.key_tokens: list[str] = []
 
     def _build_plot(self) -> None:
-        self.plot = self.graphics.addPlot(row=0, col=0)
+        self.plot = self.graphics.addPlot(row=0, col=0, axisItems={name: TokenAxis(name) for name in ("left", "bottom")})
         self.plot.invertY(True)
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
         self.plot.getViewBox().setMouseEnabled(x=True, y=True)
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setStyle(tickLength=0, autoExpandTextSpace=True)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setLookupTable(lookup_table(DEFAULT_COLORMAP))
         self.image.setLevels((0.0, 1.0))
@@ -169,7 +314,8 @@ class HeatmapView(QWidget):
         rows, cols = matrix.shape
         self.approximate = False  # show_heatmap says when the weights are half precision (the view-model decides)
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
+        self._set_tokens(query_tokens, key_tokens)
+        self.mask = mask
         self.image.setImage(self.matrix, autoLevels=False, levels=levels)
         if self.image.getLevels() is None or tuple(self.image.getLevels()) != tuple(levels):
             # the first image applies the levels set before it existed (0–1) over the ones given here
@@ -220,20 +366,20 @@ class HeatmapView(QWidget):
             self.vline.setVisible(crosshair)
             self.hline.setVisible(crosshair)
 
+    def _set_tokens(self, query_tokens: list[str], key_tokens: list[str]) -> None:
+        self.query_tokens, self.key_tokens = query_tokens, key_tokens
+        self.plot.getAxis("left").set_tokens(query_tokens)
+        self.plot.getAxis("bottom").set_tokens(key_tokens)
+
     def _update_ticks(self, *_) -> None:
-        """Label as many tokens as fit in the visible range: all of them once zoomed in far enough.
+        """Label the tokens in the visible range, each in full: all of them once zoomed in far enough.
 
         Laying out hundreds of overlapping labels on every paint is what made long inputs slow.
         """
         (x_low, x_high), (y_low, y_high) = self.plot.getViewBox().viewRange()
         left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
-        metrics = QFontMetrics(bottom.style.get("tickFont") or self.font())
-        row_height = left.height() / max(y_high - y_low, 1e-6)
-        column_width = bottom.width() / max(x_high - x_low, 1e-6)
-        left.setTicks([visible_ticks(self.query_tokens, y_low, high=y_high, cell=row_height,
-                                     size=lambda _: metrics.height(), gap=0)])
-        bottom.setTicks([visible_ticks(self.key_tokens, x_low, high=x_high, cell=column_width,
-                                       size=metrics.horizontalAdvance)])
+        left.fit((y_low, y_high), cell=left.height() / max(y_high - y_low, 1e-6))
+        bottom.fit((x_low, x_high), cell=bottom.width() / max(x_high - x_low, 1e-6))
 
     def _update_badge(self) -> None:
         if self.mask is None or self.mask.shape != self.matrix.shape:
@@ -253,7 +399,8 @@ class HeatmapView(QWidget):
         self.image.clear()
         self.overlay.clear()
         self.step_box.hide()
-        self.matrix, self.mask, self.query_tokens, self.key_tokens = np.zeros((1, 1), np.float32), None, [], []
+        self.matrix, self.mask = np.zeros((1, 1), np.float32), None
+        self._set_tokens([], [])
         self._update_ticks()
         self.badge.hide()
         self.clear_hover()
