@@ -113,3 +113,16 @@ def test_zooming_out_on_a_long_input_thins_in_full_and_zooming_in_shows_all(qtbo
     view.plot.getViewBox().setRange(xRange=(100, 110), yRange=(100, 110), padding=0)
     assert axis_labels(view, "bottom") == tokens[100:111]
     assert axis_labels(view, "left") == tokens[100:111]
+
+
+def test_help_explains_the_marks_in_token_labels(qtbot):
+    from PySide6.QtWidgets import QTextBrowser, QWidget
+
+    from attnviz.views.help import explanation_dialog
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    text = explanation_dialog(parent).findChild(QTextBrowser).toPlainText()
+    for mark, meaning in (("▁", "word starts"), ("<s>", "start token"), ("</s>", "end of the sentence"),
+                          ("␣", "a space"), ("⟨…⟩", "does not have")):
+        assert mark in text and meaning in text
