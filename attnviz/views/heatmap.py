@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterator
 
 import numpy as np
@@ -48,7 +49,7 @@ class TokenLabels:
     widths: np.ndarray  # px: each label's width
     line: float  # px: a label's height
 
-    @property
+    @cached_property
     def widest(self) -> float:
         return float(self.widths.max(initial=0.0))
 
@@ -66,14 +67,29 @@ class TickLayout:
     @property
     def depth(self) -> float:
         """Pixels the labels take across the axis."""
-        return self.lanes * self.lane + (self.lanes - 1) * LANE_GAP if self.ticks else 0.0
+        return _stacked(self.lanes, self.lane) if self.ticks else 0.0
+
+
+def _stacked(lanes: int, lane: float) -> float:
+    return lanes * lane + (lanes - 1) * LANE_GAP
+
+
+def lane_depth(labels: TokenLabels, upright: bool, rows: bool) -> float:
+    """Pixels one lane of labels takes across its axis: a line for level column labels, else the widest label."""
+    return labels.widest if upright or rows else labels.line
+
+
+def possible_depths(labels: TokenLabels, rows: bool) -> list[float]:
+    """Every depth an axis' labels can take (``rows``: a vertical axis), 0 for none."""
+    layouts = ROW_LAYOUTS if rows else COLUMN_LAYOUTS
+    return sorted({0.0} | {_stacked(lanes, lane_depth(labels, upright, rows=rows)) for upright, lanes in layouts})
 
 
 def column_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
     """Labels for the columns between ``span``'s ends (``cell``: pixels per token), each in full."""
     shown = _shown(labels, span)
-    extents = {LEVEL: (labels.widths[shown.start:shown.stop], labels.line),
-               UPRIGHT: (np.full(len(shown), labels.line), labels.widest)}
+    extents = {LEVEL: (labels.widths[shown.start:shown.stop], lane_depth(labels, LEVEL, rows=False)),
+               UPRIGHT: (np.full(len(shown), labels.line), lane_depth(labels, UPRIGHT, rows=False))}
     return _layout(labels, shown, cell=cell, options=[(direction, lanes, *extents[direction])
                                                       for direction, lanes in COLUMN_LAYOUTS], anchor=anchor)
 
@@ -83,7 +99,7 @@ def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, ancho
     so rows need no gap."""
     shown = _shown(labels, span)
     lines = np.full(len(shown), labels.line - LABEL_GAP)
-    return _layout(labels, shown, cell=cell, options=[(direction, lanes, lines, labels.widest)
+    return _layout(labels, shown, cell=cell, options=[(direction, lanes, lines, lane_depth(labels, direction, rows=True))
                                                       for direction, lanes in ROW_LAYOUTS], anchor=anchor)
 
 
@@ -99,8 +115,9 @@ def _layout(labels: TokenLabels, shown: range, cell: float, options: list[tuple[
                               lane=lane)
     upright, _, extents, lane = min(options, key=lambda option: option[2].max(initial=0.0))
     every = int(np.ceil((extents.max(initial=0.0) + LABEL_GAP) / max(cell, 1e-6)))
-    return TickLayout([(index, labels.tokens[index]) for index in shown if (index - anchor) % every == 0],
-                      upright=upright, lane=lane)
+    first = shown.start + (anchor - shown.start) % every
+    return TickLayout([(index, labels.tokens[index]) for index in range(first, shown.stop, every)], upright=upright,
+                      lane=lane)
 
 
 def _room_needed(extents: np.ndarray, lanes: int) -> float:
@@ -141,22 +158,39 @@ class TokenAxis(pg.AxisItem):
 
     def set_tokens(self, tokens: list[str]) -> None:
         metrics = QFontMetricsF(self.tick_font())
+        self.prepareGeometryChange()  # the first and last labels reach past the axis' ends by their widths
         self.labels = TokenLabels(list(tokens), widths=np.array([metrics.horizontalAdvance(token) for token in tokens]),
                                   line=metrics.height())
 
     def fit(self, span: tuple[float, float], cell: float, anchor: int = 0) -> None:
         """Label the tokens between ``span``'s ends, ``cell`` pixels apart, keeping ``anchor``'s label."""
+        self.show_layout(self.layout_for(span, cell=cell, anchor=anchor))
+
+    def layout_for(self, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
         place = row_ticks if self.orientation in ("left", "right") else column_ticks
-        self.layout = place(self.labels, span, cell=cell, anchor=anchor)
-        self.prepareGeometryChange()  # labels may reach past the axis' ends
-        self.setTicks([self.layout.ticks])
-        depth = int(np.ceil(self.layout.depth))
+        return place(self.labels, span, cell=cell, anchor=anchor)
+
+    def show_layout(self, layout: TickLayout) -> None:
+        """Draw ``layout``, the axis as deep as its labels."""
+        self.layout = layout
+        self.setTicks([layout.ticks])
+        depth = int(np.ceil(layout.depth))
         if self.orientation in ("left", "right") and depth != self.textWidth:
             self.textWidth = depth
             self._updateWidth()
         elif self.orientation in ("top", "bottom") and depth != self.textHeight:
             self.textHeight = depth
             self._updateHeight()
+
+    def size_for(self, depth: float) -> float:
+        """The axis' size across for labels ``depth`` pixels deep: they, the space before them and the axis'
+        name (pyqtgraph's sum)."""
+        named = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
+        return int(np.ceil(depth)) + self.style["tickTextOffset"][0 if self.orientation in ("left", "right") else 1] + named
+
+    def depths(self) -> list[float]:
+        """Every depth this axis' labels can take: a few, one per layout (none when it has no labels)."""
+        return possible_depths(self.labels, rows=self.orientation in ("left", "right"))
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
         reach = self.labels.widest / 2 + self.labels.line  # the first and last labels' overhang
@@ -374,12 +408,25 @@ class HeatmapView(QWidget):
     def _update_ticks(self, *_) -> None:
         """Label the tokens in the visible range, each in full: all of them once zoomed in far enough.
 
-        Laying out hundreds of overlapping labels on every paint is what made long inputs slow.
+        The two axes share the plot's room: deeper row labels leave the columns narrower cells and deeper
+        column labels the rows lower ones. Laid out one axis at a time, each resize changed the other axis'
+        labels and the two took turns for ever; so both are chosen together, from the room the view and its
+        axes have in all, and the same room always gives the same labels.
         """
-        (x_low, x_high), (y_low, y_high) = self.plot.getViewBox().viewRange()
+        view = self.plot.getViewBox()
         left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
-        left.fit((y_low, y_high), cell=left.height() / max(y_high - y_low, 1e-6))
-        bottom.fit((x_low, x_high), cell=bottom.width() / max(x_high - x_low, 1e-6))
+        (x_low, x_high), (y_low, y_high) = view.viewRange()
+        height, width = view.height() + bottom.height(), view.width() + left.width()
+        rows = {depth: left.layout_for((y_low, y_high), cell=(height - bottom.size_for(depth)) / max(y_high - y_low, 1e-6))
+                for depth in bottom.depths()}  # for each depth the column labels may take
+        columns = {depth: bottom.layout_for((x_low, x_high), cell=(width - left.size_for(depth)) / max(x_high - x_low, 1e-6))
+                   for depth in left.depths()}
+        fitting = [(rows[column_depth], columns[row_depth], row_depth + column_depth)
+                   for row_depth in columns for column_depth in rows
+                   if rows[column_depth].depth <= row_depth and columns[row_depth].depth <= column_depth]
+        row_layout, column_layout, _ = max(fitting, key=lambda pair: (len(pair[0].ticks) + len(pair[1].ticks), -pair[2]))
+        left.show_layout(row_layout)
+        bottom.show_layout(column_layout)
 
     def _update_badge(self) -> None:
         if self.mask is None or self.mask.shape != self.matrix.shape:
