@@ -29,7 +29,7 @@ def test_columns_that_fit_stay_level_and_wide_ones_stagger_or_turn_upright():
     tokens = list("abcdef") + ["</s>"]
     level = column_ticks(measured(tokens), (-0.5, 6.5), cell=20)
     assert texts(level) == tokens and (level.lanes, level.upright) == (1, False)
-    staggered = column_ticks(measured(tokens), (-0.5, 6.5), cell=12)  # "</s>" (24 px) beside "f" needs 19 px
+    staggered = column_ticks(measured(tokens), (-0.5, 6.5), cell=12)  # "</s>" (24 px) by "f" needs 19 px
     assert texts(staggered) == tokens and (staggered.lanes, staggered.upright) == (2, False)
     words = ["▁beginning", "▁created", "▁heavens", "▁earth"]  # 48–60 px in 20 px cells: upright, one line each
     upright = column_ticks(measured(words), (-0.5, 3.5), cell=20)
@@ -126,3 +126,26 @@ def test_help_explains_the_marks_in_token_labels(qtbot):
     for mark, meaning in (("▁", "word starts"), ("<s>", "start token"), ("</s>", "end of the sentence"),
                           ("␣", "a space"), ("⟨…⟩", "does not have")):
         assert mark in text and meaning in text
+
+
+def test_a_small_heatmap_settles_on_one_layout_of_both_axes(qtbot):
+    """Row labels in lanes make the columns narrower, column labels in lanes make the rows lower: laid out
+    one after the other, the two axes changed each other's labels at every resize, for ever."""
+    rows = ["<s>", "▁Hijo", "▁mío", ",", "▁oye", "▁la", "▁ley", "▁de", "▁tu", "▁padre", "."]
+    columns = ["▁My", "▁son", ",", "▁hear", "▁the", "▁instruction", "▁of", "▁your", "▁father", ".", "</s>"]
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.resize(530, 150)  # the focus heatmap in a 1000 × 650 window
+    view.show()
+    view.show_matrix(np.random.default_rng(0).random((11, 11)).astype(np.float32), None, rows, columns)
+    qtbot.wait(100)
+    left, bottom = view.plot.getAxis("left"), view.plot.getAxis("bottom")
+
+    def drawn():
+        return axis_labels(view, "left"), axis_labels(view, "bottom"), left.width(), bottom.height()
+
+    settled = drawn()
+    for _ in range(10):
+        qtbot.wait(20)
+        assert drawn() == settled
+    assert axis_labels(view, "bottom") == columns

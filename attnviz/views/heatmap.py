@@ -90,42 +90,41 @@ def column_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, an
     shown = _shown(labels, span)
     extents = {LEVEL: (labels.widths[shown.start:shown.stop], lane_depth(labels, LEVEL, rows=False)),
                UPRIGHT: (np.full(len(shown), labels.line), lane_depth(labels, UPRIGHT, rows=False))}
-    return _layout(labels, shown, cell=cell, options=[(direction, lanes, *extents[direction])
-                                                      for direction, lanes in COLUMN_LAYOUTS], anchor=anchor)
+    options = [(direction, lanes, *extents[direction]) for direction, lanes in COLUMN_LAYOUTS]
+    return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=LABEL_GAP)
 
 
 def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
-    """Labels for the rows between ``span``'s ends: text lines stacked along the axis carry their own leading,
-    so rows need no gap."""
+    """Labels for the rows between ``span``'s ends: lines of text stacked along the axis need no gap."""
     shown = _shown(labels, span)
-    lines = np.full(len(shown), labels.line - LABEL_GAP)
-    return _layout(labels, shown, cell=cell, options=[(direction, lanes, lines, lane_depth(labels, direction, rows=True))
-                                                      for direction, lanes in ROW_LAYOUTS], anchor=anchor)
+    lines = np.full(len(shown), labels.line)
+    options = [(direction, lanes, lines, lane_depth(labels, direction, rows=True)) for direction, lanes in ROW_LAYOUTS]
+    return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=0)
 
 
 def _layout(labels: TokenLabels, shown: range, cell: float, options: list[tuple[bool, int, np.ndarray, float]],
-            anchor: int) -> TickLayout:
+            anchor: int, gap: float) -> TickLayout:
     """The first of ``options`` (direction, lanes, the shown labels' extents along the axis, a lane's depth)
     that labels every token in ``shown``. When none does (zoomed out), every n-th token, in full, counted from
     ``anchor`` (a token that must keep its label), in the direction that needs the least room: zooming in
-    shows the rest. A cut label (``_…``) would say nothing."""
+    shows the rest. A cut label (``_…``) would say nothing. ``gap``: pixels kept between neighbours."""
     for upright, lanes, extents, lane in options:
-        if _room_needed(extents, lanes) <= lanes * cell:
+        if _room_needed(extents, lanes=lanes, gap=gap) <= lanes * cell:
             return TickLayout([(index, labels.tokens[index]) for index in shown], lanes=lanes, upright=upright,
                               lane=lane)
     upright, _, extents, lane = min(options, key=lambda option: option[2].max(initial=0.0))
-    every = int(np.ceil((extents.max(initial=0.0) + LABEL_GAP) / max(cell, 1e-6)))
+    every = int(np.ceil((extents.max(initial=0.0) + gap) / max(cell, 1e-6)))
     first = shown.start + (anchor - shown.start) % every
     return TickLayout([(index, labels.tokens[index]) for index in range(first, shown.stop, every)], upright=upright,
                       lane=lane)
 
 
-def _room_needed(extents: np.ndarray, lanes: int) -> float:
+def _room_needed(extents: np.ndarray, lanes: int, gap: float) -> float:
     """Pixels between the centres of two labels on one lane (``lanes`` tokens apart) that keep them apart:
     half of each, centred on its cell, and a gap."""
     if len(extents) <= lanes:
         return 0.0
-    return float(((extents[:-lanes] + extents[lanes:]) / 2).max()) + LABEL_GAP
+    return float(((extents[:-lanes] + extents[lanes:]) / 2).max()) + gap
 
 
 def _shown(labels: TokenLabels, span: tuple[float, float]) -> range:
@@ -141,10 +140,14 @@ CENTRE_TOP = int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.
 class TokenAxis(pg.AxisItem):
     """An axis of token labels drawn by itself: pyqtgraph writes tick labels level on one line only and drops
     those that overlap, so long tokens were cut or lost. Labels here stay whole: level, staggered over lanes
-    or upright (``TickLayout``), and only the tokens in view are measured and drawn."""
+    or upright (``TickLayout``), and only the tokens in view are drawn. Rows on the left, columns at the bottom.
+    """
 
     def __init__(self, orientation: str):
+        if orientation not in ("left", "bottom"):
+            raise ValueError(f"token labels go on the left or at the bottom, not {orientation!r}")
         super().__init__(orientation)
+        self.rows = orientation == "left"
         self.setStyle(tickLength=0, autoExpandTextSpace=True)
         self.labels = TokenLabels([], widths=np.zeros(0), line=0.0)
         self.layout = TickLayout([])
@@ -167,7 +170,7 @@ class TokenAxis(pg.AxisItem):
         self.show_layout(self.layout_for(span, cell=cell, anchor=anchor))
 
     def layout_for(self, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
-        place = row_ticks if self.orientation in ("left", "right") else column_ticks
+        place = row_ticks if self.rows else column_ticks
         return place(self.labels, span, cell=cell, anchor=anchor)
 
     def show_layout(self, layout: TickLayout) -> None:
@@ -175,10 +178,10 @@ class TokenAxis(pg.AxisItem):
         self.layout = layout
         self.setTicks([layout.ticks])
         depth = int(np.ceil(layout.depth))
-        if self.orientation in ("left", "right") and depth != self.textWidth:
+        if self.rows and depth != self.textWidth:
             self.textWidth = depth
             self._updateWidth()
-        elif self.orientation in ("top", "bottom") and depth != self.textHeight:
+        elif not self.rows and depth != self.textHeight:
             self.textHeight = depth
             self._updateHeight()
 
@@ -186,31 +189,31 @@ class TokenAxis(pg.AxisItem):
         """The axis' size across for labels ``depth`` pixels deep: they, the space before them and the axis'
         name (pyqtgraph's sum)."""
         named = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
-        return int(np.ceil(depth)) + self.style["tickTextOffset"][0 if self.orientation in ("left", "right") else 1] + named
+        return int(np.ceil(depth)) + self.style["tickTextOffset"][0 if self.rows else 1] + named
 
     def depths(self) -> list[float]:
         """Every depth this axis' labels can take: a few, one per layout (none when it has no labels)."""
-        return possible_depths(self.labels, rows=self.orientation in ("left", "right"))
+        return possible_depths(self.labels, rows=self.rows)
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
         reach = self.labels.widest / 2 + self.labels.line  # the first and last labels' overhang
-        along_x = self.orientation in ("top", "bottom")
-        return super().boundingRect().adjusted(-reach if along_x else 0, 0 if along_x else -reach,
-                                               reach if along_x else 0, 0 if along_x else reach)
+        if self.rows:
+            return super().boundingRect().adjusted(0, -reach, 0, reach)
+        return super().boundingRect().adjusted(-reach, 0, reach, 0)
 
     def generateDrawSpecs(self, p):  # noqa: N802 (pyqtgraph's name)
         """The axis line and, per label, where its lane starts (a point on the axis' text side) and its text."""
         bounds = self.mapRectFromParent(self.geometry())
-        if self.orientation == "left":
+        if self.rows:
             line = (bounds.topRight() + QPointF(-1, -1), bounds.bottomRight() + QPointF(-1, 1))
         else:
             line = (bounds.topLeft() + QPointF(-1, 1), bounds.topRight() + QPointF(1, 1))
-        offset = self.style["tickTextOffset"][0 if self.orientation == "left" else 1]
+        offset = self.style["tickTextOffset"][0 if self.rows else 1]
         labels = []
         for index, text in self.layout.ticks:
             position = self._pixel(index, bounds)
             into = offset + (index % self.layout.lanes) * (self.layout.lane + LANE_GAP)
-            labels.append((QPointF(bounds.right() - into, position) if self.orientation == "left"
+            labels.append((QPointF(bounds.right() - into, position) if self.rows
                            else QPointF(position, bounds.top() + into), text))
         return (self.pen(), *line), [], labels
 
@@ -219,7 +222,7 @@ class TokenAxis(pg.AxisItem):
         low, high = self.range
         if high == low:
             return 0.0
-        if self.orientation == "left":
+        if self.rows:
             return bounds.height() - (value - low) * bounds.height() / (high - low)
         return (value - low) * bounds.width() / (high - low)
 
@@ -233,7 +236,7 @@ class TokenAxis(pg.AxisItem):
         p.setPen(self.textPen())
         line, lane = self.labels.line, self.layout.lane
         for point, text in textSpecs:
-            if self.orientation == "left":
+            if self.rows:
                 p.drawText(QRectF(point.x() - lane, point.y() - line / 2, lane, line), RIGHT_MIDDLE, text)
             elif self.layout.upright:  # the text ends at the axis and runs down from it, bottom to top
                 p.save()
@@ -277,7 +280,8 @@ class HeatmapView(QWidget):
         self.key_tokens: list[str] = []
 
     def _build_plot(self) -> None:
-        self.plot = self.graphics.addPlot(row=0, col=0, axisItems={name: TokenAxis(name) for name in ("left", "bottom")})
+        axes = {name: TokenAxis(name) for name in ("left", "bottom")}
+        self.plot = self.graphics.addPlot(row=0, col=0, axisItems=axes)
         self.plot.invertY(True)
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
@@ -417,14 +421,16 @@ class HeatmapView(QWidget):
         left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
         (x_low, x_high), (y_low, y_high) = view.viewRange()
         height, width = view.height() + bottom.height(), view.width() + left.width()
-        rows = {depth: left.layout_for((y_low, y_high), cell=(height - bottom.size_for(depth)) / max(y_high - y_low, 1e-6))
+        row_span, column_span = max(y_high - y_low, 1e-6), max(x_high - x_low, 1e-6)
+        rows = {depth: left.layout_for((y_low, y_high), cell=(height - bottom.size_for(depth)) / row_span)
                 for depth in bottom.depths()}  # for each depth the column labels may take
-        columns = {depth: bottom.layout_for((x_low, x_high), cell=(width - left.size_for(depth)) / max(x_high - x_low, 1e-6))
+        columns = {depth: bottom.layout_for((x_low, x_high), cell=(width - left.size_for(depth)) / column_span)
                    for depth in left.depths()}
         fitting = [(rows[column_depth], columns[row_depth], row_depth + column_depth)
                    for row_depth in columns for column_depth in rows
                    if rows[column_depth].depth <= row_depth and columns[row_depth].depth <= column_depth]
-        row_layout, column_layout, _ = max(fitting, key=lambda pair: (len(pair[0].ticks) + len(pair[1].ticks), -pair[2]))
+        most_labels = lambda pair: (len(pair[0].ticks) + len(pair[1].ticks), -pair[2])  # noqa: E731
+        row_layout, column_layout, _ = max(fitting, key=most_labels)  # then the least room taken
         left.show_layout(row_layout)
         bottom.show_layout(column_layout)
 
