@@ -1,11 +1,13 @@
 """The decoding panel at length, in a real offscreen QApplication: a long prefix keeps the current step in
-view, and bar labels are thinned to the chart's size so they never overlap."""
+view, and bar labels are thinned to the chart's size so they never overlap, keeping the tallest bar's."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from PySide6.QtGui import QFontMetrics
 
+from attnviz.viewmodel import BarsState
 from attnviz.views.decoding import LABEL_CHARS, PREFIX_WINDOW, BarChart, DecodingPanel
 
 
@@ -36,12 +38,42 @@ def test_bar_labels_are_thinned_to_the_chart_size_and_follow_a_resize(qtbot):
     chart.set_bars(labels, np.full(1024, 1 / 1024), 3)
     shown = ticks(chart)
     stride = shown[1][0] - shown[0][0]
-    assert shown == [(index, labels[index]) for index in range(0, 1024, stride)]  # evenly thinned
+    assert shown == [(index, labels[index]) for index in range(3 % stride, 1024, stride)]  # evenly, through bar 3
     axis = chart.getAxis("bottom")
-    widest = max(QFontMetrics(axis.style.get("tickFont") or chart.font()).horizontalAdvance(label) for _, label in shown)
-    assert stride * axis.width() / 1024 >= widest  # neighbours never overlap
+    room = (QFontMetrics(axis.tick_font()).height() if axis.layout.upright
+            else max(QFontMetrics(axis.tick_font()).horizontalAdvance(label) for _, label in shown))
+    assert stride * axis.width() / 1024 >= room  # neighbours never overlap
     chart.resize(1360, 200)
     qtbot.waitUntil(lambda: len(ticks(chart)) > len(shown))
+
+
+@pytest.mark.parametrize("tallest", [517, 1000, 0])
+def test_the_tallest_source_bar_keeps_its_label_when_labels_thin_out(qtbot, tallest):
+    chart = BarChart(horizontal=False)
+    qtbot.addWidget(chart)
+    chart.resize(500, 160)
+    chart.show()
+    labels = [f"▁word{index}" for index in range(1024)]
+    values = np.full(1024, 0.5 / 1023)
+    values[tallest] = 0.5
+    chart.show_bars(source_bars_state(labels, values))
+    shown = ticks(chart)
+    assert len(shown) < 1024 and (tallest, labels[tallest]) in shown
+
+
+def test_source_bars_label_every_token_in_full_when_they_fit(qtbot):
+    chart = BarChart(horizontal=False)
+    qtbot.addWidget(chart)
+    chart.resize(640, 180)
+    chart.show()
+    labels = ["▁In", "▁the", "▁beginning", "▁God", "▁created", "▁the", "▁heavens", "▁and", "▁the", "▁earth", ".",
+              "</s>"]
+    chart.show_bars(source_bars_state(labels, np.linspace(0.01, 0.3, 12)))
+    assert ticks(chart) == list(enumerate(labels))  # staggered or upright where a word is wider than its bar
+
+
+def source_bars_state(labels: list[str], values: np.ndarray) -> BarsState:
+    return BarsState(labels=labels, values=values, highlight=int(values.argmax()), title="cross-attention")
 
 
 def test_top_k_labels_all_show_and_long_tokens_are_cut(qtbot):

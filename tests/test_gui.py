@@ -439,25 +439,6 @@ def test_long_inputs_label_what_fits_and_zooming_reveals_every_token(window):
     assert labels == [f"t{index}" for index in range(100, 111)]
 
 
-def test_short_inputs_label_every_token_and_long_ones_thin_evenly():
-    from attnviz.views.heatmap import visible_ticks
-
-    tokens = list("abcdef") + ["</s>"]
-    ticks = visible_ticks(tokens, -0.5, 6.5, cell=18, size=lambda token: 6 * len(token))
-    assert [label for _, label in ticks] == ["a", "b", "c", "d", "e", "f", "<…"]  # "</s>" (24 px) cut to its cell
-    assert visible_ticks(tokens, 1.5, 3.2, cell=18, size=lambda token: 6)[0] == (2, "c")
-    long = [f"token{index}" for index in range(200)]
-    thinned = visible_ticks(long, -0.5, 199.5, cell=10, size=lambda token: 6 * len(token))
-    indices = [index for index, _ in thinned]
-    assert len(set(b - a for a, b in zip(indices, indices[1:]))) == 1  # evenly spaced
-    assert all(label == long[index] for index, label in thinned)  # never cut: zooming in shows the rest
-    rows = list("ethay ickquay ownbray oxfay") + ["</s>"]  # a vertical axis: each label is a line high
-    thinned_rows = visible_ticks(rows, -0.5, len(rows) - 0.5, cell=6, size=lambda _: 12, gap=0)
-    indices = [index for index, _ in thinned_rows]
-    assert indices == list(range(0, len(rows), 2))  # 12 px lines in 6 px rows: every second, none overlap
-    assert all(label == rows[index] for index, label in thinned_rows)
-
-
 def test_plots_follow_a_dark_palette(qtbot, qsettings, random_checkpoint, qapp):
     from PySide6.QtGui import QColor, QPalette
 

@@ -8,18 +8,17 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QSplitter, QStyle, QVBoxLayout, QWidget
 
 from ..viewmodel import BarsState, BeamState, StepState
 from .beam import BeamPanel
-from .heatmap import visible_ticks
+from .heatmap import TokenAxis
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
 CHART_MIN_HEIGHT = 130
 PREFIX_WINDOW = 24  # decoder input tokens shown before the current step; earlier ones are counted
-LABEL_CHARS = 14  # a longer token label is cut, with "…" (the tooltip and the result line say it all)
+LABEL_CHARS = 14  # a longer next-token label is cut, with "…" (the tooltip and the result line say it all)
 
 
 class StepControls(QWidget):
@@ -99,20 +98,23 @@ class StepControls(QWidget):
 
 
 class BarChart(pg.PlotWidget):
-    """Bars with token labels; ``horizontal`` puts tokens on the vertical axis (top-k chart)."""
+    """Bars with token labels; ``horizontal`` puts tokens on the vertical axis (top-k chart, its long labels
+    cut); the source strip labels every source token in full, like the heatmap's columns."""
 
     labels: tuple[str, ...] = ()  # a class default: Qt may resize the chart before __init__ ends
 
     def __init__(self, horizontal: bool, parent: QWidget | None = None):
-        super().__init__(parent)
+        side = "left" if horizontal else "bottom"
+        axis = TokenAxis(side)
+        super().__init__(parent, axisItems={side: axis})
+        self.token_axis = axis  # kept: the plot item is gone while a closing chart is resized
         self.horizontal = horizontal
+        self.highlight: int | None = None
         self.setMenuEnabled(False)
         self.hideButtons()
         self.setMouseEnabled(x=False, y=False)
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
         self.addItem(self.bars)
-        axis = self.getAxis("left" if horizontal else "bottom")
-        axis.setStyle(tickLength=0, autoExpandTextSpace=True)
         if horizontal:
             self.getPlotItem().invertY(True)
         self.values = np.zeros(0)
@@ -126,7 +128,8 @@ class BarChart(pg.PlotWidget):
         self.values = np.asarray(values, dtype=float)
         positions = np.arange(len(self.values))
         brushes = [self.highlight_brush if index == highlight else self.brush for index in positions]
-        self.labels = tuple(labels)
+        self.labels, self.highlight = tuple(labels), highlight
+        self.token_axis.set_tokens([short_label(label) for label in labels] if self.horizontal else list(labels))
         if self.horizontal:
             self.bars.setOpts(x0=0, y=positions, width=self.values, height=0.7, x=None, brushes=brushes)
             self.setXRange(0, 1, padding=0.02)
@@ -139,15 +142,11 @@ class BarChart(pg.PlotWidget):
         self.setTitle(title, size="9pt")
 
     def _place_labels(self) -> None:
-        """Labels measured like the heatmap's (visible_ticks): all when they fit, thinned evenly when not."""
-        axis = self.getAxis("left" if self.horizontal else "bottom")
-        metrics = QFontMetrics(axis.style.get("tickFont") or self.font())
-        labels = [short_label(label) for label in self.labels]
+        """Labels laid out like the heatmap's: all when they fit, else evenly thinned around the highlighted bar
+        (the chosen token, the source token with the most weight), which always keeps its label."""
+        axis = self.token_axis
         pixels = (axis.height() if self.horizontal else axis.width()) or (self.height() if self.horizontal else self.width())
-        cell = pixels / max(len(labels), 1)
-        size = (lambda _: metrics.height()) if self.horizontal else metrics.horizontalAdvance
-        axis.setTicks([visible_ticks(labels, -0.5, high=len(labels) - 0.5, cell=cell, size=size,
-                                     gap=0 if self.horizontal else 4)])
+        axis.fit((-0.5, len(self.labels) - 0.5), cell=pixels / max(len(self.labels), 1), anchor=self.highlight or 0)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)

@@ -4,12 +4,14 @@ the decoding step highlighted and masked cells hatched."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Iterator
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
 from ..viewmodel import HeatmapState
@@ -30,37 +32,220 @@ def not_a_number_cells(matrix: np.ndarray) -> np.ndarray:
 
 
 FOCUS_MIN_HEIGHT = 150  # px: in a small window the docks and the result line give way, not the heatmap
-SHORT_INPUT = 40  # up to this many tokens in view, every one is labelled (cut with "…" to its cell if need be)
+LABEL_GAP = 4  # px kept between neighbouring labels along an axis
+LANE_GAP = 6  # px between lanes of staggered labels
+LEVEL, UPRIGHT = False, True  # a label's direction: level (left to right) or upright (read bottom to top)
+# Column labels that do not fit their cells level try these (direction, lanes) in turn; rows are always level.
+# Two staggered level lines read more easily than upright text; a character model's labels need three.
+COLUMN_LAYOUTS = ((LEVEL, 1), (LEVEL, 2), (UPRIGHT, 1), (UPRIGHT, 2), (LEVEL, 3), (UPRIGHT, 3))
+ROW_LAYOUTS = ((LEVEL, 1), (LEVEL, 2), (LEVEL, 3))
 
 
-def visible_ticks(tokens: list[str], low: float, high: float, cell: float,
-                  size: Callable[[str], float], gap: float = 4) -> list[tuple[int, str]]:
-    """Ticks for the tokens between ``low`` and ``high`` (``size``: a label's extent in pixels along the
-    axis, ``cell``: pixels per token). Labels that fit all show. When they do not: a short stretch still
-    labels every token, each cut with "…" to its cell (when a cut label fits: along a vertical axis a label's
-    height cannot be cut); a long one labels every n-th token, evenly, and zooming in reveals the rest.
-    ``gap``: pixels kept between labels (text lines stacked along a vertical axis carry their leading: 0)."""
-    first, last = max(0, int(np.ceil(low))), min(len(tokens) - 1, int(np.floor(high)))
-    if last < first:
-        return []
-    shown = range(first, last + 1)
-    widest = max(size(tokens[index]) for index in shown) + gap
-    if widest <= cell:
-        return [(index, tokens[index]) for index in shown]
-    if len(shown) <= SHORT_INPUT and size(tokens[first][:1] + "…") + gap <= cell:
-        return [(index, _cut(tokens[index], cell - gap, size)) for index in shown]
-    every = int(np.ceil(widest / max(cell, 1e-6)))
-    return [(index, tokens[index]) for index in shown if index % every == 0]
+@dataclass(frozen=True)
+class TokenLabels:
+    """An axis' token labels measured once in its font, so a pan or zoom frame only reads numbers."""
+
+    tokens: list[str]
+    widths: np.ndarray  # px: each label's width
+    line: float  # px: a label's height
+
+    @cached_property
+    def widest(self) -> float:
+        return float(self.widths.max(initial=0.0))
 
 
-def _cut(label: str, room: float, size: Callable[[str], float]) -> str:
-    """``label`` shortened with "…" until it fits ``room`` pixels (at least its first character)."""
-    if size(label) <= room:
-        return label
-    for length in range(len(label) - 1, 0, -1):
-        if size(label[:length] + "…") <= room:
-            return label[:length] + "…"
-    return label[:1] + "…" if len(label) > 1 else label
+@dataclass(frozen=True)
+class TickLayout:
+    """Which tokens an axis labels and how: ``lanes`` parallel lines taken in turn (a label's neighbours sit on
+    other lines, so it may be wider than its cell), each ``lane`` px deep; ``upright`` labels read bottom to top."""
+
+    ticks: list[tuple[int, str]]
+    lanes: int = 1
+    upright: bool = False
+    lane: float = 0.0
+
+    @property
+    def depth(self) -> float:
+        """Pixels the labels take across the axis."""
+        return _stacked(self.lanes, self.lane) if self.ticks else 0.0
+
+
+def _stacked(lanes: int, lane: float) -> float:
+    return lanes * lane + (lanes - 1) * LANE_GAP
+
+
+def lane_depth(labels: TokenLabels, upright: bool, rows: bool) -> float:
+    """Pixels one lane of labels takes across its axis: a line for level column labels, else the widest label."""
+    return labels.widest if upright or rows else labels.line
+
+
+def possible_depths(labels: TokenLabels, rows: bool) -> list[float]:
+    """Every depth an axis' labels can take (``rows``: a vertical axis), 0 for none."""
+    layouts = ROW_LAYOUTS if rows else COLUMN_LAYOUTS
+    return sorted({0.0} | {_stacked(lanes, lane_depth(labels, upright, rows=rows)) for upright, lanes in layouts})
+
+
+def column_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
+    """Labels for the columns between ``span``'s ends (``cell``: pixels per token), each in full."""
+    shown = _shown(labels, span)
+    extents = {LEVEL: (labels.widths[shown.start:shown.stop], lane_depth(labels, LEVEL, rows=False)),
+               UPRIGHT: (np.full(len(shown), labels.line), lane_depth(labels, UPRIGHT, rows=False))}
+    options = [(direction, lanes, *extents[direction]) for direction, lanes in COLUMN_LAYOUTS]
+    return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=LABEL_GAP)
+
+
+def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
+    """Labels for the rows between ``span``'s ends: lines of text stacked along the axis need no gap."""
+    shown = _shown(labels, span)
+    lines = np.full(len(shown), labels.line)
+    options = [(direction, lanes, lines, lane_depth(labels, direction, rows=True)) for direction, lanes in ROW_LAYOUTS]
+    return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=0)
+
+
+def _layout(labels: TokenLabels, shown: range, cell: float, options: list[tuple[bool, int, np.ndarray, float]],
+            anchor: int, gap: float) -> TickLayout:
+    """The first of ``options`` (direction, lanes, the shown labels' extents along the axis, a lane's depth)
+    that labels every token in ``shown``. When none does (zoomed out), every n-th token, in full, counted from
+    ``anchor`` (a token that must keep its label), in the direction that needs the least room: zooming in
+    shows the rest. A cut label (``_…``) would say nothing. ``gap``: pixels kept between neighbours."""
+    for upright, lanes, extents, lane in options:
+        if _room_needed(extents, lanes=lanes, gap=gap) <= lanes * cell:
+            return TickLayout([(index, labels.tokens[index]) for index in shown], lanes=lanes, upright=upright,
+                              lane=lane)
+    upright, _, extents, lane = min(options, key=lambda option: option[2].max(initial=0.0))
+    every = int(np.ceil((extents.max(initial=0.0) + gap) / max(cell, 1e-6)))
+    first = shown.start + (anchor - shown.start) % every
+    return TickLayout([(index, labels.tokens[index]) for index in range(first, shown.stop, every)], upright=upright,
+                      lane=lane)
+
+
+def _room_needed(extents: np.ndarray, lanes: int, gap: float) -> float:
+    """Pixels between the centres of two labels on one lane (``lanes`` tokens apart) that keep them apart:
+    half of each, centred on its cell, and a gap."""
+    if len(extents) <= lanes:
+        return 0.0
+    return float(((extents[:-lanes] + extents[lanes:]) / 2).max()) + gap
+
+
+def _shown(labels: TokenLabels, span: tuple[float, float]) -> range:
+    """The tokens whose cell centres lie in ``span``."""
+    low, high = span
+    return range(max(0, int(np.ceil(low))), min(len(labels.tokens) - 1, int(np.floor(high))) + 1)
+
+
+RIGHT_MIDDLE = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextDontClip)
+CENTRE_TOP = int(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextDontClip)
+
+
+class TokenAxis(pg.AxisItem):
+    """An axis of token labels drawn by itself: pyqtgraph writes tick labels level on one line only and drops
+    those that overlap, so long tokens were cut or lost. Labels here stay whole: level, staggered over lanes
+    or upright (``TickLayout``), and only the tokens in view are drawn. Rows on the left, columns at the bottom.
+    """
+
+    def __init__(self, orientation: str):
+        if orientation not in ("left", "bottom"):
+            raise ValueError(f"token labels go on the left or at the bottom, not {orientation!r}")
+        super().__init__(orientation)
+        self.rows = orientation == "left"
+        self.setStyle(tickLength=0, autoExpandTextSpace=True)
+        self.labels = TokenLabels([], widths=np.zeros(0), line=0.0)
+        self.layout = TickLayout([])
+
+    def tick_font(self) -> QFont:
+        return self.style["tickFont"] or self.font()
+
+    def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().setTickFont(font)
+        self.set_tokens(self.labels.tokens)  # measured again in the new font
+
+    def set_tokens(self, tokens: list[str]) -> None:
+        metrics = QFontMetricsF(self.tick_font())
+        self.prepareGeometryChange()  # the first and last labels reach past the axis' ends by their widths
+        self.labels = TokenLabels(list(tokens), widths=np.array([metrics.horizontalAdvance(token) for token in tokens]),
+                                  line=metrics.height())
+
+    def fit(self, span: tuple[float, float], cell: float, anchor: int = 0) -> None:
+        """Label the tokens between ``span``'s ends, ``cell`` pixels apart, keeping ``anchor``'s label."""
+        self.show_layout(self.layout_for(span, cell=cell, anchor=anchor))
+
+    def layout_for(self, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
+        place = row_ticks if self.rows else column_ticks
+        return place(self.labels, span, cell=cell, anchor=anchor)
+
+    def show_layout(self, layout: TickLayout) -> None:
+        """Draw ``layout``, the axis as deep as its labels."""
+        self.layout = layout
+        self.setTicks([layout.ticks])
+        depth = int(np.ceil(layout.depth))
+        if self.rows and depth != self.textWidth:
+            self.textWidth = depth
+            self._updateWidth()
+        elif not self.rows and depth != self.textHeight:
+            self.textHeight = depth
+            self._updateHeight()
+
+    def size_for(self, depth: float) -> float:
+        """The axis' size across for labels ``depth`` pixels deep: they, the space before them and the axis'
+        name (pyqtgraph's sum)."""
+        named = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
+        return int(np.ceil(depth)) + self.style["tickTextOffset"][0 if self.rows else 1] + named
+
+    def depths(self) -> list[float]:
+        """Every depth this axis' labels can take: a few, one per layout (none when it has no labels)."""
+        return possible_depths(self.labels, rows=self.rows)
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
+        reach = self.labels.widest / 2 + self.labels.line  # the first and last labels' overhang
+        if self.rows:
+            return super().boundingRect().adjusted(0, -reach, 0, reach)
+        return super().boundingRect().adjusted(-reach, 0, reach, 0)
+
+    def generateDrawSpecs(self, p):  # noqa: N802 (pyqtgraph's name)
+        """The axis line and, per label, where its lane starts (a point on the axis' text side) and its text."""
+        bounds = self.mapRectFromParent(self.geometry())
+        if self.rows:
+            line = (bounds.topRight() + QPointF(-1, -1), bounds.bottomRight() + QPointF(-1, 1))
+        else:
+            line = (bounds.topLeft() + QPointF(-1, 1), bounds.topRight() + QPointF(1, 1))
+        offset = self.style["tickTextOffset"][0 if self.rows else 1]
+        labels = []
+        for index, text in self.layout.ticks:
+            position = self._pixel(index, bounds)
+            into = offset + (index % self.layout.lanes) * (self.layout.lane + LANE_GAP)
+            labels.append((QPointF(bounds.right() - into, position) if self.rows
+                           else QPointF(position, bounds.top() + into), text))
+        return (self.pen(), *line), [], labels
+
+    def _pixel(self, value: float, bounds: QRectF) -> float:
+        """Where ``value`` lies along the axis, in the axis' coordinates (pyqtgraph's own mapping)."""
+        low, high = self.range
+        if high == low:
+            return 0.0
+        if self.rows:
+            return bounds.height() - (value - low) * bounds.height() / (high - low)
+        return (value - low) * bounds.width() / (high - low)
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs) -> None:  # noqa: N802, N803 (pyqtgraph's names)
+        pen, start, end = axisSpec
+        p.setRenderHint(p.RenderHint.Antialiasing, False)
+        p.setRenderHint(p.RenderHint.TextAntialiasing, True)
+        p.setPen(pen)
+        p.drawLine(start, end)
+        p.setFont(self.tick_font())
+        p.setPen(self.textPen())
+        line, lane = self.labels.line, self.layout.lane
+        for point, text in textSpecs:
+            if self.rows:
+                p.drawText(QRectF(point.x() - lane, point.y() - line / 2, lane, line), RIGHT_MIDDLE, text)
+            elif self.layout.upright:  # the text ends at the axis and runs down from it, bottom to top
+                p.save()
+                p.translate(point)
+                p.rotate(-90)
+                p.drawText(QRectF(-lane, -line / 2, lane, line), RIGHT_MIDDLE, text)
+                p.restore()
+            else:
+                p.drawText(QRectF(point.x(), point.y(), 0, line), CENTRE_TOP, text)
 
 
 class HeatmapView(QWidget):
@@ -95,14 +280,12 @@ class HeatmapView(QWidget):
         self.key_tokens: list[str] = []
 
     def _build_plot(self) -> None:
-        self.plot = self.graphics.addPlot(row=0, col=0)
+        axes = {name: TokenAxis(name) for name in ("left", "bottom")}
+        self.plot = self.graphics.addPlot(row=0, col=0, axisItems=axes)
         self.plot.invertY(True)
         self.plot.hideButtons()
         self.plot.setMenuEnabled(False)
         self.plot.getViewBox().setMouseEnabled(x=True, y=True)
-        for name in ("left", "bottom"):
-            axis = self.plot.getAxis(name)
-            axis.setStyle(tickLength=0, autoExpandTextSpace=True)
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setLookupTable(lookup_table(DEFAULT_COLORMAP))
         self.image.setLevels((0.0, 1.0))
@@ -169,7 +352,8 @@ class HeatmapView(QWidget):
         rows, cols = matrix.shape
         self.approximate = False  # show_heatmap says when the weights are half precision (the view-model decides)
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        self.mask, self.query_tokens, self.key_tokens = mask, query_tokens, key_tokens
+        self._set_tokens(query_tokens, key_tokens)
+        self.mask = mask
         self.image.setImage(self.matrix, autoLevels=False, levels=levels)
         if self.image.getLevels() is None or tuple(self.image.getLevels()) != tuple(levels):
             # the first image applies the levels set before it existed (0–1) over the ones given here
@@ -220,20 +404,35 @@ class HeatmapView(QWidget):
             self.vline.setVisible(crosshair)
             self.hline.setVisible(crosshair)
 
-    def _update_ticks(self, *_) -> None:
-        """Label as many tokens as fit in the visible range: all of them once zoomed in far enough.
+    def _set_tokens(self, query_tokens: list[str], key_tokens: list[str]) -> None:
+        self.query_tokens, self.key_tokens = query_tokens, key_tokens
+        self.plot.getAxis("left").set_tokens(query_tokens)
+        self.plot.getAxis("bottom").set_tokens(key_tokens)
 
-        Laying out hundreds of overlapping labels on every paint is what made long inputs slow.
+    def _update_ticks(self, *_) -> None:
+        """Label the tokens in the visible range, each in full: all of them once zoomed in far enough.
+
+        The two axes share the plot's room: deeper row labels leave the columns narrower cells and deeper
+        column labels the rows lower ones. Laid out one axis at a time, each resize changed the other axis'
+        labels and the two took turns for ever; so both are chosen together, from the room the view and its
+        axes have in all, and the same room always gives the same labels.
         """
-        (x_low, x_high), (y_low, y_high) = self.plot.getViewBox().viewRange()
+        view = self.plot.getViewBox()
         left, bottom = self.plot.getAxis("left"), self.plot.getAxis("bottom")
-        metrics = QFontMetrics(bottom.style.get("tickFont") or self.font())
-        row_height = left.height() / max(y_high - y_low, 1e-6)
-        column_width = bottom.width() / max(x_high - x_low, 1e-6)
-        left.setTicks([visible_ticks(self.query_tokens, y_low, high=y_high, cell=row_height,
-                                     size=lambda _: metrics.height(), gap=0)])
-        bottom.setTicks([visible_ticks(self.key_tokens, x_low, high=x_high, cell=column_width,
-                                       size=metrics.horizontalAdvance)])
+        (x_low, x_high), (y_low, y_high) = view.viewRange()
+        height, width = view.height() + bottom.height(), view.width() + left.width()
+        row_span, column_span = max(y_high - y_low, 1e-6), max(x_high - x_low, 1e-6)
+        rows = {depth: left.layout_for((y_low, y_high), cell=(height - bottom.size_for(depth)) / row_span)
+                for depth in bottom.depths()}  # for each depth the column labels may take
+        columns = {depth: bottom.layout_for((x_low, x_high), cell=(width - left.size_for(depth)) / column_span)
+                   for depth in left.depths()}
+        fitting = [(rows[column_depth], columns[row_depth], row_depth + column_depth)
+                   for row_depth in columns for column_depth in rows
+                   if rows[column_depth].depth <= row_depth and columns[row_depth].depth <= column_depth]
+        most_labels = lambda pair: (len(pair[0].ticks) + len(pair[1].ticks), -pair[2])  # noqa: E731
+        row_layout, column_layout, _ = max(fitting, key=most_labels)  # then the least room taken
+        left.show_layout(row_layout)
+        bottom.show_layout(column_layout)
 
     def _update_badge(self) -> None:
         if self.mask is None or self.mask.shape != self.matrix.shape:
@@ -253,7 +452,8 @@ class HeatmapView(QWidget):
         self.image.clear()
         self.overlay.clear()
         self.step_box.hide()
-        self.matrix, self.mask, self.query_tokens, self.key_tokens = np.zeros((1, 1), np.float32), None, [], []
+        self.matrix, self.mask = np.zeros((1, 1), np.float32), None
+        self._set_tokens([], [])
         self._update_ticks()
         self.badge.hide()
         self.clear_hover()

@@ -26,6 +26,18 @@ each output token. In GRU models this is the only attention there is.</li>
 <p>Row <i>t</i> of a decoder heatmap is the decoder's <i>input</i> at step <i>t</i>: the first row is the start token
 <code>&lt;s&gt;</code>, and it is the row that <i>predicts</i> the first output token. Tick “Rows → prediction” to label
 rows as <code>&lt;s&gt; → El</code>.</p>
+<h3>Marks in the token labels</h3>
+<ul>
+<li><code>▁</code> or <code>_</code> at the start of a token: a new word starts here (the model's
+sentencepiece vocabulary splits words into pieces; a piece without it continues the word before).</li>
+<li><code>&lt;s&gt;</code>: the start token, fed to the decoder before the first output token.</li>
+<li><code>&lt;/s&gt;</code>: the end of the sentence; the decoder stops once it writes it.</li>
+<li><code>␣</code>: a space, in a model that reads and writes single characters.</li>
+<li><code>⟨…⟩</code>: characters the model's vocabulary does not have, shown as the text they stand for
+(<code>⟨"⟩</code>); the model saw its unknown token there.</li>
+</ul>
+<p>Every label is shown in full: labels too wide for their cells are staggered or turned upright. When a long
+input is zoomed out, only every few tokens are labelled; zoom in (mouse wheel) to see the rest.</p>
 <h3>Masks</h3>
 <p>Hatched cells are ones the model was <b>not allowed</b> to attend to: padding, and for decoder
 self-attention the future. They are exactly zero — hatching keeps them from looking like “low attention”.
