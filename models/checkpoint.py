@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +184,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *,
     path = existing_file(path)
     document = read_metadata(path)
     model, source, target = _model_without_weights(path, document)
+    check_memory_for(path, _stored_shapes(path), dtype=dtype)
     _load_weights(path, model, dtype=dtype)
     model = model.to(dtype)  # the buffers computed from the config (position tables) alike
     return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
@@ -258,6 +261,37 @@ def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer
     if source.vocab_size != config.src_vocab_size or target.vocab_size != config.tgt_vocab_size:
         raise CheckpointError(path, f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not "
                                     f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
+
+
+def check_memory_for(path: Path, shapes: dict[str, tuple[int, ...]], *, dtype: torch.dtype) -> None:
+    """Refuse in one line, before anything is read, weights that would not fit in the memory the system has
+    left (they would get the process killed): what they need as ``dtype`` plus one float32 tensor to read
+    through. Where the system does not say what is available, nothing is checked."""
+    available = available_memory()
+    if available is None:
+        return
+    sizes = [math.prod(shape) for shape in shapes.values()]
+    needed = sum(sizes) * torch.empty((), dtype=dtype).element_size() + 4 * max(sizes, default=0)
+    if needed > available:
+        hint = "; try --dtype bfloat16 (half the memory)" if dtype == torch.float32 else ""
+        raise CheckpointError(path, f"the weights need ~{needed / 2**30:.1f} GB as {str(dtype).split('.')[-1]}, "
+                                    f"{available / 2**30:.1f} GB of memory is free{hint}")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), or
+    None where that cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:

@@ -239,3 +239,36 @@ def test_half_precision_weights_translate_alike_and_trace_in_float32(dtype):
 def test_weights_are_kept_only_in_a_floating_type_the_model_can_compute_in(random_checkpoint):
     with pytest.raises(ValueError, match="weights are kept as float32, float16, bfloat16"):
         load_checkpoint(random_checkpoint, dtype=torch.int8)
+
+
+def test_weights_larger_than_the_free_memory_are_refused_in_one_line_before_reading(tmp_path, char_tokenizer):
+    """A real checkpoint file whose weights need twice the memory this machine has free (a sparse file: its
+    weights take no disk): one line naming what they need, before a byte of them is read."""
+    import math
+
+    from models.checkpoint import _parameters_on_meta, available_memory
+    from models.config import config_to_dict
+
+    available = available_memory()
+    width = 64 * math.ceil(math.sqrt(available / 24) / 64)  # 3 attentions of 4 width² float32 weights: 2× that
+    config = tiny_config("transformer-postln", d_model=width, heads=1, d_ff=64, encoder_layers=1, decoder_layers=1)
+    with _parameters_on_meta():
+        model = build_model(config)
+    header, offset = {}, 0
+    for name, tensor in model.state_dict().items():
+        size = tensor.numel() * 4
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    header["__metadata__"] = {"format": "attnviz", "format_version": "1", "provenance": "{}",
+                              "config": json.dumps(config_to_dict(config)),
+                              "tokenizers": json.dumps({"source": char_tokenizer.to_dict(),
+                                                        "target": char_tokenizer.to_dict()})}
+    encoded = json.dumps(header).encode()
+    path = tmp_path / "huge.safetensors"
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(encoded)) + encoded)
+        handle.truncate(8 + len(encoded) + offset)
+    assert offset > 1.9 * available
+    with pytest.raises(CheckpointError, match=r"huge.safetensors: the weights need ~\d+\.\d GB as float32, \d+\.\d "
+                                              r"GB of memory is free; try --dtype bfloat16"):
+        load_checkpoint(path)
