@@ -17,7 +17,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -169,8 +169,8 @@ def _json_depth(text: str) -> int:
 WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *,
-                    dtype: torch.dtype = torch.float32) -> Checkpoint:
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32,
+                    progress: Callable[[int, int], object] | None = None) -> Checkpoint:
     """Build the model the file describes and load its weights; the model comes back in eval mode.
 
     The config is compared with the weights' shapes in the file's header before any module is built, so a
@@ -178,14 +178,15 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *,
     any weight is read. The model is built without weights (they would only be overwritten) and each tensor
     read from the file becomes the model's parameter: one copy of the weights at the peak, kept as ``dtype``
     (``WEIGHT_DTYPES``: float16 or bfloat16 halve the memory; the model then computes in that precision, and
-    its attention is still traced and exported as float32, its log-probabilities computed in float32)."""
+    its attention is still traced and exported as float32, its log-probabilities computed in float32).
+    ``progress(tensors read, tensors in all)`` is called as the weights are read (a window shows it)."""
     if dtype not in WEIGHT_DTYPES.values():
         raise ValueError(f"weights are kept as {', '.join(WEIGHT_DTYPES)}; got {dtype}")
     path = existing_file(path)
     document = read_metadata(path)
     model, source, target = _model_without_weights(path, document)
     check_memory_for(path, _stored_shapes(path), dtype=dtype)
-    _load_weights(path, model, dtype=dtype)
+    _load_weights(path, model, dtype=dtype, progress=progress)
     model = model.to(dtype)  # the buffers computed from the config (position tables) alike
     return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
                       path=path)
@@ -308,7 +309,8 @@ def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
+def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
+                  progress: Callable[[int, int], object] | None = None) -> None:
     """Read the weights one tensor at a time (floats as ``dtype``) into the model built on meta; their names and shapes
     were checked against the model already. Each becomes the parameter of every module that shares it (tied
     weights are stored once, under their first name); persistent buffers are copied in."""
@@ -321,18 +323,21 @@ def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
                 sharing.setdefault(first, []).append((module, name))
     buffers = dict(model.named_buffers())
     broken = []
-    for name, tensor in iter_safetensors(path, dtype=dtype):
+    total = len(sharing) + len(buffers.keys() & model.state_dict().keys())  # what the file holds
+    for done, (name, tensor) in enumerate(iter_safetensors(path, dtype=dtype), start=1):
         if not _finite(tensor):
             broken.append(name)
         if name in buffers:
             with torch.no_grad():
                 buffers[name].copy_(tensor)
-            continue
-        owners = sharing.pop(name)
-        module, attribute = owners[0]
-        param = nn.Parameter(tensor, requires_grad=module._parameters[attribute].requires_grad)
-        for module, attribute in owners:
-            module._parameters[attribute] = param
+        else:
+            owners = sharing.pop(name)
+            module, attribute = owners[0]
+            param = nn.Parameter(tensor, requires_grad=module._parameters[attribute].requires_grad)
+            for module, attribute in owners:
+                module._parameters[attribute] = param
+        if progress is not None:
+            progress(done, total)
     if sharing:  # the header was checked against the model: only a file changed since can get here
         raise CheckpointError(path, f"the weights cannot be read (missing {', '.join(sorted(sharing)[:5])})")
     _warn_not_finite(path, broken)

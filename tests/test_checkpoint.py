@@ -272,3 +272,16 @@ def test_weights_larger_than_the_free_memory_are_refused_in_one_line_before_read
     with pytest.raises(CheckpointError, match=r"huge.safetensors: the weights need ~\d+\.\d GB as float32, \d+\.\d "
                                               r"GB of memory is free; try --dtype bfloat16"):
         load_checkpoint(path)
+
+
+def test_loading_reports_its_progress_tensor_by_tensor(random_checkpoint):
+    reports = []
+    load_checkpoint(random_checkpoint, progress=lambda done, total: reports.append((done, total)))
+    stored = len(read_header_names(random_checkpoint))
+    assert reports == [(done, stored) for done in range(1, stored + 1)]
+
+
+def read_header_names(path):
+    from models.files import read_header
+
+    return [name for name in read_header(path) if name != "__metadata__"]
