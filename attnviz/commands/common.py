@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import difflib
+import json
 import math
 import os
 import sys
@@ -193,28 +194,50 @@ def _file_stamp(path: Path) -> tuple[int, int]:
 
 @lru_cache(maxsize=8)
 def _header_shape(path: Path, modified: int, size: int) -> dict[str, tuple[int, int]]:
-    """The attention shape of the checkpoint at ``path`` as it was at (``modified``, ``size``): the model is
-    built on torch's meta device (no memory, no weights), so the model's own ``attention_shape`` answers."""
-    import torch
+    """The attention shape of the checkpoint at ``path`` as it was at (``modified``, ``size``)."""
+    return attention_shape(_header_config(path))
 
-    from models import build_model
-    from models.checkpoint import read_metadata
+
+def attention_shape(config) -> dict[str, tuple[int, int]]:
+    """What ``model.attention_shape()`` answers for the model ``config`` describes, without building it
+    (tests/test_cli_conventions.py holds the two equal for every architecture)."""
+    from models.config import TRANSFORMER_ARCHS
+
+    if config.arch in TRANSFORMER_ARCHS:
+        return {"enc_self": (config.encoder_layers, config.heads), "dec_self": (config.decoder_layers, config.heads),
+                "cross": (config.decoder_layers, config.heads)}
+    if config.arch == "gru-transformer-decoder":
+        return {"dec_self": (config.decoder_layers, config.decoder_heads),
+                "cross": (config.decoder_layers, config.decoder_heads)}
+    return {} if config.arch == "gru-none" else {"cross": (1, 1)}
+
+
+def _header_config(path: Path):
+    """The model config in the checkpoint's header. Read directly when the header is attnviz's (the full
+    metadata check walks the megabyte of tokenizers, which loading does anyway); otherwise ``read_metadata``
+    says what is wrong, in its words."""
+    from models.checkpoint import FORMAT, read_metadata
     from models.config import config_from_dict
     from models.errors import AttnvizError
+    from models.files import read_header
 
     try:
-        document = read_metadata(path)
-    except CheckpointError as error:
+        metadata = read_header(path).get("__metadata__")
+    except CheckpointError:
         if path.suffix.lower() in PICKLE_SUFFIXES and path.is_file():
             raise CheckpointError(path, f"not an attnviz checkpoint (a {path.suffix} file of another toolkit); "
                                         f"import it with: attnviz convert {path} -o MODEL.safetensors") from None
-        raise error
+        raise
+    if isinstance(metadata, dict) and metadata.get("format") == FORMAT:
+        try:
+            return config_from_dict(json.loads(metadata["config"]))
+        except (AttnvizError, KeyError, TypeError, ValueError, RecursionError):
+            pass
+    document = read_metadata(path)
     try:
-        config = config_from_dict(document["config"])
+        return config_from_dict(document["config"])
     except AttnvizError as error:
         raise CheckpointError(path, f"bad metadata: {error}") from None
-    with torch.device("meta"):
-        return build_model(config).attention_shape()
 
 
 def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, head: int | str) -> str:
