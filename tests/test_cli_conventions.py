@@ -159,8 +159,9 @@ def test_export_writes_one_heatmap_as_csv_with_the_tokens(capsys, tmp_path, rand
     assert code == 0, err
     assert err == f"wrote {output} (cross layer 1 head 2: 5 × 5)\n"
     translator = Translator(load_checkpoint(random_checkpoint), "cpu")
-    steps = translator.decode(translator.source("abca"), mode=decoding_mode(1, True), target_ids=translator.target("bcab"))
-    trace = finish(steps)[0].trace
+    forced = translator.decode(translator.source("abca"), mode=decoding_mode(1, True),
+                               target_ids=translator.target("bcab"))
+    trace = finish(forced)[0].trace
     with open(output, newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["query \\ key", "a", "b", "c", "a#2", "</s>"]
@@ -192,7 +193,7 @@ def test_info_says_how_far_training_went_and_lists_the_config(capsys):
     code, out, _ = cli(capsys, "info", "-c", DEMO)
     assert code == 0
     lines = out.splitlines()
-    assert "trained       3,000 of 20,000 planned steps (stopped early) in 2,837 s on cpu" in lines
+    assert "trained      3,000 of 20,000 planned steps (stopped early)" in lines
     config = lines[lines.index("config") + 1: lines.index("provenance") - 1]
     assert "  d_model:                   256" in config and "  heads:                     4" in config
     assert len({len(line) - len(line.split(":", 1)[1].lstrip()) for line in config}) == 1  # values in one column
@@ -208,6 +209,6 @@ def test_info_of_a_finished_run_and_of_a_snapshot(capsys, tmp_path, random_check
                                {"steps": 500, "training": {"steps": 500}})
     snapshot = save_checkpoint(tmp_path / "step.safetensors", checkpoint.model, tokenizer, tokenizer,
                                {"steps": 250, "training": {"steps": 1000}, "snapshot": {"step": 250, "of": 4}})
-    assert "trained       500 steps" in cli(capsys, "info", "-c", finished)[1].splitlines()
-    assert ("trained       250 of 1,000 planned steps (a snapshot taken during the run)"
+    assert "trained      500 steps" in cli(capsys, "info", "-c", finished)[1].splitlines()
+    assert ("trained      250 of 1,000 planned steps (a snapshot taken during the run)"
             in cli(capsys, "info", "-c", snapshot)[1].splitlines())

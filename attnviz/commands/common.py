@@ -13,7 +13,6 @@ import json
 import math
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -179,23 +178,9 @@ def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
     path = Path(text)
     if not path.exists() and path.suffix == "" and os.sep not in text and "/" not in text:
         raise unknown_checkpoint(text)
-    shape = _header_shape(path, *_file_stamp(path))
+    shape = attention_shape(_header_config(path))
     Ablation.parse(getattr(args, "ablate", None) or []).validate(shape)
     return shape
-
-
-def _file_stamp(path: Path) -> tuple[int, int]:
-    try:
-        stat = path.stat()
-    except OSError:
-        return 0, 0
-    return stat.st_mtime_ns, stat.st_size
-
-
-@lru_cache(maxsize=8)
-def _header_shape(path: Path, modified: int, size: int) -> dict[str, tuple[int, int]]:
-    """The attention shape of the checkpoint at ``path`` as it was at (``modified``, ``size``)."""
-    return attention_shape(_header_config(path))
 
 
 def attention_shape(config) -> dict[str, tuple[int, int]]:

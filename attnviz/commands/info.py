@@ -44,27 +44,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
-    lines = [f"file          {summary['file']}",
-             f"architecture  {summary['arch']} ({summary['parameters']:,} parameters)",
-             f"attention     {', '.join(summary['attention_kinds']) or 'none (no attention)'}"]
+    lines = [row("file", summary["file"]),
+             row("architecture", f"{summary['arch']}  ({summary['parameters']:,} parameters)"),
+             row("attention", ", ".join(summary["attention_kinds"]) or "none (no attention)")]
     for side in ("source", "target"):
         tokenizer = summary[f"{side}_tokenizer"]
         characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
         language = f", language {tokenizer['language'] or 'not chosen'}" if "languages" in tokenizer else ""
-        lines.append(f"{side:<13} {tokenizer['kind']} tokenizer, {tokenizer['vocab_size']:,} tokens{characters}{language}")
+        lines.append(row(side, f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens{characters}{language}"))
     languages = summary["source_tokenizer"].get("languages") or summary["target_tokenizer"].get("languages")
     if languages:
         shown = ", ".join(languages[:20]) + (f", … ({len(languages)} in all)" if len(languages) > 20 else "")
-        lines.append(f"languages     {shown} (choose with --src-lang/--tgt-lang)")
+        lines.append(row("languages", f"{shown}  (choose with --src-lang/--tgt-lang)"))
     trained = trained_text(summary["provenance"])
     if trained:
-        lines.append(f"trained       {trained}")
+        lines.append(row("trained", trained))
     config = {key: value for key, value in summary["config"].items() if key != "arch"}
     lines += ["", "config"] + field_lines(config)
     provenance = {key: value for key, value in summary["provenance"].items() if key not in SUMMARISED}
     if provenance:
         lines += ["", "provenance"] + field_lines(provenance)
     return lines
+
+
+def row(label: str, value: str) -> str:
+    return f"{label:<12} {value}"
 
 
 def trained_text(provenance: dict[str, Any]) -> str:
@@ -82,9 +86,6 @@ def trained_text(provenance: dict[str, Any]) -> str:
             text += " (a snapshot taken during the run)"
         elif steps < planned:
             text += " (stopped early)"
-    seconds, device = provenance.get("seconds"), provenance.get("device")
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-        text += f" in {seconds:,.0f} s" + (f" on {device}" if isinstance(device, str) else "")
     return text
 
 

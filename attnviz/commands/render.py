@@ -44,7 +44,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("text", help="the source sentence")
     parser.add_argument("--target", help="force decoding to this target text (default: the model's own output)")
     add_selection_options(parser, required=True)
-    parser.add_argument("--colormap", default="viridis", help="a matplotlib colormap name")
+    parser.add_argument("--colormap", default="viridis",
+                        help="the colour map: viridis, cividis, magma, inferno or CET-L1")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
     parser.add_argument("--size", default="900x700", help="WIDTHxHEIGHT in points")
     parser.add_argument("--compare", metavar="CKPT", type=checkpoint_path,
