@@ -225,7 +225,7 @@ def _header_config(path: Path):
         raise CheckpointError(path, f"bad metadata: {error}") from None
 
 
-def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, head: int | str) -> str:
+def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, *, head: int | str) -> str:
     """Why a model of attention ``shape`` has no heatmap at ``kind``/``layer``/``head`` ('' when it has one)."""
     from models.trace import KINDS
 

@@ -80,7 +80,7 @@ def parse_size(text: str) -> tuple[int, int]:
 def check_selection(args: argparse.Namespace, head: int | str) -> None:
     """The asked heatmap exists in the model of ``args.checkpoint``: answered from its header, before any
     weight loads."""
-    problem = selection_problem(model_shape(args), args.kind, args.layer, head)
+    problem = selection_problem(model_shape(args), args.kind, args.layer, head=head)
     if problem:
         raise InputError(problem)
 
@@ -137,8 +137,8 @@ def run_compare(args: argparse.Namespace, *, head: int | str, size: tuple[int, i
     if head == "all":
         raise InputError("--head all cannot be compared; choose a head number or an aggregate")
     partner = argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []})
-    missing = [problem for problem in (selection_problem(model_shape(args), args.kind, args.layer, head),
-                                       selection_problem(model_shape(partner), args.kind, args.layer, head)) if problem]
+    problems = [selection_problem(model_shape(model), args.kind, args.layer, head=head) for model in (args, partner)]
+    missing = [problem for problem in problems if problem]
     if len(missing) == 2:
         raise InputError(f"neither model can show this: {missing[0]}")
     trace, other = decode_one(args).trace, decode_one(partner).trace
