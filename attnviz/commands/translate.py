@@ -57,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
             translations.append({"input": text, "output": best.text, "tokens": best.tokens, "score": float(best.score)})
         else:
             print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
-    if args.json:  # JSON escapes control characters itself
-        print(json.dumps(translations, ensure_ascii=False))
+    if args.json:  # escaped throughout: no control character or lone surrogate reaches the terminal
+        print(json.dumps(translations))
     return 0
