@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models.errors import CheckpointError, InputError
+from models.errors import AttnvizError, CheckpointError, InputError
 
 from ..demos import demo_checkpoints, demo_name, demo_path, demo_reference_pairs
 
@@ -203,7 +203,6 @@ def _header_config(path: Path):
     says what is wrong, in its words."""
     from models.checkpoint import FORMAT, read_metadata
     from models.config import config_from_dict
-    from models.errors import AttnvizError
     from models.files import read_header
 
     try:
