@@ -19,6 +19,7 @@ from models.errors import AttnvizError, NumericalWarning
 
 from . import __version__
 from .commands import convert, demos, evaluate, export, importance, info, render, stats, train, translate
+from .commands.common import HelpFormatter
 
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, stats, train, convert,
                                                  demos)}
@@ -44,7 +45,8 @@ _default_show_warning = warnings.showwarning
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnviz", description="See what the attention of a seq2seq model did.")
+    parser = argparse.ArgumentParser(prog="attnviz", description="See what the attention of a seq2seq model did.",
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     gui = subparsers.add_parser("gui", help="open the desktop app (the default when no command is given)")
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     gui.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     for module in COMMANDS.values():
         module.add_parser(subparsers)
+    for command in subparsers.choices.values():  # one help layout everywhere: descriptions as written, defaults shown
+        command.formatter_class = HelpFormatter
     return parser
 
 

@@ -134,7 +134,8 @@ MAX_JSON_DEPTH = 64  # far deeper than any config, tokenizer or provenance attnv
 
 def _json_entry(path: Path, key: str, text: str) -> Any:
     """One metadata entry decoded; too deep a nesting, too long a number or bad JSON is one line."""
-    depth = _json_depth(text)
+    # No deeper than it has brackets (counted in C): the character-by-character scan only for a text that could be.
+    depth = _json_depth(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
     if depth > MAX_JSON_DEPTH:
         raise CheckpointError(path, f"the metadata entry '{key}' is nested {depth} levels deep "
                                     f"(at most {MAX_JSON_DEPTH})")
@@ -200,6 +201,15 @@ def describe_file(path: str | Path) -> dict[str, Any]:
     model, source, target = _model_without_weights(path, document)
     return describe_checkpoint(Checkpoint(model, source, target_tokenizer=target, provenance=document["provenance"],
                                           path=path))
+
+
+def attention_shape_for(config) -> dict[str, tuple[int, int]]:
+    """``model.attention_shape()`` of the model ``config`` describes, built without weights (milliseconds):
+    what a command checks its ``--layer``/``--head`` against before a model loads."""
+    from . import build_model
+
+    with _parameters_on_meta():
+        return build_model(config).attention_shape()
 
 
 def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Seq, Tokenizer, Tokenizer]:

@@ -146,7 +146,7 @@ def test_export_forced_to_a_target(capsys, tmp_path, random_checkpoint):
 
 def test_export_refuses_a_bad_output_path(capsys, tmp_path, random_checkpoint):
     code, _, err = cli(capsys, "export", "-c", random_checkpoint, "abc", "-o", tmp_path / "trace.txt")
-    assert_error(code, err, f"{tmp_path / 'trace.txt'}: the file name must end in .npz")
+    assert_error(code, err, f"{tmp_path / 'trace.txt'}: the file name must end in .npz or .csv")
     code, _, err = cli(capsys, "export", "-c", random_checkpoint, "abc", "-o", tmp_path / "absent" / "t.npz")
     assert_error(code, err, f"{tmp_path / 'absent' / 't.npz'}: the folder {tmp_path / 'absent'} does not exist")
 

@@ -93,7 +93,7 @@ def test_info_reports_the_steps_trained_and_a_character_vocabulary(capsys):
     assert main(["info", "piglatin-gru-additive"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "source       char tokenizer, 32 tokens: ' -abcdefghijklmnopqrstuvwxyz'" in out
-    assert "trained      8000 steps" in out
+    assert "trained      8,000 steps" in out
     assert main(["info", "--json", "piglatin-gru-additive"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 8000 and summary["target_tokenizer"]["characters"] == " -abcdefghijklmnopqrstuvwxyz"

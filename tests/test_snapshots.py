@@ -95,7 +95,7 @@ def test_cli_train_snapshots_and_info_shows_the_step(tmp_path, capsys):
     assert series.steps == [2, 4, 6]
     capsys.readouterr()
     assert main(["info", str(series.snapshots[0].path)]) == 0
-    assert re.search(r"trained\s+2 steps", capsys.readouterr().out)
+    assert re.search(r"trained\s+2 of 6 planned steps \(a snapshot taken during the run\)", capsys.readouterr().out)
     assert main(["train", "--data", str(data), "--arch", "gru-additive", "--out", str(out), "--steps", "6", "--snapshots",
                  "7", "--tokenizer", "char", "--no-progress"]) == 1
     assert "attnviz: error: snapshots (7) must be at most steps (6)" in capsys.readouterr().err

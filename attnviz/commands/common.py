@@ -8,23 +8,47 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import difflib
 import math
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models.errors import InputError
+from models.errors import AttnvizError, CheckpointError, InputError
 
-from ..demos import demo_path
+from ..demos import demo_checkpoints, demo_name, demo_path, demo_reference_pairs
 
 if TYPE_CHECKING:
     from models.ablation import Ablation
     from models.trace import DecodeResult
     from models.translator import SourceInput, Translator
 
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".chkpt", ".pkl")  # what other toolkits' checkpoints end in
 MAX_BEAM = 64  # wider beams cost memory and time in proportion and change no result worth seeing
 MAX_OUTPUT_TOKENS = 100_000
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written (their tables and lists line up), and every option's default at the end of
+    its help unless the help already says what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or default is None or default is False
+                or default is argparse.SUPPRESS or default == []):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def add_output_option(parser: argparse.ArgumentParser, help: str, *, required: bool = True,
+                      old_spelling: str | None = None) -> None:
+    """``-o/--output``, the one spelling of "the file to write"; ``old_spelling`` stays accepted, unlisted."""
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("-o", "--output", metavar="PATH", help=help)
+    if old_spelling:
+        group.add_argument(old_spelling, dest="output", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def int_range(low: int, high: int | None = None):
@@ -135,10 +159,89 @@ def checkpoint_path(text: str) -> str:
     return str(demo) if demo is not None else text
 
 
+def unknown_checkpoint(text: str) -> InputError:
+    """What a ``-c`` that is neither a file nor a demo's name gets: the demos' names, the nearest first."""
+    names = [path.stem for path in demo_checkpoints()]
+    nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.5)
+    guess = f"did you mean {nearest[0]}? " if nearest else ""
+    return InputError(f"{text}: no such file, nor a bundled demo's name; {guess}(demos: {', '.join(names)})")
+
+
+def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
+    """``args.checkpoint`` checked, and per attention kind its ``(layers, heads)``, from the file's header
+    alone (no weight is read), with ``--ablate`` checked against it: mistakes are answered before the
+    seconds a model takes to load."""
+    from models.ablation import Ablation
+    from models.checkpoint import attention_shape_for
+
+    text = args.checkpoint
+    path = Path(text)
+    if not path.exists() and path.suffix == "" and os.sep not in text and "/" not in text:
+        raise unknown_checkpoint(text)
+    shape = attention_shape_for(_header_config(path))
+    Ablation.parse(getattr(args, "ablate", None) or []).validate(shape)
+    return shape
+
+
+def _header_config(path: Path):
+    """The model config in the checkpoint's metadata (no weight is read); a toolkit's pickle file is told to
+    go through ``attnviz convert``."""
+    from models.checkpoint import read_metadata
+    from models.config import config_from_dict
+
+    try:
+        document = read_metadata(path)
+    except CheckpointError:
+        if path.suffix.lower() in PICKLE_SUFFIXES and path.is_file():
+            raise CheckpointError(path, f"not an attnviz checkpoint (a {path.suffix} file of another toolkit); "
+                                        f"import it with: attnviz convert {path} -o MODEL.safetensors") from None
+        raise
+    try:
+        return config_from_dict(document["config"])
+    except AttnvizError as error:
+        raise CheckpointError(path, f"bad metadata: {error}") from None
+
+
+def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, *, head: int | str) -> str:
+    """Why a model of attention ``shape`` has no heatmap at ``kind``/``layer``/``head`` ('' when it has one)."""
+    from models.trace import KINDS
+
+    if kind not in shape:
+        have = ", ".join(name for name in KINDS if name in shape) or "no attention at all"
+        return f"this model has no {kind} attention (it has {have})"
+    layers, heads = shape[kind]
+    if not 0 <= layer < layers:
+        return f"--layer must be below {layers} for {kind}; got {layer}"
+    if isinstance(head, int) and not 0 <= head < heads:
+        return f"--head must be below {heads} for {kind}; got {head}"
+    return ""
+
+
+def add_corpus_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", metavar="PAIRS.tsv", help="pairs, source<TAB>target per line (default: the "
+                                                            "reference translations of a bundled demo given to -c)")
+    parser.add_argument("--limit", type=int_range(1), metavar="N", help="only the first N pairs (default: all)")
+
+
+def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
+    """The pairs to score (``--data``, else the demo's own references, each cut to ``--limit``) and what they
+    are, for the output."""
+    from models.data.pairs import read_pairs
+
+    if args.data is not None:
+        pairs = read_pairs(args.data)[: args.limit]
+        return pairs, f"{len(pairs)} pairs from {args.data}"
+    pairs = demo_reference_pairs(args.checkpoint)[: args.limit]
+    if not pairs:
+        raise InputError("--data is required for a checkpoint that is not a bundled demo")
+    return pairs, f"{len(pairs)} reference pairs of the bundled demo {demo_name(args.checkpoint)}"
+
+
 def open_translator(args: argparse.Namespace) -> Translator:
     from models.checkpoint import load_checkpoint
     from models.translator import Translator
 
+    model_shape(args)
     translator = Translator(load_checkpoint(args.checkpoint), args.device)
     translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
     return translator

@@ -1,5 +1,5 @@
-"""``attnviz convert SRC -o OUT.safetensors [--format F] [--set KEY=VALUE]... [--src-vocab FILE]
-[--tgt-vocab FILE] [--trust]``: a checkpoint trained with other people's code → an attnviz checkpoint.
+"""attnviz convert SRC -o OUT.safetensors [--format F] [--set KEY=VALUE]... [--src-vocab FILE]
+[--tgt-vocab FILE] [--trust]: a checkpoint trained with other people's code → an attnviz checkpoint.
 
 Formats (auto-detected when --format is omitted):
   marian           a Hugging Face Marian / opus-mt folder (config.json, model.safetensors or
@@ -46,6 +46,8 @@ from pathlib import Path
 from models.config import parse_settings
 from models.errors import InputError
 
+from .common import add_output_option
+
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
@@ -53,16 +55,15 @@ FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annota
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(NAME, help="import a checkpoint trained with other code", description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(NAME, help="import a checkpoint trained with other code", description=__doc__)
     parser.add_argument("source", metavar="SRC", help="the foreign checkpoint file or folder")
-    parser.add_argument("-o", "--output", required=True, help="the attnviz checkpoint to write (.safetensors)")
+    add_output_option(parser, "the attnviz checkpoint to write (.safetensors)")
     parser.add_argument("--format", choices=FORMAT_NAMES, help="the source format (default: detected)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a hyper-parameter the file lacks, named as in its source code")
+                        help="a hyper-parameter the file lacks, named as in its source code (repeatable)")
     parser.add_argument("--src-lang", metavar="CODE", help="a multilingual model's source language (mBART-50: "
                                                            "en_XX; kept in the checkpoint; same as --set src_lang=)")
-    parser.add_argument("--tgt-lang", metavar="CODE", help="its target language, forced as the first output token")
+    parser.add_argument("--tgt-lang", metavar="CODE", help="its target language, forced as the first output token (default: none)")
     parser.add_argument("--src-vocab", metavar="FILE", help="source vocabulary, one token a line")
     parser.add_argument("--tgt-vocab", metavar="FILE", help="target vocabulary, one token a line")
     parser.add_argument("--trust", action="store_true",

@@ -1,4 +1,4 @@
-"""``attnviz demos``: the bundled demo checkpoints, by the name ``-c`` takes."""
+"""attnviz demos: the bundled demo checkpoints, by the name -c takes."""
 
 from __future__ import annotations
 

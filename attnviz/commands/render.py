@@ -1,17 +1,16 @@
-"""``attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all] -o OUT.png|.svg``
+"""attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all] -o OUT.png|.svg
 
-Draws the same heatmap as the app's focus view (``--head all``: every head of the layer, as the head
-grid) without a window, as the window exports it: a white figure with the sentence, the model and its output
-as a caption. PNGs are written at 2× for print.
+Draws the same heatmap as the app's focus view (--head all: every head of the layer, as the head grid)
+without a window, as the window exports it: a white figure with the sentence, the model and its output as a
+caption. PNGs are written at 2× for print.
 
-``attnviz render --snapshots FOLDER TEXT --kind K ... -o FRAMES/`` draws the same view for every snapshot of
-a series (``attnviz train --snapshots N``), in step order: ``FRAMES/step-000250.png`` … (or ``.svg`` with
-``--format svg``), for slides.
-``--compare B``: the same input (and mode, target, limits) decoded by checkpoint B too, drawn as the window's
+attnviz render --snapshots FOLDER TEXT --kind K ... -o FRAMES/ draws the same view for every snapshot of a
+series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … (or .svg with
+--frame-format svg), for slides.
+--compare B: the same input (and mode, target, limits) decoded by checkpoint B too, drawn as the window's
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
-with ``--target`` makes the outputs agree).
+with --target makes the outputs agree).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -24,30 +23,44 @@ from models.files import check_output_folder
 from models.trace import KINDS
 
 from ..export import IMAGE_SUFFIXES, check_output
-from .common import add_decoding_options, add_model_options, checkpoint_path, decode_one
+from .common import (add_decoding_options, add_model_options, add_output_option, checkpoint_path, decode_one,
+                     model_shape, selection_problem)
 
 NAME = "render"
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="draw one heatmap (or all heads of a layer) to PNG or SVG",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                   description=__doc__)
     add_model_options(parser, required=False)
     parser.add_argument("--snapshots", metavar="FOLDER",
-                        help="a snapshot series (train --snapshots N): one frame per snapshot, -o is a folder")
-    parser.add_argument("--format", choices=("png", "svg"), default="png", help="the frames' format (--snapshots)")
+                        help="a snapshot series (train --snapshots N): one frame per snapshot, -o is a folder "
+                             "(default: one image of -c)")
+    frame_format = parser.add_mutually_exclusive_group()
+    frame_format.add_argument("--frame-format", choices=("png", "svg"), default="png",
+                              help="the frames' format with --snapshots")
+    frame_format.add_argument("--format", choices=("png", "svg"), dest="frame_format", default=argparse.SUPPRESS,
+                              help=argparse.SUPPRESS)
     add_decoding_options(parser)
     parser.add_argument("text", help="the source sentence")
-    parser.add_argument("--target", help="force decoding to this target text")
-    parser.add_argument("--kind", required=True, choices=KINDS)
-    parser.add_argument("--layer", type=int, default=0)
-    parser.add_argument("--head", default="0", help="a head number, mean, max, rollout, or all (default 0)")
-    parser.add_argument("--colormap", default="viridis")
+    parser.add_argument("--target", help="force decoding to this target text (default: the model's own output)")
+    add_selection_options(parser, required=True)
+    parser.add_argument("--colormap", default="viridis",
+                        help="the colour map: viridis, cividis, magma, inferno or CET-L1")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
-    parser.add_argument("--size", default="900x700", help="WIDTHxHEIGHT in points (default 900x700)")
+    parser.add_argument("--size", default="900x700", help="WIDTHxHEIGHT in points")
     parser.add_argument("--compare", metavar="CKPT", type=checkpoint_path,
-                        help="a second checkpoint (or demo): draw A | B | B − A at the same selection")
-    parser.add_argument("-o", "--output", required=True, help=".png or .svg")
+                        help="a second checkpoint (or demo): draw A | B | B − A at the same selection (default: "
+                             "one model)")
+    add_output_option(parser, "the image to write, .png or .svg (with --snapshots: a folder)")
+
+
+def add_selection_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """--kind, --layer and --head: which heatmap, as in the window (render draws it, export writes it as CSV)."""
+    parser.add_argument("--kind", required=required, choices=KINDS,
+                        help="the attention kind" + ("" if required else " (required for a .csv)"))
+    parser.add_argument("--layer", type=int, default=0, help="the layer, from 0")
+    parser.add_argument("--head", default="0", help="a head number from 0, mean, max, rollout, or all")
 
 
 def parse_head(text: str) -> int | str:
@@ -65,14 +78,12 @@ def parse_size(text: str) -> tuple[int, int]:
     return int(width), int(height)
 
 
-def check_selection(trace, kind: str, layer: int, head: int | str) -> None:
-    if kind not in trace.attention:
-        have = ", ".join(trace.kinds) or "no attention at all"
-        raise InputError(f"this model has no {kind} attention (it has {have})")
-    if not 0 <= layer < trace.layers(kind):
-        raise InputError(f"--layer must be below {trace.layers(kind)} for {kind}; got {layer}")
-    if isinstance(head, int) and not 0 <= head < trace.heads(kind):
-        raise InputError(f"--head must be below {trace.heads(kind)} for {kind}; got {head}")
+def check_selection(args: argparse.Namespace, head: int | str) -> None:
+    """The asked heatmap exists in the model of ``args.checkpoint``: answered from its header, before any
+    weight loads."""
+    problem = selection_problem(model_shape(args), args.kind, args.layer, head=head)
+    if problem:
+        raise InputError(problem)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,10 +93,10 @@ def run(args: argparse.Namespace) -> int:
     if args.snapshots is not None:
         return render_series(args, head, size)
     output = check_output(args.output, IMAGE_SUFFIXES)
-    result = decode_one(args)
     if args.compare is not None:
-        return run_compare(args, result, head=head, size=size, output=output)
-    check_selection(result.trace, args.kind, args.layer, head=head)
+        return run_compare(args, head=head, size=size, output=output)
+    check_selection(args, head)
+    result = decode_one(args)
     draw(args, result, head=head, size=size, output=output)
     print(output)
     return 0
@@ -113,33 +124,36 @@ def caption(text: str, *outputs):
 
 def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, int]) -> int:
     """One frame per snapshot of the series, the same sentence and view each, named by step."""
+
     from models.snapshots import load_series
 
     series = load_series(args.snapshots)  # every file checked before the first frame is drawn
     frames = Path(args.output)
     if frames.exists() and not frames.is_dir():
         raise InputError(f"{frames}: with --snapshots, -o names a folder for the frames")
+    args.checkpoint = str(series.snapshots[0].path)  # a series is one model: its first file's header says it all
+    check_selection(args, head)
     frames.mkdir(parents=True, exist_ok=True)
     for snapshot in series.snapshots:
         args.checkpoint = str(snapshot.path)
         result = decode_one(args)
-        check_selection(result.trace, args.kind, args.layer, head=head)
-        output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.format}")
+        output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.frame_format}")
         draw(args, result, head=head, size=size, output=output)
         print(f"{output}  step {snapshot.step}: {result.text}")
     return 0
 
 
-def run_compare(args: argparse.Namespace, result, *, head: int | str, size: tuple[int, int], output) -> int:
+def run_compare(args: argparse.Namespace, *, head: int | str, size: tuple[int, int], output) -> int:
     """A | B | B − A; a kind, layer or head one model lacks is said in its pane (the other must have it)."""
     if head == "all":
         raise InputError("--head all cannot be compared; choose a head number or an aggregate")
-    trace = result.trace
-    other_result = decode_one(argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []}))
-    other = other_result.trace
-    missing = [error for error in (_selection_error(trace, args, head), _selection_error(other, args, head)) if error]
+    partner = argparse.Namespace(**{**vars(args), "checkpoint": args.compare, "ablate": []})
+    problems = [selection_problem(model_shape(model), args.kind, args.layer, head=head) for model in (args, partner)]
+    missing = [problem for problem in problems if problem]
     if len(missing) == 2:
         raise InputError(f"neither model can show this: {missing[0]}")
+    result, other_result = decode_one(args), decode_one(partner)
+    trace, other = result.trace, other_result.trace
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..rendering import render_compare  # Qt loads only now
@@ -150,11 +164,3 @@ def run_compare(args: argparse.Namespace, result, *, head: int | str, size: tupl
                    caption=caption(args.text, (names[0], result), (names[1], other_result)))
     print(output)
     return 0
-
-
-def _selection_error(trace, args: argparse.Namespace, head: int | str) -> str:
-    try:
-        check_selection(trace, args.kind, args.layer, head=head)
-    except InputError as error:
-        return str(error)
-    return ""

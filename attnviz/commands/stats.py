@@ -1,7 +1,8 @@
-"""``attnviz stats -c CKPT --data PAIRS.tsv [--limit N] [--batch-size B] [--decode] [--json] [-o OUT.npz]``
+"""attnviz stats -c CKPT [--data PAIRS.tsv] [--limit N] [--batch-size B] [--decode] [--json] [-o OUT.npz]
 
 What every attention head does over a corpus: per kind, a layers × heads table of each statistic, over the
-corpus forced on its references (and with ``--decode`` also forced on the model's own greedy output):
+corpus forced on its references (and with --decode also forced on the model's own greedy output); a bundled
+demo's own reference translations when no --data is given:
 
   entropy     mean entropy of an attention row, in nats (0: all weight on one key)
   confidence  mean largest weight of a row
@@ -10,8 +11,8 @@ corpus forced on its references (and with ``--decode`` also forced on the model'
   diagonal    cross-attention weight within max(1, 0.1·S) positions of the length-scaled diagonal
   padding     weight on padding: always 0 (checked; printed only if it is not)
 
-Padded rows and keys never count. ``--json`` prints one document (with each head's most and least typical
-sentences); ``-o`` writes an NPZ with one ``[layers, heads]`` float32 array per ``{run}.{kind}.{statistic}``.
+Padded rows and keys never count. --json prints one document (with each head's most and least typical
+sentences); -o writes an NPZ with one [layers, heads] float32 array per {run}.{kind}.{statistic}.
 """
 
 from __future__ import annotations
@@ -25,33 +26,30 @@ import numpy as np
 from models.errors import InputError
 
 from ..export import check_output
-from .common import add_model_options, open_translator
+from .common import add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator
 
 NAME = "stats"
 KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention"}
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(NAME, help="what every attention head does over a corpus", description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(NAME, help="what every attention head does over a corpus", description=__doc__)
     add_model_options(parser)
-    parser.add_argument("--data", required=True, help="pairs, source<TAB>target per line")
-    parser.add_argument("--limit", type=int, metavar="N", help="only the first N pairs")
-    parser.add_argument("--batch-size", type=int, default=32, metavar="B", help="sentences per forward pass (default 32)")
+    add_corpus_options(parser)
+    parser.add_argument("--batch-size", type=int, default=32, metavar="B", help="sentences per forward pass")
     parser.add_argument("--decode", action="store_true", help="also run forced on the model's own greedy output")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("-o", "--output", help="write the tables to this .npz file")
+    add_output_option(parser, "also write the tables to this .npz file (default: none written)", required=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    from models.data.pairs import read_pairs
     from models.head_stats import corpus_head_stats
 
-    for option, value in (("--limit", args.limit), ("--batch-size", args.batch_size)):
-        if value is not None and value < 1:
-            raise InputError(f"{option} must be at least 1; got {value}")
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1; got {args.batch_size}")
     output = check_output(args.output, (".npz",)) if args.output else None
-    pairs = read_pairs(args.data)[: args.limit]
+    model_shape(args)
+    pairs, corpus = corpus_pairs(args)
     stats = corpus_head_stats(open_translator(args), pairs, batch_size=args.batch_size, decode=args.decode)
     if output is not None:
         try:
@@ -59,18 +57,18 @@ def run(args: argparse.Namespace) -> int:
                 np.savez_compressed(handle, **stats.arrays())
         except OSError as failure:
             raise InputError(f"{output}: cannot be written ({failure.strerror or failure})") from None
-    print(json.dumps(stats.to_json()) if args.json else "\n".join(table_lines(stats)))
+    print(json.dumps({"corpus": corpus, **stats.to_json()}) if args.json else "\n".join(table_lines(stats, corpus)))
     if stats.max_padding() > 0:
         print(f"attnviz: warning: a head puts weight {stats.max_padding():.3g} on padding: a mask is broken",
               file=sys.stderr)
     return 0
 
 
-def table_lines(stats) -> list[str]:
+def table_lines(stats, corpus: str) -> list[str]:
     """Every run, kind and statistic as a readable layers × heads table (padding only when it is not 0)."""
     from models.head_summary import STATISTICS
 
-    lines = [f"{len(stats.pairs)} sentences"]
+    lines = [f"{len(stats.pairs)} sentences ({corpus})"]
     for name, run in stats.runs.items():
         for kind, table in run.tables().items():
             for statistic, values in table.items():

@@ -161,7 +161,10 @@ def read_safetensors(path: Path) -> dict[str, Tensor]:
 def tensor_dict(value: Any) -> dict[str, Tensor] | None:
     """``value`` as a state dict (a mapping of tensors, or a module's ``state_dict()``), else None."""
     if isinstance(value, nn.Module):
-        value = value.state_dict()
+        try:
+            value = value.state_dict()
+        except AttributeError:  # a stand-in built by a builtin's __new__ (a pickled int subclass) has no module state
+            return None
     if isinstance(value, Mapping) and value and all(isinstance(k, str) for k in value) \
             and all(isinstance(v, Tensor) for v in value.values()):
         state = dict(value)
