@@ -127,13 +127,21 @@ class MainWindow(QMainWindow):
             self.move(target.topLeft())
 
     def _show_dock(self, dock: QDockWidget) -> None:
-        """Show a dock beside the views: it takes its room from them, never from past the screen's edge.
-        Where the screen has no room for another column of docks, it shares the Model dock's, as a tab."""
+        """Show a panel made on first use (Head statistics, Head importance) beside the views: it takes its
+        room from them, never from past the screen's edge. A second such panel is a tab of the first (stacked,
+        each would be a strip of a screen 768 pixels high); where the screen has no room for another column of
+        docks, the panel shares the Model dock's, as a tab."""
         before = self.frameGeometry()
+        open_already = [other for other in self.panel_docks
+                        if other is not dock and other.toggleViewAction().isChecked()]  # shown, or a tab behind one
+        if dock not in self.panel_docks:
+            self.panel_docks.append(dock)
         dock.show()
-        if not self._fits(before) and self.dockWidgetArea(dock) != self.dockWidgetArea(self.model_dock):
+        if open_already and dock not in self.tabifiedDockWidgets(open_already[0]):
+            self.tabifyDockWidget(open_already[0], dock)
+        elif not self._fits(before) and self.dockWidgetArea(dock) != self.dockWidgetArea(self.model_dock):
             self.tabifyDockWidget(self.model_dock, dock)
-            dock.raise_()
+        dock.raise_()
         self._keep_on_screen(before)
 
     # --- construction -------------------------------------------------------------------------------
@@ -183,9 +191,14 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.model_dock = self._dock("Model", self.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.panel_docks: list[QDockWidget] = []  # the panels made on first use, in the order they were made
         self.decoding_dock = self._dock("Decoding", self.decoding, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.decoding_dock.dockLocationChanged.connect(
+            lambda area: self.decoding.set_stacked(area in (Qt.DockWidgetArea.LeftDockWidgetArea,
+                                                            Qt.DockWidgetArea.RightDockWidgetArea)))
         self.resizeDocks([self.model_dock], [300], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.decoding_dock], [280], Qt.Orientation.Vertical)
+        # A third of a short window at most: on a 720-pixel screen the heatmap keeps the larger share.
+        self.resizeDocks([self.decoding_dock], [min(280, self.height() // 3)], Qt.Orientation.Vertical)
         self.input_bar.run_requested.connect(self.run)
         self.selector.changed.connect(self._on_selector_changed)
         self.selector.colormap_changed.connect(self.set_colormap)
@@ -299,8 +312,8 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
                      tip="Show the whole heatmap again (or double-click it)")
         self.present_action = self._action(view_menu, "&Present", self.toggle_presentation, shortcut="F11",
-                                           tip="Full screen, large text, docks hidden; ← → walk the steps, "
-                                               "↑ ↓ the layers, Esc ends")
+                                           tip="Full screen, large text, the decoding beside the heatmap; ← → walk the "
+                                               "steps, ↑ ↓ the layers, Esc ends")
         self.present_action.setCheckable(True)
         self.presentation_keys = self._presentation_keys()
         self.window_keys = {action.shortcut().toString() for action in view_menu.actions() if not action.shortcut().isEmpty()}
@@ -890,8 +903,9 @@ class MainWindow(QMainWindow):
         self.set_presenting(self.presentation is None)
 
     def set_presenting(self, on: bool) -> None:
-        """Presentation mode: full screen, every font larger, the side docks hidden, the heatmap and the decoding
-        steps in front; the arrow keys walk the decoding steps (← →) and the layers (↑ ↓), Esc or F11 ends it."""
+        """Presentation mode: full screen, every font larger, the model panel, grids and corpus panels hidden, the
+        decoding steps beside the heatmap; the arrow keys walk the decoding steps (← →) and the layers (↑ ↓),
+        Esc or F11 ends it."""
         from PySide6.QtWidgets import QApplication
 
         app = QApplication.instance()
@@ -904,13 +918,14 @@ class MainWindow(QMainWindow):
             font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
             app.setFont(font)
             self.focus.set_tick_font(app.font())
-            # The decoding dock stays: its steps and next-token chart are what a class follows step by step.
-            for dock in (self.model_dock, getattr(getattr(self, "head_stats", None), "dock", None),
-                         getattr(getattr(self, "importance_panel", None), "dock", None)):
-                if dock is not None:
-                    dock.hide()
+            # The Decoding dock stays: its steps and next-token chart are what a class follows step by step.
+            for dock in (self.model_dock, *self.panel_docks):
+                dock.hide()
             self.grids.hide()
+            # Beside the heatmap, where the grids were: under it, the dock would take the heatmap's height.
+            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.decoding_dock)
             self.showFullScreen()
+            self.resizeDocks([self.decoding_dock], [self.width() * 2 // 5], Qt.Orientation.Horizontal)
             self.focus.setFocus()
             self.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
         else:

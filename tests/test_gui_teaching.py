@@ -241,12 +241,19 @@ def test_a_model_that_fails_to_open_leaves_the_open_one_shown_as_it_was(qtbot, w
 
 def test_presenting_keeps_the_steps_and_the_next_token_chart_in_view(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
+    decoding = window.decoding
     window.present_action.trigger()
     qtbot.wait(50)
-    assert window.decoding.top_k.isVisible() and window.decoding.controls.isVisible()
-    assert window.decoding.top_k.labels and not window.model_dock.isVisible()
+    assert decoding.top_k.isVisible() and decoding.controls.isVisible()
+    assert decoding.top_k.labels and not window.model_dock.isVisible()
+    # Beside the heatmap (where the grids were), its charts one above the other: the heatmap keeps its height.
+    assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert decoding.top_k.geometry().top() >= decoding.source_strip.geometry().bottom()
     window.set_presenting(False)
+    qtbot.wait(50)
     assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
+    assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
+    assert decoding.top_k.geometry().left() >= decoding.source_strip.geometry().right()
 
 
 def test_the_title_names_the_model_once(qtbot, window):

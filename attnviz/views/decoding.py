@@ -228,3 +228,8 @@ class DecodingPanel(QWidget):
         for chart in (self.source_strip, self.top_k):
             chart.set_bars([], np.zeros(0))
         self.show_beam(None)
+
+    def set_stacked(self, stacked: bool) -> None:
+        """The charts one above the other (the panel in a tall, narrow dock beside the views) or side by side."""
+        charts = self.findChild(QSplitter, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        charts.setOrientation(Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal)
