@@ -17,6 +17,7 @@ from models.checkpoint import save_checkpoint
 from models.trace import DecodeResult
 from tests.helpers import tiny_config
 from tests.test_gui import WAIT, focus_data, run_text
+from tests.test_gui_import import tutorial_files, wait_for_dialog  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +235,18 @@ def test_a_model_that_fails_to_open_leaves_the_open_one_shown_as_it_was(qtbot, w
     bad.write_bytes(b"\x00" * 40)
     window.open_path(str(bad))
     qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    assert window.decoding.top_k.labels == labels and labels
+    np.testing.assert_array_equal(focus_data(window), window.current_heatmap().matrix)
+    assert "random.safetensors" in window.model_panel.info.text()
+
+
+def test_a_cancelled_import_leaves_the_open_model_shown_as_it_was(qtbot, window, tutorial_files):
+    run_text(qtbot, window, "abc", max_len=4)
+    labels = window.decoding.top_k.labels
+    folder, _, _ = tutorial_files
+    window.open_path(str(folder / "whole.pt"))
+    assert window.decoding.top_k.labels == ()  # nothing of the open model while another one opens
+    wait_for_dialog(qtbot, window).reject()
     assert window.decoding.top_k.labels == labels and labels
     np.testing.assert_array_equal(focus_data(window), window.current_heatmap().matrix)
     assert "random.safetensors" in window.model_panel.info.text()
