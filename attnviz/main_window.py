@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QSettings, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QRect, QSettings, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QSplitter,
-                               QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QScrollArea,
+                               QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
 
 from . import __version__, viewmodel
-from .demos import demo_examples, demo_pairs
+from .demos import demo_examples, demo_name, demo_pairs
 from .export import figure_image, save_figure, write_csv, write_npz
 from .figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
 from .session import NO_REQUEST, ModelInfo, RunSettings, Session
@@ -30,6 +30,29 @@ SESSION_FILTER = "attnviz sessions (*.attnviz);;All files (*)"
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
 MAX_RECENT = 8
+NOTHING_RUN = "The attention appears here once a sentence has run."
+PREFERRED_SIZE = QSize(1360, 860)  # the first window's size where the screen has room for it
+FRAME_ALLOWANCE = QSize(16, 40)  # a window manager's borders and title bar: unknown until the window is shown
+
+
+def initial_size(available: QSize) -> QSize:
+    """The first window's size: the preferred one, or what the screen's available area (without its panels)
+    leaves once the window manager has framed the window."""
+    return PREFERRED_SIZE.boundedTo(available - FRAME_ALLOWANCE)
+
+
+def window_title(path: Path) -> str:
+    """The model's name once (a demo's own name), then the app's. Qt appends the application's display name
+    to a title that does not end with it: "attnviz — model" would read "attnviz — model — attnviz"."""
+    return f"{demo_name(path) or Path(path).name} — attnviz"
+
+
+def fit_inside(frame: QRect, bounds: QRect) -> QRect:
+    """``frame`` moved, and shrunk where it must be, to lie inside ``bounds``."""
+    size = frame.size().boundedTo(bounds.size())
+    left = min(max(frame.left(), bounds.left()), bounds.right() + 1 - size.width())
+    top = min(max(frame.top(), bounds.top()), bounds.bottom() + 1 - size.height())
+    return QRect(left, top, size.width(), size.height())
 
 
 class MainWindow(QMainWindow):
@@ -56,19 +79,71 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("attnviz")
         geometry = self.stored.blob("window/geometry")
         if geometry is None or not self.restoreGeometry(geometry):
-            self.resize(1360, 860)
+            self._place_on_screen()
         loading = QLabel("Loading attnviz and the model…")
         loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setCentralWidget(loading)
 
     def build(self, devices: list[str]) -> None:
         """Make the views, menus and worker thread (this loads pyqtgraph and torch)."""
+        before = self.frameGeometry()
         self._build_views(devices)
         self._build_menus()
         self._start_worker()
         self._restore_settings()
         self.setAcceptDrops(True)
         self.built = True
+        self._keep_on_screen(before)
+
+    # --- the window on its screen ---------------------------------------------------------------------
+    def _place_on_screen(self) -> None:
+        """The first window: as large as the screen's available area allows, centred in it."""
+        available = self.screen().availableGeometry()
+        size = initial_size(available.size())
+        frame = QRect(0, 0, size.width() + FRAME_ALLOWANCE.width(), size.height() + FRAME_ALLOWANCE.height())
+        frame.moveCenter(available.center())
+        self.resize(size)
+        self.move(frame.topLeft())
+
+    def _screen_room(self, before: QRect) -> QRect:
+        """Where the window may be: the screen's available area (or its own frame ``before``, where it was
+        already larger than the screen)."""
+        return self.screen().availableGeometry().united(before)
+
+    def _fits(self, before: QRect) -> bool:
+        """Whether the window's minimum size, framed, fits its room on the screen."""
+        self.layout().activate()  # the minimum size of what was just shown applies now, not at the next event
+        room, frame = self._screen_room(before), self.frameGeometry().size() - self.size()
+        needed = self.minimumSizeHint().expandedTo(self.minimumSize()) + frame
+        return needed.width() <= room.width() and needed.height() <= room.height()
+
+    def _keep_on_screen(self, before: QRect) -> None:
+        """Undo what a new view's minimum size added past the screen (a window already larger than the
+        screen may keep its size, never more)."""
+        self.layout().activate()
+        frame = self.frameGeometry()
+        target = fit_inside(frame, self._screen_room(before))
+        if target != frame:
+            self.resize(target.size() - (frame.size() - self.size()))
+            self.move(target.topLeft())
+
+    def _show_dock(self, dock: QDockWidget) -> None:
+        """Show a panel made on first use (Head statistics, Head importance) beside the views: it takes its
+        room from them, never from past the screen's edge. A second such panel is a tab of the first (stacked,
+        each would be a strip of a screen 768 pixels high); where the screen has no room for another column of
+        docks, the panel shares the Model dock's, as a tab."""
+        before = self.frameGeometry()
+        open_already = [other for other in self.panel_docks
+                        if other is not dock and other.toggleViewAction().isChecked()]  # shown, or a tab behind one
+        if dock not in self.panel_docks:
+            self.panel_docks.append(dock)
+        dock.show()
+        if open_already and dock not in self.tabifiedDockWidgets(open_already[0]):
+            self.tabifyDockWidget(open_already[0], dock)
+        elif not self._fits(before) and self.dockWidgetArea(dock) != self.dockWidgetArea(self.model_dock):
+            self.tabifyDockWidget(self.model_dock, dock)
+        dock.raise_()
+        self._keep_on_screen(before)
 
     # --- construction -------------------------------------------------------------------------------
     def _build_views(self, devices: list[str]) -> None:
@@ -117,9 +192,14 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.setCentralWidget(central)
         self.model_dock = self._dock("Model", self.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.panel_docks: list[QDockWidget] = []  # the panels made on first use, in the order they were made
         self.decoding_dock = self._dock("Decoding", self.decoding, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.decoding_dock.dockLocationChanged.connect(
+            lambda area: self.decoding.set_stacked(area in (Qt.DockWidgetArea.LeftDockWidgetArea,
+                                                            Qt.DockWidgetArea.RightDockWidgetArea)))
         self.resizeDocks([self.model_dock], [300], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.decoding_dock], [280], Qt.Orientation.Vertical)
+        # A third of a short window at most: on a 720-pixel screen the heatmap keeps the larger share.
+        self.resizeDocks([self.decoding_dock], [min(280, self.height() // 3)], Qt.Orientation.Vertical)
         self.input_bar.run_requested.connect(self.run)
         self.selector.changed.connect(self._on_selector_changed)
         self.selector.colormap_changed.connect(self.set_colormap)
@@ -144,9 +224,17 @@ class MainWindow(QMainWindow):
         self.model_panel.device_chosen.connect(self._on_device)
         self.focus.hovered.connect(lambda text: self.statusBar().showMessage(text))
 
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, *, scrolls: bool = False) -> QDockWidget:
+        """``scrolls``: the widget scrolls inside the dock when the dock is smaller than it, so that its
+        minimum size (a panel per statistic) never makes the window grow past the screen."""
         dock = QDockWidget(title, self)
         dock.setObjectName(f"{title.lower()}Dock")
+        if scrolls:
+            scroll = QScrollArea()
+            scroll.setWidget(widget)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            widget = scroll
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
@@ -177,8 +265,11 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "Save Sess&ion As…", self.save_session, shortcut="Ctrl+Alt+S",
                      tip="Save this view (model, sentence, decoding, head, colours) as a small .attnviz file")
         demo_menu = file_menu.addMenu("&Demos")
+        self.demo_actions = {}  # path → its action, checked while that demo is open (or being opened)
         for path in self.demos:
-            self._action(demo_menu, path.stem, lambda _=False, p=path: self.open_path(str(p)))
+            action = self._action(demo_menu, path.stem, lambda _=False, p=path: self.open_path(str(p)))
+            action.setCheckable(True)
+            self.demo_actions[path] = action
         pairs = demo_pairs() if self.demos else []
         if pairs:
             demo_menu.addSeparator()
@@ -222,8 +313,8 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
                      tip="Show the whole heatmap again (or double-click it)")
         self.present_action = self._action(view_menu, "&Present", self.toggle_presentation, shortcut="F11",
-                                           tip="Full screen, large text, docks hidden; ← → walk the steps, "
-                                               "↑ ↓ the layers, Esc ends")
+                                           tip="Full screen, large text, the decoding beside the heatmap; ← → walk the "
+                                               "steps, ↑ ↓ the layers, Esc ends")
         self.present_action.setCheckable(True)
         self.presentation_keys = self._presentation_keys()
         self.window_keys = {action.shortcut().toString() for action in view_menu.actions() if not action.shortcut().isEmpty()}
@@ -336,6 +427,7 @@ class MainWindow(QMainWindow):
 
         self.import_dialog = ImportDialog(question, self)
         self.import_dialog.accepted.connect(self._on_import_answered)
+        self.import_dialog.rejected.connect(self._show_kept_model)
         self.import_dialog.open()  # window-modal without blocking the event loop
 
     def _on_import_answered(self) -> None:
@@ -355,7 +447,35 @@ class MainWindow(QMainWindow):
             return
         self.statusBar().showMessage(f"Opening {path}…")
         self.input_bar.set_busy(True)
+        self._show_opening(Path(path))
         self.load_requested.emit(self._new_model_job(), str(path), self.model_panel.device_name())
+
+    def _show_opening(self, path: Path) -> None:
+        """Nothing of the open model stays on screen while another one loads (its steps, its next tokens,
+        its beam, its demo marked in the Demos list and menu)."""
+        self.clear_views(f"Opening {path.name}…")
+        self.decoding.clear()
+        self.input_bar.show_message(f"Opening {path.name}…")
+        self.model_panel.show_note(f"Opening {path.name}…")
+        self._show_open_demo(path)
+
+    def _show_open_demo(self, path: Path | None) -> None:
+        demo = Path(path).resolve() if path is not None and demo_name(path) is not None else None
+        for demo_path, action in self.demo_actions.items():
+            action.setChecked(demo_path.resolve() == demo)
+        self.model_panel.show_open_demo(next((p for p in self.demo_actions if p.resolve() == demo), None))
+
+    def _show_kept_model(self) -> None:
+        """Another model did not open: the one still open is shown again, as it was."""
+        model = self.session.model
+        self._show_open_demo(model.path if model is not None else None)
+        if model is None:
+            self.model_panel.show_note("No model open.")
+            self.clear_views("Open a model: File → Open (Ctrl+O), or a demo.")
+        else:
+            self.model_panel.show_model(model)
+            self.clear_views(NOTHING_RUN)
+            self._show_run()
 
     def run(self) -> None:
         text = self.input_bar.text_value()
@@ -364,7 +484,11 @@ class MainWindow(QMainWindow):
         if not text.strip():
             self.input_bar.show_message("Type a sentence to see its attention.")
             return
-        request = self.session.new_request(text, **self.input_bar.options())
+        options = self.input_bar.options()
+        if options["mode"] == "forced" and not options["target"].strip():
+            self.input_bar.ask_for_target()
+            return
+        request = self.session.new_request(text, **options)
         self.worker_thread.worker.latest_request = request.id  # the running decode stops at its next step
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
@@ -432,8 +556,9 @@ class MainWindow(QMainWindow):
 
             self.head_stats = HeadStatsPanel(self.worker_thread.worker, self)
             self.head_stats.view.sentence_chosen.connect(lambda text: (self.input_bar.set_text(text), self.run()))
-            self.head_stats.dock = self._dock("Head statistics", self.head_stats.view, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.head_stats.dock.show()
+            self.head_stats.dock = self._dock("Head statistics", self.head_stats.view, Qt.DockWidgetArea.RightDockWidgetArea,
+                                          scrolls=True)
+        self._show_dock(self.head_stats.dock)
         self.head_stats.start(self.session.next_id(), path)
 
     def head_importance(self, path: str | None = None) -> None:
@@ -449,8 +574,9 @@ class MainWindow(QMainWindow):
 
             self.importance_panel = ImportancePanel(self.worker_thread.worker, self)
             self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
-            self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view, Qt.DockWidgetArea.RightDockWidgetArea)
-        self.importance_panel.dock.show()
+            self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view,
+                                                       Qt.DockWidgetArea.RightDockWidgetArea, scrolls=True)
+        self._show_dock(self.importance_panel.dock)
         self.importance_panel.start(self.session.next_id(), path)
 
     # --- comparing with a second model (model B) -------------------------------------------------------
@@ -519,11 +645,13 @@ class MainWindow(QMainWindow):
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.accept_model(job_id, info)
         self._show_ablation()
-        self.clear_views("The attention appears here once a sentence has run.")
+        self.clear_views(NOTHING_RUN)
+        self.decoding.clear()
+        self._show_open_demo(info.path)
         self._remember(str(info.path))
         self.input_bar.set_busy(False)
         self.model_panel.show_model(info)
-        self.setWindowTitle(f"attnviz — {info.path.name}")
+        self.setWindowTitle(window_title(info.path))
         self.statusBar().showMessage(f"Opened {info.path} on {info.device}", 5000)
         examples = demo_examples(info.path)
         self.input_bar.set_examples(examples)
@@ -570,6 +698,7 @@ class MainWindow(QMainWindow):
         self.pending_session = None
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
+        self._show_kept_model()
         kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
         self.show_error(f"Cannot open it: {message}{kept}")
 
@@ -601,8 +730,14 @@ class MainWindow(QMainWindow):
             self.session.replace_selection(**dataclasses.asdict(selection))
         self._show_ablation()  # a whole layer's entry is counted in heads once the model's shape is known
         self._show_output()
+        self._show_run()
+
+    def _show_run(self) -> None:
+        """Every view of the newest run (the beam's tree too)."""
+        if not self.session.results:
+            return
         beam = self.session.request.mode == "beam"
-        self.decoding.show_beam(viewmodel.beam_state(results, self.session.steps) if beam else None,
+        self.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps) if beam else None,
                                 self.session.selection.hypothesis)
         self.refresh(rebuild=True)
 
@@ -769,8 +904,9 @@ class MainWindow(QMainWindow):
         self.set_presenting(self.presentation is None)
 
     def set_presenting(self, on: bool) -> None:
-        """Presentation mode: full screen, every font larger, the docks hidden, the heatmap in front;
-        the arrow keys walk the decoding steps (← →) and the layers (↑ ↓), Esc or F11 ends it."""
+        """Presentation mode: full screen, every font larger, the model panel, grids and corpus panels hidden, the
+        decoding steps beside the heatmap; the arrow keys walk the decoding steps (← →) and the layers (↑ ↓),
+        Esc or F11 ends it."""
         from PySide6.QtWidgets import QApplication
 
         app = QApplication.instance()
@@ -783,12 +919,14 @@ class MainWindow(QMainWindow):
             font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
             app.setFont(font)
             self.focus.set_tick_font(app.font())
-            for dock in (self.model_dock, self.decoding_dock, getattr(getattr(self, "head_stats", None), "dock", None),
-                         getattr(getattr(self, "importance_panel", None), "dock", None)):
-                if dock is not None:
-                    dock.hide()
+            # The Decoding dock stays: its steps and next-token chart are what a class follows step by step.
+            for dock in (self.model_dock, *self.panel_docks):
+                dock.hide()
             self.grids.hide()
+            # Beside the heatmap, where the grids were: under it, the dock would take the heatmap's height.
+            self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.decoding_dock)
             self.showFullScreen()
+            self.resizeDocks([self.decoding_dock], [self.width() * 2 // 5], Qt.Orientation.Horizontal)
             self.focus.setFocus()
             self.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
         else:

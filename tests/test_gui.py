@@ -58,7 +58,7 @@ def test_opening_shows_the_model_and_remembers_it(window, random_checkpoint):
     info = window.model_panel.info.text()
     assert "transformer-preln" in info and "random.safetensors" in info and "cpu" in info
     assert window.recent_files()[0] == str(random_checkpoint)
-    assert window.windowTitle() == "attnviz — random.safetensors"
+    assert window.windowTitle() == "random.safetensors — attnviz"
 
 
 def test_run_shows_the_trace_in_every_view(qtbot, window):

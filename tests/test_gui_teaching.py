@@ -16,7 +16,8 @@ from models import build_model
 from models.checkpoint import save_checkpoint
 from models.trace import DecodeResult
 from tests.helpers import tiny_config
-from tests.test_gui import WAIT, run_text
+from tests.test_gui import WAIT, focus_data, run_text
+from tests.test_gui_import import tutorial_files, wait_for_dialog  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +182,97 @@ def test_the_layout_holds_at_1000_by_650_and_beam_mode_does_not_grow_the_window(
     tabs = window.grids.tabBar()  # both grid tabs in view (shortened if need be), no scroll arrows to find one
     assert all(tabs.tabRect(index).right() <= tabs.width() for index in range(tabs.count()))
     assert [tabs.tabToolTip(index) for index in range(tabs.count())] == ["Heads of this layer", "All layers × heads"]
+
+
+def test_forced_without_a_target_asks_for_the_target_instead_of_running(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    ran, bar = window.session.request, window.input_bar
+    bar.mode.setCurrentIndex(bar.mode.findData("forced"))
+    bar.debounce.stop()
+    window.activateWindow()
+    bar.text.setFocus()
+    qtbot.keyClicks(bar.text, "d")  # typing: the run that follows the pause leaves the cursor where it is
+    qtbot.waitUntil(lambda: "Type the target to force" in bar.result_text(), timeout=WAIT)
+    assert window.session.request is ran and bar.text.hasFocus()
+    assert "2px solid" in bar.target.styleSheet()  # the box that needs it is marked
+    qtbot.keyClick(bar.text, Qt.Key.Key_Return)  # asked for: the cursor goes to the target box
+    assert window.session.request is ran and bar.target.hasFocus() and not bar.busy.isVisibleTo(bar)
+    qtbot.keyClicks(bar.target, "dcba")
+    assert bar.target.styleSheet() == ""
+    qtbot.keyClick(bar.target, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: window.session.request is not ran and bool(window.session.results), timeout=WAIT)
+    assert window.session.request.target == "dcba" and window.session.result.tokens[:4] == list("dcba")
+
+
+def test_opening_another_model_clears_the_old_ones_steps_beam_and_demo(qtbot, window, random_checkpoint):
+    panel = window.model_panel.demos
+    demo = DEMO_FOLDER / "piglatin-gru-additive.safetensors"
+    item = next(panel.item(row) for row in range(panel.count()) if panel.item(row).text() == demo.stem)
+    qtbot.mouseClick(panel.viewport(), Qt.MouseButton.LeftButton, pos=panel.visualItemRect(item).center())
+    qtbot.waitUntil(lambda: window.session.model.path == demo and bool(window.session.results), timeout=WAIT)
+    run_text(qtbot, window, "hello", mode="beam", beam=3, max_len=8)
+    decoding = window.decoding
+    assert decoding.top_k.labels and decoding.beam.isVisibleTo(window) and decoding.controls.isEnabled()
+    assert panel.selectedItems() == [item] and window.demo_actions[demo].isChecked()
+
+    def nothing_of_the_demo() -> None:
+        assert decoding.top_k.labels == () and decoding.source_strip.labels == ()
+        assert not decoding.beam.isVisibleTo(window) and not decoding.controls.isEnabled()
+        assert focus_data(window) is None or focus_data(window).size == 0
+        assert panel.selectedItems() == [] and not any(action.isChecked() for action in window.demo_actions.values())
+        assert "El" not in decoding.prefix.text() and "piglatin" not in window.model_panel.info.text()
+
+    window.open_path(str(random_checkpoint))
+    nothing_of_the_demo()  # at once, while the other model loads
+    qtbot.waitUntil(lambda: window.session.model.path == random_checkpoint, timeout=WAIT)
+    nothing_of_the_demo()
+
+
+def test_a_model_that_fails_to_open_leaves_the_open_one_shown_as_it_was(qtbot, window, tmp_path):
+    run_text(qtbot, window, "abc", max_len=4)
+    labels = window.decoding.top_k.labels
+    bad = tmp_path / "broken.safetensors"
+    bad.write_bytes(b"\x00" * 40)
+    window.open_path(str(bad))
+    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    assert window.decoding.top_k.labels == labels and labels
+    np.testing.assert_array_equal(focus_data(window), window.current_heatmap().matrix)
+    assert "random.safetensors" in window.model_panel.info.text()
+
+
+def test_a_cancelled_import_leaves_the_open_model_shown_as_it_was(qtbot, window, tutorial_files):
+    run_text(qtbot, window, "abc", max_len=4)
+    labels = window.decoding.top_k.labels
+    folder, _, _ = tutorial_files
+    window.open_path(str(folder / "whole.pt"))
+    assert window.decoding.top_k.labels == ()  # nothing of the open model while another one opens
+    wait_for_dialog(qtbot, window).reject()
+    assert window.decoding.top_k.labels == labels and labels
+    np.testing.assert_array_equal(focus_data(window), window.current_heatmap().matrix)
+    assert "random.safetensors" in window.model_panel.info.text()
+
+
+def test_presenting_keeps_the_steps_and_the_next_token_chart_in_view(qtbot, window):
+    run_text(qtbot, window, "abc", max_len=4)
+    decoding = window.decoding
+    window.present_action.trigger()
+    qtbot.wait(50)
+    assert decoding.top_k.isVisible() and decoding.controls.isVisible()
+    assert decoding.top_k.labels and not window.model_dock.isVisible()
+    # Beside the heatmap (where the grids were), its charts one above the other: the heatmap keeps its height.
+    assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert decoding.top_k.geometry().top() >= decoding.source_strip.geometry().bottom()
+    window.set_presenting(False)
+    qtbot.wait(50)
+    assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
+    assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
+    assert decoding.top_k.geometry().left() >= decoding.source_strip.geometry().right()
+
+
+def test_the_title_names_the_model_once(qtbot, window):
+    assert window.windowTitle() == "random.safetensors — attnviz"
+    demo = DEMO_FOLDER / "en-es-transformer.safetensors"
+    window.open_path(str(demo))
+    qtbot.waitUntil(lambda: window.session.model.path == demo, timeout=WAIT)
+    # It ends with the application's name, so Qt appends nothing more to it ("… — attnviz — attnviz").
+    assert window.windowTitle() == "en-es-transformer — attnviz"

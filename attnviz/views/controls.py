@@ -21,6 +21,7 @@ MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
 DEBOUNCE_MS = 350
 OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
 NOTICE_LINES = 3  # the notices under it likewise (one line per 250 px of window height, at least one)
+MISSING_STYLE = "QLineEdit { border: 2px solid #c62828; border-radius: 3px; }"  # a box a run still needs
 
 
 class OutputArea(QTextBrowser):
@@ -137,10 +138,12 @@ class InputBar(QWidget):
         self.debounce.setInterval(DEBOUNCE_MS)
         self.debounce.timeout.connect(self.run_requested)
         self.text.returnPressed.connect(self._run_now)
+        self.asked = False  # True while a run asked for with Enter or Run is being started
         self.target.returnPressed.connect(self._run_now)
         self.run.clicked.connect(self._run_now)
         self.text.textEdited.connect(lambda _: self.debounce.start())
         self.target.textEdited.connect(lambda _: self.debounce.start())
+        self.target.textChanged.connect(lambda _: self.target.setStyleSheet(""))
         for signal in (self.mode.currentIndexChanged, self.beam.valueChanged, self.max_len.valueChanged,
                        self.source_language.currentIndexChanged, self.target_language.currentIndexChanged):
             signal.connect(lambda *_: self.debounce.start())
@@ -150,7 +153,20 @@ class InputBar(QWidget):
 
     def _run_now(self) -> None:
         self.debounce.stop()
-        self.run_requested.emit()
+        self.asked = True
+        try:
+            self.run_requested.emit()
+        finally:
+            self.asked = False
+
+    def ask_for_target(self) -> None:
+        """Forced decoding without a target: the target box is marked and says what it needs. It takes the
+        cursor unless the run started by itself while the sentence was being typed (keys would land in the
+        wrong box)."""
+        self.show_message("Type the target to force (the box marked in red), then press Enter.")
+        self.target.setStyleSheet(MISSING_STYLE)
+        if self.asked or not self.text.hasFocus():
+            self.target.setFocus()
 
     def _show_mode_options(self) -> None:
         mode = self.mode.currentData()
@@ -497,6 +513,19 @@ class ModelPanel(QWidget):
         item = self.demos.itemAt(position)
         if item is not None:
             self.demo_actions(item).popup(self.demos.viewport().mapToGlobal(position))
+
+    def show_open_demo(self, path: str | Path | None) -> None:
+        """Select the demo being opened or open; none for any other checkpoint."""
+        self.demos.clearSelection()
+        self.demos.setCurrentItem(None)
+        for row in range(self.demos.count()):
+            item = self.demos.item(row)
+            if path is not None and Path(item.data(Qt.ItemDataRole.UserRole)) == Path(path):
+                self.demos.setCurrentItem(item)
+
+    def show_note(self, text: str) -> None:
+        """A line in the model's place: none is open, or one is being opened."""
+        self.info.setText(html.escape(text))
 
     def device_name(self) -> str:
         """The chosen device, "" for the best available."""

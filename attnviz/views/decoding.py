@@ -218,3 +218,17 @@ class DecodingPanel(QWidget):
         tail = (f"&nbsp; → &nbsp;<b>{html.escape(produced)}</b> (p = {probability:.3f})"
                 if produced is not None and probability is not None else "")
         self.prefix.setText(f"Step {step + 1}, decoder input: " + " ".join(parts) + tail)
+
+    def clear(self) -> None:
+        """Nothing of a run: another model is being opened."""
+        self.stop()
+        self.controls.set_count(0)
+        self.prefix.clear()
+        for chart in (self.source_strip, self.top_k):
+            chart.set_bars([], np.zeros(0))
+        self.show_beam(None)
+
+    def set_stacked(self, stacked: bool) -> None:
+        """The charts one above the other (the panel in a tall, narrow dock beside the views) or side by side."""
+        charts = self.findChild(QSplitter, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        charts.setOrientation(Qt.Orientation.Vertical if stacked else Qt.Orientation.Horizontal)

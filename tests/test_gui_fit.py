@@ -1,0 +1,52 @@
+"""The window fits its screen: the first window's size comes from the screen's available area, and the docks
+opened later (Head statistics, Head importance) take their room from the views, never from past the screen's
+edge. The offscreen platform's screen (800 × 800 here) is smaller than the window attnviz prefers."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRect, QSize
+
+from attnviz.app import create_window
+from attnviz.main_window import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
+from tests.test_gui import WAIT, run_text
+
+
+def test_the_first_size_is_the_preferred_one_where_it_fits_and_leaves_room_for_the_frame_where_not():
+    assert initial_size(QSize(1920, 1050)) == PREFERRED_SIZE
+    for available in (QSize(1366, 768 - 28), QSize(1280, 720), QSize(1000, 650)):
+        size = initial_size(available)
+        assert size.width() + FRAME_ALLOWANCE.width() <= available.width()
+        assert size.height() + FRAME_ALLOWANCE.height() == available.height()
+
+
+def test_a_frame_is_moved_then_shrunk_to_lie_inside_the_bounds():
+    screen = QRect(0, 30, 1366, 738)  # a panel across the top
+    assert fit_inside(QRect(10, 40, 800, 600), screen) == QRect(10, 40, 800, 600)
+    assert fit_inside(QRect(900, 500, 800, 600), screen) == QRect(566, 168, 800, 600)
+    assert fit_inside(QRect(-20, 0, 1400, 900), screen) == screen
+
+
+def test_the_window_and_the_docks_opened_later_stay_inside_the_screen(qtbot, qsettings, random_checkpoint, tmp_path):
+    window = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
+    run_text(qtbot, window, "abc", max_len=4)
+    available = window.screen().availableGeometry()
+    assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)
+    views = window.centralWidget().width()
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("abc\tcba\nhag\tgah\n", encoding="utf-8")
+    window.corpus_head_stats(str(corpus))
+    qtbot.waitUntil(lambda: window.head_stats.stats is not None, timeout=WAIT)
+    window.head_importance(str(corpus))
+    qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=60_000)
+    qtbot.wait(50)  # the panels drawn
+    assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)
+    stats, importance = window.head_stats.dock, window.importance_panel.dock
+    assert importance.isVisible()
+    assert stats.isVisible() or stats in window.tabifiedDockWidgets(importance)  # no room for a column: a tab
+    for dock in (window.head_stats.dock, window.importance_panel.dock):
+        dock.close()
+    qtbot.waitUntil(lambda: window.centralWidget().width() >= views, timeout=WAIT)  # and gave it back
+    window.close()
