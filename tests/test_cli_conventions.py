@@ -199,3 +199,9 @@ def test_info_of_a_finished_run_and_of_a_snapshot(capsys, tmp_path, random_check
     assert "trained      500 steps" in cli(capsys, "info", "-c", finished)[1].splitlines()
     assert ("trained      250 of 1,000 planned steps (a snapshot taken during the run)"
             in cli(capsys, "info", "-c", snapshot)[1].splitlines())
+
+
+def test_weights_kept_in_bfloat16_translate_the_demo_alike(capsys):
+    code, out, err = cli(capsys, "translate", "-c", DEMO, "--dtype", "bfloat16", "--json", "The Lord is my shepherd.")
+    assert code == 0, err
+    assert json.loads(out)[0]["output"] == "El Señor es mi pastor."

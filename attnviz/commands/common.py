@@ -126,6 +126,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
                                                            "eng_Latn; default: the one chosen when it was converted)")
     parser.add_argument("--tgt-lang", metavar="CODE", help="target language of a multilingual model")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                        help="keep the weights in this precision: bfloat16 or float16 halve the memory a large model "
+                             "needs (attention is still traced and written as float32; default: float32)")
 
 
 def add_decoding_options(parser: argparse.ArgumentParser) -> None:
@@ -238,11 +241,12 @@ def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
 
 
 def open_translator(args: argparse.Namespace) -> Translator:
-    from models.checkpoint import load_checkpoint
+    from models.checkpoint import WEIGHT_DTYPES, load_checkpoint
     from models.translator import Translator
 
     model_shape(args)
-    translator = Translator(load_checkpoint(args.checkpoint), args.device)
+    checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
+    translator = Translator(checkpoint, args.device)
     translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
     return translator
 
