@@ -107,3 +107,19 @@ def test_the_beam_tree_is_built_for_a_beam_only(qtbot):
     steps, results = run(beam_search(model, [5, 6, 7, 3], beam=2, max_len=6))
     panel.show_beam(beam_state(results, steps))
     assert len(panel.beam.graph.state.roots) == 2 and panel.beam.hypotheses.count() == len(results)
+
+
+def test_top_k_labels_stay_in_one_column_and_thin_out_when_the_chart_is_short(qtbot):
+    """A bar chart's labels beside their bars: staggered lanes would widen the axis past a narrow dock and
+    leave labels far from their bars; a short chart labels every other bar, the chosen one included."""
+    chart = BarChart(horizontal=True)
+    qtbot.addWidget(chart)
+    chart.resize(330, 110)
+    chart.show()
+    tokens = ["</s>", "_Amén", "_Y", "_Bienaventurados", "_En", "_Aleluya", "_¿", "_Yo", "_El", "."]
+    chart.set_bars(tokens, np.linspace(0.9, 0.0, 10), highlight=0)
+    qtbot.waitUntil(lambda: chart.token_axis.layout.ticks != [])
+    layout = chart.token_axis.layout
+    assert layout.lanes == 1
+    shown = [index for index, _ in layout.ticks]
+    assert 0 in shown and len(shown) < len(tokens)

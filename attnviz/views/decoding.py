@@ -105,7 +105,7 @@ class BarChart(pg.PlotWidget):
 
     def __init__(self, horizontal: bool, parent: QWidget | None = None):
         side = "left" if horizontal else "bottom"
-        axis = TokenAxis(side)
+        axis = TokenAxis(side, most_lanes=1) if horizontal else TokenAxis(side)  # one column of bar labels
         super().__init__(parent, axisItems={side: axis})
         self.token_axis = axis  # kept: the plot item is gone while a closing chart is resized
         self.horizontal = horizontal

@@ -94,11 +94,14 @@ def column_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, an
     return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=LABEL_GAP)
 
 
-def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
-    """Labels for the rows between ``span``'s ends: lines of text stacked along the axis need no gap."""
+def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, anchor: int = 0,
+              most_lanes: int = 3) -> TickLayout:
+    """Labels for the rows between ``span``'s ends: lines of text stacked along the axis need no gap; at most
+    ``most_lanes`` lanes (a bar chart's rows read best on one: it thins them instead)."""
     shown = _shown(labels, span)
     lines = np.full(len(shown), labels.line)
-    options = [(direction, lanes, lines, lane_depth(labels, direction, rows=True)) for direction, lanes in ROW_LAYOUTS]
+    options = [(direction, lanes, lines, lane_depth(labels, direction, rows=True)) for direction, lanes in ROW_LAYOUTS
+               if lanes <= most_lanes]
     return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=0)
 
 
@@ -143,11 +146,12 @@ class TokenAxis(pg.AxisItem):
     or upright (``TickLayout``), and only the tokens in view are drawn. Rows on the left, columns at the bottom.
     """
 
-    def __init__(self, orientation: str):
+    def __init__(self, orientation: str, *, most_lanes: int = 3):
         if orientation not in ("left", "bottom"):
             raise ValueError(f"token labels go on the left or at the bottom, not {orientation!r}")
         super().__init__(orientation)
         self.rows = orientation == "left"
+        self.most_lanes = most_lanes
         self.setStyle(tickLength=0, autoExpandTextSpace=True)
         self.labels = TokenLabels([], widths=np.zeros(0), line=0.0)
         self.layout = TickLayout([])
@@ -170,8 +174,9 @@ class TokenAxis(pg.AxisItem):
         self.show_layout(self.layout_for(span, cell=cell, anchor=anchor))
 
     def layout_for(self, span: tuple[float, float], cell: float, anchor: int = 0) -> TickLayout:
-        place = row_ticks if self.rows else column_ticks
-        return place(self.labels, span, cell=cell, anchor=anchor)
+        if self.rows:
+            return row_ticks(self.labels, span, cell=cell, anchor=anchor, most_lanes=self.most_lanes)
+        return column_ticks(self.labels, span, cell=cell, anchor=anchor)
 
     def show_layout(self, layout: TickLayout) -> None:
         """Draw ``layout``, the axis as deep as its labels."""
