@@ -71,6 +71,7 @@ class MainWindow(QMainWindow):
         self.session = Session()
         self.demos = demos
         self.built = False
+        self.opening_name = ""  # the file being opened, for the loading progress
         self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
         self.pending_partner = None  # a reopened session's model B: opened once model A has loaded
         self.pending_pair: tuple[Path, Path] | None = None  # a demo pair: model B opens once model A has loaded
@@ -346,6 +347,7 @@ class MainWindow(QMainWindow):
         self.device_requested.connect(worker.set_device)
         worker.loaded.connect(self._on_loaded)
         worker.load_failed.connect(self._on_load_failed)
+        worker.load_progress.connect(self._on_load_progress)
         worker.device_changed.connect(self._on_device_changed)
         worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
@@ -446,6 +448,7 @@ class MainWindow(QMainWindow):
             self.open_session(path)
             return
         self.statusBar().showMessage(f"Opening {path}…")
+        self.opening_name = Path(path).name
         self.input_bar.set_busy(True)
         self._show_opening(Path(path))
         self.load_requested.emit(self._new_model_job(), str(path), self.model_panel.device_name())
@@ -638,6 +641,11 @@ class MainWindow(QMainWindow):
         self.focus.setVisible(not comparing)
         self.compare_view.setVisible(comparing)
         self.grids.setVisible(not comparing)  # three maps need the width; the grids return with one model
+
+    def _on_load_progress(self, job_id: int, done: int, total: int) -> None:
+        """How much of a model's weights is read, while it opens (a large model takes seconds)."""
+        if self.session.is_current_model_job(job_id) and total:
+            self.statusBar().showMessage(viewmodel.loading_text(self.opening_name, done, total))
 
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):

@@ -501,3 +501,7 @@ def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
                                                                                                 options=options),
                         diff=difference(a, b, selection))
 
+
+def loading_text(name: str, done: int, total: int) -> str:
+    """The status line while a model's weights are read: "Opening big.safetensors: weights 40% (102 of 256)"."""
+    return f"Opening {name}: weights {100 * done // max(total, 1)}% ({done} of {total})"

@@ -80,6 +80,7 @@ class ModelWorker(QObject):
 
     loaded = Signal(int, object)  # job id, ModelInfo of a newly opened model
     load_failed = Signal(int, str)
+    load_progress = Signal(int, int, int)  # job id, weight tensors read, tensors in all
     import_needed = Signal(int, object)  # job id, ImportQuestion: a foreign file needs settings, vocabularies or trust
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
     steps = Signal(int, object)  # request id, list[DecodeStep]: the steps since the last (see STEP_BATCH_SECONDS)
@@ -123,7 +124,8 @@ class ModelWorker(QObject):
                 if is_series(path):  # a snapshot folder, recognised before the importers
                     self._open_series(job_id, path, device)
                     return
-                checkpoint = load_checkpoint(path) if is_native(path) else self._import_without_asking(job_id, path)
+                checkpoint = (load_checkpoint(path, progress=self._reporting_load(job_id)) if is_native(path)
+                              else self._import_without_asking(job_id, path))
             if checkpoint is None or self._stale_model_job(job_id):
                 return
             self._open(job_id, checkpoint, path=path, device=device)
@@ -135,6 +137,12 @@ class ModelWorker(QObject):
         except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window, never a dead thread)
             traceback.print_exc()
             self.load_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
+
+    def _reporting_load(self, job_id: int):
+        """A ``load_checkpoint`` progress callback that tells the window (a large model takes seconds)."""
+        def report(done: int, total: int) -> None:
+            self.load_progress.emit(job_id, done, total)
+        return report
 
     @Slot(int, object)
     def import_model(self, job_id: int, answer: ImportAnswer) -> None:

@@ -471,3 +471,14 @@ def test_a_model_without_attention_clears_the_heatmaps(qtbot, window, char_token
     run_text(qtbot, window, "abc", max_len=3)
     assert "no attention" in window.focus.title.text() and window.focus.image.image is None
     assert window.decoding.top_k.values.size > 0  # its decoding steps are still shown
+
+
+def test_opening_a_model_says_how_much_of_its_weights_is_read(qtbot, window, gru_checkpoint):
+    messages = []
+    window.statusBar().messageChanged.connect(messages.append)
+    window.open_path(str(gru_checkpoint))
+    qtbot.waitUntil(lambda: window.session.model.arch == "gru-additive", timeout=WAIT)
+    progress = [message for message in messages if "weights" in message]
+    assert progress and progress[-1].startswith("Opening gru.safetensors: weights 100% (")
+    done, total = progress[-1].rsplit("(", 1)[1].rstrip(")").split(" of ")
+    assert done == total and int(total) == len(build_model(tiny_config("gru-additive")).state_dict())
