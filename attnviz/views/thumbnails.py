@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QRectF, Qt, Signal
-from PySide6.QtWidgets import QMenu, QWidget
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
+from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
 from ..viewmodel import GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
 OFF_COLOUR = "#e53935"  # the cross over a switched-off head
+
+
+class HeaderLabel(pg.LabelItem):
+    """A row or column header that asks for no room of its own: a header as wide as "H10" on each of 16 heads
+    (or as tall as a line on each of 24 layers) made the grid wider than its panel, and the panel cut off the
+    last heads. The grid shows as many headers as fit (``ThumbnailGrid.thin_headers``)."""
+
+    def updateMin(self) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().updateMin()
+        self.setMinimumSize(0, 0)
+        self._sizeHint[Qt.SizeHint.MinimumSize] = (0, 0)
 
 
 class ThumbnailGrid(pg.GraphicsLayoutWidget):
@@ -26,6 +37,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     clicked = Signal(int, int)
     head_toggled = Signal(int, int)
     layer_toggled = Signal(int)
+    cells: tuple = ()  # a class default: Qt resizes the view before __init__ ends
 
     def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
         super().__init__(parent)
@@ -60,13 +72,15 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         if (rows, cols) == self.shape:
             for label, name in zip(self.row_labels + self.col_labels, row_names + col_names):
                 label.setText(name, size="8pt")
+                label.name = name
+            self.thin_headers()
             return
         self.clear()
         self.cells, self.shape, self.selected, self.crosses, self.off = [], (rows, cols), None, [], []
-        self.col_labels = [self.addLabel(name, row=0, col=col + 1, size="8pt") for col, name in enumerate(col_names)]
+        self.col_labels = [self._header(name, row=0, col=col + 1) for col, name in enumerate(col_names)]
         self.row_labels = []
         for row in range(rows):
-            self.row_labels.append(self.addLabel(row_names[row], row=row + 1, col=0, size="8pt"))
+            self.row_labels.append(self._header(row_names[row], row=row + 1, col=0))
             for col in range(cols):
                 view = self.addViewBox(row=row + 1, col=col + 1, lockAspect=False, enableMouse=False,
                                        invertY=True, enableMenu=False)
@@ -79,6 +93,44 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
                 view.addItem(cross)
                 self.crosses.append(cross)
                 self.cells.append((view, image))
+        self.ci.layout.activate()  # the cells' geometry now, to thin the headers by
+        self.thin_headers()
+
+    def _header(self, name: str, row: int, col: int) -> HeaderLabel:
+        label = HeaderLabel(name, size="8pt")
+        label.name = name
+        self.addItem(label, row=row, col=col)
+        return label
+
+    def thin_headers(self) -> None:
+        """Every header whose cells leave it room; where they are narrower (16 heads in a side panel, 24 layers),
+        every n-th, counted from the first: each one shown stays whole and readable, the tooltip names the rest."""
+        if not self.cells:
+            return
+        first = self.cells[0][0].sceneBoundingRect()
+        for labels, cell, along in ((self.col_labels, first.width(), "width"), (self.row_labels, first.height(),
+                                                                                  "height")):
+            needed = max((getattr(label.item.boundingRect(), along)() for label in labels), default=0.0)
+            every = max(1, int(np.ceil((needed + 2) / max(cell + 3, 1.0))))  # 3: the grid's spacing
+            for index, label in enumerate(labels):
+                label.item.setVisible(index % every == 0)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self.thin_headers()
+
+    def event(self, event) -> bool:
+        """Hovering a thumbnail names its layer and head (its header may be one of those thinned out)."""
+        if event.type() == QEvent.Type.ToolTip:
+            cell = self.cell_at(event.pos())
+            if cell is None:
+                QToolTip.hideText()
+            else:
+                row, col = cell
+                QToolTip.showText(event.globalPos(), f"{self.row_labels[row].name} · {self.col_labels[col].name}: "
+                                                     "click to show it; right-click to switch it off or on", self)
+            return True
+        return super().event(event)
 
     def set_images(self, matrices: list[np.ndarray]) -> None:
         """One ``[q, k]`` matrix per thumbnail, row by row."""
