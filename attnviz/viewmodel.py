@@ -468,26 +468,45 @@ def compare_pane(trace: AttentionTrace, selection: Selection, name: str, options
     return ComparePane(dataclasses.replace(state, title=f"<b>{name}</b> · {state.title}"))
 
 
+def first_difference(a: list[str], b: list[str]) -> str:
+    """Where two token sequences part: "" when equal, else the first differing position and both tokens."""
+    if a == b:
+        return ""
+    position = next((index for index, (left, right) in enumerate(zip(a, b)) if left != right), min(len(a), len(b)))
+    shown = lambda tokens: f"‘{tokens[position]}’" if position < len(tokens) else "nothing"  # noqa: E731
+    return f"from token {position} ({shown(a)} in A, {shown(b)} in B; {len(a)} vs {len(b)} tokens)"
+
+
+def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
+    """Why B − A cannot be taken cell by cell: the rows or columns are other tokens ("" when they agree).
+    The source is named before the decoder's tokens, which follow from it."""
+    if kind != "dec_self" and a.src_tokens != b.src_tokens:
+        return f"the source tokens differ {first_difference(a.src_tokens, b.src_tokens)}, so the models' tokenizers differ"
+    if kind != "enc_self" and a.tgt_tokens != b.tgt_tokens:
+        return f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries"
+    return ""
+
+
 def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection) -> ComparePane:
-    """B − A of the selected map on a symmetric range, or why it cannot be taken."""
+    """B − A of the selected map on a symmetric range, or why it cannot be taken (never worded as "no
+    difference": the models may differ a lot where no map can be subtracted)."""
     for trace, name in ((a, "A"), (b, "B")):
         missing = _missing(trace, selection, name)
         if missing:
-            return ComparePane(None, f"No difference: {missing}.")
+            return ComparePane(None, f"B − A not shown: {missing}.")
     kind = selection.kind
-    if a.query_tokens(kind) != b.query_tokens(kind) or a.key_tokens(kind) != b.key_tokens(kind):
-        what = "source tokens" if a.key_tokens(kind) != b.key_tokens(kind) and kind != "dec_self" else "tokens"
-        return ComparePane(None, f"No difference: the models' {what} differ ({len(a.query_tokens(kind))}×"
-                                 f"{len(a.key_tokens(kind))} vs {len(b.query_tokens(kind))}×{len(b.key_tokens(kind))}"
-                                 "; different tokenizers or outputs)")
+    unequal = _unequal_tokens(a, b, kind)
+    if unequal:
+        return ComparePane(None, f"B − A not shown: {unequal}.")
     matrix = (matrix_of(b, selection).astype(np.float32) - matrix_of(a, selection).astype(np.float32))
     finite = np.abs(matrix[np.isfinite(matrix)])
     bound = float(finite.max()) if finite.size and finite.max() > 0 else 1e-6
     mask = a.masks[kind]
     decoder_rows = kind in ("dec_self", "cross")
+    same = " · identical: every weight equal" if finite.size == matrix.size and not finite.any() else ""
     return ComparePane(HeatmapState(
         matrix=matrix, mask=mask, query_labels=a.query_tokens(kind), key_labels=a.key_tokens(kind),
-        title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}",
+        title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}{same}",
         axis_names=AXIS_NAMES[kind], levels=(-bound, bound),
         step_row=selection.step if decoder_rows else None,
         file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}",
