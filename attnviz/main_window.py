@@ -218,6 +218,7 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Previous training step", lambda: self.step_snapshot(-1), shortcut="Ctrl+Shift+Left",
                      tip="A snapshot series: the previous snapshot of the training run")
         self._action(view_menu, "Toggle masks", self.selector.toggle_masks, shortcut="Ctrl+M")
+        view_menu.addAction(self.selector.reveal_rows)
         self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
                      tip="Show the whole heatmap again (or double-click it)")
         self.present_action = self._action(view_menu, "&Present", self.toggle_presentation, shortcut="F11",
@@ -275,6 +276,7 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
         self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
         self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
+        self.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
         if self.stored.problems:
             self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)
         self._update_recent_menu()
@@ -284,6 +286,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/state", self.saveState())
         self.settings.setValue("view/colormap", self.selector.colormap_name())
         self.settings.setValue("view/masks", self.selector.masks_visible())
+        self.settings.setValue("view/reveal_rows", self.selector.reveal_rows.isChecked())
         if self.session.model is not None:  # the open model's input, restored when it is opened next
             run = self.input_bar.run_settings()
             self.settings.setValue("run/model", str(self.session.model.path))
