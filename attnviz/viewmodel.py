@@ -519,7 +519,10 @@ def first_difference(a: list[str], b: list[str]) -> str:
     if a == b:
         return ""
     position = next((index for index, (left, right) in enumerate(zip(a, b)) if left != right), min(len(a), len(b)))
-    shown = lambda tokens: f"‘{tokens[position]}’" if position < len(tokens) else "nothing"  # noqa: E731
+
+    def shown(tokens: list[str]) -> str:
+        return f"‘{tokens[position]}’" if position < len(tokens) else "nothing"
+
     return f"from token {position} ({shown(a)} in A, {shown(b)} in B; {len(a)} vs {len(b)} tokens)"
 
 
