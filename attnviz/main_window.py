@@ -27,7 +27,6 @@ from .settings import SettingsReader
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt *.ckpt);;All files (*)"
 SESSION_FILTER = "attnviz sessions (*.attnviz);;All files (*)"
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
-PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
 MAX_RECENT = 8
 
 
@@ -422,12 +421,15 @@ class MainWindow(QMainWindow):
         if self.session.accept_original(request_id, result):
             self._show_output()
 
-    def corpus_head_stats(self, path: str | None = None) -> None:
-        """Run a PAIRS.tsv corpus on the worker; the Head statistics dock shows every head's statistics."""
+    def corpus_head_stats(self, corpus: str | list[tuple[str, str]] | None = None) -> None:
+        """Run a corpus (a PAIRS.tsv path, or the pairs; asked for when None) on the worker; the Head statistics
+        dock shows every head's statistics."""
         if self.session.model is None:
             return
-        path = path or QFileDialog.getOpenFileName(self, "Corpus head statistics: sentence pairs", "", PAIRS_FILTER)[0]
-        if not path:
+        from .head_stats_panel import choose_corpus
+
+        corpus = corpus or choose_corpus(self, "Corpus head statistics", checkpoint=self.session.model.path)
+        if not corpus:
             return
         if getattr(self, "head_stats", None) is None:  # made on first use: most sessions never need it
             from .head_stats_panel import HeadStatsPanel
@@ -436,15 +438,17 @@ class MainWindow(QMainWindow):
             self.head_stats.view.sentence_chosen.connect(lambda text: (self.input_bar.set_text(text), self.run()))
             self.head_stats.dock = self._dock("Head statistics", self.head_stats.view, Qt.DockWidgetArea.RightDockWidgetArea)
         self.head_stats.dock.show()
-        self.head_stats.start(self.session.next_id(), path)
+        self.head_stats.start(self.session.next_id(), corpus)
 
-    def head_importance(self, path: str | None = None) -> None:
-        """Score a PAIRS.tsv corpus on the worker with each head switched off alone; the Head importance dock
-        shows the drops as a layers × heads heatmap per kind."""
+    def head_importance(self, corpus: str | list[tuple[str, str]] | None = None) -> None:
+        """Score a corpus (a PAIRS.tsv path, or the pairs; asked for when None) on the worker with each head
+        switched off alone; the Head importance dock shows the drops as a layers × heads heatmap per kind."""
         if self.session.model is None:
             return
-        path = path or QFileDialog.getOpenFileName(self, "Head importance: sentence pairs", "", PAIRS_FILTER)[0]
-        if not path:
+        from .head_stats_panel import choose_corpus
+
+        corpus = corpus or choose_corpus(self, "Head importance", checkpoint=self.session.model.path)
+        if not corpus:
             return
         if getattr(self, "importance_panel", None) is None:  # made on first use
             from .importance_panel import ImportancePanel
@@ -453,7 +457,7 @@ class MainWindow(QMainWindow):
             self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
             self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view, Qt.DockWidgetArea.RightDockWidgetArea)
         self.importance_panel.dock.show()
-        self.importance_panel.start(self.session.next_id(), path)
+        self.importance_panel.start(self.session.next_id(), corpus)
 
     # --- comparing with a second model (model B) -------------------------------------------------------
     def compare_dialog(self) -> None:

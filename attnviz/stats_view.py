@@ -88,6 +88,13 @@ class TypicalState:
     least: list[TypicalSentence]
 
 
+def corpus_name(corpus: str | list[tuple[str, str]]) -> str:
+    """How a corpus job names its corpus: the PAIRS.tsv file's name, or the demo's own examples."""
+    if isinstance(corpus, str):
+        return corpus.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"this demo's {len(corpus)} example pairs"
+
+
 def head_stats_state(stats: HeadStats, run: str, kind: str, selected: tuple[int, int] | None = None) -> HeadStatsState:
     """The panels of ``run`` and ``kind`` (each falls back to the first there is); padding is left out while it
     is 0 everywhere, as it always is unless a mask is broken."""

@@ -94,6 +94,7 @@ class HeadStatsView(QWidget):
             combo.currentIndexChanged.connect(self._on_choice)
         self.summary = QLabel("View → Corpus head statistics… runs a PAIRS.tsv corpus through the model.")
         self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)  # escaped text: an apostrophe shows as itself, not &#x27;
         self.panels = pg.GraphicsLayoutWidget()
         self.panel_scroll = PanelScroll()
         self.panel_scroll.setWidget(self.panels)
@@ -107,6 +108,7 @@ class HeadStatsView(QWidget):
         self.sentences.itemDoubleClicked.connect(self._on_double_click)
         self.head_title = QLabel("")
         self.head_title.setWordWrap(True)
+        self.head_title.setTextFormat(Qt.TextFormat.RichText)
         self.plots: list[tuple[pg.PlotItem, pg.ImageItem, QGraphicsRectItem]] = []
         self.colour_bars: list[pg.ColorBarItem] = []
         self.cell_labels: list[list[pg.TextItem]] = []  # per panel, row by row
