@@ -249,6 +249,9 @@ def test_revealing_rows_step_by_step_grows_the_decoder_maps(trace):
     own = viewmodel.heatmap(trace, Selection(kind="cross", step=0), ViewOptions(colour_range="own", reveal_rows=True))
     first_row = trace.attention["cross"][0][0][0]
     assert own.levels == (float(first_row.min()), float(first_row.max()))
+    # comparing: A, B and B − A are revealed alike
+    compared = viewmodel.compare_state(trace, trace, Selection(kind="cross", step=1), options=reveal)
+    assert {pane.state.revealed for pane in (compared.a, compared.b, compared.diff)} == {(2, 3)}
 
 
 def test_predicted_labels_of_future_rows_stay_hidden(trace):
