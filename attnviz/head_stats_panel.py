@@ -8,16 +8,38 @@ model job exists; an answer for any job but the newest is dropped here, and a ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from . import stats_view
+from .demos import demo_reference_pairs
 from .views.head_stats import HeadStatsView
+
+PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
+
+
+def choose_corpus(parent: QWidget, title: str, checkpoint) -> str | list[tuple[str, str]] | None:
+    """Ask which corpus a corpus tool runs: a bundled demo offers its own examples with their references
+    (the default: nothing to prepare), any model a PAIRS.tsv file. None when the user cancels."""
+    pairs = demo_reference_pairs(checkpoint)
+    if pairs:
+        box = QMessageBox(QMessageBox.Icon.Question, title, f"{title}: which sentence pairs?", parent=parent)
+        box.setInformativeText("This demo comes with example sentences and their reference translations; "
+                               "a PAIRS.tsv file has one source and target per line, separated by a tab.")
+        examples = box.addButton(f"This demo's {len(pairs)} examples", QMessageBox.ButtonRole.AcceptRole)
+        file_button = box.addButton("A PAIRS.tsv file…", QMessageBox.ButtonRole.ActionRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(examples)
+        box.exec()
+        if box.clickedButton() is examples:
+            return pairs
+        if box.clickedButton() is not file_button:
+            return None
+    return QFileDialog.getOpenFileName(parent, f"{title}: sentence pairs", "", PAIRS_FILTER)[0] or None
 
 
 class HeadStatsPanel(QObject):
-    requested = Signal(int, str)  # job id, PAIRS.tsv path → worker
+    requested = Signal(int, object)  # job id, corpus (a PAIRS.tsv path or the pairs) → worker
 
     def __init__(self, worker, parent: QObject | None = None):
         super().__init__(parent)
@@ -32,12 +54,13 @@ class HeadStatsPanel(QObject):
         self.view.choice_changed.connect(self.choose)
         self.view.head_clicked.connect(self.choose_head)
 
-    def start(self, job_id: int, path: str) -> None:
-        """Ask for ``path``'s statistics; any older job still running stops at its next batch."""
+    def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
+        """Ask for the statistics of ``corpus`` (a PAIRS.tsv path, or the pairs); any older job still running
+        stops at its next batch."""
         self.job = job_id
         self.worker.latest_stats_job = job_id  # read by the worker between batches
-        self.view.show_message(f"Running {Path(path).name} through the model…")
-        self.requested.emit(job_id, path)
+        self.view.show_message(f"Running {stats_view.corpus_name(corpus)} through the model…")
+        self.requested.emit(job_id, corpus)
 
     def accept(self, job_id: int, answer) -> None:
         """The worker's answer: the statistics, or the line saying why there are none."""

@@ -9,8 +9,6 @@ clears the view.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from PySide6.QtCore import QObject, Signal
 
 from . import stats_view
@@ -20,7 +18,7 @@ PAIRS_LIMIT = 50  # every head costs a decoding of every pair: the first fifty s
 
 
 class ImportancePanel(QObject):
-    requested = Signal(int, str, int)  # job id, PAIRS.tsv path, pairs limit → worker
+    requested = Signal(int, object, int)  # job id, corpus (a PAIRS.tsv path or the pairs), pairs limit → worker
     head_chosen = Signal(str, int, int)  # kind, layer, head: show it in the window
 
     def __init__(self, worker, parent: QObject | None = None):
@@ -39,11 +37,12 @@ class ImportancePanel(QObject):
         self.view.choice_changed.connect(self.choose)
         self.view.head_clicked.connect(self.choose_head)
 
-    def start(self, job_id: int, path: str) -> None:
+    def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
         self.job = job_id
         self.worker.latest_importance_job = job_id  # read by the worker between heads
-        self.view.show_message(f"Scoring {Path(path).name} (at most {PAIRS_LIMIT} pairs) with every head on…")
-        self.requested.emit(job_id, path, PAIRS_LIMIT)
+        self.view.show_message(f"Scoring {stats_view.corpus_name(corpus)} (at most {PAIRS_LIMIT} pairs) with "
+                               "every head on…")
+        self.requested.emit(job_id, corpus, PAIRS_LIMIT)
 
     def progress(self, job_id: int, done: int, total: int) -> None:
         if job_id == self.job:

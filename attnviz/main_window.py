@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QRect, QSettings, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QScrollArea,
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox,
                                QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
@@ -28,7 +28,6 @@ from .settings import SettingsReader
 CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt *.ckpt);;All files (*)"
 SESSION_FILTER = "attnviz sessions (*.attnviz);;All files (*)"
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
-PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
 MAX_RECENT = 8
 NOTHING_RUN = "The attention appears here once a sentence has run."
 PREFERRED_SIZE = QSize(1360, 860)  # the first window's size where the screen has room for it
@@ -225,17 +224,11 @@ class MainWindow(QMainWindow):
         self.model_panel.device_chosen.connect(self._on_device)
         self.focus.hovered.connect(lambda text: self.statusBar().showMessage(text))
 
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, *, scrolls: bool = False) -> QDockWidget:
-        """``scrolls``: the widget scrolls inside the dock when the dock is smaller than it, so that its
-        minimum size (a panel per statistic) never makes the window grow past the screen."""
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+        """A dock holding ``widget``; the corpus panels scroll their maps themselves, so that their minimum size
+        (a map per statistic) never makes the window grow past the screen."""
         dock = QDockWidget(title, self)
         dock.setObjectName(f"{title.lower()}Dock")
-        if scrolls:
-            scroll = QScrollArea()
-            scroll.setWidget(widget)
-            scroll.setWidgetResizable(True)
-            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-            widget = scroll
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
@@ -311,6 +304,7 @@ class MainWindow(QMainWindow):
         self._action(view_menu, "Previous training step", lambda: self.step_snapshot(-1), shortcut="Ctrl+Shift+Left",
                      tip="A snapshot series: the previous snapshot of the training run")
         self._action(view_menu, "Toggle masks", self.selector.toggle_masks, shortcut="Ctrl+M")
+        view_menu.addAction(self.selector.reveal_rows)
         self._action(view_menu, "Reset zoom", self.focus.reset_zoom, shortcut="Ctrl+0",
                      tip="Show the whole heatmap again (or double-click it)")
         self.present_action = self._action(view_menu, "&Present", self.toggle_presentation, shortcut="F11",
@@ -369,6 +363,7 @@ class MainWindow(QMainWindow):
             self.restoreState(state)
         self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
         self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
+        self.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
         if self.stored.problems:
             self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)
         self._update_recent_menu()
@@ -378,6 +373,7 @@ class MainWindow(QMainWindow):
         self.settings.setValue("window/state", self.saveState())
         self.settings.setValue("view/colormap", self.selector.colormap_name())
         self.settings.setValue("view/masks", self.selector.masks_visible())
+        self.settings.setValue("view/reveal_rows", self.selector.reveal_rows.isChecked())
         if self.session.model is not None:  # the open model's input, restored when it is opened next
             run = self.input_bar.run_settings()
             self.settings.setValue("run/model", str(self.session.model.path))
@@ -547,30 +543,35 @@ class MainWindow(QMainWindow):
         if self.session.accept_original(request_id, result):
             self._show_output()
 
-    def corpus_head_stats(self, path: str | None = None) -> None:
-        """Run a PAIRS.tsv corpus on the worker; the Head statistics dock shows every head's statistics."""
+    def corpus_head_stats(self, corpus: str | list[tuple[str, str]] | None = None) -> None:
+        """Run a corpus (a PAIRS.tsv path, or the pairs; asked for when None) on the worker; the Head statistics
+        dock shows every head's statistics."""
         if self.session.model is None:
             return
-        path = path or QFileDialog.getOpenFileName(self, "Corpus head statistics: sentence pairs", "", PAIRS_FILTER)[0]
-        if not path:
+        from .head_stats_panel import choose_corpus
+
+        corpus = corpus or choose_corpus(self, "Corpus head statistics", checkpoint=self.session.model.path)
+        if not corpus:
             return
         if getattr(self, "head_stats", None) is None:  # made on first use: most sessions never need it
             from .head_stats_panel import HeadStatsPanel
 
             self.head_stats = HeadStatsPanel(self.worker_thread.worker, self)
             self.head_stats.view.sentence_chosen.connect(lambda text: (self.input_bar.set_text(text), self.run()))
-            self.head_stats.dock = self._dock("Head statistics", self.head_stats.view, Qt.DockWidgetArea.RightDockWidgetArea,
-                                          scrolls=True)
+            self.head_stats.dock = self._dock("Head statistics", self.head_stats.view,
+                                              Qt.DockWidgetArea.RightDockWidgetArea)
         self._show_dock(self.head_stats.dock)
-        self.head_stats.start(self.session.next_id(), path)
+        self.head_stats.start(self.session.next_id(), corpus)
 
-    def head_importance(self, path: str | None = None) -> None:
-        """Score a PAIRS.tsv corpus on the worker with each head switched off alone; the Head importance dock
-        shows the drops as a layers × heads heatmap per kind."""
+    def head_importance(self, corpus: str | list[tuple[str, str]] | None = None) -> None:
+        """Score a corpus (a PAIRS.tsv path, or the pairs; asked for when None) on the worker with each head
+        switched off alone; the Head importance dock shows the drops as a layers × heads heatmap per kind."""
         if self.session.model is None:
             return
-        path = path or QFileDialog.getOpenFileName(self, "Head importance: sentence pairs", "", PAIRS_FILTER)[0]
-        if not path:
+        from .head_stats_panel import choose_corpus
+
+        corpus = corpus or choose_corpus(self, "Head importance", checkpoint=self.session.model.path)
+        if not corpus:
             return
         if getattr(self, "importance_panel", None) is None:  # made on first use
             from .importance_panel import ImportancePanel
@@ -578,9 +579,9 @@ class MainWindow(QMainWindow):
             self.importance_panel = ImportancePanel(self.worker_thread.worker, self)
             self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
             self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view,
-                                                       Qt.DockWidgetArea.RightDockWidgetArea, scrolls=True)
+                                                    Qt.DockWidgetArea.RightDockWidgetArea)
         self._show_dock(self.importance_panel.dock)
-        self.importance_panel.start(self.session.next_id(), path)
+        self.importance_panel.start(self.session.next_id(), corpus)
 
     # --- comparing with a second model (model B) -------------------------------------------------------
     def compare_dialog(self) -> None:

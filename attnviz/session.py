@@ -84,10 +84,12 @@ class Selection:
 class ViewOptions:
     """How the focus heatmap is drawn: ``colour_range`` "fixed" (0–1, comparable across maps) or "own" (this
     map's own minimum to maximum: flat-looking means and rollouts show their structure); ``predicted_labels``
-    labels decoder rows with the token each one predicts ("<s> → El") instead of the decoder input alone."""
+    labels decoder rows with the token each one predicts ("<s> → El") instead of the decoder input alone;
+    ``reveal_rows`` shows a decoder map only as far as the selected step has generated it."""
 
     colour_range: str = "fixed"
     predicted_labels: bool = False
+    reveal_rows: bool = False
 
 
 @dataclass

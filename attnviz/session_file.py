@@ -132,8 +132,9 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     view = document.get("view", {})
     if not isinstance(view, dict):
         raise SessionFileError(f"{path}: \"view\" must be an object")
-    options = reader.section({"view": {key: view[key] for key in ("colour_range", "predicted_labels") if key in view}},
-                             "view", cls=ViewOptions, fields={"colour_range": COLOUR_RANGES, "predicted_labels": bool})
+    option_fields = {"colour_range": COLOUR_RANGES, "predicted_labels": bool, "reveal_rows": bool}
+    options = reader.section({"view": {key: view[key] for key in option_fields if key in view}},
+                             "view", cls=ViewOptions, fields=option_fields)
     look_fields = {"colormap": colormaps or str, "masks": bool}
     look_values = reader.values({key: view[key] for key in look_fields if key in view}, "view", look_fields)
     ablation = _ablation(path, document.get("ablation", []))
@@ -142,7 +143,7 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     compare, compare_problem = _partner(path, document.get("compare"))
     ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
                                       "ablation", "snapshot_step", "compare"})
-    ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", "colour_range", "predicted_labels"})]
+    ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", *option_fields})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
                         look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation,
                         snapshot_step=snapshot.get("snapshot_step"), compare=compare, compare_problem=compare_problem)

@@ -20,14 +20,44 @@ TYPICAL_COUNT = 5
 RUN_LABELS = {"reference": "forced on the references", "decoded": "forced on the model's own output"}
 
 
+SHARE_DECIMALS = (2, 1)  # weights and entropies: ".53", then ".5" where cells are small
+SCORE_DECIMALS = (1, 0)  # scores out of 100: "34.2", then "34"
+
+
 @dataclass(frozen=True)
 class StatPanel:
-    """One statistic as a ``[layers, heads]`` matrix; ``levels`` is its colour range."""
+    """One statistic as a ``[layers, heads]`` matrix; ``levels`` is its colour range, ``unit`` what the colour
+    bar measures, ``texts`` each cell's value written out, longest first (a view writes the first that fits
+    its cells, or none)."""
 
     name: str
     description: str
     matrix: np.ndarray
     levels: tuple[float, float]
+    unit: str = ""
+    texts: tuple[list[list[str]], ...] = ()
+
+
+def cell_text(value: float, decimals: int) -> str:
+    """A value as short as it reads: ``decimals`` places, no leading 0 (".53", "-.5"), "–" for no value."""
+    if not np.isfinite(value):
+        return "–"
+    text = f"{value:.{decimals}f}"
+    if float(text) == 0:
+        return "0"
+    return text.replace("0.", ".", 1) if text.lstrip("-").startswith("0.") else text
+
+
+def cell_texts(matrix: np.ndarray, decimals: tuple[int, ...]) -> tuple[list[list[str]], ...]:
+    """Every cell of ``matrix`` written out at each of ``decimals`` places, most first."""
+    return tuple([[cell_text(float(value), places) for value in row] for row in matrix] for places in decimals)
+
+
+def statistic_panel(name: str, matrix: np.ndarray) -> StatPanel:
+    """A corpus statistic's panel: entropy in nats up to its largest, every other one a share of weight, 0–1."""
+    unit = "nats" if name == "entropy" else "weight"
+    return StatPanel(name, STATISTICS[name][1], matrix=matrix, levels=levels_of(name, matrix), unit=unit,
+                     texts=cell_texts(matrix, SHARE_DECIMALS))
 
 
 @dataclass(frozen=True)
@@ -58,15 +88,20 @@ class TypicalState:
     least: list[TypicalSentence]
 
 
+def corpus_name(corpus: str | list[tuple[str, str]]) -> str:
+    """How a corpus job names its corpus: the PAIRS.tsv file's name, or the demo's own examples."""
+    if isinstance(corpus, str):
+        return corpus.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"this demo's {len(corpus)} example pairs"
+
+
 def head_stats_state(stats: HeadStats, run: str, kind: str, selected: tuple[int, int] | None = None) -> HeadStatsState:
     """The panels of ``run`` and ``kind`` (each falls back to the first there is); padding is left out while it
     is 0 everywhere, as it always is unless a mask is broken."""
     run = run if run in stats.runs else next(iter(stats.runs))
     kind = kind if kind in stats.runs[run].kinds else next(iter(stats.runs[run].kinds))
     tables = stats.runs[run].tables()[kind]
-    panels = [StatPanel(name, STATISTICS[name][1], matrix=values, levels=levels_of(name, values)) for name,
-              values in tables.items()
-              if name != "padding" or values.any()]
+    panels = [statistic_panel(name, values) for name, values in tables.items() if name != "padding" or values.any()]
     layers, heads = stats.runs[run].shape(kind)
     padding = "no weight on padding (checked)" if stats.max_padding() == 0 else \
         f"weight {stats.max_padding():.3g} on padding: a mask is broken"
@@ -74,9 +109,8 @@ def head_stats_state(stats: HeadStats, run: str, kind: str, selected: tuple[int,
         runs=[(name, RUN_LABELS[name]) for name in stats.runs], run=run,
         kinds=[(name, KIND_LABELS[name]) for name in stats.runs[run].kinds], kind=kind, layers=layers, heads=heads,
         panels=panels, selected=selected,
-        summary=f"{len(stats.pairs)} sentences, {RUN_LABELS[run]}; {padding}. Heads across, layers down; colours 0–1 "
-                f"(entropy: 0 to its largest). Click a head for its most and least typical sentences; double-click "
-                f"a sentence to run it.")
+        summary=f"{len(stats.pairs)} sentences, {RUN_LABELS[run]}; {padding}. Heads across, layers down. Click a head "
+                f"for its most and least typical sentences; double-click one to run it.")
 
 
 def levels_of(name: str, values: np.ndarray) -> tuple[float, float]:
@@ -114,8 +148,10 @@ def importance_state(importance: HeadImportance, kind: str, selected: tuple[int,
     drops, scores = importance.drops[kind], importance.scores[kind]
     name = importance.metric_name
     panels = [StatPanel("drop", f"{name} lost when this head alone is switched off", matrix=drops,
-                        levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6))),
-              StatPanel("left", f"{name} with this head alone switched off", matrix=scores, levels=(0.0, 100.0))]
+                        levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6)), unit=name,
+                        texts=cell_texts(drops, SCORE_DECIMALS)),
+              StatPanel("left", f"{name} with this head alone switched off", matrix=scores, levels=(0.0, 100.0),
+                        unit=name, texts=cell_texts(scores, SCORE_DECIMALS))]
     layers, heads = drops.shape
     return HeadStatsState(
         runs=[("importance", f"{name} drop, one head off at a time")], run="importance",

@@ -60,6 +60,7 @@ class HeatmapState:
     step_row: int | None  # the query row of the current decoding step, outlined
     file_stem: str
     approximate: bool = False  # weights kept at half precision (a long run): read out to three digits, with ≈
+    revealed: tuple[int, int] | None = None  # step by step: only rows × cols from the top left exist yet (None: all)
 
 
 @dataclass(frozen=True)
@@ -234,10 +235,54 @@ def predicted_labels(inputs: list[str], outputs: list[str]) -> list[str]:
     return [f"{token} → {outputs[row]}" if row < len(outputs) else token for row, token in enumerate(inputs)]
 
 
+def revealed_extent(kind: str, step: int, shape: tuple[int, int]) -> tuple[int, int] | None:
+    """How much of a map exists once decoding step ``step`` has run: a decoder map's rows up to the step's
+    query, and for decoder self-attention the keys up to it too (the later inputs are not generated yet).
+    None for the encoder, which exists whole before the first step."""
+    if kind == "enc_self":
+        return None
+    rows = min(max(step, 0) + 1, shape[0])
+    return rows, rows if kind == "dec_self" else shape[1]
+
+
+def unrevealed(shape: tuple[int, int], revealed: tuple[int, int] | None) -> np.ndarray:
+    """True on the cells outside ``revealed`` (nothing when it is None)."""
+    hidden = np.ones(shape, dtype=bool)
+    if revealed is None:
+        return ~hidden
+    hidden[:revealed[0], :revealed[1]] = False
+    return hidden
+
+
+def _revealed_labels(labels: list[str], count: int) -> list[str]:
+    """Labels of tokens not generated yet are left blank: they would give away the output."""
+    return labels[:count] + [""] * (len(labels) - count)
+
+
+def reveal(state: HeatmapState, kind: str, *, step: int, colour_range: str = "fixed") -> HeatmapState:
+    """``state`` (a map of ``kind``) as far as decoding step ``step`` has generated it: later cells 0 (no
+    weight is read out or exported from the future), their labels blank; an own colour range is taken over
+    what is shown."""
+    revealed = revealed_extent(kind, step, state.matrix.shape)
+    if revealed is None:
+        return state
+    hidden = unrevealed(state.matrix.shape, revealed)
+    matrix = np.where(hidden, 0, state.matrix).astype(state.matrix.dtype)
+    shown = ~hidden if state.mask is None else state.mask & ~hidden
+    levels = state.levels if colour_range != "own" else colour_levels(matrix, shown, colour_range)
+    rows, cols = state.matrix.shape
+    return dataclasses.replace(
+        state, matrix=matrix, revealed=revealed, levels=levels,
+        query_labels=_revealed_labels(state.query_labels, revealed[0]),
+        key_labels=_revealed_labels(state.key_labels, revealed[1]) if revealed[1] < cols else state.key_labels,
+        title=state.title + f" · generated to step {revealed[0]} of {rows}")
+
+
 def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = ViewOptions(),
             outputs: list[str] | None = None) -> HeatmapState | None:
     """The focus view: the selected head (or aggregate) of the selected kind and layer. ``outputs`` (the
-    result's tokens) name decoder rows by their prediction when the options ask for it."""
+    result's tokens) name decoder rows by their prediction when the options ask for it; ``reveal_rows``
+    shows a decoder map only as far as the selected step has generated it."""
     kind, layer, head = selection.kind, selection.layer, selection.head
     if kind not in trace.attention:
         return None
@@ -255,11 +300,12 @@ def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = 
     axis_names = AXIS_NAMES[kind]
     if decoder_rows and options.predicted_labels and outputs is not None:
         axis_names = ("decoder input → predicted token", axis_names[1])
-    return HeatmapState(
+    state = HeatmapState(
         matrix=matrix, mask=mask, query_labels=queries, key_labels=trace.key_tokens(kind),
         title=title, axis_names=axis_names,
         levels=colour_levels(matrix, mask, options.colour_range), step_row=selection.step if decoder_rows else None,
         file_stem=export_name(kind, layer, head), approximate=trace.half_precision)
+    return reveal(state, kind, step=selection.step, colour_range=options.colour_range) if options.reveal_rows else state
 
 
 def heads_title(kind: str, layer: int) -> str:
@@ -468,30 +514,54 @@ def compare_pane(trace: AttentionTrace, selection: Selection, name: str, options
     return ComparePane(dataclasses.replace(state, title=f"<b>{name}</b> · {state.title}"))
 
 
-def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection) -> ComparePane:
-    """B − A of the selected map on a symmetric range, or why it cannot be taken."""
+def first_difference(a: list[str], b: list[str]) -> str:
+    """Where two token sequences part: "" when equal, else the first differing position and both tokens."""
+    if a == b:
+        return ""
+    position = next((index for index, (left, right) in enumerate(zip(a, b)) if left != right), min(len(a), len(b)))
+
+    def shown(tokens: list[str]) -> str:
+        return f"‘{tokens[position]}’" if position < len(tokens) else "nothing"
+
+    return f"from token {position} ({shown(a)} in A, {shown(b)} in B; {len(a)} vs {len(b)} tokens)"
+
+
+def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
+    """Why B − A cannot be taken cell by cell: the rows or columns are other tokens ("" when they agree).
+    The source is named before the decoder's tokens, which follow from it."""
+    if kind != "dec_self" and a.src_tokens != b.src_tokens:
+        return f"the source tokens differ {first_difference(a.src_tokens, b.src_tokens)}, so the models' tokenizers differ"
+    if kind != "enc_self" and a.tgt_tokens != b.tgt_tokens:
+        return f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries"
+    return ""
+
+
+def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection,
+               options: ViewOptions = ViewOptions()) -> ComparePane:
+    """B − A of the selected map on a symmetric range, or why it cannot be taken (never worded as "no
+    difference": the models may differ a lot where no map can be subtracted)."""
     for trace, name in ((a, "A"), (b, "B")):
         missing = _missing(trace, selection, name)
         if missing:
-            return ComparePane(None, f"No difference: {missing}.")
+            return ComparePane(None, f"B − A not shown: {missing}.")
     kind = selection.kind
-    if a.query_tokens(kind) != b.query_tokens(kind) or a.key_tokens(kind) != b.key_tokens(kind):
-        what = "source tokens" if a.key_tokens(kind) != b.key_tokens(kind) and kind != "dec_self" else "tokens"
-        return ComparePane(None, f"No difference: the models' {what} differ ({len(a.query_tokens(kind))}×"
-                                 f"{len(a.key_tokens(kind))} vs {len(b.query_tokens(kind))}×{len(b.key_tokens(kind))}"
-                                 "; different tokenizers or outputs)")
+    unequal = _unequal_tokens(a, b, kind)
+    if unequal:
+        return ComparePane(None, f"B − A not shown: {unequal}.")
     matrix = (matrix_of(b, selection).astype(np.float32) - matrix_of(a, selection).astype(np.float32))
     finite = np.abs(matrix[np.isfinite(matrix)])
     bound = float(finite.max()) if finite.size and finite.max() > 0 else 1e-6
     mask = a.masks[kind]
     decoder_rows = kind in ("dec_self", "cross")
-    return ComparePane(HeatmapState(
+    same = " · identical: every weight equal" if finite.size == matrix.size and not finite.any() else ""
+    state = HeatmapState(
         matrix=matrix, mask=mask, query_labels=a.query_tokens(kind), key_labels=a.key_tokens(kind),
-        title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}",
+        title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}{same}",
         axis_names=AXIS_NAMES[kind], levels=(-bound, bound),
         step_row=selection.step if decoder_rows else None,
         file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}",
-        approximate=a.half_precision or b.half_precision))
+        approximate=a.half_precision or b.half_precision)
+    return ComparePane(reveal(state, kind, step=selection.step) if options.reveal_rows else state)
 
 
 def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
@@ -499,7 +569,7 @@ def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
     """The comparison at one selection (the same kind, layer, head and step for both models)."""
     return CompareState(a=compare_pane(a, selection, name="A", options=options), b=compare_pane(b, selection, name="B",
                                                                                                 options=options),
-                        diff=difference(a, b, selection))
+                        diff=difference(a, b, selection, options=options))
 
 
 def loading_text(name: str, done: int, total: int) -> str:

@@ -30,7 +30,16 @@ from .imports import ImportAnswer, ImportQuestion
 from .session import NO_REQUEST, ModelInfo, Request
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
+
+
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
+
+
+def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (source, target) pairs of a corpus job: read from a PAIRS.tsv path, or given (a demo's own)."""
+    from models.data.pairs import read_pairs
+
+    return read_pairs(corpus) if isinstance(corpus, str) else list(corpus)
 
 
 def describe(translator: Translator, path: Path) -> ModelInfo:
@@ -302,17 +311,17 @@ class ModelWorker(QObject):
             traceback.print_exc()
             self.failed.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
 
-    @Slot(int, str)
-    def head_stats(self, job_id: int, path: str) -> None:
-        """Statistics of every head over a PAIRS.tsv corpus; stops once a newer statistics or model job exists."""
-        from models.data.pairs import read_pairs
+    @Slot(int, object)
+    def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
+        """Statistics of every head over a corpus (a PAIRS.tsv path, or the pairs themselves: a demo's own);
+        stops once a newer statistics or model job exists."""
         from models.head_stats import corpus_head_stats
 
         current = lambda *_: job_id == self.latest_stats_job and self.latest_model_job < job_id  # noqa: E731
         if self.translator is None or not current():
             return
         try:
-            stats = corpus_head_stats(self.translator, read_pairs(path), progress=current)
+            stats = corpus_head_stats(self.translator, corpus_pairs(corpus), progress=current)
         except AttnvizError as failure:
             self.head_stats_ready.emit(job_id, str(failure))
             return
@@ -323,16 +332,16 @@ class ModelWorker(QObject):
         if stats is not None:
             self.head_stats_ready.emit(job_id, stats)
 
-    @Slot(int, str, int)
-    def head_importance(self, job_id: int, path: str, limit: int) -> None:
-        """The score drop of each head switched off alone over the first ``limit`` pairs of a PAIRS.tsv file;
-        stops between heads once a newer importance or model job exists, or the window closes.
+    @Slot(int, object, int)
+    def head_importance(self, job_id: int, corpus: str | list[tuple[str, str]], limit: int) -> None:
+        """The score drop of each head switched off alone over the first ``limit`` pairs of a corpus (a PAIRS.tsv
+        path, or the pairs themselves); stops between heads once a newer importance or model job exists, or
+        the window closes.
 
         A job can take minutes: between heads the thread answers what was asked meanwhile (a sentence run
         first of all), so the window never waits for the whole job. The job keeps the translator it started
         with; a model opened meanwhile makes it stale.
         """
-        from models.data.pairs import read_pairs
         from models.importance import head_importance
 
         current = lambda: (job_id == self.latest_importance_job and self.latest_model_job < job_id  # noqa: E731
@@ -346,7 +355,7 @@ class ModelWorker(QObject):
             return current()
 
         try:
-            importance = head_importance(self.translator, read_pairs(path)[:limit], progress=progress)
+            importance = head_importance(self.translator, corpus_pairs(corpus)[:limit], progress=progress)
         except AttnvizError as failure:
             self.importance_ready.emit(job_id, str(failure))
             return

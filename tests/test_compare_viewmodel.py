@@ -52,7 +52,7 @@ def test_different_tokenizers_explain_instead_of_a_difference(additive):
     other = decode("en-es-transformer", text="The Lord is my shepherd.", target=None)
     state = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross"))
     assert state.a.state is not None and state.b.state is not None
-    assert state.diff.state is None and state.diff.message.startswith("No difference: the models'")
+    assert state.diff.state is None and state.diff.message.startswith("B − A not shown: the source tokens differ")
     # a kind and a head the GRU lacks: said in its pane, never an error
     lacking = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="enc_self", head=3))
     assert lacking.a.state is None and lacking.a.message == "model A has no encoder self-attention"
@@ -65,3 +65,21 @@ def test_result_line_shows_both_outputs(additive):
     line = viewmodel.result_line(additive, [], partner=viewmodel.partner_line(additive, "twin"))
     assert line.text == "eamtay" and line.partner.startswith("model B (twin): eamtay · score")
     assert viewmodel.partner_line("it failed", "twin") == "model B (twin): it failed"
+
+
+def test_outputs_that_differ_are_never_called_no_difference(additive):
+    # the same model forced on two targets of one length: equal shapes, other tokens in the rows
+    other = decode("piglatin-gru-scaled-dot", target="eamtya")
+    diff = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross")).diff
+    assert diff.state is None and "no difference" not in diff.message.lower()
+    assert diff.message.startswith("B − A not shown: the outputs differ from token 5 (‘a’ in A, ‘y’ in B")
+
+
+def test_other_tokenizers_name_the_source_and_equal_maps_say_identical(additive):
+    other = decode("en-es-transformer", text="The Lord is my shepherd.", target=None)
+    message = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross")).diff.message
+    assert message.startswith("B − A not shown: the source tokens differ from token 0")
+    same = viewmodel.compare_state(additive.trace, additive.trace, Selection(kind="cross")).diff.state
+    assert same.title.endswith("identical: every weight equal")
+    changed = viewmodel.compare_state(additive.trace, decode("piglatin-gru-scaled-dot").trace, Selection(kind="cross"))
+    assert "identical" not in changed.diff.state.title

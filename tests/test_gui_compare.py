@@ -80,11 +80,11 @@ def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, windo
     view = window.compare_view
     window.select(kind="cross", layer=0, head=0)
     assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text().startswith("<b>B</b>")
-    assert view.diff.title.text().startswith("No difference: the models'")
+    assert view.diff.title.text().startswith("B − A not shown: the source tokens differ")
     window.select(head=3)  # the GRU has one head: clamped to it, B shows the same head number
     assert window.session.selection.head == 0
     window.select(head="mean")
-    assert view.diff.title.text().startswith("No difference")
+    assert view.diff.title.text().startswith("B − A not shown")
     # what B lacks is said in its pane: the selection follows model A; model B shown as far as it goes
     session = window.session
     assert "enc_self" not in session.trace.kinds and "enc_self" in session.partner_result.trace.kinds
@@ -95,7 +95,7 @@ def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, windo
     assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text() == "model B has no encoder self-attention"
     window.select(kind="cross", head=3)
     assert view.b.title.text() == "model B has no head 3 (it has 1 head)"
-    assert view.diff.title.text().startswith("No difference: model B has no head 3")
+    assert view.diff.title.text().startswith("B − A not shown: model B has no head 3")
     assert "Cannot" not in window.input_bar.result_text()
 
 

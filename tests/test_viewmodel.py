@@ -223,3 +223,40 @@ def test_the_colour_range_and_rows_named_by_their_prediction(trace):
     assert named.query_labels == ["<s> → ▁el", "▁el → ▁gato", "▁gato → </s>"] and named.key_labels == TGT
     encoder = viewmodel.heatmap(trace, Selection(kind="enc_self"), ViewOptions(predicted_labels=True), outputs=["x"])
     assert encoder.query_labels == SRC  # encoder rows predict nothing
+
+
+def test_revealing_rows_step_by_step_grows_the_decoder_maps(trace):
+    from attnviz.session import ViewOptions
+
+    reveal = ViewOptions(reveal_rows=True)
+    cross = viewmodel.heatmap(trace, Selection(kind="cross", layer=1, head=0, step=1), reveal)
+    assert cross.revealed == (2, 3)  # rows 0–1 generated; every source key exists from the start
+    full = trace.attention["cross"][1][0]
+    assert np.array_equal(cross.matrix[:2], full[:2]) and not cross.matrix[2:].any()  # nothing of the future
+    assert cross.query_labels == ["<s>", "▁el", ""] and cross.key_labels == SRC
+    assert cross.step_row == 1 and "generated to step 2 of 3" in cross.title
+    # decoder self-attention: the later inputs are not keys yet either, and their labels would give them away
+    self_attention = viewmodel.heatmap(trace, Selection(kind="dec_self", step=0), reveal)
+    assert self_attention.revealed == (1, 1)
+    assert self_attention.query_labels == ["<s>", "", ""] and self_attention.key_labels == ["<s>", "", ""]
+    assert viewmodel.unrevealed((3, 3), self_attention.revealed).sum() == 8
+    # stepping on grows the map until it is whole; the encoder and the option off are never cut
+    last = viewmodel.heatmap(trace, Selection(kind="dec_self", step=2), reveal)
+    assert last.revealed == (3, 3) and np.array_equal(last.matrix, trace.attention["dec_self"][0][0])
+    assert viewmodel.heatmap(trace, Selection(kind="enc_self", step=0), reveal).revealed is None
+    assert viewmodel.heatmap(trace, Selection(kind="cross", step=0)).revealed is None
+    # an own colour range is taken over the generated cells only
+    own = viewmodel.heatmap(trace, Selection(kind="cross", step=0), ViewOptions(colour_range="own", reveal_rows=True))
+    first_row = trace.attention["cross"][0][0][0]
+    assert own.levels == (float(first_row.min()), float(first_row.max()))
+    # comparing: A, B and B − A are revealed alike
+    compared = viewmodel.compare_state(trace, trace, Selection(kind="cross", step=1), options=reveal)
+    assert {pane.state.revealed for pane in (compared.a, compared.b, compared.diff)} == {(2, 3)}
+
+
+def test_predicted_labels_of_future_rows_stay_hidden(trace):
+    from attnviz.session import ViewOptions
+
+    options = ViewOptions(predicted_labels=True, reveal_rows=True)
+    state = viewmodel.heatmap(trace, Selection(kind="cross", step=1), options, outputs=["▁el", "▁gato", "</s>"])
+    assert state.query_labels == ["<s> → ▁el", "▁el → ▁gato", ""]

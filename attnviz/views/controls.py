@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QTextOption
+from PySide6.QtGui import QAction, QTextOption
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
                                QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
                                QSizePolicy, QSlider, QSpinBox, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
@@ -413,13 +413,19 @@ class SelectorBar(QWidget):
         self.masks.toggled.connect(self.masks_toggled)
         self.colour_range.currentIndexChanged.connect(lambda *_: self.options_changed.emit())
         self.predicted.toggled.connect(lambda *_: self.options_changed.emit())
+        self.reveal_rows = QAction("Reveal rows step by step", self, checkable=True)  # the window's View menu
+        self.reveal_rows.setToolTip("Decoder maps show only the rows generated up to the current step, "
+                                    "so they grow as the steps advance")
+        self.reveal_rows.toggled.connect(lambda *_: self.options_changed.emit())
 
     def view_options(self) -> ViewOptions:
-        return ViewOptions(colour_range=self.colour_range.currentData(), predicted_labels=self.predicted.isChecked())
+        return ViewOptions(colour_range=self.colour_range.currentData(), predicted_labels=self.predicted.isChecked(),
+                           reveal_rows=self.reveal_rows.isChecked())
 
     def set_view_options(self, options: ViewOptions) -> None:
         self.colour_range.setCurrentIndex(max(0, self.colour_range.findData(options.colour_range)))
         self.predicted.setChecked(options.predicted_labels)
+        self.reveal_rows.setChecked(options.reveal_rows)
 
     def colormap_name(self) -> str:
         return self.colormap.currentText()

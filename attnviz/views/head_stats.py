@@ -9,14 +9,76 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
-                               QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsRectItem, QHBoxLayout, QLabel, QListWidget,
+                               QListWidgetItem, QScrollArea, QSplitter, QVBoxLayout, QWidget)
 
-from ..stats_view import HeadStatsState, TypicalState
+from ..stats_view import HeadStatsState, StatPanel, TypicalState
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
-COLUMNS = 3  # panels per row
 SENTENCE_ROLE = Qt.ItemDataRole.UserRole
+CELL_FONT_POINTS = 7
+CELL_PADDING = 3  # px kept free around a cell's number
+COLOUR_BAR_HEIGHT = 30  # px: the bar and its tick labels
+PLOT_EXTRA = 44  # px a panel spends above and below its cells: title, head numbers
+PANEL_ROW_EXTRA = PLOT_EXTRA + COLOUR_BAR_HEIGHT + 12  # and its colour bar, and the spacing between rows
+PANEL_COLUMN_EXTRA = 36  # px a panel spends on its layer names and the spacing
+MIN_CELL_HEIGHT = 16  # px: a layer's row stays tall enough for its numbers (the panels scroll instead)
+PANEL_MIN_WIDTH = 120  # px: a panel's title and its colour bar's numbers need about this much
+PLAIN_UNITS = ("weight",)  # attention weight, 0–1 like every map of the window: the bar says enough
+
+
+def panel_title(panel: StatPanel) -> str:
+    """The statistic's name, and its unit where it is not a plain attention weight (entropy's nats)."""
+    if not panel.unit or panel.unit in PLAIN_UNITS or panel.unit == panel.name:
+        return html.escape(panel.name)
+    return f"{html.escape(panel.name)} <span style='font-size:7pt'>· {html.escape(panel.unit)}</span>"
+
+
+def panel_columns(count: int, shape: tuple[int, int], size: tuple[float, float]) -> int:
+    """How many panels per row give the largest cells (``shape``: layers, heads) in ``size`` (width, height)
+    px: a wide, low dock lays them in one row, a tall, narrow one stacks them."""
+    layers, heads = shape
+    width, height = size
+
+    def cell(columns: int) -> float:
+        rows = -(-count // columns)
+        return min((width / columns - PANEL_COLUMN_EXTRA) / max(heads, 1),
+                   (height / rows - PANEL_ROW_EXTRA) / max(layers, 1))
+
+    fitting = [columns for columns in range(2, count + 1) if width / columns >= PANEL_MIN_WIDTH]
+    return max([1, *fitting], key=cell)
+
+
+class PanelScroll(QScrollArea):
+    """Holds the panels' canvas, scrolling it when a small dock cannot give every row readable cells; says
+    when its size changes, so the panels can be laid out again."""
+
+    resized = Signal()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.resized.emit()
+
+
+def text_colour(lut: np.ndarray, fraction: float) -> tuple[int, int, int]:
+    """Black on a light cell, white on a dark one: ``fraction`` is where the cell's colour sits in ``lut``."""
+    index = int(np.clip(np.nan_to_num(fraction), 0.0, 1.0) * (len(lut) - 1))
+    red, green, blue = (float(channel) for channel in lut[index][:3])
+    return (0, 0, 0) if 0.299 * red + 0.587 * green + 0.114 * blue > 140 else (255, 255, 255)
+
+
+def fitting_texts(texts: tuple[list[list[str]], ...], cell: tuple[float, float],
+                  metrics: QFontMetrics) -> list[list[str]] | None:
+    """The first (longest) writing of the cells whose every text fits a cell of ``cell`` (width, height) px."""
+    width, height = cell
+    if metrics.height() > height:
+        return None
+    for candidate in texts:
+        widest = max((metrics.horizontalAdvance(text) for row in candidate for text in row), default=0)
+        if widest + 2 * CELL_PADDING <= width:
+            return candidate
+    return None
 
 
 class HeadStatsView(QWidget):
@@ -32,17 +94,32 @@ class HeadStatsView(QWidget):
             combo.currentIndexChanged.connect(self._on_choice)
         self.summary = QLabel("View → Corpus head statistics… runs a PAIRS.tsv corpus through the model.")
         self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)  # escaped text: an apostrophe shows as itself, not &#x27;
         self.panels = pg.GraphicsLayoutWidget()
-        self.panels.setMinimumHeight(160)
+        self.panel_scroll = PanelScroll()
+        self.panel_scroll.setWidget(self.panels)
+        self.panel_scroll.setWidgetResizable(True)
+        self.panel_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.panel_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.panel_scroll.setMinimumHeight(120)
+        self.panel_scroll.resized.connect(self._relayout)
         self.panels.scene().sigMouseClicked.connect(self._on_click)
         self.sentences = QListWidget()
         self.sentences.itemDoubleClicked.connect(self._on_double_click)
         self.head_title = QLabel("")
         self.head_title.setWordWrap(True)
+        self.head_title.setTextFormat(Qt.TextFormat.RichText)
         self.plots: list[tuple[pg.PlotItem, pg.ImageItem, QGraphicsRectItem]] = []
+        self.colour_bars: list[pg.ColorBarItem] = []
+        self.cell_labels: list[list[pg.TextItem]] = []  # per panel, row by row
         self.shape = (0, 0)
         self.names: list[str] = []
+        self.columns = 0
+        self.state: HeadStatsState | None = None
+        self.colormap = DEFAULT_COLORMAP
         self.lut = lookup_table(DEFAULT_COLORMAP)
+        self.cell_font = QFont()
+        self.cell_font.setPointSize(CELL_FONT_POINTS)
         choices = QHBoxLayout()
         choices.addWidget(QLabel("Run:"))
         choices.addWidget(self.run, 1)
@@ -54,9 +131,9 @@ class HeadStatsView(QWidget):
         lower_layout.addWidget(self.head_title)
         lower_layout.addWidget(self.sentences, 1)
         splitter = QSplitter(Qt.Orientation.Vertical)
-        splitter.addWidget(self.panels)
+        splitter.addWidget(self.panel_scroll)
         splitter.addWidget(lower)
-        splitter.setSizes([360, 200])
+        splitter.setSizes([400, 140])  # the maps come first in a small dock
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(choices)
@@ -71,14 +148,37 @@ class HeadStatsView(QWidget):
         self._fill(self.run, state.runs, state.run)
         self._fill(self.kind, state.kinds, state.kind)
         self.summary.setText(html.escape(state.summary))
+        self._draw_panels(state)
+
+    def _draw_panels(self, state: HeadStatsState) -> None:
+        self.state = state
         self._build(state)
-        for (plot, image, _), panel in zip(self.plots, state.panels):
-            plot.setTitle(f"{panel.name} <span style='font-size:7pt'>({panel.levels[1]:.2g} max)</span>"
-                          if panel.name == "entropy" else panel.name, size="9pt")
+        for (plot, image, _), bar, panel in zip(self.plots, self.colour_bars, state.panels):
+            plot.setTitle(panel_title(panel), size="9pt")
             plot.setToolTip(panel.description)
             image.setImage(np.ascontiguousarray(panel.matrix, dtype=np.float32), autoLevels=False, levels=panel.levels)
             image.setRect(QRectF(0, 0, state.heads, state.layers))
+            bar.setLevels(values=panel.levels)
+            bar.setToolTip(f"{panel.description}: colours {panel.levels[0]:.3g} to {panel.levels[1]:.3g} {panel.unit}")
+        self._write_cells()
         self.select(state.selected)
+
+    def _write_cells(self, *_) -> None:
+        """Each cell's value in it, in a colour that reads on the cell's own, with as many digits as fit."""
+        metrics = QFontMetrics(self.cell_font)
+        if self.state is None:
+            return
+        for (plot, _, _), labels, panel in zip(self.plots, self.cell_labels, self.state.panels):
+            box = plot.vb.boundingRect()
+            cell = (box.width() / max(self.shape[1], 1), box.height() / max(self.shape[0], 1))
+            texts = fitting_texts(panel.texts, cell, metrics) if panel.texts else None
+            low, high = panel.levels
+            for index, label in enumerate(labels):
+                layer, head = divmod(index, self.shape[1])
+                label.setVisible(texts is not None)
+                if texts is not None:
+                    label.setText(texts[layer][head])
+                    label.setColor(text_colour(self.lut, (panel.matrix[layer, head] - low) / max(high - low, 1e-12)))
 
     def _fill(self, combo: QComboBox, items: list[tuple[str, str]], current: str) -> None:
         combo.blockSignals(True)
@@ -89,15 +189,28 @@ class HeadStatsView(QWidget):
         combo.setCurrentIndex(combo.findData(current))
         combo.blockSignals(False)
 
+    def _columns(self, state: HeadStatsState) -> int:
+        size = self.panel_scroll.viewport().size()
+        return panel_columns(len(state.panels), (state.layers, state.heads), size=(size.width(), size.height()))
+
+    def _relayout(self) -> None:
+        if self.state is not None and self._columns(self.state) != self.columns:
+            self._draw_panels(self.state)
+
     def _build(self, state: HeadStatsState) -> None:
-        """Panels are made again only when their number or shape changes."""
-        names = [panel.name for panel in state.panels]
-        if ((state.layers, state.heads), names) == (self.shape, self.names):
+        """Panels are made again only when their number, shape or arrangement changes."""
+        names, columns = [panel.name for panel in state.panels], self._columns(state)
+        if ((state.layers, state.heads), names, columns) == (self.shape, self.names, self.columns):
             return
         self.panels.clear()
-        self.plots, self.shape, self.names = [], (state.layers, state.heads), names
-        for index in range(len(state.panels)):
-            plot = self.panels.addPlot(row=index // COLUMNS, col=index % COLUMNS)
+        self.plots, self.shape, self.names, self.columns = [], (state.layers, state.heads), names, columns
+        rows = -(-len(state.panels) // columns)
+        self.panels.setMinimumHeight(rows * (PANEL_ROW_EXTRA + state.layers * MIN_CELL_HEIGHT))
+        self.panels.ci.setSpacing(4)
+        self.colour_bars, self.cell_labels = [], []
+        for index, panel in enumerate(state.panels):
+            row, col = 2 * (index // columns), index % columns  # each panel's colour bar in the row under it
+            plot = self.panels.addPlot(row=row, col=col)
             plot.setMenuEnabled(False)
             plot.setMouseEnabled(False, False)
             plot.hideButtons()
@@ -112,7 +225,26 @@ class HeadStatsView(QWidget):
             outline.setVisible(False)
             plot.addItem(outline)
             plot.setRange(QRectF(0, 0, state.heads, state.layers), padding=0)
+            plot.setMinimumHeight(PLOT_EXTRA + state.layers * MIN_CELL_HEIGHT)
             self.plots.append((plot, image, outline))
+            self.cell_labels.append(self._cell_labels(plot, state.layers, heads=state.heads))
+            plot.vb.sigResized.connect(self._write_cells)
+            bar = pg.ColorBarItem(values=panel.levels, colorMap=pg.colormap.get(self.colormap), interactive=False,
+                                  orientation="horizontal", width=8, colorMapMenu=False)
+            bar.setFixedHeight(COLOUR_BAR_HEIGHT)  # the maps, not their bars, get the room a small dock has
+            self.panels.addItem(bar, row=row + 1, col=col)
+            self.colour_bars.append(bar)
+
+    def _cell_labels(self, plot: pg.PlotItem, layers: int, heads: int) -> list[pg.TextItem]:
+        labels = []
+        for layer in range(layers):
+            for head in range(heads):
+                label = pg.TextItem(anchor=(0.5, 0.5))
+                label.setFont(self.cell_font)
+                label.setPos(head + 0.5, layer + 0.5)
+                plot.addItem(label)
+                labels.append(label)
+        return labels
 
     def select(self, head: tuple[int, int] | None) -> None:
         """Outline the chosen (layer, head) on every panel."""
@@ -148,9 +280,12 @@ class HeadStatsView(QWidget):
         self.sentences.setVisible(visible)
 
     def set_colormap(self, name: str) -> None:
-        self.lut = lookup_table(name)
+        self.colormap, self.lut = name, lookup_table(name)
         for _, image, _ in self.plots:
             image.setLookupTable(self.lut)
+        for bar in self.colour_bars:
+            bar.setColorMap(pg.colormap.get(name))
+        self._write_cells()
 
     # --- input --------------------------------------------------------------------------------------
     def head_at(self, scene_position) -> tuple[int, int] | None:

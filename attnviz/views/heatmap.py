@@ -14,7 +14,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
 
-from ..viewmodel import HeatmapState
+from ..viewmodel import HeatmapState, unrevealed
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 
 LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span style='color:{HIGHLIGHT}'>▭</span> "
@@ -28,6 +28,18 @@ def not_a_number_cells(matrix: np.ndarray) -> np.ndarray:
     """An RGBA image ``[q, k, 4]``, opaque magenta where ``matrix`` is NaN or infinite, clear elsewhere."""
     image = np.zeros(matrix.shape + (4,), dtype=np.ubyte)
     image[~np.isfinite(matrix)] = NOT_A_NUMBER_RGBA
+    return image
+
+
+def unrevealed_cells(shape: tuple[int, int], revealed: tuple[int, int] | None) -> np.ndarray:
+    """An RGBA image ``[q, k, 4]``: cells not generated yet (step by step) as flat blank paper, a shade off
+    the plot's background, so they read neither as hatched masked cells nor as low weights."""
+    background = pg.mkColor(pg.getConfigOption("background"))
+    foreground = pg.mkColor(pg.getConfigOption("foreground"))
+    paper = [round(0.93 * getattr(background, part)() + 0.07 * getattr(foreground, part)())
+             for part in ("red", "green", "blue")]
+    image = np.zeros(tuple(shape) + (4,), dtype=np.ubyte)
+    image[unrevealed(shape, revealed)] = (*paper, 255)
     return image
 
 
@@ -280,6 +292,7 @@ class HeatmapView(QWidget):
         self._build_plot()
         self.matrix = np.zeros((1, 1), dtype=np.float32)
         self.approximate = False
+        self.revealed: tuple[int, int] | None = None
         self.mask: np.ndarray | None = None
         self.query_tokens: list[str] = []
         self.key_tokens: list[str] = []
@@ -298,6 +311,8 @@ class HeatmapView(QWidget):
         self.overlay.setZValue(5)
         self.not_a_number = pg.ImageItem(axisOrder="row-major")
         self.not_a_number.setZValue(6)
+        self.unrevealed = pg.ImageItem(axisOrder="row-major")
+        self.unrevealed.setZValue(7)
         self.step_box = QGraphicsRectItem()
         self.step_box.setPen(QPen(QColor(HIGHLIGHT), 0))
         self.step_box.setZValue(10)
@@ -305,7 +320,7 @@ class HeatmapView(QWidget):
         crosshair_pen = pg.mkPen((255, 255, 255, 110), width=1, style=Qt.PenStyle.DashLine)
         self.vline = pg.InfiniteLine(angle=90, movable=False, pen=crosshair_pen)
         self.hline = pg.InfiniteLine(angle=0, movable=False, pen=crosshair_pen)
-        for item in (self.image, self.overlay, self.not_a_number, self.step_box, self.vline, self.hline):
+        for item in (self.image, self.overlay, self.not_a_number, self.unrevealed, self.step_box, self.vline, self.hline):
             self.plot.addItem(item)
         self.vline.hide()
         self.hline.hide()
@@ -347,6 +362,10 @@ class HeatmapView(QWidget):
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
                          title=state.title, axis_names=state.axis_names, levels=state.levels)
         self.approximate = state.approximate
+        self.revealed = state.revealed
+        if state.revealed is not None:
+            self.unrevealed.setImage(unrevealed_cells(state.matrix.shape, state.revealed), autoLevels=False)
+            self.unrevealed.setRect(QRectF(-0.5, -0.5, state.matrix.shape[1], state.matrix.shape[0]))
         self.set_step(state.step_row)
 
     def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
@@ -356,6 +375,8 @@ class HeatmapView(QWidget):
         drawn at the two ends of the colormap, shown on the colour bar."""
         rows, cols = matrix.shape
         self.approximate = False  # show_heatmap says when the weights are half precision (the view-model decides)
+        self.revealed = None  # and how much of a decoder map is generated yet, step by step
+        self.unrevealed.clear()
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self._set_tokens(query_tokens, key_tokens)
         self.mask = mask
@@ -456,6 +477,7 @@ class HeatmapView(QWidget):
         """Show nothing but ``message`` (no model, or a model without attention)."""
         self.image.clear()
         self.overlay.clear()
+        self.unrevealed.clear()
         self.step_box.hide()
         self.matrix, self.mask = np.zeros((1, 1), np.float32), None
         self._set_tokens([], [])
@@ -482,6 +504,8 @@ class HeatmapView(QWidget):
     def describe_cell(self, row: int, col: int) -> str:
         query = self.query_tokens[row] if row < len(self.query_tokens) else str(row)
         key = self.key_tokens[col] if col < len(self.key_tokens) else str(col)
+        if self.revealed is not None and not (row < self.revealed[0] and col < self.revealed[1]):
+            return f"query {row} → key {col}: not generated yet at this step"
         masked = self.mask is not None and not bool(self.mask[row, col])
         value = self.matrix[row, col]
         shown = f"≈{value:.3g}" if self.approximate else f"{value:.4f}"  # half precision: three digits
