@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QEvent, QRect, QSettings, QSize, Qt, QUrl, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox,
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QScrollArea,
                                QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
@@ -224,11 +224,18 @@ class MainWindow(QMainWindow):
         self.model_panel.device_chosen.connect(self._on_device)
         self.focus.hovered.connect(lambda text: self.statusBar().showMessage(text))
 
-    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
-        """A dock holding ``widget``; the corpus panels scroll their maps themselves, so that their minimum size
-        (a map per statistic) never makes the window grow past the screen."""
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, *, scrolls: bool = False) -> QDockWidget:
+        """``scrolls``: the widget scrolls inside the dock when the dock is smaller than it, so that its
+        minimum size (a corpus panel's choices and lists) never makes the window grow past the screen; the
+        panel itself lays out and scrolls its maps within what the dock gives it."""
         dock = QDockWidget(title, self)
         dock.setObjectName(f"{title.lower()}Dock")
+        if scrolls:
+            scroll = QScrollArea()
+            scroll.setWidget(widget)
+            scroll.setWidgetResizable(True)
+            scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+            widget = scroll
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
@@ -559,7 +566,7 @@ class MainWindow(QMainWindow):
             self.head_stats = HeadStatsPanel(self.worker_thread.worker, self)
             self.head_stats.view.sentence_chosen.connect(lambda text: (self.input_bar.set_text(text), self.run()))
             self.head_stats.dock = self._dock("Head statistics", self.head_stats.view,
-                                              Qt.DockWidgetArea.RightDockWidgetArea)
+                                              Qt.DockWidgetArea.RightDockWidgetArea, scrolls=True)
         self._show_dock(self.head_stats.dock)
         self.head_stats.start(self.session.next_id(), corpus)
 
@@ -579,7 +586,7 @@ class MainWindow(QMainWindow):
             self.importance_panel = ImportancePanel(self.worker_thread.worker, self)
             self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
             self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view,
-                                                    Qt.DockWidgetArea.RightDockWidgetArea)
+                                                    Qt.DockWidgetArea.RightDockWidgetArea, scrolls=True)
         self._show_dock(self.importance_panel.dock)
         self.importance_panel.start(self.session.next_id(), corpus)
 
