@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .viewmodel import CompareState, GridState, HeatmapState, thumbnail
+from .viewmodel import CompareState, GridState, HeatmapState, thumbnail, unrevealed
 
 XML = "<?xml version='1.0' encoding='UTF-8'?>"
 VECTOR_LIMIT = 64
@@ -62,13 +62,20 @@ def png_bytes(rgb: np.ndarray) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")
 
 
-def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y: float, cell: float) -> list[str]:
+def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y: float, cell: float,
+           hidden: np.ndarray | None = None) -> list[str]:
+    """The cells, masked ones hatched; ``hidden`` ones (not generated yet, step by step) left as blank paper,
+    so they read neither as low weight nor as masked."""
     rows, cols = matrix.shape
     colours = _colours(matrix, levels, lut)
+    hidden = np.zeros(matrix.shape, dtype=bool) if hidden is None else hidden
+    colours[hidden] = (255, 255, 255)
     parts = []
     if rows <= VECTOR_LIMIT and cols <= VECTOR_LIMIT:
         for r in range(rows):
             for c in range(cols):
+                if hidden[r, c]:
+                    continue
                 red, green, blue = colours[r, c]
                 parts.append(f"<rect x='{x + c * cell:.2f}' y='{y + r * cell:.2f}' width='{cell:.2f}' height='{cell:.2f}' "
                              f"fill='#{red:02x}{green:02x}{blue:02x}'><title>{matrix[r, c]:.4f}</title></rect>")
@@ -83,7 +90,7 @@ def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y
                      f"preserveAspectRatio='none' style='image-rendering:pixelated' "
                      f"href='data:image/png;base64,{encoded}'/>")
     if mask is not None and mask.shape == matrix.shape and not mask.all():
-        for r, c in zip(*np.nonzero(~mask)):
+        for r, c in zip(*np.nonzero(~mask & ~hidden)):
             parts.append(f"<rect x='{x + c * cell:.2f}' y='{y + r * cell:.2f}' width='{cell:.2f}' height='{cell:.2f}' "
                          "fill='url(#masked)'/>")
     return parts
@@ -159,7 +166,8 @@ def _heatmap_panel(state: HeatmapState, lut: np.ndarray, x0: float = 0.0,
     height = top + rows * cell + bottom
     parts = [f"<text x='{left:.2f}' y='{20 + TITLE_STEP * index}' font-size='{TITLE_SIZE}' {FONT}>"
              f"{html.escape(line)}</text>" for index, line in enumerate(titles)]
-    parts += _cells(state.matrix, state.mask, levels=state.levels, lut=lut, x=left, y=top, cell=cell)
+    hidden = None if state.revealed is None else unrevealed(state.matrix.shape, state.revealed)
+    parts += _cells(state.matrix, state.mask, levels=state.levels, lut=lut, x=left, y=top, cell=cell, hidden=hidden)
     if state.step_row is not None and 0 <= state.step_row < rows:
         parts.append(f"<rect x='{left:.2f}' y='{top + state.step_row * cell:.2f}' width='{cols * cell:.2f}' "
                      f"height='{cell:.2f}' fill='none' stroke='#ff5a36' stroke-width='1.5'/>")

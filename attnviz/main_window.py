@@ -844,9 +844,14 @@ class MainWindow(QMainWindow):
                 self.compare_view.show_compare(self.current_comparison())
             else:
                 self.focus.show_heatmap(self.current_heatmap())
-            images = rebuild or layer_changed
-            self.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images), images=images)
-            self.model_view.show_grid(viewmodel.model_grid(trace, selection, images=rebuild), images=rebuild)
+            # Revealing rows step by step, a step changes what the thumbnails may show too.
+            reveal_step = selection.step if self.session.options.reveal_rows else None
+            images = rebuild or layer_changed or reveal_step is not None
+            self.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step),
+                                     images=images)
+            everything = rebuild or reveal_step is not None
+            self.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
+                                                           reveal_step=reveal_step), images=everything)
         self.decoding.show_state(viewmodel.step_state(result, trace, selection))
 
     def clear_views(self, message: str) -> None:

@@ -100,3 +100,13 @@ def test_the_comparison_is_vector_cells_titled_with_the_models_names():
     missing = CompareState(both.a, ComparePane(None, "model B has no encoder self-attention"), ComparePane(None, "-"))
     texts = texts_of(compare_svg(missing, ("gru", "transformer"), luts=(LUT, LUT)))
     assert "transformer" in texts and "model B has no encoder self-attention" in texts
+
+
+def test_cells_not_generated_yet_are_left_blank_in_a_revealed_figure():
+    """Step by step, a figure must not draw the future as weights of 0 (nor hatch it as masked)."""
+    mask = np.tril(np.ones((4, 4), dtype=bool))
+    revealed = dataclasses.replace(state(4, mask), revealed=(2, 2))
+    root = ElementTree.fromstring(heatmap_svg(revealed, LUT).split("\n", 1)[1])
+    rects = list(root.iter(f"{SVG}rect"))
+    assert len([rect for rect in rects if rect.find(f"{SVG}title") is not None]) == 4  # the 2 × 2 generated
+    assert len([rect for rect in rects if rect.get("fill") == "url(#masked)"]) == 1  # row 0's future key

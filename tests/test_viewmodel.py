@@ -260,3 +260,16 @@ def test_predicted_labels_of_future_rows_stay_hidden(trace):
     options = ViewOptions(predicted_labels=True, reveal_rows=True)
     state = viewmodel.heatmap(trace, Selection(kind="cross", step=1), options, outputs=["▁el", "▁gato", "</s>"])
     assert state.query_labels == ["<s> → ▁el", "▁el → ▁gato", ""]
+
+
+def test_thumbnails_revealed_step_by_step_show_only_what_the_step_generated(trace):
+    """The grids must not give away what the focus view keeps hidden: later cells draw as no colour (NaN)."""
+    cross = viewmodel.head_grid(trace, Selection(kind="cross", layer=1, head=0, step=1), reveal_step=1)
+    for thumb, weights in zip(cross.matrices, trace.attention["cross"][1]):
+        assert np.array_equal(thumb[:2], weights[:2]) and np.isnan(thumb[2:]).all()
+    everything = viewmodel.model_grid(trace, Selection(kind="dec_self", step=0), reveal_step=0)
+    assert all(np.isnan(thumb).sum() == thumb.size - 1 for thumb in everything.matrices)  # one cell at step 0
+    encoder = viewmodel.model_grid(trace, Selection(kind="enc_self", step=0), reveal_step=0)
+    assert not any(np.isnan(thumb).any() for thumb in encoder.matrices)
+    whole = viewmodel.head_grid(trace, Selection(kind="cross", layer=1, head=0, step=1))
+    assert all(np.array_equal(a, b) for a, b in zip(whole.matrices, trace.attention["cross"][1]))
