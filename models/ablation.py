@@ -13,10 +13,13 @@ This module imports no torch, so the app's plain-data side (session, view-model)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .errors import InputError
 from .trace import KINDS
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 Entry = tuple[str, int, "int | None"]
 Shape = Mapping[str, tuple[int, int]]  # kind → (layers, heads), as ``Seq2Seq.attention_shape()`` gives
@@ -98,6 +101,23 @@ class Ablation:
 
 
 NO_ABLATION = Ablation()
+
+
+class HeadGates:
+    """Per ``(kind, layer)`` a float tensor ``[rows, heads]`` (or ``[1, heads]`` for every row) that multiplies
+    each head's output where an ``Ablation`` zeroes it: a gate of 0 is ``--ablate``, and one forward pass can
+    switch a different head off in each row (models/importance.py). Models read it through the same
+    ``heads_off`` as an ``Ablation``; a layer without a gate adds no operation."""
+
+    def __init__(self, gates: "Mapping[tuple[str, int], Tensor]"):
+        self.gates = dict(gates)
+
+    def __bool__(self) -> bool:
+        return bool(self.gates)
+
+    def heads_off(self, kind: str, layer: int, heads: int) -> "Tensor | tuple[int, ...]":
+        """This layer's gate, or ``()`` (no head touched)."""
+        return self.gates.get((kind, layer), ())
 
 
 def _order(entry: Entry) -> tuple:
