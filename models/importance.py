@@ -210,19 +210,21 @@ def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) 
     return encoded, unknown
 
 
-def forced_batches(translator: Translator, encoded: Sequence[tuple[list[int], list[int], int]]) -> list[ForcedPairs]:
-    """The encoded pairs, shortest targets first, in batches of at most ``TOKENS_PER_PASS`` padded tokens
+def forced_batches(translator: Translator, encoded: Sequence[tuple[list[int], list[int], int]], *,
+                   tokens_per_pass: int = TOKENS_PER_PASS) -> list[ForcedPairs]:
+    """The encoded pairs, shortest targets first, in batches of at most ``tokens_per_pass`` padded tokens
     (at least one pair each)."""
     config, device = translator.config, translator.device
     ordered = sorted(encoded, key=lambda pair: (len(pair[1]), len(pair[0])))
-    batches, start = [], 0
-    while start < len(ordered):
-        end = start + 1
-        while end < len(ordered) and (end + 1 - start) * (len(ordered[end][0]) + len(ordered[end][1])) <= TOKENS_PER_PASS:
-            end += 1
-        batches.append(_padded(ordered[start:end], config, device))
-        start = end
-    return batches
+    batches, members, widest_source = [], [], 0
+    for pair in ordered:
+        source_width, target_width = max(widest_source, len(pair[0])), len(pair[1])  # targets come in ascending length
+        if members and (len(members) + 1) * (source_width + target_width) > tokens_per_pass:
+            batches.append(_padded(members, config, device))
+            members, source_width = [], len(pair[0])
+        members.append(pair)
+        widest_source = source_width
+    return batches + [_padded(members, config, device)]
 
 
 def _padded(encoded, config, device) -> ForcedPairs:
@@ -269,18 +271,20 @@ def _model_dtype(translator: Translator) -> torch.dtype:
 
 
 def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
-                        kinds: Sequence[str] | None = None, progress: Progress | None = None) -> HeadImportance | None:
+                        kinds: Sequence[str] | None = None, progress: Progress | None = None,
+                        tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance | None:
     """The pooled NLL of the references with every head on, then with each head of ``kinds`` alone off, as
-    ``HeadImportance(metric="nll")``. As many heads as fit ``TOKENS_PER_PASS`` share one forward pass (each
-    in its own copy of the pairs); ``progress`` is called after each pass. None when it returned False."""
+    ``HeadImportance(metric="nll")``. As many heads as fit ``tokens_per_pass`` padded tokens share one forward
+    pass (each in its own copy of the pairs); ``progress`` is called after each pass. None when it returned
+    False."""
     started = time.perf_counter()
     chosen = chosen_kinds(translator, kinds)
     shape = translator.model.attention_shape()
     encoded, unknown = encode_references(translator, pairs)
-    batches = forced_batches(translator, encoded)
+    batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
     heads = _every_head(shape, chosen)
     copies: list[Head | None] = [None, *heads]  # the first copy keeps every head on: the baseline
-    per_pass = max(1, TOKENS_PER_PASS // max(batch.padded_tokens for batch in batches))
+    per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
     totals = np.zeros(len(copies))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
     with torch.inference_mode():
@@ -317,7 +321,7 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
 
 
 def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
-                        kinds: Sequence[str] | None = None) -> HeadImportance:
+                        kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance:
     """One forward and backward pass per batch of pairs with a gate ξ = 1 on every head of ``kinds``:
     ``gradients`` ∂L/∂ξ of the pooled NLL L, ``scores`` L − ∂L/∂ξ (the first-order NLL with the head off),
     ``magnitudes`` Michel et al.'s E|∂L/∂ξ|: each sentence's |∂(its summed NLL)/∂ξ|, pooled like L."""
@@ -330,7 +334,7 @@ def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     total = 0.0
     dtype = _model_dtype(translator)
     with _frozen(translator.model):
-        for batch in forced_batches(translator, encoded):
+        for batch in forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass):
             gates = {(kind, layer): torch.ones(batch.rows, shape[kind][1], dtype=dtype, device=translator.device,
                                                requires_grad=True)
                      for kind in chosen for layer in range(shape[kind][0])}
