@@ -47,6 +47,10 @@ class Ablation:
         """Specs ``KIND:LAYER:HEAD`` (``HEAD`` may be ``*``: the whole layer), e.g. ``cross:0:1``."""
         return cls.of(parse_spec(spec) for spec in specs)
 
+    def widened(self, kind: str, layer: int, *tensors):
+        """``tensors`` as they are: an ablation runs one copy of the batch (see ``HeadGates.widened``)."""
+        return tensors
+
     def heads_off(self, kind: str, layer: int, heads: int) -> tuple[int, ...]:
         """The heads of ``kind`` layer ``layer`` (which has ``heads`` heads) that are off, ascending."""
         if (kind, layer, None) in self.entries:
@@ -109,15 +113,33 @@ class HeadGates:
     switch a different head off in each row (models/importance.py). Models read it through the same
     ``heads_off`` as an ``Ablation``; a layer without a gate adds no operation."""
 
-    def __init__(self, gates: "Mapping[tuple[str, int], Tensor]"):
+    def __init__(self, gates: "Mapping[tuple[str, int], Tensor]", *, copies: int = 1,
+                 widen_at: tuple[str, int] | None = None):
         self.gates = dict(gates)
+        self.copies, self.widen_at = copies, widen_at
 
     def __bool__(self) -> bool:
         return bool(self.gates)
 
+    def widened(self, kind: str, layer: int, *tensors):
+        """``tensors`` (``[B, ...]`` or None) repeated ``copies`` times in the batch dimension (copy ``c`` in rows
+        ``c·B … c·B + B − 1``) from the layer ``widen_at`` on, else as they are. A model whose ``widens_gates`` is
+        True calls this before each layer (a decoder layer as ``dec_self``) on what the layer reads, so the layers
+        below the first gated one run once for every copy: the gates then have ``copies · B`` rows."""
+        if self.widen_at is None or self.copies == 1 or _stage(kind, layer) < _stage(*self.widen_at):
+            return tensors
+        rows = next(iter(self.gates.values())).shape[0]
+        return tuple(tensor if tensor is None or tensor.shape[0] == rows else
+                     tensor.repeat(self.copies, *[1] * (tensor.dim() - 1)) for tensor in tensors)
+
     def heads_off(self, kind: str, layer: int, heads: int) -> "Tensor | tuple[int, ...]":
         """This layer's gate, or ``()`` (no head touched)."""
         return self.gates.get((kind, layer), ())
+
+
+def _stage(kind: str, layer: int) -> tuple[bool, int]:
+    """Where a layer runs: the encoder's layers, then the decoder's."""
+    return kind != "enc_self", layer
 
 
 def _order(entry: Entry) -> tuple:

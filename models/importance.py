@@ -244,13 +244,25 @@ def token_nll(translator: Translator, batch: ForcedPairs, ablation: Ablation | H
     """−log p of each scored target token ``[rows, T]`` under teacher forcing (0 where not scored), with
     ``ablation`` applied: the probabilities forced decoding reports (models/decoding.py)."""
     logits, _ = translator.model(batch.src, batch.tgt_in, ablation=ablation)  # [rows, T, V]
-    nll = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")  # [rows, T]
-    return torch.where(batch.scored, nll, torch.zeros((), dtype=nll.dtype, device=nll.device))
+    copies = logits.shape[0] // batch.rows  # a model that widens gated copies itself (HeadGates.widened)
+    target, scored = (batch.tgt_out, batch.scored) if copies == 1 else (batch.repeated(copies).tgt_out,
+                                                                          batch.repeated(copies).scored)
+    nll = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # [rows, T]
+    return torch.where(scored, nll, torch.zeros((), dtype=nll.dtype, device=nll.device))
+
+
+def computed_order(head: Head) -> tuple[bool, int, int, int]:
+    """Where a head's layer runs: the encoder's layers, then the decoder's (self-attention before cross)."""
+    kind, layer, index = head
+    return (kind != "enc_self", layer, KINDS.index(kind), index)
 
 
 def chunk_gates(chunk: Sequence[Head | None], shape, rows: int, like: Tensor) -> HeadGates:
     """Gates for ``len(chunk)`` copies of ``rows`` pairs: copy ``c`` switches head ``chunk[c]`` off (None: no
-    head). Only the layers some copy touches get a gate."""
+    head). Only the layers some copy touches get a gate. The copies part ways at the first layer a copy
+    touches (``HeadGates.widened``; ``chunk`` comes in :func:`computed_order`)."""
+    first = next((head for head in chunk if head is not None), None)
+    widen_at = None if first is None else ("enc_self" if first[0] == "enc_self" else "dec_self", first[1])
     gates: dict[tuple[str, int], Tensor] = {}
     for copy, head in enumerate(chunk):
         if head is not None:
@@ -259,7 +271,7 @@ def chunk_gates(chunk: Sequence[Head | None], shape, rows: int, like: Tensor) ->
             if gate is None:
                 gate = gates[(kind, layer)] = like.new_ones(len(chunk) * rows, shape[kind][1])
             gate[copy * rows: (copy + 1) * rows, index] = 0.0
-    return HeadGates(gates)
+    return HeadGates(gates, copies=len(chunk), widen_at=widen_at)
 
 
 def _every_head(shape, kinds: Sequence[str]) -> list[Head]:
@@ -282,7 +294,8 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     shape = translator.model.attention_shape()
     encoded, unknown = encode_references(translator, pairs)
     batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
-    heads = _every_head(shape, chosen)
+    heads = sorted(_every_head(shape, chosen), key=computed_order)
+    widens = getattr(translator.model, "widens_gates", False)
     copies: list[Head | None] = [None, *heads]  # the first copy keeps every head on: the baseline
     per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
     totals = np.zeros(len(copies))
@@ -291,7 +304,7 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
         for start in range(0, len(copies), per_pass):
             chunk = copies[start: start + per_pass]
             for batch in batches:
-                nll = token_nll(translator, batch.repeated(len(chunk)),
+                nll = token_nll(translator, batch if widens else batch.repeated(len(chunk)),
                                 chunk_gates(chunk, shape, rows=batch.rows, like=like))
                 totals[start: start + len(chunk)] += nll.view(len(chunk), -1).double().sum(dim=1).cpu().numpy()
             done = min(start + len(chunk) - 1, len(heads))
@@ -300,8 +313,8 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     means = totals / sum(int(batch.scored.sum()) for batch in batches)
     result = HeadImportance(metric="nll", baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)
     for kind in chosen:
-        offset = 1 + heads.index((kind, 0, 0))
-        result.scores[kind] = means[offset: offset + shape[kind][0] * shape[kind][1]].reshape(shape[kind])
+        result.scores[kind] = np.array([means[1 + heads.index(head)] for head in _every_head(shape, [kind])]
+                                       ).reshape(shape[kind])
     result.seconds = time.perf_counter() - started
     return result
 

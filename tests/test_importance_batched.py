@@ -4,8 +4,6 @@ architecture with heads and on the bundled en-es demo; how the pairs are cut int
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -18,7 +16,7 @@ from models.decoding import finish
 from models.importance import ImportanceError, ablation_importance, encode_references
 from models.tokenizers import CharTokenizer
 from models.translator import Translator
-from attnviz.demos import demo_path
+from attnviz.demos import demo_path, demo_reference_pairs
 from tests.helpers import LETTERS, tiny_config
 
 HEADED_ARCHS = [arch for arch in ARCHS if arch != "gru-none"]
@@ -75,9 +73,11 @@ def test_cutting_the_work_into_more_passes_gives_the_same_tables(arch):
                                  progress=lambda done, total, head: calls.append((done, total, head)))
     heads = sum(layers * count for layers, count in translator.model.attention_shape().values())
     assert calls[-1] == (heads, heads, calls[-1][2]) and len(calls) == heads  # one head (and one pair) per pass
-    assert pieces.baseline == pytest.approx(whole.baseline, abs=1e-6)
-    for kind in whole.scores:
-        np.testing.assert_allclose(pieces.scores[kind], whole.scores[kind], atol=1e-6)
+    few = ablation_importance(translator, PAIRS, tokens_per_pass=500)  # 4 copies a pass: some part at a later layer
+    for other in (pieces, few):
+        assert other.baseline == pytest.approx(whole.baseline, abs=1e-6)
+        for kind in whole.scores:
+            np.testing.assert_allclose(other.scores[kind], whole.scores[kind], atol=1e-6)
 
 
 def test_a_progress_answer_of_false_stops_the_run():
@@ -87,8 +87,7 @@ def test_a_progress_answer_of_false_stops_the_run():
 
 def test_the_en_es_demo_every_head_equals_its_own_ablation():
     translator = Translator(load_checkpoint(demo_path("en-es-transformer")), "cpu")
-    references = json.loads((demo_path("en-es-transformer").parent / "demos.json").read_text(encoding="utf-8"))
-    pairs = list(references["en-es-transformer"]["references"].items())[:3]
+    pairs = demo_reference_pairs(demo_path("en-es-transformer"))[:3]
     assert_every_head_equals_its_own_ablation(translator, pairs, ablation_importance(translator, pairs))
 
 

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from models.ablation import HeadGates
-from models.importance import encode_references, forced_batches, gradient_importance, token_nll
+from models.checkpoint import load_checkpoint
+from models.importance import ablation_importance, encode_references, forced_batches, gradient_importance, token_nll
+from models.translator import Translator
+from attnviz.demos import demo_path, demo_reference_pairs
 from tests.test_importance_batched import HEADED_ARCHS, PAIRS, tiny_translator
 
 STEP = 1e-5
@@ -79,16 +82,8 @@ def test_no_weight_changes_or_keeps_a_gradient():
 def test_the_gradient_estimate_agrees_in_sign_with_ablation_on_large_heads():
     """The en-es demo's cross-attention, where switching a head off costs most: the first-order estimate
     points the same way."""
-    import json
-
-    from models.checkpoint import load_checkpoint
-    from models.importance import ablation_importance
-    from models.translator import Translator
-    from attnviz.demos import demo_path
-
     translator = Translator(load_checkpoint(demo_path("en-es-transformer")), "cpu")
-    references = json.loads((demo_path("en-es-transformer").parent / "demos.json").read_text(encoding="utf-8"))
-    pairs = list(references["en-es-transformer"]["references"].items())[:8]
+    pairs = demo_reference_pairs(demo_path("en-es-transformer"))[:8]
     ablated = ablation_importance(translator, pairs, kinds=["cross"]).drops["cross"]
     estimated = gradient_importance(translator, pairs, kinds=["cross"]).drops["cross"]
     largest = ablated > 0.04
