@@ -4,7 +4,8 @@ batched NLL ablation (``ablation_importance``) and the gradient (``gradient_impo
 On the en-es demo (``--pairs`` of its reference pairs, 8 by default) every way runs, and on the post-LN demo
 the two new ones; then on a random-weight Marian-base-shaped model (post-LN, 6 + 6 layers × 8 heads,
 d_model 512, d_ff 2048, vocabulary 8,000; ``--marian-pairs`` pairs of 20–30 tokens) the two new ones. Each
-run is its own process, so its peak RSS is its own. Spearman's ρ between the gradient's first-order NLL
+run is its own process, so its peak RSS is its own; the CPU time of all its threads is given beside the wall
+time, for a machine other processes share. Spearman's ρ between the gradient's first-order NLL
 rise (−∂L/∂ξ) and the ablation's NLL rise is given per kind, and, for Michel et al.'s E|∂L/∂ξ|, against the
 size of the ablation's change. Goals (2 cores): en-es batched ablation ≥ 100× and gradient ≥ 300× faster
 than today's run; Marian-base: gradient ≤ 15 s, ablation ≤ 2 min, RSS ≤ 2 GB.
@@ -63,16 +64,16 @@ def run_one(model: str, method: str, pairs: int, device: str) -> dict:
     else:
         translator = Translator(load_checkpoint(demo_path(model)), device)
         corpus = demo_reference_pairs(demo_path(model))[:pairs]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if method == "old":
         importance = head_importance(translator, corpus, metric="chrf")
     elif method == "ablation":
         importance = ablation_importance(translator, corpus)
     else:
         importance = gradient_importance(translator, corpus)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     gpu = torch.cuda.max_memory_allocated() / 2**20 if translator.device.type == "cuda" else None
-    return {"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "gpu_mb": gpu,
+    return {"seconds": seconds, "cpu_seconds": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "gpu_mb": gpu,
             "baseline": importance.baseline, "drops": {kind: table.tolist() for kind, table in importance.drops.items()},
             "magnitudes": {kind: table.tolist() for kind, table in importance.magnitudes.items()}}
 
@@ -95,7 +96,7 @@ def spearman(a, b) -> float:
 def line(name: str, result: dict, reference: dict | None = None) -> str:
     gpu = f", GPU peak {result['gpu_mb']:.0f} MB" if result["gpu_mb"] is not None else ""
     faster = f", {reference['seconds'] / result['seconds']:6.0f}x faster than today's" if reference else ""
-    return f"  {name:<22} {result['seconds']:8.2f} s, peak RSS {result['rss_mb']:6.0f} MB{gpu}{faster}"
+    return f"  {name:<22} {result['seconds']:8.2f} s (CPU time {result['cpu_seconds']:7.2f} s), peak RSS {result['rss_mb']:6.0f} MB{gpu}{faster}"
 
 
 def correlations(ablation: dict, gradient: dict) -> list[str]:
