@@ -274,6 +274,21 @@ def chunk_gates(chunk: Sequence[Head | None], shape, rows: int, like: Tensor) ->
     return HeadGates(gates, copies=len(chunk), widen_at=widen_at)
 
 
+def _passes(heads: Sequence[Head], per_pass: int) -> list[tuple[int, int]]:
+    """Index ranges into ``[None, *heads]`` (``heads`` in :func:`computed_order`), one per forward pass: the
+    baseline alone, then each layer's heads, at most ``per_pass`` a pass. A pass holds one layer's heads only,
+    so that a Transformer runs every layer below it once (``HeadGates.widened``)."""
+    stage = lambda index: computed_order(heads[index - 1])[:2]  # noqa: E731  (the layer copy ``index`` gates)
+    bounds, start = [(0, 1)], 1
+    while start <= len(heads):
+        end = start
+        while end <= len(heads) and end - start < per_pass and stage(end) == stage(start):
+            end += 1
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 def _every_head(shape, kinds: Sequence[str]) -> list[Head]:
     return [(kind, layer, head) for kind in kinds for layer in range(shape[kind][0]) for head in range(shape[kind][1])]
 
@@ -301,13 +316,13 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     totals = np.zeros(len(copies))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
     with torch.inference_mode():
-        for start in range(0, len(copies), per_pass):
-            chunk = copies[start: start + per_pass]
+        for start, end in _passes(heads, per_pass):
+            chunk = copies[start:end]
             for batch in batches:
                 nll = token_nll(translator, batch if widens else batch.repeated(len(chunk)),
                                 chunk_gates(chunk, shape, rows=batch.rows, like=like))
-                totals[start: start + len(chunk)] += nll.view(len(chunk), -1).double().sum(dim=1).cpu().numpy()
-            done = min(start + len(chunk) - 1, len(heads))
+                totals[start:end] += nll.view(len(chunk), -1).double().sum(dim=1).cpu().numpy()
+            done = end - 1  # heads scored so far
             if progress is not None and done and progress(done, len(heads), "{}:{}:{}".format(*heads[done - 1])) is False:
                 return None
     means = totals / sum(int(batch.scored.sum()) for batch in batches)
