@@ -274,18 +274,17 @@ def chunk_gates(chunk: Sequence[Head | None], shape, rows: int, like: Tensor) ->
     return HeadGates(gates, copies=len(chunk), widen_at=widen_at)
 
 
-def _passes(heads: Sequence[Head], per_pass: int) -> list[tuple[int, int]]:
-    """Index ranges into ``[None, *heads]`` (``heads`` in :func:`computed_order`), one per forward pass: the
-    baseline alone, then each layer's heads, at most ``per_pass`` a pass. A pass holds one layer's heads only,
-    so that a Transformer runs every layer below it once (``HeadGates.widened``)."""
-    stage = lambda index: computed_order(heads[index - 1])[:2]  # noqa: E731  (the layer copy ``index`` gates)
-    bounds, start = [(0, 1)], 1
-    while start <= len(heads):
-        end = start
-        while end <= len(heads) and end - start < per_pass and stage(end) == stage(start):
-            end += 1
-        bounds.append((start, end))
-        start = end
+def _passes(heads: Sequence[Head], per_pass: int, layer_heads: int) -> list[tuple[int, int]]:
+    """Index ranges into ``[None, *heads]`` (``heads`` in :func:`computed_order`, ``layer_heads`` a layer), one
+    per forward pass: ``per_pass`` heads each (the first also the baseline). A pass costs a fixed overhead
+    plus its copies' work from the first layer it touches on (``HeadGates.widened``), so passes are as full as
+    memory allows and, where a layer's heads fit, hold whole layers: a pass then never starts a layer early."""
+    if per_pass >= layer_heads:
+        per_pass -= per_pass % layer_heads
+    bounds = [(0, min(1 + per_pass, len(heads) + 1))]
+    while bounds[-1][1] <= len(heads):
+        start = bounds[-1][1]
+        bounds.append((start, min(start + per_pass, len(heads) + 1)))
     return bounds
 
 
@@ -316,7 +315,7 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     totals = np.zeros(len(copies))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
     with torch.inference_mode():
-        for start, end in _passes(heads, per_pass):
+        for start, end in _passes(heads, per_pass, layer_heads=min(shape[kind][1] for kind in chosen)):
             chunk = copies[start:end]
             for batch in batches:
                 nll = token_nll(translator, batch if widens else batch.repeated(len(chunk)),
