@@ -340,7 +340,7 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
     for parameter, _ in asked:
         parameter.requires_grad_(False)
     try:
-        with torch.enable_grad():
+        with torch.inference_mode(False), torch.enable_grad():  # also when the caller runs in inference mode
             yield
     finally:
         for parameter, flag in asked:

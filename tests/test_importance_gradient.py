@@ -69,6 +69,15 @@ def test_michels_importance_takes_the_absolute_value_per_sentence():
         np.testing.assert_allclose(norms, 1.0)
 
 
+def test_a_caller_in_inference_mode_gets_the_same_gradients():
+    translator = tiny_translator("transformer-postln", dtype=torch.float64)
+    expected = gradient_importance(translator, PAIRS)
+    with torch.inference_mode():
+        inside = gradient_importance(translator, PAIRS)
+    for kind, table in expected.gradients.items():
+        np.testing.assert_allclose(inside.gradients[kind], table, rtol=1e-12)
+
+
 def test_no_weight_changes_or_keeps_a_gradient():
     translator = tiny_translator("gru-transformer-decoder")
     before = {name: parameter.detach().clone() for name, parameter in translator.model.named_parameters()}
