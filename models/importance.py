@@ -247,7 +247,8 @@ def token_nll(translator: Translator, batch: ForcedPairs, ablation: Ablation | H
     copies = logits.shape[0] // batch.rows  # a model that widens gated copies itself (HeadGates.widened)
     target, scored = (batch.tgt_out, batch.scored) if copies == 1 else (batch.repeated(copies).tgt_out,
                                                                           batch.repeated(copies).scored)
-    nll = F.cross_entropy(logits.transpose(1, 2), target, reduction="none")  # [rows, T]
+    # over rows × T at once, the vocabulary last: a transposed view would be copied whole first
+    nll = F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none").view(target.shape)  # [rows, T]
     return torch.where(scored, nll, torch.zeros((), dtype=nll.dtype, device=nll.device))
 
 
