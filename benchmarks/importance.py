@@ -53,7 +53,9 @@ def marian_translator(device: str) -> Translator:
 def marian_pairs(count: int) -> list[tuple[str, str]]:
     """``count`` pairs whose sides are 20–30 random characters of the vocabulary (seeded)."""
     generator = np.random.default_rng(1)
-    text = lambda: "".join(chr(FIRST_CHARACTER + int(i)) for i in generator.integers(0, 7996, generator.integers(20, 31)))  # noqa: E731
+    def text() -> str:
+        return "".join(chr(FIRST_CHARACTER + int(i)) for i in generator.integers(0, 7996, generator.integers(20, 31)))
+
     return [(text(), text()) for _ in range(count)]
 
 
@@ -73,8 +75,9 @@ def run_one(model: str, method: str, pairs: int, device: str) -> dict:
         importance = gradient_importance(translator, corpus)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     gpu = torch.cuda.max_memory_allocated() / 2**20 if translator.device.type == "cuda" else None
-    return {"seconds": seconds, "cpu_seconds": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "gpu_mb": gpu,
-            "baseline": importance.baseline, "drops": {kind: table.tolist() for kind, table in importance.drops.items()},
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    return {"seconds": seconds, "cpu_seconds": cpu, "rss_mb": rss, "gpu_mb": gpu, "baseline": importance.baseline,
+            "drops": {kind: table.tolist() for kind, table in importance.drops.items()},
             "magnitudes": {kind: table.tolist() for kind, table in importance.magnitudes.items()}}
 
 
@@ -96,7 +99,8 @@ def spearman(a, b) -> float:
 def line(name: str, result: dict, reference: dict | None = None) -> str:
     gpu = f", GPU peak {result['gpu_mb']:.0f} MB" if result["gpu_mb"] is not None else ""
     faster = f", {reference['seconds'] / result['seconds']:6.0f}x faster than today's" if reference else ""
-    return f"  {name:<22} {result['seconds']:8.2f} s (CPU time {result['cpu_seconds']:7.2f} s), peak RSS {result['rss_mb']:6.0f} MB{gpu}{faster}"
+    return (f"  {name:<22} {result['seconds']:8.2f} s (CPU time {result['cpu_seconds']:7.2f} s), "
+            f"peak RSS {result['rss_mb']:6.0f} MB{gpu}{faster}")
 
 
 def correlations(ablation: dict, gradient: dict) -> list[str]:

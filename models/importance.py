@@ -40,6 +40,7 @@ NORMALIZATIONS = ("none", "layer")
 # (rows × target × vocabulary floats) while still putting many heads' copies of a small corpus in one pass.
 TOKENS_PER_PASS = 16_384
 Head = tuple[str, int, int]
+Encoded = tuple[list[int], list[int], int]  # source ids, forced target ids, how many first target ids go unscored
 
 
 class ImportanceError(InputError):
@@ -187,7 +188,7 @@ class ForcedPairs:
         return ForcedPairs(*(tensor.repeat(times, 1) for tensor in (self.src, self.tgt_in, self.tgt_out, self.scored)))
 
 
-def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) -> tuple[list[tuple[list[int], list[int], int]], int]:
+def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) -> tuple[list[Encoded], int]:
     """Per pair the source ids, the forced target (a target language's code where the model needs one, the
     reference, the end token) and how many of its first tokens are not scored; and how many pairs have
     characters a vocabulary lacks (each became its unknown token). One line for a reference that is empty or
@@ -210,7 +211,7 @@ def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) 
     return encoded, unknown
 
 
-def forced_batches(translator: Translator, encoded: Sequence[tuple[list[int], list[int], int]], *,
+def forced_batches(translator: Translator, encoded: Sequence[Encoded], *,
                    tokens_per_pass: int = TOKENS_PER_PASS) -> list[ForcedPairs]:
     """The encoded pairs, shortest targets first, in batches of at most ``tokens_per_pass`` padded tokens
     (at least one pair each)."""
@@ -323,7 +324,8 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
                                 chunk_gates(chunk, shape, rows=batch.rows, like=like))
                 totals[start:end] += nll.view(len(chunk), -1).double().sum(dim=1).cpu().numpy()
             done = end - 1  # heads scored so far
-            if progress is not None and done and progress(done, len(heads), "{}:{}:{}".format(*heads[done - 1])) is False:
+            label = "{}:{}:{}".format(*heads[done - 1]) if done else ""
+            if progress is not None and done and progress(done, len(heads), label) is False:
                 return None
     means = totals / sum(int(batch.scored.sum()) for batch in batches)
     result = HeadImportance(metric="nll", baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)

@@ -37,8 +37,9 @@ def forced_nll(translator: Translator, pairs, ablation: Ablation) -> float:
     """The pooled NLL per token of the references through forced decoding with ``ablation``, pair by pair."""
     total, tokens = 0.0, 0
     for source, reference in pairs:
-        result = finish(translator.decode(translator.source(source), mode="forced", target_ids=translator.target(reference),
-                                          need_weights=False, ablation=ablation))[0]
+        steps = translator.decode(translator.source(source), mode="forced", target_ids=translator.target(reference),
+                                  need_weights=False, ablation=ablation)
+        result = finish(steps)[0]
         total -= result.log_prob
         tokens += len(result.token_ids)
     return total / tokens
