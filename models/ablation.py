@@ -13,10 +13,13 @@ This module imports no torch, so the app's plain-data side (session, view-model)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .errors import InputError
 from .trace import KINDS
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 Entry = tuple[str, int, "int | None"]
 Shape = Mapping[str, tuple[int, int]]  # kind → (layers, heads), as ``Seq2Seq.attention_shape()`` gives
@@ -43,6 +46,10 @@ class Ablation:
     def parse(cls, specs: Iterable[str]) -> "Ablation":
         """Specs ``KIND:LAYER:HEAD`` (``HEAD`` may be ``*``: the whole layer), e.g. ``cross:0:1``."""
         return cls.of(parse_spec(spec) for spec in specs)
+
+    def widened(self, kind: str, layer: int, *tensors):
+        """``tensors`` as they are: an ablation runs one copy of the batch (see ``HeadGates.widened``)."""
+        return tensors
 
     def heads_off(self, kind: str, layer: int, heads: int) -> tuple[int, ...]:
         """The heads of ``kind`` layer ``layer`` (which has ``heads`` heads) that are off, ascending."""
@@ -98,6 +105,41 @@ class Ablation:
 
 
 NO_ABLATION = Ablation()
+
+
+class HeadGates:
+    """Per ``(kind, layer)`` a float tensor ``[rows, heads]`` (or ``[1, heads]`` for every row) that multiplies
+    each head's output where an ``Ablation`` zeroes it: a gate of 0 is ``--ablate``, and one forward pass can
+    switch a different head off in each row (models/importance.py). Models read it through the same
+    ``heads_off`` as an ``Ablation``; a layer without a gate adds no operation."""
+
+    def __init__(self, gates: "Mapping[tuple[str, int], Tensor]", *, copies: int = 1,
+                 widen_at: tuple[str, int] | None = None):
+        self.gates = dict(gates)
+        self.copies, self.widen_at = copies, widen_at
+
+    def __bool__(self) -> bool:
+        return bool(self.gates)
+
+    def widened(self, kind: str, layer: int, *tensors):
+        """``tensors`` (``[B, ...]`` or None) repeated ``copies`` times in the batch dimension (copy ``c`` in rows
+        ``c·B … c·B + B − 1``) from the layer ``widen_at`` on, else as they are. A model whose ``widens_gates`` is
+        True calls this before each layer (a decoder layer as ``dec_self``) on what the layer reads, so the layers
+        below the first gated one run once for every copy: the gates then have ``copies · B`` rows."""
+        if self.widen_at is None or self.copies == 1 or _stage(kind, layer) < _stage(*self.widen_at):
+            return tensors
+        rows = next(iter(self.gates.values())).shape[0]
+        return tuple(tensor if tensor is None or tensor.shape[0] == rows else
+                     tensor.repeat(self.copies, *[1] * (tensor.dim() - 1)) for tensor in tensors)
+
+    def heads_off(self, kind: str, layer: int, heads: int) -> "Tensor | tuple[int, ...]":
+        """This layer's gate, or ``()`` (no head touched)."""
+        return self.gates.get((kind, layer), ())
+
+
+def _stage(kind: str, layer: int) -> tuple[bool, int]:
+    """Where a layer runs: the encoder's layers, then the decoder's."""
+    return kind != "enc_self", layer
 
 
 def _order(entry: Entry) -> tuple:

@@ -65,6 +65,16 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
     return output, weights
 
 
+def switch_heads(heads_out: Tensor, heads_off: "Sequence[int] | Tensor") -> Tensor:
+    """``heads_out`` ``[B, H, ...]`` with an ablation's ``heads_off`` applied (models/ablation.py): the listed
+    heads zeroed, or each row's heads multiplied by a gate ``[B or 1, H]`` (``HeadGates``)."""
+    if isinstance(heads_off, Tensor):
+        return heads_out * heads_off.reshape(*heads_off.shape, *[1] * (heads_out.dim() - 2))
+    if heads_off:
+        return heads_out.index_fill(1, torch.tensor(heads_off, device=heads_out.device), 0.0)
+    return heads_out
+
+
 class MultiHeadAttention(nn.Module):
     """Project q, k, v (one linear each, all heads at once), scaled dot-product per head, combine.
 
@@ -99,19 +109,18 @@ class MultiHeadAttention(nn.Module):
         return self.split_heads(self.key(key)), self.split_heads(self.value(value))
 
     def attend(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, bias: Tensor | None = None,
-               need_weights: bool = True, heads_off: Sequence[int] = ()) -> tuple[Tensor, Tensor | None]:
+               need_weights: bool = True, heads_off: Sequence[int] | Tensor = ()) -> tuple[Tensor, Tensor | None]:
         """Shape: query ``[B, Q, E]``, k/v ``[B, H, K, D]``, bias broadcastable to ``[B, H, Q, K]`` → output
         ``[B, Q, E]``, weights ``[B, H, Q, K]``.
 
-        ``heads_off`` (models/ablation.py): these heads' outputs are zeroed before the heads are combined;
-        the weights they computed are still returned.
+        ``heads_off`` (models/ablation.py): these heads' outputs are zeroed (or, a gate ``[B or 1, H]``,
+        scaled) before the heads are combined; the weights they computed are still returned.
         """
         q = self.split_heads(self.query(query))  # [B, H, Q, D]
         dropout = self.dropout if self.training else 0.0
         heads_out, weights = scaled_dot_product(q, k, v=v, mask=mask, scale=self.scale, bias=bias, dropout=dropout,
                                                 need_weights=need_weights)
-        if heads_off:
-            heads_out = heads_out.index_fill(1, torch.tensor(heads_off, device=heads_out.device), 0.0)
+        heads_out = switch_heads(heads_out, heads_off)
         batch, _, length, _ = heads_out.shape
         combined = heads_out.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim)  # [B, Q, H·D]
         return (self.output(combined) if self.output is not None else combined), weights

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .ablation import NO_ABLATION, Ablation
-from .attention import AdditiveAttention, MultiHeadAttention
+from .attention import AdditiveAttention, MultiHeadAttention, switch_heads
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import RNNConfig
 from .masks import target_mask
@@ -136,8 +136,8 @@ class LuongDecoder(nn.Module):
         mask = state.src_mask[:, 0, 0, :]
         weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [B, S]
         context = torch.einsum("bs,bsn->bn", weights, memory)
-        if state.ablation.heads_off("cross", 0, 1):  # the one head switched off: no context reaches the output
-            context = torch.zeros_like(context)
+        # the one head switched off: no context reaches the output
+        context = switch_heads(context[:, None], state.ablation.heads_off("cross", 0, 1))[:, 0]
         attentional = self.combine(torch.cat([context, query], dim=-1))
         if self.combine_tanh:
             attentional = torch.tanh(attentional)
@@ -184,8 +184,8 @@ class GRUDecoder(nn.Module):
         if self.attention is not None:
             query = (state.hidden if self.query_source == "hidden" else embedded)[:, None]  # [B, 1, N]
             context, weights = self._attend(query, state, mask[:, None, None, :])  # [B, 1, N], [B, 1, 1, S]
-            if state.ablation.heads_off("cross", 0, 1):  # the one head switched off: the cell reads no context
-                context = torch.zeros_like(context)
+            # the one head switched off: the cell reads no context
+            context = switch_heads(context, state.ablation.heads_off("cross", 0, 1))
             cell_input = torch.cat([embedded, context[:, 0]], dim=-1)  # [B, 2N]
             weights = weights[:, :, 0]
         state.hidden = self.cell(cell_input, state.hidden)

@@ -213,6 +213,7 @@ def relative_position_buckets(distance: Tensor, buckets: int, max_distance: int,
 
 class TransformerSeq2Seq(Seq2Seq):
     kinds = ("enc_self", "dec_self", "cross")
+    widens_gates = True  # models/ablation.py: HeadGates.widened
 
     def __init__(self, config: TransformerConfig):
         super().__init__(config)
@@ -262,6 +263,7 @@ class TransformerSeq2Seq(Seq2Seq):
         bias = self.relative_bias(self.encoder_relative_bias, length, length, offset=0, bidirectional=True)
         weights = []
         for index, layer in enumerate(self.encoder_layers):
+            x, src_mask = ablation.widened("enc_self", index, x, src_mask)
             x, layer_weights = layer(x, src_mask, need_weights=need_weights, bias=bias,
                                      heads_off=ablation.heads_off("enc_self", index, self.config.heads))
             weights.append(kept(layer_weights))
@@ -279,6 +281,7 @@ class TransformerSeq2Seq(Seq2Seq):
         self_weights, cross_weights = [], []
         heads = self.config.heads
         for index, layer in enumerate(self.decoder_layers):
+            x, memory, src_mask, self_mask = ablation.widened("dec_self", index, x, memory, src_mask, self_mask)
             cache = caches[index] if caches is not None else None
             x, self_w, cross_w = layer(x, memory, self_mask=self_mask, cross_mask=src_mask, cache=cache,
                                        need_weights=need_weights, self_bias=bias,

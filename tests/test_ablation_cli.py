@@ -70,7 +70,7 @@ def test_evaluate_scores_the_ablated_model(capsys, pig_pairs):
 
 
 def test_importance_ranks_first_a_head_the_task_cannot_do_without(capsys, pig_pairs):
-    code, out, err = cli(capsys, "importance", "-c", DEMO, "--data", pig_pairs, "--json")
+    code, out, err = cli(capsys, "importance", "-c", DEMO, "--data", pig_pairs, "--json", "--metric", "exact")
     assert code == 0
     assert err.splitlines()[-1] == "attnviz: importance: 6/6 heads (cross:2:0), about 0 s left"
     document = json.loads(out)
@@ -85,7 +85,8 @@ def test_importance_ranks_first_a_head_the_task_cannot_do_without(capsys, pig_pa
     assert document["baseline"] >= 75 and document["baseline"] - top["drop"] <= 25
     assert last["drop"] <= 10
 
-    code, out, _ = cli(capsys, "importance", "-c", DEMO, "--data", pig_pairs, "--kind", "cross", "--limit", "4")
+    code, out, _ = cli(capsys, "importance", "-c", DEMO, "--data", pig_pairs, "--kind", "cross", "--limit", "4",
+                       "--metric", "exact")
     assert code == 0 and out.startswith(f"4 sentences (4 pairs from {pig_pairs}), exact match % ")
     assert "cross-attention: exact match % drop" in out and "decoder self-attention" not in out
     assert "most important: cross:" in out

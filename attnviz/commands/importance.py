@@ -6,6 +6,12 @@ layers × heads table per kind. The score is evaluate's: chrF, or exact match (i
 target side is characters. A bundled demo is scored on its own reference translations when no --data is
 given. Progress, with the time left, goes to stderr; --json prints one document with every table and the
 heads ranked by drop.
+
+--metric nll (the default) asks the question without decoding: the references' mean NLL per token under
+teacher forcing, each head's entry being the NLL with it off minus the NLL with every head on, many heads
+in one forward pass. --method gradient estimates the same from one forward and backward pass and adds
+Michel et al.'s importance |∂L/∂ξ| (--normalize layer: divided by each layer's L2 norm). --metric chrf or
+exact decodes every pair again per head and scores the outputs (the output-level question; slow).
 """
 
 from __future__ import annotations
@@ -35,6 +41,20 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
                         help="stop outputs after N tokens (default: twice the longest reference plus 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_importance_options(parser)
+
+
+def add_importance_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metric", choices=("nll", "chrf", "exact"), default="nll",
+                        help="nll (default): the references' mean NLL per token under teacher forcing, many heads "
+                             "per forward pass; chrf/exact: decode every pair again per head and score the outputs "
+                             "(slow; --beam and --max-len apply)")
+    parser.add_argument("--method", choices=("ablation", "gradient"), default="ablation",
+                        help="ablation (default): switch each head off; gradient (NLL only): one forward and "
+                             "backward pass, the first-order NLL change and Michel et al.'s importance |∂L/∂ξ|")
+    parser.add_argument("--normalize", choices=("none", "layer"), default="none",
+                        help="gradient: the importance table printed, raw or divided by each layer's L2 norm "
+                             "(default: none)")
 
 
 class ProgressReport:
@@ -66,36 +86,68 @@ def duration(seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from models.importance import head_importance
+    from models.importance import ImportanceError
 
+    if args.method == "gradient" and args.metric != "nll":
+        raise ImportanceError(f"--method gradient differentiates the NLL: it cannot score {args.metric}")
     shape = model_shape(args)
     pairs, corpus = corpus_pairs(args)
     translator = open_translator(args)
     heads = sum(layers * count for kind, (layers, count) in shape.items() if not args.kind or kind in args.kind)
-    if heads and all(kind in shape for kind in args.kind or ()):  # else head_importance says what is missing
+    # Decoding again per head, the first progress line comes after two runs: say what is under way. (The NLL's
+    # passes report at once, and a reference too long for them must stay a one-line error.)
+    if args.metric != "nll" and heads and all(kind in shape for kind in args.kind or ()):
         print(f"attnviz: importance: scoring {corpus} with every head on, then with each of {heads} heads off",
               file=sys.stderr, flush=True)
     report = ProgressReport()
-    importance = head_importance(translator, pairs, kinds=args.kind, beam=args.beam, max_len=args.max_len,
-                                 progress=report)
-    baseline = report.baseline_seconds(heads, importance.seconds)
+    importance = score_heads(args, translator, pairs, progress=report)
+    # Decoding again per head, the run with every head on is a run of its own; the NLL's passes share it.
+    baseline = report.baseline_seconds(heads, importance.seconds) if args.metric != "nll" else None
     if args.json:
-        print(json.dumps({"corpus": corpus, "baseline_seconds": round(baseline, 3), **importance.to_json()}))
+        timing = {} if baseline is None else {"baseline_seconds": round(baseline, 3)}
+        print(json.dumps({"corpus": corpus, **timing, **importance.to_json()}))
     else:
-        print("\n".join(table_lines(importance, corpus=corpus, baseline_seconds=baseline)))
+        print("\n".join(table_lines(importance, corpus=corpus, baseline_seconds=baseline, normalize=args.normalize)))
     return 0
 
 
-def table_lines(importance, *, corpus: str, baseline_seconds: float) -> list[str]:
-    """The baseline, one drop table per kind, and the five heads whose loss costs most."""
+def score_heads(args: argparse.Namespace, translator, pairs, progress):
+    """The importance ``--metric`` and ``--method`` ask for."""
+    from models.importance import ablation_importance, gradient_importance, head_importance
+
+    if args.method == "gradient":  # on the NLL: run() refused any other metric before the model loaded
+        importance = gradient_importance(translator, pairs, kinds=args.kind)
+    elif args.metric == "nll":
+        importance = ablation_importance(translator, pairs, kinds=args.kind, progress=progress)
+    else:
+        importance = head_importance(translator, pairs, kinds=args.kind, beam=args.beam, max_len=args.max_len,
+                                     progress=progress, metric=args.metric)
+    if importance.unknown_pairs:
+        print(f"attnviz: warning: {importance.unknown_pairs} of {importance.examples} pairs have characters the "
+              f"vocabulary lacks; each was scored as its unknown token", file=sys.stderr)
+    return importance
+
+
+def table_lines(importance, *, corpus: str, baseline_seconds: float | None, normalize: str = "none") -> list[str]:
+    """The baseline, one drop table per kind (and, for gradients, one importance table), and the five heads
+    whose loss costs most."""
     from models.importance import METRICS
 
     name = METRICS[importance.metric]
+    timing = (f"that run ≈{baseline_seconds:.1f} s; all {importance.seconds:.1f} s" if baseline_seconds is not None
+              else f"{importance.seconds:.1f} s")
     lines = [f"{importance.examples} sentences ({corpus}), {name} {importance.baseline:.2f} with every head on "
-             f"(that run ≈{baseline_seconds:.1f} s; all {importance.seconds:.1f} s)"]
+             f"({timing})"]
+    change = "rise" if importance.metric == "nll" else "drop"
+    estimated = "first-order estimate of the " if importance.method == "gradient" else ""
+    magnitudes = importance.normalized() if normalize == "layer" else importance.magnitudes
     for kind, table in importance.drops.items():
-        lines += ["", f"{KIND_NAMES[kind]}: {name} drop with the head off (positive = the head helps)"]
+        lines += ["", f"{KIND_NAMES[kind]}: {estimated}{name} {change} with the head off (positive = the head helps)"]
         lines += grid_lines(table)
+        if kind in magnitudes:
+            scale = ", each layer divided by its L2 norm" if normalize == "layer" else ""
+            lines += ["", f"{KIND_NAMES[kind]}: importance |∂L/∂ξ| (Michel et al.{scale})"]
+            lines += grid_lines(magnitudes[kind])
     lines += ["", "most important: " + ", ".join(f"{kind}:{layer}:{head} ({drop:+.2f})"
                                                  for kind, layer, head, drop in importance.ranking()[:5])]
     return lines
