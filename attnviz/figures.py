@@ -274,3 +274,45 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
                              f"text-anchor='end' {FONT}>{html.escape(key_labels[c])}</text>")
     parts += _colour_bar(levels, lut, x=left + grid.cols * (panel_w + gap) + 12, y=top + 14, height=panel_h)
     return _document((width, height), body=parts, caption=caption)
+
+
+CURVE_COLOURS = {"increasing": "#1f77b4", "decreasing": "#d62728", "random": "#7f7f7f"}
+CURVE_NAMES = {"increasing": "least important first", "decreasing": "most important first",
+               "random": "random order"}
+PLOT_WIDTH, PLOT_HEIGHT = 520.0, 300.0
+
+
+def prune_curve_svg(curves: dict[str, np.ndarray], *, title: str, metric_name: str,
+                    caption: Caption | None = None) -> str:
+    """The pruning curves as a line chart: the score (y) with the first k heads of each order switched off
+    (x: k), one line per order, with a legend; every point has its value as a tooltip."""
+    left, top = 64.0, 40.0
+    points = max(len(curve) for curve in curves.values())
+    values = np.concatenate([np.asarray(curve, dtype=float) for curve in curves.values()])
+    low, high = float(values.min()), float(values.max())
+    low, high = (low - 0.5, high + 0.5) if high - low < 1e-12 else (low, high)
+    x = lambda k: left + PLOT_WIDTH * k / max(points - 1, 1)  # noqa: E731
+    y = lambda value: top + PLOT_HEIGHT * (high - value) / (high - low)  # noqa: E731
+    parts = [f"<text x='{left}' y='22' font-size='{TITLE_SIZE}' {FONT}>{html.escape(title)}</text>",
+             f"<rect x='{left}' y='{top}' width='{PLOT_WIDTH}' height='{PLOT_HEIGHT}' fill='none' stroke='#999999'/>"]
+    for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
+        value, k = low + (high - low) * fraction, round((points - 1) * fraction)
+        parts += [f"<text x='{left - 6}' y='{y(value) + 4:.2f}' font-size='10' text-anchor='end' {FONT}>{value:.3g}</text>",
+                  f"<text x='{x(k):.2f}' y='{top + PLOT_HEIGHT + 14}' font-size='10' text-anchor='middle' {FONT}>{k}</text>"]
+    parts += [f"<text x='{left + PLOT_WIDTH / 2}' y='{top + PLOT_HEIGHT + 32}' font-size='11' text-anchor='middle' "
+              f"{FONT}>heads switched off</text>",
+              f"<text x='16' y='{top + PLOT_HEIGHT / 2}' font-size='11' text-anchor='middle' {FONT} "
+              f"transform='rotate(-90 16 {top + PLOT_HEIGHT / 2})'>{html.escape(metric_name)}</text>"]
+    for index, (order, curve) in enumerate(curves.items()):
+        colour = CURVE_COLOURS.get(order, "#000000")
+        path = " ".join(f"{x(k):.2f},{y(value):.2f}" for k, value in enumerate(curve))
+        parts.append(f"<polyline points='{path}' fill='none' stroke='{colour}' stroke-width='2'>"
+                     f"<title>{html.escape(CURVE_NAMES.get(order, order))}</title></polyline>")
+        parts += [f"<circle cx='{x(k):.2f}' cy='{y(value):.2f}' r='2' fill='{colour}'><title>{k} off: {value:.4g}"
+                  f"</title></circle>" for k, value in enumerate(curve)]
+        legend_y = top + 16 + 16 * index
+        parts += [f"<line x1='{left + PLOT_WIDTH + 16}' y1='{legend_y - 4}' x2='{left + PLOT_WIDTH + 36}' "
+                  f"y2='{legend_y - 4}' stroke='{colour}' stroke-width='2'/>",
+                  f"<text x='{left + PLOT_WIDTH + 42}' y='{legend_y}' font-size='11' {FONT}>"
+                  f"{html.escape(CURVE_NAMES.get(order, order))}</text>"]
+    return _document((left + PLOT_WIDTH + 190, top + PLOT_HEIGHT + 44), body=parts, caption=caption)

@@ -60,3 +60,9 @@ def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, layer: int, 
                          caption=caption)
     return save_figure(figure, output, size=(size[0] * 3, size[1]))
 
+
+
+def render_figure(svg: str, output: Path) -> Path:
+    """A figure from attnviz/figures.py written to ``output``: the SVG as it is, or a PNG at 2× drawn by Qt."""
+    _application()
+    return save_figure(svg, output)

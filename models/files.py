@@ -8,8 +8,8 @@ behind; the failure is one line naming the file (``WriteError``).
 
 Safetensors files are read into memory before their tensors are used, never memory-mapped: a memory-mapped
 file that is rewritten while it is read ends the process with SIGBUS, a file read gives a clear error at worst.
-Checkpoints are read one tensor at a time (``iter_safetensors``), each into its own buffer that becomes the
-tensor, so loading a model costs one copy of its weights, not the file's bytes plus the tensors made from them.
+Checkpoints are read one tensor at a time (``models.checkpoint.iter_safetensors``), each into its own buffer
+that becomes the tensor: loading a model costs one copy of its weights, not the file's bytes plus the tensors.
 """
 
 from __future__ import annotations
@@ -201,77 +201,3 @@ def read_safetensors(path: str | Path) -> tuple[dict, dict[str, str]]:
         text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CheckpointError(path, f"not a readable safetensors file ({text})") from None
     return tensors, metadata if isinstance(metadata, dict) else {}
-
-
-# The element types of safetensors' header (little-endian on disk, as on every platform torch runs on here).
-SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-                      "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
-
-
-def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[str, Any]]:
-    """Each tensor of a safetensors file as ``(name, tensor)``, in file order, read with ordinary reads into a
-    buffer of its own (the tensor's memory: no second copy); floating tensors converted to ``dtype`` when given,
-    one at a time. A header that does not describe the file's bytes, or a file cut short, is one line."""
-    import torch
-
-    path = existing_file(path)
-    header = read_header(path)
-    entries = sorted(((name, entry) for name, entry in header.items() if name != "__metadata__"),
-                     key=lambda item: _offsets(path, item)[0])
-    scratch = bytearray()
-    try:
-        with open(path, "rb") as handle:
-            file_size = handle.seek(0, os.SEEK_END)
-            start = 8 + struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
-            data_size = file_size - start
-            for name, entry in entries:
-                begin, end = _offsets(path, (name, entry))
-                torch_dtype = getattr(torch, SAFETENSORS_DTYPES.get(entry.get("dtype"), ""), None)
-                if torch_dtype is None:
-                    raise CheckpointError(path, f"tensor {name[:60]!r} has an unknown dtype {entry.get('dtype')!r}")
-                shape = entry.get("shape")
-                count = 1
-                for size in shape:
-                    count *= size
-                if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
-                    raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
-                                                f"its place in the file: cut short?)")
-                convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
-                if count == 0:
-                    tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
-                elif convert:  # read into one reused buffer: a new one for each would fragment the heap
-                    if len(scratch) < end - begin:
-                        scratch = bytearray(end - begin)
-                    _read_exactly(path, handle, at=start + begin, size=end - begin, into=scratch)
-                    tensor = torch.frombuffer(scratch, dtype=torch_dtype, count=count).reshape(shape).to(dtype)
-                else:
-                    buffer = bytearray(end - begin)
-                    _read_exactly(path, handle, at=start + begin, size=len(buffer), into=buffer)
-                    tensor = torch.frombuffer(buffer, dtype=torch_dtype).reshape(shape)
-                    del buffer  # the tensor holds it
-                yield name, tensor
-    except OSError as error:
-        raise CheckpointError(path, f"cannot be read ({error.strerror or error})") from None
-
-
-def _offsets(path: Path, item: tuple[str, Any]) -> tuple[int, int]:
-    name, entry = item
-    offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-    if (not isinstance(offsets, list) or len(offsets) != 2
-            or not all(isinstance(value, int) and not isinstance(value, bool) for value in offsets)
-            or not 0 <= offsets[0] <= offsets[1] or not isinstance(entry.get("shape"), list)
-            or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in entry["shape"])):
-        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid place in the file)")
-    return offsets[0], offsets[1]
-
-
-def _read_exactly(path: Path, handle, *, at: int, size: int, into: bytearray | None = None) -> bytes | bytearray:
-    handle.seek(at)
-    buffer = into if into is not None else bytearray(size)
-    view, done = memoryview(buffer)[:size], 0
-    while done < size:
-        got = handle.readinto(view[done:])
-        if not got:
-            raise CheckpointError(path, "the file ends early (cut short while copying, or rewritten while read)")
-        done += got
-    return buffer

@@ -391,3 +391,77 @@ def _check_gradient(gradient: Tensor | None, kind: str, layer: int) -> None:
         raise ImportanceError(f"this model's {kind} heads of layer {layer} give no gradient: use --method ablation")
     if not bool(torch.isfinite(gradient).all()):
         raise ImportanceError(f"the gradient at the {kind} heads of layer {layer} is not finite: use --method ablation")
+
+
+PRUNE_ORDERS = ("increasing", "decreasing", "random")
+
+
+@dataclass
+class PruneCurves:
+    """The score as heads are switched off cumulatively, in three orders of a :class:`HeadImportance`'s
+    ranking: least important first (``increasing``), most important first (``decreasing``) and a seeded random
+    order. ``curves[order][k]`` is the score with that order's first ``k`` heads off (``k`` = 0 … every head)."""
+
+    metric: str
+    seed: int
+    orders: dict[str, list[Head]] = field(default_factory=dict)
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"metric": self.metric, "seed": self.seed, "seconds": round(self.seconds, 3),
+                "orders": {order: ["{}:{}:{}".format(*head) for head in heads] for order, heads in self.orders.items()},
+                "scores": {order: curve.tolist() for order, curve in self.curves.items()}}
+
+
+def prune_orders(importance: HeadImportance, seed: int = 0) -> dict[str, list[Head]]:
+    """Every scored head, least important first, most important first, and in a random order from ``seed``."""
+    ranked = [(kind, layer, head) for kind, layer, head, _ in importance.ranking()]  # largest drop first
+    shuffled = list(ranked)
+    np.random.default_rng(seed).shuffle(shuffled)
+    return {"increasing": ranked[::-1], "decreasing": ranked, "random": shuffled}
+
+
+def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
+                 seed: int = 0, beam: int = 1, max_len: int | None = None,
+                 tokens_per_pass: int = TOKENS_PER_PASS) -> PruneCurves:
+    """:class:`PruneCurves` in ``importance``'s metric: the NLL from teacher-forced passes (one copy of the pairs
+    per point, as many points a pass as fit ``tokens_per_pass``), or chrF / exact match from decoding the pairs
+    again at every point."""
+    started = time.perf_counter()
+    result = PruneCurves(metric=importance.metric, seed=seed, orders=prune_orders(importance, seed))
+    for order, heads in result.orders.items():
+        if importance.metric == "nll":
+            result.curves[order] = _nll_curve(translator, pairs, heads, tokens_per_pass=tokens_per_pass)
+        else:
+            result.curves[order] = np.array([
+                metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,
+                                      ablation=Ablation.of(heads[:count])), importance.metric)
+                for count in range(len(heads) + 1)])
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _nll_curve(translator: Translator, pairs: Sequence[tuple[str, str]], heads: Sequence[Head], *,
+               tokens_per_pass: int) -> np.ndarray:
+    """The pooled NLL with ``heads[:k]`` off, for k = 0 … len(heads): copy ``c`` of a pass gates its own prefix."""
+    shape = translator.model.attention_shape()
+    encoded, _ = encode_references(translator, pairs)
+    batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
+    per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
+    like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
+    totals = np.zeros(len(heads) + 1)
+    with torch.inference_mode():
+        for start in range(0, len(heads) + 1, per_pass):
+            counts = range(start, min(start + per_pass, len(heads) + 1))
+            for batch in batches:
+                gates: dict[tuple[str, int], Tensor] = {}
+                for copy, count in enumerate(counts):
+                    for kind, layer, index in heads[:count]:
+                        gate = gates.get((kind, layer))
+                        if gate is None:
+                            gate = gates[(kind, layer)] = like.new_ones(len(counts) * batch.rows, shape[kind][1])
+                        gate[copy * batch.rows: (copy + 1) * batch.rows, index] = 0.0
+                nll = token_nll(translator, batch.repeated(len(counts)), HeadGates(gates, copies=len(counts)))
+                totals[start:start + len(counts)] += nll.view(len(counts), -1).double().sum(dim=1).cpu().numpy()
+    return totals / sum(int(batch.scored.sum()) for batch in batches)

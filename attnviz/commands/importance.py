@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from models.trace import KINDS
 
-from .common import (MAX_BEAM, MAX_OUTPUT_TOKENS, add_corpus_options, add_model_options, corpus_pairs, int_range,
-                     model_shape, open_translator)
+from .common import (MAX_BEAM, MAX_OUTPUT_TOKENS, add_corpus_options, add_model_options, add_output_option,
+                     corpus_pairs, int_range, model_shape, open_translator)
 from .stats import KIND_NAMES, grid_lines
 
 NAME = "importance"
@@ -52,6 +53,12 @@ def add_importance_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("ablation", "gradient"), default="ablation",
                         help="ablation (default): switch each head off; gradient (NLL only): one forward and "
                              "backward pass, the first-order NLL change and Michel et al.'s importance |∂L/∂ξ|")
+    parser.add_argument("--prune-curve", action="store_true",
+                        help="also score the pairs as heads are switched off cumulatively: least important first, "
+                             "most important first and in a random order (--seed); the curves are printed, in "
+                             "--json, and drawn to -o")
+    parser.add_argument("--seed", type=int, default=0, help="the random order of --prune-curve (default: 0)")
+    add_output_option(parser, "draw the --prune-curve figure to this .png or .svg file", required=False)
     parser.add_argument("--normalize", choices=("none", "layer"), default="none",
                         help="gradient: the importance table printed, raw or divided by each layer's L2 norm "
                              "(default: none)")
@@ -90,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.method == "gradient" and args.metric != "nll":
         raise ImportanceError(f"--method gradient differentiates the NLL: it cannot score {args.metric}")
+    if args.output is not None:
+        if not args.prune_curve:
+            raise ImportanceError("-o draws the pruning curves: add --prune-curve")
+        from ..export import IMAGE_SUFFIXES, check_output
+
+        check_output(args.output, IMAGE_SUFFIXES)
     shape = model_shape(args)
     pairs, corpus = corpus_pairs(args)
     translator = open_translator(args)
@@ -103,12 +116,58 @@ def run(args: argparse.Namespace) -> int:
     importance = score_heads(args, translator, pairs, progress=report)
     # Decoding again per head, the run with every head on is a run of its own; the NLL's passes share it.
     baseline = report.baseline_seconds(heads, importance.seconds) if args.metric != "nll" else None
+    curves = prune_curves_for(args, translator, pairs, importance=importance) if args.prune_curve else None
     if args.json:
         timing = {} if baseline is None else {"baseline_seconds": round(baseline, 3)}
-        print(json.dumps({"corpus": corpus, **timing, **importance.to_json()}))
+        extra = {} if curves is None else {"prune_curve": curves.to_json()}
+        print(json.dumps({"corpus": corpus, **timing, **importance.to_json(), **extra}))
     else:
-        print("\n".join(table_lines(importance, corpus=corpus, baseline_seconds=baseline, normalize=args.normalize)))
+        lines = table_lines(importance, corpus=corpus, baseline_seconds=baseline, normalize=args.normalize)
+        print("\n".join(lines + (curve_lines(curves) if curves is not None else [])))
+    if curves is not None and args.output is not None:
+        draw_curves(args, curves, corpus=corpus)
     return 0
+
+
+def prune_curves_for(args: argparse.Namespace, translator, pairs, *, importance):
+    from models.importance import prune_curves
+
+    print(f"attnviz: importance: pruning curves, {3 * (sum(table.size for table in importance.drops.values()) + 1)} "
+          f"scorings", file=sys.stderr, flush=True)
+    return prune_curves(translator, pairs, importance, seed=args.seed, beam=args.beam, max_len=args.max_len)
+
+
+def curve_lines(curves) -> list[str]:
+    """Each order's score at 0, ¼, ½, ¾ and every head switched off."""
+    from models.importance import METRICS
+
+    heads = len(next(iter(curves.curves.values()))) - 1
+    marks = sorted({round(heads * fraction) for fraction in (0, 0.25, 0.5, 0.75, 1)})
+    lines = ["", f"pruning curves: {METRICS[curves.metric]} with the first k heads off ({curves.seconds:.1f} s)",
+             "k".rjust(24) + "".join(f"{mark:>9d}" for mark in marks)]
+    names = {"increasing": "least important first", "decreasing": "most important first",
+             "random": f"random (seed {curves.seed})"}
+    for order, curve in curves.curves.items():
+        lines.append(names[order].rjust(24) + "".join(f"{curve[mark]:9.3f}" for mark in marks))
+    return lines
+
+
+def draw_curves(args: argparse.Namespace, curves, *, corpus: str) -> None:
+    """The figure (SVG as is; PNG drawn by Qt, loaded only now)."""
+    from pathlib import Path
+
+    from models.importance import METRICS
+
+    from ..figures import prune_curve_svg
+
+    svg = prune_curve_svg(curves.curves, title=f"Heads switched off cumulatively: {Path(args.checkpoint).stem}",
+                          metric_name=METRICS[curves.metric])
+    if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from ..rendering import render_figure  # Qt loads only now
+
+    output = render_figure(svg, args.output)
+    print(f"wrote {output} ({corpus})", file=sys.stderr)
 
 
 def score_heads(args: argparse.Namespace, translator, pairs, progress):
