@@ -77,6 +77,9 @@ class TransformerConfig:
     ``feed_forward_bias``: biases of those maps.
     ``residual_scale``: every residual connection adds ``residual_scale × x`` instead of ``x`` (JoeyNMT's
     ``alpha``).
+    ``heads`` and ``d_ff`` hold for both stacks unless ``decoder_heads``/``decoder_d_ff`` (0: the same) give the
+    decoder's own (Marian and BART configs may differ per side); the decoder's heads serve its self- and its
+    cross-attention. ``d_head`` (0: d_model // that side's heads) is one size for both.
     """
 
     arch: str
@@ -86,6 +89,8 @@ class TransformerConfig:
     heads: int = 4
     d_head: int = 0  # 0: d_model // heads
     d_ff: int = 1024
+    decoder_heads: int = 0  # 0: heads
+    decoder_d_ff: int = 0  # 0: d_ff
     encoder_layers: int = 3
     decoder_layers: int = 3
     dropout: float = 0.1
@@ -120,15 +125,30 @@ class TransformerConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_head or self.d_model // self.heads
+        return self.head_dim_of("encoder")
+
+    def heads_of(self, side: str) -> int:
+        """The heads of each attention in the ``"encoder"`` or ``"decoder"`` stack."""
+        return self.decoder_heads or self.heads if side == "decoder" else self.heads
+
+    def head_dim_of(self, side: str) -> int:
+        return self.d_head or self.d_model // self.heads_of(side)
+
+    def d_ff_of(self, side: str) -> int:
+        """The feed-forward width of the ``"encoder"`` or ``"decoder"`` stack."""
+        return self.decoder_d_ff or self.d_ff if side == "decoder" else self.d_ff
 
     def validate(self) -> None:
         check_config_fields(self)
         _check_choice("arch", self.arch, TRANSFORMER_ARCHS)
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "d_model", "heads", "d_ff",
                         "encoder_layers", "decoder_layers", "max_len")
-        _require(self.d_head > 0 or self.d_model % self.heads == 0,
-                 f"d_model ({self.d_model}) must be divisible by heads ({self.heads}) unless d_head is set")
+        for name in ("decoder_heads", "decoder_d_ff"):
+            value = getattr(self, name)
+            _require(value >= 0, f"{name} must be 0 (as the encoder) or a positive integer; got {value!r}")
+        for name, heads in (("heads", self.heads), ("decoder_heads", self.decoder_heads)):
+            _require(self.d_head > 0 or heads == 0 or self.d_model % heads == 0,
+                     f"d_model ({self.d_model}) must be divisible by {name} ({heads}) unless d_head is set")
         _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
         _check_choice("norm_position", self.norm_position, ("pre", "post"))
         _check_choice("activation", self.activation, ACTIVATIONS)
@@ -230,7 +250,7 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
+LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
                 "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
                 "residual_scale": 1.0,
                 "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",

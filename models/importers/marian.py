@@ -27,8 +27,8 @@ from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, read_safetensors,
-                     saved_as_one)
+from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_sizes,
+                     read_safetensors, saved_as_one)
 
 NAME = "marian"
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
@@ -102,7 +102,7 @@ def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_out
     return TransformerConfig(
         arch="transformer-postln", src_vocab_size=hf["vocab_size"],
         tgt_vocab_size=hf["vocab_size"] if shared else hf["decoder_vocab_size"],
-        d_model=hf["d_model"], heads=hf["encoder_attention_heads"], d_ff=hf["encoder_ffn_dim"],
+        d_model=hf["d_model"], **hf_sizes(hf),
         encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
         max_len=hf["max_position_embeddings"], norm_position="post", final_norm=False, layer_norm_eps=1e-5,
         activation=activation, positions="half_split", scale_embedding=bool(hf["scale_embedding"]),
