@@ -283,3 +283,21 @@ def test_heads_and_feed_forward_widths_may_differ_per_side(tmp_path):
                            checkpoint.target_tokenizer, checkpoint.provenance)
     assert_logits_and_every_head_equal(load_checkpoint(path).model, original, pad)
 
+
+def test_separate_vocabularies_of_unequal_size_keep_the_target_ids(tmp_path):
+    """opus-mt folders with ``separate_vocabs``: the decoder's table, the output and the start token (the
+    target's ``<pad>``) are the target vocabulary's, beyond the source vocabulary's last id."""
+    folder, original, tokenizer, start = build_marian(tmp_path, separate=True)
+    hf = original.config
+    assert hf.vocab_size <= start < hf.decoder_vocab_size  # the start token exists on the target side only
+    checkpoint = convert(folder)
+    config = checkpoint.config
+    assert (config.src_vocab_size, config.tgt_vocab_size) == (hf.vocab_size, hf.decoder_vocab_size)
+    assert (config.pad_id, config.bos_id) == (hf.pad_token_id, start)
+    assert_logits_and_every_head_equal(checkpoint.model, original, start)
+    pairs = greedy_pairs(checkpoint.model, original, tokenizer, start)
+    assert all(ours == expected for ours, expected in pairs), pairs
+    for text in SENTENCES:
+        assert checkpoint.source_tokenizer.encode(text, unknown="replace") + [0] == tokenizer(text).input_ids
+    for _, expected in pairs:
+        assert checkpoint.target_tokenizer.decode(expected) == tokenizer.decode(expected, skip_special_tokens=True)
