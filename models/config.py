@@ -23,7 +23,8 @@ RNN_CELLS = ("gru", "lstm")
 INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "gelu_clipped", "quick_gelu", "relu2", "relu6", "leaky_relu",
+               "mish", "hardswish", "tanh", "sigmoid", "linear", "sqrt_softplus", "laplace")
 POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq", "none")
 NORM_KINDS = ("layer_norm", "unbiased_std", "rms")
 

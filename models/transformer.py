@@ -20,8 +20,15 @@ from .config import TransformerConfig
 from .masks import target_mask
 from .intermediates import Intermediates, kept
 
+# Laplace's mean and width as transformers' LaplaceActivation has them (MEGA's attention activation).
+LAPLACE_MU, LAPLACE_SIGMA = 0.707107, 0.282095
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-               "swish": F.silu}
+               "swish": F.silu, "gelu_clipped": lambda x: F.gelu(x).clamp(-10.0, 10.0),
+               "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x), "relu2": lambda x: F.relu(x).square(),
+               "relu6": F.relu6, "leaky_relu": F.leaky_relu, "mish": F.mish, "hardswish": F.hardswish,
+               "tanh": torch.tanh, "sigmoid": torch.sigmoid, "linear": lambda x: x,
+               "sqrt_softplus": lambda x: F.softplus(x).sqrt(),
+               "laplace": lambda x: 0.5 * (1.0 + torch.erf((x - LAPLACE_MU) / (LAPLACE_SIGMA * math.sqrt(2.0))))}
 
 
 class UnbiasedStdNorm(nn.Module):

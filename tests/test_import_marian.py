@@ -301,3 +301,12 @@ def test_separate_vocabularies_of_unequal_size_keep_the_target_ids(tmp_path):
         assert checkpoint.source_tokenizer.encode(text, unknown="replace") + [0] == tokenizer(text).input_ids
     for _, expected in pairs:
         assert checkpoint.target_tokenizer.decode(expected) == tokenizer.decode(expected, skip_special_tokens=True)
+
+
+def test_a_gelu_new_model_converts_exactly(tmp_path):
+    folder, original, tokenizer, start = build_marian(tmp_path, activation_function="gelu_new")
+    checkpoint = convert(folder)
+    assert checkpoint.config.activation == "gelu_tanh"
+    assert_logits_and_every_head_equal(checkpoint.model, original, start)
+    pairs = greedy_pairs(checkpoint.model, original, tokenizer, start)
+    assert all(ours == expected for ours, expected in pairs), pairs

@@ -466,7 +466,14 @@ def provenance(format_name: str, source: Source, settings: Settings, inferred: d
     return {"imported_from": record}
 
 
-HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # Hugging Face name → ours
+# transformers' ACT2FN name → ours. The tanh approximations of GELU are one function written four ways (they
+# differ by float rounding only); prelu and xielu learn parameters no config of ours holds.
+HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu", "gelu_python": "gelu",
+                  "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
+                  "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh", "gelu_10": "gelu_clipped",
+                  "quick_gelu": "quick_gelu", "relu2": "relu2", "relu6": "relu6", "leaky_relu": "leaky_relu",
+                  "mish": "mish", "hardswish": "hardswish", "tanh": "tanh", "sigmoid": "sigmoid", "linear": "linear",
+                  "sqrtsoftplus": "sqrt_softplus", "laplace": "laplace"}
 
 
 def hf_sizes(hf: dict[str, Any]) -> dict[str, int]:

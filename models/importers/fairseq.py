@@ -68,7 +68,7 @@ BOS, PAD, EOS, UNK = range(4)
 SPM_NAMES = ("sentencepiece.bpe.model", "sentencepiece.model", "spm.model", "spm.bpe.model")
 CODES_NAMES = ("bpecodes", "bpe.codes", "codes", "code")
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh",
-               "swish": "swish"}
+               "swish": "swish", "relu_squared": "relu2", "tanh": "tanh", "linear": "linear"}
 SUPPORTED = ("the transformer family (post- or pre-LN, sinusoidal or learned positions, layernorm_embedding, "
              "shared embeddings) and the lstm family (uni- or bidirectional encoder, input feeding, attention) "
              "with one width and one head count for encoder and decoder")
