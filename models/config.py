@@ -45,6 +45,10 @@ def _check_special_ids(config: Any) -> None:
                  f"{name} must be a token id below the target vocabulary size ({config.tgt_vocab_size}); got {value!r}")
 
 
+def _check_min_output_len(config: Any) -> None:
+    _require(config.min_output_len >= 0, f"min_output_len must be 0 or more; got {config.min_output_len!r}")
+
+
 def _check_positive(config: Any, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
@@ -119,6 +123,7 @@ class TransformerConfig:
     feed_forward_bias: bool = True
     residual_scale: float = 1.0  # each sublayer adds residual_scale × its input (JoeyNMT's alpha)
     suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
+    min_output_len: int = 0  # greedy and beam search never end before this many tokens (fairseq, JoeyNMT: 1)
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -172,6 +177,7 @@ class TransformerConfig:
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
                  "share_embeddings needs equal source and target vocabulary sizes")
+        _check_min_output_len(self)
         _check_special_ids(self)
 
 
@@ -222,6 +228,7 @@ class RNNConfig:
     init_hidden: str = "encoder"
     attentional_bias: bool = False
     suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
+    min_output_len: int = 0  # greedy and beam search never end before this many tokens (fairseq, JoeyNMT: 1)
 
     def validate(self) -> None:
         check_config_fields(self)
@@ -243,6 +250,7 @@ class RNNConfig:
         _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
         _check_choice("attention_query", self.attention_query, ("hidden", "embedding"))
         _check_choice("additive_activation", self.additive_activation, ("relu", "tanh"))
+        _check_min_output_len(self)
         _check_special_ids(self)
 
 
@@ -256,7 +264,7 @@ LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "position_offset": 0, "tg
                 "residual_scale": 1.0,
                 "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",
                 "input_feeding": True, "init_hidden": "encoder", "attentional_bias": False,
-                "suppress_bos": False}
+                "suppress_bos": False, "min_output_len": 0}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

@@ -34,7 +34,7 @@ BOUNDS = {
     "d_model": 1 << 15, "hidden": 1 << 15, "d_head": 1 << 15, "d_ff": 1 << 17, "decoder_d_ff": 1 << 17,
     "heads": 1024, "decoder_heads": 1024,
     "encoder_layers": 256, "decoder_layers": 256, "embedding_size": 1 << 15,
-    "max_len": 1 << 17, "position_offset": 1 << 12,
+    "max_len": 1 << 17, "min_output_len": 1 << 17, "position_offset": 1 << 12,
     "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
 }

@@ -118,6 +118,14 @@ def _section(path: Path, data: dict[str, Any], *keys: str) -> dict[str, Any]:
     return value
 
 
+def _min_output_length(path: Path, data: dict[str, Any]) -> int:
+    """testing.min_output_length: JoeyNMT's search never ends a hypothesis before it (default 1)."""
+    value = _section(path, data, "testing").get("min_output_length", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CheckpointError(path, f"testing.min_output_length must be 0 or more; got {value!r}")
+    return value
+
+
 def _refuse(path: Path, what: str) -> CheckpointError:
     return CheckpointError(path, f"{what} is not supported; this version imports {SUPPORTED}")
 
@@ -139,7 +147,8 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     src_embeddings = _section(config_path, data, "model", "encoder", "embeddings")
     tgt_embeddings = src_embeddings if tied else _section(config_path, data, "model", "decoder", "embeddings")
     common = {"tied_embeddings": tied, "tied_softmax": bool(model.get("tied_softmax", False)),
-              "encoder_type": kinds[0], "decoder_type": kinds[1]}
+              "encoder_type": kinds[0], "decoder_type": kinds[1],
+              "min_output_length": _min_output_length(config_path, data)}
     if kinds == ("recurrent", "recurrent"):
         return {**common, **_rnn_settings(config_path, encoder, decoder=decoder, src_embeddings=src_embeddings,
                                           tgt_embeddings=tgt_embeddings)}
@@ -349,8 +358,8 @@ def _transformer_config(source: Source, state: dict[str, Tensor], values: dict[s
         activation=ACTIVATIONS[values["activation"]], positions="interleaved",
         scale_embedding=values["embeddings.scale"], share_embeddings=values["tied_embeddings"],
         tie_output=values["tied_softmax"], attention_bias=True, output_bias=False,
-        residual_scale=float(values["alpha"]), suppress_bos=True, pad_id=ids["pad"], bos_id=ids["bos"],
-        eos_id=ids["eos"], src_append_eos=True)
+        residual_scale=float(values["alpha"]), suppress_bos=True, min_output_len=values["min_output_length"],
+        pad_id=ids["pad"], bos_id=ids["bos"], eos_id=ids["eos"], src_append_eos=True)
 
 
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig) -> WeightMap:
@@ -399,7 +408,8 @@ def _rnn_config(values: dict[str, Any], ids: dict[str, int], vocabularies: dict[
         embedding_size=values["embedding_dim"] if values["embedding_dim"] != hidden else 0,
         luong_score="mlp" if values["attention"] == "bahdanau" else "general", rnn_cell=values["rnn_type"],
         input_feeding=values["input_feeding"], init_hidden=values["init_hidden"], attentional_bias=True,
-        suppress_bos=True, pad_id=ids["pad"], bos_id=ids["bos"], eos_id=ids["eos"], src_append_eos=True)
+        suppress_bos=True, min_output_len=values["min_output_length"], pad_id=ids["pad"], bos_id=ids["bos"],
+        eos_id=ids["eos"], src_append_eos=True)
 
 
 def _map_rnn_weights(source: Source, state: dict[str, Tensor], config: RNNConfig, values: dict[str, Any]) -> WeightMap:
