@@ -85,6 +85,9 @@ class TransformerConfig:
     ``heads`` and ``d_ff`` hold for both stacks unless ``decoder_heads``/``decoder_d_ff`` (0: the same) give the
     decoder's own (Marian and BART configs may differ per side); the decoder's heads serve its self- and its
     cross-attention. ``d_head`` (0: d_model // that side's heads) is one size for both.
+    ``decoder_norm_position`` ("": as ``norm_position``): the decoder's own placement (JoeyNMT builds pre-LN
+    encoders and post-LN decoders unless told otherwise); with one given, ``final_norm`` puts a norm after the
+    pre-LN stacks only, as JoeyNMT does.
     """
 
     arch: str
@@ -101,6 +104,7 @@ class TransformerConfig:
     dropout: float = 0.1
     max_len: int = 512
     norm_position: str = "pre"
+    decoder_norm_position: str = ""  # "": norm_position
     final_norm: bool = True
     pre_norm_kv: bool = False
     layer_norm_eps: float = 1e-5
@@ -140,6 +144,14 @@ class TransformerConfig:
     def head_dim_of(self, side: str) -> int:
         return self.d_head or self.d_model // self.heads_of(side)
 
+    def norm_position_of(self, side: str) -> str:
+        """"pre" or "post": where the ``"encoder"`` or ``"decoder"`` stack's sublayers normalise."""
+        return self.decoder_norm_position or self.norm_position if side == "decoder" else self.norm_position
+
+    def final_norm_of(self, side: str) -> bool:
+        """Whether the ``"encoder"`` or ``"decoder"`` stack ends with a norm."""
+        return self.final_norm and (not self.decoder_norm_position or self.norm_position_of(side) == "pre")
+
     def d_ff_of(self, side: str) -> int:
         """The feed-forward width of the ``"encoder"`` or ``"decoder"`` stack."""
         return self.decoder_d_ff or self.d_ff if side == "decoder" else self.d_ff
@@ -157,6 +169,7 @@ class TransformerConfig:
                      f"d_model ({self.d_model}) must be divisible by {name} ({heads}) unless d_head is set")
         _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
         _check_choice("norm_position", self.norm_position, ("pre", "post"))
+        _check_choice("decoder_norm_position", self.decoder_norm_position, ("", "pre", "post"))
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, NORM_KINDS)
@@ -259,7 +272,7 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
+LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": "", "position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
                 "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
                 "residual_scale": 1.0,
                 "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",

@@ -103,7 +103,7 @@ class AttentionSublayer(nn.Module):
                                             scale=config.scale_attention)
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.pre_norm = config.norm_position == "pre"
+        self.pre_norm = config.norm_position_of(side) == "pre"
         self.pre_norm_kv = config.pre_norm_kv
         self.residual_scale = config.residual_scale
 
@@ -146,7 +146,7 @@ class FeedForwardSublayer(nn.Module):
         self.activation = ACTIVATIONS[config.activation]
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.pre_norm = config.norm_position == "pre"
+        self.pre_norm = config.norm_position_of(side) == "pre"
         self.residual_scale = config.residual_scale
 
     def forward(self, x: Tensor) -> Tensor:
@@ -234,8 +234,8 @@ class TransformerSeq2Seq(Seq2Seq):
         if config.relative_buckets:  # one table per stack, shared by all its layers
             self.encoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads_of("encoder"))
             self.decoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads_of("decoder"))
-        self.encoder_norm = layer_norm(config) if config.final_norm else None
-        self.decoder_norm = layer_norm(config) if config.final_norm else None
+        self.encoder_norm = layer_norm(config) if config.final_norm_of("encoder") else None
+        self.decoder_norm = layer_norm(config) if config.final_norm_of("decoder") else None
         self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
         self.logit_scale = config.logit_scale
         if config.tie_output:

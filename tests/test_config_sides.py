@@ -32,3 +32,12 @@ def test_decoder_sizes_are_saved_and_built():
 def test_decoder_heads_must_divide_the_model_width():
     with pytest.raises(ConfigError, match=r"d_model \(24\) must be divisible by decoder_heads \(5\)"):
         make_config("transformer-preln", 20, 20, d_model=24, heads=4, decoder_heads=5)
+
+
+def test_a_decoder_norm_placement_of_its_own_keeps_the_final_norm_after_pre_ln_stacks_only():
+    config = make_config("transformer-preln", 20, 20, decoder_norm_position="post")
+    assert config_from_dict(config_to_dict(config)) == config
+    assert "decoder_norm_position" not in config_to_dict(make_config("transformer-preln", 20, 20))
+    model = TransformerSeq2Seq(config)
+    assert model.encoder_norm is not None and model.decoder_norm is None
+    assert model.encoder_layers[0].feed_forward.pre_norm and not model.decoder_layers[0].feed_forward.pre_norm
