@@ -23,7 +23,8 @@ RNN_CELLS = ("gru", "lstm")
 INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "gelu_clipped", "quick_gelu", "relu2", "relu6", "leaky_relu",
+               "mish", "hardswish", "tanh", "sigmoid", "linear", "sqrt_softplus", "laplace")
 POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq", "none")
 NORM_KINDS = ("layer_norm", "unbiased_std", "rms")
 
@@ -42,6 +43,10 @@ def _check_special_ids(config: Any) -> None:
         value = getattr(config, name)
         _require(isinstance(value, int) and 0 <= value < config.tgt_vocab_size,
                  f"{name} must be a token id below the target vocabulary size ({config.tgt_vocab_size}); got {value!r}")
+
+
+def _check_min_output_len(config: Any) -> None:
+    _require(config.min_output_len >= 0, f"min_output_len must be 0 or more; got {config.min_output_len!r}")
 
 
 def _check_positive(config: Any, *names: str) -> None:
@@ -77,6 +82,12 @@ class TransformerConfig:
     ``feed_forward_bias``: biases of those maps.
     ``residual_scale``: every residual connection adds ``residual_scale × x`` instead of ``x`` (JoeyNMT's
     ``alpha``).
+    ``heads`` and ``d_ff`` hold for both stacks unless ``decoder_heads``/``decoder_d_ff`` (0: the same) give the
+    decoder's own (Marian and BART configs may differ per side); the decoder's heads serve its self- and its
+    cross-attention. ``d_head`` (0: d_model // that side's heads) is one size for both.
+    ``decoder_norm_position`` ("": as ``norm_position``): the decoder's own placement (JoeyNMT builds pre-LN
+    encoders and post-LN decoders unless told otherwise); with one given, ``final_norm`` puts a norm after the
+    pre-LN stacks only, as JoeyNMT does.
     """
 
     arch: str
@@ -86,11 +97,14 @@ class TransformerConfig:
     heads: int = 4
     d_head: int = 0  # 0: d_model // heads
     d_ff: int = 1024
+    decoder_heads: int = 0  # 0: heads
+    decoder_d_ff: int = 0  # 0: d_ff
     encoder_layers: int = 3
     decoder_layers: int = 3
     dropout: float = 0.1
     max_len: int = 512
     norm_position: str = "pre"
+    decoder_norm_position: str = ""  # "": norm_position
     final_norm: bool = True
     pre_norm_kv: bool = False
     layer_norm_eps: float = 1e-5
@@ -113,6 +127,7 @@ class TransformerConfig:
     feed_forward_bias: bool = True
     residual_scale: float = 1.0  # each sublayer adds residual_scale × its input (JoeyNMT's alpha)
     suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
+    min_output_len: int = 0  # greedy and beam search never end before this many tokens (fairseq, JoeyNMT: 1)
     pad_id: int = 0
     bos_id: int = 2  # the start token fed to the decoder first
     eos_id: int = 3
@@ -120,17 +135,41 @@ class TransformerConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_head or self.d_model // self.heads
+        return self.head_dim_of("encoder")
+
+    def heads_of(self, side: str) -> int:
+        """The heads of each attention in the ``"encoder"`` or ``"decoder"`` stack."""
+        return self.decoder_heads or self.heads if side == "decoder" else self.heads
+
+    def head_dim_of(self, side: str) -> int:
+        return self.d_head or self.d_model // self.heads_of(side)
+
+    def norm_position_of(self, side: str) -> str:
+        """"pre" or "post": where the ``"encoder"`` or ``"decoder"`` stack's sublayers normalise."""
+        return self.decoder_norm_position or self.norm_position if side == "decoder" else self.norm_position
+
+    def final_norm_of(self, side: str) -> bool:
+        """Whether the ``"encoder"`` or ``"decoder"`` stack ends with a norm."""
+        return self.final_norm and (not self.decoder_norm_position or self.norm_position_of(side) == "pre")
+
+    def d_ff_of(self, side: str) -> int:
+        """The feed-forward width of the ``"encoder"`` or ``"decoder"`` stack."""
+        return self.decoder_d_ff or self.d_ff if side == "decoder" else self.d_ff
 
     def validate(self) -> None:
         check_config_fields(self)
         _check_choice("arch", self.arch, TRANSFORMER_ARCHS)
         _check_positive(self, "src_vocab_size", "tgt_vocab_size", "d_model", "heads", "d_ff",
                         "encoder_layers", "decoder_layers", "max_len")
-        _require(self.d_head > 0 or self.d_model % self.heads == 0,
-                 f"d_model ({self.d_model}) must be divisible by heads ({self.heads}) unless d_head is set")
+        for name in ("decoder_heads", "decoder_d_ff"):
+            value = getattr(self, name)
+            _require(value >= 0, f"{name} must be 0 (as the encoder) or a positive integer; got {value!r}")
+        for name, heads in (("heads", self.heads), ("decoder_heads", self.decoder_heads)):
+            _require(self.d_head > 0 or heads == 0 or self.d_model % heads == 0,
+                     f"d_model ({self.d_model}) must be divisible by {name} ({heads}) unless d_head is set")
         _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
         _check_choice("norm_position", self.norm_position, ("pre", "post"))
+        _check_choice("decoder_norm_position", self.decoder_norm_position, ("", "pre", "post"))
         _check_choice("activation", self.activation, ACTIVATIONS)
         _check_choice("positions", self.positions, POSITION_LAYOUTS)
         _check_choice("norm_kind", self.norm_kind, NORM_KINDS)
@@ -151,6 +190,7 @@ class TransformerConfig:
                  f"logit_scale must be a positive number; got {self.logit_scale!r}")
         _require(not self.share_embeddings or self.src_vocab_size == self.tgt_vocab_size,
                  "share_embeddings needs equal source and target vocabulary sizes")
+        _check_min_output_len(self)
         _check_special_ids(self)
 
 
@@ -201,6 +241,7 @@ class RNNConfig:
     init_hidden: str = "encoder"
     attentional_bias: bool = False
     suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
+    min_output_len: int = 0  # greedy and beam search never end before this many tokens (fairseq, JoeyNMT: 1)
 
     def validate(self) -> None:
         check_config_fields(self)
@@ -222,6 +263,7 @@ class RNNConfig:
         _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
         _check_choice("attention_query", self.attention_query, ("hidden", "embedding"))
         _check_choice("additive_activation", self.additive_activation, ("relu", "tanh"))
+        _check_min_output_len(self)
         _check_special_ids(self)
 
 
@@ -230,12 +272,12 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
+LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": "", "position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
                 "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
                 "residual_scale": 1.0,
                 "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",
                 "input_feeding": True, "init_hidden": "encoder", "attentional_bias": False,
-                "suppress_bos": False}
+                "suppress_bos": False, "min_output_len": 0}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

@@ -70,6 +70,7 @@ class _Decoder:
         self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
         self.suppress_bos = config.suppress_bos and self.bos != self.eos
+        self.min_output_len = config.min_output_len
         self.src_tokens = list(source_tokens) if source_tokens is not None else [
             (source_label or label)(int(i)) for i in src_ids]
         if len(self.src_tokens) != len(src_ids):
@@ -110,6 +111,15 @@ class _Decoder:
             log_probs[..., self.pad] = float("-inf")
         if self.suppress_bos:  # the start token is never an output (JoeyNMT's search)
             log_probs[..., self.bos] = float("-inf")
+        return log_probs
+
+    def searchable(self, index: int, log_probs: Tensor) -> Tensor:
+        """What a search may choose from at step ``index``: the end token not before ``min_output_len`` tokens
+        (the toolkit's own search never ends a hypothesis earlier). The steps keep the model's own scores."""
+        if index >= self.min_output_len:
+            return log_probs
+        log_probs = log_probs.clone()
+        log_probs[..., self.eos] = float("-inf")
         return log_probs
 
     def _recompute(self):
@@ -339,7 +349,9 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
     device = decoder.src.device
 
     def next_token(index: int, log_probs: Tensor) -> Tensor:
-        return torch.tensor([first[index]], device=device) if index < len(first) else log_probs.argmax(dim=-1)
+        if index < len(first):
+            return torch.tensor([first[index]], device=device)
+        return decoder.searchable(index, log_probs).argmax(dim=-1)
 
     steps = yield from _one_by_one(decoder, next_token)
     return decoder.results(steps)
@@ -441,7 +453,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
         if bool(torch.isnan(log_probs).any()):
             reported = reported or _report_not_finite(index, attention)
             log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
-        candidates = _extend(log_probs, finished, decoder.pad).double() + scores[:, None]  # [k, V]
+        candidates = _extend(decoder.searchable(index, log_probs), finished, decoder.pad).double() + scores[:, None]
         if index < len(first):
             only = torch.full_like(candidates, float("-inf"))
             only[:, first[index]] = candidates[:, first[index]]

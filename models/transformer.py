@@ -20,8 +20,15 @@ from .config import TransformerConfig
 from .masks import target_mask
 from .intermediates import Intermediates, kept
 
+# Laplace's mean and width as transformers' LaplaceActivation has them (MEGA's attention activation).
+LAPLACE_MU, LAPLACE_SIGMA = 0.707107, 0.282095
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-               "swish": F.silu}
+               "swish": F.silu, "gelu_clipped": lambda x: F.gelu(x).clamp(-10.0, 10.0),
+               "quick_gelu": lambda x: x * torch.sigmoid(1.702 * x), "relu2": lambda x: F.relu(x).square(),
+               "relu6": F.relu6, "leaky_relu": F.leaky_relu, "mish": F.mish, "hardswish": F.hardswish,
+               "tanh": torch.tanh, "sigmoid": torch.sigmoid, "linear": lambda x: x,
+               "sqrt_softplus": lambda x: F.softplus(x).sqrt(),
+               "laplace": lambda x: 0.5 * (1.0 + torch.erf((x - LAPLACE_MU) / (LAPLACE_SIGMA * math.sqrt(2.0))))}
 
 
 class UnbiasedStdNorm(nn.Module):
@@ -89,14 +96,14 @@ class AttentionSublayer(nn.Module):
     pre-LN: ``x + Dropout(Attention(LN(x), kv))``; post-LN: ``LN(x + Dropout(Attention(x, kv)))``.
     """
 
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, config: TransformerConfig, side: str = "encoder"):
         super().__init__()
-        self.attention = MultiHeadAttention(config.d_model, config.heads, head_dim=config.head_dim,
+        self.attention = MultiHeadAttention(config.d_model, config.heads_of(side), head_dim=config.head_dim_of(side),
                                             bias=config.attention_bias, dropout=config.dropout,
                                             scale=config.scale_attention)
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.pre_norm = config.norm_position == "pre"
+        self.pre_norm = config.norm_position_of(side) == "pre"
         self.pre_norm_kv = config.pre_norm_kv
         self.residual_scale = config.residual_scale
 
@@ -130,16 +137,16 @@ class FeedForwardSublayer(nn.Module):
     """Linear → activation → Linear, with residual and LayerNorm placed like the attention sublayers; gated
     (``gated_ffn``): ``linear_out(act(linear_in(h)) · linear_gate(h))``."""
 
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, config: TransformerConfig, side: str = "encoder"):
         super().__init__()
-        bias = config.feed_forward_bias
-        self.linear_in = nn.Linear(config.d_model, config.d_ff, bias=bias)
-        self.linear_gate = nn.Linear(config.d_model, config.d_ff, bias=bias) if config.gated_ffn else None
-        self.linear_out = nn.Linear(config.d_ff, config.d_model, bias=bias)
+        bias, d_ff = config.feed_forward_bias, config.d_ff_of(side)
+        self.linear_in = nn.Linear(config.d_model, d_ff, bias=bias)
+        self.linear_gate = nn.Linear(config.d_model, d_ff, bias=bias) if config.gated_ffn else None
+        self.linear_out = nn.Linear(d_ff, config.d_model, bias=bias)
         self.activation = ACTIVATIONS[config.activation]
         self.norm = layer_norm(config)
         self.dropout = nn.Dropout(config.dropout)
-        self.pre_norm = config.norm_position == "pre"
+        self.pre_norm = config.norm_position_of(side) == "pre"
         self.residual_scale = config.residual_scale
 
     def forward(self, x: Tensor) -> Tensor:
@@ -167,9 +174,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
-        self.self_attention = AttentionSublayer(config)
-        self.cross_attention = AttentionSublayer(config)
-        self.feed_forward = FeedForwardSublayer(config)
+        self.self_attention = AttentionSublayer(config, "decoder")
+        self.cross_attention = AttentionSublayer(config, "decoder")
+        self.feed_forward = FeedForwardSublayer(config, "decoder")
 
     def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
                 cache: LayerCache | None, need_weights: bool, self_bias: Tensor | None = None,
@@ -226,10 +233,10 @@ class TransformerSeq2Seq(Seq2Seq):
         self.decoder_layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.decoder_layers))
         self.encoder_relative_bias = self.decoder_relative_bias = None
         if config.relative_buckets:  # one table per stack, shared by all its layers
-            self.encoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads)
-            self.decoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads)
-        self.encoder_norm = layer_norm(config) if config.final_norm else None
-        self.decoder_norm = layer_norm(config) if config.final_norm else None
+            self.encoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads_of("encoder"))
+            self.decoder_relative_bias = nn.Embedding(config.relative_buckets, config.heads_of("decoder"))
+        self.encoder_norm = layer_norm(config) if config.final_norm_of("encoder") else None
+        self.decoder_norm = layer_norm(config) if config.final_norm_of("decoder") else None
         self.output = nn.Linear(config.d_model, config.tgt_vocab_size, bias=config.output_bias)
         self.logit_scale = config.logit_scale
         if config.tie_output:
@@ -250,9 +257,9 @@ class TransformerSeq2Seq(Seq2Seq):
             nn.init.normal_(embedding.tokens.weight, std=std)
 
     def attention_shape(self) -> dict[str, tuple[int, int]]:
-        heads = self.config.heads
-        return {"enc_self": (len(self.encoder_layers), heads), "dec_self": (len(self.decoder_layers), heads),
-                "cross": (len(self.decoder_layers), heads)}
+        encoder, decoder = self.config.heads_of("encoder"), self.config.heads_of("decoder")
+        return {"enc_self": (len(self.encoder_layers), encoder), "dec_self": (len(self.decoder_layers), decoder),
+                "cross": (len(self.decoder_layers), decoder)}
 
     def encode(self, src_ids: Tensor, need_weights: bool,
                ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, list[Tensor]]:
@@ -265,7 +272,7 @@ class TransformerSeq2Seq(Seq2Seq):
         for index, layer in enumerate(self.encoder_layers):
             x, src_mask = ablation.widened("enc_self", index, x, src_mask)
             x, layer_weights = layer(x, src_mask, need_weights=need_weights, bias=bias,
-                                     heads_off=ablation.heads_off("enc_self", index, self.config.heads))
+                                     heads_off=ablation.heads_off("enc_self", index, self.config.heads_of("encoder")))
             weights.append(kept(layer_weights))
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
@@ -279,7 +286,7 @@ class TransformerSeq2Seq(Seq2Seq):
         bias = self.relative_bias(self.decoder_relative_bias, length, offset + length, offset=offset,
                                   bidirectional=False)
         self_weights, cross_weights = [], []
-        heads = self.config.heads
+        heads = self.config.heads_of("decoder")
         for index, layer in enumerate(self.decoder_layers):
             x, memory, src_mask, self_mask = ablation.widened("dec_self", index, x, memory, src_mask, self_mask)
             cache = caches[index] if caches is not None else None

@@ -31,10 +31,10 @@ from .errors import CheckpointError, ConfigError
 # would exhaust a desktop's memory.
 BOUNDS = {
     "src_vocab_size": 1 << 22, "tgt_vocab_size": 1 << 22,
-    "d_model": 1 << 15, "hidden": 1 << 15, "d_head": 1 << 15, "d_ff": 1 << 17,
+    "d_model": 1 << 15, "hidden": 1 << 15, "d_head": 1 << 15, "d_ff": 1 << 17, "decoder_d_ff": 1 << 17,
     "heads": 1024, "decoder_heads": 1024,
     "encoder_layers": 256, "decoder_layers": 256, "embedding_size": 1 << 15,
-    "max_len": 1 << 17, "position_offset": 1 << 12,
+    "max_len": 1 << 17, "min_output_len": 1 << 17, "position_offset": 1 << 12,
     "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
 }
@@ -86,10 +86,11 @@ def least_elements(config: Any) -> tuple[int, int]:
     it rebuilds from the config (position tables). Only the big matrices are counted, so a real model
     has a few more; computed from the config alone, nothing is built."""
     if hasattr(config, "d_model"):
-        d, inner = config.d_model, config.heads * config.head_dim
+        d = config.d_model
+        inner = {side: config.heads_of(side) * config.head_dim_of(side) for side in ("encoder", "decoder")}
         embeddings = config.src_vocab_size * d + (0 if config.share_embeddings else config.tgt_vocab_size * d)
-        layers = (config.encoder_layers * (4 * d * inner + 2 * d * config.d_ff)
-                  + config.decoder_layers * (8 * d * inner + 2 * d * config.d_ff))
+        layers = (config.encoder_layers * (4 * d * inner["encoder"] + 2 * d * config.d_ff_of("encoder"))
+                  + config.decoder_layers * (8 * d * inner["decoder"] + 2 * d * config.d_ff_of("decoder")))
         output = 0 if config.tie_output else config.tgt_vocab_size * d
         positions = 0 if config.positions == "none" else 2 * (config.max_len + config.position_offset) * d
         return embeddings + layers + output, positions

@@ -75,16 +75,19 @@ def learn_bpe(words: list[str], merges: int) -> tuple[list[tuple[str, str]], lis
     return learned, list(dict.fromkeys(symbols))
 
 
-def assert_same_forward(expected, logits, intermediates, *, layers: int | dict[str, int] = 2, heads: int = 4) -> None:
+def assert_same_forward(expected, logits, intermediates, *, layers: int | dict[str, int] = 2,
+                        heads: int | dict[str, int] = 4) -> None:
     """Our logits and every head of every layer (encoder self, decoder self, cross) equal a transformers
-    model's eager forward with ``output_attentions`` (``expected``): logits to 1e-4, weights to 1e-5."""
+    model's eager forward with ``output_attentions`` (``expected``): logits to 1e-4, weights to 1e-5.
+    ``layers``/``heads``: one count for every kind, or one per kind."""
     assert (logits - expected.logits).abs().max() < 1e-4
     for kind, theirs in (("enc_self", expected.encoder_attentions), ("dec_self", expected.decoder_attentions),
                          ("cross", expected.cross_attentions)):
         count = layers[kind] if isinstance(layers, dict) else layers
         assert len(theirs) == len(intermediates.attention[kind]) == count, kind
         for layer, weights in zip(theirs, intermediates.attention[kind]):
-            assert layer.shape[1] == heads and (layer - weights).abs().max() < 1e-5, kind
+            count = heads[kind] if isinstance(heads, dict) else heads
+            assert layer.shape[1] == weights.shape[1] == count and (layer - weights).abs().max() < 1e-5, kind
 
 
 def assert_greedy_equals_generate(checkpoint, original, sentences, encode, generation_config, max_new: int) -> None:

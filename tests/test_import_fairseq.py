@@ -89,6 +89,33 @@ def test_greedy_output_equals_the_sequence_generator(name):
     assert len(set(outputs)) == len(SENTENCES)
 
 
+@pytest.mark.parametrize("beam", [1, 4])
+def test_no_search_ends_before_the_first_token_as_fairseqs_min_len(beam, tmp_path):
+    """fairseq's SequenceGenerator (min_len 1) bans the end token at the first step, so fairseq-interactive
+    never gives an empty output. "bird" is a source on which this model's most likely first token is the end
+    token: ours must pick the best other token instead, in the converted and in the saved checkpoint. (Written
+    from fairseq's rule, as no fairseq runs here; the fixtures' own outputs are compared above.)"""
+    from models.checkpoint import load_checkpoint, save_checkpoint
+    from models.decoding import beam_search, finish, greedy
+
+    checkpoint = convert(DATA / "transformer-postln")
+    path = save_checkpoint(tmp_path / "fairseq.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    model = load_checkpoint(path).model
+    assert model.config.min_output_len == 1
+    eos = model.config.eos_id
+    src = checkpoint.source_tokenizer.encode("bird") + [eos]
+    with torch.no_grad():
+        first = model(torch.tensor([src]), torch.tensor([[model.config.bos_id]]))[0][0, 0]
+    assert int(first.argmax()) == eos  # the case the rule is for
+    first[eos] = float("-inf")
+    search = greedy(model, src, max_len=MAX_LEN) if beam == 1 else beam_search(model, src, beam=beam, max_len=MAX_LEN)
+    ids = finish(search)[0].token_ids
+    assert ids[-1] == eos and len(ids) > 1
+    if beam == 1:
+        assert ids[0] == int(first.argmax())
+
+
 def test_the_cli_converts_a_folder_and_the_result_translates_alike(tmp_path, capsys):
     folder = _copy("transformer-preln", tmp_path)
     output = tmp_path / "fairseq.safetensors"

@@ -54,11 +54,12 @@ def build(folder, kind: str, **overrides):
     config_class = transformers.BartConfig if kind == "bart" else transformers.MBartConfig
     model_class = transformers.BartForConditionalGeneration if kind == "bart" else \
         transformers.MBartForConditionalGeneration
-    config = config_class(vocab_size=vocab_size + 3, d_model=16, encoder_layers=2, decoder_layers=2,  # ids beyond the
-                          encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,  # tokenizer's
-                          decoder_ffn_dim=32, max_position_embeddings=40, pad_token_id=PAD, bos_token_id=0,
-                          eos_token_id=EOS, decoder_start_token_id=EOS, forced_bos_token_id=None,
-                          forced_eos_token_id=None, scale_embedding=kind == "mbart", **overrides)
+    settings = dict(vocab_size=vocab_size + 3, d_model=16, encoder_layers=2, decoder_layers=2,  # ids beyond the
+                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,  # tokenizer's
+                    decoder_ffn_dim=32, max_position_embeddings=40, pad_token_id=PAD, bos_token_id=0,
+                    eos_token_id=EOS, decoder_start_token_id=EOS, forced_bos_token_id=None,
+                    forced_eos_token_id=None, scale_embedding=kind == "mbart")
+    config = config_class(**{**settings, **overrides})
     torch.manual_seed(0)
     model = model_class(config)
     with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
@@ -169,3 +170,26 @@ def test_byte_level_pieces_are_labelled_with_the_text_they_stand_for(family):
     assert source.token(EOS) == "</s>" and source.token(PAD) == "<pad>"  # specials keep their names
     assert byte_level_label("cafÃ©") == "café" and byte_level_label("Ã") == "<0xC3>"  # part of a character
     assert byte_level_label("Ā") == "<0x00>" and byte_level_label("Âł") == "<0xC2><0xA0>"  # invisible characters: bytes
+
+
+@pytest.mark.parametrize("kind", ["bart", "mbart"])
+def test_heads_and_feed_forward_widths_may_differ_per_side(kind, tmp_path):
+    folder, original, tokenizer = build(tmp_path, kind, encoder_attention_heads=4, decoder_attention_heads=8,
+                                        encoder_ffn_dim=24, decoder_ffn_dim=40)
+    checkpoint = convert(folder)
+    assert checkpoint.model.attention_shape() == {"enc_self": (2, 4), "dec_self": (2, 8), "cross": (2, 8)}
+    batch = [tokenizer.encode(text).ids for text in SENTENCES[:3]]
+    width = max(map(len, batch))
+    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
+    tgt = torch.randint(3, original.config.vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
+    tgt[:, 0] = EOS
+    path = save_checkpoint(tmp_path / "sided.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    with torch.no_grad():
+        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
+                            output_attentions=True)
+        for model in (checkpoint.model, load_checkpoint(path).model):
+            logits, intermediates = model(src, tgt, need_weights=True)
+            assert_same_forward(expected, logits, intermediates, heads={"enc_self": 4, "dec_self": 8, "cross": 8})
+    assert_greedy_equals_generate(checkpoint, original, SENTENCES, lambda sentence: tokenizer.encode(sentence).ids,
+                                  generation(), MAX_NEW)

@@ -101,6 +101,10 @@ CASES = {
     # post-LN, residuals scaled by alpha, gelu, one vocabulary and embedding table tied to the output layer
     "post-tied": dict(model={**_transformer("post", alpha=0.7, activation="gelu", heads=4),
                              "tied_embeddings": True, "tied_softmax": True}, seed=2, shared=True),
+    # JoeyNMT's own defaults per side: a pre-LN encoder with a final norm, a post-LN decoder without, with its
+    # own head count and feed-forward width
+    "pre-post": dict(model={"encoder": {**_transformer("pre")["encoder"], "num_heads": 2, "ff_size": 24},
+                            "decoder": {**_transformer("post")["decoder"], "num_heads": 4, "ff_size": 40}}, seed=9),
     # JoeyNMT's RNN defaults (GRU, Bahdanau attention, input feeding, a bridge) with 2 layers, narrow embeddings
     "gru-bahdanau": dict(model=_recurrent("gru", "bahdanau", layers=2, embedding=8, input_feeding=True,
                                           init_hidden="bridge"), seed=3),
@@ -256,10 +260,12 @@ def test_logits_and_every_head_equal_joeynmt(built):
     if built.name in RECURRENT:
         _check_recurrent(built, checkpoint)
         return
-    pre = built.name in ("pre", TRAINED)
-    assert config.norm_position == ("pre" if pre else "post") and config.final_norm == pre
+    placements = {"post-tied": ("post", "post"), "pre-post": ("pre", "post")}.get(built.name, ("pre", "pre"))
+    assert (config.norm_position_of("encoder"), config.norm_position_of("decoder")) == placements
+    assert (config.final_norm_of("encoder"), config.final_norm_of("decoder")) == tuple(
+        placement == "pre" for placement in placements)
     assert config.share_embeddings == config.tie_output == (built.name == "post-tied")
-    assert config.residual_scale == (1.0 if pre else 0.7)
+    assert config.residual_scale == (0.7 if built.name == "post-tied" else 1.0)
     sources = [["the", "cat", "sees", "a", "red", "house"], ["dog", "runs"]]
     targets = [["le", "chat", "voit", "la", "maison"], ["chien", "court"]]
     if built.name == "post-tied":
@@ -297,7 +303,7 @@ def test_logits_and_every_head_equal_joeynmt(built):
         for kind, module in (("dec_self", "trg_trg_att"), ("cross", "src_trg_att")):
             theirs = captured[f"decoder.layers.{layer}.{module}"]
             diff = (theirs - ours[kind][layer]).abs().transpose(1, 2)
-            assert theirs.shape[1] == config.heads and diff[real_tgt].max() < 1e-5, (kind, layer)
+            assert theirs.shape[1] == config.heads_of("decoder") and diff[real_tgt].max() < 1e-5, (kind, layer)
     # What its decoder returns: the last layer's cross-attention averaged over the heads.
     assert (cross - ours["cross"][-1].mean(dim=1))[real_tgt].abs().max() < 1e-5
 
@@ -327,7 +333,7 @@ def _check_recurrent(built, checkpoint):
 
 
 def test_greedy_output_equals_joeynmt_search(built):
-    sentences = ["the cat sees a red house", "dog runs", "a big dog sees the small cat", "red red red"]
+    sentences = ["the cat sees a red house", "dog runs", "a big dog sees the small cat", "red red red", "the"]
     translator = Translator(convert(built.folder / "best.ckpt"), device="cpu")
     tokenizer = translator.target_tokenizer
     outputs = set()
@@ -338,7 +344,7 @@ def test_greedy_output_equals_joeynmt_search(built):
             memory, hidden, _, _ = built.model(return_type="encode", src=src, src_length=src_mask.sum(-1)[:, 0],
                                                src_mask=src_mask)
             theirs, _, _ = JOEY.greedy(src_mask=src_mask, max_output_length=12, model=built.model,
-                                       encoder_output=memory, encoder_hidden=hidden, min_output_length=0)
+                                       encoder_output=memory, encoder_hidden=hidden)
         expected = [int(token) for token in theirs[0]]
         if built.trg_vocab.eos_index in expected:
             expected = expected[: expected.index(built.trg_vocab.eos_index)]

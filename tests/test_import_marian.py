@@ -70,16 +70,41 @@ def write_folder(folder) -> int:
     return len(vocab)
 
 
-def build_marian(folder, **untied) -> tuple:
+def write_separate_folder(folder) -> tuple[int, int]:
+    """Tokenizer files of an opus-mt folder with a vocabulary per side (``separate_vocabs``), the target's
+    larger than the source's and ending with its ``<pad>``; returns both sizes."""
+    sizes = []
+    for name, texts, vocab_file in (("source.spm", SOURCE, "vocab.json"), ("target.spm", TARGET, "target_vocab.json")):
+        proto = train_spm(texts)
+        (folder / name).write_bytes(proto)
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+        pieces = sorted({processor.id_to_piece(i) for i in range(processor.get_piece_size())} - {"<unk>", "<s>", "</s>"})
+        vocab = {"</s>": 0, "<unk>": 1, **{piece: index + 2 for index, piece in enumerate(pieces)}}
+        if sizes:  # the target: ids the source has not, so that the sizes differ
+            vocab.update({f"<extra {index}>": len(vocab) + index for index in range(sizes[0] + 3 - len(vocab))})
+        vocab["<pad>"] = len(vocab)
+        (folder / vocab_file).write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        sizes.append(len(vocab))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"source_lang": "en", "target_lang": "es",
+                                                              "separate_vocabs": True}), encoding="utf-8")
+    return sizes[0], sizes[1]
+
+
+def build_marian(folder, separate: bool = False, **overrides) -> tuple:
     """A tiny MarianMTModel with random weights far from the init, saved into ``folder`` with its tokenizer
-    files, reloaded with eager attention; ``untied``: MarianConfig switches such as tie_word_embeddings."""
-    vocab_size = write_folder(folder)
-    pad = vocab_size - 1
-    config = transformers.MarianConfig(
-        vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=16, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
-        activation_function="swish", max_position_embeddings=64, pad_token_id=pad, decoder_start_token_id=pad,
-        eos_token_id=0, forced_eos_token_id=0, scale_embedding=True, **untied)
+    files, reloaded with eager attention; ``overrides``: MarianConfig settings such as tie_word_embeddings;
+    ``separate``: a vocabulary per side, of unequal sizes (decoding starts from the target's ``<pad>``)."""
+    if separate:
+        vocab_size, decoder_vocab_size = write_separate_folder(folder)
+        overrides = {"share_encoder_decoder_embeddings": False, **overrides}
+    else:
+        vocab_size = decoder_vocab_size = write_folder(folder)
+    start = decoder_vocab_size - 1  # the target's <pad>; the model's pad id is the source's
+    settings = dict(vocab_size=vocab_size, decoder_vocab_size=decoder_vocab_size, d_model=16, encoder_layers=2,
+                    decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
+                    decoder_ffn_dim=32, activation_function="swish", max_position_embeddings=64,
+                    pad_token_id=vocab_size - 1, decoder_start_token_id=start, eos_token_id=0, forced_eos_token_id=0, scale_embedding=True)
+    config = transformers.MarianConfig(**{**settings, **overrides})
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config)
     with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
@@ -92,7 +117,7 @@ def build_marian(folder, **untied) -> tuple:
     original = transformers.MarianMTModel.from_pretrained(str(folder), attn_implementation="eager").eval()
     original.generation_config.forced_eos_token_id = None
     tokenizer = transformers.MarianTokenizer.from_pretrained(str(folder))
-    return folder, original, tokenizer, pad
+    return folder, original, tokenizer, start
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +135,12 @@ def untied_marian(request, tmp_path_factory):
     return build_marian(tmp_path_factory.mktemp(request.param), **UNTIED[request.param])
 
 
-def generation(pad: int, beams: int):
+def generation(config, beams: int):
+    """``config``: the model's, whose pad id is banned and whose start token starts decoding."""
+    pad = config.pad_token_id
     return transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=beams, do_sample=False, bad_words_ids=[[pad]],
-                                         decoder_start_token_id=pad, eos_token_id=0, pad_token_id=pad,
+                                         decoder_start_token_id=config.decoder_start_token_id, eos_token_id=0,
+                                         pad_token_id=pad,
                                          length_penalty=0.0)
 
 
@@ -137,17 +165,21 @@ def test_token_ids_come_from_vocab_json(marian):
     assert checkpoint.target_tokenizer.decode(ids) == tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def assert_logits_and_every_head_equal(model, original, pad: int) -> None:
+def assert_logits_and_every_head_equal(model, original, start: int) -> None:
+    config = original.config
+    pad = config.pad_token_id
     generator = torch.Generator().manual_seed(3)
     src = torch.randint(3, pad, (3, 9), generator=generator)
     src[:, -1], src[1, 5], src[1, 6:] = 0, 0, pad
-    tgt = torch.randint(3, pad, (3, 7), generator=generator)
-    tgt[:, 0] = pad  # decoding starts from the pad token
+    tgt = torch.randint(3, start, (3, 7), generator=generator)
+    tgt[:, 0] = start  # decoding starts from the start token (the target's pad token)
     with torch.no_grad():
         expected = original(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt,
                             output_attentions=True)
         logits, intermediates = model(src, tgt, need_weights=True)
-    assert_same_forward(expected, logits, intermediates)
+    heads = {"enc_self": config.encoder_attention_heads, "dec_self": config.decoder_attention_heads,
+             "cross": config.decoder_attention_heads}
+    assert_same_forward(expected, logits, intermediates, heads=heads)
 
 
 def greedy_pairs(model, original, tokenizer, pad: int) -> list[tuple[list[int], list[int]]]:
@@ -156,7 +188,7 @@ def greedy_pairs(model, original, tokenizer, pad: int) -> list[tuple[list[int], 
     for text in SENTENCES:
         ids = tokenizer(text).input_ids
         with torch.no_grad():
-            expected = original.generate(torch.tensor([ids]), generation_config=generation(pad, 1))[0, 1:].tolist()
+            expected = original.generate(torch.tensor([ids]), generation_config=generation(original.config, 1))[0, 1:].tolist()
         pairs.append((finish(greedy(model, ids, max_len=MAX_NEW))[0].token_ids, expected))
     return pairs
 
@@ -173,7 +205,7 @@ def test_greedy_and_beam_outputs_equal_generate(marian):
     for text, (ours_greedy, expected_greedy) in zip(SENTENCES, greedy_pairs(model, original, tokenizer, pad)):
         ids = tokenizer(text).input_ids
         with torch.no_grad():
-            expected_beam = original.generate(torch.tensor([ids]), generation_config=generation(pad, 4))[0, 1:].tolist()
+            expected_beam = original.generate(torch.tensor([ids]), generation_config=generation(original.config, 4))[0, 1:].tolist()
         ours_beam = finish(beam_search(model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
         assert ours_greedy == expected_greedy, text
         assert ours_beam == expected_beam, text
@@ -235,3 +267,46 @@ def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(marian, tmp
     save_file({**state, "lm_head.weight": state["lm_head.weight"] + 1.0}, changed / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"weight lm_head.weight differs from model.shared.weight"):
         convert(changed)
+
+
+def test_heads_and_feed_forward_widths_may_differ_per_side(tmp_path):
+    folder, original, tokenizer, pad = build_marian(tmp_path, encoder_attention_heads=4,
+                                                    decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=24)
+    checkpoint = convert(folder)
+    config = checkpoint.config
+    assert (config.heads, config.decoder_heads, config.d_ff, config.decoder_d_ff) == (4, 2, 32, 24)
+    assert checkpoint.model.attention_shape() == {"enc_self": (2, 4), "dec_self": (2, 2), "cross": (2, 2)}
+    assert_logits_and_every_head_equal(checkpoint.model, original, pad)
+    pairs = greedy_pairs(checkpoint.model, original, tokenizer, pad)
+    assert all(ours == expected for ours, expected in pairs), pairs
+    path = save_checkpoint(tmp_path / "sided.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    assert_logits_and_every_head_equal(load_checkpoint(path).model, original, pad)
+
+
+def test_separate_vocabularies_of_unequal_size_keep_the_target_ids(tmp_path):
+    """opus-mt folders with ``separate_vocabs``: the decoder's table, the output and the start token (the
+    target's ``<pad>``) are the target vocabulary's, beyond the source vocabulary's last id."""
+    folder, original, tokenizer, start = build_marian(tmp_path, separate=True)
+    hf = original.config
+    assert hf.vocab_size <= start < hf.decoder_vocab_size  # the start token exists on the target side only
+    checkpoint = convert(folder)
+    config = checkpoint.config
+    assert (config.src_vocab_size, config.tgt_vocab_size) == (hf.vocab_size, hf.decoder_vocab_size)
+    assert (config.pad_id, config.bos_id) == (hf.pad_token_id, start)
+    assert_logits_and_every_head_equal(checkpoint.model, original, start)
+    pairs = greedy_pairs(checkpoint.model, original, tokenizer, start)
+    assert all(ours == expected for ours, expected in pairs), pairs
+    for text in SENTENCES:
+        assert checkpoint.source_tokenizer.encode(text, unknown="replace") + [0] == tokenizer(text).input_ids
+    for _, expected in pairs:
+        assert checkpoint.target_tokenizer.decode(expected) == tokenizer.decode(expected, skip_special_tokens=True)
+
+
+def test_a_gelu_new_model_converts_exactly(tmp_path):
+    folder, original, tokenizer, start = build_marian(tmp_path, activation_function="gelu_new")
+    checkpoint = convert(folder)
+    assert checkpoint.config.activation == "gelu_tanh"
+    assert_logits_and_every_head_equal(checkpoint.model, original, start)
+    pairs = greedy_pairs(checkpoint.model, original, tokenizer, start)
+    assert all(ours == expected for ours, expected in pairs), pairs

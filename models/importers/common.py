@@ -466,16 +466,27 @@ def provenance(format_name: str, source: Source, settings: Settings, inferred: d
     return {"imported_from": record}
 
 
-HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # Hugging Face name → ours
+# transformers' ACT2FN name → ours. The tanh approximations of GELU are one function written four ways (they
+# differ by float rounding only); prelu and xielu learn parameters no config of ours holds.
+HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu", "gelu_python": "gelu",
+                  "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
+                  "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh", "gelu_10": "gelu_clipped",
+                  "quick_gelu": "quick_gelu", "relu2": "relu2", "relu6": "relu6", "leaky_relu": "leaky_relu",
+                  "mish": "mish", "hardswish": "hardswish", "tanh": "tanh", "sigmoid": "sigmoid", "linear": "linear",
+                  "sqrtsoftplus": "sqrt_softplus", "laplace": "laplace"}
+
+
+def hf_sizes(hf: dict[str, Any]) -> dict[str, int]:
+    """Our heads and feed-forward widths for a Hugging Face encoder-decoder's config.json: the decoder's own
+    only where they differ from the encoder's, so that a model with equal sides has the config it always had."""
+    decoder_heads, decoder_d_ff = hf["decoder_attention_heads"], hf["decoder_ffn_dim"]
+    return {"heads": hf["encoder_attention_heads"], "d_ff": hf["encoder_ffn_dim"],
+            "decoder_heads": 0 if decoder_heads == hf["encoder_attention_heads"] else decoder_heads,
+            "decoder_d_ff": 0 if decoder_d_ff == hf["encoder_ffn_dim"] else decoder_d_ff}
 
 
 def hf_activation(source: Source, hf: dict[str, Any]) -> str:
-    """Our activation for a Hugging Face encoder-decoder's config.json, after checking that the encoder and the
-    decoder agree on what one config of ours holds once (heads, feed-forward width)."""
-    for first, second in (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf[first] != hf[second]:
-            raise source.error(f"{first}={hf[first]} differs from {second}={hf[second]}, which one config "
-                               f"cannot express")
+    """Our activation for a Hugging Face encoder-decoder's config.json."""
     activation = HF_ACTIVATIONS.get(hf["activation_function"])
     if activation is None:
         raise source.error(f"activation_function {hf['activation_function']!r} is not supported "

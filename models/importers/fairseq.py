@@ -67,8 +67,10 @@ SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary puts these 
 BOS, PAD, EOS, UNK = range(4)
 SPM_NAMES = ("sentencepiece.bpe.model", "sentencepiece.model", "spm.model", "spm.bpe.model")
 CODES_NAMES = ("bpecodes", "bpe.codes", "codes", "code")
+# fairseq-generate and fairseq-interactive's --min-len: SequenceGenerator bans the end token before it.
+SEARCH_MIN_LEN = 1
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh",
-               "swish": "swish"}
+               "swish": "swish", "relu_squared": "relu2", "tanh": "tanh", "linear": "linear"}
 SUPPORTED = ("the transformer family (post- or pre-LN, sinusoidal or learned positions, layernorm_embedding, "
              "shared embeddings) and the lstm family (uni- or bidirectional encoder, input feeding, attention) "
              "with one width and one head count for encoder and decoder")
@@ -393,8 +395,8 @@ def _transformer_config(inferred: Mapping[str, Any]) -> TransformerConfig:
         layer_norm_eps=1e-5, activation=ACTIVATIONS[inferred["activation_fn"]], positions=positions,
         position_offset=PAD + 1 if positions != "none" else 0, scale_embedding=inferred["scale_embedding"],
         share_embeddings=shared, tie_output=inferred["share_decoder_input_output_embed"],
-        embedding_norm=inferred["layernorm_embedding"], attention_bias=True, output_bias=False, pad_id=PAD,
-        bos_id=EOS, eos_id=EOS, src_append_eos=True)
+        embedding_norm=inferred["layernorm_embedding"], attention_bias=True, output_bias=False,
+        min_output_len=SEARCH_MIN_LEN, pad_id=PAD, bos_id=EOS, eos_id=EOS, src_append_eos=True)
 
 
 def _map_transformer(file: Source, state: Mapping[str, Tensor], config: TransformerConfig) -> WeightMap:
@@ -418,7 +420,8 @@ def _lstm_config(inferred: Mapping[str, Any]) -> RNNConfig:
         arch="rnn-luong", src_vocab_size=inferred["src_rows"], tgt_vocab_size=inferred["tgt_rows"], hidden=hidden,
         dropout=0.1, max_len=inferred["max_positions"], decoder_layers=inferred["layers"],
         bidirectional=inferred["bidirectional"], embedding_size=width if width != hidden else 0,
-        luong_score="general", rnn_cell="lstm", pad_id=PAD, bos_id=EOS, eos_id=EOS, src_append_eos=True)
+        luong_score="general", rnn_cell="lstm", min_output_len=SEARCH_MIN_LEN, pad_id=PAD, bos_id=EOS, eos_id=EOS,
+        src_append_eos=True)
 
 
 def _map_lstm(file: Source, state: Mapping[str, Tensor], config: RNNConfig, shared_output: bool) -> WeightMap:

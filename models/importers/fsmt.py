@@ -24,7 +24,8 @@ from ..errors import CheckpointError, ConfigError
 from ..tokenizers import TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
-from .common import Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, read_hf_weights
+from .common import (Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, hf_sizes,
+                     read_hf_weights)
 from .hf_bart import bpe_tokenizer, key_prefix, map_layers, piece_ids
 
 NAME = "fsmt"
@@ -95,7 +96,7 @@ def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
                            f"tgt_vocab_size={hf['tgt_vocab_size']}: the embeddings cannot be one matrix")
     return TransformerConfig(
         arch="transformer-postln", src_vocab_size=hf["src_vocab_size"], tgt_vocab_size=hf["tgt_vocab_size"],
-        d_model=hf["d_model"], heads=hf["encoder_attention_heads"], d_ff=hf["encoder_ffn_dim"],
+        d_model=hf["d_model"], **hf_sizes(hf),
         encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
         max_len=hf["max_position_embeddings"], norm_position="post", final_norm=False, pre_norm_kv=False,
         layer_norm_eps=1e-5, activation=activation, positions="fairseq", position_offset=hf["pad_token_id"] + 1,

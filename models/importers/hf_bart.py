@@ -36,8 +36,8 @@ from ..errors import CheckpointError, ConfigError
 from ..tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_model_type, provenance,
-                     read_hf_config, read_hf_weights, tokenizer_json_pair)
+from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_model_type,
+                     hf_sizes, provenance, read_hf_config, read_hf_weights, tokenizer_json_pair)
 
 NAME = "hf-bart"
 
@@ -181,8 +181,8 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,
                                                and torch.equal(lm_head, shared))
     return TransformerConfig(
         arch="transformer-preln" if pre else "transformer-postln", src_vocab_size=hf["vocab_size"],
-        tgt_vocab_size=hf["vocab_size"], d_model=hf["d_model"], heads=hf["encoder_attention_heads"],
-        d_ff=hf["encoder_ffn_dim"], encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"],
+        tgt_vocab_size=hf["vocab_size"], d_model=hf["d_model"], **hf_sizes(hf),
+        encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"],
         dropout=float(hf["dropout"]), max_len=hf["max_position_embeddings"], norm_position="pre" if pre else "post",
         final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
         position_offset=hf["pad_token_id"] + 1 if layout.offset_after_pad else layout.position_offset,

@@ -27,8 +27,8 @@ from ..errors import CheckpointError, ConfigError
 from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
-from .common import (Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config, read_hf_weights,
-                     saved_as_one, tokenizer_json_pair)
+from .common import (HF_ACTIVATIONS, Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config,
+                     read_hf_weights, saved_as_one, tokenizer_json_pair)
 
 NAME = "hf-t5"
 MODEL_TYPES = ("t5", "mt5")
@@ -38,9 +38,6 @@ CONFIG_FIELDS = ("model_type", "d_model", "d_kv", "d_ff", "num_layers", "num_dec
                  "relative_attention_num_buckets", "relative_attention_max_distance", "dropout_rate",
                  "layer_norm_epsilon", "feed_forward_proj", "vocab_size", "pad_token_id", "eos_token_id",
                  "decoder_start_token_id", "scale_decoder_outputs", "n_positions")
-# feed_forward_proj's activation → ours; "gated-gelu" is the tanh GELU in transformers (T5 v1.1's own).
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "silu": "swish", "swish": "swish"}
 DEFAULT_LENGTH = 512  # T5 has no position limit; the longest source and output we run
 EXTRA_IDS = 100  # <extra_id_N> tokens a spiece.model-only folder has unless tokenizer_config.json says otherwise
 
@@ -80,14 +77,15 @@ def _config(source: Source) -> dict[str, Any]:
 
 
 def _activation(path: Path, proj: Any) -> tuple[str, bool]:
-    """(our activation, gated) of ``feed_forward_proj``."""
+    """(our activation, gated) of ``feed_forward_proj``: an ACT2FN name, optionally ``gated-``; "gated-gelu" is
+    the tanh GELU in transformers (T5 v1.1's own)."""
     parts = str(proj).split("-")
     gated = len(parts) == 2 and parts[0] == "gated"
     name = "gelu_new" if proj == "gated-gelu" else parts[-1]
-    if len(parts) > 2 or (len(parts) == 2 and not gated) or name not in ACTIVATIONS:
-        raise CheckpointError(path, f"feed_forward_proj {proj!r} is not supported (relu, gelu, gelu_new, silu, "
-                                    f"each optionally gated-)")
-    return ACTIVATIONS[name], gated
+    if len(parts) > 2 or (len(parts) == 2 and not gated) or name not in HF_ACTIVATIONS:
+        raise CheckpointError(path, f"feed_forward_proj {proj!r} is not supported (one of "
+                                    f"{', '.join(HF_ACTIVATIONS)}, each optionally gated-)")
+    return HF_ACTIVATIONS[name], gated
 
 
 def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:

@@ -5,7 +5,8 @@ sentencepiece model the config names when the data level is ``bpe``.
 
 Transformer (``encoder.type``/``decoder.type`` ``transformer``): LayerNorm eps 1e-6 before (``layer_norm: pre``)
 or after (``post``) each sublayer, pre-LN normalising the one input that query, keys and values come from; each
-residual adds ``alpha × x`` (our ``residual_scale``); a LayerNorm after a stack only with ``layer_norm: pre``;
+residual adds ``alpha × x`` (our ``residual_scale``); a LayerNorm after a stack only with ``layer_norm: pre``
+(placements, head counts and feed-forward widths are per side: ``decoder_norm_position``, ``decoder_heads``..);
 interleaved sinusoids from position 0 (stored as ``{encoder,decoder}.pe.pe``, checked, not loaded); token
 vectors ×√d with ``embeddings.scale``; no bias on the output layer, which ``tied_softmax`` ties to the target
 embedding; ``tied_embeddings`` shares one table. Sources end with ``</s>``; decoding starts from ``<s>``.
@@ -118,6 +119,14 @@ def _section(path: Path, data: dict[str, Any], *keys: str) -> dict[str, Any]:
     return value
 
 
+def _min_output_length(path: Path, data: dict[str, Any]) -> int:
+    """testing.min_output_length: JoeyNMT's search never ends a hypothesis before it (default 1)."""
+    value = _section(path, data, "testing").get("min_output_length", 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CheckpointError(path, f"testing.min_output_length must be 0 or more; got {value!r}")
+    return value
+
+
 def _refuse(path: Path, what: str) -> CheckpointError:
     return CheckpointError(path, f"{what} is not supported; this version imports {SUPPORTED}")
 
@@ -139,7 +148,8 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     src_embeddings = _section(config_path, data, "model", "encoder", "embeddings")
     tgt_embeddings = src_embeddings if tied else _section(config_path, data, "model", "decoder", "embeddings")
     common = {"tied_embeddings": tied, "tied_softmax": bool(model.get("tied_softmax", False)),
-              "encoder_type": kinds[0], "decoder_type": kinds[1]}
+              "encoder_type": kinds[0], "decoder_type": kinds[1],
+              "min_output_length": _min_output_length(config_path, data)}
     if kinds == ("recurrent", "recurrent"):
         return {**common, **_rnn_settings(config_path, encoder, decoder=decoder, src_embeddings=src_embeddings,
                                           tgt_embeddings=tgt_embeddings)}
@@ -147,14 +157,8 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
         raise _refuse(config_path, f"a {kinds[0]} encoder with a {kinds[1]} decoder")
     read = {
         "hidden_size": (encoder.get("hidden_size", 512), decoder.get("hidden_size", 512)),
-        "num_heads": (encoder.get("num_heads", 4), decoder.get("num_heads", 8)),
-        "ff_size": (encoder.get("ff_size", 2048), decoder.get("ff_size", 2048)),
         "activation": (encoder.get("activation", "relu"), decoder.get("activation", "relu")),
         "alpha": (encoder.get("alpha", 1.0), decoder.get("alpha", 1.0)),
-        # JoeyNMT builds encoder layers pre-LN when the key is absent, decoder layers post-LN, and a final norm
-        # only where the key says pre: one config of ours holds one placement for both stacks
-        "layer_norm": (encoder.get("layer_norm", "pre"), decoder.get("layer_norm", "post")),
-        "final_norm": (encoder.get("layer_norm", "post") == "pre", decoder.get("layer_norm", "post") == "pre"),
         "embeddings.scale": (bool(src_embeddings.get("scale", False)), bool(tgt_embeddings.get("scale", False))),
     }
     for key, (first, second) in read.items():
@@ -162,16 +166,25 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
             raise CheckpointError(config_path, f"encoder {key}={first!r} differs from decoder {key}={second!r}, "
                                                f"which one config cannot express")
     values = {key: pair[0] for key, pair in read.items()}
+    # each side its own: JoeyNMT builds encoder layers pre-LN when the key is absent, decoder layers post-LN,
+    # and a final norm only where the key says pre
+    values.update({"num_heads": encoder.get("num_heads", 4), "decoder_num_heads": decoder.get("num_heads", 8),
+                   "ff_size": encoder.get("ff_size", 2048), "decoder_ff_size": decoder.get("ff_size", 2048),
+                   "layer_norm": encoder.get("layer_norm", "pre"), "decoder_layer_norm": decoder.get("layer_norm", "post"),
+                   "final_norm": encoder.get("layer_norm", "post") == "pre",
+                   "decoder_final_norm": decoder.get("layer_norm", "post") == "pre"})
     if values["activation"] not in ACTIVATIONS:
         raise _refuse(config_path, f"activation {values['activation']!r}")
-    if values["layer_norm"] not in ("pre", "post"):
-        raise CheckpointError(config_path, f"layer_norm must be pre or post; got {values['layer_norm']!r}")
+    for key in ("layer_norm", "decoder_layer_norm"):
+        if values[key] not in ("pre", "post"):
+            raise CheckpointError(config_path, f"layer_norm must be pre or post; got {values[key]!r}")
     alpha = values["alpha"]
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
         raise CheckpointError(config_path, f"alpha must be a positive number; got {alpha!r}")
     values.update(common, encoder_layers=encoder.get("num_layers", 8), decoder_layers=decoder.get("num_layers", 4),
                   dropout=encoder.get("dropout", 0.1))
-    _positive(config_path, values, "hidden_size", "num_heads", "ff_size", "encoder_layers", "decoder_layers")
+    _positive(config_path, values, "hidden_size", "num_heads", "decoder_num_heads", "ff_size", "decoder_ff_size",
+              "encoder_layers", "decoder_layers")
     return values
 
 
@@ -331,9 +344,10 @@ def _joey_vocabulary(path: Path, front: list[str], source: Source) -> list[str]:
 
 def _transformer_config(source: Source, state: dict[str, Tensor], values: dict[str, Any], ids: dict[str, int],
                         vocabularies: dict[str, list[str]]) -> TransformerConfig:
-    d_model, heads = values["hidden_size"], values["num_heads"]
-    if d_model % heads:
-        raise source.error(f"hidden_size {d_model} is not divisible by num_heads {heads}")
+    d_model, heads, decoder_heads = values["hidden_size"], values["num_heads"], values["decoder_num_heads"]
+    for side, count in (("encoder", heads), ("decoder", decoder_heads)):
+        if d_model % count:
+            raise source.error(f"hidden_size {d_model} is not divisible by the {side}'s num_heads {count}")
     counts = (layer_count(state, "encoder.layers."), layer_count(state, "decoder.layers."))
     if counts != (values["encoder_layers"], values["decoder_layers"]):
         raise source.error(f"model_state holds {counts[0]} encoder and {counts[1]} decoder layers; config.yaml "
@@ -343,14 +357,29 @@ def _transformer_config(source: Source, state: dict[str, Tensor], values: dict[s
     return TransformerConfig(
         arch="transformer-preln" if values["layer_norm"] == "pre" else "transformer-postln",
         src_vocab_size=len(vocabularies["src"]), tgt_vocab_size=len(vocabularies["trg"]), d_model=d_model,
-        heads=heads, d_ff=values["ff_size"], encoder_layers=counts[0], decoder_layers=counts[1], dropout=dropout,
-        max_len=int(table.shape[-2]) if table is not None else 5000, norm_position=values["layer_norm"],
-        final_norm=values["final_norm"], pre_norm_kv=True, layer_norm_eps=LAYER_NORM_EPS,
+        heads=heads, d_ff=values["ff_size"], decoder_heads=decoder_heads if decoder_heads != heads else 0,
+        decoder_d_ff=values["decoder_ff_size"] if values["decoder_ff_size"] != values["ff_size"] else 0,
+        encoder_layers=counts[0], decoder_layers=counts[1], dropout=dropout,
+        max_len=int(table.shape[-2]) if table is not None else 5000, **_norm_settings(source, values),
+        pre_norm_kv=True, layer_norm_eps=LAYER_NORM_EPS,
         activation=ACTIVATIONS[values["activation"]], positions="interleaved",
         scale_embedding=values["embeddings.scale"], share_embeddings=values["tied_embeddings"],
         tie_output=values["tied_softmax"], attention_bias=True, output_bias=False,
-        residual_scale=float(values["alpha"]), suppress_bos=True, pad_id=ids["pad"], bos_id=ids["bos"],
-        eos_id=ids["eos"], src_append_eos=True)
+        residual_scale=float(values["alpha"]), suppress_bos=True, min_output_len=values["min_output_length"],
+        pad_id=ids["pad"], bos_id=ids["bos"], eos_id=ids["eos"], src_append_eos=True)
+
+
+def _norm_settings(source: Source, values: dict[str, Any]) -> dict[str, Any]:
+    """Our norm_position, decoder_norm_position and final_norm for each stack's (placement, final norm)."""
+    encoder = (values["layer_norm"], values["final_norm"])
+    decoder = (values["decoder_layer_norm"], values["decoder_final_norm"])
+    if encoder == decoder:
+        return {"norm_position": encoder[0], "decoder_norm_position": "", "final_norm": encoder[1]}
+    if all(final == (placement == "pre") for placement, final in (encoder, decoder)):
+        return {"norm_position": encoder[0], "decoder_norm_position": decoder[0], "final_norm": True}
+    raise source.error(f"a {encoder[0]}-LN encoder {'with' if encoder[1] else 'without'} a final norm beside a "
+                       f"{decoder[0]}-LN decoder {'with' if decoder[1] else 'without'} one is not supported; with "
+                       f"placements that differ, a final norm follows exactly the pre-LN stacks")
 
 
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig) -> WeightMap:
@@ -370,7 +399,7 @@ def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerCo
                 weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}feed_forward.pwff_layer.0.{kind}")
                 weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}feed_forward.pwff_layer.3.{kind}")
                 weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}feed_forward.layer_norm.{kind}")
-        if config.final_norm:
+        if config.final_norm_of(side):
             for kind in ("weight", "bias"):
                 weights.copy(f"{side}_norm.{kind}", f"{side}.layer_norm.{kind}")
         table = f"{side}.pe.pe"
@@ -399,7 +428,8 @@ def _rnn_config(values: dict[str, Any], ids: dict[str, int], vocabularies: dict[
         embedding_size=values["embedding_dim"] if values["embedding_dim"] != hidden else 0,
         luong_score="mlp" if values["attention"] == "bahdanau" else "general", rnn_cell=values["rnn_type"],
         input_feeding=values["input_feeding"], init_hidden=values["init_hidden"], attentional_bias=True,
-        suppress_bos=True, pad_id=ids["pad"], bos_id=ids["bos"], eos_id=ids["eos"], src_append_eos=True)
+        suppress_bos=True, min_output_len=values["min_output_length"], pad_id=ids["pad"], bos_id=ids["bos"],
+        eos_id=ids["eos"], src_append_eos=True)
 
 
 def _map_rnn_weights(source: Source, state: dict[str, Tensor], config: RNNConfig, values: dict[str, Any]) -> WeightMap:

@@ -27,8 +27,8 @@ from ..tokenizers import SentencePieceVocabTokenizer
 from ..transformer import TransformerSeq2Seq
 from ..validation import check_against_weights
 from . import safe_load
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, read_safetensors,
-                     saved_as_one)
+from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_sizes,
+                     read_safetensors, saved_as_one)
 
 NAME = "marian"
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
@@ -102,7 +102,7 @@ def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_out
     return TransformerConfig(
         arch="transformer-postln", src_vocab_size=hf["vocab_size"],
         tgt_vocab_size=hf["vocab_size"] if shared else hf["decoder_vocab_size"],
-        d_model=hf["d_model"], heads=hf["encoder_attention_heads"], d_ff=hf["encoder_ffn_dim"],
+        d_model=hf["d_model"], **hf_sizes(hf),
         encoder_layers=hf["encoder_layers"], decoder_layers=hf["decoder_layers"], dropout=float(hf["dropout"]),
         max_len=hf["max_position_embeddings"], norm_position="post", final_norm=False, layer_norm_eps=1e-5,
         activation=activation, positions="half_split", scale_embedding=bool(hf["scale_embedding"]),
@@ -215,21 +215,20 @@ def _tokenizers(source: Source, config: TransformerConfig):
     folder = source.path
     tokenizer_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     separate = bool(tokenizer_config.get("separate_vocabs", False))
-    source_vocab = _vocabulary(folder / "vocab.json", config.src_vocab_size)
+    source_file = target_file = folder / "vocab.json"
     if separate:
         target_file = folder / (tokenizer_config.get("target_vocab_file") or "target_vocab.json")
         target_file = target_file if target_file.is_file() else folder / "target_vocab.json"
-        target_vocab = _vocabulary(target_file, config.tgt_vocab_size)
-    else:
-        target_vocab = source_vocab if config.tgt_vocab_size == config.src_vocab_size else \
-            _vocabulary(folder / "vocab.json", config.tgt_vocab_size)
-    tokenizers = []
-    for spm_name, vocabulary in (("source.spm", source_vocab), ("target.spm", target_vocab)):
-        specials = _specials(folder, vocabulary, config)
-        tokenizers.append(SentencePieceVocabTokenizer((folder / spm_name).read_bytes(), vocabulary, specials))
+    source_vocab = _vocabulary(source_file, config.src_vocab_size)
+    target_vocab = source_vocab if target_file == source_file and config.tgt_vocab_size == config.src_vocab_size \
+        else _vocabulary(target_file, config.tgt_vocab_size)
+    source_tokenizer = SentencePieceVocabTokenizer((folder / "source.spm").read_bytes(), source_vocab,
+                                                   _specials(source_file, source_vocab, config=config, side="source"))
+    target_tokenizer = SentencePieceVocabTokenizer((folder / "target.spm").read_bytes(), target_vocab,
+                                                   _specials(target_file, target_vocab, config=config, side="target"))
     kept = {key: tokenizer_config[key] for key in ("source_lang", "target_lang", "separate_vocabs")
             if key in tokenizer_config}
-    return tokenizers[0], tokenizers[1], kept
+    return source_tokenizer, target_tokenizer, kept
 
 
 def _json(path: Path) -> Any:
@@ -253,11 +252,17 @@ def _vocabulary(path: Path, size: int) -> list[str]:
     return pieces
 
 
-def _specials(folder: Path, vocabulary: list[str], config: TransformerConfig) -> dict[str, int | None]:
+def _specials(path: Path, vocabulary: list[str], *, config: TransformerConfig, side: str) -> dict[str, int | None]:
+    """The special ids of one side's vocabulary (read from ``path``). config.json's pad id is the source
+    vocabulary's ``<pad>``: with separate vocabularies the target's ``<pad>`` sits elsewhere (it is the start
+    token there), and transformers skips config.json's pad id on both sides, as ours does."""
     found = {name: vocabulary.index(token) if token in vocabulary else None
              for name, token in (("pad", "<pad>"), ("unk", "<unk>"), ("eos", "</s>"))}
-    for name, expected in (("pad", config.pad_id), ("eos", config.eos_id)):
+    checked = (("pad", config.pad_id), ("eos", config.eos_id)) if side == "source" else (("eos", config.eos_id),)
+    for name, expected in checked:
         if found[name] is not None and found[name] != expected:
-            raise CheckpointError(folder / "vocab.json", f"puts the {name} token at {found[name]}; config.json "
-                                                         f"says {expected}")
-    return {"pad": config.pad_id, "unk": found["unk"], "bos": config.bos_id, "eos": config.eos_id}
+            raise CheckpointError(path, f"puts the {name} token at {found[name]}; config.json says {expected}")
+    # Sources never start with the start token; a target-only start token (separate vocabularies) has no
+    # source id, so the source's bos role falls to its pad id, which is never produced either.
+    bos = config.bos_id if side == "target" or config.bos_id < len(vocabulary) else config.pad_id
+    return {"pad": config.pad_id, "unk": found["unk"], "bos": bos, "eos": config.eos_id}
