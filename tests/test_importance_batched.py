@@ -115,3 +115,18 @@ def test_a_reference_longer_than_the_model_takes_is_one_line():
     translator = tiny_translator("transformer-preln")
     with pytest.raises(ImportanceError, match=r"pair 2: the reference has 71 tokens .* at most 64"):
         ablation_importance(translator, [("abc", "cab"), ("abc", "a" * 70)])
+
+
+def test_a_model_with_other_head_counts_per_side_is_scored_head_by_head():
+    """Encoder and decoder with their own head counts (Marian, BART configs): each kind's gates are as wide
+    as its own layers."""
+    torch.manual_seed(4)
+    model = build_model(tiny_config("transformer-preln", dropout=0.0, heads=2, decoder_heads=4)).eval()
+    tokenizer = CharTokenizer(list(LETTERS))
+    translator = Translator(Checkpoint(model, tokenizer, tokenizer), "cpu")
+    importance = ablation_importance(translator, PAIRS[:3])
+    assert {kind: table.shape for kind, table in importance.scores.items()} == {
+        "enc_self": (2, 2), "dec_self": (2, 4), "cross": (2, 4)}
+    for kind, layer, head in (("enc_self", 1, 1), ("dec_self", 0, 3), ("cross", 1, 2)):
+        expected = forced_nll(translator, PAIRS[:3], Ablation.of([(kind, layer, head)]))
+        assert importance.scores[kind][layer, head] == pytest.approx(expected, abs=1e-5)
