@@ -87,8 +87,7 @@ def test_a_device_switch_during_a_job_stops_it_and_the_panel_says_why(qtbot, win
     assert summary(window) == "Stopped: the model moved to cpu. View → Head importance… scores a corpus again."
     qtbot.waitUntil(lambda: moved == ["cpu"], timeout=WAIT)
     assert window.importance_panel.importance is None and not worker.long_jobs and no_job_thread_left()
-    time.sleep(0.5)  # no head is scored any more: nothing overwrites the outcome
-    qtbot.wait(50)
+    qtbot.wait(500)  # no head is scored any more: nothing overwrites the outcome
     assert summary(window).startswith("Stopped: the model moved to cpu.")
 
     window.head_importance(demo_reference_pairs(DEMO)[:4])  # asked for again: it scores on the new device
