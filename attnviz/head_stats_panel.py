@@ -13,8 +13,8 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from . import stats_view
-from .jobs import Stopped
 from .demos import demo_reference_pairs
+from .jobs import Stopped
 from .views.head_stats import HeadStatsView
 
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
