@@ -2,8 +2,9 @@
 a corpus' statistics, keeps the newest answer and what is chosen in it (run, kind, head), and has the view
 draw what attnviz/stats_view.py computes.
 
-Jobs carry an id from the session's one counter. The worker stops a job once a newer statistics job or a newer
-model job exists; an answer for any job but the newest is dropped here, and a newly opened model clears the view.
+Jobs carry an id from the session's one counter (attnviz/jobs.py). The worker stops a job between batches once
+a newer statistics job or a newer model job exists (a device move is one) and answers why, which the view says;
+an answer for any job but the newest is dropped here, and a newly opened model clears the view.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from . import stats_view
 from .demos import demo_reference_pairs
+from .jobs import Stopped
 from .views.head_stats import HeadStatsView
 
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
@@ -47,6 +49,7 @@ class HeadStatsPanel(QObject):
         self.view = HeadStatsView()
         self.stats = None
         self.job = 0
+        self.stopped: Stopped | None = None  # why the newest job stopped before it finished
         self.run, self.kind, self.head = "reference", "cross", None
         self.requested.connect(worker.head_stats)
         worker.head_stats_ready.connect(self.accept)
@@ -57,8 +60,8 @@ class HeadStatsPanel(QObject):
     def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
         """Ask for the statistics of ``corpus`` (a PAIRS.tsv path, or the pairs); any older job still running
         stops at its next batch."""
-        self.job = job_id
-        self.worker.latest_stats_job = job_id  # read by the worker between batches
+        self.job, self.stopped = job_id, None
+        self.worker.jobs.post("stats", job_id)  # read by the worker between batches
         self.view.show_message(f"Running {stats_view.corpus_name(corpus)} through the model…")
         self.requested.emit(job_id, corpus)
 
@@ -66,16 +69,24 @@ class HeadStatsPanel(QObject):
         """The worker's answer: the statistics, or the line saying why there are none."""
         if job_id != self.job:
             return
+        if isinstance(answer, Stopped):
+            self.stopped = answer
+            self.view.show_message(f"{answer.line} View → Corpus head statistics… runs a corpus again.")
+            return
         if isinstance(answer, str):
             self.view.show_message(f"No head statistics: {answer}")
             return
         self.stats, self.head = answer, None
         self.refresh()
 
-    def model_changed(self, _job_id: int = 0, _info=None) -> None:
+    def model_changed(self, job_id: int = 0, _info=None) -> None:
+        stopped_by_it = self.stopped is not None and self.stopped.by == job_id
         self.stats, self.head, self.job = None, None, 0
         self.view.show_typical(None)
-        self.view.show_message("A new model is open: View → Corpus head statistics… runs a corpus through it.")
+        self.view.show_message(f"{self.stopped.line} View → Corpus head statistics… runs a corpus through it."
+                               if stopped_by_it else
+                               "A new model is open: View → Corpus head statistics… runs a corpus through it.")
+        self.stopped = None
 
     def choose(self, run: str, kind: str) -> None:
         self.run, self.kind, self.head = run, kind, None

@@ -2,9 +2,9 @@
 alone (models/importance.py), keeps the newest answer, and draws it in the Head statistics view's layers × heads
 grid (attnviz/stats_view.py computes what it shows). Clicking a head shows it in the window.
 
-Jobs carry an id from the session's one counter; the worker stops a job between heads once a newer
-importance or model job exists, an answer for any other job is dropped here, and a newly opened model
-clears the view.
+Jobs carry an id from the session's one counter (attnviz/jobs.py); the worker stops a job between heads once
+a newer importance or model job exists (a device move is one) and answers why, which the view says; an answer
+for any other job is dropped here, and a newly opened model clears the view.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal
 
 from . import stats_view
+from .jobs import Stopped
 from .views.head_stats import HeadStatsView
 
 PAIRS_LIMIT = 50  # every head costs a decoding of every pair: the first fifty say enough in the window
@@ -29,6 +30,7 @@ class ImportancePanel(QObject):
         self.view.show_message("View → Head importance… scores a PAIRS.tsv corpus with each head switched off alone.")
         self.importance = None
         self.job = 0
+        self.stopped: Stopped | None = None  # why the newest job stopped before it finished
         self.kind, self.head = "cross", None
         self.requested.connect(worker.head_importance)
         worker.importance_ready.connect(self.accept)
@@ -38,8 +40,8 @@ class ImportancePanel(QObject):
         self.view.head_clicked.connect(self.choose_head)
 
     def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
-        self.job = job_id
-        self.worker.latest_importance_job = job_id  # read by the worker between heads
+        self.job, self.stopped = job_id, None
+        self.worker.jobs.post("importance", job_id)  # read by the worker between heads
         self.view.show_message(f"Scoring {stats_view.corpus_name(corpus)} (at most {PAIRS_LIMIT} pairs) with "
                                "every head on…")
         self.requested.emit(job_id, corpus, PAIRS_LIMIT)
@@ -51,16 +53,23 @@ class ImportancePanel(QObject):
     def accept(self, job_id: int, answer) -> None:
         if job_id != self.job:
             return
+        if isinstance(answer, Stopped):
+            self.stopped = answer
+            self.view.show_message(f"{answer.line} View → Head importance… scores a corpus again.")
+            return
         if isinstance(answer, str):
             self.view.show_message(f"No head importance: {answer}")
             return
         self.importance, self.head = answer, None
         self.refresh()
 
-    def model_changed(self, _job_id: int = 0, _info=None) -> None:
+    def model_changed(self, job_id: int = 0, _info=None) -> None:
+        stopped_by_it = self.stopped is not None and self.stopped.by == job_id
         self.importance, self.head, self.job = None, None, 0
         self.view.show_note("")
-        self.view.show_message("A new model is open: View → Head importance… scores a corpus with it.")
+        self.view.show_message(f"{self.stopped.line} View → Head importance… scores a corpus with it." if stopped_by_it
+                               else "A new model is open: View → Head importance… scores a corpus with it.")
+        self.stopped = None
 
     def choose(self, _run: str, kind: str) -> None:
         self.kind, self.head = kind, None

@@ -440,10 +440,11 @@ class MainWindow(QMainWindow):
         job_id = self._new_model_job()
         self.import_requested.emit(job_id, self.import_dialog.answer(self.model_panel.device_name()))
 
-    def _new_model_job(self) -> int:
-        """An id for an open, import or device move; the worker skips any older one still queued."""
+    def _new_model_job(self, because: str = "") -> int:
+        """An id for an open, import or device move; the worker skips any older one still queued, and a corpus
+        job it overtakes stops, saying ``because`` (default: another model was opened)."""
         job_id = self.session.new_model_job()
-        self.worker_thread.worker.latest_model_job = job_id
+        self.worker_thread.worker.jobs.post("model", job_id, because=because)
         return job_id
 
     def open_path(self, path: str) -> None:
@@ -495,7 +496,7 @@ class MainWindow(QMainWindow):
             self.input_bar.ask_for_target()
             return
         request = self.session.new_request(text, **options)
-        self.worker_thread.worker.latest_request = request.id  # the running decode stops at its next step
+        self.worker_thread.worker.jobs.post("run", request.id)  # the running decode stops at its next step
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
 
@@ -609,13 +610,13 @@ class MainWindow(QMainWindow):
             self.show_error("Open a model first, then compare another one with it.")
             return
         job_id = self.session.new_partner_job()
-        self.worker_thread.worker.latest_partner_job = job_id
+        self.worker_thread.worker.jobs.post("partner", job_id)
         self.statusBar().showMessage(f"Opening {path} to compare…")
         self.partner_requested.emit(job_id, str(path), self.model_panel.device_name())
 
     def stop_comparing(self) -> None:
         self.session.stop_comparing()
-        self.worker_thread.worker.latest_partner_job = self.session.partner_job
+        self.worker_thread.worker.jobs.post("partner", self.session.partner_job)
         self.partner_dropped.emit(self.session.partner_job)
         self._show_comparing()
         self._show_output()
@@ -722,7 +723,8 @@ class MainWindow(QMainWindow):
         self.input_bar.show_error(message)
 
     def _on_device(self, device: str) -> None:
-        self.device_requested.emit(self._new_model_job(), device)
+        moved = f"the model moved to {device or 'the best device'}"
+        self.device_requested.emit(self._new_model_job(moved), device)
         self.run()  # queued after the move, so it runs on the new device
 
     def _on_device_changed(self, job_id: int, info: ModelInfo) -> None:

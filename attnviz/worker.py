@@ -1,9 +1,14 @@
 """The model's worker thread: every torch call happens here; only plain data leaves it.
 
 The GUI asks by calling the ``load``/``run`` slots through queued signals and learns the outcome from
-the signals below. A newer request makes the running one stop at its next decoding step (the worker
-reads ``latest_request``, which the GUI thread sets before it asks); requests that are already stale
-when they start are skipped.
+the signals below. Before it asks, the GUI thread posts the job's id on the worker's ``jobs`` board
+(attnviz/jobs.py): a job that is no longer the newest of its kind is skipped, a running decode stops at its
+next step, and a long job (corpus statistics, head importance) stops between two units and answers
+:class:`~attnviz.jobs.Stopped`, saying why.
+
+Nothing on this thread processes events from inside a job: a long job runs one unit (a batch, a head) per
+queued call and queues its next unit behind what was asked meanwhile, so a run, a model load or a device
+move is handled between two units, never inside one.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ import time
 import traceback
 import warnings
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
@@ -27,6 +33,7 @@ from models.snapshots import is_series, load_series
 from models.translator import SourceInput, Translator
 
 from .imports import ImportAnswer, ImportQuestion
+from .jobs import JobBoard, Stopped, UnitSteps
 from .session import NO_REQUEST, ModelInfo, Request
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
@@ -84,6 +91,19 @@ def trace_dtype(translator: Translator, request: Request, *, source: SourceInput
     return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
 
 
+@dataclasses.dataclass
+class LongJob:
+    """A long job under way: its kind and id on the board, its units, and where its answers go (``answer``:
+    job id and the result, the line saying why not, or :class:`Stopped`; ``report``: job id and what the
+    work's progress callback was given after a unit)."""
+
+    kind: str
+    id: int
+    units: UnitSteps
+    answer: Callable[[int, object], None]
+    report: Callable[..., None] | None = None
+
+
 class ModelWorker(QObject):
     """Every signal carries the id of the job it answers (see attnviz/session.py): the GUI drops stale ones."""
 
@@ -104,6 +124,7 @@ class ModelWorker(QObject):
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
+    _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
     def __init__(self):
         super().__init__()
@@ -111,20 +132,17 @@ class ModelWorker(QObject):
         self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
         self.series_translators: dict[int, Translator] = {}  # the snapshots loaded so far (kept: switching back is instant)
         self.partner: Translator | None = None  # model B while comparing: every run runs on it too
-        self.latest_partner_job = 0
-        # Written by the GUI thread before it asks (an int assignment is atomic in CPython): a job whose id
-        # is no longer the newest is skipped, and a running decode stops at its next step.
-        self.latest_request = 0
-        self.latest_model_job = 0
-        self.latest_stats_job = 0
-        self.latest_importance_job = 0
+        self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
+        self.long_jobs: dict[str, LongJob] = {}  # kind → the long job of that kind under way
+        self._next_unit.connect(self._step_long_job, Qt.ConnectionType.QueuedConnection)
 
     def _stale_model_job(self, job_id: int) -> bool:
-        return job_id != self.latest_model_job
+        return not self.jobs.is_current("model", job_id)
 
     @Slot(int, str, str)
     def load(self, job_id: int, path: str, device: str) -> None:
         """Open an attnviz checkpoint, or import a foreign one (asking for what it lacks)."""
+        self._stop_overtaken_jobs()
         if self._stale_model_job(job_id):
             return
         try:
@@ -156,6 +174,7 @@ class ModelWorker(QObject):
     @Slot(int, object)
     def import_model(self, job_id: int, answer: ImportAnswer) -> None:
         """Convert a foreign checkpoint with the user's answers; a failure asks again, saying why."""
+        self._stop_overtaken_jobs()
         if self._stale_model_job(job_id):
             return
         try:
@@ -220,7 +239,7 @@ class ModelWorker(QObject):
     @Slot(int, str, str)
     def load_partner(self, job_id: int, path: str, device: str) -> None:
         """Open the model to compare with: attnviz checkpoints, and foreign ones that need no answers."""
-        if job_id != self.latest_partner_job:
+        if not self.jobs.is_current("partner", job_id):
             return
         try:
             checkpoint = load_checkpoint(path) if is_native(path) else None
@@ -230,7 +249,7 @@ class ModelWorker(QObject):
                     raise CheckpointError(f"{path}: needs answers before it can open; open it, save it as an "
                                           "attnviz checkpoint, and compare with that")
                 checkpoint = convert(path, inspection.format)
-            if job_id != self.latest_partner_job:
+            if not self.jobs.is_current("partner", job_id):
                 return
             self.partner = Translator(checkpoint, device or None)
             self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
@@ -243,7 +262,7 @@ class ModelWorker(QObject):
     @Slot(int)
     def drop_partner(self, job_id: int) -> None:
         """Stop comparing: model B is let go (unless a newer partner is on its way)."""
-        if job_id == self.latest_partner_job:
+        if self.jobs.is_current("partner", job_id):
             self.partner = None
 
     def _decode_partner(self, request: Request) -> None:
@@ -251,7 +270,7 @@ class ModelWorker(QObject):
         from models.decoding import finish
 
         partner = self.partner
-        if partner is None or request.id != self.latest_request:
+        if partner is None or not self.jobs.is_current("run", request.id):
             return
         try:
             source = partner.source(request.text)
@@ -284,6 +303,7 @@ class ModelWorker(QObject):
 
     @Slot(int, str)
     def set_device(self, job_id: int, device: str) -> None:
+        self._stop_overtaken_jobs()  # a corpus job scores the device it started on: it answers why it stopped
         if self.translator is None or self._stale_model_job(job_id):
             return
         try:
@@ -295,7 +315,7 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def run(self, request: Request) -> None:
-        if self.translator is None or request.id != self.latest_request:
+        if self.translator is None or not self.jobs.is_current("run", request.id):
             return
         try:
             try:
@@ -313,58 +333,83 @@ class ModelWorker(QObject):
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
-        """Statistics of every head over a corpus (a PAIRS.tsv path, or the pairs themselves: a demo's own);
-        stops once a newer statistics or model job exists."""
+        """Statistics of every head over a corpus (a PAIRS.tsv path, or the pairs themselves: a demo's own), one
+        batch per unit; stops once a newer statistics or model job exists."""
         from models.head_stats import corpus_head_stats
 
-        current = lambda *_: job_id == self.latest_stats_job and self.latest_model_job < job_id  # noqa: E731
-        if self.translator is None or not current():
-            return
-        try:
-            stats = corpus_head_stats(self.translator, corpus_pairs(corpus), progress=current)
-        except AttnvizError as failure:
-            self.head_stats_ready.emit(job_id, str(failure))
-            return
-        except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
-            traceback.print_exc()
-            self.head_stats_ready.emit(job_id, f"internal error: {type(failure).__name__}: {failure}")
-            return
-        if stats is not None:
-            self.head_stats_ready.emit(job_id, stats)
+        translator = self.translator
+        self._start_long_job("stats", job_id, answer=self.head_stats_ready.emit,
+                             work=lambda progress: corpus_head_stats(translator, corpus_pairs(corpus), progress=progress))
 
     @Slot(int, object, int)
     def head_importance(self, job_id: int, corpus: str | list[tuple[str, str]], limit: int) -> None:
         """The score drop of each head switched off alone over the first ``limit`` pairs of a corpus (a PAIRS.tsv
-        path, or the pairs themselves); stops between heads once a newer importance or model job exists, or
-        the window closes.
-
-        A job can take minutes: between heads the thread answers what was asked meanwhile (a sentence run
-        first of all), so the window never waits for the whole job. The job keeps the translator it started
-        with; a model opened meanwhile makes it stale.
-        """
+        path, or the pairs themselves), one head per unit; stops between heads once a newer importance or
+        model job exists (a device move is a model job), or the window closes. The job keeps the translator
+        it started with."""
         from models.importance import head_importance
 
-        current = lambda: (job_id == self.latest_importance_job and self.latest_model_job < job_id  # noqa: E731
-                           and self.latest_request >= 0)
-        if self.translator is None or not current():
+        translator = self.translator
+        self._start_long_job(
+            "importance", job_id, answer=self.importance_ready.emit,
+            report=lambda job, done, total, _head: self.importance_progress.emit(job, done, total),
+            work=lambda progress: head_importance(translator, corpus_pairs(corpus)[:limit], progress=progress))
+
+    def _start_long_job(self, kind: str, job_id: int, *, work, answer, report=None) -> None:
+        """Queue the first unit of ``work`` (see :class:`UnitSteps`), unless the job is already overtaken (it
+        answers why) or no model is open."""
+        self._stop_overtaken_jobs()
+        stopped = self.jobs.overtaken(kind, job_id)
+        if stopped is not None or self.translator is None:
+            answer(job_id, stopped or "no model is open")
             return
+        self.long_jobs[kind] = LongJob(kind, job_id, UnitSteps(work, name=f"attnviz-{kind}"), answer=answer, report=report)
+        self._next_unit.emit(kind, job_id)
 
-        def progress(done: int, total: int, _head: str) -> bool:
-            self.importance_progress.emit(job_id, done, total)
-            QCoreApplication.processEvents()  # the runs (and jobs) queued on this thread meanwhile
-            return current()
-
+    @Slot(str, int)
+    def _step_long_job(self, kind: str, job_id: int) -> None:
+        """One unit of a long job, then the next one queued: what was asked meanwhile comes first."""
+        job = self.long_jobs.get(kind)
+        if job is None or job.id != job_id:
+            return
+        stopped = self.jobs.overtaken(kind, job_id)
+        if stopped is not None:
+            self._end_long_job(job, stopped)
+            return
         try:
-            importance = head_importance(self.translator, corpus_pairs(corpus)[:limit], progress=progress)
+            unit = job.units.step()
         except AttnvizError as failure:
-            self.importance_ready.emit(job_id, str(failure))
+            self._end_long_job(job, str(failure))
             return
         except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
             traceback.print_exc()
-            self.importance_ready.emit(job_id, f"internal error: {type(failure).__name__}: {failure}")
+            self._end_long_job(job, f"internal error: {type(failure).__name__}: {failure}")
             return
-        if importance is not None:
-            self.importance_ready.emit(job_id, importance)
+        if unit.done:
+            self._end_long_job(job, unit.value)
+            return
+        if job.report is not None:
+            job.report(job_id, *unit.value)
+        self._next_unit.emit(kind, job_id)
+
+    def _end_long_job(self, job: LongJob, answer) -> None:
+        job.units.stop()
+        if self.long_jobs.get(job.kind) is job:
+            del self.long_jobs[job.kind]
+        job.answer(job.id, answer)
+
+    def _stop_overtaken_jobs(self) -> None:
+        """Before a model job changes the model: the long jobs it overtakes answer why they stopped."""
+        for job in list(self.long_jobs.values()):
+            stopped = self.jobs.overtaken(job.kind, job.id)
+            if stopped is not None:
+                self._end_long_job(job, stopped)
+
+    def end_long_jobs(self) -> None:
+        """The window is closing and this thread has ended: end the jobs' helper threads, answering no one."""
+        for job in self.long_jobs.values():
+            job.units.stop()
+        self.long_jobs.clear()
 
     def _move_models(self, device: str) -> None:
         """The open model and, while comparing, model B: both always run on the same device."""
@@ -373,6 +418,8 @@ class ModelWorker(QObject):
             self.partner.to(self.translator.device)
 
     def _fall_back_to_the_cpu(self, request: Request) -> None:
+        for job in list(self.long_jobs.values()):  # they started on the GPU: scores stay on one device
+            self._end_long_job(job, Stopped("the GPU ran out of memory; the model now runs on the CPU"))
         self._move_models("cpu")
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -409,7 +456,7 @@ class ModelWorker(QObject):
                                   max_len=request.max_len, ablation=request.ablation, dtype=dtype)
         pending, sent = [], time.monotonic()
         while True:
-            if request.id != self.latest_request:
+            if not self.jobs.is_current("run", request.id):
                 steps.close()
                 return
             with warnings.catch_warnings(record=True) as caught:  # NaN from the model: said in the window
@@ -447,9 +494,10 @@ class WorkerThread:
         WorkerThread.live.add(self)
 
     def close(self) -> None:
-        self.worker.latest_request = -1
+        self.worker.jobs.close()  # a running decode stops at its next step, a long job before its next unit
         self.thread.quit()
         self.thread.wait()
+        self.worker.end_long_jobs()
 
 
 def leave_a_core_for_the_gui() -> None:
