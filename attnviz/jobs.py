@@ -1,5 +1,5 @@
 """The worker's jobs as plain data (no Qt, no torch): which job of each kind is the newest, why an older one
-stopped, and a long job cut into units that the worker thread steps one at a time.
+stopped, and a long job's generator of units that the worker thread steps one at a time.
 
 The one rule, newest wins: every job carries an id from the session's one counter; a job is current while
 its id is the newest of its kind and no job it depends on (a corpus job depends on the model) is newer,
@@ -9,9 +9,7 @@ asks before it starts a job and between a long job's units.
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,63 +85,34 @@ class Unit:
 
 
 class UnitSteps:
-    """``work(progress)`` (a function that calls ``progress`` after each unit of its work: a head scored, a
-    batch run) run one unit per :meth:`step`, so that whoever steps it can do other things between units.
+    """A long job's generator (models/steps.py: each ``yield`` ends one unit of work with its progress, the
+    return value is the result) stepped one unit per :meth:`step` on the caller's thread, so that the caller
+    can do other things between units: nothing else runs the job, and its model is touched by one thread.
+    ``start`` makes the generator at the first step, so that what making it raises (a corpus that cannot be
+    read) is the first step's error."""
 
-    The work runs on a helper thread that only ever runs while :meth:`step` waits for it: it and the caller
-    never run at once, so the work's model is never touched by two threads together. :meth:`stop` ends the
-    work where it waits (its progress callback answers False: the models' convention for "stop").
-    """
-
-    def __init__(self, work: Callable[[Callable[..., bool]], Any], name: str = "attnviz-job"):
-        self._work = work
-        self._resume: queue.Queue[bool] = queue.Queue()  # to the work: go on (True) or stop (False)
-        self._units: queue.Queue[tuple[str, Any]] = queue.Queue()  # from the work: "unit", "done" or "error"
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+    def __init__(self, start: Callable[[], Generator]):
+        self._start = start
+        self._steps: Generator | None = None
         self.finished = False
 
     def step(self) -> Unit:
-        """Run the work's next unit; re-raises what the work raised."""
+        """Run the job's next unit; re-raises what the job raised."""
         if self.finished:
             raise RuntimeError("the job has finished")
-        if not self._thread.is_alive():
-            self._thread.start()
-        self._resume.put(True)
-        what, value = self._units.get()
-        if what == "unit":
-            return Unit(False, value)
-        self._finish()
-        if what == "error":
-            raise value
-        return Unit(True, value)
+        try:
+            if self._steps is None:
+                self._steps = self._start()
+            return Unit(False, next(self._steps))
+        except StopIteration as end:
+            self.finished = True
+            return Unit(True, end.value)
+        except BaseException:
+            self.finished = True
+            raise
 
     def stop(self) -> None:
-        """End the work between two units (nothing to do once it has finished or before it started)."""
-        if self.finished or not self._thread.is_alive():
-            self.finished = True
-            return
-        while True:
-            self._resume.put(False)
-            what, _ = self._units.get()
-            if what != "unit":  # a work that ignored the first False is told again until it ends
-                break
-        self._finish()
-
-    def _finish(self) -> None:
-        self._thread.join()
+        """End the job between two units (nothing to do once it has finished)."""
+        if not self.finished and self._steps is not None:
+            self._steps.close()
         self.finished = True
-
-    def _run(self) -> None:
-        if not self._resume.get():
-            self._units.put(("done", None))
-            return
-        try:
-            result = self._work(self._unit_done)
-        except BaseException as failure:  # noqa: BLE001 (handed to the stepping thread, which reports it)
-            self._units.put(("error", failure))
-            return
-        self._units.put(("done", result))
-
-    def _unit_done(self, *progress) -> bool:
-        self._units.put(("unit", progress))
-        return self._resume.get()

@@ -335,11 +335,10 @@ class ModelWorker(QObject):
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
         """Statistics of every head over a corpus (a PAIRS.tsv path, or the pairs themselves: a demo's own), one
         batch per unit; stops once a newer statistics or model job exists."""
-        from models.head_stats import corpus_head_stats
+        from models.head_stats import corpus_head_stats_steps
 
-        translator = self.translator
         self._start_long_job("stats", job_id, answer=self.head_stats_ready.emit,
-                             work=lambda progress: corpus_head_stats(translator, corpus_pairs(corpus), progress=progress))
+                             steps=lambda: corpus_head_stats_steps(self.translator, corpus_pairs(corpus)))
 
     @Slot(int, object, int)
     def head_importance(self, job_id: int, corpus: str | list[tuple[str, str]], limit: int) -> None:
@@ -347,23 +346,23 @@ class ModelWorker(QObject):
         path, or the pairs themselves), one head per unit; stops between heads once a newer importance or
         model job exists (a device move is a model job), or the window closes. The job keeps the translator
         it started with."""
-        from models.importance import head_importance
+        from models.importance import head_importance_steps
 
-        translator = self.translator
         self._start_long_job(
             "importance", job_id, answer=self.importance_ready.emit,
             report=lambda job, done, total, _head: self.importance_progress.emit(job, done, total),
-            work=lambda progress: head_importance(translator, corpus_pairs(corpus)[:limit], progress=progress))
+            steps=lambda: head_importance_steps(self.translator, corpus_pairs(corpus)[:limit]))
 
-    def _start_long_job(self, kind: str, job_id: int, *, work, answer, report=None) -> None:
-        """Queue the first unit of ``work`` (see :class:`UnitSteps`), unless the job is already overtaken (it
-        answers why) or no model is open."""
+    def _start_long_job(self, kind: str, job_id: int, *, steps, answer, report=None) -> None:
+        """Queue the first unit of the generator ``steps()`` makes (see :class:`UnitSteps`), unless the job is
+        already overtaken (it answers why) or no model is open. The generator holds the translator it started
+        with, and runs only when the worker thread steps it."""
         self._stop_overtaken_jobs()
         stopped = self.jobs.overtaken(kind, job_id)
         if stopped is not None or self.translator is None:
             answer(job_id, stopped or "no model is open")
             return
-        self.long_jobs[kind] = LongJob(kind, job_id, UnitSteps(work, name=f"attnviz-{kind}"), answer=answer, report=report)
+        self.long_jobs[kind] = LongJob(kind, job_id, UnitSteps(steps), answer=answer, report=report)
         self._next_unit.emit(kind, job_id)
 
     @Slot(str, int)
@@ -406,7 +405,7 @@ class ModelWorker(QObject):
                 self._end_long_job(job, stopped)
 
     def end_long_jobs(self) -> None:
-        """The window is closing and this thread has ended: end the jobs' helper threads, answering no one."""
+        """The window is closing and this thread has ended: close the jobs' generators, answering no one."""
         for job in self.long_jobs.values():
             job.units.stop()
         self.long_jobs.clear()

@@ -21,6 +21,7 @@ from .decoding import finish
 from .errors import AttnvizError, InputError
 from .head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
 from .intermediates import Intermediates
+from .steps import Steps, drive
 from .translator import SourceInput, Translator
 
 Progress = Callable[[int, int], bool]  # (sentences done, sentences in all) → keep going?
@@ -33,6 +34,13 @@ class NoAttentionError(AttnvizError):
 def corpus_head_stats(translator: Translator, pairs: Sequence[Pair], *, batch_size: int = 32,
                       decode: bool = False, progress: Progress | None = None) -> HeadStats | None:
     """Statistics of every head over ``pairs`` (None when ``progress`` asked to stop)."""
+    return drive(corpus_head_stats_steps(translator, pairs, batch_size=batch_size, decode=decode), progress)
+
+
+def corpus_head_stats_steps(translator: Translator, pairs: Sequence[Pair], *, batch_size: int = 32,
+                            decode: bool = False) -> Steps:
+    """Statistics of every head over ``pairs``, yielding ``(sentences done, sentences in all)`` after each batch
+    (models/steps.py) and returning the :class:`HeadStats`."""
     model = translator.model
     if not model.kinds:
         raise NoAttentionError(f"this model ({model.config.arch}) has no attention: there are no heads to describe")
@@ -41,19 +49,24 @@ def corpus_head_stats(translator: Translator, pairs: Sequence[Pair], *, batch_si
     examples = encode_pairs(pairs, translator.source_tokenizer, target=translator.target_tokenizer,
                             model_config=model.config, name="the corpus")
     total = len(examples) * (2 if decode else 1)
-    reference = example_stats(model, examples, batch_size=batch_size, run="reference",
-                              progress=progress and (lambda done, _: progress(done, total)))
-    if reference is None:
-        return None
+    reference = yield from _counted(example_stats_steps(model, examples, batch_size=batch_size, run="reference"),
+                                    before=0, total=total)
     runs, outputs = {"reference": reference}, []
     if decode:
         decoded_examples, outputs = greedy_examples(translator, examples)
-        decoded = example_stats(model, decoded_examples, batch_size=batch_size, run="decoded",
-                                progress=progress and (lambda done, _: progress(len(examples) + done, total)))
-        if decoded is None:
-            return None
-        runs["decoded"] = decoded
+        runs["decoded"] = yield from _counted(example_stats_steps(model, decoded_examples, batch_size=batch_size,
+                                                                  run="decoded"), before=len(examples), total=total)
     return HeadStats(list(pairs), runs, outputs)
+
+
+def _counted(steps: Steps, *, before: int, total: int) -> Steps:
+    """``steps``' units counted among ``total`` sentences, ``before`` of them done already; its result."""
+    while True:
+        try:
+            done, _ = next(steps)
+        except StopIteration as end:
+            return end.value
+        yield before + done, total
 
 
 def greedy_examples(translator: Translator, examples: Sequence[Example]) -> tuple[list[Example], list[str]]:
@@ -75,29 +88,36 @@ def length_batches(examples: Sequence[Example], batch_size: int) -> list[list[in
 
 def example_stats(model: Seq2Seq, examples: Sequence[Example], batch_size: int, run: str = "reference",
                   progress: Progress | None = None) -> RunStats | None:
-    """Statistics of token-id examples, teacher-forced in batches (the examples' order is kept in the result)."""
+    """Statistics of token-id examples, teacher-forced in batches (the examples' order is kept in the result);
+    None when ``progress`` asked to stop."""
+    return drive(example_stats_steps(model, examples, batch_size=batch_size, run=run), progress)
+
+
+def example_stats_steps(model: Seq2Seq, examples: Sequence[Example], batch_size: int,
+                        run: str = "reference") -> Steps:
+    """:func:`example_stats`, yielding ``(examples done, examples in all)`` after each batch."""
     device = next(model.parameters()).device
     totals: dict[str, KindSums] = {}
     done = 0
-    with torch.inference_mode():
-        for indices in length_batches(examples, batch_size):
+    for indices in length_batches(examples, batch_size):
+        with torch.inference_mode():  # per batch: a paused generator must not leave inference mode on for others
             batch = collate([examples[i] for i in indices], model.config, device)
             _, intermediates = model(batch.src, batch.tgt_in, need_weights=True)
             src_lengths = torch.tensor([len(examples[i][0]) for i in indices], device=device)
             tgt_lengths = torch.tensor([len(examples[i][1]) + 1 for i in indices], device=device)
-            for kind, sums in batch_sums(intermediates, batch.src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
-                                         eos_id=model.config.eos_id).items():
-                if kind not in totals:
-                    # float32 per sentence (a few hundred rows each) keeps a large corpus' sums small
-                    totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:], dtype=np.float32)
-                                             for name, values in sums.sums.items()},
-                                            np.zeros(len(examples), dtype=np.int64), np.zeros(len(examples), dtype=np.int64))
-                for name, values in sums.sums.items():
-                    totals[kind].sums[name][indices] = values
-                totals[kind].rows[indices], totals[kind].previous_rows[indices] = sums.rows, sums.previous_rows
-            done += len(indices)
-            if progress is not None and not progress(done, len(examples)):
-                return None
+            batch_totals = batch_sums(intermediates, batch.src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+                                      eos_id=model.config.eos_id)
+        for kind, sums in batch_totals.items():
+            if kind not in totals:
+                # float32 per sentence (a few hundred rows each) keeps a large corpus' sums small
+                totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:], dtype=np.float32)
+                                         for name, values in sums.sums.items()},
+                                        np.zeros(len(examples), dtype=np.int64), np.zeros(len(examples), dtype=np.int64))
+            for name, values in sums.sums.items():
+                totals[kind].sums[name][indices] = values
+            totals[kind].rows[indices], totals[kind].previous_rows[indices] = sums.rows, sums.previous_rows
+        done += len(indices)
+        yield done, len(examples)
     return RunStats(run, totals)
 
 

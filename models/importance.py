@@ -28,6 +28,7 @@ from torch import Tensor
 from .ablation import Ablation, AblationError, HeadGates
 from .errors import EmptyInputError, InputError
 from .evaluation import Evaluation, evaluate
+from .steps import Steps, drive
 from .trace import KINDS
 from .translator import Translator
 
@@ -129,9 +130,18 @@ def chosen_kinds(translator: Translator, kinds: Sequence[str] | None) -> list[st
 def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *, kinds: Sequence[str] | None = None,
                     beam: int = 1, max_len: int | None = None, progress: Progress | None = None,
                     metric: str | None = None) -> HeadImportance | None:
+    """:func:`head_importance_steps` driven to its end; None when ``progress`` returned False (stopped)."""
+    return drive(head_importance_steps(translator, pairs, kinds=kinds, beam=beam, max_len=max_len, metric=metric),
+                 progress)
+
+
+def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
+                          kinds: Sequence[str] | None = None, beam: int = 1, max_len: int | None = None,
+                          metric: str | None = None) -> Steps:
     """Score ``pairs`` once as the model is, then once per head of ``kinds`` (default: every kind the model
-    has) with that head alone switched off. None when ``progress`` returned False (the run was stopped).
-    ``metric``: ``chrf`` or ``exact`` (default: :func:`metric_for`).
+    has) with that head alone switched off, yielding ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
+    head (models/steps.py) and returning the :class:`HeadImportance`. ``metric``: ``chrf`` or ``exact``
+    (default: :func:`metric_for`).
 
     Without ``max_len`` outputs stop at twice the longest reference plus 10 tokens (all runs alike): a model
     missing a head often never ends its sentence, and decoding to the model's maximum would only make the
@@ -157,8 +167,7 @@ def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
             for head in range(heads):
                 table[layer, head] = score(Ablation.of([(kind, layer, head)]))
                 done += 1
-                if progress is not None and progress(done, total, f"{kind}:{layer}:{head}") is False:
-                    return None
+                yield done, total, f"{kind}:{layer}:{head}"
         result.scores[kind] = table
     result.seconds = time.perf_counter() - started
     return result

@@ -1,12 +1,10 @@
 """The job board and a long job's units (attnviz/jobs.py), without Qt: which job of each kind is current, why
-an overtaken one stopped, and a callback-driven function stepped one unit at a time."""
+an overtaken one stopped, and a long job's generator stepped one unit at a time."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
@@ -52,24 +50,27 @@ def test_closing_is_a_state_of_its_own_that_stops_every_job():
     assert Stopped(WINDOW_CLOSED).by == 0
 
 
-def counting(units: int, calls: list):
-    """A work in ``units`` units, the way models/importance.py calls its progress: stop when it says False."""
-    def work(progress):
-        for done in range(1, units + 1):
-            calls.append(done)
-            if progress(done, units) is False:
-                return None
+def counting(units: int, calls: list, closed: list | None = None):
+    """A job of ``units`` units, as models/steps.py writes them: a generator yielding its progress."""
+    def steps():
+        try:
+            for done in range(1, units + 1):
+                calls.append(done)
+                yield done, units
+        except GeneratorExit:
+            if closed is not None:
+                closed.append(len(calls))
+            raise
         return f"all {units}"
-    return work
+    return steps
 
 
-def test_a_work_runs_one_unit_per_step_and_never_while_its_caller_runs():
+def test_a_job_runs_one_unit_per_step_on_the_callers_thread_and_nothing_between():
     calls: list[int] = []
     steps = UnitSteps(counting(3, calls))
     assert calls == []  # nothing runs before the first step
     assert steps.step().value == (1, 3) and calls == [1]
-    time.sleep(0.05)
-    assert calls == [1]  # between steps the work waits
+    assert calls == [1]  # between steps nothing runs the job
     assert [steps.step().value for _ in range(2)] == [(2, 3), (3, 3)]
     last = steps.step()
     assert last.done and last.value == "all 3" and steps.finished
@@ -77,26 +78,34 @@ def test_a_work_runs_one_unit_per_step_and_never_while_its_caller_runs():
         steps.step()
 
 
-def test_stopping_between_units_ends_the_work_and_its_thread():
+def test_stopping_between_units_closes_the_job():
     calls: list[int] = []
-    steps = UnitSteps(counting(5, calls), name="attnviz-test-job")
+    closed: list[int] = []
+    steps = UnitSteps(counting(5, calls, closed))
     steps.step()
     steps.step()
     steps.stop()
-    assert calls == [1, 2] and steps.finished
-    assert not any(thread.name == "attnviz-test-job" for thread in threading.enumerate())
+    assert calls == [1, 2] and closed == [2] and steps.finished
     UnitSteps(counting(5, calls)).stop()  # never started: nothing to end
     assert calls == [1, 2]
 
 
-def test_what_the_work_raises_reaches_the_caller():
-    def failing(progress):
-        progress(1, 2)
+def test_what_the_job_raises_reaches_the_caller_even_while_it_is_made():
+    def failing():
+        yield 1, 2
         raise ValueError("no such pair")
 
     steps = UnitSteps(failing)
     steps.step()
     with pytest.raises(ValueError, match="no such pair"):
+        steps.step()
+    assert steps.finished
+
+    def unreadable():
+        raise FileNotFoundError("pairs.tsv")
+
+    steps = UnitSteps(unreadable)
+    with pytest.raises(FileNotFoundError):
         steps.step()
     assert steps.finished
 
