@@ -56,7 +56,7 @@ class ImportancePanel(QObject):
         self.worker.jobs.post("importance", job_id)  # read by the worker between units
         limit = PAIRS_LIMITS[self.method]
         self.view.show_message(f"{stats_view.IMPORTANCE_METHODS[self.method]}: scoring "
-                               f"{stats_view.corpus_name(corpus)} (at most {limit} pairs) with every head on…")
+                               f"{stats_view.corpus_name(corpus)} (at most {limit} pairs)…")
         self.requested.emit(job_id, corpus, limit, self.method)
 
     def progress(self, job_id: int, done: int, total: int) -> None:

@@ -163,7 +163,7 @@ def importance_panels(importance: HeadImportance, kind: str) -> list[StatPanel]:
     decimals = SCORE_DECIMALS if method == "decode" else NLL_DECIMALS
     lost = "gained (estimated to first order)" if method == "gradient" else \
         "gained" if method == "nll" else "lost"
-    drop = StatPanel("drop", f"{name} {lost} when this head alone is switched off", matrix=drops,
+    drop = StatPanel("est. drop" if method == "gradient" else "drop", f"{name} {lost} when this head alone is switched off", matrix=drops,
                      levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6)), unit=name,
                      texts=cell_texts(drops, decimals))
     if method == "gradient":

@@ -8,6 +8,7 @@ Three ways to ask it:
 - ``ablation_importance``: the pooled mean per-token NLL of the references under teacher forcing (every
   reference token and the end token, in nats), with each head off. Many heads run in one forward pass: the
   pairs are repeated in the batch dimension and each copy switches its own head off (``HeadGates``).
+  ``ablation_importance_steps`` is the same as a generator of passes (models/steps.py).
 - ``gradient_importance``: one forward and backward pass with a gate ξ = 1 on every head: −∂L/∂ξ is the
   first-order estimate of the NLL change when the head is zeroed, and Michel et al.'s importance
   I = E|∂L/∂ξ| (the absolute value taken per sentence) is kept beside it.

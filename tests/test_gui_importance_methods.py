@@ -80,7 +80,7 @@ def test_choosing_the_gradient_scores_again_and_shows_michels_table(qtbot, windo
         np.testing.assert_allclose(importance.magnitudes[kind], expected.magnitudes[kind], rtol=1e-5, atol=1e-7)
     kind = panel.view.kind.currentData()
     state = stats_view.importance_state(importance, kind)
-    assert [panel_.name for panel_ in state.panels] == ["drop", "|∂L/∂ξ|"]
+    assert [panel_.name for panel_ in state.panels] == ["est. drop", "|∂L/∂ξ|"]
     np.testing.assert_array_equal(panel.view.plots[1][1].image, importance.magnitudes[kind].astype(np.float32))
     assert panel.view.summary.text().startswith("NLL, gradient estimate:")
 

@@ -92,6 +92,9 @@ class HeadStatsView(QWidget):
         self.kind = QComboBox()
         for combo in (self.run, self.kind):
             combo.currentIndexChanged.connect(self._on_choice)
+            # a long choice ("chrF / exact match, decoding again") elides instead of widening a narrow dock
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(8)
         self.summary = QLabel("View → Corpus head statistics… runs a PAIRS.tsv corpus through the model.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)  # escaped text: an apostrophe shows as itself, not &#x27;
