@@ -4,7 +4,7 @@ gradient estimate, or chrF / exact match from decoding again), keeps the newest 
 Head statistics view's layers × heads grid (attnviz/stats_view.py computes what it shows). Choosing another
 method scores the same corpus again. Clicking a head shows it in the window.
 
-Jobs carry an id from the session's one counter (attnviz/jobs.py); the worker stops a job between heads once
+Jobs carry an id from the session's one counter (attnviz/jobs.py); the worker stops a job between two units (a head, or a pass) once
 a newer importance or model job exists (a device move is one) and answers why, which the view says; an answer
 for any other job is dropped here, and a newly opened model clears the view.
 """
