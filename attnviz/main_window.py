@@ -584,7 +584,7 @@ class MainWindow(QMainWindow):
         if getattr(self, "importance_panel", None) is None:  # made on first use
             from .importance_panel import ImportancePanel
 
-            self.importance_panel = ImportancePanel(self.worker_thread.worker, self)
+            self.importance_panel = ImportancePanel(self.worker_thread.worker, self, next_id=self.session.next_id)
             self.importance_panel.head_chosen.connect(lambda kind, layer, head: self.select(kind=kind, layer=layer, head=head))
             self.importance_panel.dock = self._dock("Head importance", self.importance_panel.view,
                                                     Qt.DockWidgetArea.RightDockWidgetArea, scrolls=True)

@@ -139,33 +139,68 @@ def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: i
                         [entry(index) for index in most], [entry(index) for index in least])
 
 
+IMPORTANCE_METHODS = {  # the Head importance panel's choices: method → what the user reads
+    "nll": "NLL, each head off",
+    "gradient": "NLL, gradient estimate",
+    "decode": "chrF / exact match, decoding again",
+}
+NLL_DECIMALS = (3, 2)  # nats per token: a head's rise is often a few hundredths
+
+
+def importance_method(importance: HeadImportance) -> str:
+    """Which of :data:`IMPORTANCE_METHODS` computed ``importance``."""
+    if importance.method == "gradient":
+        return "gradient"
+    return "nll" if importance.metric == "nll" else "decode"
+
+
+def importance_panels(importance: HeadImportance, kind: str) -> list[StatPanel]:
+    """The drop with each head of ``kind`` switched off alone (for the NLL the rise: positive = the head helps),
+    coloured from 0 (or the largest gain) to the largest drop; then the score that is left, or for the gradient
+    estimate Michel et al.'s E|∂L/∂ξ|."""
+    drops, scores = importance.drops[kind], importance.scores[kind]
+    name, method = importance.metric_name, importance_method(importance)
+    decimals = SCORE_DECIMALS if method == "decode" else NLL_DECIMALS
+    lost = "gained (estimated to first order)" if method == "gradient" else \
+        "gained" if method == "nll" else "lost"
+    drop = StatPanel("est. drop" if method == "gradient" else "drop", f"{name} {lost} when this head alone is switched off", matrix=drops,
+                     levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6)), unit=name,
+                     texts=cell_texts(drops, decimals))
+    if method == "gradient":
+        magnitudes = importance.magnitudes[kind]
+        return [drop, StatPanel("|∂L/∂ξ|", "Michel et al.'s importance: the mean |∂NLL/∂ξ| per token, ξ the head's "
+                                "gate", matrix=magnitudes, levels=(0.0, max(float(magnitudes.max()), 1e-6)),
+                                unit="nats/token", texts=cell_texts(magnitudes, NLL_DECIMALS))]
+    levels = (0.0, 100.0) if method == "decode" else (float(scores.min()), max(float(scores.max()),
+                                                                               float(scores.min()) + 1e-6))
+    return [drop, StatPanel("left", f"{name} with this head alone switched off", matrix=scores, levels=levels,
+                            unit=name, texts=cell_texts(scores, decimals))]
+
+
 def importance_state(importance: HeadImportance, kind: str, selected: tuple[int, int] | None = None) -> HeadStatsState:
-    """Head importance (models/importance.py) drawn in the same grid: for the chosen kind, the score drop with
-    each head switched off alone and the score that is left; the drop's colours run from 0 (or the largest
-    gain, when switching a head off helps) to the largest drop."""
+    """Head importance (models/importance.py) drawn in the same grid: the method's panels for the chosen kind
+    (:func:`importance_panels`); the runs to choose from are the methods."""
     kinds = list(importance.scores)
     kind = kind if kind in kinds else kinds[-1]
-    drops, scores = importance.drops[kind], importance.scores[kind]
-    name = importance.metric_name
-    panels = [StatPanel("drop", f"{name} lost when this head alone is switched off", matrix=drops,
-                        levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6)), unit=name,
-                        texts=cell_texts(drops, SCORE_DECIMALS)),
-              StatPanel("left", f"{name} with this head alone switched off", matrix=scores, levels=(0.0, 100.0),
-                        unit=name, texts=cell_texts(scores, SCORE_DECIMALS))]
-    layers, heads = drops.shape
+    panels = importance_panels(importance, kind)
+    name, method = importance.metric_name, importance_method(importance)
+    layers, heads = panels[0].matrix.shape
+    baseline = f"{importance.baseline:.3f}" if importance.metric == "nll" else f"{importance.baseline:.2f}"
+    helps = "the NLL rises without the head" if importance.metric == "nll" else "the model loses much without the head"
     return HeadStatsState(
-        runs=[("importance", f"{name} drop, one head off at a time")], run="importance",
+        runs=list(IMPORTANCE_METHODS.items()), run=method,
         kinds=[(name_, KIND_LABELS[name_]) for name_ in kinds], kind=kind, layers=layers, heads=heads, panels=panels,
         selected=selected,
-        summary=f"{importance.examples} sentences; {name} {importance.baseline:.2f} with every head on. Heads across, "
-                f"layers down; bright = the model loses much without the head. Click a head to show it; "
-                f"right-click a thumbnail in the grids to switch it off.")
+        summary=f"{IMPORTANCE_METHODS[method]}: {importance.examples} sentences; {name} {baseline} with every head "
+                f"on ({importance.seconds:.1f} s). Heads across, layers down; bright = {helps}. Click a head to show "
+                f"it; right-click a thumbnail in the grids to switch it off.")
 
 
 def importance_note(importance: HeadImportance, kind: str, layer: int, head: int) -> str:
     """One head's line: its score with it off, the drop, and its rank among every head scored."""
     ranking = [(k, l, h) for k, l, h, _ in importance.ranking()]
     name = importance.metric_name
-    return (f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {name} {importance.scores[kind][layer, head]:.2f} "
-            f"with it off (drop {importance.drops[kind][layer, head]:+.2f}); rank {ranking.index((kind, layer, head)) + 1} "
-            f"of {len(ranking)}")
+    estimated = " (estimated)" if importance.method == "gradient" else ""
+    return (f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {name} {importance.scores[kind][layer, head]:.3g} "
+            f"with it off{estimated} (drop {importance.drops[kind][layer, head]:+.3g}); rank "
+            f"{ranking.index((kind, layer, head)) + 1} of {len(ranking)}")

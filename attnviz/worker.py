@@ -39,6 +39,9 @@ from .session import NO_REQUEST, ModelInfo, Request
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
 
 
+# Padded tokens one NLL importance pass holds in the window: a pass is a unit, so this bounds how long a
+# sentence run asked for meanwhile waits (on the en-es demo 4,096 also beat one pass of every head: 2.4 s, not 3.3 s).
+IMPORTANCE_PASS_TOKENS = 4_096
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
 
@@ -47,6 +50,25 @@ def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
     from models.data.pairs import read_pairs
 
     return read_pairs(corpus) if isinstance(corpus, str) else list(corpus)
+
+
+def importance_steps(translator: Translator, pairs: list[tuple[str, str]], method: str):
+    """Head importance as a long job's generator (models/importance.py): ``nll`` one teacher-forced pass per unit
+    with as many heads off as fit ``IMPORTANCE_PASS_TOKENS``, ``gradient`` one unit in all, ``decode`` every
+    pair decoded again per head (chrF, or exact match for a character-level target)."""
+    from models.importance import ablation_importance_steps, gradient_importance, head_importance_steps
+
+    if method == "nll":
+        return ablation_importance_steps(translator, pairs, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
+    if method == "gradient":
+        return _one_unit(lambda: gradient_importance(translator, pairs))
+    return head_importance_steps(translator, pairs)
+
+
+def _one_unit(compute: Callable[[], object]):
+    """``compute`` as a generator of one unit: its first step returns the result."""
+    return compute()
+    yield  # never reached: it makes this function a generator
 
 
 def describe(translator: Translator, path: Path) -> ModelInfo:
@@ -340,18 +362,16 @@ class ModelWorker(QObject):
         self._start_long_job("stats", job_id, answer=self.head_stats_ready.emit,
                              steps=lambda: corpus_head_stats_steps(self.translator, corpus_pairs(corpus)))
 
-    @Slot(int, object, int)
-    def head_importance(self, job_id: int, corpus: str | list[tuple[str, str]], limit: int) -> None:
-        """The score drop of each head switched off alone over the first ``limit`` pairs of a corpus (a PAIRS.tsv
-        path, or the pairs themselves), one head per unit; stops between heads once a newer importance or
-        model job exists (a device move is a model job), or the window closes. The job keeps the translator
-        it started with."""
-        from models.importance import head_importance_steps
-
+    @Slot(int, object, int, str)
+    def head_importance(self, job_id: int, corpus: str | list[tuple[str, str]], limit: int, method: str) -> None:
+        """Each head's importance over the first ``limit`` pairs of a corpus (a PAIRS.tsv path, or the pairs
+        themselves) by ``method`` (:func:`importance_steps`); stops between two units once a newer importance
+        or model job exists (a device move is a model job), or the window closes. The job keeps the
+        translator it started with."""
         self._start_long_job(
             "importance", job_id, answer=self.importance_ready.emit,
             report=lambda job, done, total, _head: self.importance_progress.emit(job, done, total),
-            steps=lambda: head_importance_steps(self.translator, corpus_pairs(corpus)[:limit]))
+            steps=lambda: importance_steps(self.translator, corpus_pairs(corpus)[:limit], method))
 
     def _start_long_job(self, kind: str, job_id: int, *, steps, answer, report=None) -> None:
         """Queue the first unit of the generator ``steps()`` makes (see :class:`UnitSteps`), unless the job is

@@ -8,6 +8,7 @@ Three ways to ask it:
 - ``ablation_importance``: the pooled mean per-token NLL of the references under teacher forcing (every
   reference token and the end token, in nats), with each head off. Many heads run in one forward pass: the
   pairs are repeated in the batch dimension and each copy switches its own head off (``HeadGates``).
+  ``ablation_importance_steps`` is the same as a generator of passes (models/steps.py).
 - ``gradient_importance``: one forward and backward pass with a gate ξ = 1 on every head: −∂L/∂ξ is the
   first-order estimate of the NLL change when the head is zeroed, and Michel et al.'s importance
   I = E|∂L/∂ξ| (the absolute value taken per sentence) is kept beside it.
@@ -310,10 +311,18 @@ def _model_dtype(translator: Translator) -> torch.dtype:
 def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
                         kinds: Sequence[str] | None = None, progress: Progress | None = None,
                         tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance | None:
+    """:func:`ablation_importance_steps` to its end, ``progress`` called after each pass; None when it
+    returned False."""
+    return drive(ablation_importance_steps(translator, pairs, kinds=kinds, tokens_per_pass=tokens_per_pass),
+                 progress)
+
+
+def ablation_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
+                              kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS) -> Steps:
     """The pooled NLL of the references with every head on, then with each head of ``kinds`` alone off, as
     ``HeadImportance(metric="nll")``. As many heads as fit ``tokens_per_pass`` padded tokens share one forward
-    pass (each in its own copy of the pairs); ``progress`` is called after each pass. None when it returned
-    False."""
+    pass (each in its own copy of the pairs); yields ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
+    pass (models/steps.py)."""
     started = time.perf_counter()
     chosen = chosen_kinds(translator, kinds)
     shape = translator.model.attention_shape()
@@ -325,17 +334,16 @@ def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
     totals = np.zeros(len(copies))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
-    with torch.inference_mode():
-        for start, end in _passes(heads, per_pass, layer_heads=min(shape[kind][1] for kind in chosen)):
-            chunk = copies[start:end]
+    for start, end in _passes(heads, per_pass, layer_heads=min(shape[kind][1] for kind in chosen)):
+        chunk = copies[start:end]
+        with torch.inference_mode():  # per pass: whatever runs between two passes runs as it would alone
             for batch in batches:
                 nll = token_nll(translator, batch if widens else batch.repeated(len(chunk)),
                                 chunk_gates(chunk, shape, rows=batch.rows, like=like))
                 totals[start:end] += nll.view(len(chunk), -1).double().sum(dim=1).cpu().numpy()
-            done = end - 1  # heads scored so far
-            label = "{}:{}:{}".format(*heads[done - 1]) if done else ""
-            if progress is not None and done and progress(done, len(heads), label) is False:
-                return None
+        done = end - 1  # heads scored so far
+        if done:
+            yield done, len(heads), "{}:{}:{}".format(*heads[done - 1])
     means = totals / sum(int(batch.scored.sum()) for batch in batches)
     result = HeadImportance(metric="nll", baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)
     for kind in chosen:

@@ -132,6 +132,7 @@ def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_foc
     corpus.write_text("".join(f"{word}\t{to_pig_latin(word)}\n" for word in words), encoding="utf-8")
     window.head_importance(str(corpus))
     panel = window.importance_panel
+    panel.choose_method("decode")  # exact match from decoding again (the NLL methods: test_gui_importance_methods.py)
     qtbot.waitUntil(lambda: panel.importance is not None, timeout=60_000)
     importance, view = panel.importance, panel.view
     assert importance.metric == "exact" and importance.examples == len(words)

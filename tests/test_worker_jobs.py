@@ -31,6 +31,7 @@ def start_importance(qtbot, window, pairs=None) -> list[tuple[int, int]]:
     progress: list[tuple[int, int]] = []
     window.worker_thread.worker.importance_progress.connect(lambda _job, done, total: progress.append((done, total)))
     window.head_importance(pairs or demo_reference_pairs(DEMO))
+    window.importance_panel.choose_method("decode")  # one head per unit (the NLL scores these 6 in two passes)
     qtbot.waitUntil(lambda: bool(progress), timeout=JOB_WAIT)
     return progress
 

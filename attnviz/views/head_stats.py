@@ -92,6 +92,9 @@ class HeadStatsView(QWidget):
         self.kind = QComboBox()
         for combo in (self.run, self.kind):
             combo.currentIndexChanged.connect(self._on_choice)
+            # a long choice ("chrF / exact match, decoding again") elides instead of widening a narrow dock
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(8)
         self.summary = QLabel("View → Corpus head statistics… runs a PAIRS.tsv corpus through the model.")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)  # escaped text: an apostrophe shows as itself, not &#x27;
@@ -121,7 +124,8 @@ class HeadStatsView(QWidget):
         self.cell_font = QFont()
         self.cell_font.setPointSize(CELL_FONT_POINTS)
         choices = QHBoxLayout()
-        choices.addWidget(QLabel("Run:"))
+        self.run_label = QLabel("Run:")
+        choices.addWidget(self.run_label)
         choices.addWidget(self.run, 1)
         choices.addWidget(QLabel("Attention:"))
         choices.addWidget(self.kind, 1)
@@ -188,6 +192,12 @@ class HeadStatsView(QWidget):
                 combo.addItem(label, value)
         combo.setCurrentIndex(combo.findData(current))
         combo.blockSignals(False)
+
+    def show_run_choices(self, label: str, items: list[tuple[str, str]], current: str) -> None:
+        """The first choice under another name, before any state is shown (the Head importance panel's methods:
+        one is chosen before the first result exists)."""
+        self.run_label.setText(label)
+        self._fill(self.run, items, current)
 
     def _columns(self, state: HeadStatsState) -> int:
         size = self.panel_scroll.viewport().size()
@@ -304,8 +314,8 @@ class HeadStatsView(QWidget):
             self.head_clicked.emit(*head)
 
     def _on_choice(self) -> None:
-        if self.run.currentData() is not None and self.kind.currentData() is not None:
-            self.choice_changed.emit(self.run.currentData(), self.kind.currentData())
+        if self.run.currentData() is not None:  # no kind yet: nothing is shown, the run alone was chosen
+            self.choice_changed.emit(self.run.currentData(), self.kind.currentData() or "")
 
     def _on_double_click(self, item: QListWidgetItem) -> None:
         source = item.data(SENTENCE_ROLE)
