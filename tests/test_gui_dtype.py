@@ -5,6 +5,7 @@ speaks of the combo, not of the CLI's flag."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from attnviz.app import create_window
@@ -13,9 +14,11 @@ from attnviz.views.controls import WEIGHTS
 from models.checkpoint import WEIGHT_DTYPES
 from tests.helpers import write_checkpoint_twice_the_free_memory
 from tests.test_gui import WAIT, run_text
+from tests.test_gui_import import opened, tutorial_files, wait_for_dialog  # noqa: F401 (tutorial_files is a fixture)
 from tests.test_gui_snapshots import copy_run, open_series  # noqa: F401 (copy_run is a fixture)
 
 SENTENCE = "The Lord is my shepherd."
+pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor")
 
 
 def open_window(qtbot, qsettings, path):
@@ -116,3 +119,34 @@ def test_weights_too_large_for_the_memory_point_at_the_combo(qtbot, window, tmp_
     line = window.input_bar.result_text()
     assert "choose Weights: bfloat16 in the Model panel" in line and "--dtype" not in line
     assert "still showing random.safetensors" in line
+
+
+def test_an_imported_model_converts_in_the_precision_and_says_when_a_change_applies(qtbot, window, tutorial_files):  # noqa: F811
+    from tests.test_import_nn_transformer import HEADS
+
+    worker = window.worker_thread.worker
+    choose_weights(window, "bfloat16")
+    qtbot.waitUntil(lambda: window.session.model.weights == "bfloat16", timeout=WAIT)
+    folder, src_vocab, tgt_vocab = tutorial_files
+    window.open_path(str(folder / "transformer.pt"))
+    dialog = wait_for_dialog(qtbot, window)
+    dialog.fields["nhead"].setText(str(HEADS))
+    dialog.fields["norm_first"].setText("false")
+    dialog.vocabularies["src"].setText(str(src_vocab))
+    dialog.vocabularies["tgt"].setText(str(tgt_vocab))
+    dialog.accept()
+    qtbot.waitUntil(lambda: opened(window, "transformer.pt"), timeout=WAIT)
+    assert window.session.model.weights == "bfloat16" and parameter_dtypes(worker.translator) == {torch.bfloat16}
+
+    choose_weights(window, "float32")  # converted in memory: there is no file of it to read again
+    qtbot.waitUntil(lambda: "applies from the next open" in window.input_bar.result_text(), timeout=WAIT)
+    assert parameter_dtypes(worker.translator) == {torch.bfloat16} and window.session.model.weights == "bfloat16"
+
+
+def test_changing_the_precision_while_a_model_opens_opens_that_model_in_it(qtbot, window):
+    demo = demo_path("piglatin-gru-additive")
+    window.open_path(str(demo))
+    choose_weights(window, "float16")  # before the open has answered
+    qtbot.waitUntil(lambda: window.session.model.path == demo and window.session.model.weights == "float16",
+                    timeout=WAIT)
+    assert parameter_dtypes(window.worker_thread.worker.translator) == {torch.float16}
