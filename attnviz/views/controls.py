@@ -488,6 +488,7 @@ class ModelPanel(QWidget):
         self.device.setToolTip("Where the model runs; switching re-runs the sentence")
         self.weights = QComboBox()
         self.weights.addItems(WEIGHTS)
+        self.weights.setMinimumWidth(self.device.minimumSizeHint().width())  # "bfloat16" must not widen the dock
         self.weights.setToolTip("The precision every model's weights are kept in: bfloat16 and float16 need half "
                                 "the memory (attention is still traced as float32); switching re-opens the model")
         self.demos = QListWidget()
@@ -565,9 +566,10 @@ class ModelPanel(QWidget):
                              for key, value in info.provenance.items())
         self.info.setText(
             f"<b>{html.escape(info.path.name)}</b><br>{html.escape(info.arch)} · {info.parameters:,} parameters<br>"
+            f"device {html.escape(info.device)} · weights {html.escape(info.weights)}<br>"  # what runs: in view first
             f"{html.escape(sizes)}<br>attention: {html.escape(', '.join(info.kinds) or 'none')}<br>"
             f"source: {html.escape(info.source_tokenizer)}<br>target: {html.escape(info.target_tokenizer)}<br>"
-            f"max length {info.max_len} · device {html.escape(info.device)} · weights {html.escape(info.weights)}"
+            f"max length {info.max_len}"
             + (f"<table cellspacing=4>{provenance}</table>" if provenance else ""))
         index = self.device.findText(info.device.split(":")[0] if info.device != "cpu" else "cpu")
         if index >= 0:
