@@ -72,7 +72,7 @@ class MainWindow(QMainWindow):
         self.demos = demos
         self.built = False
         self.opening_name = ""  # the file being opened, for the loading progress
-        self.opening: Path | None = None  # the model an open under way reads: re-asked when the precision changes
+        self.ask_again = None  # asks for the open (or import) under way again: done when the precision changes
         self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
         self.pending_partner = None  # a reopened session's model B: opened once model A has loaded
         self.pending_pair: tuple[Path, Path] | None = None  # a demo pair: model B opens once model A has loaded
@@ -434,7 +434,7 @@ class MainWindow(QMainWindow):
         """A foreign checkpoint needs answers: one dialog, then the worker converts it."""
         if not self.session.is_current_model_job(job_id):
             return
-        self.opening = None  # the open now waits for the import dialog's answers
+        self.ask_again = None  # the open now waits for the import dialog's answers
         self.input_bar.set_busy(False)
         self.statusBar().showMessage(f"{Path(question.path).name} needs a few answers before it can open")
         from .views.import_dialog import ImportDialog
@@ -445,9 +445,12 @@ class MainWindow(QMainWindow):
         self.import_dialog.open()  # window-modal without blocking the event loop
 
     def _on_import_answered(self) -> None:
+        self._import(self.import_dialog.answer(self.model_panel.device_name()))
+
+    def _import(self, answer) -> None:
         self.input_bar.set_busy(True)
-        job_id = self._new_model_job()
-        self.import_requested.emit(job_id, self.import_dialog.answer(self.model_panel.device_name()))
+        self.ask_again = lambda: self._import(answer)
+        self.import_requested.emit(self._new_model_job(), answer)
 
     def _new_model_job(self, because: str = "") -> int:
         """An id for an open, import or device move; the worker skips any older one still queued, and a corpus
@@ -461,7 +464,8 @@ class MainWindow(QMainWindow):
             self.open_session(path)
             return
         self.statusBar().showMessage(f"Opening {path}…")
-        self.opening_name, self.opening = Path(path).name, Path(path)
+        self.opening_name = Path(path).name
+        self.ask_again = lambda: self.open_path(path)
         self.input_bar.set_busy(True)
         self._show_opening(Path(path))
         self.load_requested.emit(self._new_model_job(), str(path), self.model_panel.device_name())
@@ -668,7 +672,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):
             return
-        self.opening = None
+        self.ask_again = None
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.accept_model(job_id, info)
         self._show_ablation()
@@ -722,7 +726,7 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, job_id: int, message: str) -> None:
         if not self.session.is_current_model_job(job_id):
             return
-        self.pending_session, self.opening = None, None
+        self.pending_session, self.ask_again = None, None
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
         self._show_kept_model()
@@ -740,13 +744,13 @@ class MainWindow(QMainWindow):
     def _on_weights(self, weights: str) -> None:
         """Remember the precision and re-open what is open (or being opened) in it; the sentence runs again."""
         self.settings.setValue("model/weights", weights)
-        opening, model = self.opening, self.session.model
-        if opening is None and (model is None or model.weights == weights):
+        ask_again, model = self.ask_again, self.session.model
+        if ask_again is None and (model is None or model.weights == weights):
             self.weights_requested.emit(NO_REQUEST, weights)  # nothing to read again: models open in it from now on
             return
         self.weights_requested.emit(self._new_model_job(f"the model's weights became {weights}"), weights)
-        if opening is not None:  # the open under way is now stale: asked again, in the new precision
-            self.open_path(str(opening))
+        if ask_again is not None:  # the open under way is now stale: asked again, in the new precision
+            ask_again()
         else:
             self.run()  # queued after the re-open, so it runs in the new precision
 

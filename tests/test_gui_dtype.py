@@ -125,8 +125,6 @@ def test_an_imported_model_converts_in_the_precision_and_says_when_a_change_appl
     from tests.test_import_nn_transformer import HEADS
 
     worker = window.worker_thread.worker
-    choose_weights(window, "bfloat16")
-    qtbot.waitUntil(lambda: window.session.model.weights == "bfloat16", timeout=WAIT)
     folder, src_vocab, tgt_vocab = tutorial_files
     window.open_path(str(folder / "transformer.pt"))
     dialog = wait_for_dialog(qtbot, window)
@@ -135,6 +133,7 @@ def test_an_imported_model_converts_in_the_precision_and_says_when_a_change_appl
     dialog.vocabularies["src"].setText(str(src_vocab))
     dialog.vocabularies["tgt"].setText(str(tgt_vocab))
     dialog.accept()
+    choose_weights(window, "bfloat16")  # while it converts: converted again, in the new precision
     qtbot.waitUntil(lambda: opened(window, "transformer.pt"), timeout=WAIT)
     assert window.session.model.weights == "bfloat16" and parameter_dtypes(worker.translator) == {torch.bfloat16}
 
