@@ -60,6 +60,7 @@ class MainWindow(QMainWindow):
     save_requested = Signal(str)
     run_requested = Signal(object)  # Request → worker
     device_requested = Signal(int, str)  # job id, device
+    weights_requested = Signal(int, str)  # job id (0: the setting only), float32 | bfloat16 | float16
     partner_requested = Signal(int, str, str)  # job id, path, device → worker (the model to compare with)
     partner_dropped = Signal(int)  # job id: stop comparing
 
@@ -71,6 +72,7 @@ class MainWindow(QMainWindow):
         self.demos = demos
         self.built = False
         self.opening_name = ""  # the file being opened, for the loading progress
+        self.ask_again = None  # asks for the open (or import) under way again: done when the precision changes
         self.pending_session = None  # a SavedSession being reopened: applied once its model and run arrive
         self.pending_partner = None  # a reopened session's model B: opened once model A has loaded
         self.pending_pair: tuple[Path, Path] | None = None  # a demo pair: model B opens once model A has loaded
@@ -222,6 +224,7 @@ class MainWindow(QMainWindow):
         self.decoding.hypothesis_chosen.connect(self._on_hypothesis)
         self.model_panel.demo_chosen.connect(self.open_path)
         self.model_panel.device_chosen.connect(self._on_device)
+        self.model_panel.weights_chosen.connect(self._on_weights)
         self.focus.hovered.connect(lambda text: self.statusBar().showMessage(text))
 
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, *, scrolls: bool = False) -> QDockWidget:
@@ -346,10 +349,12 @@ class MainWindow(QMainWindow):
         worker.import_needed.connect(self._ask_import)
         self.run_requested.connect(worker.run)
         self.device_requested.connect(worker.set_device)
+        self.weights_requested.connect(worker.set_weights)
         worker.loaded.connect(self._on_loaded)
         worker.load_failed.connect(self._on_load_failed)
         worker.load_progress.connect(self._on_load_progress)
         worker.device_changed.connect(self._on_device_changed)
+        worker.weights_changed.connect(self._on_weights_changed)
         worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.original.connect(self._on_original)
@@ -363,6 +368,7 @@ class MainWindow(QMainWindow):
 
     # --- settings -----------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
+        from .views.controls import WEIGHTS
         from .views.style import COLORMAPS
 
         state = self.stored.blob("window/state")
@@ -371,6 +377,8 @@ class MainWindow(QMainWindow):
         self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
         self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
         self.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
+        self.model_panel.set_weights_name(self.stored.choice("model/weights", WEIGHTS[0], WEIGHTS))
+        self.weights_requested.emit(NO_REQUEST, self.model_panel.weights_name())  # before the first open
         if self.stored.problems:
             self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)
         self._update_recent_menu()
@@ -426,6 +434,7 @@ class MainWindow(QMainWindow):
         """A foreign checkpoint needs answers: one dialog, then the worker converts it."""
         if not self.session.is_current_model_job(job_id):
             return
+        self.ask_again = None  # the open now waits for the import dialog's answers
         self.input_bar.set_busy(False)
         self.statusBar().showMessage(f"{Path(question.path).name} needs a few answers before it can open")
         from .views.import_dialog import ImportDialog
@@ -436,9 +445,12 @@ class MainWindow(QMainWindow):
         self.import_dialog.open()  # window-modal without blocking the event loop
 
     def _on_import_answered(self) -> None:
+        self._import(self.import_dialog.answer(self.model_panel.device_name()))
+
+    def _import(self, answer) -> None:
         self.input_bar.set_busy(True)
-        job_id = self._new_model_job()
-        self.import_requested.emit(job_id, self.import_dialog.answer(self.model_panel.device_name()))
+        self.ask_again = lambda: self._import(answer)
+        self.import_requested.emit(self._new_model_job(), answer)
 
     def _new_model_job(self, because: str = "") -> int:
         """An id for an open, import or device move; the worker skips any older one still queued, and a corpus
@@ -453,6 +465,7 @@ class MainWindow(QMainWindow):
             return
         self.statusBar().showMessage(f"Opening {path}…")
         self.opening_name = Path(path).name
+        self.ask_again = lambda: self.open_path(path)
         self.input_bar.set_busy(True)
         self._show_opening(Path(path))
         self.load_requested.emit(self._new_model_job(), str(path), self.model_panel.device_name())
@@ -659,6 +672,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.is_current_model_job(job_id):
             return
+        self.ask_again = None
         self.session.keep_run_settings(self.input_bar.run_settings())
         self.session.accept_model(job_id, info)
         self._show_ablation()
@@ -712,7 +726,7 @@ class MainWindow(QMainWindow):
     def _on_load_failed(self, job_id: int, message: str) -> None:
         if not self.session.is_current_model_job(job_id):
             return
-        self.pending_session = None
+        self.pending_session, self.ask_again = None, None
         self.input_bar.set_busy(False)
         self.statusBar().clearMessage()
         self._show_kept_model()
@@ -726,6 +740,25 @@ class MainWindow(QMainWindow):
         moved = f"the model moved to {device or 'the best device'}"
         self.device_requested.emit(self._new_model_job(moved), device)
         self.run()  # queued after the move, so it runs on the new device
+
+    def _on_weights(self, weights: str) -> None:
+        """Remember the precision and re-open what is open (or being opened) in it; the sentence runs again."""
+        self.settings.setValue("model/weights", weights)
+        ask_again, model = self.ask_again, self.session.model
+        if ask_again is None and (model is None or model.weights == weights):
+            self.weights_requested.emit(NO_REQUEST, weights)  # nothing to read again: models open in it from now on
+            return
+        self.weights_requested.emit(self._new_model_job(f"the model's weights became {weights}"), weights)
+        if ask_again is not None:  # the open under way is now stale: asked again, in the new precision
+            ask_again()
+        else:
+            self.run()  # queued after the re-open, so it runs in the new precision
+
+    def _on_weights_changed(self, job_id: int, info: ModelInfo) -> None:
+        if not self.session.accept_device(job_id, info):
+            return
+        self.model_panel.show_model(info)
+        self.statusBar().showMessage(f"The model's weights are now {info.weights}", 5000)
 
     def _on_device_changed(self, job_id: int, info: ModelInfo) -> None:
         if not self.session.accept_device(job_id, info):

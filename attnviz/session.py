@@ -37,6 +37,7 @@ class ModelInfo:
     src_lang: str = ""  # the languages it was converted with ("" when none was chosen)
     tgt_lang: str = ""
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/snapshots.py): the training step of each
+    weights: str = "float32"  # the precision its weights are kept in: float32, bfloat16 or float16
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from models.checkpoint import SUFFIX, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint
+from models.checkpoint import (SUFFIX, WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, read_metadata,
+                               save_checkpoint)
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.snapshots import is_series, load_series
@@ -43,6 +44,20 @@ HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may kee
 # sentence run asked for meanwhile waits (on the en-es demo 4,096 also beat one pass of every head: 2.4 s, not 3.3 s).
 IMPORTANCE_PASS_TOKENS = 4_096
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
+
+CLI_DTYPE_HINT = "try --dtype bfloat16"  # load_checkpoint's memory refusal speaks to the CLI; the window has a combo
+WINDOW_DTYPE_HINT = "choose Weights: bfloat16 in the Model panel"
+
+
+def in_window_words(failure: AttnvizError) -> str:
+    """The line a loading error shows in the window: the CLI's ``--dtype`` hint becomes the Model panel's combo."""
+    return str(failure).replace(CLI_DTYPE_HINT, WINDOW_DTYPE_HINT)
+
+
+def weights_name(translator: Translator) -> str:
+    """The precision the model's weights are kept in: float32, bfloat16 or float16."""
+    dtype = next(translator.model.parameters()).dtype
+    return next((name for name, known in WEIGHT_DTYPES.items() if known == dtype), str(dtype))
 
 
 def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -84,7 +99,8 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         config=summary["config"], provenance=dict(summary["provenance"]),
         source_tokenizer=tokenizer(summary["source_tokenizer"]), target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
-        src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "")
+        src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
+        weights=weights_name(translator))
 
 
 def is_native(path: str) -> bool:
@@ -134,6 +150,7 @@ class ModelWorker(QObject):
     load_progress = Signal(int, int, int)  # job id, weight tensors read, tensors in all
     import_needed = Signal(int, object)  # job id, ImportQuestion: a foreign file needs settings, vocabularies or trust
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
+    weights_changed = Signal(int, object)  # job id, ModelInfo of the same model re-opened in another precision
     steps = Signal(int, object)  # request id, list[DecodeStep]: the steps since the last (see STEP_BATCH_SECONDS)
     finished = Signal(int, object)  # request id, list[DecodeResult]
     original = Signal(int, object)  # request id, the best DecodeResult (and trace) with every head on, for runs
@@ -154,6 +171,7 @@ class ModelWorker(QObject):
         self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
         self.series_translators: dict[int, Translator] = {}  # the snapshots loaded so far (kept: switching back is instant)
         self.partner: Translator | None = None  # model B while comparing: every run runs on it too
+        self.weights = "float32"  # the precision every model opens in (a WEIGHT_DTYPES name), set by the window
         self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
         self.long_jobs: dict[str, LongJob] = {}  # kind → the long job of that kind under way
         self._next_unit.connect(self._step_long_job, Qt.ConnectionType.QueuedConnection)
@@ -173,7 +191,7 @@ class ModelWorker(QObject):
                 if is_series(path):  # a snapshot folder, recognised before the importers
                     self._open_series(job_id, path, device)
                     return
-                checkpoint = (load_checkpoint(path, progress=self._reporting_load(job_id)) if is_native(path)
+                checkpoint = (self._read(path, progress=self._reporting_load(job_id)) if is_native(path)
                               else self._import_without_asking(job_id, path))
             if checkpoint is None or self._stale_model_job(job_id):
                 return
@@ -182,10 +200,20 @@ class ModelWorker(QObject):
                 if issubclass(warning.category, NumericalWarning):
                     self.notice.emit(NO_REQUEST, str(warning.message))
         except AttnvizError as failure:
-            self.load_failed.emit(job_id, str(failure))
+            self.load_failed.emit(job_id, in_window_words(failure))
         except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window, never a dead thread)
             traceback.print_exc()
             self.load_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
+
+    def _read(self, path: str | Path, progress=None):
+        """An attnviz checkpoint's weights read in the chosen precision."""
+        return load_checkpoint(path, dtype=WEIGHT_DTYPES[self.weights], progress=progress)
+
+    def _converted(self, path: str, answer_format: str, **answers):
+        """A foreign checkpoint converted in memory (as float32), then kept in the chosen precision."""
+        checkpoint = convert(path, answer_format, **answers)
+        checkpoint.model.to(WEIGHT_DTYPES[self.weights])
+        return checkpoint
 
     def _reporting_load(self, job_id: int):
         """A ``load_checkpoint`` progress callback that tells the window (a large model takes seconds)."""
@@ -200,8 +228,8 @@ class ModelWorker(QObject):
         if self._stale_model_job(job_id):
             return
         try:
-            checkpoint = convert(answer.path, answer.format, settings=answer.settings, src_vocab=answer.src_vocab,
-                                 tgt_vocab=answer.tgt_vocab, trust=answer.trust)
+            checkpoint = self._converted(answer.path, answer.format, settings=answer.settings,
+                                         src_vocab=answer.src_vocab, tgt_vocab=answer.tgt_vocab, trust=answer.trust)
             if not self._stale_model_job(job_id):
                 self._open(job_id, checkpoint, path=answer.path, device=answer.device)
         except AttnvizError as failure:
@@ -219,7 +247,7 @@ class ModelWorker(QObject):
         if inspection.missing or inspection.vocabularies:
             self.import_needed.emit(job_id, ImportQuestion(path, inspection, ""))
             return None
-        return convert(path, inspection.format)
+        return self._converted(path, inspection.format)
 
     def _open(self, job_id: int, checkpoint, path: str, device: str) -> None:
         translator = Translator(checkpoint, device or None)
@@ -231,7 +259,7 @@ class ModelWorker(QObject):
         the others load when a run first asks for them."""
         series = load_series(path)
         last = series.snapshots[-1]
-        checkpoint = load_checkpoint(last.path)
+        checkpoint = self._read(last.path)
         if self._stale_model_job(job_id):
             return
         translator = Translator(checkpoint, device or None)
@@ -253,7 +281,7 @@ class ModelWorker(QObject):
         if translator is None:
             if step not in self.series:
                 raise CheckpointError(self.translator.checkpoint.path, f"the series has no snapshot of step {step}")
-            translator = Translator(load_checkpoint(self.series[step]), self.translator.device)
+            translator = Translator(self._read(self.series[step]), self.translator.device)
             self.series_translators[step] = translator
         elif translator.device != self.translator.device:
             translator.to(self.translator.device)
@@ -264,19 +292,19 @@ class ModelWorker(QObject):
         if not self.jobs.is_current("partner", job_id):
             return
         try:
-            checkpoint = load_checkpoint(path) if is_native(path) else None
+            checkpoint = self._read(path) if is_native(path) else None
             if checkpoint is None:
                 inspection = inspect(path)
                 if inspection.missing or inspection.vocabularies:
                     raise CheckpointError(f"{path}: needs answers before it can open; open it, save it as an "
                                           "attnviz checkpoint, and compare with that")
-                checkpoint = convert(path, inspection.format)
+                checkpoint = self._converted(path, inspection.format)
             if not self.jobs.is_current("partner", job_id):
                 return
             self.partner = Translator(checkpoint, device or None)
             self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
         except AttnvizError as failure:
-            self.partner_failed.emit(job_id, str(failure))
+            self.partner_failed.emit(job_id, in_window_words(failure))
         except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window)
             traceback.print_exc()
             self.partner_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
@@ -334,6 +362,42 @@ class ModelWorker(QObject):
             self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: {failure}")
             return
         self.device_changed.emit(job_id, self._description())
+
+    @Slot(int, str)
+    def set_weights(self, job_id: int, weights: str) -> None:
+        """Every model opened from now on keeps its weights as ``weights``; the open one (and model B) is read
+        again from its file in that precision, on its device, unless the job is stale (``NO_REQUEST``: only
+        the setting). A model converted in memory keeps its precision until it is opened again."""
+        self.weights = weights
+        self._stop_overtaken_jobs()  # a corpus job's scores come from one precision: it answers why it stopped
+        if job_id == NO_REQUEST or self.translator is None or self._stale_model_job(job_id):
+            return
+        if weights_name(self.translator) == weights:
+            return
+        if not (self.series or is_native(str(self.translator.checkpoint.path))):
+            self.notice.emit(NO_REQUEST, f"Weights: {weights} applies from the next open: this model was converted "
+                                         "in memory (save it as an attnviz checkpoint to switch at once).")
+            return
+        try:
+            self._reopen_in_precision()
+        except AttnvizError as failure:
+            self.notice.emit(NO_REQUEST, f"Could not re-open the model as {weights}: {in_window_words(failure)}; "
+                                         f"it still runs as {weights_name(self.translator)}")
+            return
+        self.weights_changed.emit(job_id, self._description())
+
+    def _reopen_in_precision(self) -> None:
+        """The open model (the series' current snapshot) and a native model B, read again as ``self.weights``;
+        the other snapshots load again when a run asks for them."""
+        translator = self.translator
+        fresh = Translator(self._read(translator.checkpoint.path), translator.device)
+        if self.series:
+            step = next(step for step, kept in self.series_translators.items() if kept is translator)
+            self.series_translators = {step: fresh}
+        self.translator = fresh
+        partner = self.partner
+        if partner is not None and is_native(str(partner.checkpoint.path)):
+            self.partner = Translator(self._read(partner.checkpoint.path), partner.device)
 
     @Slot(object)
     def run(self, request: Request) -> None:

@@ -41,6 +41,37 @@ def tiny_config(arch: str, vocab_size: int = len(LETTERS) + 4, **overrides):
     return make_config(arch, vocab_size, vocab_size, **{**TINY.get(arch, TINY_RNN), **overrides})
 
 
+def write_checkpoint_twice_the_free_memory(path: Path, tokenizer) -> int:
+    """A real attnviz checkpoint file whose float32 weights need about twice the memory this machine has free, as
+    a sparse file (its weights take no disk); returns their size in bytes."""
+    import json
+    import math
+    import struct
+
+    from models import build_model
+    from models.checkpoint import _parameters_on_meta, available_memory
+    from models.config import config_to_dict
+
+    available = available_memory()
+    width = 64 * math.ceil(math.sqrt(available / 24) / 64)  # 3 attentions of 4 width² float32 weights: 2× that
+    config = tiny_config("transformer-postln", d_model=width, heads=1, d_ff=64, encoder_layers=1, decoder_layers=1)
+    with _parameters_on_meta():
+        model = build_model(config)
+    header, offset = {}, 0
+    for name, tensor in model.state_dict().items():
+        size = tensor.numel() * 4
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    header["__metadata__"] = {"format": "attnviz", "format_version": "1", "provenance": "{}",
+                              "config": json.dumps(config_to_dict(config)),
+                              "tokenizers": json.dumps({"source": tokenizer.to_dict(), "target": tokenizer.to_dict()})}
+    encoded = json.dumps(header).encode()
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(encoded)) + encoded)
+        handle.truncate(8 + len(encoded) + offset)
+    return offset
+
+
 def learn_bpe(words: list[str], merges: int) -> tuple[list[tuple[str, str]], list[str]]:
     """BPE merges learned on ``words`` the subword-nmt way (``</w>`` on a word's last character; each round
     merges the most frequent adjacent pair, ties to the smallest pair), deterministic from run to run.

@@ -15,7 +15,7 @@ from models.config import ARCHS
 from models.errors import CheckpointError
 from models.tokenizers import SentencePieceTokenizer
 
-from tests.helpers import tiny_config
+from tests.helpers import tiny_config, write_checkpoint_twice_the_free_memory
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -244,30 +244,11 @@ def test_weights_are_kept_only_in_a_floating_type_the_model_can_compute_in(rando
 def test_weights_larger_than_the_free_memory_are_refused_in_one_line_before_reading(tmp_path, char_tokenizer):
     """A real checkpoint file whose weights need twice the memory this machine has free (a sparse file: its
     weights take no disk): one line naming what they need, before a byte of them is read."""
-    import math
-
-    from models.checkpoint import _parameters_on_meta, available_memory
-    from models.config import config_to_dict
+    from models.checkpoint import available_memory
 
     available = available_memory()
-    width = 64 * math.ceil(math.sqrt(available / 24) / 64)  # 3 attentions of 4 width² float32 weights: 2× that
-    config = tiny_config("transformer-postln", d_model=width, heads=1, d_ff=64, encoder_layers=1, decoder_layers=1)
-    with _parameters_on_meta():
-        model = build_model(config)
-    header, offset = {}, 0
-    for name, tensor in model.state_dict().items():
-        size = tensor.numel() * 4
-        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    header["__metadata__"] = {"format": "attnviz", "format_version": "1", "provenance": "{}",
-                              "config": json.dumps(config_to_dict(config)),
-                              "tokenizers": json.dumps({"source": char_tokenizer.to_dict(),
-                                                        "target": char_tokenizer.to_dict()})}
-    encoded = json.dumps(header).encode()
     path = tmp_path / "huge.safetensors"
-    with open(path, "wb") as handle:
-        handle.write(struct.pack("<Q", len(encoded)) + encoded)
-        handle.truncate(8 + len(encoded) + offset)
+    offset = write_checkpoint_twice_the_free_memory(path, char_tokenizer)
     assert offset > 1.9 * available
     with pytest.raises(CheckpointError, match=r"huge.safetensors: the weights need ~\d+\.\d GB as float32, \d+\.\d "
                                               r"GB of memory is free; try --dtype bfloat16"):

@@ -19,6 +19,7 @@ from .style import COLORMAPS
 
 MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
 DEBOUNCE_MS = 350
+WEIGHTS = ("float32", "bfloat16", "float16")  # the precisions load_checkpoint keeps weights in (WEIGHT_DTYPES)
 OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
 NOTICE_LINES = 3  # the notices under it likewise (one line per 250 px of window height, at least one)
 MISSING_STYLE = "QLineEdit { border: 2px solid #c62828; border-radius: 3px; }"  # a box a run still needs
@@ -471,6 +472,7 @@ class ModelPanel(QWidget):
     """The open model's architecture, sizes, vocabularies, device and provenance; the bundled demos."""
 
     device_chosen = Signal(str)
+    weights_chosen = Signal(str)  # float32, bfloat16 or float16: the precision models open in
     demo_chosen = Signal(str)
     compare_chosen = Signal(str)  # a demo's path: compare it with the open model
 
@@ -484,6 +486,11 @@ class ModelPanel(QWidget):
         self.device = QComboBox()
         self.device.addItems(devices)
         self.device.setToolTip("Where the model runs; switching re-runs the sentence")
+        self.weights = QComboBox()
+        self.weights.addItems(WEIGHTS)
+        self.weights.setMinimumWidth(self.device.minimumSizeHint().width())  # "bfloat16" must not widen the dock
+        self.weights.setToolTip("The precision every model's weights are kept in: bfloat16 and float16 need half "
+                                "the memory (attention is still traced as float32); switching re-opens the model")
         self.demos = QListWidget()
         self.demos.setToolTip("Bundled demo checkpoints: click one to open it")
         for path in demos:
@@ -492,6 +499,7 @@ class ModelPanel(QWidget):
             self.demos.addItem(item)
         form = QFormLayout()
         form.addRow("Device", self.device)
+        form.addRow("Weights", self.weights)
         layout = QVBoxLayout(self)
         scroll = QScrollArea()  # a long provenance scrolls instead of making the window taller than the screen
         scroll.setWidget(self.info)
@@ -502,6 +510,7 @@ class ModelPanel(QWidget):
         layout.addWidget(QLabel("Demos"))
         layout.addWidget(self.demos)
         self.device.activated.connect(lambda _: self.device_chosen.emit(self.device_name()))
+        self.weights.activated.connect(lambda _: self.weights_chosen.emit(self.weights_name()))
         self.demos.itemClicked.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.demos.itemActivated.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
         self.demos.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -541,6 +550,13 @@ class ModelPanel(QWidget):
     def set_device_name(self, name: str) -> None:
         self.device.setCurrentText(name)
 
+    def weights_name(self) -> str:
+        """The chosen precision of the weights (one of ``WEIGHTS``)."""
+        return self.weights.currentText()
+
+    def set_weights_name(self, name: str) -> None:
+        self.weights.setCurrentText(name)
+
     def show_model(self, info: ModelInfo) -> None:
         config = info.config
         sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "heads", "d_ff", "encoder_layers",
@@ -550,9 +566,10 @@ class ModelPanel(QWidget):
                              for key, value in info.provenance.items())
         self.info.setText(
             f"<b>{html.escape(info.path.name)}</b><br>{html.escape(info.arch)} · {info.parameters:,} parameters<br>"
+            f"device {html.escape(info.device)} · weights {html.escape(info.weights)}<br>"  # what runs: in view first
             f"{html.escape(sizes)}<br>attention: {html.escape(', '.join(info.kinds) or 'none')}<br>"
             f"source: {html.escape(info.source_tokenizer)}<br>target: {html.escape(info.target_tokenizer)}<br>"
-            f"max length {info.max_len} · device {html.escape(info.device)}"
+            f"max length {info.max_len}"
             + (f"<table cellspacing=4>{provenance}</table>" if provenance else ""))
         index = self.device.findText(info.device.split(":")[0] if info.device != "cpu" else "cpu")
         if index >= 0:
