@@ -147,7 +147,8 @@ class LuongDecoder(nn.Module):
 
 
 class GRUDecoder(nn.Module):
-    """Seed 004's RNNDecoder and attention decoders: one GRU cell step per output token.
+    """The GRU decoder, without attention or with one attention over the encoder's annotations: one GRU cell
+    step per output token.
 
     Without attention the cell reads the embedding; with attention it reads ``[embedding; context]``.
     """
@@ -199,8 +200,8 @@ class GRUDecoder(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    """Seed 004's decoder layer: causal self-attention, attention over annotations, Linear→ReLU, each
-    added to its input (no LayerNorm, no output projection: single-head ScaledDotAttention)."""
+    """A Transformer decoder layer over GRU annotations: causal self-attention, attention over annotations,
+    Linear→ReLU, each added to its input (no LayerNorm, no output projection: single-head ScaledDotAttention)."""
 
     def __init__(self, config: RNNConfig):
         super().__init__()

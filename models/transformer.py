@@ -116,7 +116,7 @@ class AttentionSublayer(nn.Module):
         """Shape: x ``[B, L, E]`` (L = 1 when decoding with a cache), bias ``[1, H, L, K]`` → ``[B, L, E]``,
         weights ``[B, H, L, K]``."""
         normed = self.norm(x) if self.pre_norm else x
-        # Seed 000 normalises only the query; keys and values read the un-normalised input.
+        # The pre-LN design this follows normalises only the query; keys and values read the un-normalised input.
         kv_input = normed if self.pre_norm_kv or not self.pre_norm else x
         k, v = self.attention.project_kv(kv_input, kv_input)  # [B, H, L, D]
         if cache is not None:
