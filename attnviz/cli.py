@@ -19,6 +19,7 @@ from models.errors import AttnvizError, NumericalWarning
 
 from . import __version__
 from .commands import convert, demos, evaluate, export, importance, info, render, stats, train, translate
+from .commands.common import checkpoint_path
 from .commands.common import HelpFormatter
 
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, stats, train, convert,
@@ -50,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     gui = subparsers.add_parser("gui", help="open the desktop app (the default when no command is given)")
-    gui.add_argument("checkpoint", nargs="?", help="checkpoint to open (default: the bundled demo)")
+    gui.add_argument("checkpoint", nargs="?", type=checkpoint_path,
+                     help="a checkpoint, a bundled demo's name (see attnviz demos), a snapshot folder or a session "
+                          "file to open (default: the bundled demo)")
     gui.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     for module in COMMANDS.values():
         module.add_parser(subparsers)

@@ -205,3 +205,12 @@ def test_weights_kept_in_bfloat16_translate_the_demo_alike(capsys):
     code, out, err = cli(capsys, "translate", "-c", DEMO, "--dtype", "bfloat16", "--json", "The Lord is my shepherd.")
     assert code == 0, err
     assert json.loads(out)[0]["output"] == "El Señor es mi pastor."
+
+
+def test_the_window_opens_a_demo_given_by_name_as_every_command_does():
+    from attnviz.cli import build_parser
+    from attnviz.demos import demo_path
+
+    args = build_parser().parse_args(["gui", "piglatin-gru-additive"])
+    assert args.checkpoint == str(demo_path("piglatin-gru-additive"))
+    assert build_parser().parse_args(["gui", "lesson.attnviz"]).checkpoint == "lesson.attnviz"  # other paths as given

@@ -149,3 +149,4 @@ def test_a_small_heatmap_settles_on_one_layout_of_both_axes(qtbot):
         qtbot.wait(20)
         assert drawn() == settled
     assert axis_labels(view, "bottom") == columns
+

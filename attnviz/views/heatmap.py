@@ -192,6 +192,7 @@ class TokenAxis(pg.AxisItem):
 
     def show_layout(self, layout: TickLayout) -> None:
         """Draw ``layout``, the axis as deep as its labels."""
+        self.prepareGeometryChange()  # the bounding rect follows the labels' depth
         self.layout = layout
         self.setTicks([layout.ticks])
         depth = int(np.ceil(layout.depth))
@@ -213,10 +214,15 @@ class TokenAxis(pg.AxisItem):
         return possible_depths(self.labels, rows=self.rows)
 
     def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
-        reach = self.labels.widest / 2 + self.labels.line  # the first and last labels' overhang
+        """The axis with everything its labels draw: the first and last labels' overhang along it, and across
+        it the labels' full depth where the layout gave the axis less room than they take (else what a
+        previous layout drew there would stay on screen)."""
+        reach = self.labels.widest / 2 + self.labels.line
+        rect = super().boundingRect()
+        drawn = self.style["tickTextOffset"][0 if self.rows else 1] + self.layout.depth
         if self.rows:
-            return super().boundingRect().adjusted(0, -reach, 0, reach)
-        return super().boundingRect().adjusted(-reach, 0, reach, 0)
+            return rect.adjusted(-max(0.0, drawn - rect.width()), -reach, 0, reach)
+        return rect.adjusted(-reach, 0, reach, max(0.0, drawn - rect.height()))
 
     def generateDrawSpecs(self, p):  # noqa: N802 (pyqtgraph's name)
         """The axis line and, per label, where its lane starts (a point on the axis' text side) and its text."""
