@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import struct
 import warnings
@@ -187,7 +186,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dty
     path = existing_file(path)
     document = read_metadata(path)
     model, source, target = _model_without_weights(path, document)
-    check_memory_for(path, _stored_shapes(path), dtype=dtype)
+    check_memory_for(path, model, dtype=dtype)
     _load_weights(path, model, dtype=dtype, progress=progress)
     model = model.to(dtype)  # the buffers computed from the config (position tables) alike
     return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
@@ -275,14 +274,15 @@ def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer
                                     f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
 
 
-def check_memory_for(path: Path, shapes: dict[str, tuple[int, ...]], *, dtype: torch.dtype) -> None:
-    """Refuse in one line, before anything is read, weights that would not fit in the memory the system has
-    left (they would get the process killed): what they need as ``dtype`` plus one float32 tensor to read
-    through. Where the system does not say what is available, nothing is checked."""
+def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
+    """Refuse in one line, before anything is read, the weights of ``model`` (built on meta: sizes only) that
+    would not fit in the memory the system has left (they would get the process killed): what they need as
+    ``dtype`` plus one float32 tensor to read through. Where the system does not say what is available,
+    nothing is checked."""
     available = available_memory()
     if available is None:
         return
-    sizes = [math.prod(shape) for shape in shapes.values()]
+    sizes = [param.numel() for param in model.parameters()]  # a tied weight once
     needed = sum(sizes) * torch.empty((), dtype=dtype).element_size() + 4 * max(sizes, default=0)
     if needed > available:
         hint = "; try --dtype bfloat16 (half the memory)" if dtype == torch.float32 else ""
