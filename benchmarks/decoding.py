@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import big_transformer, median_seconds  # noqa: E402
-from models.decoding import finish, greedy  # noqa: E402
+from models.inference.decoding import finish, greedy
 
 
 def decode(model, source, steps: int, **options) -> None:

@@ -20,8 +20,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import big_transformer  # noqa: E402
-from models.data.pairs import collate  # noqa: E402
-from models.head_stats import example_stats, length_batches  # noqa: E402
+from models.text.pairs import collate
+from models.analysis.head_stats import example_stats, length_batches
 
 
 def random_corpus(sentences: int, vocab: int, seed: int = 1) -> list[tuple[list[int], list[int]]]:

@@ -28,12 +28,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from models import build_model, make_config  # noqa: E402
-from models.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
-from models.importance import ablation_importance, gradient_importance, head_importance  # noqa: E402
-from models.tokenizers import CharTokenizer  # noqa: E402
-from models.translator import Translator  # noqa: E402
-from attnviz.demos import demo_path, demo_reference_pairs  # noqa: E402
+from models import build_model, make_config
+from models.storage.checkpoint import Checkpoint, load_checkpoint
+from models.analysis.importance import ablation_importance, gradient_importance, head_importance
+from models.text.tokenizers import CharTokenizer
+from models.inference.translator import Translator
+from attnviz.state.demos import demo_path, demo_reference_pairs
 
 DEMOS = ("en-es-transformer", "en-es-transformer-postln")
 MARIAN = "marian-base-random"

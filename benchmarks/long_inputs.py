@@ -39,8 +39,8 @@ def model_file(folder: str, max_len: int = 1024) -> str:
     import torch
 
     from models import build_model, make_config
-    from models.checkpoint import save_checkpoint
-    from models.tokenizers import CharTokenizer
+    from models.storage.checkpoint import save_checkpoint
+    from models.text.tokenizers import CharTokenizer
 
     torch.manual_seed(0)
     tokenizer = CharTokenizer(list("abcdefghijklmnopqrstuvwxyz "))
@@ -72,7 +72,7 @@ def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
     application = QApplication.instance() or QApplication(sys.argv[:1])
-    from attnviz.app import create_window
+    from attnviz.gui.app import create_window
 
     folder = tempfile.mkdtemp()
     settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
@@ -139,9 +139,9 @@ def step_costs(device: str, steps: int = 1010) -> dict:
     import numpy as np
     import torch
 
-    from attnviz.worker import leave_a_core_for_the_gui
-    from models.checkpoint import load_checkpoint
-    from models.translator import Translator
+    from attnviz.gui.worker import leave_a_core_for_the_gui
+    from models.storage.checkpoint import load_checkpoint
+    from models.inference.translator import Translator
 
     leave_a_core_for_the_gui()
     translator = Translator(load_checkpoint(model_file(tempfile.mkdtemp())), device)
@@ -176,7 +176,7 @@ def main() -> None:
     parser.add_argument("--case", nargs=2, metavar=("MODE", "TOKENS"), help=argparse.SUPPRESS)
     parser.add_argument("--step-costs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from models.translator import DeviceError, resolve_device
+    from models.inference.translator import DeviceError, resolve_device
 
     try:
         resolve_device(args.device)

@@ -42,17 +42,17 @@ start = time.perf_counter()
 what, path = sys.argv[1], sys.argv[2]
 if what == "whole file":
     from models import build_model
-    from models.checkpoint import read_metadata
-    from models.config import config_from_dict
-    from models.files import read_safetensors
+    from models.storage.checkpoint import read_metadata
+    from models.nn.config import config_from_dict
+    from models.storage.files import read_safetensors
     model = build_model(config_from_dict(read_metadata(path)["config"]))
     tensors, _ = read_safetensors(path)
     model.load_state_dict(tensors, strict=False)
 elif what.startswith("load"):
-    from models.checkpoint import WEIGHT_DTYPES, load_checkpoint
+    from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
     load_checkpoint(path, dtype=WEIGHT_DTYPES[what.split()[-1]])
 elif what == "info":
-    from models.checkpoint import describe_file
+    from models.storage.checkpoint import describe_file
     describe_file(path)
 else:
     from attnviz.cli import main
@@ -65,8 +65,8 @@ print(json.dumps({"seconds": seconds, "grown": grown, "torch": before * 1024}))
 
 def write_checkpoint(folder: str, shape: str) -> tuple[str, int]:
     from models import build_model, make_config
-    from models.checkpoint import save_checkpoint
-    from models.tokenizers import WordTokenizer
+    from models.storage.checkpoint import save_checkpoint
+    from models.text.tokenizers import WordTokenizer
 
     words = ["<pad>", "<unk>", "<s>", "</s>"] + [f"w{index}" for index in range(VOCAB - 4)]
     tokenizer = WordTokenizer(words, {"pad": 0, "unk": 1, "bos": 2, "eos": 3})

@@ -7,7 +7,7 @@
 
     QT_QPA_PLATFORM=offscreen python benchmarks/startup.py [--repeats 5]
 
-The app reports its own times when ATTNVIZ_STARTUP_PROBE holds the launch time (attnviz/app.py).
+The app reports its own times when ATTNVIZ_STARTUP_PROBE holds the launch time (attnviz/gui/app.py).
 """
 
 from __future__ import annotations

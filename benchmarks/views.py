@@ -24,10 +24,10 @@ import torch  # noqa: E402
 from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from models import build_model, make_config  # noqa: E402
-from models.checkpoint import save_checkpoint  # noqa: E402
-from models.decoding import finish  # noqa: E402
-from models.tokenizers import CharTokenizer  # noqa: E402
+from models import build_model, make_config
+from models.storage.checkpoint import save_checkpoint
+from models.inference.decoding import finish
+from models.text.tokenizers import CharTokenizer
 
 
 def model_file(folder: str) -> str:
@@ -55,7 +55,7 @@ def main() -> None:
     import tempfile
 
     application = QApplication.instance() or QApplication(sys.argv[:1])
-    from attnviz.app import create_window
+    from attnviz.gui.app import create_window
 
     folder = tempfile.mkdtemp()
     settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)

@@ -7,26 +7,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import ARCHS, ModelConfig, RNNConfig, TransformerConfig, make_config
 from .errors import AttnvizError, CheckpointError, ConfigError, InputError
+from .nn.config import ARCHS, ModelConfig, RNNConfig, TransformerConfig, make_config
 
 if TYPE_CHECKING:
-    from .base import Seq2Seq
+    from .inference.decoding import run
+    from .inference.translator import Translator
+    from .nn.ablation import Ablation
+    from .nn.base import Seq2Seq
+    from .storage.checkpoint import load_checkpoint, save_checkpoint
+
+
+# What a script needs, by the module that defines it: torch loads on first use, so the app's plain-data modules
+# (which import models.trace) start fast.
+_LAZY = {"Seq2Seq": "nn.base", "Ablation": "nn.ablation", "load_checkpoint": "storage.checkpoint",
+         "save_checkpoint": "storage.checkpoint", "Translator": "inference.translator", "run": "inference.decoding"}
 
 
 def __getattr__(name: str):
-    # torch loads on first use, so the app's plain-data modules (which import models.trace) start fast
-    if name == "Seq2Seq":
-        from .base import Seq2Seq
+    if name in _LAZY:
+        import importlib
 
-        return Seq2Seq
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'models' has no attribute {name!r}")
 
 
 def build_model(config: ModelConfig) -> "Seq2Seq":
     """A freshly initialised model for ``config``."""
-    from .rnn import RNNSeq2Seq
-    from .transformer import TransformerSeq2Seq
+    from .nn.rnn import RNNSeq2Seq
+    from .nn.transformer import TransformerSeq2Seq
 
     config.validate()
     if isinstance(config, TransformerConfig):
@@ -34,5 +43,6 @@ def build_model(config: ModelConfig) -> "Seq2Seq":
     return RNNSeq2Seq(config)
 
 
-__all__ = ["ARCHS", "AttnvizError", "CheckpointError", "ConfigError", "InputError", "ModelConfig",
-           "RNNConfig", "Seq2Seq", "TransformerConfig", "build_model", "make_config"]
+__all__ = ["ARCHS", "Ablation", "AttnvizError", "CheckpointError", "ConfigError", "InputError", "ModelConfig",
+           "RNNConfig", "Seq2Seq", "TransformerConfig", "Translator", "build_model", "load_checkpoint", "make_config",
+           "run", "save_checkpoint"]

@@ -10,9 +10,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from models import build_model  # noqa: E402
-from models.checkpoint import save_checkpoint  # noqa: E402
-from models.tokenizers import CharTokenizer  # noqa: E402
+from models import build_model
+from models.storage.checkpoint import save_checkpoint
+from models.text.tokenizers import CharTokenizer
 from tests.helpers import LETTERS, tiny_config  # noqa: E402
 
 torch.set_num_threads(1)
@@ -47,9 +47,9 @@ def no_thread_left_running():
     yield
     import sys
 
-    if "attnviz.worker" not in sys.modules:
+    if "attnviz.gui.worker" not in sys.modules:
         return
-    running = [thread for thread in sys.modules["attnviz.worker"].WorkerThread.live if thread.thread.isRunning()]
+    running = [thread for thread in sys.modules["attnviz.gui.worker"].WorkerThread.live if thread.thread.isRunning()]
     for thread in running:
         thread.close()
     assert not running, f"{len(running)} worker thread(s) left running"
@@ -58,7 +58,7 @@ def no_thread_left_running():
 @pytest.fixture
 def window(qtbot, qsettings, random_checkpoint):
     """A real window on the random checkpoint, opened and shown (offscreen)."""
-    from attnviz.app import create_window
+    from attnviz.gui.app import create_window
 
     window = create_window(str(random_checkpoint), "cpu", qsettings)
     qtbot.addWidget(window)

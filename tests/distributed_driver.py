@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's models/, not an installed one
 
-from models import make_config  # noqa: E402
-from models.data import read_pairs, split_pairs  # noqa: E402
-from models.training import TrainingConfig, build_tokenizers, train  # noqa: E402
+from models import make_config
+from models.text.pairs import read_pairs, split_pairs
+from models.training.trainer import TrainingConfig, build_tokenizers, train
 
 TINY = {"transformer": dict(d_model=32, heads=2, d_ff=64, encoder_layers=1, decoder_layers=1),
         "gru": dict(hidden=48, decoder_layers=1)}

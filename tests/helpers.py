@@ -49,8 +49,8 @@ def write_checkpoint_twice_the_free_memory(path: Path, tokenizer) -> int:
     import struct
 
     from models import build_model
-    from models.checkpoint import _parameters_on_meta, available_memory
-    from models.config import config_to_dict
+    from models.storage.checkpoint import _parameters_on_meta, available_memory
+    from models.nn.config import config_to_dict
 
     available = available_memory()
     width = 64 * math.ceil(math.sqrt(available / 24) / 64)  # 3 attentions of 4 width² float32 weights: 2× that
@@ -126,8 +126,8 @@ def assert_greedy_equals_generate(checkpoint, original, sentences, encode, gener
     folder's own tokenizer, whose ids our source encoding must equal too), and some outputs end early."""
     import torch
 
-    from models.decoding import finish, greedy
-    from models.translator import Translator
+    from models.inference.decoding import finish, greedy
+    from models.inference.translator import Translator
 
     translator = Translator(checkpoint)
     lengths = set()

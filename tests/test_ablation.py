@@ -1,4 +1,4 @@
-"""Head ablation (models/ablation.py): specs, validation, and zeroed head outputs in every decoding path.
+"""Head ablation (models/nn/ablation.py): specs, validation, and zeroed head outputs in every decoding path.
 
 An ablated head's output must equal what the same model computes with that head's value projection zeroed
 (its weights · 0 = 0), and a GRU decoder whose attention is off must equal the same decoder whose cell
@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from models import ARCHS
-from models.ablation import Ablation, AblationError
-from models.checkpoint import load_checkpoint
-from models.config import TRANSFORMER_ARCHS
-from models.decoding import beam_search, finish, forced, forced_step_by_step, greedy, run
-from models.translator import Translator
-from attnviz.demos import demo_path
+from models.nn.ablation import Ablation, AblationError
+from models.storage.checkpoint import load_checkpoint
+from models.nn.config import TRANSFORMER_ARCHS
+from models.inference.decoding import beam_search, finish, forced, forced_step_by_step, greedy, run
+from models.inference.translator import Translator
+from attnviz.state.demos import demo_path
 from tests.test_decoding import EOS, LABELS, MAX_LEN, SOURCE, eos_ending_model, tiny_model
 
 ATTENTION_ARCHS = [arch for arch in ARCHS if arch != "gru-none"]

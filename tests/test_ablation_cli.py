@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from models.data.piglatin import to_pig_latin
+from models.text.piglatin import to_pig_latin
 from tests.test_cli import assert_one_line_error, cli
 
 DEMO = "piglatin-gru-transformer-decoder"

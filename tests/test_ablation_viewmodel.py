@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz import viewmodel
-from attnviz.session import Selection, Session
-from models.ablation import Ablation
-from models.trace import AttentionTrace, DecodeResult
+from attnviz.state import viewmodel
+from attnviz.state.session import Selection, Session
+from models.nn.ablation import Ablation
+from models.trace.records import AttentionTrace, DecodeResult
 
 
 def trace(ablated=()) -> AttentionTrace:

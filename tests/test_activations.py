@@ -13,9 +13,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 activations = pytest.importorskip("transformers.activations")
 
-from models.errors import CheckpointError  # noqa: E402
-from models.importers.common import HF_ACTIVATIONS, Source, hf_activation  # noqa: E402
-from models.transformer import ACTIVATIONS  # noqa: E402
+from models.errors import CheckpointError
+from models.importers.common import HF_ACTIVATIONS, Source, hf_activation
+from models.nn.transformer import ACTIVATIONS
 
 LEARNED = {"prelu", "xielu"}  # activations with trained parameters of their own
 

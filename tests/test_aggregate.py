@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from models import build_model
-from models.aggregate import aggregate, self_rollout
-from models.decoding import finish, greedy
+from models.trace.aggregate import aggregate, self_rollout
+from models.inference.decoding import finish, greedy
 from tests.helpers import tiny_config
 
 

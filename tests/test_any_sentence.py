@@ -1,5 +1,5 @@
 """Any sentence a user types translates on every bundled demo: typed forms are brought to the training
-text's (models/normalize.py) and what the vocabulary still lacks becomes its unknown token, marked in the
+text's (models/text/normalize.py) and what the vocabulary still lacks becomes its unknown token, marked in the
 labels with the text it stands for. `--strict` keeps the old refusal for scripts."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from attnviz.cli import main
-from attnviz.demos import demo_checkpoints, demo_path
-from models.checkpoint import load_checkpoint
-from models.decoding import finish
-from models.normalize import normalize
-from models.translator import Translator
+from attnviz.state.demos import demo_checkpoints, demo_path
+from models.storage.checkpoint import load_checkpoint
+from models.inference.decoding import finish
+from models.text.normalize import normalize
+from models.inference.translator import Translator
 
 TEXTS = {
     "straight quotes": 'He said to his brother, "Come with me."',

@@ -18,8 +18,8 @@ import torch
 
 from attnviz.cli import main
 from models import build_model
-from models.checkpoint import save_checkpoint
-from models.files import WriteError, write_bytes
+from models.storage.checkpoint import save_checkpoint
+from models.storage.files import WriteError, write_bytes
 from tests.helpers import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ def test_damaged_settings_fall_back_to_defaults_and_the_app_starts(tmp_path):
                                          "[view]\nmasks=perhaps\ncolormap=42\n[files]\nrecent=7\n")
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen",
            "ATTNVIZ_STARTUP_PROBE": repr(time.time())}
-    result = subprocess.run([sys.executable, "-m", "attnviz.cli"], capture_output=True, text=True, env=env, cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "attnviz"], capture_output=True, text=True, env=env, cwd=ROOT,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert "heatmap" in result.stdout and "Traceback" not in result.stderr
@@ -151,9 +151,9 @@ def test_damaged_settings_fall_back_to_defaults_and_the_app_starts(tmp_path):
 
 KILL_DRIVER = """
 import sys
-from models.data.pairs import read_pairs
-from models.training import TrainingConfig, build_tokenizers, train
-from models.config import make_config
+from models.text.pairs import read_pairs
+from models.training.trainer import TrainingConfig, build_tokenizers, train
+from models.nn.config import make_config
 pairs = read_pairs(sys.argv[1])
 source, target = build_tokenizers(pairs, "char", 0, True)
 config = make_config("gru-additive", source.vocab_size, target.vocab_size, hidden=16)
@@ -177,7 +177,7 @@ def test_a_training_killed_while_saving_can_always_resume(kill, tmp_path):
     time.sleep(0.3)
     run.send_signal(kill)
     run.wait(timeout=60)
-    from models.training import _read_state, state_path
+    from models.training.trainer import _read_state, state_path
 
     if kill != signal.SIGKILL:  # a process killed outright cannot remove its temporary file
         assert left_behind(tmp_path) == []
@@ -209,7 +209,7 @@ def test_ctrl_c_closes_the_app_cleanly_and_saves_its_settings(tmp_path, random_c
     config = tmp_path / "config"
     env = {**os.environ, "XDG_CONFIG_HOME": str(config), "QT_QPA_PLATFORM": "offscreen",
            "ATTNVIZ_STARTUP_PROBE": repr(time.time())}  # it says when the window is shown (no example: no run)
-    process = subprocess.Popen([sys.executable, "-m", "attnviz.cli", str(random_checkpoint), "--device", "cpu"],
+    process = subprocess.Popen([sys.executable, "-m", "attnviz", str(random_checkpoint), "--device", "cpu"],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().startswith("shown")
@@ -251,7 +251,7 @@ def test_sigterm_in_the_middle_of_a_save_removes_the_half_written_file(tmp_path)
     run = subprocess.run(driver + ["100000", "fresh"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 128 + signal.SIGTERM, run.stderr[-2000:]
     assert left_behind(tmp_path) == []
-    from models.training import _read_state, state_path
+    from models.training.trainer import _read_state, state_path
 
     _, document = _read_state(state_path(out))
     resumed = subprocess.run([sys.executable, "-c", KILL_DRIVER, str(data), str(out), str(document["step"] + 1),
@@ -263,7 +263,7 @@ def test_an_interrupt_at_any_line_of_a_save_leaves_no_temporary_file(tmp_path):
     """Ctrl+C or SIGTERM (raised as SystemExit by training) can land between any two lines of the writer,
     also between creating its temporary file and the ``try`` that removes it; the interrupt is raised here
     from a trace function at each line in turn, once per save."""
-    import models.files as files
+    import models.storage.files as files
 
     target = tmp_path / "m.safetensors"
     lines_seen = 0

@@ -3,7 +3,7 @@
 - ``MultiHeadAttention`` against ``torch.nn.MultiheadAttention`` with the same weights copied in;
 - ``masked_softmax`` and every attention kind: masked cells exactly 0, rows sum to 1, no NaN;
 - ``AdditiveAttention`` against Bahdanau's ``Va(tanh(Wa q + Ua k))`` written out by hand;
-- the builders of ``models/masks.py``.
+- the builders of ``models/nn/masks.py``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch import nn
 
-from models.attention import AdditiveAttention, MultiHeadAttention, masked_softmax, scaled_dot_product
-from models.masks import causal_mask, combine, expand_for_trace, padding_mask, to_torch_blocked
+from models.nn.attention import AdditiveAttention, MultiHeadAttention, masked_softmax, scaled_dot_product
+from models.nn.masks import causal_mask, combine, expand_for_trace, padding_mask, to_torch_blocked
 
 D_MODEL, HEADS = 16, 4
 PAD = 0

@@ -10,10 +10,10 @@ import torch
 from safetensors.torch import save_file
 
 from models import build_model
-from models.checkpoint import load_checkpoint, read_metadata, save_checkpoint
-from models.config import ARCHS
+from models.storage.checkpoint import load_checkpoint, read_metadata, save_checkpoint
+from models.nn.config import ARCHS
 from models.errors import CheckpointError
-from models.tokenizers import SentencePieceTokenizer
+from models.text.tokenizers import SentencePieceTokenizer
 
 from tests.helpers import tiny_config, write_checkpoint_twice_the_free_memory
 
@@ -155,7 +155,7 @@ def peak():  # this process' own high-water mark (ru_maxrss would start from the
 
 
 before = peak()
-from models.checkpoint import WEIGHT_DTYPES, load_checkpoint
+from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
 model = load_checkpoint(sys.argv[1], dtype=WEIGHT_DTYPES[sys.argv[2]]).model
 print((peak() - before) * 1024)
 """
@@ -185,14 +185,14 @@ def test_loading_holds_one_copy_of_the_weights(tmp_path, dtype, share):
 
 
 def word_tokenizer(size: int):
-    from models.tokenizers import WordTokenizer
+    from models.text.tokenizers import WordTokenizer
 
     words = ["<pad>", "<unk>", "<s>", "</s>"] + [f"w{index}" for index in range(size - 4)]
     return WordTokenizer(words, {"pad": 0, "unk": 1, "bos": 2, "eos": 3})
 
 
 def test_describing_a_file_reads_no_weights_and_says_what_loading_says(tmp_path, random_checkpoint):
-    from models.checkpoint import describe_checkpoint, describe_file
+    from models.storage.checkpoint import describe_checkpoint, describe_file
 
     assert describe_file(random_checkpoint) == describe_checkpoint(load_checkpoint(random_checkpoint))
     data = random_checkpoint.read_bytes()
@@ -220,8 +220,8 @@ def test_half_precision_weights_translate_alike_and_trace_in_float32(dtype):
     as float32 and stays within half precision's rounding of the float32 trace."""
     import numpy as np
 
-    from attnviz.demos import DEMO_FOLDER, demo_records
-    from models.translator import Translator
+    from attnviz.state.demos import DEMO_FOLDER, demo_records
+    from models.inference.translator import Translator
 
     path = DEMO_FOLDER / "en-es-transformer.safetensors"
     full, half = Translator(load_checkpoint(path)), Translator(load_checkpoint(path, dtype=dtype))
@@ -244,7 +244,7 @@ def test_weights_are_kept_only_in_a_floating_type_the_model_can_compute_in(rando
 def test_weights_larger_than_the_free_memory_are_refused_in_one_line_before_reading(tmp_path, char_tokenizer):
     """A real checkpoint file whose weights need twice the memory this machine has free (a sparse file: its
     weights take no disk): one line naming what they need, before a byte of them is read."""
-    from models.checkpoint import available_memory
+    from models.storage.checkpoint import available_memory
 
     available = available_memory()
     path = tmp_path / "huge.safetensors"
@@ -263,6 +263,6 @@ def test_loading_reports_its_progress_tensor_by_tensor(random_checkpoint):
 
 
 def read_header_names(path):
-    from models.files import read_header
+    from models.storage.files import read_header
 
     return [name for name in read_header(path) if name != "__metadata__"]

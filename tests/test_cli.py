@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from attnviz.cli import main
-from models.checkpoint import load_checkpoint
-from models.decoding import finish
-from models.translator import Translator
+from models.storage.checkpoint import load_checkpoint
+from models.inference.decoding import finish
+from models.inference.translator import Translator
 
 
 def cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -200,7 +200,7 @@ def test_train_rejects_bad_data_and_settings(capsys, tmp_path, content, options,
 def test_out_of_device_memory_is_one_line_with_the_way_out(capsys, monkeypatch, random_checkpoint):
     import torch
 
-    from models.translator import Translator
+    from models.inference.translator import Translator
 
     def out_of_memory(*args, **kwargs):  # what a GPU says; there is none here to run out
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")

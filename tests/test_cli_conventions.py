@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from attnviz.cli import build_parser
-from models.checkpoint import load_checkpoint, save_checkpoint
-from models.decoding import finish
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.inference.decoding import finish
 from models.errors import CheckpointError
-from models.translator import Translator, decoding_mode
+from models.inference.translator import Translator, decoding_mode
 from tests.test_cli import assert_error, assert_one_line_error, cli
 
 MODEL_COMMANDS = ("info", "translate", "export", "render", "evaluate", "importance", "stats")
@@ -209,7 +209,7 @@ def test_weights_kept_in_bfloat16_translate_the_demo_alike(capsys):
 
 def test_the_window_opens_a_demo_given_by_name_as_every_command_does():
     from attnviz.cli import build_parser
-    from attnviz.demos import demo_path
+    from attnviz.state.demos import demo_path
 
     args = build_parser().parse_args(["gui", "piglatin-gru-additive"])
     assert args.checkpoint == str(demo_path("piglatin-gru-additive"))

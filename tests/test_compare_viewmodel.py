@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import viewmodel
-from attnviz.demos import demo_path
-from attnviz.session import Selection
-from models.checkpoint import load_checkpoint
-from models.decoding import finish
-from models.translator import Translator
+from attnviz.state import viewmodel
+from attnviz.state.demos import demo_path
+from attnviz.state.session import Selection
+from models.storage.checkpoint import load_checkpoint
+from models.inference.decoding import finish
+from models.inference.translator import Translator
 
 TEXT, TARGET = "team", "eamtay"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.config import config_from_dict, config_to_dict, make_config
+from models.nn.config import config_from_dict, config_to_dict, make_config
 from models.errors import ConfigError
-from models.transformer import TransformerSeq2Seq
+from models.nn.transformer import TransformerSeq2Seq
 
 
 def test_a_config_without_decoder_sizes_means_both_sides_equal():

@@ -10,21 +10,13 @@ import random
 
 import pytest
 
-from models.data import bible, piglatin
-from models.data.bible import (
-    VersePair,
-    align_verses,
-    clean_verse,
-    neighbour_matches,
-    restore_drop_capitals,
-    shifted_chapters,
-    split_by_hash,
-    split_of,
-    without_training_repeats,
-    write_tsv,
+from models.corpora import bible, piglatin
+from models.corpora.bible import (
+    VersePair, align_verses, clean_verse, neighbour_matches, restore_drop_capitals, shifted_chapters, split_by_hash,
+    split_of, without_training_repeats, write_tsv,
 )
-from models.data.pairs import read_pairs
-from models.data.piglatin import to_pig_latin
+from models.text.pairs import read_pairs
+from models.text.piglatin import to_pig_latin
 from models.errors import DataError
 
 # --- Pig Latin --------------------------------------------------------------------------------------------
@@ -348,7 +340,7 @@ def test_pig_latin_builder_command_line(tmp_path, capsys):
 
 
 def test_copy_sources_point_at_the_copied_characters():
-    from models.data.piglatin import copy_sources, to_pig_latin
+    from models.text.piglatin import copy_sources, to_pig_latin
 
     for text in ("team", "apple", "queen", "the air-conditioning", "rhythm", "well-known words"):
         output, sources = to_pig_latin(text), copy_sources(text)

@@ -9,7 +9,7 @@ import html
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox
 
-from attnviz.demos import demo_reference_pairs
+from attnviz.state.demos import demo_reference_pairs
 from tests.test_gui import WAIT
 from tests.test_gui_compare import open_demo
 

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from models import ARCHS, build_model, make_config
-from models.config import TRANSFORMER_ARCHS
-from models.decoding import beam_search, forced, forced_step_by_step, greedy, run
-from models.intermediates import keeping_attention, trace_from_intermediates
-from models.trace import AttentionTrace, DecodeStep
+from models.nn.config import TRANSFORMER_ARCHS
+from models.inference.decoding import beam_search, forced, forced_step_by_step, greedy, run
+from models.nn.intermediates import keeping_attention, trace_from_intermediates
+from models.trace.records import AttentionTrace, DecodeStep
 
 SRC_VOCAB, TGT_VOCAB = 13, 11
 PAD, BOS, EOS = 0, 2, 3
@@ -273,7 +273,7 @@ def resident_mb() -> float:
 def test_a_row_buffer_costs_the_rows_written_not_its_capacity():
     """The first rows written into a 1,024-step buffer make a few pages resident, not the 16 MB it may
     hold (numpy asks for huge pages on large arrays, and a 2 MB huge page is resident at its first write)."""
-    from models.intermediates import RowBuffer
+    from models.nn.intermediates import RowBuffer
 
     def write(rows: RowBuffer) -> None:
         for index in range(4):
@@ -292,7 +292,7 @@ def test_a_beam_gives_back_the_rows_of_settled_steps():
     """A beam step's K rows (64 KB here) leave memory once every step of their chunk has settled on one row,
     which moved into the shared prefix: 256 steps cost one row each, not four; a chunk still looked into
     stays readable."""
-    from models.intermediates import BeamRows
+    from models.nn.intermediates import BeamRows
 
     rows = BeamRows(1024, 4, np.float16)
     parents = torch.arange(4)
@@ -596,7 +596,7 @@ def test_decode_step_fields(arch, mode):
 
 
 def test_key_value_cache_grows_by_doubling_and_follows_beam_parents():
-    from models.base import LayerCache
+    from models.nn.base import LayerCache
 
     torch.manual_seed(8)
     cache, keys, values = LayerCache(), [], []
@@ -626,7 +626,7 @@ def test_a_beam_reorder_copies_into_the_buffers_the_last_one_left():
     """Two reorders in a row allocate nothing new: the second writes into the first's source buffers
     (a new buffer per step left the heap of a 1,024-step beam search in pieces: 2 GB resident for 0.3 GB
     of data). The source side of a beam over one sentence is not copied while the row count stays."""
-    from models.base import DecoderState, LayerCache
+    from models.nn.base import DecoderState, LayerCache
 
     torch.manual_seed(9)
     prefix_k, prefix_v = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)
@@ -648,9 +648,9 @@ def test_a_beam_reorder_copies_into_the_buffers_the_last_one_left():
 
 
 def test_trace_size_is_what_a_forced_run_keeps_and_bounds_greedy_and_beam(random_checkpoint):
-    from models.checkpoint import load_checkpoint
-    from models.decoding import finish
-    from models.translator import Translator
+    from models.storage.checkpoint import load_checkpoint
+    from models.inference.decoding import finish
+    from models.inference.translator import Translator
 
     translator = Translator(load_checkpoint(random_checkpoint), "cpu")
     source = translator.source("abcd")

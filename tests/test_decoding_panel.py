@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QFontMetrics
 
-from attnviz.viewmodel import BarsState
-from attnviz.views.decoding import LABEL_CHARS, PREFIX_WINDOW, BarChart, DecodingPanel
+from attnviz.state.viewmodel import BarsState
+from attnviz.gui.views.decoding import LABEL_CHARS, PREFIX_WINDOW, BarChart, DecodingPanel
 
 
 def ticks(chart: BarChart) -> list[tuple[int, str]]:
@@ -92,14 +92,14 @@ def test_the_beam_tree_is_built_for_a_beam_only(qtbot):
     import torch
 
     from models import build_model
-    from models.decoding import beam_search, greedy, run
+    from models.inference.decoding import beam_search, greedy, run
     from tests.helpers import tiny_config
 
     torch.manual_seed(0)
     model = build_model(tiny_config("transformer-preln")).eval()
     panel = DecodingPanel()
     qtbot.addWidget(panel)
-    from attnviz.viewmodel import beam_state
+    from attnviz.state.viewmodel import beam_state
 
     run(greedy(model, [5, 6, 7, 3], max_len=30))
     panel.show_beam(None)  # what the window passes when the mode is not beam search: nothing is laid out

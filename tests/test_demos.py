@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from attnviz.demos import DEFAULT_DEMO, demo_checkpoints
-from models.checkpoint import load_checkpoint
-from models.translator import Translator
+from attnviz.state.demos import DEFAULT_DEMO, demo_checkpoints
+from models.storage.checkpoint import load_checkpoint
+from models.inference.translator import Translator
 
 FOLDER = Path(__file__).resolve().parent.parent / "resources" / "checkpoints"
 RECORDS = json.loads((FOLDER / "demos.json").read_text(encoding="utf-8"))
@@ -36,7 +36,7 @@ def test_demo_loads_and_translates_as_recorded(name):
 
 
 def test_the_app_opens_the_english_spanish_demo_by_default_when_it_is_there():
-    from attnviz.demos import initial_checkpoint
+    from attnviz.state.demos import initial_checkpoint
 
     demos = demo_checkpoints()
     expected = str(DEFAULT_DEMO) if DEFAULT_DEMO.exists() else (str(demos[0]) if demos else None)
@@ -44,7 +44,7 @@ def test_the_app_opens_the_english_spanish_demo_by_default_when_it_is_there():
 
 
 def test_opening_a_demo_runs_its_example_at_once(qtbot, qsettings):
-    from attnviz.app import create_window
+    from attnviz.gui.app import create_window
 
     name = sorted(RECORDS)[0]
     source, expected = next(iter(RECORDS[name]["examples"].items()))
@@ -58,7 +58,7 @@ def test_opening_a_demo_runs_its_example_at_once(qtbot, qsettings):
 def test_shipped_demos_carry_no_machine_paths():
     import re
 
-    from models.files import read_header
+    from models.storage.files import read_header
 
     for path in demo_checkpoints():
         provenance = read_header(path)["__metadata__"]["provenance"]
@@ -66,8 +66,8 @@ def test_shipped_demos_carry_no_machine_paths():
 
 
 def test_every_demo_has_reference_pairs_for_the_corpus_tools():
-    from attnviz.demos import DEMO_FOLDER, demo_reference_pairs
-    from models.data.piglatin import to_pig_latin
+    from attnviz.state.demos import DEMO_FOLDER, demo_reference_pairs
+    from models.text.piglatin import to_pig_latin
 
     for name, record in RECORDS.items():
         pairs = demo_reference_pairs(name)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from models.checkpoint import load_checkpoint
-from models.training import state_path
+from models.storage.checkpoint import load_checkpoint
+from models.training.trainer import state_path
 from tests import distributed_driver
 
 REPO = Path(__file__).resolve().parent.parent

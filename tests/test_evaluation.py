@@ -9,11 +9,11 @@ import pytest
 
 from attnviz.cli import main
 from models import make_config
-from models.checkpoint import load_checkpoint
-from models.evaluation import _aligned, evaluate
-from models.tokenizers import CharTokenizer
-from models.training import TrainingConfig, train
-from models.translator import Translator
+from models.storage.checkpoint import load_checkpoint
+from models.analysis.evaluation import _aligned, evaluate
+from models.text.tokenizers import CharTokenizer
+from models.training.trainer import TrainingConfig, train
+from models.inference.translator import Translator
 
 
 def test_alignment_counts_copied_tokens_attending_their_source():

@@ -11,8 +11,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from attnviz.figures import CAPTION_LINES, VECTOR_LIMIT, Caption, compare_svg, heads_svg, heatmap_svg, png_bytes
-from attnviz.viewmodel import HeatmapState
+from attnviz.state.figures import CAPTION_LINES, VECTOR_LIMIT, Caption, compare_svg, heads_svg, heatmap_svg, png_bytes
+from attnviz.state.viewmodel import HeatmapState
 
 SVG = "{http://www.w3.org/2000/svg}"
 LUT = np.stack([np.arange(256)] * 3, axis=1).astype(np.uint8)  # grey ramp: colour = weight × 255
@@ -62,7 +62,7 @@ def texts_of(svg: str) -> list[str]:
 
 
 def test_the_heads_figure_hatches_masked_cells_even_when_its_maps_are_thumbnails():
-    from attnviz.viewmodel import THUMBNAIL_SIDE, GridState
+    from attnviz.state.viewmodel import THUMBNAIL_SIDE, GridState
 
     for size in (4, THUMBNAIL_SIDE * 2):  # a long input's thumbnails: a block is hatched when all of it is masked
         mask = np.tril(np.ones((size, size), dtype=bool))
@@ -86,7 +86,7 @@ def test_a_caption_names_the_input_and_each_model_with_its_output_and_keeps_long
 
 
 def test_the_comparison_is_vector_cells_titled_with_the_models_names():
-    from attnviz.viewmodel import ComparePane, CompareState
+    from attnviz.state.viewmodel import ComparePane, CompareState
 
     a, b = state(4), state(4)
     diff = dataclasses.replace(state(4), title="<b>B − A</b> · Cross-attention · layer 0 · head 0")

@@ -320,7 +320,7 @@ def test_out_of_range_options(capsys, tmp_path, random_checkpoint, command, opti
 
 def cli_process(args: list, stdin: bytes = b"") -> subprocess.CompletedProcess:
     """The CLI in a child process, argv given as bytes (as a shell passes them)."""
-    return subprocess.run([sys.executable, "-m", "attnviz.cli", *args], input=stdin, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "attnviz", *args], input=stdin, capture_output=True,
                           timeout=60, check=False, cwd=Path(__file__).resolve().parents[1])
 
 
@@ -380,7 +380,7 @@ def test_config_messages_name_the_field(capsys, tmp_path, random_checkpoint, cha
 
 
 def test_nan_weights_open_with_a_warning_and_beam_search_survives(capsys, tmp_path, random_checkpoint):
-    from models.checkpoint import load_checkpoint, save_checkpoint
+    from models.storage.checkpoint import load_checkpoint, save_checkpoint
 
     checkpoint = load_checkpoint(random_checkpoint)
     with torch.no_grad():
@@ -392,7 +392,7 @@ def test_nan_weights_open_with_a_warning_and_beam_search_survives(capsys, tmp_pa
     assert code == 0 and len(lines) == 2 and all(line.startswith("attnviz: warning: ") for line in lines)
     assert "output.bias" in lines[0] and "NaN or infinite" in lines[0]
     assert "the model produced NaN at step 1" in lines[1]
-    from models.decoding import forced, greedy, run
+    from models.inference.decoding import forced, greedy, run
     from models.errors import NumericalWarning
 
     model = load_checkpoint(path).model
@@ -404,8 +404,8 @@ def test_nan_weights_open_with_a_warning_and_beam_search_survives(capsys, tmp_pa
 
 def test_translations_from_a_hostile_vocabulary_are_escaped(capsys, tmp_path, random_checkpoint):
     """A vocabulary of a lone surrogate and an escape character, and a model that always picks them."""
-    from models.checkpoint import load_checkpoint, save_checkpoint
-    from models.tokenizers import CharTokenizer
+    from models.storage.checkpoint import load_checkpoint, save_checkpoint
+    from models.text.tokenizers import CharTokenizer
 
     checkpoint = load_checkpoint(random_checkpoint)
     tokenizer = CharTokenizer(["\ud800", "\x1b", *"cdefgh "])

@@ -17,10 +17,10 @@ import torch
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage
 
-from attnviz.app import create_window
+from attnviz.gui.app import create_window
 from models import build_model
-from models.aggregate import aggregate
-from models.checkpoint import save_checkpoint
+from models.trace.aggregate import aggregate
+from models.storage.checkpoint import save_checkpoint
 from tests.helpers import tiny_config
 
 WAIT = 20_000  # ms; decoding a tiny model takes milliseconds, CI machines can be slow
@@ -254,12 +254,12 @@ def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
 def test_a_run_too_large_for_full_precision_is_kept_at_half_and_says_so(qtbot, window, tmp_path, monkeypatch):
     """Long runs keep float16 (the window says so; the readout gives three digits with ≈); the NPZ export
     stays float32, as its layout says. A budget of 0 bytes makes a short run one of them."""
-    import attnviz.worker
+    import attnviz.gui.worker
 
     run_text(qtbot, window, "abcd", mode="forced", target="bad")
     full = window.session.trace
     assert not full.half_precision and "half precision" not in window.input_bar.result_text()
-    monkeypatch.setattr(attnviz.worker, "HALF_PRECISION_ABOVE", 0)
+    monkeypatch.setattr(attnviz.gui.worker, "HALF_PRECISION_ABOVE", 0)
     run_text(qtbot, window, "abcd", mode="forced", target="bad")
     half = window.session.trace
     assert half.half_precision and "kept at half precision" in window.input_bar.result_text()
@@ -291,7 +291,7 @@ def test_decoding_steps_reach_the_window_in_batches(qtbot, window):
 def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings, tmp_path, char_tokenizer, monkeypatch):
     """A 400-character output at 1000×650 takes at most three lines (then scrolls, every word still there);
     the notices stay in view under it and the focus heatmap keeps its 150 px."""
-    import attnviz.worker
+    import attnviz.gui.worker
 
     torch.manual_seed(3)
     path = save_checkpoint(tmp_path / "long.safetensors", build_model(tiny_config("transformer-preln", max_len=512)),
@@ -301,7 +301,7 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
     window.resize(1000, 650)
     window.show()
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
-    monkeypatch.setattr(attnviz.worker, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
+    monkeypatch.setattr(attnviz.gui.worker, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
     target = "abc defgh " * 40
     run_text(qtbot, window, "abc", mode="forced", target=target, max_len=100)
     qtbot.wait(50)
@@ -455,7 +455,7 @@ def test_plots_follow_a_dark_palette(qtbot, qsettings, random_checkpoint, qapp):
         window.close()
     finally:
         qapp.setPalette(original)
-        from attnviz.views.style import follow_palette
+        from attnviz.gui.views.style import follow_palette
 
         follow_palette()
 

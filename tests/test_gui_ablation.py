@@ -10,8 +10,8 @@ from PySide6.QtCore import QPoint
 from PySide6.QtGui import QContextMenuEvent
 from PySide6.QtWidgets import QApplication
 
-from attnviz import stats_view, viewmodel
-from attnviz.demos import demo_path
+from attnviz.state import stats_view, viewmodel
+from attnviz.state.demos import demo_path
 from tests.test_gui import WAIT, run_text
 
 DEMO = "piglatin-gru-transformer-decoder"
@@ -121,7 +121,7 @@ def test_a_right_click_on_a_thumbnail_opens_the_menu(qtbot, window):
 
 
 def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_focuses_it(qtbot, window, tmp_path):
-    from models.data.piglatin import to_pig_latin
+    from models.text.piglatin import to_pig_latin
     from tests.test_head_stats_gui import cell_position
     from PySide6.QtCore import Qt
 
@@ -172,8 +172,8 @@ def test_a_sentence_run_during_head_importance_is_answered_between_heads(qtbot, 
 def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, tmp_path, random_checkpoint):
     import json
 
-    from attnviz.app import create_window
-    from attnviz.session_file import SessionFileError, read_session
+    from attnviz.gui.app import create_window
+    from attnviz.state.session_file import SessionFileError, read_session
 
     run_text(qtbot, window, "abc", max_len=5)
     window.select(kind="cross", layer=1, head=3)

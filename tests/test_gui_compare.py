@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtGui import QImage
 
 from attnviz.cli import main
-from attnviz.demos import demo_path
+from attnviz.state.demos import demo_path
 from tests.test_gui import WAIT, run_text
 
 
@@ -126,7 +126,7 @@ def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tm
 def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot, window, tmp_path, random_checkpoint):
     import shutil
 
-    from attnviz.session_file import read_session
+    from attnviz.state.session_file import read_session
 
     model = shutil.copy(random_checkpoint, tmp_path / "a.safetensors")
     (tmp_path / "models").mkdir()
@@ -162,7 +162,7 @@ def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot
 
 
 def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):
-    from attnviz.session_file import SessionFileError, read_session
+    from attnviz.state.session_file import SessionFileError, read_session
 
     path = tmp_path / "bad.attnviz"
     path.write_text(json.dumps({"format": "attnviz-session", "version": 1, "checkpoint": str(random_checkpoint),
@@ -173,7 +173,7 @@ def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):
 
 def test_the_demos_menu_opens_the_pre_and_post_ln_pair_side_by_side(qtbot, window):
     """Demos → Compare …: model A opens, then model B beside it, and the example runs on both."""
-    from attnviz.demos import demo_pairs
+    from attnviz.state.demos import demo_pairs
 
     pairs = {(a.stem, b.stem): title for title, a, b in demo_pairs()}
     assert ("en-es-transformer", "en-es-transformer-postln") in pairs
@@ -187,7 +187,7 @@ def test_the_demos_menu_opens_the_pre_and_post_ln_pair_side_by_side(qtbot, windo
                     and window.session.partner.path.stem == "en-es-transformer-postln"
                     and window.session.partner_result is not None and bool(window.session.results), timeout=WAIT)
     assert window.compare_view.isVisible() and "en-es-transformer-postln" in window.compare_bar.label.text()
-    from attnviz.demos import demo_example
+    from attnviz.state.demos import demo_example
 
     assert window.input_bar.text_value() == demo_example(demo_path("en-es-transformer"))
     assert window.session.result.text and window.session.partner_result.text  # both models translated it

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnviz.app import create_window
-from attnviz.demos import demo_path
-from attnviz.views.controls import WEIGHTS
-from models.checkpoint import WEIGHT_DTYPES
+from attnviz.gui.app import create_window
+from attnviz.state.demos import demo_path
+from attnviz.gui.views.controls import WEIGHTS
+from models.storage.checkpoint import WEIGHT_DTYPES
 from tests.helpers import write_checkpoint_twice_the_free_memory
 from tests.test_gui import WAIT, run_text
 from tests.test_gui_import import opened, tutorial_files, wait_for_dialog  # noqa: F401 (tutorial_files is a fixture)

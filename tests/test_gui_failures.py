@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from safetensors.torch import save_file
 
-from models.files import read_safetensors
+from models.storage.files import read_safetensors
 from tests.test_gui import WAIT
 
 
@@ -45,7 +45,7 @@ def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, wi
 def test_a_model_that_computes_nan_says_so_in_the_window(qtbot, window, tmp_path, random_checkpoint):
     import torch
 
-    from models.checkpoint import load_checkpoint, save_checkpoint
+    from models.storage.checkpoint import load_checkpoint, save_checkpoint
     from tests.test_gui import run_text
 
     checkpoint = load_checkpoint(random_checkpoint)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QRect, QSize
 
-from attnviz.app import create_window
-from attnviz.main_window import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
+from attnviz.gui.app import create_window
+from attnviz.gui.main_window import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
 from tests.test_gui import WAIT, run_text
 
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from attnviz.views.heatmap import NOT_A_NUMBER_RGBA
+from attnviz.gui.views.heatmap import NOT_A_NUMBER_RGBA
 from tests.test_checkpoint import rewrite_metadata
 from tests.test_gui import WAIT, run_text
 

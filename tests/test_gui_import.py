@@ -11,8 +11,8 @@ import torch
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
-from attnviz.app import create_window
-from models.checkpoint import load_checkpoint
+from attnviz.gui.app import create_window
+from models.storage.checkpoint import load_checkpoint
 from tests.test_import_nn_transformer import HEADS, SRC_WORDS, TGT_WORDS, Seq2SeqTransformer, write_vocab
 from tests.test_import_safety import CreatesAFile
 

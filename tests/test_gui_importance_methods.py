@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from attnviz import stats_view
-from attnviz.demos import demo_path, demo_reference_pairs
-from attnviz.importance_panel import PAIRS_LIMITS
-from attnviz.worker import IMPORTANCE_PASS_TOKENS
-from models.checkpoint import load_checkpoint
-from models.importance import ablation_importance, gradient_importance, head_importance
-from models.translator import Translator
+from attnviz.state import stats_view
+from attnviz.state.demos import demo_path, demo_reference_pairs
+from attnviz.gui.features.importance import PAIRS_LIMITS
+from attnviz.gui.worker import IMPORTANCE_PASS_TOKENS
+from models.storage.checkpoint import load_checkpoint
+from models.analysis.importance import ablation_importance, gradient_importance, head_importance
+from models.inference.translator import Translator
 from tests.test_gui_compare import open_demo
 
 DEMO = "piglatin-gru-transformer-decoder"  # 6 heads; its 16 examples take two NLL passes in the window

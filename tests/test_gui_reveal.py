@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnviz.app import create_window
-from attnviz.views.style import MASK_RGBA
+from attnviz.gui.app import create_window
+from attnviz.gui.views.style import MASK_RGBA
 from tests.test_gui import WAIT, run_text
 
 

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from attnviz.session_file import SessionFileError, read_session
+from attnviz.state.session_file import SessionFileError, read_session
 from models import make_config
-from models.snapshots import load_series, snapshot_folder
-from models.training import TrainingConfig, build_tokenizers, train
+from models.storage.snapshots import load_series, snapshot_folder
+from models.training.trainer import TrainingConfig, build_tokenizers, train
 from tests.test_gui import WAIT, run_text
 
 STEPS = 60

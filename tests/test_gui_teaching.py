@@ -10,11 +10,11 @@ import torch
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QImage
 
-from attnviz import viewmodel
-from attnviz.demos import DEMO_FOLDER, demo_examples
+from attnviz.state import viewmodel
+from attnviz.state.demos import DEMO_FOLDER, demo_examples
 from models import build_model
-from models.checkpoint import save_checkpoint
-from models.trace import DecodeResult
+from models.storage.checkpoint import save_checkpoint
+from models.trace.records import DecodeResult
 from tests.helpers import tiny_config
 from tests.test_gui import WAIT, focus_data, run_text
 from tests.test_gui_import import tutorial_files, wait_for_dialog  # noqa: F401 (a fixture)
@@ -169,7 +169,7 @@ def test_copy_image_puts_the_heatmap_on_the_clipboard_without_the_crosshair(qtbo
 
 
 def test_the_layout_holds_at_1000_by_650_and_beam_mode_does_not_grow_the_window(qtbot, window):
-    from attnviz.views.decoding import CHART_MIN_HEIGHT
+    from attnviz.gui.views.decoding import CHART_MIN_HEIGHT
 
     window.resize(1000, 650)
     qtbot.waitUntil(lambda: (window.width(), window.height()) == (1000, 650), timeout=WAIT)

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from models import build_model
-from models.checkpoint import load_checkpoint, save_checkpoint
-from models.data.pairs import encode_pairs
-from models.head_stats import NoAttentionError, batch_sums, corpus_head_stats, example_stats
-from models.head_summary import RunStats, statistics_of
-from models.intermediates import Intermediates
-from models.translator import Translator
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.text.pairs import encode_pairs
+from models.analysis.head_stats import NoAttentionError, batch_sums, corpus_head_stats, example_stats
+from models.trace.head_summary import RunStats, statistics_of
+from models.nn.intermediates import Intermediates
+from models.inference.translator import Translator
 from tests.helpers import tiny_config
 
 PAIRS = [("abc", "ba"), ("a", "hgfedcba"), ("abcdefgh abc", "c"), ("ab", "ab"), ("hh a", "a h")]
@@ -104,7 +104,7 @@ def test_padding_never_counts_a_batch_equals_its_sentences_one_by_one(tmp_path, 
 
 def test_statistics_match_the_traces_of_forced_decoding(tmp_path, char_tokenizer):
     """The batched forward's numbers are those of each sentence's own trace (the one the window shows)."""
-    from models.decoding import finish
+    from models.inference.decoding import finish
 
     translator = checkpoint_of(tmp_path, char_tokenizer, "transformer-preln")
     stats = corpus_head_stats(translator, PAIRS[:3], batch_size=2)

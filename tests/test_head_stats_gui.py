@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 
-from attnviz import stats_view
-from models.checkpoint import load_checkpoint
-from models.head_stats import corpus_head_stats
-from models.translator import Translator
+from attnviz.state import stats_view
+from models.storage.checkpoint import load_checkpoint
+from models.analysis.head_stats import corpus_head_stats
+from models.inference.translator import Translator
 from tests.test_gui import WAIT
 
 PAIRS = [("abc", "ba"), ("a", "hgfedcba"), ("abcdefgh abc", "c"), ("ab", "ab"), ("hh a", "a h"), ("bad", "dab")]
@@ -42,7 +42,7 @@ def test_the_state_holds_one_panel_per_statistic(random_checkpoint):
 
 
 def test_the_state_module_loads_neither_qt_nor_torch():
-    probe = ("import sys, attnviz.stats_view; "
+    probe = ("import sys, attnviz.state.stats_view; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'PySide6', 'pyqtgraph', 'shiboken6'}))")
     output = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert output.stdout.strip() == "[]"
@@ -96,8 +96,8 @@ def test_a_bad_corpus_is_said_in_the_view(qtbot, window, tmp_path):  # noqa: F81
 
 
 def test_the_worker_answers_only_the_newest_job_of_the_open_model(qtbot, random_checkpoint, corpus):
-    from attnviz.jobs import Stopped
-    from attnviz.worker import ModelWorker
+    from attnviz.state.jobs import Stopped
+    from attnviz.gui.worker import ModelWorker
 
     worker = ModelWorker()  # lives on this thread: its units are queued on this thread's event loop
     worker.translator = Translator(load_checkpoint(random_checkpoint), "cpu")

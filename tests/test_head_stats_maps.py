@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import stats_view
-from models.checkpoint import load_checkpoint
-from models.head_stats import corpus_head_stats
-from models.importance import HeadImportance
-from models.translator import Translator
+from attnviz.state import stats_view
+from models.storage.checkpoint import load_checkpoint
+from models.analysis.head_stats import corpus_head_stats
+from models.analysis.importance import HeadImportance
+from models.inference.translator import Translator
 from tests.test_head_stats_gui import PAIRS
 
 
@@ -47,7 +47,7 @@ def test_importance_maps_are_in_the_metrics_points():
 def test_the_view_draws_a_colour_bar_and_legible_numbers(qtbot, stats):
     from PySide6.QtGui import QFontMetrics
 
-    from attnviz.views.head_stats import HeadStatsView, fitting_texts, text_colour
+    from attnviz.gui.views.head_stats import HeadStatsView, fitting_texts, text_colour
 
     view = HeadStatsView()
     qtbot.addWidget(view)
@@ -76,7 +76,7 @@ def test_the_view_draws_a_colour_bar_and_legible_numbers(qtbot, stats):
 
 
 def test_the_maps_are_laid_out_for_the_largest_cells():
-    from attnviz.views.head_stats import panel_columns
+    from attnviz.gui.views.head_stats import panel_columns
 
     assert panel_columns(4, (3, 4), size=(520, 190)) == 4  # a wide, low dock: one row
     assert panel_columns(4, (3, 4), size=(260, 900)) == 1  # a tall, narrow one: stacked

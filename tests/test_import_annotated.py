@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.decoding import finish, greedy
+from models.inference.decoding import finish, greedy
 from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from attnviz.cli import main
-from models.checkpoint import load_checkpoint
-from models.translator import Translator
+from models.storage.checkpoint import load_checkpoint
+from models.inference.translator import Translator
 from tests.test_import_nn_transformer import HEADS, SRC_WORDS, TGT_WORDS, Seq2SeqTransformer, write_vocab
 from tests.test_import_pytorch_seq2seq import HIDDEN, AttnDecoderRNN, EncoderRNN
 from tests.test_import_pytorch_seq2seq import SRC_WORDS as FRENCH
@@ -87,7 +87,7 @@ def test_pytorch_seq2seq_folder_converts_translates_and_remembers(tmp_path, caps
 
 
 def test_the_cli_offers_every_format():
-    from attnviz.commands import convert as command
+    from attnviz.cli import convert as command
     from models.importers import FORMATS
 
     assert command.FORMAT_NAMES == tuple(FORMATS)

@@ -25,7 +25,7 @@ from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format
 from models.importers.safe_load import TrustRequiredError
-from models.translator import Translator
+from models.inference.translator import Translator
 from tests.helpers import fixture_copy, toolkit_outputs
 
 DATA = Path(__file__).parent / "data" / "fairseq"
@@ -95,8 +95,8 @@ def test_no_search_ends_before_the_first_token_as_fairseqs_min_len(beam, tmp_pat
     never gives an empty output. "bird" is a source on which this model's most likely first token is the end
     token: ours must pick the best other token instead, in the converted and in the saved checkpoint. (Written
     from fairseq's rule, as no fairseq runs here; the fixtures' own outputs are compared above.)"""
-    from models.checkpoint import load_checkpoint, save_checkpoint
-    from models.decoding import beam_search, finish, greedy
+    from models.storage.checkpoint import load_checkpoint, save_checkpoint
+    from models.inference.decoding import beam_search, finish, greedy
 
     checkpoint = convert(DATA / "transformer-postln")
     path = save_checkpoint(tmp_path / "fairseq.safetensors", checkpoint.model, checkpoint.source_tokenizer,

@@ -22,9 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 sacremoses = pytest.importorskip("sacremoses")
 
-from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.errors import CheckpointError  # noqa: E402
-from models.importers import convert, detect_format  # noqa: E402
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.errors import CheckpointError
+from models.importers import convert, detect_format
 from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
 
 ENGLISH = ["The cat sat on the mat.", "Where is the house?", "I like green apples!", "The dog's ball is red.",

@@ -19,9 +19,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.errors import CheckpointError  # noqa: E402
-from models.importers import convert, detect_format  # noqa: E402
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.errors import CheckpointError
+from models.importers import convert, detect_format
 from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
@@ -151,7 +151,7 @@ def test_other_model_types_are_refused_naming_what_is_supported(tmp_path):
 
 
 def test_checkpoints_without_learned_positions_save_the_config_older_versions_read(family):
-    from models.config import config_from_dict, config_to_dict, make_config
+    from models.nn.config import config_from_dict, config_to_dict, make_config
 
     plain = config_to_dict(make_config("transformer-preln", 20, 20))
     assert "position_offset" not in plain and config_from_dict(plain).position_offset == 0
@@ -161,7 +161,7 @@ def test_checkpoints_without_learned_positions_save_the_config_older_versions_re
 
 
 def test_byte_level_pieces_are_labelled_with_the_text_they_stand_for(family):
-    from models.tokenizers import byte_level_label
+    from models.text.tokenizers import byte_level_label
 
     kind, folder, _, tokenizer = family
     checkpoint = convert(folder)

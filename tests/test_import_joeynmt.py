@@ -31,7 +31,7 @@ import torch
 from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from models.translator import Translator
+from models.inference.translator import Translator
 from tests.helpers import toolkit_imports
 
 TENSORBOARD = "torch.utils.tensorboard"
@@ -404,7 +404,7 @@ def test_the_moses_pretokenizer_splits_and_joins_text_as_joeynmt(plain, tmp_path
 
     from joeynmt.tokenizers import build_tokenizer
 
-    from models.checkpoint import load_checkpoint
+    from models.storage.checkpoint import load_checkpoint
 
     data = {side: {"lang": lang, "level": level, "lowercase": True, "normalize": normalize,
                    "tokenizer_cfg": {"pretokenizer": "moses"}} for side, lang in (("src", "en"), ("trg", "fr"))}
@@ -435,7 +435,7 @@ def test_the_moses_pretokenizer_splits_and_joins_text_as_joeynmt(plain, tmp_path
         expected = vocab.sentences_to_ids([tokenizer(tokenizer.pre_process(sentence))], bos=False, eos=True)[0][0]
         ours = translator.source(sentence).ids
         if vocab.unk_index in expected:  # where JoeyNMT's vocabulary lacks a typed character (’ without
-            # normalize), attnviz first tries a variant it has (models/normalize.py): never more unknowns
+            # normalize), attnviz first tries a variant it has (models/text/normalize.py): never more unknowns
             assert ours.count(vocab.unk_index) <= expected.count(vocab.unk_index), sentence
             continue
         assert ours == expected, sentence
@@ -580,7 +580,7 @@ def test_dropping_the_folder_on_the_window_opens_it_without_a_question(qtbot, wi
 
 
 def test_the_converted_model_saves_and_loads_unchanged(built, tmp_path):
-    from models.checkpoint import load_checkpoint, save_checkpoint
+    from models.storage.checkpoint import load_checkpoint, save_checkpoint
 
     checkpoint = convert(built.folder)
     path = tmp_path / "joey.safetensors"

@@ -16,11 +16,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import finish  # noqa: E402
-from models.errors import AttnvizError, CheckpointError  # noqa: E402
-from models.importers import convert  # noqa: E402
-from models.translator import Translator  # noqa: E402
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.inference.decoding import finish
+from models.errors import AttnvizError, CheckpointError
+from models.importers import convert
+from models.inference.translator import Translator
 from tests.helpers import assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",

@@ -29,10 +29,10 @@ from safetensors.torch import save_file
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
 
-from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import beam_search, finish, greedy  # noqa: E402
-from models.errors import CheckpointError  # noqa: E402
-from models.importers import convert, detect_format  # noqa: E402
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.inference.decoding import beam_search, finish, greedy
+from models.errors import CheckpointError
+from models.importers import convert, detect_format
 from tests.helpers import assert_same_forward  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # "Recommended: pip install sacremoses."

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from models.decoding import finish, greedy
+from models.inference.decoding import finish, greedy
 from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format, inspect
 

@@ -29,7 +29,7 @@ import torch
 from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from models.translator import Translator
+from models.inference.translator import Translator
 from tests.helpers import toolkit_imports
 
 DATA_ONLY_LIBRARIES = ("spacy", "ahocorasick", "fasttext", "rapidfuzz")

@@ -20,11 +20,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 
-from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import finish, greedy  # noqa: E402
-from models.errors import CheckpointError  # noqa: E402
-from models.importers import convert, detect_format  # noqa: E402
-from models.translator import Translator  # noqa: E402
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.inference.decoding import finish, greedy
+from models.errors import CheckpointError
+from models.importers import convert, detect_format
+from models.inference.translator import Translator
 from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",

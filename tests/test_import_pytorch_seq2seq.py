@@ -15,7 +15,7 @@ from torch import nn
 
 from models.errors import CheckpointError
 from models.importers import convert, detect_format, inspect
-from models.translator import Translator
+from models.inference.translator import Translator
 
 HIDDEN, SOS, EOS = 12, 0, 1
 SRC_WORDS = ["je", "suis", "content", "il", "est", "grand", "!"]

@@ -202,9 +202,9 @@ def test_the_unpickler_refuses_on_its_own(hostile, monkeypatch):
 def test_tied_weights_given_different_tensors_are_refused_after_mapping(tmp_path):
     """The check after mapping: when our model ties two weights, giving them different source tensors would
     let the last one win unseen; a mapping that leaves a weight unequal to its source is refused too."""
-    from models.config import make_config
+    from models.nn.config import make_config
     from models.importers.common import Source, WeightMap
-    from models.transformer import TransformerSeq2Seq
+    from models.nn.transformer import TransformerSeq2Seq
 
     model = TransformerSeq2Seq(make_config("transformer-postln", 12, 12, d_model=8, heads=2, d_ff=16, encoder_layers=1,
                                            decoder_layers=1, share_embeddings=True, tie_output=True))

@@ -19,7 +19,7 @@ import torch
 from attnviz.cli import main
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from models.translator import Translator
+from models.inference.translator import Translator
 from tests.helpers import fixture_copy, toolkit_outputs
 
 DATA = Path(__file__).parent / "data" / "sockeye"

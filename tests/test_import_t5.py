@@ -24,11 +24,11 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
 
-from models.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
-from models.decoding import beam_search, finish, forced, greedy  # noqa: E402
-from models.errors import CheckpointError  # noqa: E402
-from models.importers import convert, detect_format  # noqa: E402
-from models.translator import Translator  # noqa: E402
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from models.inference.decoding import beam_search, finish, forced, greedy
+from models.errors import CheckpointError
+from models.importers import convert, detect_format
+from models.inference.translator import Translator
 from tests.helpers import assert_same_forward  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
@@ -152,7 +152,7 @@ def test_mt5_has_the_v1_1_layout(tmp_path):
 def test_relative_buckets_equal_t5s_for_every_distance():
     from transformers.models.t5.modeling_t5 import T5Attention
 
-    from models.transformer import relative_position_buckets
+    from models.nn.transformer import relative_position_buckets
 
     distance = torch.arange(-3000, 3001)
     for buckets, max_distance in ((32, 128), (8, 8), (64, 300), (6, 50), (7, 20), (4, 3)):
@@ -164,7 +164,7 @@ def test_relative_buckets_equal_t5s_for_every_distance():
 
 
 def test_bad_relative_bias_settings_are_one_line():
-    from models.config import make_config
+    from models.nn.config import make_config
     from models.errors import ConfigError
 
     for settings in ({"relative_buckets": 3, "relative_max_distance": 20},
@@ -273,7 +273,7 @@ def test_other_t5_families_are_refused_naming_what_is_supported(tmp_path):
 
 
 def test_checkpoints_without_the_t5_switches_save_the_config_older_versions_read(family):
-    from models.config import LATER_FIELDS, config_from_dict, config_to_dict, make_config
+    from models.nn.config import LATER_FIELDS, config_from_dict, config_to_dict, make_config
 
     new = ("relative_buckets", "relative_max_distance", "scale_attention", "gated_ffn", "feed_forward_bias")
     plain = config_to_dict(make_config("transformer-preln", 20, 20))

@@ -1,4 +1,4 @@
-"""Batched NLL ablation (models/importance.py): every head's entry equals switching that head alone off
+"""Batched NLL ablation (models/analysis/importance.py): every head's entry equals switching that head alone off
 through today's ``--ablate`` path (forced decoding, one pair at a time), on tiny random models of every
 architecture with heads and on the bundled en-es demo; how the pairs are cut into passes changes nothing."""
 
@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from models import ARCHS, build_model
-from models.ablation import Ablation, AblationError
-from models.checkpoint import Checkpoint, load_checkpoint
-from models.config import TRANSFORMER_ARCHS
-from models.decoding import finish
-from models.importance import ImportanceError, ablation_importance, encode_references
-from models.tokenizers import CharTokenizer
-from models.translator import Translator
-from attnviz.demos import demo_path, demo_reference_pairs
+from models.nn.ablation import Ablation, AblationError
+from models.storage.checkpoint import Checkpoint, load_checkpoint
+from models.nn.config import TRANSFORMER_ARCHS
+from models.inference.decoding import finish
+from models.analysis.importance import ImportanceError, ablation_importance, encode_references
+from models.text.tokenizers import CharTokenizer
+from models.inference.translator import Translator
+from attnviz.state.demos import demo_path, demo_reference_pairs
 from tests.helpers import LETTERS, tiny_config
 
 HEADED_ARCHS = [arch for arch in ARCHS if arch != "gru-none"]

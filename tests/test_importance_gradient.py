@@ -1,4 +1,4 @@
-"""Gradient head importance (models/importance.py): −∂L/∂ξ of the pooled reference NLL equals central
+"""Gradient head importance (models/analysis/importance.py): −∂L/∂ξ of the pooled reference NLL equals central
 differences on the head gate (float64, tiny random models), Michel et al.'s E|∂L/∂ξ| takes the absolute
 value per sentence, and no weight changes or keeps a gradient."""
 
@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from models.ablation import HeadGates
-from models.checkpoint import load_checkpoint
-from models.importance import ablation_importance, encode_references, forced_batches, gradient_importance, token_nll
-from models.translator import Translator
-from attnviz.demos import demo_path, demo_reference_pairs
+from models.nn.ablation import HeadGates
+from models.storage.checkpoint import load_checkpoint
+from models.analysis.importance import (
+    ablation_importance, encode_references, forced_batches, gradient_importance, token_nll,
+)
+from models.inference.translator import Translator
+from attnviz.state.demos import demo_path, demo_reference_pairs
 from tests.test_importance_batched import HEADED_ARCHS, PAIRS, tiny_translator
 
 STEP = 1e-5

@@ -1,4 +1,4 @@
-"""The job board and a long job's units (attnviz/jobs.py), without Qt: which job of each kind is current, why
+"""The job board and a long job's units (attnviz/state/jobs.py), without Qt: which job of each kind is current, why
 an overtaken one stopped, and a long job's generator stepped one unit at a time."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from attnviz.jobs import NEWER, WINDOW_CLOSED, JobBoard, Stopped, UnitSteps
+from attnviz.state.jobs import NEWER, WINDOW_CLOSED, JobBoard, Stopped, UnitSteps
 
 
 def test_the_newest_job_of_each_kind_wins():
@@ -51,7 +51,7 @@ def test_closing_is_a_state_of_its_own_that_stops_every_job():
 
 
 def counting(units: int, calls: list, closed: list | None = None):
-    """A job of ``units`` units, as models/steps.py writes them: a generator yielding its progress."""
+    """A job of ``units`` units, as models/analysis/steps.py writes them: a generator yielding its progress."""
     def steps():
         try:
             for done in range(1, units + 1):
@@ -111,7 +111,7 @@ def test_what_the_job_raises_reaches_the_caller_even_while_it_is_made():
 
 
 def test_the_board_loads_neither_qt_nor_torch():
-    probe = ("import sys, attnviz.jobs; "
+    probe = ("import sys, attnviz.state.jobs; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'PySide6', 'pyqtgraph', 'shiboken6'}))")
     output = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert output.stdout.strip() == "[]"

@@ -1,4 +1,4 @@
-"""Every architecture of models.config.ARCHS, tiny and seeded.
+"""Every architecture of models.nn.config.ARCHS, tiny and seeded.
 
 - padding invariance: a sentence alone equals the same sentence right-padded in a batch;
 - ``forward`` returns the attention kinds and shapes docs/architectures.md#trace-shapes documents;
@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from models import ARCHS, build_model, make_config
-from models.base import sinusoid_table
-from models.config import TRANSFORMER_ARCHS
-from models.masks import causal_mask, padding_mask
+from models.nn.base import sinusoid_table
+from models.nn.config import TRANSFORMER_ARCHS
+from models.nn.masks import causal_mask, padding_mask
 
 SRC_VOCAB, TGT_VOCAB = 13, 11
 PAD, BOS, EOS = 0, 2, 3

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from attnviz.cli import main
-from attnviz.demos import DEMO_FOLDER, demo_checkpoints, demo_path
+from attnviz.state.demos import DEMO_FOLDER, demo_checkpoints, demo_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def test_an_installed_wheel_finds_its_demos_outside_the_source_tree(wheel, tmp_p
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=600)
-    probe = ("import attnviz.demos as d, json; "
+    probe = ("import attnviz.state.demos as d, json; "
              "print(json.dumps([str(d.RESOURCES), [p.name for p in d.demo_checkpoints()], d.demo_example(d.DEFAULT_DEMO)]))")
     result = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {probe}"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
@@ -81,7 +81,7 @@ def test_no_display_is_one_line_and_exit_1_not_a_qt_abort(platform):
 
     env = {key: value for key, value in os.environ.items() if key not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env["QT_QPA_PLATFORM"] = platform
-    result = subprocess.run([sys.executable, "-m", "attnviz.cli"], capture_output=True, text=True, timeout=120,
+    result = subprocess.run([sys.executable, "-m", "attnviz"], capture_output=True, text=True, timeout=120,
                             env=env, cwd=ROOT)
     assert result.returncode == 1  # Qt's own failure is SIGABRT (-6) and a core dump
     assert result.stderr.strip().splitlines() == [

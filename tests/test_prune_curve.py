@@ -1,4 +1,4 @@
-"""Pruning curves (models/importance.py ``prune_curves``, ``attnviz importance --prune-curve``): the score as heads
+"""Pruning curves (models/analysis/importance.py ``prune_curves``, ``attnviz importance --prune-curve``): the score as heads
 are switched off cumulatively, least important first, most important first and in a seeded random order."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.ablation import Ablation
-from models.importance import ablation_importance, head_importance, prune_curves
+from models.nn.ablation import Ablation
+from models.analysis.importance import ablation_importance, head_importance, prune_curves
 from tests.test_cli import assert_one_line_error, cli
 from tests.test_importance_batched import PAIRS, forced_nll, tiny_translator
 

@@ -62,7 +62,7 @@ def test_the_gui_starts_and_quits_cleanly(tmp_path, random_checkpoint):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
         from PySide6.QtCore import QSettings, QTimer
         from PySide6.QtWidgets import QApplication
-        from attnviz.app import create_window
+        from attnviz.gui.app import create_window
         app = QApplication(sys.argv)
         window = create_window({str(random_checkpoint)!r}, "cpu",
                                QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from attnviz.demos import DEFAULT_DEMO
-from attnviz.session import RunSettings, Selection, ViewOptions
-from attnviz.session_file import Look, SessionFileError, read_session, save_session
+from attnviz.state.demos import DEFAULT_DEMO
+from attnviz.state.session import RunSettings, Selection, ViewOptions
+from attnviz.state.session_file import Look, SessionFileError, read_session, save_session
 from tests.test_gui import WAIT, run_text
 
 
@@ -96,7 +96,7 @@ def _view(window):
 
 
 def test_a_saved_session_reopens_the_same_view(qtbot, window, qsettings, tmp_path, random_checkpoint):
-    from attnviz.app import create_window
+    from attnviz.gui.app import create_window
 
     run_text(qtbot, window, "abcd", mode="beam", beam=3, max_len=6)
     window.select(kind="dec_self", layer=1, head=1, step=2)

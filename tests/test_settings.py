@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSettings
 
-from attnviz.settings import SettingsReader
+from attnviz.state.settings import SettingsReader
 
 
 def test_bad_values_fall_back_and_good_ones_are_read(tmp_path):

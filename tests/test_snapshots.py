@@ -11,10 +11,10 @@ import torch
 from safetensors.torch import load_file
 
 from attnviz.cli import main
-from models.checkpoint import load_checkpoint, save_checkpoint
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError, ConfigError
-from models.snapshots import load_series, snapshot_folder, snapshot_steps
-from models.training import build_tokenizers, train
+from models.storage.snapshots import load_series, snapshot_folder, snapshot_steps
+from models.training.trainer import build_tokenizers, train
 from tests.test_training import SMALL, quick, small_model_config
 
 
@@ -117,7 +117,7 @@ def test_render_draws_one_frame_per_snapshot(tmp_path, capsys):
 
 
 def test_the_shipped_series_lists_in_order_and_its_snapshots_load():
-    from attnviz.demos import RESOURCES
+    from attnviz.state.demos import RESOURCES
 
     folder = RESOURCES / "series" / "piglatin-gru-additive.snapshots"
     series = load_series(folder)

@@ -11,7 +11,7 @@ import torch
 
 from attnviz.cli import main
 from models import build_model
-from models.checkpoint import save_checkpoint
+from models.storage.checkpoint import save_checkpoint
 from tests.helpers import tiny_config
 from tests.test_cli import assert_one_line_error, cli
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.views.thumbnails import ThumbnailGrid
+from attnviz.gui.views.thumbnails import ThumbnailGrid
 
 
 @pytest.mark.parametrize(("rows", "cols", "size"), [(1, 16, (380, 300)), (6, 16, (380, 300)), (24, 16, (380, 300)),

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz import viewmodel
-from attnviz.demos import demo_path
-from attnviz.session import Selection
-from attnviz.views.heatmap import HeatmapView, TokenLabels, column_ticks, row_ticks
-from models.checkpoint import load_checkpoint
-from models.translator import Translator
+from attnviz.state import viewmodel
+from attnviz.state.demos import demo_path
+from attnviz.state.session import Selection
+from attnviz.gui.views.heatmap import HeatmapView, TokenLabels, column_ticks, row_ticks
+from models.storage.checkpoint import load_checkpoint
+from models.inference.translator import Translator
 
 FOCUS_SIZE = (640, 300)  # the focus heatmap's size in a 1366 × 768 window
 RENDER_SIZE = (900, 700)  # `attnviz render`'s default
@@ -118,7 +118,7 @@ def test_zooming_out_on_a_long_input_thins_in_full_and_zooming_in_shows_all(qtbo
 def test_help_explains_the_marks_in_token_labels(qtbot):
     from PySide6.QtWidgets import QTextBrowser, QWidget
 
-    from attnviz.views.help import explanation_dialog
+    from attnviz.gui.views.help import explanation_dialog
 
     parent = QWidget()
     qtbot.addWidget(parent)

@@ -14,15 +14,8 @@ import pytest
 import sentencepiece as spm
 
 from models.errors import ConfigError, DataError, EmptyInputError, UnknownCharactersError
-from models.tokenizers import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    SPECIAL_TOKENS,
-    UNK_ID,
-    CharTokenizer,
-    SentencePieceTokenizer,
-    Tokenizer,
+from models.text.tokenizers import (
+    BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, CharTokenizer, SentencePieceTokenizer, Tokenizer,
 )
 
 SENTENCES = [

@@ -16,12 +16,12 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from models import ARCHS, make_config
-from models.checkpoint import Checkpoint, load_checkpoint
-from models.data import read_pairs, split_pairs
+from models.storage.checkpoint import Checkpoint, load_checkpoint
+from models.text.pairs import read_pairs, split_pairs
 from models.errors import CheckpointError, ConfigError, DataError
-from models.tokenizers import CharTokenizer, SentencePieceTokenizer
-from models.training import TrainingConfig, build_tokenizers, learning_rate_at, state_path, train
-from models.translator import Translator
+from models.text.tokenizers import CharTokenizer, SentencePieceTokenizer
+from models.training.trainer import TrainingConfig, build_tokenizers, learning_rate_at, state_path, train
+from models.inference.translator import Translator
 
 LETTERS = "abcdefgh"
 
@@ -253,7 +253,7 @@ def test_split_pairs_is_deterministic_and_keeps_a_source_on_one_side():
 
 def test_the_command_line_trains_with_the_librarys_defaults():
     from attnviz.cli import build_parser
-    from models.config import TrainingConfig
+    from models.nn.config import TrainingConfig
 
     args = build_parser().parse_args(["train", "--data", "x.tsv", "--arch", "gru-additive", "--out", "m.safetensors"])
     defaults = TrainingConfig()

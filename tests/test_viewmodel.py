@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from attnviz import viewmodel
-from attnviz.session import NO_REQUEST, ModelInfo, Selection, Session
-from models.aggregate import aggregate
-from models.trace import AttentionTrace, DecodeResult, DecodeStep
+from attnviz.state import viewmodel
+from attnviz.state.session import NO_REQUEST, ModelInfo, Selection, Session
+from models.trace.aggregate import aggregate
+from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 
 SRC = ["▁the", "▁cat", "</s>"]
 TGT = ["<s>", "▁el", "▁gato"]
@@ -205,14 +205,14 @@ def test_stepping_the_selection_wraps_heads(trace):
 
 
 def test_the_plain_data_side_loads_neither_qt_nor_torch():
-    probe = ("import sys, attnviz.viewmodel, attnviz.session, attnviz.imports, attnviz.demos; "
+    probe = ("import sys, attnviz.state.viewmodel, attnviz.state.session, attnviz.state.imports, attnviz.state.demos; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'PySide6', 'pyqtgraph', 'shiboken6'}))")
     output = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert output.stdout.strip() == "[]"
 
 
 def test_the_colour_range_and_rows_named_by_their_prediction(trace):
-    from attnviz.session import ViewOptions
+    from attnviz.state.session import ViewOptions
 
     selection = Selection(kind="dec_self", layer=0, head="mean")
     assert viewmodel.heatmap(trace, selection).levels == (0.0, 1.0)
@@ -226,7 +226,7 @@ def test_the_colour_range_and_rows_named_by_their_prediction(trace):
 
 
 def test_revealing_rows_step_by_step_grows_the_decoder_maps(trace):
-    from attnviz.session import ViewOptions
+    from attnviz.state.session import ViewOptions
 
     reveal = ViewOptions(reveal_rows=True)
     cross = viewmodel.heatmap(trace, Selection(kind="cross", layer=1, head=0, step=1), reveal)
@@ -255,7 +255,7 @@ def test_revealing_rows_step_by_step_grows_the_decoder_maps(trace):
 
 
 def test_predicted_labels_of_future_rows_stay_hidden(trace):
-    from attnviz.session import ViewOptions
+    from attnviz.state.session import ViewOptions
 
     options = ViewOptions(predicted_labels=True, reveal_rows=True)
     state = viewmodel.heatmap(trace, Selection(kind="cross", step=1), options, outputs=["▁el", "▁gato", "</s>"])

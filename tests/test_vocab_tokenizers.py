@@ -9,7 +9,7 @@ import pytest
 import sentencepiece as spm
 
 from models.errors import ConfigError, EmptyInputError, UnknownCharactersError
-from models.tokenizers import PAD_ID, SentencePieceVocabTokenizer, Tokenizer, WordTokenizer
+from models.text.tokenizers import PAD_ID, SentencePieceVocabTokenizer, Tokenizer, WordTokenizer
 
 TUTORIAL = ["SOS", "EOS", "i", "am", "happy", "!", "?"]
 

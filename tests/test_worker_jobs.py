@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-from attnviz.demos import demo_reference_pairs
-from attnviz.jobs import Stopped
+from attnviz.state.demos import demo_reference_pairs
+from attnviz.state.jobs import Stopped
 from tests.test_gui import WAIT
 from tests.test_gui_compare import open_demo
 
@@ -46,7 +46,7 @@ def no_job_thread_left() -> bool:
 
 def test_nothing_in_the_worker_or_the_core_processes_events():
     """A job that processed the thread's events ran model loads, runs and moves nested inside itself."""
-    sources = [ROOT / "attnviz" / "worker.py", ROOT / "attnviz" / "jobs.py", *sorted((ROOT / "models").rglob("*.py"))]
+    sources = [ROOT / "attnviz" / "gui" / "worker.py", ROOT / "attnviz" / "state" / "jobs.py", *sorted((ROOT / "models").rglob("*.py"))]
     offenders = [str(path.relative_to(ROOT)) for path in sources
                  if re.search(r"processEvents|QEventLoop|sendPostedEvents", path.read_text(encoding="utf-8"))]
     assert not offenders

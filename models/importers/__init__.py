@@ -22,10 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint
+from ..storage.checkpoint import Checkpoint
 from ..errors import CheckpointError
-from . import (annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt,
-               pytorch_seq2seq, sockeye)
+from . import (
+    annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq,
+    sockeye,
+)
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
 from .safe_load import TrustRequiredError
 
@@ -59,7 +61,7 @@ def convert(path: str | Path, format: str | None = None, settings: Mapping[str, 
             trust: bool = False) -> Checkpoint:
     """A loaded :class:`Checkpoint` (model in eval mode, tokenizers, provenance) made from a foreign one.
 
-    Save it with ``models.checkpoint.save_checkpoint(out, ckpt.model, ckpt.source_tokenizer,
+    Save it with ``models.storage.checkpoint.save_checkpoint(out, ckpt.model, ckpt.source_tokenizer,
     ckpt.target_tokenizer, ckpt.provenance)``.
     """
     source = _source(path, trust)
@@ -121,7 +123,7 @@ def _detect(source: Source) -> str:
 
 
 def _refuse_attnviz(path: Path) -> None:
-    from ..checkpoint import FORMAT, read_metadata
+    from ..storage.checkpoint import FORMAT, read_metadata
 
     try:
         read_metadata(path)

@@ -16,23 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import sinusoid_table
-from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
-from ..tokenizers import WORD_SPLITS, WordTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
+from ..nn.base import sinusoid_table
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import TransformerConfig
+from ..text.tokenizers import WORD_SPLITS, WordTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
 from .common import (
-    Inspection,
-    Settings,
-    Source,
-    WeightMap,
-    check_sinusoid,
-    find_state_dict,
-    layer_count,
-    provenance,
-    read_vocabularies,
-    weight_rows,
+    Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count, provenance,
+    read_vocabularies, weight_rows,
 )
 
 NAME = "annotated"

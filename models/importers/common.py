@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..base import Seq2Seq
+from ..nn.base import Seq2Seq
 from ..errors import CheckpointError, ConfigError
-from ..files import read_safetensors as read_safetensors_file
-from ..tokenizers import TokenizerJsonTokenizer
+from ..storage.files import read_safetensors as read_safetensors_file
+from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
 
 SHOWN = 4  # names listed in one error line before "and N more"

@@ -32,27 +32,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..checkpoint import Checkpoint
-from ..config import RNNConfig, TransformerConfig
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..rnn import RNNSeq2Seq
-from ..tokenizers import (
-    SentencePieceVocabTokenizer,
-    Tokenizer,
-    WordTokenizer,
-)
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
+from ..nn.rnn import RNNSeq2Seq
+from ..text.tokenizers import SentencePieceVocabTokenizer, Tokenizer, WordTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
 from .common import (
-    Inspection,
-    Settings,
-    Source,
-    WeightMap,
-    layer_count,
-    provenance,
-    subword_nmt_tokenizer,
-    tensor_dict,
-    weight_rows,
+    Inspection, Settings, Source, WeightMap, layer_count, provenance, subword_nmt_tokenizer, tensor_dict, weight_rows,
 )
 from .hf_bart import map_layers
 from .safe_load import TrustRequiredError

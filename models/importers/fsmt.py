@@ -18,14 +18,13 @@ from typing import Any
 
 from torch import Tensor
 
-from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..tokenizers import TokenizerJsonTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
-from .common import (Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, hf_sizes,
-                     read_hf_weights)
+from ..text.tokenizers import TokenizerJsonTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
+from .common import Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, hf_sizes, read_hf_weights
 from .hf_bart import bpe_tokenizer, key_prefix, map_layers, piece_ids
 
 NAME = "fsmt"

@@ -29,15 +29,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..base import sinusoid_table
-from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
+from ..nn.base import sinusoid_table
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_model_type,
-                     hf_sizes, provenance, read_hf_config, read_hf_weights, tokenizer_json_pair)
+from ..text.tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
+from .common import (
+    Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_model_type, hf_sizes, provenance,
+    read_hf_config, read_hf_weights, tokenizer_json_pair,
+)
 
 NAME = "hf-bart"
 

@@ -21,14 +21,16 @@ from typing import Any
 
 from torch import Tensor
 
-from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..tokenizers import SentencePieceVocabTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
-from .common import (HF_ACTIVATIONS, Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config,
-                     read_hf_weights, saved_as_one, tokenizer_json_pair)
+from ..text.tokenizers import SentencePieceVocabTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
+from .common import (
+    HF_ACTIVATIONS, Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config, read_hf_weights,
+    saved_as_one, tokenizer_json_pair,
+)
 
 NAME = "hf-t5"
 MODEL_TYPES = ("t5", "mt5")

@@ -24,16 +24,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..base import sinusoid_table
-from ..checkpoint import Checkpoint
-from ..config import RNNConfig, TransformerConfig
+from ..nn.base import sinusoid_table
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..rnn import RNNSeq2Seq
-from ..tokenizers import SentencePieceVocabTokenizer, WordTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
-                     provenance, read_vocabulary, subword_nmt_tokenizer, tensor_dict)
+from ..nn.rnn import RNNSeq2Seq
+from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
+from .common import (
+    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count, provenance,
+    read_vocabulary, subword_nmt_tokenizer, tensor_dict,
+)
 
 NAME = "joeynmt"
 ACCEPTED: dict[str, str] = {}  # config.yaml says everything; --src-vocab/--tgt-vocab replace the vocabulary files

@@ -19,16 +19,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..base import sinusoid_table
-from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
+from ..nn.base import sinusoid_table
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
-from ..tokenizers import SentencePieceVocabTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
+from ..text.tokenizers import SentencePieceVocabTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
 from . import safe_load
-from .common import (Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_sizes,
-                     read_safetensors, saved_as_one)
+from .common import (
+    Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_sizes, read_safetensors, saved_as_one,
+)
 
 NAME = "marian"
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))

@@ -38,26 +38,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..base import sinusoid_table
-from ..checkpoint import Checkpoint
-from ..config import RNNConfig, TransformerConfig
-from ..rnn import RNNSeq2Seq
-from ..tokenizers import WORD_SPLITS, WordTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
+from ..nn.base import sinusoid_table
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import RNNConfig, TransformerConfig
+from ..nn.rnn import RNNSeq2Seq
+from ..text.tokenizers import WORD_SPLITS, WordTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
 from .common import (
-    Inspection,
-    Settings,
-    Source,
-    WeightMap,
-    check_sinusoid,
-    check_vocab_size,
-    layer_count,
-    provenance,
-    read_safetensors,
-    saved_as_one,
-    tensor_dict,
-    weight_rows,
+    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count, provenance,
+    read_safetensors, saved_as_one, tensor_dict, weight_rows,
 )
 
 NAME = "opennmt"

@@ -27,26 +27,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..checkpoint import Checkpoint
-from ..config import RNNConfig
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import RNNConfig
 from ..errors import CheckpointError
-from ..rnn import RNNSeq2Seq
-from ..tokenizers import WORD_SPLITS, WordTokenizer
-from ..validation import check_against_weights
+from ..nn.rnn import RNNSeq2Seq
+from ..text.tokenizers import WORD_SPLITS, WordTokenizer
+from ..nn.validation import check_against_weights
 from . import safe_load
 from .common import (
-    Inspection,
-    Settings,
-    Source,
-    WeightMap,
-    check_vocab_size,
-    find_state_dict,
-    provenance,
-    read_safetensors,
-    read_vocabulary,
-    refuse_unused,
-    special_id,
-    tensor_dict,
+    Inspection, Settings, Source, WeightMap, check_vocab_size, find_state_dict, provenance, read_safetensors,
+    read_vocabulary, refuse_unused, special_id, tensor_dict,
 )
 
 NAME = "pytorch-seq2seq"

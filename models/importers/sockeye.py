@@ -26,13 +26,13 @@ from typing import Any
 
 from torch import Tensor
 
-from ..base import sinusoid_table
-from ..checkpoint import Checkpoint
-from ..config import TransformerConfig
+from ..nn.base import sinusoid_table
+from ..storage.checkpoint import Checkpoint
+from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
-from ..tokenizers import WordTokenizer
-from ..transformer import TransformerSeq2Seq
-from ..validation import check_against_weights
+from ..text.tokenizers import WordTokenizer
+from ..nn.transformer import TransformerSeq2Seq
+from ..nn.validation import check_against_weights
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, provenance, tensor_dict
 
 NAME = "sockeye"

@@ -1,0 +1,285 @@
+"""Options and helpers the subcommands share.
+
+The command modules load torch only when a command runs (inside functions), so that `attnviz --help`,
+`--version` and the desktop app's first frame do not wait for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import difflib
+import math
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from models.errors import AttnvizError, CheckpointError, InputError
+
+from ..state.demos import demo_checkpoints, demo_name, demo_path, demo_reference_pairs
+
+if TYPE_CHECKING:
+    from models.nn.ablation import Ablation
+    from models.trace.records import DecodeResult
+    from models.inference.translator import SourceInput, Translator
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".chkpt", ".pkl")  # what other toolkits' checkpoints end in
+MAX_BEAM = 64  # wider beams cost memory and time in proportion and change no result worth seeing
+MAX_OUTPUT_TOKENS = 100_000
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written (their tables and lists line up), and every option's default at the end of
+    its help unless the help already says what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or default is None or default is False
+                or default is argparse.SUPPRESS or default == []):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def add_output_option(parser: argparse.ArgumentParser, help: str, *, required: bool = True,
+                      old_spelling: str | None = None) -> None:
+    """``-o/--output``, the one spelling of "the file to write"; ``old_spelling`` stays accepted, unlisted."""
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("-o", "--output", metavar="PATH", help=help)
+    if old_spelling:
+        group.add_argument(old_spelling, dest="output", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def int_range(low: int, high: int | None = None):
+    """An argparse ``type`` for an integer in ``[low, high]``: out of range is a usage error naming it."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text[:40]!r}") from None
+        if value < low or (high is not None and value > high):
+            wanted = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"must be {wanted}; got {value}")
+        return value
+    return parse
+
+
+def finite_float(text: str) -> float:
+    """An argparse ``type`` for a finite number (``nan`` and ``inf`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text[:40]!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {text[:40]!r}")
+    return value
+
+
+def encoding_name(text: str) -> str:
+    """An argparse ``type`` for a text encoding Python knows (utf-8, latin-1, utf-16...)."""
+    try:
+        return codecs.lookup(text).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"unknown text encoding {text[:40]!r}") from None
+
+
+def argument_text(text: str, label: str) -> str:
+    """``text`` from the command line, refused with its position if it is not valid UTF-8 (Python hands
+    undecodable argv bytes over as lone surrogates, which no tokenizer or terminal can take)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError as error:
+        try:
+            os.fsencode(text).decode("utf-8")
+        except UnicodeEncodeError:  # a surrogate that did not come from bytes
+            raise InputError(f"{label}: a lone surrogate U+{ord(text[error.start]):04X} at character "
+                             f"{error.start + 1}, not text") from None
+        except UnicodeDecodeError as bad:
+            raise InputError(f"{label}: not UTF-8 text (byte 0x{bad.object[bad.start]:02x} at byte offset "
+                             f"{bad.start})") from None
+    return text
+
+
+def input_lines(encoding: str) -> list[str]:
+    """The lines of standard input (``\\n`` or ``\\r\\n`` ends), decoded with ``encoding``; bad bytes are one
+    error naming the line and column."""
+    from models.text.pairs import decode_lines
+
+    lines = decode_lines(sys.stdin.buffer.read(), "standard input", encoding)
+    if lines and lines[-1] == "":  # the text ended with a line end
+        lines.pop()
+    return lines
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print: control characters (escape sequences that clear the screen or set the
+    title) and lone surrogates shown as escapes, everything else as is."""
+    return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1] for char in text)
+
+
+def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path,
+                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+    parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
+                                                           "eng_Latn; default: the one chosen when it was converted)")
+    parser.add_argument("--tgt-lang", metavar="CODE", help="target language of a multilingual model")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                        help="keep the weights in this precision: bfloat16 or float16 halve the memory a large model "
+                             "needs (attention is still traced and written as float32; default: float32)")
+
+
+def add_decoding_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K",
+                        help=f"beam width (1 = greedy; default 1; at most {MAX_BEAM})")
+    parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
+                        help="stop after N output tokens (default: the model's maximum)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse text with characters the vocabulary lacks (default: they become the unknown "
+                             "token, with a warning)")
+    parser.add_argument("--replace-unknown", action="store_true", help=argparse.SUPPRESS)  # the default now
+    add_ablation_option(parser)
+
+
+def add_ablation_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ablate", action="append", default=[], metavar="KIND:LAYER:HEAD",
+                        help="switch a head off (its output zeroed) before decoding, e.g. cross:0:1; HEAD * = the "
+                             "whole layer; repeatable. KIND: enc_self, dec_self or cross; layers and heads count from 0")
+
+
+def ablation_for(args: argparse.Namespace, translator: Translator) -> Ablation:
+    """The ``--ablate`` specs, checked against the translator's model (one line naming a head it lacks)."""
+    from models.nn.ablation import Ablation
+
+    return Ablation.parse(getattr(args, "ablate", None) or []).validate(translator.model.attention_shape())
+
+
+def checkpoint_path(text: str) -> str:
+    """A checkpoint path as given, or the file of the bundled demo called ``text`` when no such file exists."""
+    demo = demo_path(text) if not Path(text).exists() else None
+    return str(demo) if demo is not None else text
+
+
+def unknown_checkpoint(text: str) -> InputError:
+    """What a ``-c`` that is neither a file nor a demo's name gets: the demos' names, the nearest first."""
+    names = [path.stem for path in demo_checkpoints()]
+    nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.5)
+    guess = f"did you mean {nearest[0]}? " if nearest else ""
+    return InputError(f"{text}: no such file, nor a bundled demo's name; {guess}(demos: {', '.join(names)})")
+
+
+def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
+    """``args.checkpoint`` checked, and per attention kind its ``(layers, heads)``, from the file's header
+    alone (no weight is read), with ``--ablate`` checked against it: mistakes are answered before the
+    seconds a model takes to load."""
+    from models.nn.ablation import Ablation
+    from models.storage.checkpoint import attention_shape_for
+
+    text = args.checkpoint
+    path = Path(text)
+    if not path.exists() and path.suffix == "" and os.sep not in text and "/" not in text:
+        raise unknown_checkpoint(text)
+    shape = attention_shape_for(_header_config(path))
+    Ablation.parse(getattr(args, "ablate", None) or []).validate(shape)
+    return shape
+
+
+def _header_config(path: Path):
+    """The model config in the checkpoint's metadata (no weight is read); a toolkit's pickle file is told to
+    go through ``attnviz convert``."""
+    from models.storage.checkpoint import read_metadata
+    from models.nn.config import config_from_dict
+
+    try:
+        document = read_metadata(path)
+    except CheckpointError:
+        if path.suffix.lower() in PICKLE_SUFFIXES and path.is_file():
+            raise CheckpointError(path, f"not an attnviz checkpoint (a {path.suffix} file of another toolkit); "
+                                        f"import it with: attnviz convert {path} -o MODEL.safetensors") from None
+        raise
+    try:
+        return config_from_dict(document["config"])
+    except AttnvizError as error:
+        raise CheckpointError(path, f"bad metadata: {error}") from None
+
+
+def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, *, head: int | str) -> str:
+    """Why a model of attention ``shape`` has no heatmap at ``kind``/``layer``/``head`` ('' when it has one)."""
+    from models.trace.records import KINDS
+
+    if kind not in shape:
+        have = ", ".join(name for name in KINDS if name in shape) or "no attention at all"
+        return f"this model has no {kind} attention (it has {have})"
+    layers, heads = shape[kind]
+    if not 0 <= layer < layers:
+        return f"--layer must be below {layers} for {kind}; got {layer}"
+    if isinstance(head, int) and not 0 <= head < heads:
+        return f"--head must be below {heads} for {kind}; got {head}"
+    return ""
+
+
+def add_corpus_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", metavar="PAIRS.tsv", help="pairs, source<TAB>target per line (default: the "
+                                                            "reference translations of a bundled demo given to -c)")
+    parser.add_argument("--limit", type=int_range(1), metavar="N", help="only the first N pairs (default: all)")
+
+
+def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
+    """The pairs to score (``--data``, else the demo's own references, each cut to ``--limit``) and what they
+    are, for the output."""
+    from models.text.pairs import read_pairs
+
+    if args.data is not None:
+        pairs = read_pairs(args.data)[: args.limit]
+        return pairs, f"{len(pairs)} pairs from {args.data}"
+    pairs = demo_reference_pairs(args.checkpoint)[: args.limit]
+    if not pairs:
+        raise InputError("--data is required for a checkpoint that is not a bundled demo")
+    return pairs, f"{len(pairs)} reference pairs of the bundled demo {demo_name(args.checkpoint)}"
+
+
+def open_translator(args: argparse.Namespace) -> Translator:
+    from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
+    from models.inference.translator import Translator
+
+    model_shape(args)
+    checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
+    translator = Translator(checkpoint, args.device)
+    translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
+    return translator
+
+
+def unknown_mode(args: argparse.Namespace) -> str:
+    return "error" if getattr(args, "strict", False) else "replace"
+
+
+def announce_unknown(source: SourceInput, label: str) -> None:
+    """Say on stderr which characters became the unknown token (the output line stays clean)."""
+    if source.unknown:
+        shown = " ".join(repr(character) for character in source.unknown[:10])
+        print(f"attnviz: warning: {label}: the model's vocabulary has no token for {shown}; each became its "
+              f"unknown token (--strict refuses such text)", file=sys.stderr)
+
+
+def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
+    if source.truncated:
+        print(f"attnviz: warning: {label} has {source.original_length} tokens; only the first {limit} are used "
+              f"(the model's maximum length)", file=sys.stderr)
+
+
+def decode_one(args: argparse.Namespace) -> DecodeResult:
+    """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam."""
+    from models.inference.decoding import finish
+    from models.inference.translator import decoding_mode
+
+    translator = open_translator(args)
+    ablation = ablation_for(args, translator)
+    source = translator.source(args.text, unknown=unknown_mode(args))
+    announce_unknown(source, "the text")
+    announce_truncation(source, "the text", translator.config.max_len)
+    target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
+    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
+                              target_ids=target, max_len=args.max_len, ablation=ablation)
+    return finish(steps)[0]

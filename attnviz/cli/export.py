@@ -1,0 +1,77 @@
+"""attnviz export -c CKPT [--beam K] [--target TEXT] TEXT -o OUT.npz|OUT.csv: the attention as data.
+
+An .npz holds every head: src_tokens, tgt_tokens (starting with the start token fed to the decoder), and
+for each attention kind {kind}_L{layer} [heads, query_len, key_len] float32 and {kind}_mask
+[query_len, key_len] bool (True = may attend); also output_tokens, translation, score, and ablated: the
+heads --ablate switched off, as KIND:LAYER:HEAD strings (their weights are still the ones they computed).
+
+A .csv holds one heatmap, chosen with --kind, --layer and --head as in render: a header row "query \\ key"
+then the key tokens, one row per query token. Tokens are the model's own (a repeated key token gets #2,
+#3... so that every column name is unique).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from models.errors import InputError
+
+from ..state.export import check_output, write_csv, write_npz
+from .common import add_decoding_options, add_model_options, add_output_option, decode_one
+from .render import add_selection_options, check_selection, parse_head
+
+NAME = "export"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="write the attention of one sentence to an .npz or .csv file",
+                                   description=__doc__)
+    add_model_options(parser)
+    add_decoding_options(parser)
+    parser.add_argument("--target", help="force decoding to this target text instead of searching "
+                                         "(default: the model's own output)")
+    add_selection_options(parser, required=False)
+    parser.add_argument("text", help="the source sentence")
+    add_output_option(parser, "the file to write: .npz (every head) or .csv (one heatmap)")
+
+
+def run(args: argparse.Namespace) -> int:
+    output = check_output(args.output, (".npz", ".csv"))
+    if output.suffix.lower() == ".npz":
+        write_npz(output, decode_one(args))
+        with np.load(output) as written:
+            print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
+        return 0
+    head = parse_head(args.head)
+    if args.kind is None or head == "all":
+        raise InputError("a .csv holds one heatmap: choose it with --kind KIND [--layer L] [--head H|mean|max|rollout]")
+    check_selection(args, head)
+    write_heatmap_csv(output, decode_one(args).trace, kind=args.kind, layer=args.layer, head=head)
+    return 0
+
+
+def write_heatmap_csv(output, trace, *, kind: str, layer: int, head: int | str) -> None:
+    from ..state.session import Selection
+    from ..state.viewmodel import heatmap
+
+    state = heatmap(trace, Selection(kind=kind, layer=layer, head=head))  # no outputs: rows keep their own tokens
+    write_csv(output, state.matrix, query_tokens=state.query_labels, key_tokens=unique_names(state.key_labels))
+    print(f"wrote {output} ({kind} layer {layer} head {head}: {len(state.query_labels)} × "
+          f"{len(state.key_labels)})", file=sys.stderr)
+
+
+def unique_names(tokens: list[str]) -> list[str]:
+    """``tokens`` with each repeat numbered (``the``, ``the#2``), so that each column has its own name."""
+    used: set[str] = set()
+    names = []
+    for token in tokens:
+        name, number = token, 1
+        while name in used:  # also steps past a token that itself reads "the#2"
+            number += 1
+            name = f"{token}#{number}"
+        used.add(name)
+        names.append(name)
+    return names

@@ -1,0 +1,122 @@
+"""attnviz info -c CHECKPOINT: architecture, sizes, vocabularies, how it was trained, its config and provenance.
+
+The checkpoint may also be given alone: attnviz info CHECKPOINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from models.errors import InputError
+
+from .common import checkpoint_path, model_shape, terminal_text
+
+NAME = "info"
+SUMMARISED = ("steps", "snapshot")  # provenance entries the "trained" line already says
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="describe a checkpoint", description=__doc__)
+    parser.add_argument("-c", "--checkpoint", type=checkpoint_path,
+                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
+    parser.add_argument("path", nargs="?", type=checkpoint_path, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.storage.checkpoint import describe_file
+
+    if args.checkpoint is not None and args.path is not None and args.checkpoint != args.path:
+        raise InputError("give the checkpoint once: -c CHECKPOINT (or the path alone)")
+    args.checkpoint = args.checkpoint or args.path
+    if args.checkpoint is None:
+        raise InputError("which checkpoint? give -c CHECKPOINT (a file, or a demo's name: see attnviz demos)")
+    model_shape(args)
+    summary = describe_file(args.checkpoint)  # the header only: no weight is read
+    if args.json:  # JSON escapes control characters itself; lone surrogates are escaped too (ensure_ascii)
+        print(json.dumps(summary, indent=2, ensure_ascii=not _encodable(summary)))
+        return 0
+    for line in summary_lines(summary):
+        print(terminal_text(line))
+    return 0
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    lines = [row("file", summary["file"]),
+             row("architecture", f"{summary['arch']}  ({summary['parameters']:,} parameters)"),
+             row("attention", ", ".join(summary["attention_kinds"]) or "none (no attention)")]
+    for side in ("source", "target"):
+        tokenizer = summary[f"{side}_tokenizer"]
+        characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
+        language = f", language {tokenizer['language'] or 'not chosen'}" if "languages" in tokenizer else ""
+        lines.append(row(side, f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens{characters}{language}"))
+    languages = summary["source_tokenizer"].get("languages") or summary["target_tokenizer"].get("languages")
+    if languages:
+        shown = ", ".join(languages[:20]) + (f", … ({len(languages)} in all)" if len(languages) > 20 else "")
+        lines.append(row("languages", f"{shown}  (choose with --src-lang/--tgt-lang)"))
+    trained = trained_text(summary["provenance"])
+    if trained:
+        lines.append(row("trained", trained))
+    config = {key: value for key, value in summary["config"].items() if key != "arch"}
+    lines += ["", "config"] + field_lines(config)
+    provenance = {key: value for key, value in summary["provenance"].items() if key not in SUMMARISED}
+    if provenance:
+        lines += ["", "provenance"] + field_lines(provenance)
+    return lines
+
+
+def row(label: str, value: str) -> str:
+    return f"{label:<12} {value}"
+
+
+def trained_text(provenance: dict[str, Any]) -> str:
+    """How far training went, against what was planned: a run stopped at 3,000 of 20,000 steps says so
+    ('' for a checkpoint that records no steps, e.g. an imported one)."""
+    steps = provenance.get("steps")
+    if not _is_count(steps):
+        return ""
+    training = provenance.get("training")
+    planned = training.get("steps") if isinstance(training, dict) else None
+    text = f"{steps:,} steps"
+    if _is_count(planned) and planned != steps:
+        text = f"{steps:,} of {planned:,} planned steps"
+        if isinstance(provenance.get("snapshot"), dict):
+            text += " (a snapshot taken during the run)"
+        elif steps < planned:
+            text += " (stopped early)"
+    return text
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def field_lines(fields: dict[str, Any], indent: str = "  ") -> list[str]:
+    """``key: value`` lines with the values aligned; a nested map as its own indented block."""
+    width = max((len(str(key)) for key in fields), default=0) + 1
+    lines = []
+    for key, value in fields.items():
+        if isinstance(value, dict) and value:
+            lines.append(f"{indent}{key}:")
+            lines += field_lines(value, indent + "  ")
+        else:
+            shown = json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else _scalar(value)
+            lines.append(f"{indent}{str(key) + ':':<{width}} {shown}")
+    return lines
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, float) and len(str(value)) > 10:  # a metric's 16 digits say no more than 6
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _encodable(summary: dict) -> bool:
+    """Whether the summary is valid Unicode throughout (no lone surrogates), so it prints as UTF-8."""
+    try:
+        json.dumps(summary, ensure_ascii=False).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False

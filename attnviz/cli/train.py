@@ -1,0 +1,80 @@
+"""attnviz train --data PAIRS.tsv --arch ARCH -o CKPT [--steps N] [--seed S] [--device D] ...
+
+PAIRS.tsv has one source<TAB>target pair a line (UTF-8). Model settings are config fields given as
+--set KEY=VALUE (e.g. --set d_model=256 --set heads=4; see models/nn/config.py). Works the same under
+torchrun --nproc_per_node N (one process per device).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from models.nn.config import ARCHS, TrainingConfig, make_config, parse_settings
+
+from .common import add_output_option
+
+NAME = "train"
+DEFAULTS = TrainingConfig()  # one set of training defaults: the library's
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="train a model on sentence pairs", description=__doc__)
+    parser.add_argument("--data", required=True, help="training pairs, source<TAB>target per line")
+    parser.add_argument("--valid", help="validation pairs (default: --valid-fraction of --data, held out by hash)")
+    parser.add_argument("--valid-fraction", type=float, default=0.05, help="share held out when --valid is absent")
+    parser.add_argument("--arch", required=True, choices=ARCHS, help="the model architecture")
+    add_output_option(parser, "the checkpoint to write (.safetensors)", old_spelling="--out")
+    parser.add_argument("--steps", type=int, default=DEFAULTS.steps, help="optimizer steps to train for")
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seeds the weights, batches and split")
+    parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+    parser.add_argument("--tokenizer", choices=("char", "sentencepiece"), default="sentencepiece",
+                        help="characters, or a sentencepiece model learned on --data")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size per side")
+    parser.add_argument("--shared-vocab", action="store_true", help="one tokenizer for both sides")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a model config field")
+    parser.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size,
+                        help="sentence pairs per step (over all processes)")
+    parser.add_argument("--lr", type=float, default=DEFAULTS.learning_rate, help="peak learning rate")
+    parser.add_argument("--warmup", type=int, default=DEFAULTS.warmup_steps, help="warm-up steps")
+    parser.add_argument("--label-smoothing", type=float, default=DEFAULTS.label_smoothing,
+                        help="weight moved from the reference token to the rest of the vocabulary")
+    parser.add_argument("--clip", type=float, default=DEFAULTS.clip_norm, help="gradient norm clip")
+    parser.add_argument("--eval-every", type=int, default=DEFAULTS.eval_every,
+                        help="steps between validations (0: only at the end)")
+    parser.add_argument("--save-every", type=int, default=DEFAULTS.save_every,
+                        help="steps between checkpoint and training state writes (0: only at the end)")
+    parser.add_argument("--valid-sentences", type=int, default=DEFAULTS.validation_sentences,
+                        help="validation pairs decoded for chrF/BLEU")
+    parser.add_argument("--snapshots", type=int, default=DEFAULTS.snapshots, metavar="N",
+                        help="keep N evenly spaced float16 checkpoints in OUT.snapshots/ (attention across training)")
+    parser.add_argument("--resume", action="store_true", help="continue from the trainer state next to -o")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from models.text.pairs import read_pairs, split_pairs
+    from models.training.trainer import TrainingConfig, build_tokenizers, train
+
+    pairs = read_pairs(args.data)
+    if args.valid:
+        train_pairs, valid_pairs = pairs, read_pairs(args.valid)
+    else:
+        train_pairs, valid_pairs = split_pairs(pairs, args.valid_fraction, args.seed)
+    source, target = build_tokenizers(train_pairs, args.tokenizer, vocab_size=args.vocab_size, shared=args.shared_vocab)
+    model_config = make_config(args.arch, source.vocab_size, target.vocab_size, **parse_settings(args.set))
+    config = TrainingConfig(
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,
+        label_smoothing=args.label_smoothing, clip_norm=args.clip, eval_every=args.eval_every,
+        save_every=args.save_every, validation_sentences=args.valid_sentences, seed=args.seed,
+        device=args.device, progress=not args.no_progress, snapshots=args.snapshots)
+    provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
+    summary = train(model_config, source, target_tokenizer=target, train_pairs=train_pairs, valid_pairs=valid_pairs,
+                    out_path=args.output, config=config,
+                    provenance=provenance, resume=args.resume)
+    metrics = ", ".join(f"{name} {value:.3f}" if "loss" in name else f"{name} {value:.1f}"
+                        for name, value in (("valid loss", summary.valid_loss), ("chrF", summary.chrf),
+                                            ("BLEU", summary.bleu)) if value is not None)
+    print(f"saved {summary.checkpoint} after {summary.step} steps in {summary.seconds:.0f} s"
+          + (f": {metrics}" if metrics else ""), file=sys.stderr)
+    return 0

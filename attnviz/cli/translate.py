@@ -1,0 +1,64 @@
+"""attnviz translate -c CKPT [--beam K] [--device D] [--json] TEXT...: one output line per input.
+
+With no TEXT, each line of standard input is one input. --json prints one document instead: a list with
+each input, its output, its tokens and their score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from models.errors import InputError
+
+from .common import (
+    ablation_for, add_decoding_options, add_model_options, announce_truncation, announce_unknown, argument_text,
+    encoding_name, finite_float, input_lines, open_translator, terminal_text, unknown_mode,
+)
+
+NAME = "translate"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(NAME, help="translate sentences", description=__doc__)
+    add_model_options(parser)
+    add_decoding_options(parser)
+    parser.add_argument("--length-penalty", type=finite_float, default=0.6, help="beam length penalty α (default 0.6)")
+    parser.add_argument("--encoding", type=encoding_name, default="utf-8",
+                        help="text encoding of standard input (default utf-8)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.text:
+        texts = [argument_text(text, f"input {number}") for number, text in enumerate(args.text, 1)]
+    else:
+        texts = input_lines(args.encoding)
+    if not texts:
+        raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
+    from models.inference.decoding import finish
+    from models.inference.translator import decoding_mode
+
+    translator = open_translator(args)
+    ablation = ablation_for(args, translator)
+    sources = []
+    for number, text in enumerate(texts, 1):  # check every input before spending time on any
+        try:
+            sources.append(translator.source(text, unknown=unknown_mode(args)))
+        except InputError as failure:
+            raise InputError(f"input {number}: {failure}") from None
+    translations = []
+    for number, (text, source) in enumerate(zip(texts, sources), 1):
+        announce_unknown(source, f"input {number}")
+        announce_truncation(source, f"input {number}", translator.config.max_len)
+        best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam,
+                                        length_penalty=args.length_penalty, max_len=args.max_len,
+                                        need_weights=False, ablation=ablation))[0]
+        if args.json:
+            translations.append({"input": text, "output": best.text, "tokens": best.tokens, "score": float(best.score)})
+        else:
+            print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
+    if args.json:  # escaped throughout: no control character or lone surrogate reaches the terminal
+        print(json.dumps(translations))
+    return 0

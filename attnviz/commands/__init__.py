@@ -1,1 +1,0 @@
-"""One module per ``attnviz`` subcommand: each has ``NAME``, ``add_parser(subparsers)`` and ``run(args)``."""

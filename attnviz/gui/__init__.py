@@ -1,0 +1,1 @@
+"""The Qt app: the window, the worker thread, rendering."""

@@ -1,0 +1,131 @@
+"""Start the desktop app: one QApplication, the main window, the bundled demos, a clean shutdown."""
+
+from __future__ import annotations
+
+import ctypes.util
+import functools
+import os
+import sys
+
+from ..state.demos import ICON, demo_checkpoints, initial_checkpoint
+
+# What Qt's xcb platform plugin needs beyond Qt itself (Debian/Ubuntu package names): without them Qt aborts.
+XCB_LIBRARIES = {"xcb-cursor": "libxcb-cursor0", "xcb-icccm": "libxcb-icccm4", "xcb-keysyms": "libxcb-keysyms1",
+                 "xkbcommon-x11": "libxkbcommon-x11-0"}
+HEADLESS = "or run headless with QT_QPA_PLATFORM=offscreen, or draw images with `attnviz render`"
+
+
+STARTUP_PROBE = "ATTNVIZ_STARTUP_PROBE"  # benchmarks/startup.py: the launch time; the app reports and quits
+
+
+def _probe_startup(app, window, launched: float) -> None:
+    """Print when the window was shown and when the first heatmap was drawn (seconds since ``launched``,
+    an epoch time), then quit: what benchmarks/startup.py measures."""
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    print(f"shown {time.time() - launched:.3f}", flush=True)
+    timer = QTimer(window)
+
+    def check() -> None:
+        if window.built and window.session.results and window.focus.image.image is not None:
+            app.processEvents()  # the heatmap's paint
+            print(f"heatmap {time.time() - launched:.3f}", flush=True)
+            timer.stop()
+            window.close()
+
+    timer.timeout.connect(check)
+    timer.start(5)
+
+
+def _quit_on_interrupt(app, window) -> None:
+    """Ctrl+C in the terminal closes the window cleanly (settings saved, the worker stopped): Python only
+    sees the signal when it runs, so a timer gives it a moment every 200 ms. The close itself waits for the
+    event loop: the signal may arrive in the middle of building the window, whose worker must exist (and
+    be stopped) before the window goes."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    signal.signal(signal.SIGINT, lambda *_: QTimer.singleShot(0, window.close))
+    timer = QTimer(app)
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+
+
+def platform_problem() -> str | None:
+    """Why Qt could not open a window here (one line with what to do), or None. Checked before Qt starts,
+    because Qt answers a missing display or library by aborting the process."""
+    platform = os.environ.get("QT_QPA_PLATFORM", "")
+    if not sys.platform.startswith("linux") or platform.split(":")[0] not in ("", "xcb", "wayland"):
+        return None  # macOS, Windows and the offscreen/minimal platforms need nothing more
+    if platform.startswith("wayland"):
+        return None if os.environ.get("WAYLAND_DISPLAY") else f"no Wayland display (WAYLAND_DISPLAY is not set); {HEADLESS}"
+    if not os.environ.get("DISPLAY"):
+        if not platform and os.environ.get("WAYLAND_DISPLAY"):
+            return None
+        return f"no display to open the window on (DISPLAY is not set); {HEADLESS}"
+    missing = [package for library, package in XCB_LIBRARIES.items() if ctypes.util.find_library(library) is None]
+    if missing:
+        return (f"Qt's xcb platform needs system libraries that are missing: apt-get install {' '.join(missing)} "
+                f"(Debian/Ubuntu); {HEADLESS}")
+    return None
+
+
+def create_window(checkpoint: str | None = None, device: str | None = None, settings=None):
+    """The main window, with ``checkpoint`` (or the default demo) being opened; needs a QApplication."""
+    from .main_window import MainWindow
+
+    window = MainWindow(demo_checkpoints(), settings)
+    build_window(window, checkpoint, device)
+    return window
+
+
+def build_window(window, checkpoint: str | None, device: str | None) -> None:
+    """Load what the window needs (pyqtgraph, torch), make its views and start opening the checkpoint."""
+    from models.inference.translator import available_devices
+
+    from .views.style import follow_palette
+    from .worker import leave_a_core_for_the_gui
+
+    leave_a_core_for_the_gui()
+    follow_palette()
+    window.build(["auto", *available_devices()])
+    if device:
+        window.model_panel.set_device_name(device)
+    path = initial_checkpoint(checkpoint)
+    if path:
+        window.open_path(path)
+    else:
+        window.statusBar().showMessage("No bundled demo checkpoint found: open one with File → Open (Ctrl+O).")
+
+
+def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
+    problem = platform_problem()
+    if problem:
+        print(f"attnviz: error: {problem}", file=sys.stderr)
+        return 1
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    app.setWindowIcon(QIcon(str(ICON)))
+    app.setApplicationName("attnviz")
+    app.setOrganizationName("attnviz")
+    app.setApplicationDisplayName("attnviz")
+    from PySide6.QtCore import QTimer
+
+    from .main_window import MainWindow
+
+    window = MainWindow(demo_checkpoints())
+    _quit_on_interrupt(app, window)  # from the first moment the window is on screen
+    window.show()  # at once, saying it is loading; the heavy imports follow from the event loop,
+    app.processEvents()  # once the window has had a moment to be drawn
+    if os.environ.get(STARTUP_PROBE):
+        _probe_startup(app, window, float(os.environ[STARTUP_PROBE]))
+    QTimer.singleShot(30, functools.partial(build_window, window, checkpoint, device))
+    code = app.exec()
+    window.shut_down()  # whatever ended the loop, the model thread stops before Python tears Qt down
+    del window
+    return code

@@ -1,0 +1,1 @@
+"""One controller per feature of the window: it builds its widgets and owns their wiring."""

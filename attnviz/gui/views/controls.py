@@ -1,0 +1,585 @@
+"""The input bar (what to run), the selector bar (which heatmap to show) and the model panel."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QTextOption
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
+                               QListWidget, QListWidgetItem, QMenu, QProgressBar, QPushButton, QScrollArea,
+                               QSizePolicy, QSlider, QSpinBox, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
+                               QWidget)
+
+from ...state.session import ModelInfo, RunSettings, ViewOptions
+from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
+from .style import COLORMAPS
+
+MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
+DEBOUNCE_MS = 350
+WEIGHTS = ("float32", "bfloat16", "float16")  # the precisions load_checkpoint keeps weights in (WEIGHT_DTYPES)
+OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
+NOTICE_LINES = 3  # the notices under it likewise (one line per 250 px of window height, at least one)
+MISSING_STYLE = "QLineEdit { border: 2px solid #c62828; border-radius: 3px; }"  # a box a run still needs
+
+
+class OutputArea(QTextBrowser):
+    """The result line: as tall as its text up to :data:`OUTPUT_LINES` lines, then scrolling, so a 1,000-token
+    output never squeezes the heatmaps under it; a word longer than the line (a character model's output
+    without spaces) wraps anywhere instead of running out of sight. Selectable, read-only."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None, *,
+                 lines: tuple[int, int, int] = (2, OUTPUT_LINES, 200)):
+        super().__init__(parent)
+        self.lines = lines  # at least, at most, and one line per this many pixels of window height
+        self.setOpenLinks(False)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as a selectable label: not a Tab stop
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.viewport().setAutoFillBackground(False)  # the window's own background, as a label has
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.document().setDocumentMargin(0)
+        self._html = ""
+        self.set_text(text)
+
+    def text(self) -> str:
+        """The rich text last set (as ``QLabel.text`` gives it)."""
+        return self._html
+
+    def set_text(self, text: str) -> None:
+        self._html = text
+        self.setHtml(text)
+        self.verticalScrollBar().setValue(0)  # new text is read from its start
+        self.updateGeometry()
+
+    def cap(self) -> int:
+        """``lines``: so many lines of text at most, one per so many pixels of window height, never fewer than
+        the least (the result line: 2 to 5, one per 200 px)."""
+        least, most, pixels = self.lines
+        lines = max(least, min(most, self.window().height() // pixels))
+        return lines * self.fontMetrics().lineSpacing() + 4
+
+    def sizeHint(self) -> QSize:
+        height = self.document().size().height()  # laid out at the viewport's width (the text edit keeps it so)
+        return QSize(super().sizeHint().width(), min(int(height) + 2, self.cap()))
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():  # a new width wraps the text anew
+            self.updateGeometry()
+        if event.size().height() != event.oldSize().height():
+            self.verticalScrollBar().setValue(0)  # laid out at a new size, the text is read from its start again
+
+
+class InputBar(QWidget):
+    """Source text (Enter runs; typing re-runs after a pause), decoding mode, and the result line."""
+
+    run_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.text = QLineEdit()
+        self.text.setPlaceholderText("Type a sentence; Enter runs it")
+        self.text.setClearButtonEnabled(True)
+        self.examples = QToolButton()
+        self.examples.setText("Examples")
+        self.examples.setToolTip("Example sentences recorded for this model")
+        self.examples.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.examples.setMenu(QMenu(self.examples))
+        self.examples.setEnabled(False)
+        self.mode = QComboBox()
+        for key, label in MODES.items():
+            self.mode.addItem(label, key)
+        self.mode.setToolTip("Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target.")
+        self.beam = QSpinBox()
+        self.beam.setRange(2, 32)
+        self.beam.setValue(4)
+        self.beam.setPrefix("K = ")
+        self.beam.setToolTip("Beam width")
+        self.source_language = QComboBox()
+        self.source_language.setToolTip("The language of the sentence (a multilingual model)")
+        self.target_language = QComboBox()
+        self.target_language.setToolTip("The language to write: its code is forced as the first output token")
+        self.target = QLineEdit()
+        self.target.setPlaceholderText("Target to force")
+        self.max_len = QSpinBox()
+        self.max_len.setRange(1, 4096)
+        self.max_len.setValue(100)
+        self.max_len.setPrefix("max ")
+        self.max_len.setToolTip("Stop after this many output tokens")
+        self.run = QPushButton("Run")
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)  # indeterminate: a decode's length is unknown in advance
+        self.busy.setMaximumWidth(90)
+        self.busy.setTextVisible(False)
+        self.busy.hide()
+        self.output = self.output_area = OutputArea("Open a model and type a sentence.")
+        row = QHBoxLayout()
+        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.source_language, 0), (self.target_language, 0),
+                                (self.mode, 0), (self.beam, 0), (self.target, 2), (self.max_len, 0), (self.run, 0),
+                                (self.busy, 0)):
+            row.addWidget(widget, stretch)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 0)
+        layout.addLayout(row)
+        # Truncation, unknown characters, half precision: apart from the output, so a long one never scrolls
+        # them out of view; capped too, so four of them in a small window leave the heatmap its room.
+        self.notices = OutputArea(lines=(1, NOTICE_LINES, 250))
+        self.notices.hide()
+        layout.addWidget(self.output_area)
+        layout.addWidget(self.notices)
+        self.debounce = QTimer(self)
+        self.debounce.setSingleShot(True)
+        self.debounce.setInterval(DEBOUNCE_MS)
+        self.debounce.timeout.connect(self.run_requested)
+        self.text.returnPressed.connect(self._run_now)
+        self.asked = False  # True while a run asked for with Enter or Run is being started
+        self.target.returnPressed.connect(self._run_now)
+        self.run.clicked.connect(self._run_now)
+        self.text.textEdited.connect(lambda _: self.debounce.start())
+        self.target.textEdited.connect(lambda _: self.debounce.start())
+        self.target.textChanged.connect(lambda _: self.target.setStyleSheet(""))
+        for signal in (self.mode.currentIndexChanged, self.beam.valueChanged, self.max_len.valueChanged,
+                       self.source_language.currentIndexChanged, self.target_language.currentIndexChanged):
+            signal.connect(lambda *_: self.debounce.start())
+        self.set_languages(())
+        self.mode.currentIndexChanged.connect(self._show_mode_options)
+        self._show_mode_options()
+
+    def _run_now(self) -> None:
+        self.debounce.stop()
+        self.asked = True
+        try:
+            self.run_requested.emit()
+        finally:
+            self.asked = False
+
+    def ask_for_target(self) -> None:
+        """Forced decoding without a target: the target box is marked and says what it needs. It takes the
+        cursor unless the run started by itself while the sentence was being typed (keys would land in the
+        wrong box)."""
+        self.show_message("Type the target to force (the box marked in red), then press Enter.")
+        self.target.setStyleSheet(MISSING_STYLE)
+        if self.asked or not self.text.hasFocus():
+            self.target.setFocus()
+
+    def _show_mode_options(self) -> None:
+        mode = self.mode.currentData()
+        self.beam.setVisible(mode == "beam")
+        self.target.setVisible(mode == "forced")
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy.setVisible(busy)
+
+    def options(self) -> dict:
+        return {"mode": self.mode.currentData(), "beam": self.beam.value(), "target": self.target.text(),
+                "max_len": self.max_len.value(), "src_lang": self.source_language.currentText(),
+                "tgt_lang": self.target_language.currentText()}
+
+    def set_languages(self, codes: tuple[str, ...] | list[str]) -> None:
+        """Offer a multilingual model's language codes (source → target); hidden for other models."""
+        for box in (self.source_language, self.target_language):
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(list(codes))
+            box.setVisible(bool(codes))
+            box.blockSignals(False)
+
+    def _show_languages(self, source: str, target: str) -> None:
+        for box, code in ((self.source_language, source), (self.target_language, target)):
+            if code and box.findText(code) >= 0:
+                box.setCurrentIndex(box.findText(code))
+
+    def set_options(self, mode: str, beam: int, max_len: int) -> None:
+        self.mode.setCurrentIndex(max(0, self.mode.findData(mode)))
+        self.beam.setValue(beam)
+        self.max_len.setValue(max_len)
+
+    def run_settings(self) -> RunSettings:
+        options = self.options()
+        return RunSettings(text=self.text.text(), mode=options["mode"], beam=options["beam"], target=options["target"],
+                           max_len=options["max_len"], src_lang=options["src_lang"], tgt_lang=options["tgt_lang"])
+
+    def show_run_settings(self, settings: RunSettings, limit: int) -> None:
+        """Show one model's input (``limit``: the longest output that model can make); runs nothing."""
+        widgets = (self.text, self.target, self.mode, self.beam, self.max_len, self.source_language,
+                   self.target_language)
+        for widget in widgets:
+            widget.blockSignals(True)
+        self.max_len.setMaximum(limit)
+        self.text.setText(settings.text)
+        self.target.setText(settings.target)
+        self.set_options(settings.mode, settings.beam, min(settings.max_len, limit))
+        self._show_languages(settings.src_lang, settings.tgt_lang)
+        for widget in widgets:
+            widget.blockSignals(False)
+        self._show_mode_options()
+
+    def set_examples(self, examples: list[str]) -> None:
+        """Offer ``examples`` in the Examples menu; picking one runs it."""
+        menu = self.examples.menu()
+        menu.clear()
+        for example in examples:
+            menu.addAction(example, lambda text=example: self._use_example(text))
+        self.examples.setEnabled(bool(examples))
+
+    def _use_example(self, text: str) -> None:
+        self.text.setText(text)
+        self._run_now()
+
+    def line_edits(self) -> list[QLineEdit]:
+        return [self.text, self.target]
+
+    def text_value(self) -> str:
+        return self.text.text()
+
+    def set_text(self, text: str) -> None:
+        self.text.setText(text)
+
+    def set_limits(self, max_len: int) -> None:
+        """The longest output the open model can make."""
+        self.max_len.setMaximum(max_len)
+
+    def stop(self) -> None:
+        self.debounce.stop()
+
+    def show_message(self, text: str) -> None:
+        self.output_area.set_text(html.escape(text))
+        self.notices.hide()
+
+    def show_error(self, message: str) -> None:
+        """Errors are said here, under the input, never in a blocking dialog."""
+        self.output_area.set_text(f"<span style='color:#c62828'>{html.escape(message)}</span>")
+        self.notices.hide()
+
+    def show_result(self, line: ResultLine) -> None:
+        """The output (scrolling when long) and under it, always in view, the notices."""
+        comparison = ""
+        if line.original is not None:
+            comparison = (f"<br>with every head on: {html.escape(line.original) or '(empty)'}"
+                          f" &nbsp; changes: {diff_html(line.diff)}")
+        partner = f"<br>{html.escape(line.partner)}" if line.partner is not None else ""
+        named = "model A: " if line.partner is not None else ""
+        self.output_area.set_text(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; "
+                                  f"{html.escape(line.details)}{partner}{comparison}")
+        self.notices.set_text("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"
+                                         for notice in line.notices))
+        self.notices.setVisible(bool(line.notices))
+
+    def result_text(self) -> str:
+        """What the result line says (rich text): the output, then the notices."""
+        return self.output.text() + ("<br>" + self.notices.text() if self.notices.isVisibleTo(self) else "")
+
+
+DIFF_STYLES = {"same": "{}", "inserted": "<span style='color:#2e7d32;background:#e8f5e9'><u>{}</u></span>",
+               "deleted": "<span style='color:#c62828;background:#ffebee'><s>{}</s></span>"}
+
+
+def diff_html(diff: list[tuple[str, str]]) -> str:
+    """Tokens of a diff: inserted ones underlined in green, deleted ones struck through in red."""
+    if all(change == "same" for _, change in diff):
+        return "none"
+    return " ".join(DIFF_STYLES[change].format(html.escape(token)) for token, change in diff)
+
+
+class AblationBar(QWidget):
+    """"N heads off — Restore": shown while the run switches heads off; the button switches them all on."""
+
+    restore_requested = Signal()
+    compare_toggled = Signal(bool)  # show the run with every head on instead of this one
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.label = QLabel()
+        self.label.setStyleSheet("color:#c62828; font-weight:bold")
+        self.restore = QPushButton("Restore")
+        self.restore.setToolTip("Switch every head on again and run")
+        self.restore.clicked.connect(self.restore_requested)
+        self.compare = QCheckBox("Show the run with every head on")
+        self.compare.setToolTip("Every view shows the same input decoded with every head on, for comparison")
+        self.compare.toggled.connect(self.compare_toggled)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 0, 6, 0)
+        layout.addWidget(self.label)
+        layout.addWidget(self.restore)
+        layout.addWidget(self.compare)
+        layout.addStretch(1)
+        self.hide()
+
+    def show_state(self, state: AblationState, showing_original: bool = False) -> None:
+        self.label.setText(f"{state.text} —")
+        self.label.setToolTip(state.tooltip)
+        self.compare.blockSignals(True)
+        self.compare.setChecked(showing_original)
+        self.compare.blockSignals(False)
+        self.setVisible(state.visible)
+
+
+class SnapshotBar(QWidget):
+    """"Training step ⏮ ━━●━━ ⏭ step 250 of 1000": which snapshot of a series runs (hidden otherwise)."""
+
+    index_chosen = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        title = QLabel("Training step")
+        title.setStyleSheet("font-weight:bold")
+        self.first = QToolButton()
+        self.first.setText("⏮")
+        self.first.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaSkipBackward))
+        self.first.setToolTip("The first snapshot")
+        self.last = QToolButton()
+        self.last.setText("⏭")
+        self.last.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MediaSkipForward))
+        self.last.setToolTip("The last snapshot")
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.slider.setPageStep(1)
+        self.label = QLabel()
+        self.label.setMinimumWidth(150)
+        self.first.clicked.connect(lambda: self.slider.setValue(0))
+        self.last.clicked.connect(lambda: self.slider.setValue(self.slider.maximum()))
+        self.slider.valueChanged.connect(self.index_chosen)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 0, 6, 0)
+        layout.addWidget(title)
+        layout.addWidget(self.first)
+        layout.addWidget(self.slider, 1)
+        layout.addWidget(self.last)
+        layout.addWidget(self.label)
+        self.hide()
+
+    def show_state(self, state: SnapshotBarState) -> None:
+        self.slider.blockSignals(True)
+        self.slider.setMaximum(max(state.count - 1, 0))
+        self.slider.setValue(state.index)
+        self.slider.blockSignals(False)
+        self.label.setText(state.label)
+        self.slider.setToolTip(state.tooltip)
+        self.setVisible(state.visible)
+
+
+class SelectorBar(QWidget):
+    """Kind, layer, head (or an aggregate), colormap and the mask overlay switch."""
+
+    changed = Signal()
+    colormap_changed = Signal(str)
+    masks_toggled = Signal(bool)
+    options_changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.kind = QComboBox()
+        self.kind.setToolTip("Which attention to show")
+        self.kind.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.layer = QSpinBox()
+        self.layer.setPrefix("layer ")
+        self.layer.setToolTip("Layer (Ctrl+Up / Ctrl+Down)")
+        self.head = QComboBox()
+        self.head.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.head.setToolTip("One head, or all heads combined (Ctrl+Left / Ctrl+Right)")
+        self.colormap = QComboBox()
+        self.colormap.addItems(COLORMAPS)
+        self.colormap.setToolTip("Colormap (all perceptually uniform; viridis and cividis are colour-blind safe)")
+        self.colour_range = QComboBox()
+        self.colour_range.addItem("colours 0–1", "fixed")
+        self.colour_range.addItem("colours: own range", "own")
+        self.colour_range.setToolTip("0–1 keeps every map comparable; a map's own range shows the structure of "
+                                     "means and rollouts, which spread their weight thin")
+        self.predicted = QCheckBox("Rows → prediction")
+        self.predicted.setToolTip("Label each decoder row with the token it predicts (“<s> → El”): row t is the "
+                                  "decoder input at step t, and its output is the next token")
+        self.masks = QCheckBox("Masks")
+        self.masks.setChecked(True)
+        self.masks.setToolTip("Hatch the cells the model was not allowed to attend to (padding, future)")
+        # Two rows: what to show, then how to draw it; one row does not fit a 1000-pixel-wide window.
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        for widgets in ((self.kind, self.layer, self.head), (self.predicted, self.colour_range, self.colormap, self.masks)):
+            row = QHBoxLayout()
+            for widget in widgets:
+                row.addWidget(widget)
+            row.addStretch(1)
+            layout.addLayout(row)
+        for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
+            signal.connect(lambda *_: self.changed.emit())
+        self.colormap.currentTextChanged.connect(self.colormap_changed)
+        self.masks.toggled.connect(self.masks_toggled)
+        self.colour_range.currentIndexChanged.connect(lambda *_: self.options_changed.emit())
+        self.predicted.toggled.connect(lambda *_: self.options_changed.emit())
+        self.reveal_rows = QAction("Reveal rows step by step", self, checkable=True)  # the window's View menu
+        self.reveal_rows.setToolTip("Decoder maps show only the rows generated up to the current step, "
+                                    "so they grow as the steps advance")
+        self.reveal_rows.toggled.connect(lambda *_: self.options_changed.emit())
+
+    def view_options(self) -> ViewOptions:
+        return ViewOptions(colour_range=self.colour_range.currentData(), predicted_labels=self.predicted.isChecked(),
+                           reveal_rows=self.reveal_rows.isChecked())
+
+    def set_view_options(self, options: ViewOptions) -> None:
+        self.colour_range.setCurrentIndex(max(0, self.colour_range.findData(options.colour_range)))
+        self.predicted.setChecked(options.predicted_labels)
+        self.reveal_rows.setChecked(options.reveal_rows)
+
+    def colormap_name(self) -> str:
+        return self.colormap.currentText()
+
+    def set_colormap_name(self, name: str) -> None:
+        self.colormap.setCurrentText(name)
+
+    def masks_visible(self) -> bool:
+        return self.masks.isChecked()
+
+    def set_masks_visible(self, visible: bool) -> None:
+        self.masks.setChecked(visible)
+
+    def toggle_masks(self) -> None:
+        self.masks.toggle()
+
+    def show_state(self, state: SelectorState) -> None:
+        """Offer the trace's kinds, layers and heads, and show the current choice (emits nothing)."""
+        self.setEnabled(True)
+        for widget in (self.kind, self.layer, self.head):
+            widget.blockSignals(True)
+        if [self.kind.itemData(index) for index in range(self.kind.count())] != state.kinds:
+            self.kind.clear()
+            for kind in state.kinds:
+                self.kind.addItem(KIND_LABELS[kind], kind)
+        self.kind.setCurrentIndex(max(0, self.kind.findData(state.kind)))
+        self.layer.setRange(0, max(0, state.layers - 1))
+        self.layer.setValue(state.layer)
+        choices = head_choices(state.heads)
+        if [self.head.itemData(index) for index in range(self.head.count())] != [value for _, value in choices]:
+            self.head.clear()
+            for label, value in choices:
+                self.head.addItem(label, value)
+        self.head.setCurrentIndex(max(0, self.head.findData(state.head)))
+        for widget in (self.kind, self.layer, self.head):
+            widget.blockSignals(False)
+
+    def selection(self) -> dict:
+        return {"kind": self.kind.currentData(), "layer": self.layer.value(), "head": self.head.currentData()}
+
+
+class ModelPanel(QWidget):
+    """The open model's architecture, sizes, vocabularies, device and provenance; the bundled demos."""
+
+    device_chosen = Signal(str)
+    weights_chosen = Signal(str)  # float32, bfloat16 or float16: the precision models open in
+    demo_chosen = Signal(str)
+    compare_chosen = Signal(str)  # a demo's path: compare it with the open model
+
+    def __init__(self, devices: list[str], demos: list[Path], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.info = QLabel("No model open.")
+        self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.TextFormat.RichText)
+        self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.info.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.device = QComboBox()
+        self.device.addItems(devices)
+        self.device.setToolTip("Where the model runs; switching re-runs the sentence")
+        self.weights = QComboBox()
+        self.weights.addItems(WEIGHTS)
+        self.weights.setMinimumWidth(self.device.minimumSizeHint().width())  # "bfloat16" must not widen the dock
+        self.weights.setToolTip("The precision every model's weights are kept in: bfloat16 and float16 need half "
+                                "the memory (attention is still traced as float32); switching re-opens the model")
+        self.demos = QListWidget()
+        self.demos.setToolTip("Bundled demo checkpoints: click one to open it")
+        for path in demos:
+            item = QListWidgetItem(path.stem)
+            item.setData(Qt.ItemDataRole.UserRole, str(path))
+            self.demos.addItem(item)
+        form = QFormLayout()
+        form.addRow("Device", self.device)
+        form.addRow("Weights", self.weights)
+        layout = QVBoxLayout(self)
+        scroll = QScrollArea()  # a long provenance scrolls instead of making the window taller than the screen
+        scroll.setWidget(self.info)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        layout.addWidget(scroll, 1)
+        layout.addLayout(form)
+        layout.addWidget(QLabel("Demos"))
+        layout.addWidget(self.demos)
+        self.device.activated.connect(lambda _: self.device_chosen.emit(self.device_name()))
+        self.weights.activated.connect(lambda _: self.weights_chosen.emit(self.weights_name()))
+        self.demos.itemClicked.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
+        self.demos.itemActivated.connect(lambda item: self.demo_chosen.emit(item.data(Qt.ItemDataRole.UserRole)))
+        self.demos.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.demos.customContextMenuRequested.connect(self._demo_menu)
+
+    def demo_actions(self, item: QListWidgetItem) -> QMenu:
+        """A demo's context menu: open it, or compare it with the open model."""
+        menu = QMenu(self.demos)
+        path = item.data(Qt.ItemDataRole.UserRole)
+        menu.addAction("Open").triggered.connect(lambda: self.demo_chosen.emit(path))
+        menu.addAction("Compare with the open model").triggered.connect(lambda: self.compare_chosen.emit(path))
+        return menu
+
+    def _demo_menu(self, position) -> None:
+        item = self.demos.itemAt(position)
+        if item is not None:
+            self.demo_actions(item).popup(self.demos.viewport().mapToGlobal(position))
+
+    def show_open_demo(self, path: str | Path | None) -> None:
+        """Select the demo being opened or open; none for any other checkpoint."""
+        self.demos.clearSelection()
+        self.demos.setCurrentItem(None)
+        for row in range(self.demos.count()):
+            item = self.demos.item(row)
+            if path is not None and Path(item.data(Qt.ItemDataRole.UserRole)) == Path(path):
+                self.demos.setCurrentItem(item)
+
+    def show_note(self, text: str) -> None:
+        """A line in the model's place: none is open, or one is being opened."""
+        self.info.setText(html.escape(text))
+
+    def device_name(self) -> str:
+        """The chosen device, "" for the best available."""
+        name = self.device.currentText()
+        return "" if name == "auto" else name
+
+    def set_device_name(self, name: str) -> None:
+        self.device.setCurrentText(name)
+
+    def weights_name(self) -> str:
+        """The chosen precision of the weights (one of ``WEIGHTS``)."""
+        return self.weights.currentText()
+
+    def set_weights_name(self, name: str) -> None:
+        self.weights.setCurrentText(name)
+
+    def show_model(self, info: ModelInfo) -> None:
+        config = info.config
+        sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "heads", "d_ff", "encoder_layers",
+                                                              "decoder_layers", "hidden")
+                          if key in config)
+        provenance = "".join(f"<tr><td>{html.escape(str(key))}</td><td>{html.escape(_short(value))}</td></tr>"
+                             for key, value in info.provenance.items())
+        self.info.setText(
+            f"<b>{html.escape(info.path.name)}</b><br>{html.escape(info.arch)} · {info.parameters:,} parameters<br>"
+            f"device {html.escape(info.device)} · weights {html.escape(info.weights)}<br>"  # what runs: in view first
+            f"{html.escape(sizes)}<br>attention: {html.escape(', '.join(info.kinds) or 'none')}<br>"
+            f"source: {html.escape(info.source_tokenizer)}<br>target: {html.escape(info.target_tokenizer)}<br>"
+            f"max length {info.max_len}"
+            + (f"<table cellspacing=4>{provenance}</table>" if provenance else ""))
+        index = self.device.findText(info.device.split(":")[0] if info.device != "cpu" else "cpu")
+        if index >= 0:
+            self.device.setCurrentIndex(index)
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        value = {key: round(item, 4) if isinstance(item, float) else item for key, item in value.items()}
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) < 160 else text[:157] + "…"

@@ -1,0 +1,194 @@
+"""Grids of bare attention thumbnails (no token labels: on 48 small plots they are unreadable and make
+drawing about 3× slower; labels belong to the one large focus view). One class serves the head grid (all
+heads of a layer: one row) and the model view (every layer × head). Plots are rebuilt only when the
+grid's shape changes; new data only calls ``setImage``.
+
+A right-click offers to switch the head (or its whole layer) off or on; heads that were off in the run are
+crossed out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
+from PySide6.QtWidgets import QMenu, QToolTip, QWidget
+
+from ...state.viewmodel import GridState, thumbnail_menu
+from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
+
+OFF_COLOUR = "#e53935"  # the cross over a switched-off head
+
+
+class HeaderLabel(pg.LabelItem):
+    """A row or column header that asks for no room of its own: a header as wide as "H10" on each of 16 heads
+    (or as tall as a line on each of 24 layers) made the grid wider than its panel, and the panel cut off the
+    last heads. The grid shows as many headers as fit (``ThumbnailGrid.thin_headers``)."""
+
+    def updateMin(self) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().updateMin()
+        self.setMinimumSize(0, 0)
+        self._sizeHint[Qt.SizeHint.MinimumSize] = (0, 0)
+
+
+class ThumbnailGrid(pg.GraphicsLayoutWidget):
+    """``rows × cols`` thumbnails; clicking one emits ``(row, col)``; its context menu emits
+    ``head_toggled(row, col)`` or ``layer_toggled(row)``."""
+
+    clicked = Signal(int, int)
+    head_toggled = Signal(int, int)
+    layer_toggled = Signal(int)
+    cells: tuple = ()  # a class default: Qt resizes the view before __init__ ends
+
+    def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.max_columns = max_columns
+        self.shape: tuple[int, int] = (0, 0)
+        self.cells: list[tuple[pg.ViewBox, pg.ImageItem]] = []
+        self.lut = lookup_table(DEFAULT_COLORMAP)
+        self.selected: tuple[int, int] | None = None
+        self.row_labels: list[pg.LabelItem] = []
+        self.col_labels: list[pg.LabelItem] = []
+        self.crosses: list[pg.PlotCurveItem] = []  # one per thumbnail, shown when its head was off
+        self.off: list[bool] = []
+        self.ci.setSpacing(3)
+
+    def show_grid(self, state: GridState, images: bool = True) -> None:
+        """Draw ``state``; with ``images`` False only the outline of the selected thumbnail moves."""
+        if images:
+            self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names)
+            self.set_images(state.matrices)
+            self.mark_off(state.off)
+        self.select(*(state.selected or (None, None)))
+
+    def mark_off(self, off: list[bool]) -> None:
+        """Cross out the thumbnails of heads that were switched off."""
+        self.off = list(off) + [False] * (len(self.cells) - len(off))
+        for cross, is_off in zip(self.crosses, self.off):
+            cross.setVisible(is_off)
+
+    def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
+        """Make ``rows × cols`` empty thumbnails with row and column headers. Only a new shape rebuilds;
+        new names just relabel the headers."""
+        if (rows, cols) == self.shape:
+            for label, name in zip(self.row_labels + self.col_labels, row_names + col_names):
+                label.setText(name, size="8pt")
+                label.name = name
+            self.thin_headers()
+            return
+        self.clear()
+        self.cells, self.shape, self.selected, self.crosses, self.off = [], (rows, cols), None, [], []
+        self.col_labels = [self._header(name, row=0, col=col + 1) for col, name in enumerate(col_names)]
+        self.row_labels = []
+        for row in range(rows):
+            self.row_labels.append(self._header(row_names[row], row=row + 1, col=0))
+            for col in range(cols):
+                view = self.addViewBox(row=row + 1, col=col + 1, lockAspect=False, enableMouse=False,
+                                       invertY=True, enableMenu=False)
+                image = pg.ImageItem(axisOrder="row-major")
+                image.setLookupTable(self.lut)
+                view.addItem(image)
+                cross = pg.PlotCurveItem(pen=pg.mkPen(OFF_COLOUR, width=2), connect="finite")
+                cross.setZValue(10)
+                cross.setVisible(False)
+                view.addItem(cross)
+                self.crosses.append(cross)
+                self.cells.append((view, image))
+        self.ci.layout.activate()  # the cells' geometry now, to thin the headers by
+        self.thin_headers()
+
+    def _header(self, name: str, row: int, col: int) -> HeaderLabel:
+        label = HeaderLabel(name, size="8pt")
+        label.name = name
+        self.addItem(label, row=row, col=col)
+        return label
+
+    def thin_headers(self) -> None:
+        """Every header whose cells leave it room; where they are narrower (16 heads in a side panel, 24 layers),
+        every n-th, counted from the first: each one shown stays whole and readable, the tooltip names the rest."""
+        if not self.cells:
+            return
+        first = self.cells[0][0].sceneBoundingRect()
+        for labels, cell, along in ((self.col_labels, first.width(), "width"), (self.row_labels, first.height(),
+                                                                                  "height")):
+            needed = max((getattr(label.item.boundingRect(), along)() for label in labels), default=0.0)
+            every = max(1, int(np.ceil((needed + 2) / max(cell + 3, 1.0))))  # 3: the grid's spacing
+            for index, label in enumerate(labels):
+                label.item.setVisible(index % every == 0)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self.thin_headers()
+
+    def event(self, event) -> bool:
+        """Hovering a thumbnail names its layer and head (its header may be one of those thinned out)."""
+        if event.type() == QEvent.Type.ToolTip:
+            cell = self.cell_at(event.pos())
+            if cell is None:
+                QToolTip.hideText()
+            else:
+                row, col = cell
+                QToolTip.showText(event.globalPos(), f"{self.row_labels[row].name} · {self.col_labels[col].name}: "
+                                                     "click to show it; right-click to switch it off or on", self)
+            return True
+        return super().event(event)
+
+    def set_images(self, matrices: list[np.ndarray]) -> None:
+        """One ``[q, k]`` matrix per thumbnail, row by row."""
+        for (view, image), matrix in zip(self.cells, matrices):
+            data = np.ascontiguousarray(matrix, dtype=np.float32)
+            image.setImage(data, autoLevels=False, levels=(0.0, 1.0))
+            rect = QRectF(0, 0, data.shape[1], data.shape[0])
+            image.setRect(rect)
+            view.setRange(rect, padding=0)
+        for cross, (_, image) in zip(self.crosses, self.cells):
+            height, width = image.image.shape[:2] if image.image is not None else (1, 1)
+            cross.setData(x=np.array([0, width, np.nan, 0, width], dtype=float),
+                          y=np.array([0, height, np.nan, height, 0], dtype=float))
+
+    def set_colormap(self, name: str) -> None:
+        self.lut = lookup_table(name)
+        for _, image in self.cells:
+            image.setLookupTable(self.lut)
+
+    def select(self, row: int | None, col: int | None) -> None:
+        """Outline the thumbnail the focus view shows (none when it shows an aggregate)."""
+        self.selected = None if row is None or col is None else (row, col)
+        for index, (view, _) in enumerate(self.cells):
+            chosen = self.selected == divmod(index, self.shape[1])
+            view.setBorder(pg.mkPen(HIGHLIGHT, width=2) if chosen else None)
+
+    def image(self, row: int, col: int) -> np.ndarray:
+        return self.cells[row * self.shape[1] + col][1].image
+
+    def cell_at(self, point: QPoint) -> tuple[int, int] | None:
+        """The ``(row, col)`` of the thumbnail under a widget position."""
+        position = self.mapToScene(point)
+        for index, (view, _) in enumerate(self.cells):
+            if view.sceneBoundingRect().contains(position):
+                return divmod(index, self.shape[1])
+        return None
+
+    def context_menu(self, row: int, col: int) -> QMenu:
+        """Switch head off/on, and switch the whole row's layer off (or on, when all its heads are off)."""
+        menu = QMenu(self)
+        for text, action in thumbnail_menu(self.off, self.shape[1], row=row, col=col):
+            menu.addAction(text, (lambda: self.head_toggled.emit(row, col)) if action == "head"
+                           else (lambda: self.layer_toggled.emit(row)))
+        return menu
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        cell = self.cell_at(event.position().toPoint())
+        if cell is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit(*cell)
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        cell = self.cell_at(event.pos())
+        if cell is None:
+            super().contextMenuEvent(event)
+            return
+        self.menu = self.context_menu(*cell)  # kept: a popup menu without an owner would be collected
+        self.menu.popup(event.globalPos())
+        event.accept()

@@ -1,0 +1,590 @@
+"""The model's worker thread: every torch call happens here; only plain data leaves it.
+
+The GUI asks by calling the ``load``/``run`` slots through queued signals and learns the outcome from
+the signals below. Before it asks, the GUI thread posts the job's id on the worker's ``jobs`` board
+(attnviz/state/jobs.py): a job that is no longer the newest of its kind is skipped, a running decode stops at its
+next step, and a long job (corpus statistics, head importance) stops between two units and answers
+:class:`~attnviz.state.jobs.Stopped`, saying why.
+
+Nothing on this thread processes events from inside a job: a long job runs one unit (a batch, a head) per
+queued call and queues its next unit behind what was asked meanwhile, so a run, a model load or a device
+move is handled between two units, never inside one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+import traceback
+import warnings
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+
+from models.storage.checkpoint import (
+    SUFFIX, WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint,
+)
+from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
+from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
+from models.storage.snapshots import is_series, load_series
+from models.inference.translator import SourceInput, Translator
+
+from ..state.imports import ImportAnswer, ImportQuestion
+from ..state.jobs import JobBoard, Stopped, UnitSteps
+from ..state.session import NO_REQUEST, ModelInfo, Request
+
+HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
+
+
+# Padded tokens one NLL importance pass holds in the window: a pass is a unit, so this bounds how long a
+# sentence run asked for meanwhile waits (on the en-es demo 4,096 also beat one pass of every head: 2.4 s, not 3.3 s).
+IMPORTANCE_PASS_TOKENS = 4_096
+STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
+
+CLI_DTYPE_HINT = "try --dtype bfloat16"  # load_checkpoint's memory refusal speaks to the CLI; the window has a combo
+WINDOW_DTYPE_HINT = "choose Weights: bfloat16 in the Model panel"
+
+
+def in_window_words(failure: AttnvizError) -> str:
+    """The line a loading error shows in the window: the CLI's ``--dtype`` hint becomes the Model panel's combo."""
+    return str(failure).replace(CLI_DTYPE_HINT, WINDOW_DTYPE_HINT)
+
+
+def weights_name(translator: Translator) -> str:
+    """The precision the model's weights are kept in: float32, bfloat16 or float16."""
+    dtype = next(translator.model.parameters()).dtype
+    return next((name for name, known in WEIGHT_DTYPES.items() if known == dtype), str(dtype))
+
+
+def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (source, target) pairs of a corpus job: read from a PAIRS.tsv path, or given (a demo's own)."""
+    from models.text.pairs import read_pairs
+
+    return read_pairs(corpus) if isinstance(corpus, str) else list(corpus)
+
+
+def importance_steps(translator: Translator, pairs: list[tuple[str, str]], method: str):
+    """Head importance as a long job's generator (models/analysis/importance.py): ``nll`` one teacher-forced pass per unit
+    with as many heads off as fit ``IMPORTANCE_PASS_TOKENS``, ``gradient`` one unit in all, ``decode`` every
+    pair decoded again per head (chrF, or exact match for a character-level target)."""
+    from models.analysis.importance import ablation_importance_steps, gradient_importance, head_importance_steps
+
+    if method == "nll":
+        return ablation_importance_steps(translator, pairs, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
+    if method == "gradient":
+        return _one_unit(lambda: gradient_importance(translator, pairs))
+    return head_importance_steps(translator, pairs)
+
+
+def _one_unit(compute: Callable[[], object]):
+    """``compute`` as a generator of one unit: its first step returns the result."""
+    return compute()
+    yield  # never reached: it makes this function a generator
+
+
+def describe(translator: Translator, path: Path) -> ModelInfo:
+    summary = describe_checkpoint(translator.checkpoint)
+
+    def tokenizer(side: dict) -> str:
+        characters = f": {side['characters']}" if "characters" in side else ""
+        languages = f", {len(side['languages'])} languages" if "languages" in side else ""
+        return f"{side['kind']}, {side['vocab_size']} tokens{characters}{languages}"
+
+    return ModelInfo(
+        path=path, arch=summary["arch"], parameters=summary["parameters"], kinds=tuple(summary["attention_kinds"]),
+        config=summary["config"], provenance=dict(summary["provenance"]),
+        source_tokenizer=tokenizer(summary["source_tokenizer"]), target_tokenizer=tokenizer(summary["target_tokenizer"]),
+        device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
+        src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
+        weights=weights_name(translator))
+
+
+def is_native(path: str) -> bool:
+    """An attnviz checkpoint (the other files and folders are imported)."""
+    if not (path.endswith(SUFFIX) and Path(path).is_file()):
+        return False
+    try:
+        read_metadata(path)
+    except ForeignCheckpointError:
+        return False
+    except CheckpointError:
+        return True  # a damaged file: loading it reports what is wrong
+    return True
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
+
+
+def trace_dtype(translator: Translator, request: Request, *, source: SourceInput,
+                target_ids: list[int] | None) -> tuple[type, int]:
+    """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
+    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
+    size = translator.trace_size(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                 max_len=request.max_len)
+    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
+
+
+@dataclasses.dataclass
+class LongJob:
+    """A long job under way: its kind and id on the board, its units, and where its answers go (``answer``:
+    job id and the result, the line saying why not, or :class:`Stopped`; ``report``: job id and what the
+    work's progress callback was given after a unit)."""
+
+    kind: str
+    id: int
+    units: UnitSteps
+    answer: Callable[[int, object], None]
+    report: Callable[..., None] | None = None
+
+
+class ModelWorker(QObject):
+    """Every signal carries the id of the job it answers (see attnviz/state/session.py): the GUI drops stale ones."""
+
+    loaded = Signal(int, object)  # job id, ModelInfo of a newly opened model
+    load_failed = Signal(int, str)
+    load_progress = Signal(int, int, int)  # job id, weight tensors read, tensors in all
+    import_needed = Signal(int, object)  # job id, ImportQuestion: a foreign file needs settings, vocabularies or trust
+    device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
+    weights_changed = Signal(int, object)  # job id, ModelInfo of the same model re-opened in another precision
+    steps = Signal(int, object)  # request id, list[DecodeStep]: the steps since the last (see STEP_BATCH_SECONDS)
+    finished = Signal(int, object)  # request id, list[DecodeResult]
+    original = Signal(int, object)  # request id, the best DecodeResult (and trace) with every head on, for runs
+    # that switch heads off
+    failed = Signal(int, str)
+    notice = Signal(int, str)  # request id (0: no run), message
+    head_stats_ready = Signal(int, object)  # job id, HeadStats (models/trace/head_summary.py) or the line saying why not
+    importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
+    importance_ready = Signal(int, object)  # job id, HeadImportance (models/analysis/importance.py) or the line saying why not
+    partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
+    partner_failed = Signal(int, str)
+    partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
+    _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
+
+    def __init__(self):
+        super().__init__()
+        self.translator: Translator | None = None
+        self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
+        self.series_translators: dict[int, Translator] = {}  # the snapshots loaded so far (kept: switching back is instant)
+        self.partner: Translator | None = None  # model B while comparing: every run runs on it too
+        self.weights = "float32"  # the precision every model opens in (a WEIGHT_DTYPES name), set by the window
+        self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
+        self.long_jobs: dict[str, LongJob] = {}  # kind → the long job of that kind under way
+        self._next_unit.connect(self._step_long_job, Qt.ConnectionType.QueuedConnection)
+
+    def _stale_model_job(self, job_id: int) -> bool:
+        return not self.jobs.is_current("model", job_id)
+
+    @Slot(int, str, str)
+    def load(self, job_id: int, path: str, device: str) -> None:
+        """Open an attnviz checkpoint, or import a foreign one (asking for what it lacks)."""
+        self._stop_overtaken_jobs()
+        if self._stale_model_job(job_id):
+            return
+        try:
+            with warnings.catch_warnings(record=True) as caught:  # NaN weights: said in the window
+                warnings.simplefilter("always", NumericalWarning)
+                if is_series(path):  # a snapshot folder, recognised before the importers
+                    self._open_series(job_id, path, device)
+                    return
+                checkpoint = (self._read(path, progress=self._reporting_load(job_id)) if is_native(path)
+                              else self._import_without_asking(job_id, path))
+            if checkpoint is None or self._stale_model_job(job_id):
+                return
+            self._open(job_id, checkpoint, path=path, device=device)
+            for warning in caught:
+                if issubclass(warning.category, NumericalWarning):
+                    self.notice.emit(NO_REQUEST, str(warning.message))
+        except AttnvizError as failure:
+            self.load_failed.emit(job_id, in_window_words(failure))
+        except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window, never a dead thread)
+            traceback.print_exc()
+            self.load_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
+
+    def _read(self, path: str | Path, progress=None):
+        """An attnviz checkpoint's weights read in the chosen precision."""
+        return load_checkpoint(path, dtype=WEIGHT_DTYPES[self.weights], progress=progress)
+
+    def _converted(self, path: str, answer_format: str, **answers):
+        """A foreign checkpoint converted in memory (as float32), then kept in the chosen precision."""
+        checkpoint = convert(path, answer_format, **answers)
+        checkpoint.model.to(WEIGHT_DTYPES[self.weights])
+        return checkpoint
+
+    def _reporting_load(self, job_id: int):
+        """A ``load_checkpoint`` progress callback that tells the window (a large model takes seconds)."""
+        def report(done: int, total: int) -> None:
+            self.load_progress.emit(job_id, done, total)
+        return report
+
+    @Slot(int, object)
+    def import_model(self, job_id: int, answer: ImportAnswer) -> None:
+        """Convert a foreign checkpoint with the user's answers; a failure asks again, saying why."""
+        self._stop_overtaken_jobs()
+        if self._stale_model_job(job_id):
+            return
+        try:
+            checkpoint = self._converted(answer.path, answer.format, settings=answer.settings,
+                                         src_vocab=answer.src_vocab, tgt_vocab=answer.tgt_vocab, trust=answer.trust)
+            if not self._stale_model_job(job_id):
+                self._open(job_id, checkpoint, path=answer.path, device=answer.device)
+        except AttnvizError as failure:
+            inspection = failure.inspection if isinstance(failure, MissingSettingsError) else answer.inspection
+            self.import_needed.emit(job_id, ImportQuestion(answer.path, inspection, problem=str(failure),
+                                                           previous=answer))
+
+    def _import_without_asking(self, job_id: int, path: str):
+        """The converted checkpoint, or None after asking the GUI for settings, vocabularies or trust."""
+        try:
+            inspection = inspect(path)
+        except TrustRequiredError as failure:
+            self.import_needed.emit(job_id, ImportQuestion(path, None, str(failure)))
+            return None
+        if inspection.missing or inspection.vocabularies:
+            self.import_needed.emit(job_id, ImportQuestion(path, inspection, ""))
+            return None
+        return self._converted(path, inspection.format)
+
+    def _open(self, job_id: int, checkpoint, path: str, device: str) -> None:
+        translator = Translator(checkpoint, device or None)
+        self.translator, self.series, self.series_translators = translator, {}, {}
+        self.loaded.emit(job_id, describe(translator, Path(path)))
+
+    def _open_series(self, job_id: int, path: str, device: str) -> None:
+        """A snapshot series (models/storage/snapshots.py): every file checked from its metadata, the last one loaded;
+        the others load when a run first asks for them."""
+        series = load_series(path)
+        last = series.snapshots[-1]
+        checkpoint = self._read(last.path)
+        if self._stale_model_job(job_id):
+            return
+        translator = Translator(checkpoint, device or None)
+        self.translator = translator
+        self.series = {snapshot.step: snapshot.path for snapshot in series.snapshots}
+        self.series_translators = {last.step: translator}
+        self.loaded.emit(job_id, dataclasses.replace(describe(translator, Path(path)), snapshots=tuple(series.steps)))
+
+    def _description(self) -> ModelInfo:
+        """The open model's description; a series keeps its folder and steps."""
+        if not self.series:
+            return describe(self.translator, self.translator.checkpoint.path)
+        folder = next(iter(self.series.values())).parent
+        return dataclasses.replace(describe(self.translator, folder), snapshots=tuple(sorted(self.series)))
+
+    def _use_snapshot(self, step: int) -> None:
+        """Make the series' snapshot at ``step`` the model that runs (on the current device)."""
+        translator = self.series_translators.get(step)
+        if translator is None:
+            if step not in self.series:
+                raise CheckpointError(self.translator.checkpoint.path, f"the series has no snapshot of step {step}")
+            translator = Translator(self._read(self.series[step]), self.translator.device)
+            self.series_translators[step] = translator
+        elif translator.device != self.translator.device:
+            translator.to(self.translator.device)
+        self.translator = translator
+    @Slot(int, str, str)
+    def load_partner(self, job_id: int, path: str, device: str) -> None:
+        """Open the model to compare with: attnviz checkpoints, and foreign ones that need no answers."""
+        if not self.jobs.is_current("partner", job_id):
+            return
+        try:
+            checkpoint = self._read(path) if is_native(path) else None
+            if checkpoint is None:
+                inspection = inspect(path)
+                if inspection.missing or inspection.vocabularies:
+                    raise CheckpointError(f"{path}: needs answers before it can open; open it, save it as an "
+                                          "attnviz checkpoint, and compare with that")
+                checkpoint = self._converted(path, inspection.format)
+            if not self.jobs.is_current("partner", job_id):
+                return
+            self.partner = Translator(checkpoint, device or None)
+            self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
+        except AttnvizError as failure:
+            self.partner_failed.emit(job_id, in_window_words(failure))
+        except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window)
+            traceback.print_exc()
+            self.partner_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
+
+    @Slot(int)
+    def drop_partner(self, job_id: int) -> None:
+        """Stop comparing: model B is let go (unless a newer partner is on its way)."""
+        if self.jobs.is_current("partner", job_id):
+            self.partner = None
+
+    def _decode_partner(self, request: Request) -> None:
+        """The same input, mode, target and limits on model B (its own languages, no heads switched off)."""
+        from models.inference.decoding import finish
+
+        partner = self.partner
+        if partner is None or not self.jobs.is_current("run", request.id):
+            return
+        try:
+            source = partner.source(request.text)
+            target_ids = partner.target(request.target, unknown="replace") if request.mode == "forced" else None
+            dtype, _ = trace_dtype(partner, request, source=source, target_ids=target_ids)
+            result = finish(partner.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                           max_len=request.max_len, dtype=dtype))[0]
+        except AttnvizError as failure:
+            self.partner_finished.emit(request.id, str(failure))
+            return
+        except Exception as failure:  # a bug: said in model B's line, model A's run stands
+            traceback.print_exc()
+            self.partner_finished.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
+            return
+        self.partner_finished.emit(request.id, result)
+
+    @Slot(str)
+    def save(self, path: str) -> None:
+        """Write the open model as an attnviz checkpoint (an imported model keeps its answers in it)."""
+        if self.translator is None:
+            return
+        checkpoint = self.translator.checkpoint
+        try:
+            save_checkpoint(path, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
+                            target_tokenizer=checkpoint.target_tokenizer, provenance=checkpoint.provenance)
+        except (OSError, AttnvizError) as failure:
+            self.notice.emit(NO_REQUEST, f"Could not save {path}: {failure}")
+            return
+        self.notice.emit(NO_REQUEST, f"Saved {path}")
+
+    @Slot(int, str)
+    def set_device(self, job_id: int, device: str) -> None:
+        self._stop_overtaken_jobs()  # a corpus job scores the device it started on: it answers why it stopped
+        if self.translator is None or self._stale_model_job(job_id):
+            return
+        try:
+            self._move_models(device or "auto")
+        except (AttnvizError, RuntimeError) as failure:
+            self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: {failure}")
+            return
+        self.device_changed.emit(job_id, self._description())
+
+    @Slot(int, str)
+    def set_weights(self, job_id: int, weights: str) -> None:
+        """Every model opened from now on keeps its weights as ``weights``; the open one (and model B) is read
+        again from its file in that precision, on its device, unless the job is stale (``NO_REQUEST``: only
+        the setting). A model converted in memory keeps its precision until it is opened again."""
+        self.weights = weights
+        self._stop_overtaken_jobs()  # a corpus job's scores come from one precision: it answers why it stopped
+        if job_id == NO_REQUEST or self.translator is None or self._stale_model_job(job_id):
+            return
+        if weights_name(self.translator) == weights:
+            return
+        if not (self.series or is_native(str(self.translator.checkpoint.path))):
+            self.notice.emit(NO_REQUEST, f"Weights: {weights} applies from the next open: this model was converted "
+                                         "in memory (save it as an attnviz checkpoint to switch at once).")
+            return
+        try:
+            self._reopen_in_precision()
+        except AttnvizError as failure:
+            self.notice.emit(NO_REQUEST, f"Could not re-open the model as {weights}: {in_window_words(failure)}; "
+                                         f"it still runs as {weights_name(self.translator)}")
+            return
+        self.weights_changed.emit(job_id, self._description())
+
+    def _reopen_in_precision(self) -> None:
+        """The open model (the series' current snapshot) and a native model B, read again as ``self.weights``;
+        the other snapshots load again when a run asks for them."""
+        translator = self.translator
+        fresh = Translator(self._read(translator.checkpoint.path), translator.device)
+        if self.series:
+            step = next(step for step, kept in self.series_translators.items() if kept is translator)
+            self.series_translators = {step: fresh}
+        self.translator = fresh
+        partner = self.partner
+        if partner is not None and is_native(str(partner.checkpoint.path)):
+            self.partner = Translator(self._read(partner.checkpoint.path), partner.device)
+
+    @Slot(object)
+    def run(self, request: Request) -> None:
+        if self.translator is None or not self.jobs.is_current("run", request.id):
+            return
+        try:
+            try:
+                self._decode(request)
+            except RuntimeError as failure:
+                if not is_out_of_memory(failure) or self.translator.device.type == "cpu":
+                    raise
+                self._fall_back_to_the_cpu(request)
+                self._decode(request)
+        except AttnvizError as failure:
+            self.failed.emit(request.id, str(failure))
+        except Exception as failure:  # a bug: say so in the window instead of killing the thread
+            traceback.print_exc()
+            self.failed.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
+
+    @Slot(int, object)
+    def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
+        """Statistics of every head over a corpus (a PAIRS.tsv path, or the pairs themselves: a demo's own), one
+        batch per unit; stops once a newer statistics or model job exists."""
+        from models.analysis.head_stats import corpus_head_stats_steps
+
+        self._start_long_job("stats", job_id, answer=self.head_stats_ready.emit,
+                             steps=lambda: corpus_head_stats_steps(self.translator, corpus_pairs(corpus)))
+
+    @Slot(int, object, int, str)
+    def head_importance(self, job_id: int, corpus: str | list[tuple[str, str]], limit: int, method: str) -> None:
+        """Each head's importance over the first ``limit`` pairs of a corpus (a PAIRS.tsv path, or the pairs
+        themselves) by ``method`` (:func:`importance_steps`); stops between two units once a newer importance
+        or model job exists (a device move is a model job), or the window closes. The job keeps the
+        translator it started with."""
+        self._start_long_job(
+            "importance", job_id, answer=self.importance_ready.emit,
+            report=lambda job, done, total, _head: self.importance_progress.emit(job, done, total),
+            steps=lambda: importance_steps(self.translator, corpus_pairs(corpus)[:limit], method))
+
+    def _start_long_job(self, kind: str, job_id: int, *, steps, answer, report=None) -> None:
+        """Queue the first unit of the generator ``steps()`` makes (see :class:`UnitSteps`), unless the job is
+        already overtaken (it answers why) or no model is open. The generator holds the translator it started
+        with, and runs only when the worker thread steps it."""
+        self._stop_overtaken_jobs()
+        stopped = self.jobs.overtaken(kind, job_id)
+        if stopped is not None or self.translator is None:
+            answer(job_id, stopped or "no model is open")
+            return
+        self.long_jobs[kind] = LongJob(kind, job_id, UnitSteps(steps), answer=answer, report=report)
+        self._next_unit.emit(kind, job_id)
+
+    @Slot(str, int)
+    def _step_long_job(self, kind: str, job_id: int) -> None:
+        """One unit of a long job, then the next one queued: what was asked meanwhile comes first."""
+        job = self.long_jobs.get(kind)
+        if job is None or job.id != job_id:
+            return
+        stopped = self.jobs.overtaken(kind, job_id)
+        if stopped is not None:
+            self._end_long_job(job, stopped)
+            return
+        try:
+            unit = job.units.step()
+        except AttnvizError as failure:
+            self._end_long_job(job, str(failure))
+            return
+        except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
+            traceback.print_exc()
+            self._end_long_job(job, f"internal error: {type(failure).__name__}: {failure}")
+            return
+        if unit.done:
+            self._end_long_job(job, unit.value)
+            return
+        if job.report is not None:
+            job.report(job_id, *unit.value)
+        self._next_unit.emit(kind, job_id)
+
+    def _end_long_job(self, job: LongJob, answer) -> None:
+        job.units.stop()
+        if self.long_jobs.get(job.kind) is job:
+            del self.long_jobs[job.kind]
+        job.answer(job.id, answer)
+
+    def _stop_overtaken_jobs(self) -> None:
+        """Before a model job changes the model: the long jobs it overtakes answer why they stopped."""
+        for job in list(self.long_jobs.values()):
+            stopped = self.jobs.overtaken(job.kind, job.id)
+            if stopped is not None:
+                self._end_long_job(job, stopped)
+
+    def end_long_jobs(self) -> None:
+        """The window is closing and this thread has ended: close the jobs' generators, answering no one."""
+        for job in self.long_jobs.values():
+            job.units.stop()
+        self.long_jobs.clear()
+
+    def _move_models(self, device: str) -> None:
+        """The open model and, while comparing, model B: both always run on the same device."""
+        self.translator.to(device)
+        if self.partner is not None:
+            self.partner.to(self.translator.device)
+
+    def _fall_back_to_the_cpu(self, request: Request) -> None:
+        for job in list(self.long_jobs.values()):  # they started on the GPU: scores stay on one device
+            self._end_long_job(job, Stopped("the GPU ran out of memory; the model now runs on the CPU"))
+        self._move_models("cpu")
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        self.notice.emit(request.id, "The GPU ran out of memory; the model now runs on the CPU.")
+        self.device_changed.emit(NO_REQUEST, self._description())
+
+    def _decode(self, request: Request) -> None:
+        if self.series and request.snapshot is not None:
+            self._use_snapshot(request.snapshot)
+        translator = self.translator
+        translator.set_languages(request.src_lang or None, request.tgt_lang or None)
+        source = translator.source(request.text)
+        if source.unknown:
+            shown = " ".join(repr(character) for character in source.unknown[:10])
+            self.notice.emit(request.id, f"The model's vocabulary has no token for {shown}: each became its "
+                                         "unknown token, shown as ⟨…⟩.")
+        if source.truncated:
+            self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
+                                         f"{translator.config.max_len} are used (the model's maximum).")
+        target_ids = translator.target(request.target, unknown="replace") if request.mode == "forced" else None
+        dtype, size = trace_dtype(translator, request, source=source, target_ids=target_ids)
+        if dtype == np.float16:
+            self.notice.emit(request.id, f"This run's attention is kept at half precision to save memory (up to "
+                                         f"{size / 2**20:,.0f} MB at full precision): weights are read to about "
+                                         "three digits, shown with ≈. `attnviz export` computes them at full precision.")
+        if request.ablation:  # the same input with every head on, shown beside the ablated output
+            from models.inference.decoding import finish
+
+            request.ablation.validate(translator.model.attention_shape())  # before decoding twice
+            original = finish(translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                                max_len=request.max_len, dtype=dtype))[0]
+            self.original.emit(request.id, original)
+        steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
+                                  max_len=request.max_len, ablation=request.ablation, dtype=dtype)
+        pending, sent = [], time.monotonic()
+        while True:
+            if not self.jobs.is_current("run", request.id):
+                steps.close()
+                return
+            with warnings.catch_warnings(record=True) as caught:  # NaN from the model: said in the window
+                warnings.simplefilter("always", NumericalWarning)
+                try:
+                    step = next(steps)
+                except StopIteration as stop:
+                    step, results = None, stop.value
+            for warning in caught:
+                if issubclass(warning.category, NumericalWarning):
+                    self.notice.emit(request.id, str(warning.message)[:1].upper() + str(warning.message)[1:] + ".")
+            if step is None:
+                if pending:
+                    self.steps.emit(request.id, pending)
+                self._decode_partner(request)  # before ``finished``: the window draws both at once
+                self.finished.emit(request.id, results)
+                return
+            pending.append(step)
+            if time.monotonic() - sent >= STEP_BATCH_SECONDS:
+                self.steps.emit(request.id, pending)
+                pending, sent = [], time.monotonic()
+
+
+class WorkerThread:
+    """Owns the QThread and the worker living in it; ``close`` aborts, quits and waits."""
+
+    live: "weakref.WeakSet[WorkerThread]" = weakref.WeakSet()  # lets tests prove no thread outlives its window
+
+    def __init__(self):
+        self.thread = QThread()
+        self.thread.setObjectName("attnviz-model")
+        self.worker = ModelWorker()
+        self.worker.moveToThread(self.thread)
+        self.thread.start()
+        WorkerThread.live.add(self)
+
+    def close(self) -> None:
+        self.worker.jobs.close()  # a running decode stops at its next step, a long job before its next unit
+        self.thread.quit()
+        self.thread.wait()
+        self.worker.end_long_jobs()
+
+
+def leave_a_core_for_the_gui() -> None:
+    """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading)."""
+    cores = os.cpu_count() or 1
+    torch.set_num_threads(max(1, cores - 1))

@@ -1,0 +1,1 @@
+"""The app's plain data: sessions, view-models, figures, exports, jobs. No Qt, no torch."""

@@ -1,0 +1,56 @@
+"""Writing what the app shows, every file atomically (models/storage/files.py): NPZ (the layout the README documents) and CSV; PNG and SVG figures are written by attnviz/gui/rendering.py.
+
+Qt is imported inside the image functions only, so the headless ``attnviz export`` can use this module.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from models.errors import InputError
+from models.storage.files import atomic_output, check_output_folder
+from models.trace.records import AttentionTrace, DecodeResult
+
+IMAGE_SUFFIXES = (".png", ".svg")
+
+
+def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
+    """``src_tokens``, ``tgt_tokens``, ``{kind}_L{layer}`` ``[heads, q, k]`` float32, ``{kind}_mask`` bool, and
+    ``ablated``: the heads switched off in the run as ``KIND:LAYER:HEAD`` strings (empty when none was)."""
+    arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str), "tgt_tokens": np.array(trace.tgt_tokens, dtype=str),
+              "ablated": np.array([f"{kind}:{layer}:{head}" for kind, layer, head in trace.ablated], dtype=str)}
+    for kind in trace.kinds:
+        for layer, weights in enumerate(trace.attention[kind]):
+            arrays[f"{kind}_L{layer}"] = weights.astype(np.float32)
+        arrays[f"{kind}_mask"] = trace.masks[kind].astype(bool)
+    return arrays
+
+
+def write_npz(path: str | Path, result: DecodeResult) -> Path:
+    """The trace plus ``output_tokens``, ``translation`` and ``score``."""
+    arrays = trace_arrays(result.trace)
+    arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
+                  score=np.array(result.score))
+    with atomic_output(path) as temporary, open(temporary, "wb") as handle:  # np.savez would append .npz
+        np.savez_compressed(handle, **arrays)
+    return Path(path)
+
+
+def write_csv(path: str | Path, matrix: np.ndarray, query_tokens: list[str], key_tokens: list[str]) -> Path:
+    """One heatmap: a header row of key tokens, then one row per query token."""
+    with atomic_output(path) as temporary, open(temporary, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["query \\ key", *key_tokens])
+        for token, row in zip(query_tokens, matrix):
+            writer.writerow([token, *(f"{value:.6g}" for value in row)])
+    return Path(path)
+
+
+def check_output(path: str | Path, suffixes: tuple[str, ...]) -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in suffixes:
+        raise InputError(f"{path}: the file name must end in {' or '.join(suffixes)}")
+    return check_output_folder(path)

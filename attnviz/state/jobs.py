@@ -1,0 +1,118 @@
+"""The worker's jobs as plain data (no Qt, no torch): which job of each kind is the newest, why an older one
+stopped, and a long job's generator of units that the worker thread steps one at a time.
+
+The one rule, newest wins: every job carries an id from the session's one counter; a job is current while
+its id is the newest of its kind and no job it depends on (a corpus job depends on the model) is newer,
+and until the window closes. The GUI thread posts a job's id before it queues the job; the worker thread
+asks before it starts a job and between a long job's units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = ("run", "model", "partner", "stats", "importance")
+DEPENDS_ON = {"stats": ("model",), "importance": ("model",)}  # a corpus job scores the model it started with
+NEWER = {  # why a job stopped when a newer job of this kind overtook it
+    "run": "a newer sentence run was asked for",
+    "model": "another model was opened",
+    "partner": "another model B was asked for",
+    "stats": "newer head statistics were asked for",
+    "importance": "a newer head importance job was asked for",
+}
+WINDOW_CLOSED = "the window closed"
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A job's answer when it was overtaken before it finished: ``reason`` says why (a sentence fragment:
+    "another model was opened"), ``by`` is the id of the job that overtook it (0: the window closed)."""
+
+    reason: str
+    by: int = 0
+
+    @property
+    def line(self) -> str:
+        return f"Stopped: {self.reason}."
+
+
+class JobBoard:
+    """Kind → the newest job's id and what it does (written by the GUI thread, read by the worker thread:
+    each kind's entry is one tuple, replaced in one assignment, so a reader never sees half of it)."""
+
+    def __init__(self):
+        self._newest: dict[str, tuple[int, str]] = {kind: (0, NEWER[kind]) for kind in KINDS}
+        self.closing = False
+
+    def post(self, kind: str, job_id: int, because: str = "") -> None:
+        """``job_id`` is now the newest job of ``kind``; ``because`` says what it does to older ones when it
+        is not the kind's usual ("the model moved to cpu" for a model job that is a device move)."""
+        self._newest[kind] = (job_id, because or NEWER[kind])
+
+    def newest(self, kind: str) -> int:
+        return self._newest[kind][0]
+
+    def close(self) -> None:
+        """The window is closing: no job is current any more."""
+        self.closing = True
+
+    def overtaken(self, kind: str, job_id: int) -> Stopped | None:
+        """Why the job ``job_id`` of ``kind`` is no longer current, or None while it is."""
+        if self.closing:
+            return Stopped(WINDOW_CLOSED)
+        newest, because = self._newest[kind]
+        if newest != job_id:
+            return Stopped(because, by=newest)
+        for other in DEPENDS_ON.get(kind, ()):
+            newest, because = self._newest[other]
+            if newest > job_id:
+                return Stopped(because, by=newest)
+        return None
+
+    def is_current(self, kind: str, job_id: int) -> bool:
+        return self.overtaken(kind, job_id) is None
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What one step of a long job gave: ``done`` with the work's ``value`` (its result), or the arguments
+    its progress callback was called with after a unit."""
+
+    done: bool
+    value: Any
+
+
+class UnitSteps:
+    """A long job's generator (models/analysis/steps.py: each ``yield`` ends one unit of work with its progress, the
+    return value is the result) stepped one unit per :meth:`step` on the caller's thread, so that the caller
+    can do other things between units: nothing else runs the job, and its model is touched by one thread.
+    ``start`` makes the generator at the first step, so that what making it raises (a corpus that cannot be
+    read) is the first step's error."""
+
+    def __init__(self, start: Callable[[], Generator]):
+        self._start = start
+        self._steps: Generator | None = None
+        self.finished = False
+
+    def step(self) -> Unit:
+        """Run the job's next unit; re-raises what the job raised."""
+        if self.finished:
+            raise RuntimeError("the job has finished")
+        try:
+            if self._steps is None:
+                self._steps = self._start()
+            return Unit(False, next(self._steps))
+        except StopIteration as end:
+            self.finished = True
+            return Unit(True, end.value)
+        except BaseException:
+            self.finished = True
+            raise
+
+    def stop(self) -> None:
+        """End the job between two units (nothing to do once it has finished)."""
+        if not self.finished and self._steps is not None:
+            self._steps.close()
+        self.finished = True

@@ -1,0 +1,317 @@
+"""What the app has open and what it shows, with no widgets, no Qt and no torch: the model's description,
+the newest request and its results, notices, the view selection, and the rules that drop stale answers.
+
+Every job sent to the worker carries an id from one counter: runs (``Request``), and model jobs (open,
+import, device move). The newest run wins and so does the newest model job; an answer that carries an
+older id is dropped here, so it can never land on a newer run or model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from models.nn.ablation import NO_ABLATION, Ablation
+from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
+
+NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A description of an opened checkpoint, made on the worker thread (plain data only)."""
+
+    path: Path
+    arch: str
+    parameters: int
+    kinds: tuple[str, ...]
+    config: dict[str, Any]
+    provenance: dict[str, Any]
+    source_tokenizer: str
+    target_tokenizer: str
+    device: str
+    max_len: int
+    languages: tuple[str, ...] = ()  # a multilingual model's language codes
+    src_lang: str = ""  # the languages it was converted with ("" when none was chosen)
+    tgt_lang: str = ""
+    snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
+    weights: str = "float32"  # the precision its weights are kept in: float32, bfloat16 or float16
+
+
+@dataclass(frozen=True)
+class Request:
+    """One run the user asked for; ``id`` grows with every request, the newest wins."""
+
+    id: int
+    text: str
+    mode: str = "greedy"  # greedy | beam | forced
+    beam: int = 4
+    target: str = ""
+    max_len: int = 100
+    src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
+    tgt_lang: str = ""
+    ablation: Ablation = NO_ABLATION  # heads switched off (models/nn/ablation.py)
+    snapshot: int | None = None  # a series: the training step whose snapshot runs
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the input bar holds for one model: each model keeps its own (a Spanish target means nothing
+    to a Pig Latin model, and one model's length limit is not another's)."""
+
+    text: str = ""
+    mode: str = "greedy"
+    beam: int = 4
+    target: str = ""
+    max_len: int = 100
+    src_lang: str = ""
+    tgt_lang: str = ""
+
+
+@dataclass
+class Selection:
+    """Which heatmap the focus view shows. ``head`` is a head index or an aggregate name."""
+
+    kind: str = "cross"
+    layer: int = 0
+    head: int | str = 0
+    step: int = 0
+    hypothesis: int = 0
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """How the focus heatmap is drawn: ``colour_range`` "fixed" (0–1, comparable across maps) or "own" (this
+    map's own minimum to maximum: flat-looking means and rollouts show their structure); ``predicted_labels``
+    labels decoder rows with the token each one predicts ("<s> → El") instead of the decoder input alone;
+    ``reveal_rows`` shows a decoder map only as far as the selected step has generated it."""
+
+    colour_range: str = "fixed"
+    predicted_labels: bool = False
+    reveal_rows: bool = False
+
+
+@dataclass
+class Session:
+    model: ModelInfo | None = None
+    request: Request | None = None
+    steps: list[DecodeStep] = field(default_factory=list)
+    results: list[DecodeResult] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    selection: Selection = field(default_factory=Selection)
+    options: ViewOptions = field(default_factory=ViewOptions)
+    model_job: int = 0  # id of the newest open/import/device move
+    run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
+    ablation: Ablation = NO_ABLATION  # the heads the next run switches off
+    original: DecodeResult | None = None  # with heads off: the same input's best result with every head on
+    show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
+    snapshot_step: int | None = None  # a series: the training step the next run uses
+    partner: ModelInfo | None = None  # the model compared with (model B): every run runs on it too
+    partner_job: int = 0  # id of the newest partner open (a newer one, or stopping, makes older ones stale)
+    partner_result: DecodeResult | None = None  # model B's best result of the current run
+    partner_error: str = ""  # why model B has no result for the current run
+    _next_id: int = 0
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    # --- runs ----------------------------------------------------------------------------------------
+    def new_request(self, text: str, **options: Any) -> Request:
+        self.request = Request(self.next_id(), text, ablation=self.ablation, snapshot=self.snapshot_step, **options)
+        self.steps, self.results, self.notices, self.original = [], [], [], None
+        self.partner_result, self.partner_error = None, ""
+        return self.request
+
+    def is_current(self, request_id: int) -> bool:
+        return self.request is not None and request_id == self.request.id
+
+    def accept_steps(self, request_id: int, steps: list[DecodeStep]) -> bool:
+        if not self.is_current(request_id):
+            return False
+        self.steps.extend(steps)
+        return True
+
+    def accept_results(self, request_id: int, results: list[DecodeResult]) -> bool:
+        if not self.is_current(request_id):
+            return False
+        self.results = results
+        self.selection.hypothesis = 0
+        self.selection.step = max(0, len(self.trace.tgt_tokens) - 1) if self.trace else 0
+        self.clamp()
+        return True
+
+    def accept_original(self, request_id: int, result: DecodeResult) -> bool:
+        """The unablated output of the current run's input (sent only when the run switches heads off)."""
+        if not self.is_current(request_id):
+            return False
+        self.original = result
+        if self.show_original:
+            self.clamp()
+        return True
+
+    # --- comparing with a second model (model B) -----------------------------------------------------
+    def new_partner_job(self) -> int:
+        self.partner_job = self.next_id()
+        return self.partner_job
+
+    def accept_partner(self, job_id: int, info: ModelInfo) -> bool:
+        if job_id != self.partner_job:
+            return False
+        self.partner, self.partner_result, self.partner_error = info, None, ""
+        return True
+
+    def accept_partner_result(self, request_id: int, result: DecodeResult | str) -> bool:
+        """Model B's answer to the current run: its best result, or the line saying why it has none."""
+        if self.partner is None or not self.is_current(request_id):
+            return False
+        if isinstance(result, str):
+            self.partner_result, self.partner_error = None, result
+        else:
+            self.partner_result, self.partner_error = result, ""
+        return True
+
+    def stop_comparing(self) -> None:
+        """Back to one model; a partner open still under way becomes stale."""
+        self.partner_job = self.next_id()
+        self.partner, self.partner_result, self.partner_error = None, None, ""
+
+    @property
+    def comparing(self) -> bool:
+        return self.partner is not None
+
+    # --- switching heads off ------------------------------------------------------------------------------
+    def _shape(self) -> dict[str, tuple[int, int]]:
+        trace = self.trace
+        return {kind: (trace.layers(kind), trace.heads(kind)) for kind in trace.kinds} if trace is not None else {}
+
+    def toggle_head(self, kind: str, layer: int, head: int) -> Ablation:
+        """Switch one head the other way; the caller re-runs."""
+        self.ablation = self.ablation.toggled(kind, layer, head=head, shape=self._shape())
+        return self.ablation
+
+    def toggle_layer(self, kind: str, layer: int) -> Ablation:
+        """Switch every head of a layer off, or on again when all of them already are."""
+        shape = self._shape()
+        all_off = len(self.ablation.heads_off(kind, layer, shape[kind][1])) == shape[kind][1]
+        self.ablation = self.ablation.with_layer(kind, layer, off=not all_off, shape=shape)
+        return self.ablation
+
+    def restore_heads(self) -> None:
+        self.ablation, self.show_original = NO_ABLATION, False
+
+    def accept_notice(self, request_id: int, message: str) -> bool:
+        """A notice of a run is kept only while that run is the newest; others always."""
+        if request_id != NO_REQUEST and not self.is_current(request_id):
+            return False
+        self.notices.append(message)
+        return True
+
+    # --- the model -----------------------------------------------------------------------------------
+    def new_model_job(self) -> int:
+        """An id for an open, import or device move; a newer one makes older ones stale."""
+        self.model_job = self.next_id()
+        return self.model_job
+
+    def is_current_model_job(self, job_id: int) -> bool:
+        return job_id == self.model_job
+
+    def accept_model(self, job_id: int, info: ModelInfo) -> bool:
+        """A newly opened model replaces the old one, its results and its selection."""
+        if not self.is_current_model_job(job_id):
+            return False
+        self.model = info
+        self.request, self.results, self.steps, self.notices = None, [], [], []
+        self.ablation, self.original, self.show_original = NO_ABLATION, None, False
+        self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
+        self.snapshot_step = info.snapshots[-1] if info.snapshots else None  # a series opens trained
+        return True
+
+    # --- a snapshot series ----------------------------------------------------------------------------
+    def snapshot_index(self) -> int:
+        steps = self.model.snapshots if self.model is not None else ()
+        return steps.index(self.snapshot_step) if self.snapshot_step in steps else max(len(steps) - 1, 0)
+
+    def choose_snapshot(self, index: int) -> bool:
+        """Use the ``index``-th snapshot (clamped) for the next run; False when nothing changes."""
+        steps = self.model.snapshots if self.model is not None else ()
+        if not steps:
+            return False
+        step = steps[min(max(index, 0), len(steps) - 1)]
+        changed = step != self.snapshot_step
+        self.snapshot_step = step
+        return changed
+
+    def choose_snapshot_step(self, step: int) -> bool:
+        """The snapshot at ``step`` or the nearest one before it (a saved session's step)."""
+        steps = self.model.snapshots if self.model is not None else ()
+        index = max([i for i, s in enumerate(steps) if s <= step], default=0)
+        return self.choose_snapshot(index)
+
+    def keep_run_settings(self, settings: RunSettings) -> None:
+        """Remember the open model's input bar before another model replaces it."""
+        if self.model is not None:
+            self.run_settings[str(self.model.path)] = settings
+
+    def run_settings_for(self, info: ModelInfo, example: str = "") -> RunSettings:
+        """What the input bar shows for ``info``: as the user left it, or its example at the model's own limit."""
+        return self.run_settings.get(str(info.path), RunSettings(text=example, max_len=info.max_len,
+                                                                 src_lang=info.src_lang, tgt_lang=info.tgt_lang))
+
+    def accept_device(self, job_id: int, info: ModelInfo) -> bool:
+        """The same model on another device: results stay."""
+        if job_id != NO_REQUEST and not self.is_current_model_job(job_id):
+            return False
+        self.model = info
+        return True
+
+    # --- what is shown -------------------------------------------------------------------------------
+    @property
+    def run_result(self) -> DecodeResult | None:
+        """The chosen hypothesis of the newest run (with its heads switched off, if any)."""
+        if not self.results:
+            return None
+        return self.results[min(self.selection.hypothesis, len(self.results) - 1)]
+
+    @property
+    def result(self) -> DecodeResult | None:
+        """What the views show: the run's result, or the same input with every head on when ``show_original``."""
+        if self.show_original and self.original is not None and self.results:
+            return self.original
+        return self.run_result
+
+    @property
+    def trace(self) -> AttentionTrace | None:
+        result = self.result
+        return result.trace if result is not None else None
+
+    def clamp(self) -> None:
+        """Keep the selection inside what the current trace has."""
+        trace, selection = self.trace, self.selection
+        if trace is None or not trace.kinds:
+            return
+        if selection.kind not in trace.kinds:
+            selection.kind = "cross" if "cross" in trace.kinds else trace.kinds[0]
+        selection.layer = min(max(selection.layer, 0), trace.layers(selection.kind) - 1)
+        if isinstance(selection.head, int):
+            selection.head = min(max(selection.head, 0), trace.heads(selection.kind) - 1)
+        selection.step = min(max(selection.step, 0), len(trace.tgt_tokens) - 1)
+
+    def replace_selection(self, **changes: Any) -> Selection:
+        self.selection = dataclasses.replace(self.selection, **changes)
+        self.clamp()
+        return self.selection
+
+    def stepped_selection(self, field_name: str, delta: int) -> dict[str, Any] | None:
+        """The change that moves ``field_name`` (layer, head, step) by ``delta``; heads wrap around and
+        an aggregate steps to the first or last head. None when nothing is shown."""
+        trace, selection = self.trace, self.selection
+        if trace is None or not trace.kinds:
+            return None
+        if field_name == "head":
+            heads = trace.heads(selection.kind)
+            head = selection.head if isinstance(selection.head, int) else -1 if delta > 0 else heads
+            return {"head": (head + delta) % heads}
+        return {field_name: getattr(selection, field_name) + delta}

@@ -1,0 +1,1 @@
+"""Questions asked of a model: head importance, head statistics, evaluation."""

@@ -1,0 +1,172 @@
+"""Corpus head statistics: a PAIRS.tsv corpus runs through the model in padded batches, teacher-forced on
+the references (and with ``decode`` on the model's own greedy output), one forward with the weights per
+batch; the statistics are reduced on the model's device and only ``[batch, layers, heads]`` sums reach the
+host. What each statistic means: models/trace/head_summary.py.
+
+Padding never counts: query rows and keys past a sentence's length are left out by lengths, not by token
+ids (a start token may share the padding id), so a batch gives the same numbers as its sentences one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..nn.base import Seq2Seq
+from ..text.pairs import Example, Pair, collate, encode_pairs
+from ..inference.decoding import finish
+from ..errors import AttnvizError, InputError
+from ..trace.head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
+from ..nn.intermediates import Intermediates
+from .steps import Steps, drive
+from ..inference.translator import SourceInput, Translator
+
+Progress = Callable[[int, int], bool]  # (sentences done, sentences in all) → keep going?
+
+
+class NoAttentionError(AttnvizError):
+    """A model without attention has no heads to describe."""
+
+
+def corpus_head_stats(translator: Translator, pairs: Sequence[Pair], *, batch_size: int = 32,
+                      decode: bool = False, progress: Progress | None = None) -> HeadStats | None:
+    """Statistics of every head over ``pairs`` (None when ``progress`` asked to stop)."""
+    return drive(corpus_head_stats_steps(translator, pairs, batch_size=batch_size, decode=decode), progress)
+
+
+def corpus_head_stats_steps(translator: Translator, pairs: Sequence[Pair], *, batch_size: int = 32,
+                            decode: bool = False) -> Steps:
+    """Statistics of every head over ``pairs``, yielding ``(sentences done, sentences in all)`` after each batch
+    (models/analysis/steps.py) and returning the :class:`HeadStats`."""
+    model = translator.model
+    if not model.kinds:
+        raise NoAttentionError(f"this model ({model.config.arch}) has no attention: there are no heads to describe")
+    if batch_size < 1:
+        raise InputError(f"the batch size must be at least 1; got {batch_size}")
+    examples = encode_pairs(pairs, translator.source_tokenizer, target=translator.target_tokenizer,
+                            model_config=model.config, name="the corpus")
+    total = len(examples) * (2 if decode else 1)
+    reference = yield from _counted(example_stats_steps(model, examples, batch_size=batch_size, run="reference"),
+                                    before=0, total=total)
+    runs, outputs = {"reference": reference}, []
+    if decode:
+        decoded_examples, outputs = greedy_examples(translator, examples)
+        runs["decoded"] = yield from _counted(example_stats_steps(model, decoded_examples, batch_size=batch_size,
+                                                                  run="decoded"), before=len(examples), total=total)
+    return HeadStats(list(pairs), runs, outputs)
+
+
+def _counted(steps: Steps, *, before: int, total: int) -> Steps:
+    """``steps``' units counted among ``total`` sentences, ``before`` of them done already; its result."""
+    while True:
+        try:
+            done, _ = next(steps)
+        except StopIteration as end:
+            return end.value
+        yield before + done, total
+
+
+def greedy_examples(translator: Translator, examples: Sequence[Example]) -> tuple[list[Example], list[str]]:
+    """Each source with the model's greedy output as its target (the decoder input the decoding fed: the start
+    token and every output token but the last), and the outputs' text."""
+    decoded, texts = [], []
+    for source_ids, _ in examples:
+        result = finish(translator.decode(SourceInput(source_ids, len(source_ids)), mode="greedy", need_weights=False))[0]
+        decoded.append((source_ids, result.token_ids[:-1]))
+        texts.append(result.text)
+    return decoded, texts
+
+
+def length_batches(examples: Sequence[Example], batch_size: int) -> list[list[int]]:
+    """Example indices cut into batches of similar lengths (less padding to compute), each batch in order."""
+    order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1])))
+    return [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
+
+
+def example_stats(model: Seq2Seq, examples: Sequence[Example], batch_size: int, run: str = "reference",
+                  progress: Progress | None = None) -> RunStats | None:
+    """Statistics of token-id examples, teacher-forced in batches (the examples' order is kept in the result);
+    None when ``progress`` asked to stop."""
+    return drive(example_stats_steps(model, examples, batch_size=batch_size, run=run), progress)
+
+
+def example_stats_steps(model: Seq2Seq, examples: Sequence[Example], batch_size: int,
+                        run: str = "reference") -> Steps:
+    """:func:`example_stats`, yielding ``(examples done, examples in all)`` after each batch."""
+    device = next(model.parameters()).device
+    totals: dict[str, KindSums] = {}
+    done = 0
+    for indices in length_batches(examples, batch_size):
+        with torch.inference_mode():  # per batch: a paused generator must not leave inference mode on for others
+            batch = collate([examples[i] for i in indices], model.config, device)
+            _, intermediates = model(batch.src, batch.tgt_in, need_weights=True)
+            src_lengths = torch.tensor([len(examples[i][0]) for i in indices], device=device)
+            tgt_lengths = torch.tensor([len(examples[i][1]) + 1 for i in indices], device=device)
+            batch_totals = batch_sums(intermediates, batch.src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+                                      eos_id=model.config.eos_id)
+        for kind, sums in batch_totals.items():
+            if kind not in totals:
+                # float32 per sentence (a few hundred rows each) keeps a large corpus' sums small
+                totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:], dtype=np.float32)
+                                         for name, values in sums.sums.items()},
+                                        np.zeros(len(examples), dtype=np.int64), np.zeros(len(examples), dtype=np.int64))
+            for name, values in sums.sums.items():
+                totals[kind].sums[name][indices] = values
+            totals[kind].rows[indices], totals[kind].previous_rows[indices] = sums.rows, sums.previous_rows
+        done += len(indices)
+        yield done, len(examples)
+    return RunStats(run, totals)
+
+
+def batch_sums(intermediates: Intermediates, src: Tensor, src_lengths: Tensor, tgt_lengths: Tensor,
+               eos_id: int) -> dict[str, KindSums]:
+    """Per kind: each statistic summed over every sentence's real query rows, ``[B, layers, heads]`` float64,
+    and how many real query rows each sentence has."""
+    result = {}
+    for kind, layers in intermediates.attention.items():
+        query_lengths = src_lengths if kind == "enc_self" else tgt_lengths
+        key_lengths = tgt_lengths if kind == "dec_self" else src_lengths
+        query_len, key_len = layers[0].shape[-2:]
+        real_rows = (torch.arange(query_len, device=src.device) < query_lengths[:, None]).float()  # [B, Q]
+        real_keys = (torch.arange(key_len, device=src.device) < key_lengths[:, None]).float()  # [B, K]
+        extra = {}
+        if kind != "dec_self":
+            extra["eos"] = ((src[:, :key_len] == eos_id).float() * real_keys)[:, None, None, :]
+        if kind == "cross":
+            extra["diagonal"] = diagonal_band(query_lengths, key_lengths, query_len=query_len, key_len=key_len)[:, None]
+        per_layer = [row_statistics(kind, weights.float(), real_keys=real_keys, extra=extra) for weights in layers]
+        sums = {name: torch.stack([(layer[name] * real_rows[:, None, :]).sum(-1) for layer in per_layer], dim=1)
+                .double().cpu().numpy() for name in statistics_of(kind)}  # [B, L, H]
+        rows = query_lengths.cpu().numpy()
+        result[kind] = KindSums(sums, rows, np.maximum(rows - 1, 0))
+    return result
+
+
+def row_statistics(kind: str, weights: Tensor, real_keys: Tensor, extra: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Every statistic of every attention row: weights ``[B, H, Q, K]`` → ``[B, H, Q]`` per statistic."""
+    real = weights * real_keys[:, None, None, :]
+    rows = {"entropy": -torch.special.xlogy(real, real).sum(-1), "confidence": real.amax(-1),
+            "padding": (weights - real).sum(-1)}
+    for name, keys in extra.items():  # eos, diagonal: weights on a set of keys
+        rows[name] = (real * keys).sum(-1)
+    if kind == "dec_self":
+        rows["bos"] = real[..., 0]
+    if kind in ("enc_self", "dec_self"):
+        rows["same"] = torch.diagonal(real, dim1=-2, dim2=-1)
+        # row q's weight on key q - 1; row 0 has none (its count is left out by ``previous_rows``)
+        rows["previous"] = torch.nn.functional.pad(torch.diagonal(real, offset=-1, dim1=-2, dim2=-1), (1, 0))
+    return rows
+
+
+def diagonal_band(query_lengths: Tensor, key_lengths: Tensor, query_len: int, key_len: int) -> Tensor:
+    """``[B, Q, K]`` 1.0 where key k is within the band around row t's diagonal centre (models/trace/head_summary.py)."""
+    rows = torch.arange(query_len, device=query_lengths.device, dtype=torch.float64)
+    keys = torch.arange(key_len, device=query_lengths.device, dtype=torch.float64)
+    sources, targets = key_lengths.double()[:, None], query_lengths.double().clamp(min=1)[:, None]
+    centres = (rows[None, :] + 0.5) * sources / targets - 0.5  # [B, Q]
+    half_width = torch.clamp(DIAGONAL_BAND * sources, min=1.0)[:, :, None]  # [B, 1, 1]
+    band = (keys[None, None, :] - centres[:, :, None]).abs() <= half_width
+    return (band & (keys[None, None, :] < sources[:, :, None])).float()

@@ -1,0 +1,484 @@
+"""Head importance: how much the score on held-out pairs drops when one attention head is switched off
+alone (Michel et al. 2019).
+
+Three ways to ask it:
+- ``head_importance``: the output-level question. Every pair is decoded again with each head off and
+  scored as evaluate does (models/analysis/evaluation.py): chrF, or exact match for a model whose target side is
+  characters, where chrF rewards near misses that are wrong answers. One decode per pair and head.
+- ``ablation_importance``: the pooled mean per-token NLL of the references under teacher forcing (every
+  reference token and the end token, in nats), with each head off. Many heads run in one forward pass: the
+  pairs are repeated in the batch dimension and each copy switches its own head off (``HeadGates``).
+  ``ablation_importance_steps`` is the same as a generator of passes (models/analysis/steps.py).
+- ``gradient_importance``: one forward and backward pass with a gate ξ = 1 on every head: −∂L/∂ξ is the
+  first-order estimate of the NLL change when the head is zeroed, and Michel et al.'s importance
+  I = E|∂L/∂ξ| (the absolute value taken per sentence) is kept beside it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..nn.ablation import Ablation, AblationError, HeadGates
+from ..errors import EmptyInputError, InputError
+from .evaluation import Evaluation, evaluate
+from .steps import Steps, drive
+from ..trace.records import KINDS
+from ..inference.translator import Translator
+
+# (heads done, heads in all, the head just scored as KIND:LAYER:HEAD); returning False stops the run
+Progress = Callable[[int, int, str], "bool | None"]
+METRICS = {"exact": "exact match %", "chrf": "chrF", "nll": "NLL (nats/token)"}
+METHODS = ("ablation", "gradient")
+NORMALIZATIONS = ("none", "layer")
+# Padded tokens (rows × (source + target)) one forward pass holds: bounds the logits' memory
+# (rows × target × vocabulary floats) while still putting many heads' copies of a small corpus in one pass.
+TOKENS_PER_PASS = 16_384
+Head = tuple[str, int, int]
+Encoded = tuple[list[int], list[int], int]  # source ids, forced target ids, how many first target ids go unscored
+
+
+class ImportanceError(InputError):
+    """Pairs or a model that head importance cannot score."""
+
+
+def metric_for(translator: Translator) -> str:
+    """``exact`` for a character-level target side, else ``chrf``."""
+    return "exact" if translator.target_tokenizer.kind == "char" else "chrf"
+
+
+def metric_value(evaluation: Evaluation, metric: str) -> float:
+    """The score on a 0-100 scale."""
+    return 100.0 * evaluation.exact if metric == "exact" else evaluation.chrf
+
+
+@dataclass
+class HeadImportance:
+    """Per kind a ``[layers, heads]`` table of the score with that head off (``scores``) and of the drop
+    from the unablated ``baseline`` (``drops``; positive = the head helped: for NLL, where lower is better,
+    the NLL with the head off minus the baseline).
+
+    ``method`` ``gradient``: ``scores`` are the first-order estimates ``baseline − ∂L/∂ξ``, ``gradients`` the
+    signed ∂L/∂ξ and ``magnitudes`` Michel et al.'s I = E|∂L/∂ξ| per kind. ``unknown_pairs``: pairs with
+    characters a vocabulary lacks (scored with its unknown token)."""
+
+    metric: str
+    baseline: float
+    examples: int
+    scores: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: float = 0.0
+    method: str = "ablation"
+    gradients: dict[str, np.ndarray] = field(default_factory=dict)
+    magnitudes: dict[str, np.ndarray] = field(default_factory=dict)
+    unknown_pairs: int = 0
+
+    @property
+    def metric_name(self) -> str:
+        return METRICS[self.metric]
+
+    @property
+    def drops(self) -> dict[str, np.ndarray]:
+        if self.metric == "nll":
+            return {kind: table - self.baseline for kind, table in self.scores.items()}
+        return {kind: self.baseline - table for kind, table in self.scores.items()}
+
+    def normalized(self) -> dict[str, np.ndarray]:
+        """``magnitudes`` with each layer divided by its L2 norm (Michel et al.); a layer of zeros stays zero."""
+        result = {}
+        for kind, table in self.magnitudes.items():
+            norms = np.linalg.norm(table, axis=1, keepdims=True)
+            result[kind] = np.divide(table, norms, out=np.zeros_like(table), where=norms > 0)
+        return result
+
+    def ranking(self) -> list[tuple[str, int, int, float]]:
+        """Every head as ``(kind, layer, head, drop)``, the largest drop first (ties in kind, layer, head order)."""
+        heads = [(kind, layer, head, float(drop)) for kind, table in self.drops.items()
+                 for (layer, head), drop in np.ndenumerate(table)]
+        return sorted(heads, key=lambda entry: -entry[3])
+
+    def to_json(self) -> dict:
+        tables = lambda tables: {kind: table.tolist() for kind, table in tables.items()}  # noqa: E731
+        document = {"metric": self.metric, "metric_name": METRICS[self.metric], "method": self.method,
+                    "baseline": self.baseline, "examples": self.examples, "seconds": round(self.seconds, 3),
+                    "unknown_pairs": self.unknown_pairs, "scores": tables(self.scores), "drops": tables(self.drops),
+                    "ranking": [{"kind": kind, "layer": layer, "head": head, "drop": drop}
+                                for kind, layer, head, drop in self.ranking()]}
+        if self.method == "gradient":
+            document.update(gradient=tables(self.gradients), importance=tables(self.magnitudes),
+                            normalized=tables(self.normalized()))
+        return document
+
+
+def chosen_kinds(translator: Translator, kinds: Sequence[str] | None) -> list[str]:
+    """The kinds to score, in KINDS order: ``kinds``, or every kind the model has; one line when the model has
+    no heads or lacks one of ``kinds``."""
+    shape = translator.model.attention_shape()
+    if not shape:
+        raise AblationError("this model has no attention heads to switch off")
+    for kind in kinds or ():
+        if kind not in shape:
+            raise AblationError(f"this model has no {kind} attention (it has {', '.join(k for k in KINDS if k in shape)})")
+    return [kind for kind in KINDS if kind in shape and (not kinds or kind in kinds)]
+
+
+def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *, kinds: Sequence[str] | None = None,
+                    beam: int = 1, max_len: int | None = None, progress: Progress | None = None,
+                    metric: str | None = None) -> HeadImportance | None:
+    """:func:`head_importance_steps` driven to its end; None when ``progress`` returned False (stopped)."""
+    return drive(head_importance_steps(translator, pairs, kinds=kinds, beam=beam, max_len=max_len, metric=metric),
+                 progress)
+
+
+def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
+                          kinds: Sequence[str] | None = None, beam: int = 1, max_len: int | None = None,
+                          metric: str | None = None) -> Steps:
+    """Score ``pairs`` once as the model is, then once per head of ``kinds`` (default: every kind the model
+    has) with that head alone switched off, yielding ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
+    head (models/analysis/steps.py) and returning the :class:`HeadImportance`. ``metric``: ``chrf`` or ``exact``
+    (default: :func:`metric_for`).
+
+    Without ``max_len`` outputs stop at twice the longest reference plus 10 tokens (all runs alike): a model
+    missing a head often never ends its sentence, and decoding to the model's maximum would only make the
+    same wrong output longer.
+    """
+    shape = translator.model.attention_shape()
+    chosen = chosen_kinds(translator, kinds)
+    started = time.perf_counter()
+    if max_len is None:
+        tokenizer = translator.target_tokenizer
+        longest = max(len(tokenizer.encode(tokenizer.normalize(reference), unknown="replace")) for _, reference in pairs)
+        max_len = 2 * longest + 10
+    metric = metric or metric_for(translator)
+    score = lambda ablation: metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,  # noqa: E731
+                                                   ablation=ablation), metric)
+    result = HeadImportance(metric=metric, baseline=score(Ablation()), examples=len(pairs))
+    total = sum(shape[kind][0] * shape[kind][1] for kind in chosen)
+    done = 0
+    for kind in chosen:
+        layers, heads = shape[kind]
+        table = np.zeros((layers, heads))
+        for layer in range(layers):
+            for head in range(heads):
+                table[layer, head] = score(Ablation.of([(kind, layer, head)]))
+                done += 1
+                yield done, total, f"{kind}:{layer}:{head}"
+        result.scores[kind] = table
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@dataclass(frozen=True)
+class ForcedPairs:
+    """Pairs as padded id tensors for one teacher-forced pass: ``src`` ``[P, S]``, ``tgt_in`` ``[P, T]`` (the
+    start token, then the target shifted right), ``tgt_out`` ``[P, T]`` and ``scored`` ``[P, T]``: the
+    positions the NLL counts (the reference's tokens and the end token, not a target language's code)."""
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor
+    scored: Tensor
+
+    @property
+    def rows(self) -> int:
+        return self.src.shape[0]
+
+    @property
+    def padded_tokens(self) -> int:
+        return self.rows * (self.src.shape[1] + self.tgt_in.shape[1])
+
+    def repeated(self, times: int) -> "ForcedPairs":
+        """The pairs ``times`` over in the batch dimension (copy ``c`` holds rows ``c·P … c·P + P − 1``)."""
+        return ForcedPairs(*(tensor.repeat(times, 1) for tensor in (self.src, self.tgt_in, self.tgt_out, self.scored)))
+
+
+def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) -> tuple[list[Encoded], int]:
+    """Per pair the source ids, the forced target (a target language's code where the model needs one, the
+    reference, the end token) and how many of its first tokens are not scored; and how many pairs have
+    characters a vocabulary lacks (each became its unknown token). One line for a reference that is empty or
+    longer than the model takes."""
+    first = translator.target_tokenizer.first_tokens()
+    unk, eos, limit = translator.target_tokenizer.unk_id, translator.config.eos_id, translator.config.max_len
+    encoded, unknown = [], 0
+    for number, (source_text, reference) in enumerate(pairs, start=1):
+        source = translator.source(source_text)
+        try:
+            reference_ids = translator.target(reference)
+        except EmptyInputError:
+            raise ImportanceError(f"pair {number}: the reference is empty") from None
+        target = first + reference_ids + [eos]
+        if len(target) > limit:
+            raise ImportanceError(f"pair {number}: the reference has {len(target)} tokens with the end token; "
+                                  f"this model takes at most {limit}")
+        unknown += bool(source.unknown) or (unk is not None and unk in reference_ids)
+        encoded.append((source.ids, target, len(first)))
+    return encoded, unknown
+
+
+def forced_batches(translator: Translator, encoded: Sequence[Encoded], *,
+                   tokens_per_pass: int = TOKENS_PER_PASS) -> list[ForcedPairs]:
+    """The encoded pairs, shortest targets first, in batches of at most ``tokens_per_pass`` padded tokens
+    (at least one pair each)."""
+    config, device = translator.config, translator.device
+    ordered = sorted(encoded, key=lambda pair: (len(pair[1]), len(pair[0])))
+    batches, members, widest_source = [], [], 0
+    for pair in ordered:
+        source_width, target_width = max(widest_source, len(pair[0])), len(pair[1])  # targets come in ascending length
+        if members and (len(members) + 1) * (source_width + target_width) > tokens_per_pass:
+            batches.append(_padded(members, config, device))
+            members, source_width = [], len(pair[0])
+        members.append(pair)
+        widest_source = source_width
+    return batches + [_padded(members, config, device)]
+
+
+def _padded(encoded, config, device) -> ForcedPairs:
+    pad = config.pad_id
+    source_width = max(len(source) for source, _, _ in encoded)
+    target_width = max(len(target) for _, target, _ in encoded)
+    rows = lambda lists, width, fill: torch.tensor([row + [fill] * (width - len(row)) for row in lists],  # noqa: E731
+                                                   dtype=torch.long, device=device)
+    scored = [[False] * skipped + [True] * (len(target) - skipped) for _, target, skipped in encoded]
+    return ForcedPairs(src=rows([source for source, _, _ in encoded], source_width, pad),
+                       tgt_in=rows([[config.bos_id] + target[:-1] for _, target, _ in encoded], target_width, pad),
+                       tgt_out=rows([target for _, target, _ in encoded], target_width, pad),
+                       scored=rows(scored, target_width, False).bool())
+
+
+def token_nll(translator: Translator, batch: ForcedPairs, ablation: Ablation | HeadGates) -> Tensor:
+    """−log p of each scored target token ``[rows, T]`` under teacher forcing (0 where not scored), with
+    ``ablation`` applied: the probabilities forced decoding reports (models/inference/decoding.py)."""
+    logits, _ = translator.model(batch.src, batch.tgt_in, ablation=ablation)  # [rows, T, V]
+    copies = logits.shape[0] // batch.rows  # a model that widens gated copies itself (HeadGates.widened)
+    target, scored = (batch.tgt_out, batch.scored) if copies == 1 else (batch.repeated(copies).tgt_out,
+                                                                          batch.repeated(copies).scored)
+    # over rows × T at once, the vocabulary last: a transposed view would be copied whole first
+    nll = F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none").view(target.shape)  # [rows, T]
+    return torch.where(scored, nll, torch.zeros((), dtype=nll.dtype, device=nll.device))
+
+
+def computed_order(head: Head) -> tuple[bool, int, int, int]:
+    """Where a head's layer runs: the encoder's layers, then the decoder's (self-attention before cross)."""
+    kind, layer, index = head
+    return (kind != "enc_self", layer, KINDS.index(kind), index)
+
+
+def chunk_gates(chunk: Sequence[Head | None], shape, rows: int, like: Tensor) -> HeadGates:
+    """Gates for ``len(chunk)`` copies of ``rows`` pairs: copy ``c`` switches head ``chunk[c]`` off (None: no
+    head). Only the layers some copy touches get a gate. The copies part ways at the first layer a copy
+    touches (``HeadGates.widened``; ``chunk`` comes in :func:`computed_order`)."""
+    first = next((head for head in chunk if head is not None), None)
+    widen_at = None if first is None else ("enc_self" if first[0] == "enc_self" else "dec_self", first[1])
+    gates: dict[tuple[str, int], Tensor] = {}
+    for copy, head in enumerate(chunk):
+        if head is not None:
+            kind, layer, index = head
+            gate = gates.get((kind, layer))
+            if gate is None:
+                gate = gates[(kind, layer)] = like.new_ones(len(chunk) * rows, shape[kind][1])
+            gate[copy * rows: (copy + 1) * rows, index] = 0.0
+    return HeadGates(gates, copies=len(chunk), widen_at=widen_at)
+
+
+def _passes(heads: Sequence[Head], per_pass: int, layer_heads: int) -> list[tuple[int, int]]:
+    """Index ranges into ``[None, *heads]`` (``heads`` in :func:`computed_order`, ``layer_heads`` a layer), one
+    per forward pass: ``per_pass`` heads each (the first also the baseline). A pass costs a fixed overhead
+    plus its copies' work from the first layer it touches on (``HeadGates.widened``), so passes are as full as
+    memory allows and, where a layer's heads fit, hold whole layers: a pass then never starts a layer early."""
+    if per_pass >= layer_heads:
+        per_pass -= per_pass % layer_heads
+    bounds = [(0, min(1 + per_pass, len(heads) + 1))]
+    while bounds[-1][1] <= len(heads):
+        start = bounds[-1][1]
+        bounds.append((start, min(start + per_pass, len(heads) + 1)))
+    return bounds
+
+
+def _every_head(shape, kinds: Sequence[str]) -> list[Head]:
+    return [(kind, layer, head) for kind in kinds for layer in range(shape[kind][0]) for head in range(shape[kind][1])]
+
+
+def _model_dtype(translator: Translator) -> torch.dtype:
+    return next(translator.model.parameters()).dtype
+
+
+def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
+                        kinds: Sequence[str] | None = None, progress: Progress | None = None,
+                        tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance | None:
+    """:func:`ablation_importance_steps` to its end, ``progress`` called after each pass; None when it
+    returned False."""
+    return drive(ablation_importance_steps(translator, pairs, kinds=kinds, tokens_per_pass=tokens_per_pass),
+                 progress)
+
+
+def ablation_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
+                              kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS) -> Steps:
+    """The pooled NLL of the references with every head on, then with each head of ``kinds`` alone off, as
+    ``HeadImportance(metric="nll")``. As many heads as fit ``tokens_per_pass`` padded tokens share one forward
+    pass (each in its own copy of the pairs); yields ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
+    pass (models/analysis/steps.py)."""
+    started = time.perf_counter()
+    chosen = chosen_kinds(translator, kinds)
+    shape = translator.model.attention_shape()
+    encoded, unknown = encode_references(translator, pairs)
+    batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
+    heads = sorted(_every_head(shape, chosen), key=computed_order)
+    widens = getattr(translator.model, "widens_gates", False)
+    copies: list[Head | None] = [None, *heads]  # the first copy keeps every head on: the baseline
+    per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
+    totals = np.zeros(len(copies))
+    like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
+    for start, end in _passes(heads, per_pass, layer_heads=min(shape[kind][1] for kind in chosen)):
+        chunk = copies[start:end]
+        with torch.inference_mode():  # per pass: whatever runs between two passes runs as it would alone
+            for batch in batches:
+                nll = token_nll(translator, batch if widens else batch.repeated(len(chunk)),
+                                chunk_gates(chunk, shape, rows=batch.rows, like=like))
+                totals[start:end] += nll.view(len(chunk), -1).double().sum(dim=1).cpu().numpy()
+        done = end - 1  # heads scored so far
+        if done:
+            yield done, len(heads), "{}:{}:{}".format(*heads[done - 1])
+    means = totals / sum(int(batch.scored.sum()) for batch in batches)
+    result = HeadImportance(metric="nll", baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)
+    for kind in chosen:
+        result.scores[kind] = np.array([means[1 + heads.index(head)] for head in _every_head(shape, [kind])]
+                                       ).reshape(shape[kind])
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@contextmanager
+def _frozen(model: torch.nn.Module) -> Iterator[None]:
+    """Gradients reach the gates only: no parameter asks for one meanwhile (and none is updated)."""
+    asked = [(parameter, parameter.requires_grad) for parameter in model.parameters()]
+    for parameter, _ in asked:
+        parameter.requires_grad_(False)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():  # also when the caller runs in inference mode
+            yield
+    finally:
+        for parameter, flag in asked:
+            parameter.requires_grad_(flag)
+
+
+def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
+                        kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance:
+    """One forward and backward pass per batch of pairs with a gate ξ = 1 on every head of ``kinds``:
+    ``gradients`` ∂L/∂ξ of the pooled NLL L, ``scores`` L − ∂L/∂ξ (the first-order NLL with the head off),
+    ``magnitudes`` Michel et al.'s E|∂L/∂ξ|: each sentence's |∂(its summed NLL)/∂ξ|, pooled like L."""
+    started = time.perf_counter()
+    chosen = chosen_kinds(translator, kinds)
+    shape = translator.model.attention_shape()
+    encoded, unknown = encode_references(translator, pairs)
+    signed = {kind: np.zeros(shape[kind]) for kind in chosen}
+    magnitude = {kind: np.zeros(shape[kind]) for kind in chosen}
+    total = 0.0
+    dtype = _model_dtype(translator)
+    with _frozen(translator.model):
+        for batch in forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass):
+            gates = {(kind, layer): torch.ones(batch.rows, shape[kind][1], dtype=dtype, device=translator.device,
+                                               requires_grad=True)
+                     for kind in chosen for layer in range(shape[kind][0])}
+            loss = token_nll(translator, batch, HeadGates(gates)).sum()
+            loss.backward()
+            total += float(loss.detach())
+            for (kind, layer), gate in gates.items():
+                _check_gradient(gate.grad, kind, layer)
+                signed[kind][layer] += gate.grad.double().sum(dim=0).cpu().numpy()
+                magnitude[kind][layer] += gate.grad.double().abs().sum(dim=0).cpu().numpy()
+    tokens = sum(len(target) - skipped for _, target, skipped in encoded)
+    result = HeadImportance(metric="nll", baseline=total / tokens, examples=len(pairs), method="gradient",
+                            unknown_pairs=unknown)
+    for kind in chosen:
+        result.gradients[kind] = signed[kind] / tokens
+        result.magnitudes[kind] = magnitude[kind] / tokens
+        result.scores[kind] = result.baseline - result.gradients[kind]
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _check_gradient(gradient: Tensor | None, kind: str, layer: int) -> None:
+    if gradient is None:
+        raise ImportanceError(f"this model's {kind} heads of layer {layer} give no gradient: use --method ablation")
+    if not bool(torch.isfinite(gradient).all()):
+        raise ImportanceError(f"the gradient at the {kind} heads of layer {layer} is not finite: use --method ablation")
+
+
+PRUNE_ORDERS = ("increasing", "decreasing", "random")
+
+
+@dataclass
+class PruneCurves:
+    """The score as heads are switched off cumulatively, in three orders of a :class:`HeadImportance`'s
+    ranking: least important first (``increasing``), most important first (``decreasing``) and a seeded random
+    order. ``curves[order][k]`` is the score with that order's first ``k`` heads off (``k`` = 0 … every head)."""
+
+    metric: str
+    seed: int
+    orders: dict[str, list[Head]] = field(default_factory=dict)
+    curves: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"metric": self.metric, "seed": self.seed, "seconds": round(self.seconds, 3),
+                "orders": {order: ["{}:{}:{}".format(*head) for head in heads] for order, heads in self.orders.items()},
+                "scores": {order: curve.tolist() for order, curve in self.curves.items()}}
+
+
+def prune_orders(importance: HeadImportance, seed: int = 0) -> dict[str, list[Head]]:
+    """Every scored head, least important first, most important first, and in a random order from ``seed``."""
+    ranked = [(kind, layer, head) for kind, layer, head, _ in importance.ranking()]  # largest drop first
+    shuffled = list(ranked)
+    np.random.default_rng(seed).shuffle(shuffled)
+    return {"increasing": ranked[::-1], "decreasing": ranked, "random": shuffled}
+
+
+def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
+                 seed: int = 0, beam: int = 1, max_len: int | None = None,
+                 tokens_per_pass: int = TOKENS_PER_PASS) -> PruneCurves:
+    """:class:`PruneCurves` in ``importance``'s metric: the NLL from teacher-forced passes (one copy of the pairs
+    per point, as many points a pass as fit ``tokens_per_pass``), or chrF / exact match from decoding the pairs
+    again at every point."""
+    started = time.perf_counter()
+    result = PruneCurves(metric=importance.metric, seed=seed, orders=prune_orders(importance, seed))
+    for order, heads in result.orders.items():
+        if importance.metric == "nll":
+            result.curves[order] = _nll_curve(translator, pairs, heads, tokens_per_pass=tokens_per_pass)
+        else:
+            result.curves[order] = np.array([
+                metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,
+                                      ablation=Ablation.of(heads[:count])), importance.metric)
+                for count in range(len(heads) + 1)])
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _nll_curve(translator: Translator, pairs: Sequence[tuple[str, str]], heads: Sequence[Head], *,
+               tokens_per_pass: int) -> np.ndarray:
+    """The pooled NLL with ``heads[:k]`` off, for k = 0 … len(heads): copy ``c`` of a pass gates its own prefix."""
+    shape = translator.model.attention_shape()
+    encoded, _ = encode_references(translator, pairs)
+    batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
+    per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
+    like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
+    totals = np.zeros(len(heads) + 1)
+    with torch.inference_mode():
+        for start in range(0, len(heads) + 1, per_pass):
+            counts = range(start, min(start + per_pass, len(heads) + 1))
+            for batch in batches:
+                gates: dict[tuple[str, int], Tensor] = {}
+                for copy, count in enumerate(counts):
+                    for kind, layer, index in heads[:count]:
+                        gate = gates.get((kind, layer))
+                        if gate is None:
+                            gate = gates[(kind, layer)] = like.new_ones(len(counts) * batch.rows, shape[kind][1])
+                        gate[copy * batch.rows: (copy + 1) * batch.rows, index] = 0.0
+                nll = token_nll(translator, batch.repeated(len(counts)), HeadGates(gates, copies=len(counts)))
+                totals[start:start + len(counts)] += nll.view(len(counts), -1).double().sum(dim=1).cpu().numpy()
+    return totals / sum(int(batch.scored.sum()) for batch in batches)

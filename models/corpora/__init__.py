@@ -1,0 +1,1 @@
+"""Scripts that build the demos' corpora (not installed with the package)."""

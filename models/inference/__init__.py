@@ -1,0 +1,1 @@
+"""Running a model: decoding (greedy, beam, forced) and the translator."""

@@ -1,0 +1,493 @@
+"""Greedy, beam and forced decoding as generators of ``DecodeStep``; each returns its final results.
+
+    steps = greedy(model, src_ids, label=tokenizer.token)
+    for step in steps: ...               # a GUI shows each step as it is produced
+    results = finish(steps)              # or: steps, results = run(greedy(...))
+
+A generator's return value (``StopIteration.value``) is the list of ``DecodeResult`` (best first), each
+with its own ``AttentionTrace`` assembled from the steps through the beam parents. Stopping iteration
+early is how a caller aborts. Incremental decoding uses the models' key/value caches; ``use_cache=False``
+recomputes the whole prefix at every step (the reference the cache is tested and benchmarked against).
+
+Forced decoding knows every decoder input in advance, so it runs one teacher-forced forward pass and
+derives its steps from that pass; ``forced_step_by_step`` feeds the target one token at a time through
+the same loop as greedy decoding (the reference the one pass is tested against). A step's attention
+rows are views into its result's trace, so each attention matrix is held once (a beam search's steps hold
+the rows its hypotheses still differ in; see ``BeamRows`` in models/nn/intermediates.py). ``dtype`` is the
+trace's number type (float32, or float16 where memory matters more than the last digits).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Callable, Generator, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..nn.ablation import NO_ABLATION, Ablation
+from ..nn.base import Seq2Seq
+from ..errors import InputError, NumericalWarning
+from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention, trace_from_intermediates
+from ..trace.records import AttentionTrace, DecodeResult, DecodeStep
+
+Label = Callable[[int], str]
+Steps = Generator[DecodeStep, None, list[DecodeResult]]
+NextToken = Callable[[int, Tensor], Tensor]  # (step index, log-probabilities [1, V]) -> the token fed next [1]
+
+
+def run(steps: Steps) -> tuple[list[DecodeStep], list[DecodeResult]]:
+    """Drive a decoding generator to the end; returns every step and the final results."""
+    collected = []
+    while True:
+        try:
+            collected.append(next(steps))
+        except StopIteration as stop:
+            return collected, stop.value
+
+
+def finish(steps: Steps) -> list[DecodeResult]:
+    return run(steps)[1]
+
+
+class _Decoder:
+    """Shared state of one decoding run: the model, the encoded source and the capture settings."""
+
+    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], *, label: Label, source_label: Label | None,
+                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32,
+                 ablation: Ablation = NO_ABLATION, source_tokens: Sequence[str] | None = None):
+        if len(src_ids) == 0:
+            raise InputError("the source has no tokens")
+        self.ablation = ablation.validate(model.attention_shape()) if ablation else NO_ABLATION
+        self.ablated = self.ablation.heads(model.attention_shape()) if ablation else ()
+        self.model, self.label, self.top_k, self.dtype = model, label, top_k, dtype
+        self.need_weights, self.use_cache = need_weights, use_cache
+        config = model.config
+        self.max_len = min(max_len or config.max_len, config.max_len)
+        device = next(model.parameters()).device
+        self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
+        self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
+        self.suppress_bos = config.suppress_bos and self.bos != self.eos
+        self.min_output_len = config.min_output_len
+        self.src_tokens = list(source_tokens) if source_tokens is not None else [
+            (source_label or label)(int(i)) for i in src_ids]
+        if len(self.src_tokens) != len(src_ids):
+            raise ValueError(f"{len(self.src_tokens)} source labels for {len(src_ids)} source tokens")
+        self.encoder_trace: AttentionTrace | None = None  # the encoder's part of every hypothesis' trace
+        self.state = None
+        self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
+        self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
+        self.beam_rows: BeamRows | None = None  # where a beam search writes its attention rows
+        self.live: dict[int, int] = {}  # per unsettled beam step: how many of its rows a hypothesis still descends from
+        self._open = np.ones((0, 0), dtype=bool)  # see _shared_if_open
+
+    def begin(self) -> None:
+        with torch.inference_mode(), keeping_attention(self.dtype):
+            self.state, encoder = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
+        if encoder.attention:  # converted once, shared by all hypotheses; the model's tensors are let go layer by layer
+            self.encoder_trace = trace_from_intermediates(encoder, 0, src_tokens=self.src_tokens, tgt_tokens=[],
+                                                          dtype=self.dtype, release=True)
+        self.prefix = torch.full((1, 0), self.bos, dtype=torch.long, device=self.src.device)
+
+    def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
+        """Feed ``tokens`` ``[K]``; returns log-probabilities ``[K, V]``, attention rows and mask rows."""
+        with torch.inference_mode(), keeping_attention(self.dtype):
+            if self.use_cache:
+                output = self.model.step(tokens, self.state, need_weights=self.need_weights)
+                logits, attention, masks = output.logits, output.attention, output.masks
+            else:
+                self.prefix = torch.cat([self.prefix, tokens[:, None]], dim=1)
+                logits, attention, masks = self._recompute()
+            return self.log_probs(logits), attention, masks
+
+    def log_probs(self, logits: Tensor) -> Tensor:
+        """Next-token log-probabilities ``[..., V]`` of ``logits``."""
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        if self.pad != self.eos:
+            # Padding is never an output (fairseq does the same): a teacher-forced forward masks pad
+            # keys, so a decoded pad would make the cached trace disagree with the full forward's.
+            log_probs[..., self.pad] = float("-inf")
+        if self.suppress_bos:  # the start token is never an output (JoeyNMT's search)
+            log_probs[..., self.bos] = float("-inf")
+        return log_probs
+
+    def searchable(self, index: int, log_probs: Tensor) -> Tensor:
+        """What a search may choose from at step ``index``: the end token not before ``min_output_len`` tokens
+        (the toolkit's own search never ends a hypothesis earlier). The steps keep the model's own scores."""
+        if index >= self.min_output_len:
+            return log_probs
+        log_probs = log_probs.clone()
+        log_probs[..., self.eos] = float("-inf")
+        return log_probs
+
+    def _recompute(self):
+        src = self.src.expand(self.prefix.shape[0], -1)
+        logits, inter = self.model(src, self.prefix, need_weights=self.need_weights, ablation=self.ablation)
+        attention = {kind: [w[:, :, -1] for w in layers] for kind, layers in inter.attention.items()}
+        masks = {}
+        for kind, mask in inter.masks.items():
+            if kind != "enc_self" and mask is not None:
+                masks[kind] = mask[:, 0, -1].expand(self.prefix.shape[0], -1)
+        return logits[:, -1], attention, masks
+
+    def reorder(self, parents: Tensor) -> None:
+        """Row i of the next step continues row ``parents[i]``; rows that stay where they are copy nothing
+        (a beam keeps its order at about half the steps, and a reorder copies every cached key and value)."""
+        rows = self.state.memory.shape[0] if self.use_cache else self.prefix.shape[0]
+        if rows == len(parents) and torch.equal(parents, torch.arange(rows, device=parents.device)):
+            return
+        if self.use_cache:
+            with torch.inference_mode():  # the buffers were made inside it, and are written into
+                self.state = self.state.reorder(parents, one_source=True)
+        else:
+            self.prefix = self.prefix.index_select(0, parents)
+
+    def make_step(self, index: int, log_probs: Tensor, *, parents: Tensor, tokens: Tensor, scores: Tensor,
+                  finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor],
+                  frozen: Tensor | None = None) -> DecodeStep:
+        """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``);
+        ``frozen`` marks rows whose parent had already finished (their padding step costs nothing)."""
+        choices = self.choices(log_probs.index_select(0, parents), tokens, frozen)
+        if self.rows is not None:
+            rows = self.rows.add(index, attention)
+        elif self.beam_rows is not None:
+            rows = self.beam_rows.add(index, attention, parents)
+        else:  # nothing asked for the weights
+            rows = {}
+        mask_rows = {kind: self._shared_if_open(mask.index_select(0, parents).cpu().numpy())
+                     for kind, mask in masks.items()}
+        return DecodeStep(step=index, **choices, parents=parents.cpu().numpy(),
+                          scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(),
+                          attention=rows, masks=mask_rows)
+
+    def _shared_if_open(self, rows: np.ndarray) -> np.ndarray:
+        """Mask rows that allow every key (nearly always: one sentence has no padding) as a view of one
+        read-only all-True array. Each step's own small mask arrays live as long as the run; scattered among
+        the step's freed temporaries they kept a long beam search's heap from being reused (hundreds of MB)."""
+        if not rows.all():
+            return rows
+        shape = self._open.shape
+        if rows.shape[0] > shape[0] or rows.shape[1] > shape[1]:
+            self._open = np.ones((max(rows.shape[0], shape[0]), max(rows.shape[1], shape[1], self.max_len)), bool)
+            self._open.setflags(write=False)
+        return self._open[: rows.shape[0], : rows.shape[1]]
+
+    def choices(self, log_probs: Tensor, tokens: Tensor, frozen: Tensor | None = None) -> dict:
+        """Per row of ``log_probs`` ``[N, V]``: the chosen token's probability and rank, and the top-k.
+
+        Rows are a beam's hypotheses at one step, or all the steps of one forced pass.
+        """
+        chosen = log_probs.gather(1, tokens[:, None])[:, 0]  # [N]
+        ranks = (log_probs > chosen[:, None]).sum(dim=1)
+        if frozen is not None:
+            chosen, ranks = chosen.masked_fill(frozen, 0.0), ranks.masked_fill(frozen, 0)
+        top = log_probs.topk(min(self.top_k, log_probs.shape[1]), dim=1)
+        top_ids, token_ids = top.indices.cpu().numpy(), tokens.cpu().numpy()
+        return dict(token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
+                    probabilities=chosen.exp().cpu().numpy(), ranks=ranks.cpu().numpy(), top_ids=top_ids,
+                    top_tokens=[[self.label(int(t)) for t in row] for row in top_ids],
+                    top_probs=top.values.exp().cpu().numpy())
+
+    def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
+        """The hypotheses of the last step, best first. The best one's trace is built now, in the arrays its
+        rows were written to as it ran; the others' are stacked from the steps' rows when first asked for."""
+        if not steps:
+            return []
+        hypotheses = [self._result(steps, index, length_penalty) for index in range(steps[-1].beam_size)]
+        hypotheses.sort(key=lambda result: -result.score)
+        best = hypotheses[0]
+        if self.need_weights:
+            best.trace = self._trace(list(zip(best.steps, best.rows)), best.token_ids, self._written(best))
+        return hypotheses
+
+    def _written(self, result: DecodeResult) -> dict[str, list[np.ndarray]]:
+        """``result``'s rows as ``[heads, T, key_len]`` arrays with no second copy: the row buffer of a run
+        without a beam, or a beam's shared prefix completed by the result's own rows after it."""
+        if self.rows is not None:
+            return self.rows.finish(len(result.steps), result.steps)
+        if self.beam_rows is None:
+            return {}
+        shared = self.beam_rows.shared
+        for step, row in zip(result.steps, result.rows):
+            if step.kept is None:  # after the prefix every hypothesis shares
+                shared.write(step.step, {kind: [step.attention_row(kind, layer, row) for layer in range(len(layers))]
+                                         for kind, layers in step.attention.items()})
+        return shared.finish(len(result.steps), [step for step in result.steps if step.kept is not None])
+
+    def let_go(self, steps: list[DecodeStep]) -> None:
+        """Settle the earlier beam steps that every hypothesis of the newest step descends from through one
+        row: that row moves into the shared prefix, the step's other rows are let go (``DecodeStep.kept``).
+
+        Walks back from the newest step and stops where the number of rows still descended from stays the
+        same (the steps further back follow from it), so a step's cost does not grow with the history.
+        """
+        live = np.unique(steps[-1].parents)
+        settled = None
+        for step in reversed(steps[:-1]):
+            if step.kept is not None or self.live.get(step.step) == len(live):
+                break
+            if len(live) == 1:
+                step.attention = self.beam_rows.settle(step.step, int(live[0]), step.attention)
+                step.kept = live
+                self.live.pop(step.step, None)
+                settled = step.step if settled is None else settled
+            else:
+                self.live[step.step] = len(live)
+            live = np.unique(step.parents[live])
+        if settled is not None:
+            self.beam_rows.release_through(settled)
+
+    def _result(self, steps: list[DecodeStep], index: int, length_penalty: float) -> DecodeResult:
+        path = []  # (step, row) from the first step to the last, following parents backwards
+        for step in reversed(steps):
+            path.append((step, index))
+            index = int(step.parents[index])
+        path.reverse()
+        ids = [int(step.token_ids[row]) for step, row in path]
+        length = ids.index(self.eos) + 1 if self.eos in ids else len(ids)
+        path, ids = path[:length], ids[:length]
+        log_prob = float(path[-1][0].scores[path[-1][1]])
+        score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
+        trace = functools.partial(self._trace, path, ids) if self.need_weights else None  # built when asked for
+        return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
+                            score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
+
+    def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int],
+               written: dict[str, list[np.ndarray]] | None = None) -> AttentionTrace:
+        """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): those
+        ``written`` as it ran where given, else stacked from the steps' rows."""
+        tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
+        length = len(path)
+        written = written or {}
+        attention: dict[str, list[np.ndarray]] = {}
+        masks: dict[str, np.ndarray] = {}
+        if self.encoder_trace is not None:
+            attention.update(self.encoder_trace.attention)
+            masks.update(self.encoder_trace.masks)
+        for kind in ("dec_self", "cross"):
+            if kind not in path[0][0].attention:
+                continue
+            key_len = length if kind == "dec_self" else len(self.src_tokens)
+            attention[kind] = written.get(kind) or [self._stack(path, kind, layer, key_len=key_len)
+                                                    for layer in range(len(path[0][0].attention[kind]))]
+            mask_rows = [step.masks[kind][row][None] for step, row in path]
+            masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
+        return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
+
+    def _stack(self, path: list[tuple[DecodeStep, int]], kind: str, layer: int, *, key_len: int) -> np.ndarray:
+        """``[heads, len(path), key_len]``: the rows of one hypothesis, zero-filled on the right; a beam's
+        settled steps (a prefix of every path) are copied from the shared prefix in one block."""
+        shared = self.beam_rows.shared.arrays.get(kind) if self.beam_rows is not None else None
+        settled = 0
+        while shared and settled < min(len(path), shared[layer].shape[1]) and path[settled][0].kept is not None:
+            settled += 1
+        first = path[0][0].attention_row(kind, layer, path[0][1])
+        stacked = np.zeros((first.shape[0], len(path), key_len), dtype=first.dtype)
+        if settled:
+            width = settled if kind == "dec_self" else key_len  # settled row t has t + 1 decoder keys
+            stacked[:, :settled, :width] = shared[layer][:, :settled, :width]
+        for index in range(settled, len(path)):
+            step, row = path[index]
+            weights = step.attention_row(kind, layer, row)
+            stacked[:, index, : weights.shape[-1]] = weights
+        return stacked
+
+    def forced_result(self, target: list[int], logits: Tensor, inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
+        """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
+        right; its trace is the pass' own attention, and each step's rows are views into it."""
+        tokens = torch.tensor(target, device=logits.device)
+        log_probs = self.log_probs(logits)
+        broken = torch.isnan(log_probs).any(dim=-1).nonzero()
+        if len(broken):
+            _report_not_finite(int(broken[0, 0]), inter.attention)
+            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))
+        choices = self.choices(log_probs, tokens)
+        scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0).cpu().numpy()
+        tgt_tokens = [self.label(self.bos)] + choices["tokens"][:-1]
+        trace = None
+        if self.need_weights:
+            trace = trace_from_intermediates(inter, 0, src_tokens=self.src_tokens, tgt_tokens=tgt_tokens,
+                                             dtype=self.dtype, release=True)
+            trace.ablated = self.ablated
+        steps = []
+        for index in range(len(target)):
+            one = {key: value[index: index + 1] for key, value in choices.items()}
+            attention, masks = {}, {}
+            for kind in ("dec_self", "cross") if trace is not None else ():
+                if kind in trace.attention:
+                    key_len = index + 1 if kind == "dec_self" else len(self.src_tokens)
+                    attention[kind] = [layer[None, :, index, :key_len] for layer in trace.attention[kind]]
+                    masks[kind] = trace.masks[kind][index: index + 1, :key_len]
+            steps.append(DecodeStep(step=index, **one, parents=np.zeros(1, dtype=np.int64), scores=scores[index: index + 1],
+                                    finished=one["token_ids"] == self.eos, attention=attention, masks=masks))
+        result = DecodeResult(token_ids=list(target), tokens=list(choices["tokens"]), text="",
+                              log_prob=float(scores[-1]), score=float(scores[-1]), trace=trace, steps=steps,
+                              rows=[0] * len(steps))
+        return steps, result
+
+
+def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
+    """Rows ``[heads, k_t]`` (k_t ≤ key_len) → ``[heads, len(rows), key_len]``, zero-filled on the right."""
+    heads = rows[0].shape[0]
+    stacked = np.zeros((heads, len(rows), key_len), dtype=rows[0].dtype)
+    for index, row in enumerate(rows):
+        stacked[:, index, : row.shape[-1]] = row
+    return stacked
+
+
+def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
+           source_tokens: Sequence[str] | None = None, max_len: int | None = None, top_k: int = 10,
+           need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32, first: Sequence[int] = (),
+           ablation: Ablation = NO_ABLATION) -> Steps:
+    """Take the most likely token at every step until the end token or ``max_len`` tokens; the first
+    steps take ``first`` instead (a target language's code), reporting what the model gave them."""
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
+                       ablation=ablation)
+    device = decoder.src.device
+
+    def next_token(index: int, log_probs: Tensor) -> Tensor:
+        if index < len(first):
+            return torch.tensor([first[index]], device=device)
+        return decoder.searchable(index, log_probs).argmax(dim=-1)
+
+    steps = yield from _one_by_one(decoder, next_token)
+    return decoder.results(steps)
+
+
+def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+           source_label: Label | None = None, source_tokens: Sequence[str] | None = None, top_k: int = 10,
+           need_weights: bool = True, dtype: type = np.float32, ablation: Ablation = NO_ABLATION) -> Steps:
+    """Feed the user's target (the end token is appended) and report each token's probability and rank.
+
+    One teacher-forced forward pass computes every step (a recurrent decoder still runs its cell once
+    per token inside that pass, but nothing is searched).
+    """
+    target = _forced_target(model, target_ids)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=True, max_len=len(target), dtype=dtype,
+                       ablation=ablation)
+    tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
+    with torch.inference_mode(), keeping_attention(dtype):
+        logits, inter = model(decoder.src, tgt_in, need_weights=need_weights, ablation=decoder.ablation)
+    steps, result = decoder.forced_result(target, logits[0], inter)
+    del inter, logits  # the trace now owns the attention the pass computed
+    yield from steps
+    return [result]
+
+
+def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
+                        source_label: Label | None = None, source_tokens: Sequence[str] | None = None,
+                        top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
+                        ablation: Ablation = NO_ABLATION) -> Steps:
+    """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
+    target = _forced_target(model, target_ids)
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=len(target),
+                       ablation=ablation)
+    device = decoder.src.device
+    steps = yield from _one_by_one(decoder, lambda index, log_probs: torch.tensor([target[index]], device=device))
+    return decoder.results(steps)
+
+
+def _forced_target(model: Seq2Seq, target_ids: Sequence[int]) -> list[int]:
+    target = list(target_ids) + [model.config.eos_id]
+    if len(target) > model.config.max_len:
+        raise InputError(f"the target has {len(target)} tokens; this model takes at most {model.config.max_len}")
+    return target
+
+
+def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeStep, None, list[DecodeStep]]:
+    """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
+    ``decoder.max_len`` steps. Returns the steps."""
+    decoder.begin()
+    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype) if decoder.need_weights else None
+    device = decoder.src.device
+    tokens = torch.tensor([decoder.bos], device=device)
+    score = torch.zeros(1, dtype=torch.float64, device=device)
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    steps, reported = [], False
+    for index in range(decoder.max_len):
+        log_probs, attention, masks = decoder.step(tokens)
+        if bool(torch.isnan(log_probs).any()):
+            reported = reported or _report_not_finite(index, attention)
+            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
+        tokens = next_token(index, log_probs)  # [1]
+        score = score + log_probs[0, tokens]
+        done = tokens == decoder.eos
+        steps.append(decoder.make_step(index, log_probs, parents=zero, tokens=tokens, scores=score, finished=done,
+                                       attention=attention, masks=masks))
+        yield steps[-1]
+        if bool(done[0]):
+            break
+    return steps
+
+
+def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
+                label: Label = str, source_label: Label | None = None, source_tokens: Sequence[str] | None = None,
+                max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
+                dtype: type = np.float32, first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
+    """Keep the ``beam`` best partial hypotheses by summed log-probability; every hypothesis starts with
+    ``first`` (a target language's code).
+
+    A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
+    no cost) so every step has the same rows; the search ends when all rows are finished. Final
+    hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty``.
+    """
+    if beam < 1:
+        raise InputError(f"the beam width must be at least 1; got {beam}")
+    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
+                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
+                       ablation=ablation)
+    decoder.begin()
+    decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype) if need_weights else None
+    device = decoder.src.device
+    tokens = torch.tensor([decoder.bos], device=device)
+    scores = torch.zeros(1, dtype=torch.float64, device=device)
+    finished = torch.zeros(1, dtype=torch.bool, device=device)
+    steps, reported = [], False
+    for index in range(decoder.max_len):
+        log_probs, attention, masks = decoder.step(tokens)  # [k, V]
+        if bool(torch.isnan(log_probs).any()):
+            reported = reported or _report_not_finite(index, attention)
+            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
+        candidates = _extend(decoder.searchable(index, log_probs), finished, decoder.pad).double() + scores[:, None]
+        if index < len(first):
+            only = torch.full_like(candidates, float("-inf"))
+            only[:, first[index]] = candidates[:, first[index]]
+            candidates = only
+        vocab = candidates.shape[1]
+        best = candidates.view(-1).topk(max(1, min(beam, int(torch.isfinite(candidates).sum()))))
+        parents, tokens = best.indices // vocab, best.indices % vocab
+        scores = best.values
+        frozen = finished.index_select(0, parents)
+        finished = frozen | (tokens == decoder.eos)
+        steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=scores,
+                                       finished=finished, attention=attention, masks=masks, frozen=frozen))
+        if need_weights:
+            decoder.let_go(steps)
+        yield steps[-1]
+        if bool(finished.all()):
+            break
+        decoder.reorder(parents)
+    return decoder.results(steps, length_penalty)
+
+
+def _report_not_finite(index: int, attention: dict[str, list[Tensor]]) -> bool:
+    """Warn where the model first produced NaN: in an attention layer, or else in its scores."""
+    where = next((f"layer {layer + 1} {kind} attention" for kind, layers in attention.items()
+                  for layer, weights in enumerate(layers) if bool(torch.isnan(weights).any())), "its output scores")
+    warnings.warn(f"the model produced NaN at step {index + 1}, {where}; such tokens are never chosen and the "
+                  f"result may be meaningless", NumericalWarning, stacklevel=2)
+    return True
+
+
+def _extend(log_probs: Tensor, finished: Tensor, pad: int) -> Tensor:
+    """Finished rows can only be extended by padding, at no cost; other rows as the model says."""
+    if not bool(finished.any()):
+        return log_probs
+    frozen = torch.full_like(log_probs, float("-inf"))
+    frozen[:, pad] = 0.0
+    return torch.where(finished[:, None], frozen, log_probs)

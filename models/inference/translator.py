@@ -1,0 +1,192 @@
+"""Text in, decoding steps and traces out: the one entry point the CLI and the GUI share.
+
+A ``Translator`` holds a loaded checkpoint on a device. It tokenises (truncating to the model's
+maximum length, and saying so), runs greedy, beam or forced decoding, and fills each result's text
+with the target tokenizer's detokenisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..nn.ablation import NO_ABLATION, Ablation
+from ..storage.checkpoint import Checkpoint
+from .decoding import Steps, beam_search, finish, forced, greedy
+from ..errors import AttnvizError, EmptyInputError
+
+MODES = ("greedy", "beam", "forced")
+
+
+def decoding_mode(beam: int, forced: bool = False) -> str:
+    """The one rule every caller uses: forced when there is a target, beam above width 1, else greedy."""
+    if forced:
+        return "forced"
+    return "beam" if beam > 1 else "greedy"
+
+
+class DeviceError(AttnvizError):
+    """A device that does not exist on this machine."""
+
+
+def _mps_available() -> bool:
+    return getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+
+
+def available_devices() -> list[str]:
+    """The kinds of device this machine has: always ``cpu``, then ``cuda`` and ``mps`` where present."""
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else []) + (["mps"] if _mps_available() else [])
+
+
+def default_device() -> str:
+    """``cuda`` if available, else ``mps``, else ``cpu``."""
+    devices = available_devices()
+    return "cuda" if "cuda" in devices else "mps" if "mps" in devices else "cpu"
+
+
+def resolve_device(name: str | None) -> torch.device:
+    """The device ``name`` asks for (``None`` or ``"auto"``: :func:`default_device`), checked to exist."""
+    name = default_device() if name in (None, "", "auto") else name
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise DeviceError(f"unknown device {name!r} (use cpu, cuda, cuda:N or mps)") from None
+    if device.type == "cuda" and (not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()):
+        raise DeviceError(f"device {name!r} is not available: this machine has no such CUDA device")
+    if device.type == "mps" and not _mps_available():
+        raise DeviceError("device 'mps' is not available on this machine")
+    return device
+
+
+@dataclass
+class SourceInput:
+    """Token ids ready for the encoder; ``original_length`` > ``len(ids)`` when the text was truncated.
+
+    ``unknown``: the characters the vocabulary has no token for (sorted, distinct; they became its unknown
+    token); ``labels``: when there are some, the encoder positions' labels with each unknown token shown
+    as the text it stands for, ``⟨"⟩``.
+    """
+
+    ids: list[int]
+    original_length: int
+    unknown: list[str] = field(default_factory=list)
+    labels: list[str] | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.original_length > len(self.ids)
+
+
+class Translator:
+    def __init__(self, checkpoint: Checkpoint, device: str | torch.device | None = None):
+        self.checkpoint = checkpoint
+        self.device = resolve_device(device) if not isinstance(device, torch.device) else device
+        self.model = checkpoint.model.to(self.device).eval()
+        self.source_tokenizer = checkpoint.source_tokenizer
+        self.target_tokenizer = checkpoint.target_tokenizer
+
+    @property
+    def config(self):
+        return self.model.config
+
+    def to(self, device: str | torch.device) -> "Translator":
+        self.device = resolve_device(device) if not isinstance(device, torch.device) else device
+        self.model.to(self.device)
+        return self
+
+    @property
+    def languages(self) -> list[str]:
+        """The language codes the model reads and writes (multilingual models), sorted; else empty."""
+        return sorted(set(self.source_tokenizer.languages) | set(self.target_tokenizer.languages))
+
+    def set_languages(self, source: str | None = None, target: str | None = None) -> None:
+        """Choose the source and/or target language (codes of :attr:`languages`); one line when unknown."""
+        for tokenizer, code in ((self.source_tokenizer, source), (self.target_tokenizer, target)):
+            if code is not None:
+                tokenizer.set_language(code)
+
+    def source(self, text: str, *, unknown: str = "replace") -> SourceInput:
+        """Encode the source text as the training text was written (models/text/normalize.py); keeps the first
+        ``max_len`` tokens (the end token included). Characters the vocabulary still lacks become its
+        unknown token (``unknown="error"``: refused instead)."""
+        tokenizer = self.source_tokenizer
+        text = tokenizer.normalize(text)
+        ids = tokenizer.encode(text, unknown=unknown)
+        missing, labels = [], None
+        if tokenizer.unk_id is not None and tokenizer.unk_id in ids:
+            missing = sorted({character for character in text if not tokenizer.knows(character)})
+            surfaces = iter(tokenizer.unknown_surfaces(text, ids))
+            labels = [f"⟨{next(surfaces, '?')}⟩" if token_id == tokenizer.unk_id else tokenizer.token(token_id)
+                      for token_id in ids]
+        if self.config.src_append_eos:
+            ids = ids + [self.config.eos_id]
+            labels = labels + [tokenizer.token(self.config.eos_id)] if labels is not None else None
+        limit = self.config.max_len
+        if len(ids) <= limit:
+            return SourceInput(ids, len(ids), unknown=missing, labels=labels)
+        kept = ids[: limit - 1] + [self.config.eos_id] if self.config.src_append_eos else ids[:limit]
+        if labels is not None:
+            labels = labels[: limit - 1] + labels[-1:] if self.config.src_append_eos else labels[:limit]
+        return SourceInput(kept, len(ids), unknown=missing, labels=labels)
+
+    def target(self, text: str, *, unknown: str = "replace") -> list[int]:
+        ids = self.target_tokenizer.encode(self.target_tokenizer.normalize(text), unknown=unknown)
+        if not ids:
+            raise EmptyInputError("the target text is empty")
+        return ids
+
+    def trace_size(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4,
+                   target_ids: list[int] | None = None, max_len: int | None = None) -> int:
+        """Bytes of float32 attention a run of :meth:`decode` keeps at most: every kind, layer and head, the
+        output as long as it may get (``max_len``, or the target), a beam's rows for each hypothesis."""
+        first = len(self.target_tokenizer.first_tokens())
+        if mode == "forced":
+            target = first + len(target_ids or []) + 1
+        else:
+            target = min(max_len or self.config.max_len, self.config.max_len)
+        source_len = len(source.ids)
+        # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first).
+        hypotheses = beam + 1 if mode == "beam" else 1
+        cells = {"enc_self": source_len * source_len, "dec_self": target * target * hypotheses,
+                 "cross": target * source_len * hypotheses}
+        return 4 * sum(layers * heads * cells[kind] for kind, (layers, heads) in self.model.attention_shape().items())
+
+    def decode(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4, length_penalty: float = 0.6,
+               target_ids: list[int] | None = None, max_len: int | None = None, top_k: int = 10,
+               need_weights: bool = True, ablation: Ablation = NO_ABLATION, dtype: type = np.float32) -> Steps:
+        """A decoding generator (see models.inference.decoding) whose results carry detokenised text; ``ablation``
+        switches heads off (models/nn/ablation.py) and is checked against the model before anything runs.
+        ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`)."""
+        ablation.validate(self.model.attention_shape())
+        common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
+                      source_tokens=source.labels, top_k=top_k, need_weights=need_weights, ablation=ablation,
+                      dtype=dtype)
+        first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
+        if mode == "greedy":
+            steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
+        elif mode == "beam":
+            steps = beam_search(self.model, source.ids, beam=beam, length_penalty=length_penalty,
+                                max_len=max_len, first=first, **common)
+        elif mode == "forced":
+            if target_ids is None:
+                raise EmptyInputError("forced decoding needs a target text")
+            steps = forced(self.model, source.ids, first + list(target_ids), **common)
+        else:
+            raise ValueError(f"mode must be one of {MODES}")
+        return self._with_text(steps, source)
+
+    def _with_text(self, steps: Steps, source: SourceInput) -> Steps:
+        results = yield from steps
+        for result in results:
+            result.text = self.target_tokenizer.decode(result.token_ids)
+            result.truncated_source = source.truncated
+        return results
+
+    def translate(self, text: str, *, beam: int = 1, max_len: int | None = None, need_weights: bool = False,
+                  unknown: str = "replace", ablation: Ablation = NO_ABLATION):
+        """The best result for ``text`` (greedy when ``beam`` is 1)."""
+        source = self.source(text, unknown=unknown)
+        return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len, need_weights=need_weights,
+                                  ablation=ablation))[0]

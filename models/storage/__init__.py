@@ -1,0 +1,1 @@
+"""Checkpoint files: reading, writing, snapshots."""

@@ -1,0 +1,460 @@
+"""The attnviz checkpoint: one ``.safetensors`` file, weights plus a JSON document in its metadata.
+
+Metadata keys (all strings, as safetensors requires): ``format`` = ``"attnviz"``, ``format_version``,
+``config`` (the architecture config), ``tokenizers`` (``{"source": ..., "target": ...}``, each the
+tokenizer's ``to_dict``), ``provenance`` (corpus, steps, metrics, command...). Loading reads only this
+file, never unpickles, and reports every problem as a one-line ``CheckpointError`` naming the file.
+Weights shared between modules (tied embeddings) are stored once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import struct
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+from ..nn.base import Seq2Seq
+from ..nn.config import config_from_dict, config_to_dict
+from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
+from .files import existing_file, read_header, write_safetensors
+from ..text.tokenizers import Tokenizer
+from ..nn.validation import check_against_weights, check_shapes
+
+FORMAT = "attnviz"
+FORMAT_VERSION = 1
+SUFFIX = ".safetensors"
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (in eval mode) and what it needs to read and write text."""
+
+    model: Seq2Seq
+    source_tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
+    provenance: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def config(self):
+        return self.model.config
+
+
+def describe_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
+    """What ``attnviz info`` prints and the window's model panel shows: architecture, sizes, attention kinds,
+    tokenizers (a character vocabulary with its characters), the steps it was trained for, provenance."""
+    model = checkpoint.model
+
+    def tokenizer(side: Tokenizer) -> dict[str, Any]:
+        described = {"kind": side.kind, "vocab_size": side.vocab_size}
+        if hasattr(side, "characters"):
+            described["characters"] = "".join(side.characters)
+        if side.languages:
+            described.update(language=side.language, languages=sorted(side.languages))
+        return described
+
+    return {
+        "file": str(checkpoint.path),
+        "arch": model.config.arch,
+        "parameters": model.parameter_count(),
+        "attention_kinds": list(model.kinds),
+        "config": dataclasses.asdict(model.config),
+        "source_tokenizer": tokenizer(checkpoint.source_tokenizer),
+        "target_tokenizer": tokenizer(checkpoint.target_tokenizer),
+        "steps": checkpoint.provenance.get("steps"),
+        "provenance": checkpoint.provenance,
+    }
+
+
+def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
+                    provenance: dict[str, Any] | None = None, *, dtype: torch.dtype = torch.float32) -> Path:
+    """Write ``path`` atomically (models/storage/files.py: a crash or a full disk never leaves half a file)."""
+    path = Path(path)
+    tensors = unique_tensors(model, dtype)
+    metadata = {
+        "format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "config": json.dumps(config_to_dict(model.config)),
+        "tokenizers": json.dumps({"source": source_tokenizer.to_dict(), "target": target_tokenizer.to_dict()}),
+        "provenance": json.dumps(provenance or {}),
+    }
+    return write_safetensors(path, tensors, metadata)
+
+
+def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+    """The state dict on the CPU with each shared tensor (tied embeddings) once under its first name, floats
+    as ``dtype`` (safetensors refuses aliases)."""
+    tensors, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:
+            continue
+        seen.add(key)
+        value = tensor.detach().to("cpu")
+        tensors[name] = value.to(dtype) if value.is_floating_point() else value
+    return {name: tensor.contiguous() for name, tensor in tensors.items()}
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The decoded metadata document of an attnviz checkpoint (weights are not read)."""
+    path = existing_file(path)
+    raw = read_header(path).get("__metadata__") or {}
+    if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
+        raise CheckpointError(path, "not a readable safetensors file (its metadata is not a map of strings)")
+    if raw.get("format") != FORMAT:
+        raise ForeignCheckpointError(path, "a safetensors file, but not an attnviz checkpoint (no 'format: attnviz' "
+                                    "metadata); foreign checkpoints are imported with 'attnviz convert'")
+    version = raw.get("format_version", "")
+    if not (version.isascii() and version.isdigit()) or len(version) > 6 or int(version) > FORMAT_VERSION:
+        shown = version if len(version) <= 20 else version[:20] + "..."
+        raise CheckpointError(path, f"checkpoint format version {shown!r} is not supported "
+                                    f"(this attnviz reads up to {FORMAT_VERSION})")
+    document: dict[str, Any] = {"format_version": int(version)}
+    for key, kind in (("config", dict), ("tokenizers", dict), ("provenance", dict)):
+        if key not in raw:
+            raise CheckpointError(path, f"the metadata has no '{key}' entry")
+        document[key] = _json_entry(path, key, raw[key])
+        if not isinstance(document[key], kind):
+            raise CheckpointError(path, f"the metadata entry '{key}' must be a JSON object; got "
+                                        f"{type(document[key]).__name__}")
+    return document
+
+
+MAX_JSON_DEPTH = 64  # far deeper than any config, tokenizer or provenance attnviz writes
+
+
+def _json_entry(path: Path, key: str, text: str) -> Any:
+    """One metadata entry decoded; too deep a nesting, too long a number or bad JSON is one line."""
+    # No deeper than it has brackets (counted in C): the character-by-character scan only for a text that could be.
+    depth = _json_depth(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
+    if depth > MAX_JSON_DEPTH:
+        raise CheckpointError(path, f"the metadata entry '{key}' is nested {depth} levels deep "
+                                    f"(at most {MAX_JSON_DEPTH})")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, or an integer with too many digits
+        raise CheckpointError(path, f"the metadata entry '{key}' is not valid JSON ({_first_line(error)})") from None
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of brackets outside strings, found without parsing (no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32,
+                    progress: Callable[[int, int], object] | None = None) -> Checkpoint:
+    """Build the model the file describes and load its weights; the model comes back in eval mode.
+
+    The config is compared with the weights' shapes in the file's header before any module is built, so a
+    config that claims more than the file holds costs no memory; every weight's shape is checked before
+    any weight is read. The model is built without weights (they would only be overwritten) and each tensor
+    read from the file becomes the model's parameter: one copy of the weights at the peak, kept as ``dtype``
+    (``WEIGHT_DTYPES``: float16 or bfloat16 halve the memory; the model then computes in that precision, and
+    its attention is still traced and exported as float32, its log-probabilities computed in float32).
+    ``progress(tensors read, tensors in all)`` is called as the weights are read (a window shows it)."""
+    if dtype not in WEIGHT_DTYPES.values():
+        raise ValueError(f"weights are kept as {', '.join(WEIGHT_DTYPES)}; got {dtype}")
+    path = existing_file(path)
+    document = read_metadata(path)
+    model, source, target = _model_without_weights(path, document)
+    check_memory_for(path, model, dtype=dtype)
+    _load_weights(path, model, dtype=dtype, progress=progress)
+    model = model.to(dtype)  # the buffers computed from the config (position tables) alike
+    return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
+                      path=path)
+
+
+def describe_file(path: str | Path) -> dict[str, Any]:
+    """:func:`describe_checkpoint` of the file without reading its weights: config, tokenizers and
+    provenance from the metadata, the parameter count from the header's shapes (``attnviz info``)."""
+    path = existing_file(path)
+    document = read_metadata(path)
+    model, source, target = _model_without_weights(path, document)
+    return describe_checkpoint(Checkpoint(model, source, target_tokenizer=target, provenance=document["provenance"],
+                                          path=path))
+
+
+def attention_shape_for(config) -> dict[str, tuple[int, int]]:
+    """``model.attention_shape()`` of the model ``config`` describes, built without weights (milliseconds):
+    what a command checks its ``--layer``/``--head`` against before a model loads."""
+    from .. import build_model
+
+    with _parameters_on_meta():
+        return build_model(config).attention_shape()
+
+
+def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Seq, Tokenizer, Tokenizer]:
+    """The model a checkpoint's metadata describes, with its parameters on the meta device (shapes only: no
+    memory, no random initialisation; buffers computed from the config, the position tables, are real),
+    checked against the header's shapes; and its two tokenizers."""
+    from .. import build_model
+
+    try:
+        config = config_from_dict(document["config"])
+        tokenizers = document["tokenizers"]
+        source = Tokenizer.from_dict(tokenizers["source"])
+        target = Tokenizer.from_dict(tokenizers["target"])
+    except AttnvizError as error:
+        raise CheckpointError(path, f"bad metadata: {error}") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as error:
+        raise CheckpointError(path, f"bad metadata: missing tokenizer entry or a malformed one "
+                                    f"({type(error).__name__}: {_first_line(error)[:120]})") from None
+    _check_vocabularies(path, config, source=source, target=target)
+    shapes = _stored_shapes(path)
+    check_against_weights(path, config, shapes)
+    with _parameters_on_meta():
+        model = build_model(config)
+    check_shapes(path, model, stored=shapes, aliases=_aliases(model))
+    return model, source, target
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """While building: each parameter a module registers moves to the meta device as it is registered, and
+    ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but seconds of
+    torch's decompositions), so building touches no weight memory. A parameter already on meta is registered
+    as it is, which keeps tied weights (``output.weight = embedding.weight``) one parameter."""
+    register = nn.Module.register_parameter
+    initialisers = {name: function for name, function in vars(nn.init).items()
+                    if name.endswith("_") and not name.startswith("_") and callable(function)}
+
+    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register(module, name, param)
+
+    def skipping_meta(function):
+        def initialise(tensor, *args, **kwargs):
+            return tensor if tensor.device.type == "meta" else function(tensor, *args, **kwargs)
+        return initialise
+
+    nn.Module.register_parameter = on_meta
+    for name, function in initialisers.items():
+        setattr(nn.init, name, skipping_meta(function))
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register
+        for name, function in initialisers.items():
+            setattr(nn.init, name, function)
+
+
+def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer) -> None:
+    if source.vocab_size != config.src_vocab_size or target.vocab_size != config.tgt_vocab_size:
+        raise CheckpointError(path, f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not "
+                                    f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
+
+
+def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
+    """Refuse in one line, before anything is read, the weights of ``model`` (built on meta: sizes only) that
+    would not fit in the memory the system has left (they would get the process killed): what they need as
+    ``dtype`` plus one float32 tensor to read through. Where the system does not say what is available,
+    nothing is checked."""
+    available = available_memory()
+    if available is None:
+        return
+    sizes = [param.numel() for param in model.parameters()]  # a tied weight once
+    needed = sum(sizes) * torch.empty((), dtype=dtype).element_size() + 4 * max(sizes, default=0)
+    if needed > available:
+        hint = "; try --dtype bfloat16 (half the memory)" if dtype == torch.float32 else ""
+        raise CheckpointError(path, f"the weights need ~{needed / 2**30:.1f} GB as {str(dtype).split('.')[-1]}, "
+                                    f"{available / 2**30:.1f} GB of memory is free{hint}")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), or
+    None where that cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Name and shape of every tensor in the file, from its header only (no weights are read)."""
+    shapes = {}
+    for name, entry in read_header(path).items():
+        if name == "__metadata__":
+            continue
+        shape = entry.get("shape") if isinstance(entry, dict) else None
+        if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
+                                                  for size in shape):
+            raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
+        shapes[name] = tuple(shape)
+    return shapes
+
+
+def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
+                  progress: Callable[[int, int], object] | None = None) -> None:
+    """Read the weights one tensor at a time (floats as ``dtype``) into the model built on meta; their names and shapes
+    were checked against the model already. Each becomes the parameter of every module that shares it (tied
+    weights are stored once, under their first name); persistent buffers are copied in."""
+    first_name: dict[int, str] = {}
+    sharing: dict[str, list[tuple[nn.Module, str]]] = {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for name, param in module._parameters.items():
+            if param is not None:
+                first = first_name.setdefault(id(param), f"{module_name}.{name}" if module_name else name)
+                sharing.setdefault(first, []).append((module, name))
+    buffers = dict(model.named_buffers())
+    broken = []
+    total = len(sharing) + len(buffers.keys() & model.state_dict().keys())  # what the file holds
+    for done, (name, tensor) in enumerate(iter_safetensors(path, dtype=dtype), start=1):
+        if not _finite(tensor):
+            broken.append(name)
+        if name in buffers:
+            with torch.no_grad():
+                buffers[name].copy_(tensor)
+        else:
+            owners = sharing.pop(name)
+            module, attribute = owners[0]
+            param = nn.Parameter(tensor, requires_grad=module._parameters[attribute].requires_grad)
+            for module, attribute in owners:
+                module._parameters[attribute] = param
+        if progress is not None:
+            progress(done, total)
+    if sharing:  # the header was checked against the model: only a file changed since can get here
+        raise CheckpointError(path, f"the weights cannot be read (missing {', '.join(sorted(sharing)[:5])})")
+    _warn_not_finite(path, broken)
+
+
+def _finite(tensor: torch.Tensor) -> bool:
+    """No NaN or infinity in ``tensor``: its smallest and largest values, in one pass and no temporary the
+    tensor's size (NaN propagates through both)."""
+    if not tensor.is_floating_point() or tensor.numel() == 0:
+        return True
+    low, high = torch.aminmax(tensor)
+    return bool(torch.isfinite(low)) and bool(torch.isfinite(high))
+
+
+def _warn_not_finite(path: Path, broken: list[str]) -> None:
+    """A checkpoint may hold NaN or infinite weights (a training run that diverged): it still opens, with
+    a warning, and the views show where the numbers broke down."""
+    if broken:
+        shown = ", ".join(broken[:3]) + (", ..." if len(broken) > 3 else "")
+        warnings.warn(f"{path}: {len(broken)} weight tensor(s) hold NaN or infinite values ({shown}); outputs may "
+                      f"be meaningless", NumericalWarning, stacklevel=3)
+
+
+def _aliases(model: Seq2Seq) -> set[str]:
+    """Names in the state dict that are the same parameter as an earlier name (tied weights: saved once)."""
+    seen, aliases = set(), set()
+    named = list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False))
+    for name, tensor in named:
+        if id(tensor) in seen:
+            aliases.add(name)
+        seen.add(id(tensor))
+    return aliases
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+# The element types of safetensors' header (little-endian on disk, as on every platform torch runs on here).
+SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
+                      "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[str, Any]]:
+    """Each tensor of a safetensors file as ``(name, tensor)``, in file order, read with ordinary reads into a
+    buffer of its own (the tensor's memory: no second copy); floating tensors converted to ``dtype`` when given,
+    one at a time. A header that does not describe the file's bytes, or a file cut short, is one line."""
+    path = existing_file(path)
+    header = read_header(path)
+    entries = sorted(((name, entry) for name, entry in header.items() if name != "__metadata__"),
+                     key=lambda item: _offsets(path, item)[0])
+    scratch = bytearray()
+    try:
+        with open(path, "rb") as handle:
+            file_size = handle.seek(0, os.SEEK_END)
+            start = 8 + struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
+            data_size = file_size - start
+            for name, entry in entries:
+                begin, end = _offsets(path, (name, entry))
+                torch_dtype = getattr(torch, SAFETENSORS_DTYPES.get(entry.get("dtype"), ""), None)
+                if torch_dtype is None:
+                    raise CheckpointError(path, f"tensor {name[:60]!r} has an unknown dtype {entry.get('dtype')!r}")
+                shape = entry.get("shape")
+                count = 1
+                for size in shape:
+                    count *= size
+                if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
+                    raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
+                                                f"its place in the file: cut short?)")
+                convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
+                if count == 0:
+                    tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
+                elif convert:  # read into one reused buffer: a new one for each would fragment the heap
+                    if len(scratch) < end - begin:
+                        scratch = bytearray(end - begin)
+                    _read_exactly(path, handle, at=start + begin, size=end - begin, into=scratch)
+                    tensor = torch.frombuffer(scratch, dtype=torch_dtype, count=count).reshape(shape).to(dtype)
+                else:
+                    buffer = bytearray(end - begin)
+                    _read_exactly(path, handle, at=start + begin, size=len(buffer), into=buffer)
+                    tensor = torch.frombuffer(buffer, dtype=torch_dtype).reshape(shape)
+                    del buffer  # the tensor holds it
+                yield name, tensor
+    except OSError as error:
+        raise CheckpointError(path, f"cannot be read ({error.strerror or error})") from None
+
+
+def _offsets(path: Path, item: tuple[str, Any]) -> tuple[int, int]:
+    name, entry = item
+    offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(value, int) and not isinstance(value, bool) for value in offsets)
+            or not 0 <= offsets[0] <= offsets[1] or not isinstance(entry.get("shape"), list)
+            or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in entry["shape"])):
+        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid place in the file)")
+    return offsets[0], offsets[1]
+
+
+def _read_exactly(path: Path, handle, *, at: int, size: int, into: bytearray | None = None) -> bytes | bytearray:
+    handle.seek(at)
+    buffer = into if into is not None else bytearray(size)
+    view, done = memoryview(buffer)[:size], 0
+    while done < size:
+        got = handle.readinto(view[done:])
+        if not got:
+            raise CheckpointError(path, "the file ends early (cut short while copying, or rewritten while read)")
+        done += got
+    return buffer

@@ -1,0 +1,1 @@
+"""Text in and out: normalisation, tokenizers, and PAIRS.tsv corpora."""

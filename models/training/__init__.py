@@ -1,0 +1,1 @@
+"""Training a model on PAIRS.tsv corpora."""
