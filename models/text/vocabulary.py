@@ -3,7 +3,8 @@ checkpoint's vocabulary and special ids, kept as it was trained (see models/text
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import ConfigError
@@ -21,7 +22,7 @@ class VocabularyTokenizer(Tokenizer):
     output's first token (a target side).
     """
 
-    _languages: dict[str, int] = {}  # read only: a kind with languages sets its own in _set_languages
+    _languages: Mapping[str, int] = MappingProxyType({})  # a kind with languages sets its own in _set_languages
     force_language = False
 
     def __init__(self, vocabulary: Sequence[str], specials: dict[str, int | None]):
