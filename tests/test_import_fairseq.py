@@ -29,7 +29,7 @@ from models.translator import Translator
 from tests.helpers import fixture_copy, toolkit_outputs
 
 DATA = Path(__file__).parent / "data" / "fairseq"
-VARIANTS = ("transformer-postln", "transformer-preln", "lstm")
+VARIANTS = ("transformer-postln", "transformer-preln", "lstm", "transformer-sides")
 SENTENCES = ["the cat sees a big house", "a small dog runs near the tree", "the bird eats a red fish"]
 MAX_LEN = 40  # make_fixtures.py: SequenceGenerator(max_len_b=40)
 KINDS = {"self_attn": {"encoder": "enc_self", "decoder": "dec_self"}, "encoder_attn": {"decoder": "cross"}}
@@ -68,8 +68,16 @@ def test_logits_and_every_head_equal_fairseq(name):
                 ours = intermediates.attention[KINDS[block][side]][int(layer)][0]
             assert ours.shape == theirs.shape and (ours - torch.tensor(theirs)).abs().max() < 1e-5, key
             compared += 1
-    expected = {"transformer-postln": 6, "transformer-preln": 4, "lstm": 1}[name] * len(SENTENCES)
+    expected = {"transformer-postln": 6, "transformer-preln": 4, "lstm": 1, "transformer-sides": 6,
+                "lstm-narrow-decoder": 1}[name] * len(SENTENCES)
     assert compared == expected
+
+
+def test_each_side_keeps_its_own_sizes():
+    """fairseq's per-side options: encoder and decoder head counts and feed-forward widths."""
+    config = convert(DATA / "transformer-sides").model.config
+    assert (config.heads_of("encoder"), config.heads_of("decoder")) == (4, 2)
+    assert (config.d_ff_of("encoder"), config.d_ff_of("decoder")) == (32, 24)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
