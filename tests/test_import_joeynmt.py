@@ -86,8 +86,9 @@ def _transformer(layer_norm, *, alpha=1.0, activation="relu", scale=True, heads=
     return dict(encoder=dict(side), decoder=dict(side, embeddings=dict(side["embeddings"])))
 
 
-def _recurrent(rnn_type, attention, *, layers, embedding, input_feeding, init_hidden):
-    encoder = dict(type="recurrent", rnn_type=rnn_type, hidden_size=8, num_layers=layers, bidirectional=True,
+def _recurrent(rnn_type, attention, *, layers, embedding, input_feeding, init_hidden, encoder_hidden=8):
+    encoder = dict(type="recurrent", rnn_type=rnn_type, hidden_size=encoder_hidden, num_layers=layers,
+                   bidirectional=True,
                    dropout=0.1, embeddings=dict(embedding_dim=embedding, scale=False))
     decoder = dict(type="recurrent", rnn_type=rnn_type, hidden_size=16, num_layers=layers, attention=attention,
                    input_feeding=input_feeding, init_hidden=init_hidden, dropout=0.1, hidden_dropout=0.1,
@@ -115,8 +116,15 @@ CASES = {
     # a GRU with Luong attention started from zeros
     "gru-zero": dict(model=_recurrent("gru", "luong", layers=1, embedding=16, input_feeding=True,
                                       init_hidden="zero"), seed=5),
+    # an encoder of 16 units per direction before a decoder of 16: its annotations twice as wide, JoeyNMT's
+    # Luong attention projects them, its bridge and attentional layer read them
+    "gru-luong-wide": dict(model=_recurrent("gru", "luong", layers=2, embedding=8, input_feeding=True,
+                                            init_hidden="bridge", encoder_hidden=16), seed=6),
+    # the same widths with Bahdanau attention, LSTM cells started from the forward half of the encoder's state
+    "lstm-bahdanau-wide": dict(model=_recurrent("lstm", "bahdanau", layers=1, embedding=16, input_feeding=True,
+                                                init_hidden="last", encoder_hidden=16), seed=7),
 }
-RECURRENT = ("gru-bahdanau", "lstm-luong", "gru-zero")
+RECURRENT = ("gru-bahdanau", "lstm-luong", "gru-zero", "gru-luong-wide", "lstm-bahdanau-wide")
 TRAINED = "pre-trainer"  # a pre-LN Transformer trained 3 steps by JoeyNMT's own trainer
 
 
@@ -311,6 +319,7 @@ def test_logits_and_every_head_equal_joeynmt(built):
 def _check_recurrent(built, checkpoint):
     config, case = checkpoint.config, CASES[built.name]["model"]
     assert config.arch == "rnn-luong" and config.hidden == 16 and config.bidirectional
+    assert config.annotation_width == 2 * case["encoder"]["hidden_size"]
     assert (config.rnn_cell, config.luong_score, config.input_feeding, config.init_hidden) == (
         case["decoder"]["rnn_type"], "mlp" if case["decoder"]["attention"] == "bahdanau" else "general",
         case["decoder"]["input_feeding"], case["decoder"]["init_hidden"])

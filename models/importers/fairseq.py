@@ -14,7 +14,10 @@ positions (``*_learned_pos``, the same offset), optional ``layernorm_embedding``
 with ``</s>``, and decoding starts from ``</s>``. ``lstm`` family: an LSTM encoder (optionally bidirectional,
 the two directions' final states concatenated per layer) and an input-feeding LSTM decoder whose top cell's
 output queries the annotations through ``input_proj`` (Luong's general score), then ``tanh(output_proj([context;
-h]))`` feeds ``fc_out``: our ``rnn-luong`` (docs/architectures.md#rnn-luong) with LSTM cells.
+h]))`` feeds ``fc_out``: our ``rnn-luong`` (docs/architectures.md#rnn-luong) with LSTM cells. A decoder of
+another width than the encoder's output starts from the encoder's final states through ``encoder_hidden_proj``
+and ``encoder_cell_proj`` (our ``annotation_size``). Transformer stacks keep their own head counts and
+feed-forward widths.
 
 Text: a sentencepiece model (``sentencepiece.bpe.model``, ``spm.model``, …, or ``cfg.bpe``) splits typed text
 into the pieces the dictionary lists; subword-nmt codes (``bpecodes``, ``codes``) split words into ``x@@``
@@ -60,8 +63,9 @@ SEARCH_MIN_LEN = 1
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh",
                "swish": "swish", "relu_squared": "relu2", "tanh": "tanh", "linear": "linear"}
 SUPPORTED = ("the transformer family (post- or pre-LN, sinusoidal or learned positions, layernorm_embedding, "
-             "shared embeddings) and the lstm family (uni- or bidirectional encoder, input feeding, attention) "
-             "with one width and one head count for encoder and decoder")
+             "shared embeddings, per-side head counts and feed-forward widths) and the lstm family (uni- or "
+             "bidirectional encoder, input feeding, attention, any decoder hidden size), with one embedding width for "
+             "encoder and decoder")
 # Parts of other fairseq models, with what they are, for the one-line refusal.
 UNSUPPORTED_KEYS = (
     ("encoder.layers.0.self_attn.in_proj_weight", "a pre-2019 transformer with packed q/k/v projections"),
@@ -71,7 +75,6 @@ UNSUPPORTED_KEYS = (
     ("attn_ln", "NormFormer's extra norms"), ("ffn_layernorm", "NormFormer's extra norms"),
     ("c_attn", "NormFormer's head scales"), ("w_resid", "scaled residuals"),
     ("decoder.additional_fc.weight", "an LSTM decoder whose output width differs from its hidden size"),
-    ("decoder.encoder_hidden_proj.weight", "an LSTM decoder whose hidden size differs from the encoder's output"),
 )
 
 
@@ -201,12 +204,13 @@ def _transformer_inferred(source: Source, state: Mapping[str, Tensor], options: 
 
     d_model = same("embed dim", weight_rows(source, state, key="encoder.layers.0.fc2.weight", layout=NAME),
                    weight_rows(source, state, key="decoder.layers.0.fc2.weight", layout=NAME), what="one width")
-    heads = same("attention heads", options.get("encoder_attention_heads"), options.get("decoder_attention_heads"),
-                 what="one head count")
-    if not isinstance(heads, int) or heads < 1 or d_model % heads:
-        raise source.error(f"encoder_attention_heads={heads!r} does not divide the embed dim {d_model}")
-    d_ff = same("ffn dim", weight_rows(source, state, key="encoder.layers.0.fc1.weight", layout=NAME),
-                weight_rows(source, state, key="decoder.layers.0.fc1.weight", layout=NAME), what="one feed-forward width")
+    heads = {}
+    for side in ("encoder", "decoder"):  # each stack its own head count and feed-forward width
+        heads[side] = options.get(f"{side}_attention_heads")
+        if not isinstance(heads[side], int) or heads[side] < 1 or d_model % heads[side]:
+            raise source.error(f"{side}_attention_heads={heads[side]!r} does not divide the embed dim {d_model}")
+    d_ff = {side: weight_rows(source, state, key=f"{side}.layers.0.fc1.weight", layout=NAME)
+            for side in ("encoder", "decoder")}
     pre = same("normalize_before", _flag(options, "encoder_normalize_before"),
                _flag(options, "decoder_normalize_before"), what="one norm placement")
     learned = same("learned_pos", "encoder.embed_positions.weight" in state
@@ -229,7 +233,9 @@ def _transformer_inferred(source: Source, state: Mapping[str, Tensor], options: 
     else:
         max_len = max(int(options.get("max_source_positions") or 1024), int(options.get("max_target_positions") or 1024))
     return {
-        "embed_dim": d_model, "attention_heads": heads, "ffn_embed_dim": d_ff,
+        "embed_dim": d_model,
+        "encoder_attention_heads": heads["encoder"], "decoder_attention_heads": heads["decoder"],
+        "encoder_ffn_embed_dim": d_ff["encoder"], "decoder_ffn_embed_dim": d_ff["decoder"],
         "encoder_layers": layer_count(state, "encoder.layers."), "decoder_layers": layer_count(state, "decoder.layers."),
         "normalize_before": pre, "final_layer_norm": final, "layernorm_embedding": embedding_norm,
         "positions": "none" if _flag(options, "no_token_positional_embeddings") else "learned" if learned else "sinusoidal",
@@ -255,8 +261,9 @@ def _lstm_inferred(source: Source, state: Mapping[str, Tensor], options: Mapping
     problems = []
     if encoder_layers != decoder_layers:
         problems.append(f"encoder_layers {encoder_layers} ≠ decoder_layers {decoder_layers}")
-    if encoder_hidden * (2 if bidirectional else 1) != hidden:
-        problems.append(f"encoder output {encoder_hidden * (2 if bidirectional else 1)} ≠ decoder hidden {hidden}")
+    encoder_output = encoder_hidden * (2 if bidirectional else 1)
+    if encoder_output != hidden and "decoder.encoder_hidden_proj.weight" not in state:
+        problems.append(f"encoder output {encoder_output} ≠ decoder hidden {hidden} without encoder_hidden_proj")
     if src_width != tgt_width:
         problems.append(f"encoder_embed_dim {src_width} ≠ decoder_embed_dim {tgt_width}")
     if "decoder.attention.input_proj.weight" not in state:
@@ -265,7 +272,8 @@ def _lstm_inferred(source: Source, state: Mapping[str, Tensor], options: Mapping
         problems.append("residual connections between decoder layers")
     if problems:
         raise source.error(f"{problems[0]} is not supported; this version imports {SUPPORTED}")
-    return {"bidirectional": bidirectional, "encoder_hidden_size": encoder_hidden, "decoder_hidden_size": hidden,
+    return {"bidirectional": bidirectional, "encoder_hidden_size": encoder_hidden,
+            "encoder_output_units": encoder_output, "decoder_hidden_size": hidden,
             "layers": decoder_layers, "embed_dim": src_width,
             "share_decoder_input_output_embed": "decoder.fc_out.weight" not in state,
             "share_all_embeddings": _flag(options, "share_all_embeddings"),
@@ -374,10 +382,13 @@ def _transformer_config(inferred: Mapping[str, Any]) -> TransformerConfig:
     pre = inferred["normalize_before"]
     positions = {"learned": "learned", "sinusoidal": "fairseq", "none": "none"}[inferred["positions"]]
     shared = inferred["share_all_embeddings"]
+    heads, decoder_heads = inferred["encoder_attention_heads"], inferred["decoder_attention_heads"]
+    d_ff, decoder_d_ff = inferred["encoder_ffn_embed_dim"], inferred["decoder_ffn_embed_dim"]
     return TransformerConfig(
         arch="transformer-preln" if pre else "transformer-postln", src_vocab_size=inferred["src_rows"],
-        tgt_vocab_size=inferred["tgt_rows"], d_model=inferred["embed_dim"], heads=inferred["attention_heads"],
-        d_ff=inferred["ffn_embed_dim"], encoder_layers=inferred["encoder_layers"],
+        tgt_vocab_size=inferred["tgt_rows"], d_model=inferred["embed_dim"], heads=heads,
+        decoder_heads=decoder_heads if decoder_heads != heads else 0, d_ff=d_ff,
+        decoder_d_ff=decoder_d_ff if decoder_d_ff != d_ff else 0, encoder_layers=inferred["encoder_layers"],
         decoder_layers=inferred["decoder_layers"], dropout=0.1, max_len=inferred["max_positions"],
         norm_position="pre" if pre else "post", final_norm=inferred["final_layer_norm"], pre_norm_kv=pre,
         layer_norm_eps=1e-5, activation=ACTIVATIONS[inferred["activation_fn"]], positions=positions,
@@ -404,12 +415,13 @@ def _map_transformer(file: Source, state: Mapping[str, Tensor], config: Transfor
 
 def _lstm_config(inferred: Mapping[str, Any]) -> RNNConfig:
     hidden, width = inferred["decoder_hidden_size"], inferred["embed_dim"]
+    annotations = inferred["encoder_output_units"]
     return RNNConfig(
         arch="rnn-luong", src_vocab_size=inferred["src_rows"], tgt_vocab_size=inferred["tgt_rows"], hidden=hidden,
         dropout=0.1, max_len=inferred["max_positions"], decoder_layers=inferred["layers"],
         bidirectional=inferred["bidirectional"], embedding_size=width if width != hidden else 0,
-        luong_score="general", rnn_cell="lstm", min_output_len=SEARCH_MIN_LEN, pad_id=PAD, bos_id=EOS, eos_id=EOS,
-        src_append_eos=True)
+        annotation_size=annotations if annotations != hidden else 0, luong_score="general", rnn_cell="lstm",
+        min_output_len=SEARCH_MIN_LEN, pad_id=PAD, bos_id=EOS, eos_id=EOS, src_append_eos=True)
 
 
 def _map_lstm(file: Source, state: Mapping[str, Tensor], config: RNNConfig, shared_output: bool) -> WeightMap:
@@ -423,6 +435,10 @@ def _map_lstm(file: Source, state: Mapping[str, Tensor], config: RNNConfig, shar
                 weights.copy(f"encoder.gru.{kind}_l{layer}{direction}", f"encoder.lstm.{kind}_l{layer}{direction}")
         for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
             weights.copy(f"decoder.cells.{layer}.{kind}", f"decoder.layers.{layer}.{kind}")
+    if config.annotation_width != config.hidden:  # the encoder's final states made as wide as the decoder's
+        for kind in ("weight", "bias"):
+            weights.copy(f"decoder.hidden_projection.{kind}", f"decoder.encoder_hidden_proj.{kind}")
+            weights.copy(f"decoder.cell_projection.{kind}", f"decoder.encoder_cell_proj.{kind}")
     weights.copy("decoder.query.weight", "decoder.attention.input_proj.weight")
     weights.copy("decoder.combine.weight", "decoder.attention.output_proj.weight")
     if shared_output:  # fairseq's F.linear(x, embed_tokens.weight): no bias

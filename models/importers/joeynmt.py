@@ -220,9 +220,6 @@ def _rnn_settings(config_path: Path, encoder: dict, decoder: dict, src_embedding
         (values["embedding_dim"] == values["decoder_embedding_dim"],
          "source and target embeddings of different sizes"),
         (not values["embeddings.scale"], "scaled embeddings in a recurrent model"),
-        (values["encoder_hidden_size"] * 2 == values["hidden_size"],
-         f"an encoder of {values['encoder_hidden_size']} units per direction with a decoder of "
-         f"{values['hidden_size']} (rnn-luong's annotations are as wide as the decoder)"),
     )
     for fine, what in checks:
         if not fine:
@@ -422,13 +419,14 @@ def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerCo
 
 
 def _rnn_config(values: dict[str, Any], ids: dict[str, int], vocabularies: dict[str, list[str]]) -> RNNConfig:
-    hidden = values["hidden_size"]
+    hidden, annotations = values["hidden_size"], 2 * values["encoder_hidden_size"]  # bidirectional
     dropout = values["dropout"] if isinstance(values["dropout"], float) and 0 <= values["dropout"] < 1 else 0.0
     return RNNConfig(
         arch="rnn-luong", src_vocab_size=len(vocabularies["src"]), tgt_vocab_size=len(vocabularies["trg"]),
         hidden=hidden, dropout=dropout, max_len=512, decoder_layers=values["decoder_layers"], bidirectional=True,
         embedding_size=values["embedding_dim"] if values["embedding_dim"] != hidden else 0,
         luong_score="mlp" if values["attention"] == "bahdanau" else "general", rnn_cell=values["rnn_type"],
+        annotation_size=annotations if annotations != hidden else 0,
         input_feeding=values["input_feeding"], init_hidden=values["init_hidden"], attentional_bias=True,
         suppress_bos=True, min_output_len=values["min_output_length"], pad_id=ids["pad"], bos_id=ids["bos"],
         eos_id=ids["eos"], src_append_eos=True)

@@ -216,6 +216,12 @@ class RNNConfig:
     (and an LSTM's cell) starts from ``tanh(W h + b)`` of the encoder's top-layer final state ``h``, from ``h``, or
     from zeros (``encoder``: each layer from its own encoder layer); ``attentional_bias``: the attentional state
     is ``tanh(W[context; h] + b)`` whatever the score.
+    ``annotation_size`` (rnn-luong only; 0: ``hidden``): an encoder wider or narrower than the decoder, its
+    annotations (both directions together) this wide. The attention then maps the query into their width
+    (``general``; ``mlp``: the keys into the decoder's), the attentional layer reads ``[context; h]`` of both
+    widths, and the decoder's first states come from the encoder's through ``bridge`` (a map to ``hidden``),
+    ``last`` (the forward direction of a bidirectional encoder twice as wide), or, with ``encoder``, one map for
+    the hidden states and one for an LSTM's cells, with biases and no activation (fairseq's).
     """
 
     arch: str
@@ -242,14 +248,21 @@ class RNNConfig:
     attentional_bias: bool = False
     suppress_bos: bool = False  # decoding never outputs bos_id (JoeyNMT's search)
     min_output_len: int = 0  # greedy and beam search never end before this many tokens (fairseq, JoeyNMT: 1)
+    annotation_size: int = 0  # 0: hidden; rnn-luong only
+
+    @property
+    def annotation_width(self) -> int:
+        """How wide the encoder's annotations are (both directions together)."""
+        return self.annotation_size or self.hidden
 
     def validate(self) -> None:
         check_config_fields(self)
         _check_choice("arch", self.arch, RNN_ARCHS)
+        self._check_annotation_size()
         _check_choice("luong_score", self.luong_score, LUONG_SCORES)
         _check_choice("rnn_cell", self.rnn_cell, RNN_CELLS)
-        _require(not self.bidirectional or self.hidden % 2 == 0,
-                 f"a bidirectional encoder needs an even hidden size; got {self.hidden}")
+        _require(not self.bidirectional or self.annotation_width % 2 == 0,
+                 f"a bidirectional encoder needs an even width; got {self.annotation_width}")
         _check_choice("init_hidden", self.init_hidden, INIT_HIDDEN)
         _require(self.arch == "rnn-luong" or (not self.bidirectional and self.embedding_size == 0
                                               and self.rnn_cell == "gru" and self.input_feeding
@@ -266,6 +279,16 @@ class RNNConfig:
         _check_min_output_len(self)
         _check_special_ids(self)
 
+    def _check_annotation_size(self) -> None:
+        if self.annotation_width == self.hidden:
+            return
+        _require(self.arch == "rnn-luong", "annotation_size applies to rnn-luong only")
+        _require(self.luong_score != "dot", f"the dot score needs annotations as wide as the decoder "
+                                            f"({self.hidden}); got annotation_size {self.annotation_size}")
+        _require(self.init_hidden != "last" or self.annotation_size == 2 * self.hidden,
+                 f"init_hidden last needs annotations as wide as the decoder ({self.hidden}) or twice as wide; got "
+                 f"annotation_size {self.annotation_size}")
+
 
 ModelConfig = Union[TransformerConfig, RNNConfig]
 
@@ -277,7 +300,7 @@ LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": 
                 "residual_scale": 1.0,
                 "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",
                 "input_feeding": True, "init_hidden": "encoder", "attentional_bias": False,
-                "suppress_bos": False, "min_output_len": 0}
+                "suppress_bos": False, "min_output_len": 0, "annotation_size": 0}
 
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:

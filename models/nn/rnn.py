@@ -39,7 +39,7 @@ class GRUEncoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         layers = config.decoder_layers if self.luong else 1
         recurrent = nn.LSTM if config.rnn_cell == "lstm" else nn.GRU
-        self.gru = recurrent(width, config.hidden // directions, num_layers=layers,
+        self.gru = recurrent(width, config.annotation_width // directions, num_layers=layers,
                           dropout=config.dropout if layers > 1 else 0.0,
                           bidirectional=config.bidirectional, batch_first=True)
 
@@ -70,12 +70,15 @@ class LuongDecoder(nn.Module):
     The stacked cells read ``[embedding; previous attentional state]``; the top cell's output queries the
     annotations; the attentional state ``tanh(W[context; h])`` (mlp: ``W[context; h] + b``) feeds the output
     layer and the next step. ``state.hidden`` is ``[B, L + 1, N]``: the L layers' states, then the feed
-    (LSTM: ``[B, 2L + 1, N]``, hidden states, cell states, feed).
+    (LSTM: ``[B, 2L + 1, N]``, hidden states, cell states, feed). Annotations of another width A
+    (``annotation_size``) are read through maps sized for them: the query map ``[N → A]`` (mlp: the key map
+    ``[A → N]``), the attentional layer ``[A + N → N]``, and the maps that make the first states.
     """
 
     def __init__(self, config: RNNConfig):
         super().__init__()
         hidden, width = config.hidden, config.embedding_size or config.hidden
+        annotations = config.annotation_width
         self.score_kind = config.luong_score
         self.embedding = nn.Embedding(config.tgt_vocab_size, width)
         self.dropout = nn.Dropout(config.dropout)
@@ -87,28 +90,43 @@ class LuongDecoder(nn.Module):
                                    for index in range(config.decoder_layers))
         self.init_hidden = config.init_hidden
         if config.init_hidden == "bridge":
-            self.bridge = nn.Linear(hidden, hidden)
+            self.bridge = nn.Linear(annotations, hidden)
+        # the encoder's own final states, each layer's, made as wide as the decoder's
+        self.projects_states = config.init_hidden == "encoder" and annotations != hidden
+        if self.projects_states:
+            self.hidden_projection = nn.Linear(annotations, hidden)
+            if self.lstm:
+                self.cell_projection = nn.Linear(annotations, hidden)
         if self.score_kind == "general":
-            self.query = nn.Linear(hidden, hidden, bias=False)
+            self.query = nn.Linear(hidden, annotations, bias=False)
         elif self.score_kind == "mlp":
             self.query = nn.Linear(hidden, hidden)
-            self.key = nn.Linear(hidden, hidden, bias=False)
+            self.key = nn.Linear(annotations, hidden, bias=False)
             self.score = nn.Linear(hidden, 1, bias=False)
-        self.combine = nn.Linear(2 * hidden, hidden, bias=self.score_kind == "mlp" or config.attentional_bias)
+        self.combine = nn.Linear(annotations + hidden, hidden,
+                                 bias=self.score_kind == "mlp" or config.attentional_bias)
         self.combine_tanh = self.score_kind != "mlp" or config.attentional_bias
         self.output = nn.Linear(hidden, config.tgt_vocab_size)
 
     def initial(self, final: Tensor) -> Tensor:
-        """The encoder's per-layer final states ``[L, B, N]`` (LSTM ``[2L, B, N]``) and a zero feed, as
+        """The encoder's per-layer final states ``[L, B, A]`` (LSTM ``[2L, B, A]``) and a zero feed, as
         ``[B, L + 1, N]``; with ``init_hidden`` other than ``encoder`` every layer (and an LSTM's cell) starts from
-        one state made from the top layer's final hidden state: ``tanh(bridge(h))``, ``h`` itself, or zeros."""
+        one state made from the top layer's final hidden state: ``tanh(bridge(h))``, ``h`` itself (its forward
+        half when twice as wide), or zeros."""
+        hidden = self.combine.out_features
         if self.init_hidden != "encoder":
-            top = final[len(self.cells) - 1]  # [B, N]
+            top = final[len(self.cells) - 1]  # [B, A]
             if self.init_hidden == "bridge":
                 top = torch.tanh(self.bridge(top))
             elif self.init_hidden == "zero":
-                top = torch.zeros_like(top)
-            final = top[None].expand(final.shape[0], -1, -1)
+                top = top.new_zeros(top.shape[0], hidden)
+            final = top[:, :hidden][None].expand(final.shape[0], -1, -1)
+        elif self.projects_states:
+            count = len(self.cells)
+            states = [self.hidden_projection(final[:count])]
+            if self.lstm:
+                states.append(self.cell_projection(final[count:]))
+            final = torch.cat(states, dim=0)
         final = final.transpose(0, 1)
         return torch.cat([final, torch.zeros_like(final[:, :1])], dim=1)
 

@@ -33,7 +33,7 @@ BOUNDS = {
     "src_vocab_size": 1 << 22, "tgt_vocab_size": 1 << 22,
     "d_model": 1 << 15, "hidden": 1 << 15, "d_head": 1 << 15, "d_ff": 1 << 17, "decoder_d_ff": 1 << 17,
     "heads": 1024, "decoder_heads": 1024,
-    "encoder_layers": 256, "decoder_layers": 256, "embedding_size": 1 << 15,
+    "encoder_layers": 256, "decoder_layers": 256, "embedding_size": 1 << 15, "annotation_size": 1 << 15,
     "max_len": 1 << 17, "min_output_len": 1 << 17, "position_offset": 1 << 12,
     "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
@@ -94,8 +94,8 @@ def least_elements(config: Any) -> tuple[int, int]:
         output = 0 if config.tie_output else config.tgt_vocab_size * d
         positions = 0 if config.positions == "none" else 2 * (config.max_len + config.position_offset) * d
         return embeddings + layers + output, positions
-    h = config.hidden
-    embeddings = (config.src_vocab_size + config.tgt_vocab_size) * (config.embedding_size or h)
+    embeddings = (config.src_vocab_size + config.tgt_vocab_size) * (config.embedding_size or config.hidden)
+    h = min(config.hidden, config.annotation_width)  # an encoder narrower than the decoder has fewer weights
     decoder_layers = config.decoder_layers * h * h if config.arch == "gru-transformer-decoder" else 0
     positions = config.max_len * h if config.arch == "gru-transformer-decoder" else 0
     return embeddings + 6 * h * h + decoder_layers + config.tgt_vocab_size * h, positions

@@ -29,7 +29,6 @@ import torch
 # fairseq reads its own checkpoints with torch.load's old default (it trusts them; this script wrote them)
 os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
 HERE = Path(__file__).resolve().parent
-BIN = Path(sys.executable).parent
 WORDS = ("the cat dog sees a big small red house tree runs jumps over under near blue green bird fish "
          "eats water old new quick slow").split()
 SENTENCES = ["the cat sees a big house", "a small dog runs near the tree", "the bird eats a red fish"]
@@ -51,6 +50,16 @@ VARIANTS = {
     "lstm": ["--arch", "lstm", "--encoder-bidirectional", "--encoder-layers", "2", "--decoder-layers", "2",
              "--encoder-embed-dim", "12", "--decoder-embed-dim", "12", "--encoder-hidden-size", "10",
              "--decoder-hidden-size", "20", "--decoder-out-embed-dim", "20"],
+    # each stack its own head count and feed-forward width
+    "transformer-sides": ["--arch", "transformer", "--encoder-layers", "2", "--decoder-layers", "2",
+                          "--encoder-embed-dim", "16", "--decoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
+                          "--decoder-ffn-embed-dim", "24", "--encoder-attention-heads", "4",
+                          "--decoder-attention-heads", "2"],
+    # an LSTM decoder narrower than the encoder's output (20): fairseq projects the encoder's final states
+    "lstm-narrow-decoder": ["--arch", "lstm", "--encoder-bidirectional", "--encoder-layers", "2",
+                            "--decoder-layers", "2", "--encoder-embed-dim", "12", "--decoder-embed-dim", "12",
+                            "--encoder-hidden-size", "10", "--decoder-hidden-size", "14",
+                            "--decoder-out-embed-dim", "14"],
 }
 JOINED = {"transformer-postln"}
 
@@ -65,8 +74,11 @@ def corpus(count: int, seed: int) -> list[tuple[str, str]]:
     return pairs
 
 
-def run(*command: str) -> None:
-    subprocess.run([str(part) for part in command], check=True, stdout=subprocess.DEVNULL)
+def run(tool: str, *arguments) -> None:
+    """A fairseq command-line tool (fairseq-preprocess, fairseq-train), run as a module of the Python running
+    this script, so that a fairseq installed in any folder on its path is the one used."""
+    module = "fairseq_cli." + tool.removeprefix("fairseq-")
+    subprocess.run([sys.executable, "-m", module, *map(str, arguments)], check=True, stdout=subprocess.DEVNULL)
 
 
 def prepare(work: Path) -> None:
@@ -87,10 +99,10 @@ def prepare(work: Path) -> None:
 def train(work: Path, name: str, arguments: list[str]) -> Path:
     data = work / f"bin-{name}"
     joined = ["--joined-dictionary"] if name in JOINED else []
-    run(BIN / "fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref",
+    run("fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref",
         work / "train", "--validpref", work / "valid", "--destdir", data, "--workers", "1", *joined)
     save = work / f"save-{name}"
-    run(BIN / "fairseq-train", data, *arguments, "--cpu", "--optimizer", "adam", "--lr", "0.005",
+    run("fairseq-train", data, *arguments, "--cpu", "--optimizer", "adam", "--lr", "0.005",
         "--max-tokens", "1000", "--max-update", "300", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30", "--seed", "1", "--save-dir", save,
         "--no-epoch-checkpoints", "--criterion", "cross_entropy", "--dropout", "0.1",
         "--log-format", "none", "--disable-validation")
