@@ -128,14 +128,17 @@ def write_safetensors(path: str | Path, tensors: dict, metadata: dict[str, str])
     """A safetensors file of ``tensors`` (torch) with string ``metadata``, written atomically, each tensor's
     bytes straight from its own memory: a converted model of gigabytes never has a second copy made for the
     file (safetensors' ``save_file`` builds every tensor's bytes first)."""
-    ordered = sorted(tensors.items(), key=lambda item: (-item[1].element_size(), item[0]))  # each one aligned
-    header = _safetensors_header_bytes(ordered, metadata)
     with atomic_output(path) as temporary:
-        with open(temporary, "wb") as handle:
-            handle.write(header)
-            for _, tensor in ordered:
-                handle.write(_tensor_bytes(tensor))
+        _write_safetensors_file(temporary, tensors, metadata)
     return Path(path)
+
+
+def _write_safetensors_file(path: Path, tensors: dict, metadata: dict[str, str]) -> None:
+    ordered = sorted(tensors.items(), key=lambda item: (-item[1].element_size(), item[0]))  # each one aligned
+    with open(path, "wb") as handle:
+        handle.write(_safetensors_header_bytes(ordered, metadata))
+        for _, tensor in ordered:
+            handle.write(_tensor_bytes(tensor))
 
 
 def _safetensors_header_bytes(ordered: list[tuple[str, Any]], metadata: dict[str, str]) -> bytes:
