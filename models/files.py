@@ -20,6 +20,7 @@ import json
 import os
 import secrets
 import struct
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,10 +161,11 @@ def _safetensors_header_bytes(ordered: list[tuple[str, Any]], metadata: dict[str
 
 def _tensor_bytes(tensor: Any) -> memoryview:
     """The bytes of one tensor as it lies in memory (a copy only of a tensor that is not contiguous)."""
-    import torch  # only a writer of tensors gets here: reading a session file must not load torch
-
+    # The torch that made ``tensor``, loaded already: importing it here would make every importer of this module
+    # (the session file code) depend on torch.
+    uint8 = sys.modules["torch"].uint8
     flat = tensor.detach().to("cpu").contiguous().reshape(-1)
-    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+    return memoryview(flat.view(uint8).numpy()) if flat.numel() else memoryview(b"")
 
 
 def existing_file(path: str | Path) -> Path:
