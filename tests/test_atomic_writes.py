@@ -19,7 +19,7 @@ import torch
 from attnviz.cli import main
 from models import build_model
 from models.storage.checkpoint import save_checkpoint
-from models.storage.files import WriteError, write_bytes
+from models.storage.files import WriteError, write_bytes, write_safetensors
 from tests.helpers import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,16 +228,16 @@ def test_ctrl_c_closes_the_app_cleanly_and_saves_its_settings(tmp_path, random_c
 
 TERMINATED_DRIVER = """
 import os, signal, sys, time
-import safetensors.torch
-real = safetensors.torch.save_file
+import models.storage.files
+real = models.storage.files._write_safetensors_file
 saves = []
 def save_then_terminated(*args, **kwargs):  # the third file is written, then SIGTERM lands before it is in place
     real(*args, **kwargs)
-    saves.append(args[1])
+    saves.append(args[0])
     if len(saves) == 3:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
-safetensors.torch.save_file = save_then_terminated
+models.storage.files._write_safetensors_file = save_then_terminated
 """ + KILL_DRIVER
 
 
@@ -292,3 +292,20 @@ def test_an_interrupt_at_any_line_of_a_save_leaves_no_temporary_file(tmp_path):
             lines_seen = counter["line"]
             break
     assert lines_seen > 10 and target.read_bytes() == b"new content"
+
+
+def test_safetensors_written_tensor_by_tensor_read_back_with_safetensors_own_reader(tmp_path):
+    """write_safetensors writes each tensor from its own memory (no copy of the file's bytes); safetensors'
+    own reader gets every dtype, shape (a scalar, an empty and a strided tensor among them) and the metadata back."""
+    from safetensors import safe_open
+
+    tensors = {"weight": torch.randn(3, 5), "strided": torch.randn(5, 3).t(), "half": torch.randn(4).half(),
+               "brain": torch.randn(2, 2).bfloat16(), "ids": torch.arange(7), "flag": torch.tensor(True),
+               "scalar": torch.tensor(2.5, dtype=torch.float64), "empty": torch.empty(0, 4)}
+    path = write_safetensors(tmp_path / "t.safetensors", tensors, {"format": "test"})
+    with safe_open(str(path), "pt") as read:
+        assert read.metadata() == {"format": "test"}
+        assert sorted(read.keys()) == sorted(tensors)
+        for name, tensor in tensors.items():
+            back = read.get_tensor(name)
+            assert back.dtype == tensor.dtype and back.shape == tensor.shape and torch.equal(back, tensor), name

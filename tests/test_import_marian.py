@@ -20,6 +20,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import sentencepiece as spm
@@ -310,3 +312,39 @@ def test_a_gelu_new_model_converts_exactly(tmp_path):
     assert_logits_and_every_head_equal(checkpoint.model, original, start)
     pairs = greedy_pairs(checkpoint.model, original, tokenizer, start)
     assert all(ours == expected for ours, expected in pairs), pairs
+
+
+CONVERT_PEAK = """
+import sys
+from attnviz.cli import main
+
+
+def status(key):
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key))
+
+
+small, wide, folder = sys.argv[1:4]
+main(["convert", small, "-o", folder + "/small.safetensors"])  # every module a conversion imports, imported
+open("/proc/self/clear_refs", "w").write("5")  # the high-water mark starts again from what is resident now
+before = status("VmRSS:")
+main(["convert", wide, "-o", folder + "/wide.safetensors"])
+print(status("VmHWM:") - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="reads Linux's peak resident memory")
+def test_convert_holds_one_copy_of_the_weights(marian, tmp_path):
+    """attnviz convert, in a fresh process, grows by less than 1.5× the weights: the foreign tensors become the
+    model's (no initialised model to copy them into) and the file is written from them (no copy of its bytes).
+    Initialising the model, copying into it and writing through safetensors' save_file took 2.2×."""
+    (tmp_path / "wide").mkdir()
+    wide = build_marian(tmp_path / "wide", d_model=768, encoder_ffn_dim=3072, decoder_ffn_dim=3072)[0]
+    weights = (wide / "model.safetensors").stat().st_size
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", CONVERT_PEAK, str(marian[0]), str(wide), str(tmp_path)],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": repository}, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    grown = int(result.stdout.split()[-1])
+    assert grown < 1.5 * weights, f"convert grew by {grown / weights:.2f}× the weights ({weights / 2**20:.0f} MB)"
+    converted = load_checkpoint(tmp_path / "wide.safetensors")
+    assert converted.model.parameter_count() * 4 == pytest.approx(weights, rel=0.01)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.config import config_from_dict, config_to_dict
-from models.decoding import finish, greedy
+from models.nn.config import config_from_dict, config_to_dict
+from models.inference.decoding import finish, greedy
 from models.errors import ConfigError
-from models.rnn import RNNSeq2Seq
+from models.nn.rnn import RNNSeq2Seq
 from tests.helpers import tiny_config
 
 

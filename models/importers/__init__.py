@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..storage.checkpoint import Checkpoint
+from ..storage.checkpoint import Checkpoint, _parameters_on_meta
 from ..errors import CheckpointError
 from . import (
     annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq,
@@ -67,7 +67,10 @@ def convert(path: str | Path, format: str | None = None, settings: Mapping[str, 
     source = _source(path, trust)
     module = _module(format or _detect(source))
     settings_ = Settings(settings, module.ACCEPTED, module.NAME)
-    checkpoint = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
+    # Built on meta, the model takes the foreign tensors as its weights (WeightMap.load_into) instead of
+    # initialising a second copy of them only to overwrite it.
+    with _parameters_on_meta():
+        checkpoint = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
     return checkpoint
 
 

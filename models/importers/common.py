@@ -17,9 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..nn.base import Seq2Seq
 from ..errors import CheckpointError, ConfigError
-from ..storage.files import read_safetensors as read_safetensors_file
+from ..nn.base import Seq2Seq
+from ..storage.checkpoint import _aliases as tied_names
+from ..storage.checkpoint import iter_safetensors
 from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
 
@@ -154,8 +155,9 @@ def _convert(value: Any, kind: type, key: str, format_name: str) -> Any:
 # State dicts
 
 def read_safetensors(path: Path) -> dict[str, Tensor]:
-    """Every tensor of a safetensors file (no pickle involved); unreadable files are one-line errors."""
-    return read_safetensors_file(path)[0]
+    """Every tensor of a safetensors file (no pickle involved), each read into memory of its own that a converted
+    model then takes as its weight (no copy of the file's bytes besides); unreadable files are one-line errors."""
+    return dict(iter_safetensors(path))
 
 
 def tensor_dict(value: Any) -> dict[str, Tensor] | None:
@@ -256,9 +258,12 @@ class WeightMap:
         refuse_unused(self.source, self.layout, set(self.state) - self.taken)
 
     def load_into(self, model: Seq2Seq) -> Seq2Seq:
+        """Fill ``model`` with the mapped weights. A model built on the meta device (as ``convert`` builds it)
+        takes each mapped tensor as its parameter, sharing the foreign tensor's memory: the conversion holds one
+        copy of the weights, not the foreign state dict and the model's each whole."""
         self.check_complete()
-        expected = model.state_dict()
-        aliases = _aliases(expected)
+        expected = model.state_dict(keep_vars=True)
+        aliases = tied_names(model)
         unfilled = [name for name in expected if name not in self.assigned and name not in aliases]
         if unfilled:  # a mapping bug, not the user's file: still one line
             raise self.source.error(f"the {self.layout} conversion left weights unset: {_names(unfilled)}")
@@ -267,24 +272,21 @@ class WeightMap:
                 raise self.source.error(f"weight {foreign} has shape {tuple(tensor.shape)}; the hyper-parameters "
                                         f"imply {tuple(expected[ours].shape)}")
         self._check_tied(expected)
-        with torch.no_grad():
-            for ours, (_, tensor) in self.assigned.items():
-                expected[ours].copy_(tensor)
+        _take_weights(model, self.assigned)
         self.verify(model)
         return model.eval()
 
     def _check_tied(self, expected: Mapping[str, Tensor]) -> None:
         """Names our model ties together must receive equal tensors, else the last copy would silently win."""
-        storage: dict[tuple[int, tuple[int, ...]], tuple[str, str, Tensor]] = {}
+        first: dict[int, tuple[str, str, Tensor]] = {}  # one entry per parameter, whatever its names
         for name, tensor in expected.items():
-            key = (tensor.data_ptr(), tuple(tensor.shape))
             if name not in self.assigned:
                 continue
             foreign, value = self.assigned[name]
-            if key in storage and not _same(storage[key][2], value):
-                raise self.source.error(f"weights {storage[key][1]} and {foreign} differ, but the converted model "
-                                        f"ties {storage[key][0]} and {name} together")
-            storage.setdefault(key, (name, foreign, value))
+            kept = first.setdefault(id(tensor), (name, foreign, value))
+            if kept[0] != name and not _same(kept[2], value):
+                raise self.source.error(f"weights {kept[1]} and {foreign} differ, but the converted model "
+                                        f"ties {kept[0]} and {name} together")
 
     def verify(self, model: Seq2Seq) -> None:
         """After loading: every mapped tensor (or each part of a transformed one) reads back unchanged, and the
@@ -293,11 +295,44 @@ class WeightMap:
         for ours, (foreign, tensor) in self.assigned.items():
             if not _same(state[ours].detach().float().cpu(), tensor):
                 raise self.source.error(f"after conversion, {ours} does not hold {foreign} (its values differ)")
-        aliases = _aliases(state)
+        aliases = tied_names(model)
         ours_count = sum(tensor.numel() for name, tensor in state.items() if name not in aliases)
         mapped = sum(tensor.numel() for name, (_, tensor) in self.assigned.items() if name not in aliases)
         if ours_count != mapped:
             raise self.source.error(f"the converted model has {ours_count} parameters, {mapped} were mapped into it")
+
+
+def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]]) -> None:
+    """Put each mapped tensor in ``model``: a parameter still on the meta device becomes the tensor itself (as
+    float32, contiguous: a copy only where a transform left it strided), shared by every module that ties it; any
+    other parameter or buffer is copied into. A saved tensor mapped to two untied parameters is copied for the
+    second, so that each is its own weight (the checkpoint writer keeps one of tensors sharing memory)."""
+    owners: dict[int, list[tuple[nn.Module, str]]] = {}
+    for module in model.modules():
+        for attribute, param in module._parameters.items():
+            if param is not None:
+                owners.setdefault(id(param), []).append((module, attribute))
+    current = model.state_dict(keep_vars=True)
+    placed, memory = set(), set()
+    with torch.no_grad():
+        for ours, (_, tensor) in assigned.items():
+            target = current[ours]
+            if target.device.type != "meta":
+                target.copy_(tensor)
+                continue
+            if id(target) in placed:  # a tied name of a parameter already placed (checked equal)
+                continue
+            value = tensor.detach().to(device="cpu", dtype=target.dtype).contiguous()
+            if (value.data_ptr(), tuple(value.shape)) in memory:
+                value = value.clone()
+            memory.add((value.data_ptr(), tuple(value.shape)))
+            placed.add(id(target))
+            param = nn.Parameter(value, requires_grad=target.requires_grad)
+            for module, attribute in owners[id(target)]:
+                module._parameters[attribute] = param
+    for module in model.modules():
+        if isinstance(module, nn.RNNBase):  # its fused kernel reads a list of the parameters made when it was built
+            module._init_flat_weights()
 
 
 def refuse_unused(source: Source, layout: str, unused: Collection[str]) -> None:
@@ -316,16 +351,6 @@ def saved_as_one(state: Mapping[str, Tensor], first: str, second: str) -> bool:
 def _same(first: Tensor, second: Tensor) -> bool:
     return tuple(first.shape) == tuple(second.shape) and torch.equal(first.detach().float().cpu(),
                                                                      second.detach().float().cpu())
-
-
-def _aliases(state: Mapping[str, Tensor]) -> set[str]:
-    seen, aliases = set(), set()
-    for name, tensor in state.items():
-        key = (tensor.data_ptr(), tuple(tensor.shape))
-        if key in seen:
-            aliases.add(name)
-        seen.add(key)
-    return aliases
 
 
 def _names(names: list[str]) -> str:

@@ -25,7 +25,7 @@ from torch import nn
 from ..nn.base import Seq2Seq
 from ..nn.config import config_from_dict, config_to_dict
 from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
-from .files import existing_file, read_header, write_safetensors
+from .files import SAFETENSORS_DTYPES, existing_file, read_header, write_safetensors
 from ..text.tokenizers import Tokenizer
 from ..nn.validation import check_against_weights, check_shapes
 
@@ -386,11 +386,6 @@ def _aliases(model: Seq2Seq) -> set[str]:
 def _first_line(error: Exception) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-# The element types of safetensors' header (little-endian on disk, as on every platform torch runs on here).
-SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-                      "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 
 
 def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[str, Any]]:
