@@ -125,7 +125,8 @@ def write_safetensors(path: str | Path, tensors: dict, metadata: dict[str, str])
 
     with atomic_output(path) as temporary:
         try:
-            save_file({name: tensor.contiguous() for name, tensor in tensors.items()}, str(temporary), metadata=metadata)
+            save_file({name: tensor.contiguous() for name, tensor in tensors.items()}, str(temporary),
+                      metadata=metadata)
         except SafetensorError as error:  # what safetensors makes of a full disk
             reason = str(error).split("I/O error: ")[-1].split(" (os error")[0]
             raise WriteError(f"{path}: could not write it ({reason}); the file there before is unchanged") from None
