@@ -2,13 +2,13 @@
 character tokenizer, random weights; the end token's logit is pushed down so greedy decoding runs to
 the length asked for).
 
-1. For 32, 128, 256, 512 and 1,024 tokens (source and target alike), forced, greedy and beam search (width
-   4, the window's default): the time from the request to all views drawn (focus heatmap, the layer's
-   heads, all layers × heads, decoding panel) and the app process' peak resident memory after the first run and after them all (a run holds the
-   previous result until its own is shown). Each case runs in a fresh process, so each peak is its own.
-   BertViz's model_view on this machine kind took 1.27 s at 32 tokens, 13.9 s at 128, 62.7 s at 256 and
-   never drew at 512: the last column says how many times faster attnviz is.
-   Then the focus heatmap is zoomed in and out and panned: milliseconds per frame (moved and painted).
+1. For 32, 128, 256, 512 and 1,024 tokens (source and target alike), forced, greedy and beam search (width 4, the
+   window's default): the time from the request to all views drawn (focus heatmap, the layer's heads, all layers ×
+   heads, decoding panel) and the app process' peak resident memory after the first run and after them all (a run holds
+   the previous result until its own is shown). Each case runs in a fresh process, so each peak is its own. BertViz's
+   model_view on this machine kind took 1.27 s at 32 tokens, 13.9 s at 128, 62.7 s at 256 and never drew at 512: the
+   last column says how many times faster attnviz is. Then the focus heatmap is zoomed in and out and panned:
+   milliseconds per frame (moved and painted).
 2. Greedy and beam search at length: the time of one decoding step near step 1,000 against near step 10.
 
     QT_QPA_PLATFORM=offscreen python benchmarks/long_inputs.py [--device cuda] [--repeats 3] [--modes beam]
@@ -91,7 +91,8 @@ def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:
         start = time.perf_counter()
         window.run()
         request = window.session.request
-        wait_for(application, lambda request=request: window.session.is_current(request.id) and bool(window.session.results))
+        wait_for(application,
+                 lambda request=request: window.session.is_current(request.id) and bool(window.session.results))
         application.processEvents()
         window.grab()  # paints every visible view now
         times.append(time.perf_counter() - start)
@@ -190,7 +191,8 @@ def main() -> None:
         return
     common = ["--device", args.device, "--repeats", str(args.repeats)]
     print(f"device {args.device}; each case in its own process; time = median of {args.repeats} runs")
-    print("tokens | mode   | request → all views drawn | peak RSS: first run, all runs | BertViz model_view | attnviz is")
+    print("tokens | mode   | request → all views drawn | peak RSS: first run, all runs | BertViz model_view"
+          " | attnviz is")
     frames = []
     for tokens in args.lengths:
         for mode in args.modes:

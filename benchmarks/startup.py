@@ -46,7 +46,8 @@ def main() -> None:
         floors.append(launch([sys.executable, "-c", "import torch"])[0])
     floor = statistics.median(floors)
     print(f"median of {args.repeats} fresh processes      seconds   × the torch-import floor")
-    for name, values, goal in (("launch → window shown", shown, 1.0), ("launch → first heatmap (default demo)", heatmap, 3.0),
+    for name, values, goal in (("launch → window shown", shown, 1.0),
+                               ("launch → first heatmap (default demo)", heatmap, 3.0),
                                ("attnviz --help", helps, 0.5), ('python -c "import torch" (floor)', floors, None)):
         median = statistics.median(values)
         verdict = "" if goal is None else f"   goal ≤ {goal:.1f} s: {'met' if median <= goal else 'NOT met'}"

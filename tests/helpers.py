@@ -121,7 +121,7 @@ def assert_same_forward(expected, logits, intermediates, *, layers: int | dict[s
             assert layer.shape[1] == weights.shape[1] == count and (layer - weights).abs().max() < 1e-5, kind
 
 
-def assert_greedy_equals_generate(checkpoint, original, sentences, encode, generation_config, max_new: int) -> None:
+def assert_greedy_equals_generate(checkpoint, original, sentences, encode, *, generation_config, max_new: int) -> None:
     """Our greedy decoding equals the transformers model's ``generate`` on every sentence (``encode``: the
     folder's own tokenizer, whose ids our source encoding must equal too), and some outputs end early."""
     import torch

@@ -118,7 +118,8 @@ def test_toggling_spells_a_whole_layer_out():
     ablation = Ablation.parse(["cross:1:*"]).toggled("cross", 1, 2, shape)
     assert ablation.heads(shape) == (("cross", 1, 0), ("cross", 1, 1))
     assert ablation.toggled("cross", 1, 2, shape).heads(shape) == (("cross", 1, 0), ("cross", 1, 1), ("cross", 1, 2))
-    assert ablation.with_layer("cross", 0, True, shape).heads(shape)[:3] == (("cross", 0, 0), ("cross", 0, 1), ("cross", 0, 2))
+    assert ablation.with_layer("cross", 0, True, shape).heads(shape)[:3] == (("cross", 0, 0), ("cross", 0, 1),
+                                                                            ("cross", 0, 2))
     assert not ablation.with_layer("cross", 1, False, shape)
 
 

@@ -114,7 +114,8 @@ def test_importance_refuses_bad_pairs_and_models_without_attention(capsys, tmp_p
     broken = tmp_path / "broken.tsv"
     broken.write_text("no tab here\n", encoding="utf-8")
     assert_one_line_error(*cli(capsys, "importance", "-c", DEMO, "--data", broken)[::2], str(broken))
-    assert_one_line_error(*cli(capsys, "importance", "-c", DEMO, "--data", tmp_path / "missing.tsv")[::2], "no such file")
+    assert_one_line_error(*cli(capsys, "importance", "-c", DEMO, "--data", tmp_path / "missing.tsv")[::2],
+                          "no such file")
     assert_one_line_error(*cli(capsys, "importance", "-c", "piglatin-gru-no-attention", "--data", pig_pairs)[::2],
                           "no attention heads to switch off")
     assert_one_line_error(*cli(capsys, "importance", "-c", DEMO, "--data", pig_pairs, "--kind", "enc_self")[::2],

@@ -67,7 +67,8 @@ def test_the_session_toggles_heads_and_layers_against_the_shown_trace():
     session.new_request("abc")
     session.accept_results(session.request.id, [DecodeResult([1], ["x"], "x", -1.0, -1.0, trace(), [])])
     assert session.toggle_head("cross", 1, 2).specs() == ["cross:1:2"]
-    assert session.toggle_layer("cross", 1).heads({"cross": (2, 3)}) == (("cross", 1, 0), ("cross", 1, 1), ("cross", 1, 2))
+    assert session.toggle_layer("cross", 1).heads({"cross": (2, 3)}) == (("cross", 1, 0), ("cross", 1, 1),
+                                                                         ("cross", 1, 2))
     assert not session.toggle_layer("cross", 1)  # every head of it was off: all on again
     session.toggle_head("cross", 0, 0)
     assert session.new_request("abc").ablation.specs() == ["cross:0:0"] and session.original is None

@@ -134,7 +134,8 @@ def test_config_that_disagrees_with_the_weights(tmp_path, random_checkpoint):
 
 
 def test_vocabulary_that_disagrees_with_the_model(tmp_path, random_checkpoint):
-    tokenizers = {"source": {"kind": "char", "characters": list("xyz")}, "target": {"kind": "char", "characters": list("xyz")}}
+    tokenizers = {"source": {"kind": "char", "characters": list("xyz")},
+                  "target": {"kind": "char", "characters": list("xyz")}}
     path = rewrite_metadata(random_checkpoint, tmp_path / "vocab.safetensors", tokenizers=json.dumps(tokenizers))
     with pytest.raises(CheckpointError, match="do not match the model"):
         load_checkpoint(path)

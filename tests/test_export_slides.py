@@ -59,10 +59,12 @@ def test_the_all_heads_figure_hatches_the_decoders_future(qtbot, window, tmp_pat
     assert future > 0 and text.count("fill='url(#masked)'") == trace.heads("dec_self") * future
     window.selector.set_masks_visible(False)
     window.export_grid_image(str(plain))
-    masked = next(rect for rect in ElementTree.fromstring(text).iter(f"{SVG}rect") if rect.get("fill") == "url(#masked)")
+    masked = next(rect for rect in ElementTree.fromstring(text).iter(f"{SVG}rect")
+                  if rect.get("fill") == "url(#masked)")
     x, y, side = (float(masked.get(name)) for name in ("x", "y", "width"))
     with_hatch, without = QImage(str(hatched)), QImage(str(plain))
-    cell = [(round(2 * (x + dx)), round(2 * (y + dy))) for dx in np.linspace(1, side - 1, 6) for dy in np.linspace(1, side - 1, 6)]
+    cell = [(round(2 * (x + dx)), round(2 * (y + dy)))
+            for dx in np.linspace(1, side - 1, 6) for dy in np.linspace(1, side - 1, 6)]
     assert any(with_hatch.pixel(*point) != without.pixel(*point) for point in cell)  # 2×: PNG pixels per point
 
 

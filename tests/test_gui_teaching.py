@@ -17,7 +17,11 @@ from models.storage.checkpoint import save_checkpoint
 from models.trace.records import DecodeResult
 from tests.helpers import tiny_config
 from tests.test_gui import WAIT, focus_data, run_text
-from tests.test_gui_import import tutorial_files, wait_for_dialog  # noqa: F401 (a fixture)
+from tests.test_gui_import import wait_for_dialog
+
+# test_gui_import's fixture ``tutorial_files`` reaches the tests by name as a plugin's fixture; imported by name, the
+# tests' parameter would shadow the import
+pytest_plugins = ["tests.test_gui_import"]
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +29,8 @@ def short_checkpoint(tmp_path_factory, char_tokenizer):
     """A second model whose length limit (40) differs from the random checkpoint's (64)."""
     torch.manual_seed(2)
     model = build_model(tiny_config("gru-additive", max_len=40))
-    return save_checkpoint(tmp_path_factory.mktemp("short") / "short.safetensors", model, char_tokenizer, char_tokenizer)
+    return save_checkpoint(tmp_path_factory.mktemp("short") / "short.safetensors", model, char_tokenizer,
+                           char_tokenizer)
 
 
 def open_and_wait(qtbot, window, path) -> None:
@@ -58,7 +63,8 @@ def test_a_run_cut_at_the_length_limit_says_so(qtbot, window):
 
 def test_the_result_line_says_when_the_limit_cut_the_output():
     cut = DecodeResult(token_ids=[5, 6], tokens=["a", "b"], text="ab", log_prob=-1.0, score=-1.0, trace=None, steps=[])
-    ended = DecodeResult(token_ids=[5, 3], tokens=["a", "</s>"], text="a", log_prob=-1.0, score=-1.0, trace=None, steps=[])
+    ended = DecodeResult(token_ids=[5, 3], tokens=["a", "</s>"], text="a", log_prob=-1.0, score=-1.0, trace=None,
+                         steps=[])
     assert "length limit (2 tokens)" in viewmodel.result_line(cut, [], limit=2, eos_id=3).notices[-1]
     assert viewmodel.result_line(ended, [], limit=2, eos_id=3).notices == []
     assert viewmodel.result_line(cut, [], limit=3, eos_id=3).notices == []

@@ -40,7 +40,8 @@ def test_hand_made_attention_gives_hand_computed_statistics():
     mean = lambda kind, name: float(run.mean(kind, name)[0, 0])  # noqa: E731
     ln2 = math.log(2)
     # encoder: rows 0..2 are real, row 3 and key 3 are padding
-    assert mean("enc_self", "entropy") == pytest.approx((0 + ln2 - (0.25 * math.log(0.25) + 0.75 * math.log(0.75))) / 3, abs=1e-6)
+    assert mean("enc_self", "entropy") == pytest.approx((0 + ln2 - (0.25 * math.log(0.25) + 0.75 * math.log(0.75))) / 3,
+                                                        abs=1e-6)
     assert mean("enc_self", "confidence") == pytest.approx((1 + 0.5 + 0.75) / 3)
     assert mean("enc_self", "same") == pytest.approx((1 + 0.5 + 0.75) / 3)
     assert mean("enc_self", "previous") == pytest.approx((0.5 + 0.25) / 2)  # row 0 has no previous position
@@ -57,7 +58,8 @@ def test_hand_made_attention_gives_hand_computed_statistics():
     assert mean("cross", "diagonal") == pytest.approx((1.0 + 0.75) / 2)
     for kind in ("enc_self", "dec_self", "cross"):
         assert mean(kind, "padding") == 0.0
-    assert set(run.tables()["cross"]) == set(statistics_of("cross")) == {"entropy", "confidence", "eos", "padding", "diagonal"}
+    assert set(run.tables()["cross"]) == set(statistics_of("cross")) == {"entropy", "confidence", "eos", "padding",
+                                                                         "diagonal"}
 
 
 def test_weight_on_a_padded_key_is_reported():
@@ -109,10 +111,12 @@ def test_statistics_match_the_traces_of_forced_decoding(tmp_path, char_tokenizer
     translator = checkpoint_of(tmp_path, char_tokenizer, "transformer-preln")
     stats = corpus_head_stats(translator, PAIRS[:3], batch_size=2)
     for index, (source, target) in enumerate(PAIRS[:3]):
-        trace = finish(translator.decode(translator.source(source), mode="forced", target_ids=translator.target(target)))[0].trace
+        trace = finish(translator.decode(translator.source(source), mode="forced",
+                                         target_ids=translator.target(target)))[0].trace
         cross = trace.attention["cross"][1]  # [heads, T, S]
         entropy = -(np.where(cross > 0, cross * np.log(np.where(cross > 0, cross, 1)), 0)).sum(-1).mean(-1)
-        np.testing.assert_allclose(stats.runs["reference"].per_sentence("cross", "entropy")[index, 1], entropy, atol=1e-5)
+        np.testing.assert_allclose(stats.runs["reference"].per_sentence("cross", "entropy")[index, 1], entropy,
+                                   atol=1e-5)
         np.testing.assert_allclose(stats.runs["reference"].per_sentence("cross", "eos")[index, 1],
                                    cross[:, :, -1].mean(-1), atol=1e-5)
 
@@ -129,7 +133,8 @@ def test_the_decoded_run_is_forced_on_the_greedy_output(tmp_path, char_tokenizer
 def test_progress_can_stop_the_run(tmp_path, char_tokenizer):
     translator = checkpoint_of(tmp_path, char_tokenizer, "transformer-preln")
     seen = []
-    result = corpus_head_stats(translator, PAIRS, batch_size=2, progress=lambda done, total: seen.append((done, total)) or False)
+    result = corpus_head_stats(translator, PAIRS, batch_size=2,
+                               progress=lambda done, total: seen.append((done, total)) or False)
     assert result is None and seen == [(2, 5)]
 
 

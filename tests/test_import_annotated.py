@@ -46,7 +46,8 @@ class MultiHeadedAttention(nn.Module):
 
     def forward(self, query, key, value, mask):
         batch, d_k = query.size(0), D // HEADS
-        q, k, v = [lin(x).view(batch, -1, HEADS, d_k).transpose(1, 2) for lin, x in zip(self.linears, (query, key, value))]
+        q, k, v = [lin(x).view(batch, -1, HEADS, d_k).transpose(1, 2)
+                   for lin, x in zip(self.linears, (query, key, value))]
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)
         weights = scores.masked_fill(mask.unsqueeze(1) == 0, -1e9).softmax(dim=-1)
         x = torch.matmul(weights, v).transpose(1, 2).contiguous().view(batch, -1, D)

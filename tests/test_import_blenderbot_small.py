@@ -122,7 +122,7 @@ def test_logits_and_every_head_equal_transformers(blenderbot):
 def test_greedy_outputs_equal_generate(blenderbot):
     folder, original, tokenizer = blenderbot
     assert_greedy_equals_generate(convert(folder), original, SENTENCES, lambda sentence: tokenizer(sentence).input_ids,
-                                  generation(), MAX_NEW)
+                                  generation_config=generation(), max_new=MAX_NEW)
 
 
 def test_an_extra_weight_or_missing_tokenizer_files_are_refused_by_name(blenderbot, tmp_path):

@@ -133,7 +133,7 @@ def test_logits_and_every_head_equal_transformers(fsmt):
 def test_greedy_outputs_equal_generate(fsmt):
     folder, original, tokenizer = fsmt
     assert_greedy_equals_generate(convert(folder), original, ENGLISH, lambda sentence: tokenizer(sentence).input_ids,
-                                  generation(), MAX_NEW)
+                                  generation_config=generation(), max_new=MAX_NEW)
 
 
 def test_an_extra_weight_or_missing_vocabularies_are_refused_by_name(fsmt, tmp_path):

@@ -124,7 +124,7 @@ def assert_converted_forward_equal(checkpoint, original, tokenizer, path, heads=
 def test_greedy_outputs_equal_generate(family):
     _, folder, original, tokenizer = family
     assert_greedy_equals_generate(convert(folder), original, SENTENCES, lambda sentence: tokenizer.encode(sentence).ids,
-                                  generation(), MAX_NEW)
+                                  generation_config=generation(), max_new=MAX_NEW)
 
 
 def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(family, tmp_path):
@@ -146,7 +146,8 @@ def test_an_extra_weight_or_a_differing_tied_copy_is_refused_by_name(family, tmp
 def test_other_model_types_are_refused_naming_what_is_supported(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "prophetnet"}), encoding="utf-8")
     with pytest.raises(CheckpointError, match=r"a Hugging Face prophetnet model; this version imports model types "
-                                              r"marian, bart, mbart, m2m_100, pegasus, blenderbot-small, fsmt, t5, mt5$"):
+                                              r"marian, bart, mbart, m2m_100, pegasus, blenderbot-small, fsmt, "
+                                              r"t5, mt5$"):
         detect_format(tmp_path)
 
 
@@ -186,4 +187,4 @@ def test_heads_and_feed_forward_widths_may_differ_per_side(kind, tmp_path):
     assert_converted_forward_equal(checkpoint, original, tokenizer, tmp_path / "sided.safetensors",
                                    heads={"enc_self": 4, "dec_self": 8, "cross": 8})
     assert_greedy_equals_generate(checkpoint, original, SENTENCES, lambda sentence: tokenizer.encode(sentence).ids,
-                                  generation(), MAX_NEW)
+                                  generation_config=generation(), max_new=MAX_NEW)

@@ -26,7 +26,8 @@ WORDS = ["a", "man", "dog", "runs", "ein", "mann", "hund", "läuft", "."]
 
 
 def pos_table(n_position: int, d_hid: int) -> torch.Tensor:
-    angles = np.array([[pos / np.power(10000, 2 * (j // 2) / d_hid) for j in range(d_hid)] for pos in range(n_position)])
+    angles = np.array([[pos / np.power(10000, 2 * (j // 2) / d_hid) for j in range(d_hid)]
+                       for pos in range(n_position)])
     angles[:, 0::2], angles[:, 1::2] = np.sin(angles[:, 0::2]), np.cos(angles[:, 1::2])
     return torch.FloatTensor(angles).unsqueeze(0)
 
@@ -192,7 +193,8 @@ def test_missing_and_extra_weights_are_named(jadore, tmp_path):
         convert(broken, settings=given, src_vocab=vocab, tgt_vocab=vocab)
     checkpoint["model"]["decoder.layer_stack.1.pos_ffn.w_2.bias"] = torch.zeros(D_MODEL)
     torch.save(checkpoint, broken)
-    with pytest.raises(CheckpointError, match=r"unexpected weights, not part of the jadore layout: decoder.extra.weight$"):
+    with pytest.raises(CheckpointError,
+                       match=r"unexpected weights, not part of the jadore layout: decoder.extra.weight$"):
         convert(broken, settings=given, src_vocab=vocab, tgt_vocab=vocab)
 
 
@@ -213,9 +215,10 @@ def test_the_data_pkl_gives_the_vocabularies_when_trusted(jadore, tmp_path):
     tokens = vocab.read_text(encoding="utf-8").splitlines()
     data = tmp_path / "m30k_deen_shr.pkl"
     with open(data, "wb") as handle:
-        pickle.dump({"settings": argparse.Namespace(max_len=100), "vocab": {"src": Field(tokens), "trg": Field(tokens)}},
-                    handle)
-    with pytest.raises(CheckpointError, match=r"needs arbitrary unpickling \(it contains tests\.test_import_jadore\.Field"):
+        pickle.dump({"settings": argparse.Namespace(max_len=100),
+                     "vocab": {"src": Field(tokens), "trg": Field(tokens)}}, handle)
+    with pytest.raises(CheckpointError,
+                       match=r"needs arbitrary unpickling \(it contains tests\.test_import_jadore\.Field"):
         convert(path, settings=given, src_vocab=data, tgt_vocab=data)
     checkpoint = convert(path, settings=given, src_vocab=data, tgt_vocab=data, trust=True)
     assert checkpoint.source_tokenizer.vocabulary == checkpoint.target_tokenizer.vocabulary == tokens

@@ -80,7 +80,8 @@ def write_separate_folder(folder) -> tuple[int, int]:
         proto = train_spm(texts)
         (folder / name).write_bytes(proto)
         processor = spm.SentencePieceProcessor(model_proto=proto)
-        pieces = sorted({processor.id_to_piece(i) for i in range(processor.get_piece_size())} - {"<unk>", "<s>", "</s>"})
+        pieces = sorted({processor.id_to_piece(i) for i in range(processor.get_piece_size())}
+                        - {"<unk>", "<s>", "</s>"})
         vocab = {"</s>": 0, "<unk>": 1, **{piece: index + 2 for index, piece in enumerate(pieces)}}
         if sizes:  # the target: ids the source has not, so that the sizes differ
             vocab.update({f"<extra {index}>": len(vocab) + index for index in range(sizes[0] + 3 - len(vocab))})
@@ -105,7 +106,8 @@ def build_marian(folder, separate: bool = False, **overrides) -> tuple:
     settings = dict(vocab_size=vocab_size, decoder_vocab_size=decoder_vocab_size, d_model=16, encoder_layers=2,
                     decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
                     decoder_ffn_dim=32, activation_function="swish", max_position_embeddings=64,
-                    pad_token_id=vocab_size - 1, decoder_start_token_id=start, eos_token_id=0, forced_eos_token_id=0, scale_embedding=True)
+                    pad_token_id=vocab_size - 1, decoder_start_token_id=start, eos_token_id=0, forced_eos_token_id=0,
+                    scale_embedding=True)
     config = transformers.MarianConfig(**{**settings, **overrides})
     torch.manual_seed(0)
     model = transformers.MarianMTModel(config)
@@ -140,7 +142,8 @@ def untied_marian(request, tmp_path_factory):
 def generation(config, beams: int):
     """``config``: the model's, whose pad id is banned and whose start token starts decoding."""
     pad = config.pad_token_id
-    return transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=beams, do_sample=False, bad_words_ids=[[pad]],
+    return transformers.GenerationConfig(max_new_tokens=MAX_NEW, num_beams=beams, do_sample=False,
+                                         bad_words_ids=[[pad]],
                                          decoder_start_token_id=config.decoder_start_token_id, eos_token_id=0,
                                          pad_token_id=pad,
                                          length_penalty=0.0)
@@ -190,7 +193,8 @@ def greedy_pairs(model, original, tokenizer, pad: int) -> list[tuple[list[int], 
     for text in SENTENCES:
         ids = tokenizer(text).input_ids
         with torch.no_grad():
-            expected = original.generate(torch.tensor([ids]), generation_config=generation(original.config, 1))[0, 1:].tolist()
+            expected = original.generate(torch.tensor([ids]),
+                                         generation_config=generation(original.config, 1))[0, 1:].tolist()
         pairs.append((finish(greedy(model, ids, max_len=MAX_NEW))[0].token_ids, expected))
     return pairs
 
@@ -207,7 +211,8 @@ def test_greedy_and_beam_outputs_equal_generate(marian):
     for text, (ours_greedy, expected_greedy) in zip(SENTENCES, greedy_pairs(model, original, tokenizer, pad)):
         ids = tokenizer(text).input_ids
         with torch.no_grad():
-            expected_beam = original.generate(torch.tensor([ids]), generation_config=generation(original.config, 4))[0, 1:].tolist()
+            expected_beam = original.generate(torch.tensor([ids]),
+                                              generation_config=generation(original.config, 4))[0, 1:].tolist()
         ours_beam = finish(beam_search(model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
         assert ours_greedy == expected_greedy, text
         assert ours_beam == expected_beam, text

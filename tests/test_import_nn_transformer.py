@@ -1,8 +1,9 @@
 """Import of the PyTorch "Language Translation with nn.Transformer" tutorial model.
 
-``Seq2SeqTransformer`` is written here from the tutorial's description (docs/checkpoint-formats.md#nn-transformer): token embeddings ×√E, an interleaved sinusoid table ``[maxlen, 1, E]`` added
-seq-first, ``torch.nn.Transformer`` (seq-first, final norms on both stacks), a ``generator`` linear. Random
-weights; the original's per-head attention is read through hooks, as the reference describes.
+``Seq2SeqTransformer`` is written here from the tutorial's description (docs/checkpoint-formats.md#nn-transformer):
+token embeddings ×√E, an interleaved sinusoid table ``[maxlen, 1, E]`` added seq-first, ``torch.nn.Transformer``
+(seq-first, final norms on both stacks), a ``generator`` linear. Random weights; the original's per-head attention is
+read through hooks, as the reference describes.
 """
 
 from __future__ import annotations
@@ -169,7 +170,8 @@ def test_logits_and_every_head_match_the_original(tutorial):
     original, norm_first, *_ = tutorial
     checkpoint = imported(tutorial)
     config = checkpoint.config
-    assert (config.norm_position, config.final_norm, config.pre_norm_kv) == ("pre" if norm_first else "post", True, True)
+    assert (config.norm_position, config.final_norm, config.pre_norm_kv) == ("pre" if norm_first else "post",
+                                                                            True, True)
     src, tgt = random_batch(torch.Generator().manual_seed(5))
     with torch.no_grad():
         expected = original(src.T, tgt.T).transpose(0, 1)
@@ -230,7 +232,8 @@ def test_a_trusted_whole_pickled_model_says_nhead_and_norm_first_itself(tutorial
     original, norm_first, _, src_vocab, tgt_vocab = tutorial
     path = tmp_path / "whole.pt"
     torch.save(original, path)
-    with pytest.raises(CheckpointError, match=r"needs arbitrary unpickling \(it contains tests\..*Seq2SeqTransformer\)"):
+    with pytest.raises(CheckpointError,
+                       match=r"needs arbitrary unpickling \(it contains tests\..*Seq2SeqTransformer\)"):
         inspect(path)
     inspection = inspect(path, trust=True)
     assert not inspection.missing and inspection.inferred["nhead"] == HEADS

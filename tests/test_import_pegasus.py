@@ -1,10 +1,10 @@
 """Import of Hugging Face Pegasus folders, checked against ``transformers`` itself, offline.
 
 A tiny ``PegasusForConditionalGeneration`` with seeded random weights is written with ``save_pretrained``
-beside the tokenizer.json of a ``PegasusTokenizer`` (and the ``spiece.model`` older folders carry alone) whose vocabulary comes from a sentencepiece model trained
-here, laid out as Pegasus lays it out: ``<pad>``, ``</s>``, two mask tokens and ``<unk_2>``..``<unk_102>``
-first, the sentencepiece pieces after them (offset 103). Decoding settings as in the BART tests: padding
-banned, no forced tokens.
+beside the tokenizer.json of a ``PegasusTokenizer`` (and the ``spiece.model`` older folders carry alone) whose
+vocabulary comes from a sentencepiece model trained here, laid out as Pegasus lays it out: ``<pad>``, ``</s>``, two
+mask tokens and ``<unk_2>``..``<unk_102>`` first, the sentencepiece pieces after them (offset 103). Decoding settings
+as in the BART tests: padding banned, no forced tokens.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_logits_and_every_head_equal_transformers(pegasus, tmp_path):
 def test_greedy_outputs_equal_generate(pegasus):
     folder, original, tokenizer = pegasus
     assert_greedy_equals_generate(convert(folder), original, SENTENCES, lambda sentence: tokenizer(sentence).input_ids,
-                                  generation(), MAX_NEW)
+                                  generation_config=generation(), max_new=MAX_NEW)
 
 
 def test_an_extra_weight_or_an_altered_position_table_is_refused_by_name(pegasus, tmp_path):

@@ -1,6 +1,7 @@
 """Import of the PyTorch seq2seq tutorial's EncoderRNN + AttnDecoderRNN (Bahdanau attention).
 
-The two modules are written here from the tutorial's description (docs/checkpoint-formats.md#pytorch-seq2seq), with random weights, and saved in the layouts users save them in.
+The two modules are written here from the tutorial's description (docs/checkpoint-formats.md#pytorch-seq2seq), with
+random weights, and saved in the layouts users save them in.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def tutorial(tmp_path_factory):
         for parameter in [*encoder.parameters(), *decoder.parameters()]:
             parameter.add_(torch.randn_like(parameter) * 0.3)
     folder = tmp_path_factory.mktemp("seq2seq")
-    return encoder, decoder, folder, write_vocab(folder / "fra.txt", SRC_WORDS), write_vocab(folder / "eng.txt", TGT_WORDS)
+    return (encoder, decoder, folder, write_vocab(folder / "fra.txt", SRC_WORDS),
+            write_vocab(folder / "eng.txt", TGT_WORDS))
 
 
 @pytest.fixture(params=["two-files", "one-dict", "flat", "whole-modules"])

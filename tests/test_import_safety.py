@@ -69,7 +69,8 @@ def test_a_hostile_pickle_is_refused_by_the_library(hostile, trust):
     path, target = hostile
     for attempt in (lambda: load(path, trust=trust), lambda: convert(path, trust=trust),
                     lambda: detect_format(path, trust=trust)):
-        with pytest.raises(CheckpointError, match=r"refused: unpickling it would call .*nothing from it was run") as error:
+        with pytest.raises(CheckpointError,
+                           match=r"refused: unpickling it would call .*nothing from it was run") as error:
             attempt()
         assert "\n" not in str(error.value) and not target.exists()
 
@@ -173,7 +174,8 @@ def test_unknown_settings_and_formats_are_named(tutorial_state, tmp_path):
     torch.save(state, path)
     with pytest.raises(CheckpointError, match=r"no setting named n_heads; this format takes nhead, norm_first"):
         convert(path, settings={"n_heads": 4}, src_vocab=vocabs[0], tgt_vocab=vocabs[1])
-    with pytest.raises(CheckpointError, match=r"--set norm_first: nn-transformer needs true or false here; got 'maybe'"):
+    with pytest.raises(CheckpointError,
+                       match=r"--set norm_first: nn-transformer needs true or false here; got 'maybe'"):
         convert(path, settings={"nhead": 4, "norm_first": "maybe"}, src_vocab=vocabs[0], tgt_vocab=vocabs[1])
     with pytest.raises(CheckpointError, match=r"unknown format; known: marian, nn-transformer"):
         convert(path, format="tensor2tensor")

@@ -268,7 +268,8 @@ def test_other_t5_families_are_refused_naming_what_is_supported(tmp_path):
     for model_type in ("longt5", "umt5"):
         (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}), encoding="utf-8")
         with pytest.raises(CheckpointError, match=rf"a Hugging Face {model_type} model; this version imports model "
-                                                  r"types marian, bart, mbart, m2m_100, pegasus, blenderbot-small, fsmt, t5, mt5$"):
+                                                  r"types marian, bart, mbart, m2m_100, pegasus, blenderbot-small, "
+                                                  r"fsmt, t5, mt5$"):
             detect_format(tmp_path)
 
 

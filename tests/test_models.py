@@ -225,7 +225,8 @@ def test_preln_decoder_layer_matches_reference():
     tgt = x[:, :4]
     self_mask = causal_mask(4)
     with torch.no_grad():
-        actual, self_weights, cross_weights = layer(tgt, memory, self_mask, src_mask, None, True)
+        actual, self_weights, cross_weights = layer(tgt, memory, self_mask=self_mask, cross_mask=src_mask, cache=None,
+                                                    need_weights=True)
         a = layer.self_attention
         attended, expected_self = _attention(a.attention, _layer_norm(tgt, a.norm), tgt, self_mask)
         h = tgt + attended

@@ -44,7 +44,8 @@ def test_an_installed_wheel_finds_its_demos_outside_the_source_tree(wheel, tmp_p
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=600)
     probe = ("import attnviz.state.demos as d, json; "
-             "print(json.dumps([str(d.RESOURCES), [p.name for p in d.demo_checkpoints()], d.demo_example(d.DEFAULT_DEMO)]))")
+             "print(json.dumps([str(d.RESOURCES), [p.name for p in d.demo_checkpoints()], "
+             "d.demo_example(d.DEFAULT_DEMO)]))")
     result = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {probe}"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True)
     folder, names, example = json.loads(result.stdout)
@@ -72,7 +73,8 @@ def test_a_demo_is_named_by_its_name(capsys):
     listed = json.loads(capsys.readouterr().out)
     assert [demo["name"] for demo in listed] == [path.stem for path in demo_checkpoints()]
     assert listed[0] == {"name": "en-es-transformer", "arch": "transformer-preln",
-                         "path": str(DEMO_FOLDER / "en-es-transformer.safetensors"), "example": "The Lord is my shepherd."}
+                         "path": str(DEMO_FOLDER / "en-es-transformer.safetensors"),
+                         "example": "The Lord is my shepherd."}
 
 
 @pytest.mark.parametrize("platform", ["xcb", ""])

@@ -1,5 +1,5 @@
-"""Pruning curves (models/analysis/importance.py ``prune_curves``, ``attnviz importance --prune-curve``): the score as heads
-are switched off cumulatively, least important first, most important first and in a seeded random order."""
+"""Pruning curves (models/analysis/importance.py ``prune_curves``, ``attnviz importance --prune-curve``): the score as
+heads are switched off cumulatively, least important first, most important first and in a seeded random order."""
 
 from __future__ import annotations
 

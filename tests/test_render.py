@@ -49,7 +49,8 @@ def test_all_heads_and_svg(qapp, capsys, tmp_path, random_checkpoint):
     (["--kind", "cross", "--head", "median"], "--head must be"),
     (["--kind", "cross", "--size", "10x10"], "--size"),
 ])
-def test_bad_selections(qapp, capsys, tmp_path, random_checkpoint, options, fragment):
+@pytest.mark.usefixtures("qapp")
+def test_bad_selections(capsys, tmp_path, random_checkpoint, options, fragment):
     code, err = render(capsys, "-c", random_checkpoint, "abc", *options, "-o", tmp_path / "x.png")
     assert code == 1 and fragment in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.png").exists()

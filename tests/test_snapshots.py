@@ -48,7 +48,8 @@ def test_a_run_keeps_n_float16_snapshots_in_step_order(tmp_path):
     for name, value in final.model.state_dict().items():
         torch.testing.assert_close(last.model.state_dict()[name], value.half().float())
     first = load_file(str(series.snapshots[0].path))
-    assert any(not torch.equal(first[name], tensor) for name, tensor in load_file(str(series.snapshots[-1].path)).items())
+    assert any(not torch.equal(first[name], tensor)
+               for name, tensor in load_file(str(series.snapshots[-1].path)).items())
 
 
 def test_a_resumed_run_continues_the_series_and_checks_its_spacing(tmp_path):
@@ -88,16 +89,16 @@ def test_cli_train_snapshots_and_info_shows_the_step(tmp_path, capsys):
     data = tmp_path / "pairs.tsv"
     data.write_text("".join(f"{a}\t{b}\n" for a, b in SMALL), encoding="utf-8")
     out = tmp_path / "cli.safetensors"
-    assert main(["train", "--data", str(data), "--arch", "gru-additive", "--out", str(out), "--steps", "6", "--snapshots", "3",
-                 "--tokenizer", "char", "--batch-size", "8", "--set", "hidden=16", "--eval-every", "0",
-                 "--save-every", "0", "--valid-sentences", "1", "--no-progress"]) == 0
+    assert main(["train", "--data", str(data), "--arch", "gru-additive", "--out", str(out), "--steps", "6",
+                 "--snapshots", "3", "--tokenizer", "char", "--batch-size", "8", "--set", "hidden=16",
+                 "--eval-every", "0", "--save-every", "0", "--valid-sentences", "1", "--no-progress"]) == 0
     series = load_series(out)
     assert series.steps == [2, 4, 6]
     capsys.readouterr()
     assert main(["info", str(series.snapshots[0].path)]) == 0
     assert re.search(r"trained\s+2 of 6 planned steps \(a snapshot taken during the run\)", capsys.readouterr().out)
-    assert main(["train", "--data", str(data), "--arch", "gru-additive", "--out", str(out), "--steps", "6", "--snapshots",
-                 "7", "--tokenizer", "char", "--no-progress"]) == 1
+    assert main(["train", "--data", str(data), "--arch", "gru-additive", "--out", str(out), "--steps", "6",
+                 "--snapshots", "7", "--tokenizer", "char", "--no-progress"]) == 1
     assert "attnviz: error: snapshots (7) must be at most steps (6)" in capsys.readouterr().err
 
 

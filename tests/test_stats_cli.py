@@ -38,7 +38,8 @@ def test_tables_json_and_npz_agree(capsys, tmp_path, random_checkpoint, corpus):
     assert not any(name.startswith("decoded.") for name in arrays)
     table = out.split("reference · cross-attention · entropy")[1].splitlines()
     assert table[1].split() == ["H0", "H1", "H2", "H3"]
-    assert [float(value) for value in table[3].split()[1:]] == pytest.approx(arrays["reference.cross.entropy"][1], abs=1e-3)
+    assert [float(value) for value in table[3].split()[1:]] == pytest.approx(arrays["reference.cross.entropy"][1],
+                                                                             abs=1e-3)
 
     code, out, _ = cli(capsys, "stats", "-c", random_checkpoint, "--data", corpus, "--json", "--limit", "3", "--decode")
     document = json.loads(out)

@@ -119,7 +119,8 @@ def test_the_step_bars_say_which_layer_and_head_they_show(trace):
     elsewhere = viewmodel.source_bars(trace, Selection(kind="enc_self", layer=0, head=1, step=2))
     np.testing.assert_allclose(elsewhere.values, trace.attention["cross"][1][:, 2].mean(axis=0))
     assert elsewhere.title == "cross-attention of this step (layer 1, mean of heads)"
-    assert viewmodel.source_bars(AttentionTrace(SRC, TGT, {}, {}), Selection()).title == "this model has no cross-attention"
+    assert (viewmodel.source_bars(AttentionTrace(SRC, TGT, {}, {}), Selection()).title
+            == "this model has no cross-attention")
 
 
 def test_the_decoding_panel_at_a_step(trace):
@@ -159,7 +160,8 @@ def test_a_wide_deep_beam_lays_out_without_overlap():
 
 def test_result_line_and_head_names():
     line = viewmodel.result_line(result(None, [], "el gato"), ["a notice"])
-    assert (line.text, line.details, line.notices) == ("el gato", "score -0.900 · log p -1.250 · 3 tokens", ["a notice"])
+    assert (line.text, line.details, line.notices) == ("el gato", "score -0.900 · log p -1.250 · 3 tokens",
+                                                       ["a notice"])
     assert [label for label, _ in viewmodel.head_choices(2)] == ["head 0", "head 1", "mean of heads", "max of heads",
                                                                  "attention rollout"]
 

@@ -36,7 +36,8 @@ ICON = RESOURCES / "icons" / "attnviz.svg"
 
 def demo_checkpoints() -> list[Path]:
     """The bundled checkpoints (not the trainer's ``*.train-state.safetensors`` beside them)."""
-    return sorted((path for path in DEMO_FOLDER.glob("*.safetensors") if not path.name.endswith(".train-state.safetensors")),
+    return sorted((path for path in DEMO_FOLDER.glob("*.safetensors")
+                   if not path.name.endswith(".train-state.safetensors")),
                   key=lambda path: path.stem)  # by name: en-es-transformer before en-es-transformer-postln
 
 

@@ -1,4 +1,5 @@
-"""Writing what the app shows, every file atomically (models/storage/files.py): NPZ (the layout the README documents) and CSV; PNG and SVG figures are written by attnviz/gui/rendering.py.
+"""Writing what the app shows, every file atomically (models/storage/files.py): NPZ (the layout the README documents)
+and CSV; PNG and SVG figures are written by attnviz/gui/rendering.py.
 
 Qt is imported inside the image functions only, so the headless ``attnviz export`` can use this module.
 """

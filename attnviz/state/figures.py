@@ -62,7 +62,7 @@ def png_bytes(rgb: np.ndarray) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")
 
 
-def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y: float, cell: float,
+def _cells(matrix: np.ndarray, mask: np.ndarray | None, *, levels, lut, x: float, y: float, cell: float,
            hidden: np.ndarray | None = None) -> list[str]:
     """The cells, masked ones hatched; ``hidden`` ones (not generated yet, step by step) left as blank paper,
     so they read neither as low weight nor as masked."""
@@ -77,8 +77,9 @@ def _cells(matrix: np.ndarray, mask: np.ndarray | None, levels, lut, x: float, y
                 if hidden[r, c]:
                     continue
                 red, green, blue = colours[r, c]
-                parts.append(f"<rect x='{x + c * cell:.2f}' y='{y + r * cell:.2f}' width='{cell:.2f}' height='{cell:.2f}' "
-                             f"fill='#{red:02x}{green:02x}{blue:02x}'><title>{matrix[r, c]:.4f}</title></rect>")
+                parts.append(f"<rect x='{x + c * cell:.2f}' y='{y + r * cell:.2f}' width='{cell:.2f}' "
+                             f"height='{cell:.2f}' fill='#{red:02x}{green:02x}{blue:02x}'>"
+                             f"<title>{matrix[r, c]:.4f}</title></rect>")
     else:
         # each cell a block of pixels: renderers smooth a scaled-up bitmap (Qt's ignores "pixelated")
         factor = max(1, min(int(np.ceil(2 * cell)), BITMAP_SIDE // max(rows, cols)))
@@ -102,11 +103,12 @@ def _colour_bar(levels, lut, x: float, y: float, height: float) -> list[str]:
     for index in range(steps):
         value = levels[1] - (levels[1] - levels[0]) * index / (steps - 1)
         red, green, blue = _colours(np.array([value]), levels, lut)[0]
-        parts.append(f"<rect x='{x}' y='{y + index * height / steps:.2f}' width='12' height='{height / steps + 0.5:.2f}' "
-                     f"fill='#{red:02x}{green:02x}{blue:02x}'/>")
+        parts.append(f"<rect x='{x}' y='{y + index * height / steps:.2f}' width='12' "
+                     f"height='{height / steps + 0.5:.2f}' fill='#{red:02x}{green:02x}{blue:02x}'/>")
     for fraction in (0.0, 0.5, 1.0):
         value = levels[0] + (levels[1] - levels[0]) * fraction
-        parts.append(f"<text x='{x + 16}' y='{y + height * (1 - fraction) + 4:.2f}' font-size='10' {FONT}>{value:.3g}</text>")
+        parts.append(f"<text x='{x + 16}' y='{y + height * (1 - fraction) + 4:.2f}' font-size='10' {FONT}>"
+                     f"{value:.3g}</text>")
     return parts
 
 
@@ -143,8 +145,9 @@ def _document(size: tuple[float, float], body: list[str], caption: Caption | Non
     """The whole SVG: a white page of ``size`` points holding ``body``, the caption under it."""
     width, height = size
     lines = caption.lines(width - 24) if caption is not None else []
-    text = [f"<text xml:space='preserve' x='12' y='{height + 4 + CAPTION_STEP * (index + 1):.2f}' font-size='{CAPTION_SIZE}' "
-            f"fill='#333333' {FONT}>{html.escape(line)}</text>" for index, line in enumerate(lines)]
+    text = [f"<text xml:space='preserve' x='12' y='{height + 4 + CAPTION_STEP * (index + 1):.2f}' "
+            f"font-size='{CAPTION_SIZE}' fill='#333333' {FONT}>{html.escape(line)}</text>"
+            for index, line in enumerate(lines)]
     height += CAPTION_STEP * len(lines) + (12 if lines else 0)
     return "\n".join([XML, f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
                       f"viewBox='0 0 {width:.0f} {height:.0f}'>", f"<defs>{HATCH}</defs>",
@@ -297,8 +300,10 @@ def prune_curve_svg(curves: dict[str, np.ndarray], *, title: str, metric_name: s
              f"<rect x='{left}' y='{top}' width='{PLOT_WIDTH}' height='{PLOT_HEIGHT}' fill='none' stroke='#999999'/>"]
     for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
         value, k = low + (high - low) * fraction, round((points - 1) * fraction)
-        parts += [f"<text x='{left - 6}' y='{y(value) + 4:.2f}' font-size='10' text-anchor='end' {FONT}>{value:.3g}</text>",
-                  f"<text x='{x(k):.2f}' y='{top + PLOT_HEIGHT + 14}' font-size='10' text-anchor='middle' {FONT}>{k}</text>"]
+        parts += [f"<text x='{left - 6}' y='{y(value) + 4:.2f}' font-size='10' text-anchor='end' {FONT}>"
+                  f"{value:.3g}</text>",
+                  f"<text x='{x(k):.2f}' y='{top + PLOT_HEIGHT + 14}' font-size='10' text-anchor='middle' {FONT}>"
+                  f"{k}</text>"]
     parts += [f"<text x='{left + PLOT_WIDTH / 2}' y='{top + PLOT_HEIGHT + 32}' font-size='11' text-anchor='middle' "
               f"{FONT}>heads switched off</text>",
               f"<text x='16' y='{top + PLOT_HEIGHT / 2}' font-size='11' text-anchor='middle' {FONT} "

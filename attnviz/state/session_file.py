@@ -71,7 +71,7 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
         return {"checkpoint": str(checkpoint)}
 
 
-def session_document(checkpoint: Path, session_path: Path, run: RunSettings, selection: Selection,
+def session_document(checkpoint: Path, session_path: Path, *, run: RunSettings, selection: Selection,
                      look: Look, ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
                      compare: Path | None = None) -> dict[str, Any]:
     document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
@@ -88,7 +88,8 @@ def session_document(checkpoint: Path, session_path: Path, run: RunSettings, sel
 
 
 def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
-                 ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None, compare: Path | None = None) -> Path:
+                 ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
+                 compare: Path | None = None) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:

@@ -120,7 +120,7 @@ def levels_of(name: str, values: np.ndarray) -> tuple[float, float]:
     return 0.0, 1.0
 
 
-def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: int,
+def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: int, *,
                       count: int = TYPICAL_COUNT) -> TypicalState:
     """The sentences where head (``layer``, ``head``) of ``kind`` is most and least typical."""
     statistics = stats.runs[run]
@@ -134,8 +134,8 @@ def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: i
 
     values_text = " · ".join(f"{name} {table[layer, head]:.3f}" for name, table in statistics.tables()[kind].items()
                              if name != "padding")
-    return TypicalState(f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {values_text} (entropy in nats; a sentence is "
-                        f"typical when its entropy is near {mean:.3f})",
+    return TypicalState(f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {values_text} (entropy in nats; "
+                        f"a sentence is typical when its entropy is near {mean:.3f})",
                         [entry(index) for index in most], [entry(index) for index in least])
 
 
@@ -163,7 +163,8 @@ def importance_panels(importance: HeadImportance, kind: str) -> list[StatPanel]:
     decimals = SCORE_DECIMALS if method == "decode" else NLL_DECIMALS
     lost = "gained (estimated to first order)" if method == "gradient" else \
         "gained" if method == "nll" else "lost"
-    drop = StatPanel("est. drop" if method == "gradient" else "drop", f"{name} {lost} when this head alone is switched off", matrix=drops,
+    drop = StatPanel("est. drop" if method == "gradient" else "drop",
+                     f"{name} {lost} when this head alone is switched off", matrix=drops,
                      levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6)), unit=name,
                      texts=cell_texts(drops, decimals))
     if method == "gradient":

@@ -546,7 +546,8 @@ def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
     """Why B − A cannot be taken cell by cell: the rows or columns are other tokens ("" when they agree).
     The source is named before the decoder's tokens, which follow from it."""
     if kind != "dec_self" and a.src_tokens != b.src_tokens:
-        return f"the source tokens differ {first_difference(a.src_tokens, b.src_tokens)}, so the models' tokenizers differ"
+        return (f"the source tokens differ {first_difference(a.src_tokens, b.src_tokens)}, "
+                "so the models' tokenizers differ")
     if kind != "enc_self" and a.tgt_tokens != b.tgt_tokens:
         return f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries"
     return ""

@@ -74,7 +74,8 @@ def greedy_examples(translator: Translator, examples: Sequence[Example]) -> tupl
     token and every output token but the last), and the outputs' text."""
     decoded, texts = [], []
     for source_ids, _ in examples:
-        result = finish(translator.decode(SourceInput(source_ids, len(source_ids)), mode="greedy", need_weights=False))[0]
+        result = finish(translator.decode(SourceInput(source_ids, len(source_ids)), mode="greedy",
+                                          need_weights=False))[0]
         decoded.append((source_ids, result.token_ids[:-1]))
         texts.append(result.text)
     return decoded, texts
@@ -112,7 +113,8 @@ def example_stats_steps(model: Seq2Seq, examples: Sequence[Example], batch_size:
                 # float32 per sentence (a few hundred rows each) keeps a large corpus' sums small
                 totals[kind] = KindSums({name: np.zeros((len(examples),) + values.shape[1:], dtype=np.float32)
                                          for name, values in sums.sums.items()},
-                                        np.zeros(len(examples), dtype=np.int64), np.zeros(len(examples), dtype=np.int64))
+                                        np.zeros(len(examples), dtype=np.int64),
+                                        np.zeros(len(examples), dtype=np.int64))
             for name, values in sums.sums.items():
                 totals[kind].sums[name][indices] = values
             totals[kind].rows[indices], totals[kind].previous_rows[indices] = sums.rows, sums.previous_rows
@@ -162,7 +164,8 @@ def row_statistics(kind: str, weights: Tensor, real_keys: Tensor, extra: dict[st
 
 
 def diagonal_band(query_lengths: Tensor, key_lengths: Tensor, query_len: int, key_len: int) -> Tensor:
-    """``[B, Q, K]`` 1.0 where key k is within the band around row t's diagonal centre (models/trace/head_summary.py)."""
+    """``[B, Q, K]`` 1.0 where key k is within the band around row t's diagonal centre
+    (models/trace/head_summary.py)."""
     rows = torch.arange(query_len, device=query_lengths.device, dtype=torch.float64)
     keys = torch.arange(key_len, device=query_lengths.device, dtype=torch.float64)
     sources, targets = key_lengths.double()[:, None], query_lengths.double().clamp(min=1)[:, None]

@@ -124,7 +124,8 @@ def chosen_kinds(translator: Translator, kinds: Sequence[str] | None) -> list[st
         raise AblationError("this model has no attention heads to switch off")
     for kind in kinds or ():
         if kind not in shape:
-            raise AblationError(f"this model has no {kind} attention (it has {', '.join(k for k in KINDS if k in shape)})")
+            present = ", ".join(k for k in KINDS if k in shape)
+            raise AblationError(f"this model has no {kind} attention (it has {present})")
     return [kind for kind in KINDS if kind in shape and (not kinds or kind in kinds)]
 
 
@@ -153,7 +154,8 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
     started = time.perf_counter()
     if max_len is None:
         tokenizer = translator.target_tokenizer
-        longest = max(len(tokenizer.encode(tokenizer.normalize(reference), unknown="replace")) for _, reference in pairs)
+        longest = max(len(tokenizer.encode(tokenizer.normalize(reference), unknown="replace"))
+                      for _, reference in pairs)
         max_len = 2 * longest + 10
     metric = metric or metric_for(translator)
     score = lambda ablation: metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,  # noqa: E731

@@ -84,7 +84,8 @@ class Ablation:
 
     def specs(self) -> list[str]:
         """The entries as ``KIND:LAYER:HEAD`` specs, sorted (``parse(specs())`` gives this ablation back)."""
-        return [f"{kind}:{layer}:{'*' if head is None else head}" for kind, layer, head in sorted(self.entries, key=_order)]
+        return [f"{kind}:{layer}:{'*' if head is None else head}"
+                for kind, layer, head in sorted(self.entries, key=_order)]
 
     def validate(self, shape: Shape) -> "Ablation":
         """Itself, once every entry names a kind, layer and head that ``shape`` has; otherwise one line naming

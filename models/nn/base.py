@@ -159,7 +159,8 @@ class Seq2Seq(nn.Module):
 
     def start(self, src_ids: Tensor, *, need_weights: bool = True,
               ablation: Ablation = NO_ABLATION) -> tuple[DecoderState, Intermediates]:
-        """Encode once; returns the state for :meth:`step` (which keeps ``ablation``) and the encoder's own attention."""
+        """Encode once; returns the state for :meth:`step` (which keeps ``ablation``) and the encoder's own
+        attention."""
         raise NotImplementedError
 
     def attention_shape(self) -> dict[str, tuple[int, int]]:

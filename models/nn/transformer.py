@@ -111,7 +111,7 @@ class AttentionSublayer(nn.Module):
         x = (x if self.residual_scale == 1.0 else self.residual_scale * x) + self.dropout(attended)
         return x if self.pre_norm else self.norm(x)
 
-    def self_attend(self, x: Tensor, mask: Tensor | None, cache: LayerCache | None, need_weights: bool,
+    def self_attend(self, x: Tensor, mask: Tensor | None, *, cache: LayerCache | None, need_weights: bool,
                     bias: Tensor | None = None, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
         """Shape: x ``[B, L, E]`` (L = 1 when decoding with a cache), bias ``[1, H, L, K]`` → ``[B, L, E]``,
         weights ``[B, H, L, K]``."""
@@ -125,7 +125,7 @@ class AttentionSublayer(nn.Module):
                                                   heads_off=heads_off)
         return self._residual(x, attended), weights
 
-    def cross_attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+    def cross_attend(self, x: Tensor, k: Tensor, *, v: Tensor, mask: Tensor | None,
                      need_weights: bool, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
         normed = self.norm(x) if self.pre_norm else x
         attended, weights = self.attention.attend(normed, k, v=v, mask=mask, need_weights=need_weights,
@@ -178,9 +178,10 @@ class DecoderLayer(nn.Module):
         self.cross_attention = AttentionSublayer(config, "decoder")
         self.feed_forward = FeedForwardSublayer(config, "decoder")
 
-    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
+    def forward(self, x: Tensor, memory: Tensor, *, self_mask: Tensor | None, cross_mask: Tensor,
                 cache: LayerCache | None, need_weights: bool, self_bias: Tensor | None = None,
-                self_off: tuple[int, ...] = (), cross_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None, Tensor | None]:
+                self_off: tuple[int, ...] = (),
+                cross_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Shape: x ``[B, L, E]``, memory ``[B, S, E]``, self_bias ``[1, H, L, K]`` → x, self weights
         ``[B, H, L, K]``, cross ``[B, H, L, S]``. ``self_off``/``cross_off``: heads whose output is zeroed
         (models/nn/ablation.py)."""

@@ -398,7 +398,8 @@ class _Trainer:
         weights = {name[len("model."):]: tensor for name, tensor in tensors.items() if name.startswith("model.")}
         expected = unique_tensors(self.model)
         if set(weights) != set(expected):
-            raise CheckpointError(path, "the training state's weights do not match the model; train again without resume")
+            raise CheckpointError(path, "the training state's weights do not match the model; "
+                                        "train again without resume")
         self.model.load_state_dict(weights, strict=False)
         _load_optimizer(self.optimizer, tensors)
         self.step = document["step"]

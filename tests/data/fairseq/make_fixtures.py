@@ -103,7 +103,8 @@ def train(work: Path, name: str, arguments: list[str]) -> Path:
         work / "train", "--validpref", work / "valid", "--destdir", data, "--workers", "1", *joined)
     save = work / f"save-{name}"
     run("fairseq-train", data, *arguments, "--cpu", "--optimizer", "adam", "--lr", "0.005",
-        "--max-tokens", "1000", "--max-update", "300", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30", "--seed", "1", "--save-dir", save,
+        "--max-tokens", "1000", "--max-update", "300", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "30",
+        "--seed", "1", "--save-dir", save,
         "--no-epoch-checkpoints", "--criterion", "cross_entropy", "--dropout", "0.1",
         "--log-format", "none", "--disable-validation")
     out = HERE / name
@@ -146,7 +147,8 @@ def references(folder: Path) -> None:
     from fairseq.sequence_generator import SequenceGenerator
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(folder / "checkpoint_last.pt")], arg_overrides={"data": str(folder), "source_lang": "src", "target_lang": "tgt"})
+        [str(folder / "checkpoint_last.pt")],
+        arg_overrides={"data": str(folder), "source_lang": "src", "target_lang": "tgt"})
     model = models[0].eval()
     processor = spm.SentencePieceProcessor(model_file=str(folder / "sentencepiece.bpe.model"))
     generator = SequenceGenerator([model], task.target_dictionary, beam_size=1, max_len_b=40)

@@ -5,7 +5,8 @@ Sockeye 3.1 pins torch < 1.14 and numpy < 2, so it does not install beside this 
 it in a virtual environment that sees the system's torch and has its own numpy:
 
     python -m venv --system-site-packages /tmp/sockeye-venv
-    /tmp/sockeye-venv/bin/pip install --no-deps sockeye==3.1.34 && /tmp/sockeye-venv/bin/pip install "numpy<2" pyyaml sacrebleu
+    /tmp/sockeye-venv/bin/pip install --no-deps sockeye==3.1.34
+    /tmp/sockeye-venv/bin/pip install "numpy<2" pyyaml sacrebleu
     /tmp/sockeye-venv/bin/python tests/data/sockeye/make_fixtures.py
 
 Each model trains for a few hundred updates with ``sockeye-train`` on a tiny corpus written here; the folder keeps
