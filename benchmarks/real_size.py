@@ -212,7 +212,8 @@ def measure_window(checkpoint: str, device: str, text: str) -> dict:
 def report(what: str, result: dict, *, baseline: dict, weights: int, goal: bool) -> None:
     seconds, grown = result["seconds"], result["grown"]
     line = (f"  {what:13s} {seconds:6.2f} s ({seconds / baseline['seconds']:.2f}× whole file)  "
-            f"+{grown / 2**20:6,.0f} MB = {grown / weights:.2f}× the weights (bare torch: {result['torch'] / 2**20:,.0f} MB)")
+            f"+{grown / 2**20:6,.0f} MB = {grown / weights:.2f}× the weights "
+            f"(bare torch: {result['torch'] / 2**20:,.0f} MB)")
     limits = GOALS.get(what)
     if goal and what == "info":
         met = seconds <= INFO_GOAL[0] and grown <= INFO_GOAL[1]

@@ -324,7 +324,7 @@ def test_gru_transformer_decoder_block_matches_seed_004():
     x, memory = torch.randn(2, 4, 16), torch.randn(2, 5, 16)
     self_mask, cross_mask = causal_mask(4), padding_mask(_pad([[5, 6, 7, 8, 9], [5, 6]]), PAD)
     with torch.no_grad():
-        actual, self_weights, cross_weights = block(x, memory, self_mask, cross_mask, None)
+        actual, self_weights, cross_weights = block(x, memory, self_mask=self_mask, cross_mask=cross_mask, cache=None)
 
         attended, expected_self = _attention(block.self_attention, x, x, self_mask)
         h = x + attended

@@ -30,7 +30,8 @@ class SettingsReader:
         if value is None:
             return default
         text = str(value).strip()
-        if isinstance(value, bool) or not (text.isdigit() or (text[:1] == "-" and text[1:].isdigit())) or len(text) > 12:
+        integer = text.isdigit() or (text[:1] == "-" and text[1:].isdigit())
+        if isinstance(value, bool) or not integer or len(text) > 12:
             return self._bad(key, value, default)
         number = int(text)
         return number if minimum <= number <= maximum else self._bad(key, value, default)

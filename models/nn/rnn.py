@@ -227,7 +227,7 @@ class TransformerBlock(nn.Module):
         self.encoder_attention = MultiHeadAttention(config.hidden, config.decoder_heads, output_projection=False)
         self.mlp = nn.Linear(config.hidden, config.hidden)
 
-    def forward(self, x: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
+    def forward(self, x: Tensor, memory: Tensor, *, self_mask: Tensor | None, cross_mask: Tensor,
                 cache: LayerCache | None, self_off: tuple[int, ...] = (),
                 cross_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor, Tensor]:
         """Shape: x ``[B, L, N]`` → x, self weights ``[B, h, L, K]``, cross weights ``[B, h, L, S]``.
@@ -248,13 +248,14 @@ class GRUTransformerDecoder(nn.Module):
     def __init__(self, config: RNNConfig):
         super().__init__()
         self.embedding = nn.Embedding(config.tgt_vocab_size, config.hidden)
-        table = sinusoid_table(config.max_len, config.hidden) if config.positions else torch.zeros(config.max_len, config.hidden)
+        table = (sinusoid_table(config.max_len, config.hidden) if config.positions
+                 else torch.zeros(config.max_len, config.hidden))
         self.register_buffer("positions", table, persistent=False)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(TransformerBlock(config) for _ in range(config.decoder_layers))
         self.output = nn.Linear(config.hidden, config.tgt_vocab_size)
 
-    def forward(self, tgt_ids: Tensor, memory: Tensor, self_mask: Tensor | None, cross_mask: Tensor,
+    def forward(self, tgt_ids: Tensor, memory: Tensor, *, self_mask: Tensor | None, cross_mask: Tensor,
                 caches: list[LayerCache] | None, offset: int, ablation: Ablation = NO_ABLATION):
         x = self.dropout(self.embedding(tgt_ids) + self.positions[offset: offset + tgt_ids.shape[1]])
         self_weights, cross_weights = [], []
@@ -328,15 +329,17 @@ class RNNSeq2Seq(Seq2Seq):
         state, _ = self.start(src_ids, ablation=ablation)
         if self.transformer_decoder:
             self_mask = target_mask(tgt_in, self.pad_id)
-            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask=self_mask, cross_mask=state.src_mask,
-                                                   caches=None, offset=0, ablation=ablation)
+            logits, self_w, cross_w = self.decoder(tgt_in, state.memory, self_mask=self_mask,
+                                                   cross_mask=state.src_mask, caches=None, offset=0,
+                                                   ablation=ablation)
             intermediates = Intermediates(masks={"dec_self": self_mask, "cross": state.src_mask})
             if need_weights:
                 intermediates.attention = {"dec_self": self_w, "cross": cross_w}
             return logits, intermediates
         return self._forward_recurrent(tgt_in, state, need_weights)
 
-    def _forward_recurrent(self, tgt_in: Tensor, state: DecoderState, need_weights: bool) -> tuple[Tensor, Intermediates]:
+    def _forward_recurrent(self, tgt_in: Tensor, state: DecoderState,
+                           need_weights: bool) -> tuple[Tensor, Intermediates]:
         """Teacher forcing through the recurrent decoder, one step per target position."""
         logits, rows, mask_rows = [], [], []
         for position in range(tgt_in.shape[1]):
