@@ -190,7 +190,7 @@ def test_preln_encoder_layer_reads_keys_from_the_unnormalised_input():
     with torch.no_grad():
         actual, actual_weights = layer(x, mask, True)
         sub = layer.self_attention
-        # Seed 000: LayerNorm on the query only; keys/values from x; residual to the un-normalised x.
+        # Pre-LN as defined here: LayerNorm on the query only; keys/values from x; residual to the un-normalised x.
         attended, weights = _attention(sub.attention, _layer_norm(x, sub.norm), x, mask)
         hidden = x + attended
         expected = hidden + _feed_forward(_layer_norm(hidden, layer.feed_forward.norm), layer.feed_forward)
@@ -275,7 +275,7 @@ def test_encoder_stack_composition(arch):
 
 
 @pytest.mark.parametrize("arch", ["gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-dot"])
-def test_gru_decoders_match_seed_004(arch):
+def test_gru_decoders_match_their_definition(arch):
     """Written out step by step: initial hidden = encoder final; attention with the previous hidden state
     as query over the annotations; the GRU cell reads [embedding; context]; a linear layer gives logits."""
     model = tiny_model(arch, seed=19)
@@ -314,7 +314,7 @@ def test_gru_decoders_match_seed_004(arch):
         torch.testing.assert_close(inter.attention["cross"][0][0, 0], torch.cat(expected_rows), atol=1e-6, rtol=0)
 
 
-def test_gru_transformer_decoder_block_matches_seed_004():
+def test_gru_transformer_decoder_block_matches_its_definition():
     """Per layer: causal self-attention, attention over the annotations, Linear→ReLU, each added to its
     input; single-head-style attention without output projection or LayerNorm."""
     model = tiny_model("gru-transformer-decoder", seed=17)
