@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
                                QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
+from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, MODE_NAMES, Mode
 
 from .. import __version__
 from ..state import viewmodel
@@ -500,17 +501,16 @@ class MainWindow(QMainWindow):
             self._show_run()
 
     def run(self) -> None:
-        text = self.input_bar.text_value()
+        settings = self.input_bar.run_settings()
         if self.session.model is None:
             return
-        if not text.strip():
+        if not settings.text.strip():
             self.input_bar.show_message("Type a sentence to see its attention.")
             return
-        options = self.input_bar.options()
-        if options["mode"] == "forced" and not options["target"].strip():
+        if settings.mode == Mode.FORCED and not settings.target.strip():
             self.input_bar.ask_for_target()
             return
-        request = self.session.new_request(text, **options)
+        request = self.session.new_request(settings)
         self.worker_thread.worker.jobs.post("run", request.id)  # the running decode stops at its next step
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
@@ -715,14 +715,14 @@ class MainWindow(QMainWindow):
         """The model's own input: as left this session, as saved at the last exit for the same model, or
         its first example at its own length limit."""
         settings = self.session.run_settings_for(info, next(iter(examples), ""))
-        from .views.controls import MODES
 
         stored = self.stored
         if str(info.path) in self.session.run_settings or stored.text("run/model") != str(info.path):
             return settings
         return dataclasses.replace(settings, text=stored.text("run/text", settings.text),
-                                   mode=stored.choice("run/mode", settings.mode, MODES),
-                                   beam=stored.integer("run/beam", settings.beam, minimum=2, maximum=32),
+                                   mode=stored.choice("run/mode", settings.mode, MODE_NAMES),
+                                   beam=stored.integer("run/beam", settings.beam, minimum=MIN_BEAM_SEARCH,
+                                                       maximum=MAX_BEAM),
                                    target=stored.text("run/target", ""), max_len=info.max_len)
 
     def _on_load_failed(self, job_id: int, message: str) -> None:
@@ -789,7 +789,7 @@ class MainWindow(QMainWindow):
         """Every view of the newest run (the beam's tree too)."""
         if not self.session.results:
             return
-        beam = self.session.request.mode == "beam"
+        beam = self.session.request.settings.mode == Mode.BEAM
         self.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps) if beam else None,
                                 self.session.selection.hypothesis)
         self.refresh(rebuild=True)
@@ -808,7 +808,8 @@ class MainWindow(QMainWindow):
     def _show_output(self) -> None:
         result = self.session.run_result
         if result is not None:
-            limit = self.session.request.max_len if self.session.request.mode != "forced" else None
+            run = self.session.request.settings
+            limit = run.max_len if run.mode != Mode.FORCED else None
             eos_id = self.session.model.config.get("eos_id") if self.session.model else None
             partner = None
             if self.session.comparing:
@@ -1043,7 +1044,7 @@ class MainWindow(QMainWindow):
             partner = session.partner_result
             waiting = session.partner_error or "model B is running…"
             outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
-        return Caption(session.request.text if session.request is not None else "", tuple(outputs))
+        return Caption(session.request.settings.text if session.request is not None else "", tuple(outputs))
 
     def current_figure(self) -> str | None:
         """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None before a run."""
