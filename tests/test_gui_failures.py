@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 
@@ -57,3 +58,41 @@ def test_a_model_that_computes_nan_says_so_in_the_window(qtbot, window, tmp_path
     qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == path, timeout=WAIT)
     run_text(qtbot, window, "abc", max_len=3)
     qtbot.waitUntil(lambda: "The model produced NaN at step 1" in window.input_bar.result_text(), timeout=WAIT)
+
+
+def test_a_run_the_model_cannot_make_is_one_line_and_the_next_run_works(qtbot, window):
+    """A user's error on the worker thread (here a head the model does not have) reaches the window as its one line."""
+    from models.nn.ablation import Ablation
+    from tests.test_gui import run_text
+
+    window.session.ablation = Ablation.parse(["cross:9:0"])  # the random model has 2 layers
+    window.input_bar.text.setText("abc")
+    window.run()
+    qtbot.waitUntil(lambda: "cannot ablate" in window.input_bar.result_text(), timeout=WAIT)
+    shown = window.input_bar.result_text()
+    assert "cannot ablate cross:9:0: cross has layers 0 to 1" in shown and "\n" not in shown
+    assert "internal error" not in shown and window.input_bar.busy.isHidden()
+    window.session.restore_heads()
+    run_text(qtbot, window, "abc")  # the worker still answers
+    assert window.session.results and "cannot ablate" not in window.input_bar.result_text()
+
+
+def test_a_bug_on_the_worker_thread_is_said_in_the_window_and_the_next_run_works(qtbot, window, capfd):
+    """Anything else that goes wrong in a run is a bug: the window says which error it was, the traceback goes to
+    stderr for a report, and the worker thread lives on."""
+    from tests.test_gui import run_text
+
+    bar = window.input_bar
+    greedy = bar.mode.findData("greedy")
+    bar.mode.setItemData(greedy, "sideways")  # a mode no decoder knows reaches the core: a ValueError there
+    bar.mode.setCurrentIndex(greedy)
+    bar.text.setText("abc")
+    window.run()
+    qtbot.waitUntil(lambda: "internal error" in bar.result_text(), timeout=WAIT)
+    shown = html.unescape(bar.result_text())
+    assert "internal error: ValueError: mode must be one of ('greedy', 'beam', 'forced')" in shown
+    assert "\n" not in shown and bar.busy.isHidden()
+    assert "Traceback" in capfd.readouterr().err
+    bar.mode.setItemData(greedy, "greedy")
+    run_text(qtbot, window, "abc")  # the worker still answers
+    assert window.session.results and "internal error" not in bar.result_text()
