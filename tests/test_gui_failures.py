@@ -25,8 +25,13 @@ def test_a_checkpoint_that_cannot_be_built_is_reported_in_the_window(qtbot, wind
     assert "still showing random.safetensors" in window.input_bar.result_text()
 
 
-@pytest.mark.parametrize("suffix", [".svg", ".png"])
-def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, window, tmp_path, suffix):
+@pytest.mark.parametrize("name, export", [("focus.svg", "export_focus_image"), ("focus.png", "export_focus_image"),
+                                          ("heads.png", "export_grid_image"), ("attention.npz", "export_npz"),
+                                          ("cross.csv", "export_csv")])
+def test_an_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, window, tmp_path, name, export):
+    from tests.test_gui import run_text
+
+    run_text(qtbot, window, "abc")
     folder = tmp_path / "readonly"
     folder.mkdir()
     # A read-only tmpfs: root ignores file modes, so chmod would not stop the write.
@@ -34,10 +39,11 @@ def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, wi
         folder.rmdir()
         folder.write_text("a file where the folder should be")
     try:
-        window.export_focus_image(str(folder / f"focus{suffix}"))
-        assert "Export failed" in window.input_bar.result_text()
+        getattr(window, export)(str(folder / name))
+        shown = html.unescape(window.input_bar.result_text())
+        assert f"Export failed: {folder / name}: cannot write in {folder}" in shown and "\n" not in shown
         assert not window.statusBar().currentMessage().startswith("Saved")
-        assert not (folder / f"focus{suffix}").exists()
+        assert not (folder / name).exists()
     finally:
         if folder.is_dir():
             subprocess.run(["umount", str(folder)], check=True)

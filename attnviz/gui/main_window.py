@@ -8,6 +8,7 @@ worker. ``attnviz`` calls ``build`` from the event loop right after the window i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QRect, QSettings, QSize, Qt, QUrl, Signal
@@ -1024,13 +1025,15 @@ class MainWindow(QMainWindow):
             self.settings.setValue("files/export_folder", str(Path(path).parent))
         return path
 
-    def _export(self, write, *args) -> None:
+    def _export(self, write: Callable[[], str]) -> None:
+        """Every export ends here: ``write`` writes its files and says what it saved, or fails with the writers'
+        one line (attnviz/state/export.py), shown under the input."""
         try:
-            path = write(*args)
-        except (AttnvizError, OSError) as failure:
+            saved = write()
+        except AttnvizError as failure:
             self.show_error(f"Export failed: {failure}")
             return
-        self.statusBar().showMessage(f"Saved {path}", 5000)
+        self.statusBar().showMessage(saved, 5000)
 
     def _export_name(self) -> str:
         selection = self.session.selection
@@ -1071,7 +1074,7 @@ class MainWindow(QMainWindow):
         if figure is None:
             self.show_error("Export failed: nothing to export yet; run a sentence first")
             return
-        self._export(save_figure, figure, path)
+        self._export(lambda: f"Saved {save_figure(figure, path)}")
 
     def copy_focus_image(self) -> None:
         """The exported figure (PNG, 2×) to the clipboard, for pasting into slides."""
@@ -1093,7 +1096,7 @@ class MainWindow(QMainWindow):
                                query_labels=trace.query_tokens(selection.kind),
                                key_labels=trace.key_tokens(selection.kind), lut=self.focus.lut(), mask=mask,
                                caption=self._caption())
-            self._export(save_figure, figure, path)
+            self._export(lambda: f"Saved {save_figure(figure, path)}")
 
     def export_npz(self, path: str | None = None) -> None:
         if self.session.result is None or self.session.trace is None:
@@ -1101,18 +1104,12 @@ class MainWindow(QMainWindow):
         path = path or self._ask_path("Export attention data", "attention.npz", "NumPy archive (*.npz)")
         if not path:
             return
-        partner = self.session.partner_result if self.session.comparing else None
+        result, partner = self.session.result, self.session.partner_result if self.session.comparing else None
         if partner is None:
-            self._export(write_npz, path, self.session.result)
+            self._export(lambda: f"Saved {write_npz(path, result)}")
             return
         beside = Path(path).with_name(Path(path).stem + "-B.npz")  # model B's run, in the same layout
-        try:
-            write_npz(path, self.session.result)
-            write_npz(beside, partner)
-        except (AttnvizError, OSError) as failure:
-            self.show_error(f"Export failed: {failure}")
-            return
-        self.statusBar().showMessage(f"Saved {path} (model A) and {beside} (model B)", 5000)
+        self._export(lambda: f"Saved {write_npz(path, result)} (model A) and {write_npz(beside, partner)} (model B)")
 
     def export_csv(self, path: str | None = None) -> None:
         current = self.current_heatmap()
@@ -1122,22 +1119,20 @@ class MainWindow(QMainWindow):
         if not path:
             return
         comparison = self.current_comparison() if self.session.comparing else None
-        if comparison is None:
-            self._export(write_csv, path, current.matrix, current.query_labels, current.key_labels)
-            return
-        written = []  # model A's map as asked; B's and B − A beside it, where they exist
-        for pane, suffix in ((comparison.a, ""), (comparison.b, "-B"), (comparison.diff, "-B-minus-A")):
-            if pane.state is None:
-                continue
-            target = Path(path).with_name(Path(path).stem + suffix + ".csv")
-            try:
-                write_csv(target, pane.state.matrix, query_tokens=pane.state.query_labels,
-                          key_tokens=pane.state.key_labels)
-            except (AttnvizError, OSError) as failure:
-                self.show_error(f"Export failed: {failure}")
-                return
-            written.append(target.name)
-        self.statusBar().showMessage(f"Saved {', '.join(written)} in {Path(path).parent}", 5000)
+        # model A's map as asked; while comparing, B's and B − A beside it, where they exist
+        panes = [(current, "")] if comparison is None else [
+            (pane.state, suffix) for pane, suffix in ((comparison.a, ""), (comparison.b, "-B"),
+                                                      (comparison.diff, "-B-minus-A")) if pane.state is not None]
+
+        def write_panes() -> str:
+            written = [write_csv(Path(path).with_name(Path(path).stem + suffix + ".csv") if suffix else path,
+                                 state.matrix, query_tokens=state.query_labels, key_tokens=state.key_labels)
+                       for state, suffix in panes]
+            if comparison is None:
+                return f"Saved {written[0]}"
+            return f"Saved {', '.join(target.name for target in written)} in {Path(path).parent}"
+
+        self._export(write_panes)
 
     # --- window events --------------------------------------------------------------------------------
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
