@@ -56,6 +56,7 @@ def main() -> None:
 
     application = QApplication.instance() or QApplication(sys.argv[:1])
     from attnviz.gui.app import create_window
+    from attnviz.state.session import RunSettings
 
     folder = tempfile.mkdtemp()
     settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
@@ -70,7 +71,7 @@ def main() -> None:
         text = ("abcdefghij" * 60)[:length - 1]  # + </s> = length source tokens
         source = translator.source(text)
         results = finish(translator.decode(source, mode="forced", target_ids=translator.target(text)))
-        window.session.new_request(text)
+        window.session.new_request(RunSettings(text=text))
 
         def update():
             window.session.accept_results(window.session.request.id, results)

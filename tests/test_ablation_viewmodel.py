@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.state import viewmodel
-from attnviz.state.session import Selection, Session
+from attnviz.state.session import RunSettings, Selection, Session
 from models.nn.ablation import Ablation
 from models.trace.records import AttentionTrace, DecodeResult
 
@@ -64,22 +64,22 @@ def test_the_restore_bar_counts_heads_and_names_them():
 
 def test_the_session_toggles_heads_and_layers_against_the_shown_trace():
     session = Session()
-    session.new_request("abc")
+    session.new_request(RunSettings(text="abc"))
     session.accept_results(session.request.id, [DecodeResult([1], ["x"], "x", -1.0, -1.0, trace(), [])])
     assert session.toggle_head("cross", 1, 2).specs() == ["cross:1:2"]
     assert session.toggle_layer("cross", 1).heads({"cross": (2, 3)}) == (("cross", 1, 0), ("cross", 1, 1),
                                                                          ("cross", 1, 2))
     assert not session.toggle_layer("cross", 1)  # every head of it was off: all on again
     session.toggle_head("cross", 0, 0)
-    assert session.new_request("abc").ablation.specs() == ["cross:0:0"] and session.original is None
+    assert session.new_request(RunSettings(text="abc")).ablation.specs() == ["cross:0:0"] and session.original is None
     session.restore_heads()
-    assert not session.new_request("abc").ablation
+    assert not session.new_request(RunSettings(text="abc")).ablation
 
 
 def test_the_session_can_show_the_run_with_every_head_on():
     session = Session()
     session.ablation = Ablation.parse(["cross:1:0"])
-    request = session.new_request("abc")
+    request = session.new_request(RunSettings(text="abc"))
     off = DecodeResult([1], ["x"], "x", -1.0, -1.0, trace(ablated=[("cross", 1, 0)]), [])
     on = DecodeResult([2], ["y"], "y", -0.5, -0.5, trace(), [])
     session.accept_original(request.id, on)

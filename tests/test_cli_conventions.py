@@ -214,3 +214,18 @@ def test_the_window_opens_a_demo_given_by_name_as_every_command_does():
     args = build_parser().parse_args(["gui", "piglatin-gru-additive"])
     assert args.checkpoint == str(demo_path("piglatin-gru-additive"))
     assert build_parser().parse_args(["gui", "lesson.attnviz"]).checkpoint == "lesson.attnviz"  # other paths as given
+
+
+def test_the_core_accepts_the_beam_widths_the_commands_offer(capsys, random_checkpoint):
+    """One range (models/inference/modes.py): what ``--beam`` offers is what decoding itself accepts."""
+    from models.errors import InputError
+    from models.inference.modes import MAX_BEAM, MIN_BEAM, Mode
+
+    translator = Translator(load_checkpoint(random_checkpoint), "cpu")
+    source = translator.source("abca")
+    assert finish(translator.decode(source, mode=Mode.BEAM, beam=MAX_BEAM, max_len=2))
+    for width in (MIN_BEAM - 1, MAX_BEAM + 1):
+        with pytest.raises(InputError, match=f"the beam width must be between 1 and 64; got {width}"):
+            finish(translator.decode(source, mode=Mode.BEAM, beam=width, max_len=2))
+    help_text = subcommands()["translate"].format_help()
+    assert f"at most {MAX_BEAM}" in help_text

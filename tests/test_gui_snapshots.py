@@ -58,7 +58,7 @@ def test_the_slider_walks_the_snapshots_and_the_output_changes(qtbot, window, co
         outputs[step] = window.session.result.text
         assert window.input_bar.result_text().startswith(f"<b>{window.session.result.text}</b>")  # that output
         assert bar.label.text() == f"step {step} of 60"
-        assert window.session.request.text == "cafe"  # the same sentence and settings
+        assert window.session.request.settings.text == "cafe"  # the same sentence and settings
     assert outputs[60] == learned and outputs[15] != learned
     bar.first.click()
     wait_for_step(qtbot, window, 15)
@@ -98,7 +98,7 @@ def test_the_session_keeps_the_snapshot_step(qtbot, window, copy_run, tmp_path, 
     window.open_session(str(path))
     qtbot.waitUntil(lambda: window.session.model.path == copy_run and bool(window.session.results)
                     and window.session.request.snapshot == 30, timeout=WAIT)
-    assert window.snapshot_bar.slider.value() == 1 and window.session.request.text == "bead"
+    assert window.snapshot_bar.slider.value() == 1 and window.session.request.settings.text == "bead"
     path.write_text(path.read_text().replace('"snapshot_step": 30', '"snapshot_step": "thirty"'))
     with pytest.raises(SessionFileError, match='"snapshot_step" must be an integer'):
         read_session(path)

@@ -79,8 +79,8 @@ def test_a_demo_offers_its_examples_and_opens_with_one_click(qtbot, window):
     menu = window.input_bar.examples.menu()
     assert [action.text() for action in menu.actions()] == demo_examples(path)
     menu.actions()[2].trigger()
-    qtbot.waitUntil(lambda: window.session.request.text == demo_examples(path)[2] and bool(window.session.results),
-                    timeout=WAIT)
+    qtbot.waitUntil(lambda: window.session.request.settings.text == demo_examples(path)[2]
+                    and bool(window.session.results), timeout=WAIT)
     assert window.session.result.text == "eamtay"
 
 
@@ -207,7 +207,7 @@ def test_forced_without_a_target_asks_for_the_target_instead_of_running(qtbot, w
     assert bar.target.styleSheet() == ""
     qtbot.keyClick(bar.target, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: window.session.request is not ran and bool(window.session.results), timeout=WAIT)
-    assert window.session.request.target == "dcba" and window.session.result.tokens[:4] == list("dcba")
+    assert window.session.request.settings.target == "dcba" and window.session.result.tokens[:4] == list("dcba")
 
 
 def test_opening_another_model_clears_the_old_ones_steps_beam_and_demo(qtbot, window, random_checkpoint):

@@ -76,7 +76,7 @@ def test_clicking_a_head_lists_its_sentences_and_double_clicking_runs_one(qtbot,
     source = item.data(Qt.ItemDataRole.UserRole)
     assert item.text().startswith("#") and source in [s for s, _ in PAIRS]
     view.sentences.itemDoubleClicked.emit(item)
-    qtbot.waitUntil(lambda: window.session.request is not None and window.session.request.text == source
+    qtbot.waitUntil(lambda: window.session.request is not None and window.session.request.settings.text == source
                     and bool(window.session.results), timeout=WAIT)
     assert window.input_bar.text_value() == source
 

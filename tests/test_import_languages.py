@@ -203,10 +203,12 @@ def test_the_window_offers_the_languages_and_rewrites_in_the_one_chosen(qtbot, w
     bar.max_len.setValue(MAX_NEW)
     bar.set_text(text)
     window.run()
-    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request.text == text, timeout=20_000)
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request.settings.text == text,
+                    timeout=20_000)
     assert window.session.results[0].token_ids == generate(original, tokenizer.encode(text).ids, ids["es_XX"])
     bar.target_language.setCurrentText("fr_XX")  # re-runs after the usual pause
-    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request.tgt_lang == "fr_XX", timeout=20_000)
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request.settings.tgt_lang == "fr_XX",
+                    timeout=20_000)
     assert window.session.results[0].token_ids == generate(original, tokenizer.encode(text).ids, ids["fr_XX"])
     assert window.session.results[0].trace.tgt_tokens[1] == "fr_XX"
     window.save_session(str(tmp_path / "lesson.attnviz"))  # a lesson keeps the languages too

@@ -58,7 +58,7 @@ def test_a_bundled_demo_is_named_not_located(tmp_path):
     ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "input": {"mode": "sideways"}}',
      '"input.mode" must be one of greedy, beam, forced'),
     ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "input": {"beam": 1e9}}',
-     '"input.beam" must be an integer from 1 to 256'),
+     '"input.beam" must be an integer from 1 to 64'),
     ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "selection": {"head": "loudest"}}',
      '"selection.head" must be a head index or one of mean, max, rollout'),
     ('{"format": "attnviz-session", "version": 1, "demo": "DEMO", "selection": {"kind": "sideways"}}',

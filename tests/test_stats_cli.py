@@ -3,7 +3,9 @@ bad input is one line and exit 1."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 
 import numpy as np
 import pytest
@@ -84,3 +86,21 @@ def test_a_model_without_attention(capsys, tmp_path, char_tokenizer, corpus):
     code, out, err = cli(capsys, "stats", "-c", path, "--data", corpus)
     assert_one_line_error(code, err, "has no attention")
     assert out == ""
+
+
+def test_an_archive_the_disk_has_no_room_for_is_one_line_and_leaves_no_partial_file(capsys, tmp_path,
+                                                                                       random_checkpoint, corpus):
+    """``-o`` is written like every export (models/storage/files.py): a full disk leaves nothing half-written."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], check=False).returncode != 0:
+        pytest.skip("needs a small file system of its own (mount -t tmpfs, as root)")
+    try:
+        with open(folder / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):
+            while True:  # every block taken; a new, empty file still fits (tmpfs counts files apart)
+                filler.write(b"\0" * 4096)
+        code, _, err = cli(capsys, "stats", "-c", random_checkpoint, "--data", corpus, "-o", folder / "stats.npz")
+        assert sorted(path.name for path in folder.iterdir()) == ["filler"]
+        assert_one_line_error(code, err, "stats.npz", "could not write it")
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)

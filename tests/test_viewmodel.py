@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attnviz.state import viewmodel
-from attnviz.state.session import NO_REQUEST, ModelInfo, Selection, Session
+from attnviz.state.session import NO_REQUEST, ModelInfo, RunSettings, Selection, Session
 from models.trace.aggregate import aggregate
 from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 
@@ -173,8 +173,8 @@ def model_info(name: str) -> ModelInfo:
 
 def test_the_session_keeps_only_the_newest_run(trace):
     session = Session()
-    first = session.new_request("the cat")
-    second = session.new_request("the dog")
+    first = session.new_request(RunSettings(text="the cat"))
+    second = session.new_request(RunSettings(text="the dog"))
     assert not session.accept_steps(first.id, [step(0)]) and not session.accept_results(first.id, [result(trace, [])])
     assert not session.accept_notice(first.id, "from the older run")
     assert session.results == [] and session.notices == []
@@ -190,14 +190,14 @@ def test_the_newest_model_job_wins():
     assert session.accept_model(newer, model_info("new.safetensors")) and session.model.path.name == "new.safetensors"
     assert not session.accept_device(older, model_info("old.safetensors"))
     assert session.accept_device(NO_REQUEST, model_info("moved.safetensors"))  # an out-of-memory move is no job
-    request = session.new_request("x")
+    request = session.new_request(RunSettings(text="x"))
     session.accept_model(session.new_model_job(), model_info("third.safetensors"))
     assert session.request is None and not session.is_current(request.id)  # a new model drops the old run
 
 
 def test_stepping_the_selection_wraps_heads(trace):
     session = Session()
-    request = session.new_request("x")
+    request = session.new_request(RunSettings(text="x"))
     session.accept_results(request.id, [result(trace, [])])
     session.replace_selection(kind="cross", layer=0, head=1)
     assert session.stepped_selection("head", 1) == {"head": 0}

@@ -73,7 +73,7 @@ def test_a_run_asked_for_during_a_job_is_answered_between_two_heads(qtbot, windo
     assert nested == [[]]  # the run was answered from the thread's queue, not from inside a head
     after_the_run = events[events.index("run"):]
     assert "head" in after_the_run and after_the_run[-1] == "importance"  # the job went on after it
-    assert progress[-1] == (6, 6) and window.session.request.text == "green apple" and window.session.results
+    assert progress[-1] == (6, 6) and window.session.request.settings.text == "green apple" and window.session.results
     assert "Scored" not in summary(window) and window.importance_panel.view.plots
     assert no_job_thread_left()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models.errors import AttnvizError, CheckpointError, InputError
+from models.inference.modes import MAX_BEAM, MIN_BEAM, decoding_mode
 
 from ..state.demos import demo_checkpoints, demo_name, demo_path, demo_reference_pairs
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from models.inference.translator import SourceInput, Translator
 
 PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".chkpt", ".pkl")  # what other toolkits' checkpoints end in
-MAX_BEAM = 64  # wider beams cost memory and time in proportion and change no result worth seeing
 MAX_OUTPUT_TOKENS = 100_000
 
 
@@ -131,9 +131,13 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
                              "needs (attention is still traced and written as float32; default: float32)")
 
 
-def add_decoding_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K",
+def add_beam_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam", type=int_range(MIN_BEAM, MAX_BEAM), default=MIN_BEAM, metavar="K",
                         help=f"beam width (1 = greedy; default 1; at most {MAX_BEAM})")
+
+
+def add_decoding_options(parser: argparse.ArgumentParser) -> None:
+    add_beam_option(parser)
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
                         help="stop after N output tokens (default: the model's maximum)")
     parser.add_argument("--strict", action="store_true",
@@ -272,7 +276,6 @@ def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
 def decode_one(args: argparse.Namespace) -> DecodeResult:
     """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam."""
     from models.inference.decoding import finish
-    from models.inference.translator import decoding_mode
 
     translator = open_translator(args)
     ablation = ablation_for(args, translator)

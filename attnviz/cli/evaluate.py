@@ -12,7 +12,7 @@ import dataclasses
 import json
 
 from .common import (
-    MAX_BEAM, MAX_OUTPUT_TOKENS, ablation_for, add_ablation_option, add_corpus_options, add_model_options,
+    MAX_OUTPUT_TOKENS, ablation_for, add_ablation_option, add_beam_option, add_corpus_options, add_model_options,
     corpus_pairs, int_range, model_shape, open_translator,
 )
 
@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="score a checkpoint on held-out pairs", description=__doc__)
     add_model_options(parser)
     add_corpus_options(parser)
-    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K", help="beam width (1 = greedy)")
+    add_beam_option(parser)
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
                         help="stop outputs after N tokens (default: the model's maximum)")
     parser.add_argument("--alignment", choices=("piglatin",),

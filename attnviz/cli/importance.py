@@ -25,8 +25,8 @@ import time
 from models.trace.records import KINDS
 
 from .common import (
-    MAX_BEAM, MAX_OUTPUT_TOKENS, add_corpus_options, add_model_options, add_output_option, corpus_pairs, int_range,
-    model_shape, open_translator,
+    MAX_OUTPUT_TOKENS, add_beam_option, add_corpus_options, add_model_options, add_output_option, corpus_pairs,
+    int_range, model_shape, open_translator,
 )
 from .stats import KIND_NAMES, grid_lines
 
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
     add_corpus_options(parser)
     parser.add_argument("--kind", choices=KINDS, action="append",
                         help="only heads of this kind (repeatable; default: every kind the model has)")
-    parser.add_argument("--beam", type=int_range(1, MAX_BEAM), default=1, metavar="K", help="beam width (1 = greedy)")
+    add_beam_option(parser)
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
                         help="stop outputs after N tokens (default: twice the longest reference plus 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")

@@ -25,7 +25,7 @@ import numpy as np
 
 from models.errors import InputError
 
-from ..state.export import check_output
+from ..state.export import check_output, write_arrays
 from .common import add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator
 
 NAME = "stats"
@@ -52,11 +52,7 @@ def run(args: argparse.Namespace) -> int:
     pairs, corpus = corpus_pairs(args)
     stats = corpus_head_stats(open_translator(args), pairs, batch_size=args.batch_size, decode=args.decode)
     if output is not None:
-        try:
-            with open(output, "wb") as handle:  # np.savez would append .npz to a name that lacks it
-                np.savez_compressed(handle, **stats.arrays())
-        except OSError as failure:
-            raise InputError(f"{output}: cannot be written ({failure.strerror or failure})") from None
+        write_arrays(output, stats.arrays())
     print(json.dumps({"corpus": corpus, **stats.to_json()}) if args.json else "\n".join(table_lines(stats, corpus)))
     if stats.max_padding() > 0:
         print(f"attnviz: warning: a head puts weight {stats.max_padding():.3g} on padding: a mask is broken",

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     if not texts:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
     from models.inference.decoding import finish
-    from models.inference.translator import decoding_mode
+    from models.inference.modes import decoding_mode
 
     translator = open_translator(args)
     ablation = ablation_for(args, translator)

@@ -8,6 +8,7 @@ worker. ``attnviz`` calls ``build`` from the event loop right after the window i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QRect, QSettings, QSize, Qt, QUrl, Signal
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
                                QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from models.errors import AttnvizError
+from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, MODE_NAMES, Mode
 
 from .. import __version__
 from ..state import viewmodel
@@ -500,17 +502,16 @@ class MainWindow(QMainWindow):
             self._show_run()
 
     def run(self) -> None:
-        text = self.input_bar.text_value()
+        settings = self.input_bar.run_settings()
         if self.session.model is None:
             return
-        if not text.strip():
+        if not settings.text.strip():
             self.input_bar.show_message("Type a sentence to see its attention.")
             return
-        options = self.input_bar.options()
-        if options["mode"] == "forced" and not options["target"].strip():
+        if settings.mode == Mode.FORCED and not settings.target.strip():
             self.input_bar.ask_for_target()
             return
-        request = self.session.new_request(text, **options)
+        request = self.session.new_request(settings)
         self.worker_thread.worker.jobs.post("run", request.id)  # the running decode stops at its next step
         self.input_bar.set_busy(True)
         self.run_requested.emit(request)
@@ -715,14 +716,14 @@ class MainWindow(QMainWindow):
         """The model's own input: as left this session, as saved at the last exit for the same model, or
         its first example at its own length limit."""
         settings = self.session.run_settings_for(info, next(iter(examples), ""))
-        from .views.controls import MODES
 
         stored = self.stored
         if str(info.path) in self.session.run_settings or stored.text("run/model") != str(info.path):
             return settings
         return dataclasses.replace(settings, text=stored.text("run/text", settings.text),
-                                   mode=stored.choice("run/mode", settings.mode, MODES),
-                                   beam=stored.integer("run/beam", settings.beam, minimum=2, maximum=32),
+                                   mode=stored.choice("run/mode", settings.mode, MODE_NAMES),
+                                   beam=stored.integer("run/beam", settings.beam, minimum=MIN_BEAM_SEARCH,
+                                                       maximum=MAX_BEAM),
                                    target=stored.text("run/target", ""), max_len=info.max_len)
 
     def _on_load_failed(self, job_id: int, message: str) -> None:
@@ -789,7 +790,7 @@ class MainWindow(QMainWindow):
         """Every view of the newest run (the beam's tree too)."""
         if not self.session.results:
             return
-        beam = self.session.request.mode == "beam"
+        beam = self.session.request.settings.mode == Mode.BEAM
         self.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps) if beam else None,
                                 self.session.selection.hypothesis)
         self.refresh(rebuild=True)
@@ -808,7 +809,8 @@ class MainWindow(QMainWindow):
     def _show_output(self) -> None:
         result = self.session.run_result
         if result is not None:
-            limit = self.session.request.max_len if self.session.request.mode != "forced" else None
+            run = self.session.request.settings
+            limit = run.max_len if run.mode != Mode.FORCED else None
             eos_id = self.session.model.config.get("eos_id") if self.session.model else None
             partner = None
             if self.session.comparing:
@@ -1023,13 +1025,15 @@ class MainWindow(QMainWindow):
             self.settings.setValue("files/export_folder", str(Path(path).parent))
         return path
 
-    def _export(self, write, *args) -> None:
+    def _export(self, write: Callable[[], str]) -> None:
+        """Every export ends here: ``write`` writes its files and says what it saved, or fails with the writers'
+        one line (attnviz/state/export.py), shown under the input."""
         try:
-            path = write(*args)
-        except (AttnvizError, OSError) as failure:
+            saved = write()
+        except AttnvizError as failure:
             self.show_error(f"Export failed: {failure}")
             return
-        self.statusBar().showMessage(f"Saved {path}", 5000)
+        self.statusBar().showMessage(saved, 5000)
 
     def _export_name(self) -> str:
         selection = self.session.selection
@@ -1043,7 +1047,7 @@ class MainWindow(QMainWindow):
             partner = session.partner_result
             waiting = session.partner_error or "model B is running…"
             outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
-        return Caption(session.request.text if session.request is not None else "", tuple(outputs))
+        return Caption(session.request.settings.text if session.request is not None else "", tuple(outputs))
 
     def current_figure(self) -> str | None:
         """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None before a run."""
@@ -1070,7 +1074,7 @@ class MainWindow(QMainWindow):
         if figure is None:
             self.show_error("Export failed: nothing to export yet; run a sentence first")
             return
-        self._export(save_figure, figure, path)
+        self._export(lambda: f"Saved {save_figure(figure, path)}")
 
     def copy_focus_image(self) -> None:
         """The exported figure (PNG, 2×) to the clipboard, for pasting into slides."""
@@ -1092,7 +1096,7 @@ class MainWindow(QMainWindow):
                                query_labels=trace.query_tokens(selection.kind),
                                key_labels=trace.key_tokens(selection.kind), lut=self.focus.lut(), mask=mask,
                                caption=self._caption())
-            self._export(save_figure, figure, path)
+            self._export(lambda: f"Saved {save_figure(figure, path)}")
 
     def export_npz(self, path: str | None = None) -> None:
         if self.session.result is None or self.session.trace is None:
@@ -1100,18 +1104,12 @@ class MainWindow(QMainWindow):
         path = path or self._ask_path("Export attention data", "attention.npz", "NumPy archive (*.npz)")
         if not path:
             return
-        partner = self.session.partner_result if self.session.comparing else None
+        result, partner = self.session.result, self.session.partner_result if self.session.comparing else None
         if partner is None:
-            self._export(write_npz, path, self.session.result)
+            self._export(lambda: f"Saved {write_npz(path, result)}")
             return
         beside = Path(path).with_name(Path(path).stem + "-B.npz")  # model B's run, in the same layout
-        try:
-            write_npz(path, self.session.result)
-            write_npz(beside, partner)
-        except (AttnvizError, OSError) as failure:
-            self.show_error(f"Export failed: {failure}")
-            return
-        self.statusBar().showMessage(f"Saved {path} (model A) and {beside} (model B)", 5000)
+        self._export(lambda: f"Saved {write_npz(path, result)} (model A) and {write_npz(beside, partner)} (model B)")
 
     def export_csv(self, path: str | None = None) -> None:
         current = self.current_heatmap()
@@ -1121,22 +1119,20 @@ class MainWindow(QMainWindow):
         if not path:
             return
         comparison = self.current_comparison() if self.session.comparing else None
-        if comparison is None:
-            self._export(write_csv, path, current.matrix, current.query_labels, current.key_labels)
-            return
-        written = []  # model A's map as asked; B's and B − A beside it, where they exist
-        for pane, suffix in ((comparison.a, ""), (comparison.b, "-B"), (comparison.diff, "-B-minus-A")):
-            if pane.state is None:
-                continue
-            target = Path(path).with_name(Path(path).stem + suffix + ".csv")
-            try:
-                write_csv(target, pane.state.matrix, query_tokens=pane.state.query_labels,
-                          key_tokens=pane.state.key_labels)
-            except (AttnvizError, OSError) as failure:
-                self.show_error(f"Export failed: {failure}")
-                return
-            written.append(target.name)
-        self.statusBar().showMessage(f"Saved {', '.join(written)} in {Path(path).parent}", 5000)
+        # model A's map as asked; while comparing, B's and B − A beside it, where they exist
+        panes = [(current, "")] if comparison is None else [
+            (pane.state, suffix) for pane, suffix in ((comparison.a, ""), (comparison.b, "-B"),
+                                                      (comparison.diff, "-B-minus-A")) if pane.state is not None]
+
+        def write_panes() -> str:
+            written = [write_csv(Path(path).with_name(Path(path).stem + suffix + ".csv") if suffix else path,
+                                 state.matrix, query_tokens=state.query_labels, key_tokens=state.key_labels)
+                       for state, suffix in panes]
+            if comparison is None:
+                return f"Saved {written[0]}"
+            return f"Saved {', '.join(target.name for target in written)} in {Path(path).parent}"
+
+        self._export(write_panes)
 
     # --- window events --------------------------------------------------------------------------------
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)

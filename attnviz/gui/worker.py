@@ -13,13 +13,14 @@ move is handled between two units, never inside one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
 import traceback
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from models.storage.checkpoint import (
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.storage.snapshots import is_series, load_series
+from models.inference.modes import Mode
 from models.inference.translator import SourceInput, Translator
 
 from ..state.imports import ImportAnswer, ImportQuestion
@@ -53,6 +55,21 @@ WINDOW_DTYPE_HINT = "choose Weights: bfloat16 in the Model panel"
 def in_window_words(failure: AttnvizError) -> str:
     """The line a loading error shows in the window: the CLI's ``--dtype`` hint becomes the Model panel's combo."""
     return str(failure).replace(CLI_DTYPE_HINT, WINDOW_DTYPE_HINT)
+
+
+@contextlib.contextmanager
+def reporting_errors(say: Callable[[str], None], *, unexpected: str = "internal error") -> Iterator[None]:
+    """The one way a job on this thread fails: an error of the block becomes the one line ``say`` is given, and
+    the thread goes on to the next job. An :class:`AttnvizError` (something the user can fix) is its own line in
+    the window's words; anything else is a bug or an odd file: ``unexpected`` (what was being done), its type and
+    message, with the traceback on stderr for a bug report."""
+    try:
+        yield
+    except AttnvizError as failure:
+        say(in_window_words(failure))
+    except Exception as failure:  # noqa: BLE001 (said in the window, never a dead thread)
+        traceback.print_exc()
+        say(f"{unexpected}: {type(failure).__name__}: {failure}")
 
 
 def weights_name(translator: Translator) -> str:
@@ -125,8 +142,8 @@ def trace_dtype(translator: Translator, request: Request, *, source: SourceInput
                 target_ids: list[int] | None) -> tuple[type, int]:
     """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
     precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
-    size = translator.trace_size(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                 max_len=request.max_len)
+    run = request.settings
+    size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
     return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
 
 
@@ -186,7 +203,7 @@ class ModelWorker(QObject):
         self._stop_overtaken_jobs()
         if self._stale_model_job(job_id):
             return
-        try:
+        with reporting_errors(lambda line: self.load_failed.emit(job_id, line), unexpected=path):
             with warnings.catch_warnings(record=True) as caught:  # NaN weights: said in the window
                 warnings.simplefilter("always", NumericalWarning)
                 if is_series(path):  # a snapshot folder, recognised before the importers
@@ -200,11 +217,6 @@ class ModelWorker(QObject):
             for warning in caught:
                 if issubclass(warning.category, NumericalWarning):
                     self.notice.emit(NO_REQUEST, str(warning.message))
-        except AttnvizError as failure:
-            self.load_failed.emit(job_id, in_window_words(failure))
-        except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window, never a dead thread)
-            traceback.print_exc()
-            self.load_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
 
     def _read(self, path: str | Path, progress=None):
         """An attnviz checkpoint's weights read in the chosen precision."""
@@ -228,15 +240,17 @@ class ModelWorker(QObject):
         self._stop_overtaken_jobs()
         if self._stale_model_job(job_id):
             return
-        try:
-            checkpoint = self._converted(answer.path, answer.format, settings=answer.settings,
-                                         src_vocab=answer.src_vocab, tgt_vocab=answer.tgt_vocab, trust=answer.trust)
-            if not self._stale_model_job(job_id):
-                self._open(job_id, checkpoint, path=answer.path, device=answer.device)
-        except AttnvizError as failure:
-            inspection = failure.inspection if isinstance(failure, MissingSettingsError) else answer.inspection
-            self.import_needed.emit(job_id, ImportQuestion(answer.path, inspection, problem=str(failure),
-                                                           previous=answer))
+        with reporting_errors(lambda line: self.load_failed.emit(job_id, line), unexpected=answer.path):
+            try:
+                checkpoint = self._converted(answer.path, answer.format, settings=answer.settings,
+                                             src_vocab=answer.src_vocab, tgt_vocab=answer.tgt_vocab,
+                                             trust=answer.trust)
+                if not self._stale_model_job(job_id):
+                    self._open(job_id, checkpoint, path=answer.path, device=answer.device)
+            except AttnvizError as failure:  # the user can answer differently: asked again, saying why
+                inspection = failure.inspection if isinstance(failure, MissingSettingsError) else answer.inspection
+                self.import_needed.emit(job_id, ImportQuestion(answer.path, inspection, problem=str(failure),
+                                                               previous=answer))
 
     def _import_without_asking(self, job_id: int, path: str):
         """The converted checkpoint, or None after asking the GUI for settings, vocabularies or trust."""
@@ -292,7 +306,7 @@ class ModelWorker(QObject):
         """Open the model to compare with: attnviz checkpoints, and foreign ones that need no answers."""
         if not self.jobs.is_current("partner", job_id):
             return
-        try:
+        with reporting_errors(lambda line: self.partner_failed.emit(job_id, line), unexpected=path):
             checkpoint = self._read(path) if is_native(path) else None
             if checkpoint is None:
                 inspection = inspect(path)
@@ -304,11 +318,6 @@ class ModelWorker(QObject):
                 return
             self.partner = Translator(checkpoint, device or None)
             self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
-        except AttnvizError as failure:
-            self.partner_failed.emit(job_id, in_window_words(failure))
-        except Exception as failure:  # noqa: BLE001 (a bug or an odd file: said in the window)
-            traceback.print_exc()
-            self.partner_failed.emit(job_id, f"{path}: {type(failure).__name__}: {failure}")
 
     @Slot(int)
     def drop_partner(self, job_id: int) -> None:
@@ -323,20 +332,14 @@ class ModelWorker(QObject):
         partner = self.partner
         if partner is None or not self.jobs.is_current("run", request.id):
             return
-        try:
-            source = partner.source(request.text)
-            target_ids = partner.target(request.target, unknown="replace") if request.mode == "forced" else None
+        run = request.settings
+        with reporting_errors(lambda line: self.partner_finished.emit(request.id, line)):  # model A's run stands
+            source = partner.source(run.text)
+            target_ids = partner.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
             dtype, _ = trace_dtype(partner, request, source=source, target_ids=target_ids)
-            result = finish(partner.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                           max_len=request.max_len, dtype=dtype))[0]
-        except AttnvizError as failure:
-            self.partner_finished.emit(request.id, str(failure))
-            return
-        except Exception as failure:  # a bug: said in model B's line, model A's run stands
-            traceback.print_exc()
-            self.partner_finished.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
-            return
-        self.partner_finished.emit(request.id, result)
+            result = finish(partner.decode(source, mode=run.mode, beam=run.beam, target_ids=target_ids,
+                                           max_len=run.max_len, dtype=dtype))[0]
+            self.partner_finished.emit(request.id, result)
 
     @Slot(str)
     def save(self, path: str) -> None:
@@ -344,25 +347,20 @@ class ModelWorker(QObject):
         if self.translator is None:
             return
         checkpoint = self.translator.checkpoint
-        try:
+        with reporting_errors(lambda line: self.notice.emit(NO_REQUEST, f"Could not save {path}: {line}")):
             save_checkpoint(path, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
                             target_tokenizer=checkpoint.target_tokenizer, provenance=checkpoint.provenance)
-        except (OSError, AttnvizError) as failure:
-            self.notice.emit(NO_REQUEST, f"Could not save {path}: {failure}")
-            return
-        self.notice.emit(NO_REQUEST, f"Saved {path}")
+            self.notice.emit(NO_REQUEST, f"Saved {path}")
 
     @Slot(int, str)
     def set_device(self, job_id: int, device: str) -> None:
         self._stop_overtaken_jobs()  # a corpus job scores the device it started on: it answers why it stopped
         if self.translator is None or self._stale_model_job(job_id):
             return
-        try:
+        with reporting_errors(lambda line: self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: "
+                                                                        f"{line}")):
             self._move_models(device or "auto")
-        except (AttnvizError, RuntimeError) as failure:
-            self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: {failure}")
-            return
-        self.device_changed.emit(job_id, self._description())
+            self.device_changed.emit(job_id, self._description())
 
     @Slot(int, str)
     def set_weights(self, job_id: int, weights: str) -> None:
@@ -379,13 +377,13 @@ class ModelWorker(QObject):
             self.notice.emit(NO_REQUEST, f"Weights: {weights} applies from the next open: this model was converted "
                                          "in memory (save it as an attnviz checkpoint to switch at once).")
             return
-        try:
+        def say(line: str) -> None:
+            self.notice.emit(NO_REQUEST, f"Could not re-open the model as {weights}: {line}; it still runs as "
+                                         f"{weights_name(self.translator)}")
+
+        with reporting_errors(say):
             self._reopen_in_precision()
-        except AttnvizError as failure:
-            self.notice.emit(NO_REQUEST, f"Could not re-open the model as {weights}: {in_window_words(failure)}; "
-                                         f"it still runs as {weights_name(self.translator)}")
-            return
-        self.weights_changed.emit(job_id, self._description())
+            self.weights_changed.emit(job_id, self._description())
 
     def _reopen_in_precision(self) -> None:
         """The open model (the series' current snapshot) and a native model B, read again as ``self.weights``;
@@ -404,7 +402,7 @@ class ModelWorker(QObject):
     def run(self, request: Request) -> None:
         if self.translator is None or not self.jobs.is_current("run", request.id):
             return
-        try:
+        with reporting_errors(lambda line: self.failed.emit(request.id, line)):
             try:
                 self._decode(request)
             except RuntimeError as failure:
@@ -412,11 +410,6 @@ class ModelWorker(QObject):
                     raise
                 self._fall_back_to_the_cpu(request)
                 self._decode(request)
-        except AttnvizError as failure:
-            self.failed.emit(request.id, str(failure))
-        except Exception as failure:  # a bug: say so in the window instead of killing the thread
-            traceback.print_exc()
-            self.failed.emit(request.id, f"internal error: {type(failure).__name__}: {failure}")
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
@@ -460,14 +453,10 @@ class ModelWorker(QObject):
         if stopped is not None:
             self._end_long_job(job, stopped)
             return
-        try:
+        unit = None
+        with reporting_errors(lambda line: self._end_long_job(job, line)):  # the device running out of memory too
             unit = job.units.step()
-        except AttnvizError as failure:
-            self._end_long_job(job, str(failure))
-            return
-        except Exception as failure:  # a bug (or the device ran out of memory): say so instead of going quiet
-            traceback.print_exc()
-            self._end_long_job(job, f"internal error: {type(failure).__name__}: {failure}")
+        if unit is None:
             return
         if unit.done:
             self._end_long_job(job, unit.value)
@@ -513,9 +502,9 @@ class ModelWorker(QObject):
     def _decode(self, request: Request) -> None:
         if self.series and request.snapshot is not None:
             self._use_snapshot(request.snapshot)
-        translator = self.translator
-        translator.set_languages(request.src_lang or None, request.tgt_lang or None)
-        source = translator.source(request.text)
+        translator, run = self.translator, request.settings
+        translator.set_languages(run.src_lang or None, run.tgt_lang or None)
+        source = translator.source(run.text)
         if source.unknown:
             shown = " ".join(repr(character) for character in source.unknown[:10])
             self.notice.emit(request.id, f"The model's vocabulary has no token for {shown}: each became its "
@@ -523,7 +512,7 @@ class ModelWorker(QObject):
         if source.truncated:
             self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
                                          f"{translator.config.max_len} are used (the model's maximum).")
-        target_ids = translator.target(request.target, unknown="replace") if request.mode == "forced" else None
+        target_ids = translator.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
         dtype, size = trace_dtype(translator, request, source=source, target_ids=target_ids)
         if dtype == np.float16:
             self.notice.emit(request.id, f"This run's attention is kept at half precision to save memory (up to "
@@ -533,11 +522,11 @@ class ModelWorker(QObject):
             from models.inference.decoding import finish
 
             request.ablation.validate(translator.model.attention_shape())  # before decoding twice
-            original = finish(translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                                max_len=request.max_len, dtype=dtype))[0]
+            original = finish(translator.decode(source, mode=run.mode, beam=run.beam, target_ids=target_ids,
+                                                max_len=run.max_len, dtype=dtype))[0]
             self.original.emit(request.id, original)
-        steps = translator.decode(source, mode=request.mode, beam=request.beam, target_ids=target_ids,
-                                  max_len=request.max_len, ablation=request.ablation, dtype=dtype)
+        steps = translator.decode(source, mode=run.mode, beam=run.beam, target_ids=target_ids,
+                                  max_len=run.max_len, ablation=request.ablation, dtype=dtype)
         pending, sent = [], time.monotonic()
         while True:
             if not self.jobs.is_current("run", request.id):

@@ -1,7 +1,8 @@
-"""Writing what the app shows, every file atomically (models/storage/files.py): NPZ (the layout the README documents)
-and CSV; PNG and SVG figures are written by attnviz/gui/rendering.py.
+"""Writing what the app shows, every file atomically (models/storage/files.py): NPZ (the layout the README
+documents) and CSV; PNG and SVG figures are written by attnviz/gui/rendering.py.
 
-Qt is imported inside the image functions only, so the headless ``attnviz export`` can use this module.
+Every writer here and there fails only with an ``AttnvizError`` (``WriteError``, or ``InputError`` for a name
+it cannot write): the CLI prints it as its one error line, the window as "Export failed: …".
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def write_npz(path: str | Path, result: DecodeResult) -> Path:
     arrays = trace_arrays(result.trace)
     arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
                   score=np.array(result.score))
+    return write_arrays(path, arrays)
+
+
+def write_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> Path:
+    """A compressed NumPy archive of ``arrays`` at exactly ``path``; a failure is one ``WriteError`` line."""
     with atomic_output(path) as temporary, open(temporary, "wb") as handle:  # np.savez would append .npz
         np.savez_compressed(handle, **arrays)
     return Path(path)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.inference.modes import Mode
 from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 
@@ -41,33 +42,27 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class RunSettings:
+    """What the input bar holds for one model, and what a run decodes: each model keeps its own (a Spanish
+    target means nothing to a Pig Latin model, and one model's length limit is not another's)."""
+
+    text: str = ""
+    mode: str = Mode.GREEDY.value  # a models.inference.modes.Mode name
+    beam: int = 4
+    target: str = ""  # what forced decoding forces
+    max_len: int = 100
+    src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
+    tgt_lang: str = ""
+
+
+@dataclass(frozen=True)
 class Request:
     """One run the user asked for; ``id`` grows with every request, the newest wins."""
 
     id: int
-    text: str
-    mode: str = "greedy"  # greedy | beam | forced
-    beam: int = 4
-    target: str = ""
-    max_len: int = 100
-    src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
-    tgt_lang: str = ""
+    settings: RunSettings
     ablation: Ablation = NO_ABLATION  # heads switched off (models/nn/ablation.py)
     snapshot: int | None = None  # a series: the training step whose snapshot runs
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What the input bar holds for one model: each model keeps its own (a Spanish target means nothing
-    to a Pig Latin model, and one model's length limit is not another's)."""
-
-    text: str = ""
-    mode: str = "greedy"
-    beam: int = 4
-    target: str = ""
-    max_len: int = 100
-    src_lang: str = ""
-    tgt_lang: str = ""
 
 
 @dataclass
@@ -119,8 +114,8 @@ class Session:
         return self._next_id
 
     # --- runs ----------------------------------------------------------------------------------------
-    def new_request(self, text: str, **options: Any) -> Request:
-        self.request = Request(self.next_id(), text, ablation=self.ablation, snapshot=self.snapshot_step, **options)
+    def new_request(self, settings: RunSettings) -> Request:
+        self.request = Request(self.next_id(), settings, ablation=self.ablation, snapshot=self.snapshot_step)
         self.steps, self.results, self.notices, self.original = [], [], [], None
         self.partner_result, self.partner_error = None, ""
         return self.request

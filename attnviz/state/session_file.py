@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from models.inference.modes import MAX_BEAM, MIN_BEAM, MODE_NAMES
 from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.aggregate import AGGREGATES
 from models.errors import AttnvizError
@@ -29,7 +30,6 @@ SUFFIX = ".attnviz"
 FORMAT = "attnviz-session"
 VERSION = 1
 MAX_BYTES = 1024 * 1024  # a session is a few hundred bytes; anything this large is not one
-MODES = ("greedy", "beam", "forced")
 COLOUR_RANGES = ("fixed", "own")
 
 
@@ -125,8 +125,8 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     reader = _Reader(path)
     checkpoint = _checkpoint(path, document)
     run = reader.section(document, "input", cls=RunSettings,
-                         fields={"text": str, "mode": MODES, "beam": (1, 256), "target": str, "max_len": (1, 100_000),
-                          "src_lang": str, "tgt_lang": str})
+                         fields={"text": str, "mode": MODE_NAMES, "beam": (MIN_BEAM, MAX_BEAM), "target": str,
+                                 "max_len": (1, 100_000), "src_lang": str, "tgt_lang": str})
     selection = reader.section(document, "selection", cls=Selection,
                                fields={"kind": KINDS, "layer": (0, 10_000), "head": "head", "step": (0, 1_000_000),
                                 "hypothesis": (0, 10_000)})

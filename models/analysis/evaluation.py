@@ -18,7 +18,8 @@ import sacrebleu
 
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..inference.decoding import finish
-from ..inference.translator import Translator, decoding_mode
+from ..inference.modes import decoding_mode
+from ..inference.translator import Translator
 
 CopySources = Callable[[str], list[int | None]]
 

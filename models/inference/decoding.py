@@ -32,6 +32,7 @@ from ..nn.base import Seq2Seq
 from ..errors import InputError, NumericalWarning
 from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention, trace_from_intermediates
 from ..trace.records import AttentionTrace, DecodeResult, DecodeStep
+from .modes import check_beam
 
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
@@ -436,8 +437,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     no cost) so every step has the same rows; the search ends when all rows are finished. Final
     hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty``.
     """
-    if beam < 1:
-        raise InputError(f"the beam width must be at least 1; got {beam}")
+    check_beam(beam)
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
                        top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
                        ablation=ablation)

@@ -15,16 +15,8 @@ import torch
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..storage.checkpoint import Checkpoint
 from .decoding import Steps, beam_search, finish, forced, greedy
+from .modes import MODE_NAMES, Mode, decoding_mode
 from ..errors import AttnvizError, EmptyInputError
-
-MODES = ("greedy", "beam", "forced")
-
-
-def decoding_mode(beam: int, forced: bool = False) -> str:
-    """The one rule every caller uses: forced when there is a target, beam above width 1, else greedy."""
-    if forced:
-        return "forced"
-    return "beam" if beam > 1 else "greedy"
 
 
 class DeviceError(AttnvizError):
@@ -137,23 +129,23 @@ class Translator:
             raise EmptyInputError("the target text is empty")
         return ids
 
-    def trace_size(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4,
+    def trace_size(self, source: SourceInput, *, mode: str = Mode.GREEDY, beam: int = 4,
                    target_ids: list[int] | None = None, max_len: int | None = None) -> int:
         """Bytes of float32 attention a run of :meth:`decode` keeps at most: every kind, layer and head, the
         output as long as it may get (``max_len``, or the target), a beam's rows for each hypothesis."""
         first = len(self.target_tokenizer.first_tokens())
-        if mode == "forced":
+        if mode == Mode.FORCED:
             target = first + len(target_ids or []) + 1
         else:
             target = min(max_len or self.config.max_len, self.config.max_len)
         source_len = len(source.ids)
         # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first).
-        hypotheses = beam + 1 if mode == "beam" else 1
+        hypotheses = beam + 1 if mode == Mode.BEAM else 1
         cells = {"enc_self": source_len * source_len, "dec_self": target * target * hypotheses,
                  "cross": target * source_len * hypotheses}
         return 4 * sum(layers * heads * cells[kind] for kind, (layers, heads) in self.model.attention_shape().items())
 
-    def decode(self, source: SourceInput, *, mode: str = "greedy", beam: int = 4, length_penalty: float = 0.6,
+    def decode(self, source: SourceInput, *, mode: str = Mode.GREEDY, beam: int = 4, length_penalty: float = 0.6,
                target_ids: list[int] | None = None, max_len: int | None = None, top_k: int = 10,
                need_weights: bool = True, ablation: Ablation = NO_ABLATION, dtype: type = np.float32) -> Steps:
         """A decoding generator (see models.inference.decoding) whose results carry detokenised text; ``ablation``
@@ -164,17 +156,17 @@ class Translator:
                       source_tokens=source.labels, top_k=top_k, need_weights=need_weights, ablation=ablation,
                       dtype=dtype)
         first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
-        if mode == "greedy":
+        if mode == Mode.GREEDY:
             steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
-        elif mode == "beam":
+        elif mode == Mode.BEAM:
             steps = beam_search(self.model, source.ids, beam=beam, length_penalty=length_penalty,
                                 max_len=max_len, first=first, **common)
-        elif mode == "forced":
+        elif mode == Mode.FORCED:
             if target_ids is None:
                 raise EmptyInputError("forced decoding needs a target text")
             steps = forced(self.model, source.ids, first + list(target_ids), **common)
         else:
-            raise ValueError(f"mode must be one of {MODES}")
+            raise ValueError(f"mode must be one of {MODE_NAMES}")
         return self._with_text(steps, source)
 
     def _with_text(self, steps: Steps, source: SourceInput) -> Steps:
@@ -188,5 +180,5 @@ class Translator:
                   unknown: str = "replace", ablation: Ablation = NO_ABLATION):
         """The best result for ``text`` (greedy when ``beam`` is 1)."""
         source = self.source(text, unknown=unknown)
-        return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len, need_weights=need_weights,
-                                  ablation=ablation))[0]
+        return finish(self.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len,
+                                  need_weights=need_weights, ablation=ablation))[0]

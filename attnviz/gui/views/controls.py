@@ -13,11 +13,12 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxL
                                QSizePolicy, QSlider, QSpinBox, QStyle, QTextBrowser, QToolButton, QVBoxLayout,
                                QWidget)
 
+from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
+
 from ...state.session import ModelInfo, RunSettings, ViewOptions
 from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
 from .style import COLORMAPS
 
-MODES = {"greedy": "Greedy", "beam": "Beam", "forced": "Forced"}
 DEBOUNCE_MS = 350
 WEIGHTS = ("float32", "bfloat16", "float16")  # the precisions load_checkpoint keeps weights in (WEIGHT_DTYPES)
 OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
@@ -94,11 +95,11 @@ class InputBar(QWidget):
         self.examples.setMenu(QMenu(self.examples))
         self.examples.setEnabled(False)
         self.mode = QComboBox()
-        for key, label in MODES.items():
-            self.mode.addItem(label, key)
+        for mode in Mode:
+            self.mode.addItem(mode.label, mode.value)
         self.mode.setToolTip("Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target.")
         self.beam = QSpinBox()
-        self.beam.setRange(2, 32)
+        self.beam.setRange(MIN_BEAM_SEARCH, MAX_BEAM)
         self.beam.setValue(4)
         self.beam.setPrefix("K = ")
         self.beam.setToolTip("Beam width")
@@ -171,16 +172,11 @@ class InputBar(QWidget):
 
     def _show_mode_options(self) -> None:
         mode = self.mode.currentData()
-        self.beam.setVisible(mode == "beam")
-        self.target.setVisible(mode == "forced")
+        self.beam.setVisible(mode == Mode.BEAM)
+        self.target.setVisible(mode == Mode.FORCED)
 
     def set_busy(self, busy: bool) -> None:
         self.busy.setVisible(busy)
-
-    def options(self) -> dict:
-        return {"mode": self.mode.currentData(), "beam": self.beam.value(), "target": self.target.text(),
-                "max_len": self.max_len.value(), "src_lang": self.source_language.currentText(),
-                "tgt_lang": self.target_language.currentText()}
 
     def set_languages(self, codes: tuple[str, ...] | list[str]) -> None:
         """Offer a multilingual model's language codes (source → target); hidden for other models."""
@@ -202,9 +198,10 @@ class InputBar(QWidget):
         self.max_len.setValue(max_len)
 
     def run_settings(self) -> RunSettings:
-        options = self.options()
-        return RunSettings(text=self.text.text(), mode=options["mode"], beam=options["beam"], target=options["target"],
-                           max_len=options["max_len"], src_lang=options["src_lang"], tgt_lang=options["tgt_lang"])
+        """What the bar holds: the next run's settings."""
+        return RunSettings(text=self.text.text(), mode=self.mode.currentData(), beam=self.beam.value(),
+                           target=self.target.text(), max_len=self.max_len.value(),
+                           src_lang=self.source_language.currentText(), tgt_lang=self.target_language.currentText())
 
     def show_run_settings(self, settings: RunSettings, limit: int) -> None:
         """Show one model's input (``limit``: the longest output that model can make); runs nothing."""
