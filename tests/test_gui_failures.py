@@ -33,7 +33,7 @@ def test_an_image_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, wi
         folder.rmdir()
         folder.write_text("a file where the folder should be")
     try:
-        window.export_focus_image(str(folder / f"focus{suffix}"))
+        window.exporting.export_focus_image(str(folder / f"focus{suffix}"))
         assert "Export failed" in window.input_bar.result_text()
         assert not window.statusBar().currentMessage().startswith("Saved")
         assert not (folder / f"focus{suffix}").exists()
