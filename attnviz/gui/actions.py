@@ -173,8 +173,8 @@ def build_menus(window: QMainWindow, table: tuple[Entry, ...] = ACTIONS) -> dict
 def shortcut_list(table: tuple[Entry, ...] = ACTIONS) -> list[tuple[str, str]]:
     """(what it does, its keys) for every entry with a shortcut, in the table's order."""
     native = QKeySequence.SequenceFormat.NativeText
-    return [(item.label.replace("&", ""), QKeySequence(item.shortcut).toString(native))
-            for item in table if item.shortcut is not None]
+    keys = [(item.label.replace("&", ""), QKeySequence(item.shortcut)) for item in table if item.shortcut is not None]
+    return [(label, key.toString(native)) for label, key in keys if not key.isEmpty()]  # a platform may have none
 
 
 def window_keys(table: tuple[Entry, ...] = ACTIONS) -> set[str]:
