@@ -76,7 +76,7 @@ def main() -> None:
         def update():
             window.session.accept_results(window.session.request.id, results)
             window.session.replace_selection(kind="cross", layer=0, head=0)
-            window.refresh(rebuild=True)
+            window.viewing.refresh(rebuild=True)
 
         run_time = timed(application, update, args.repeats)
         items = [image for _, image in window.head_grid.cells + window.model_view.cells]

@@ -34,7 +34,7 @@ def test_a_demo_runs_its_own_examples_by_default(qtbot, window):
     pairs = demo_reference_pairs(DEMO)
     asked: list = []
     answer_next_dialog(asked, lambda box: box.defaultButton().click())  # Enter: the default
-    window.corpus_head_stats()  # View → Corpus head statistics…
+    window.stats.open()  # View → Corpus head statistics…
     assert isinstance(asked[0], QMessageBox)
     assert asked[0].defaultButton().text() == f"This demo's {len(pairs)} examples"
     panel = window.head_stats
@@ -44,7 +44,7 @@ def test_a_demo_runs_its_own_examples_by_default(qtbot, window):
     assert panel.view.plots and panel.view.cell_labels  # the maps are drawn
 
     answer_next_dialog(asked, lambda box: box.defaultButton().click())
-    window.head_importance()  # View → Head importance…
+    window.importance.open()  # View → Head importance…
     importance = window.importance_panel
     qtbot.waitUntil(lambda: importance.importance is not None, timeout=60_000)
     assert importance.importance.examples == len(pairs)
@@ -60,16 +60,16 @@ def test_a_file_stays_one_click_away_and_cancel_runs_nothing(qtbot, window):
         next(button for button in box.buttons() if button.text() == "A PAIRS.tsv file…").click()
 
     answer_next_dialog(asked, choose_file)
-    window.corpus_head_stats()
+    window.stats.open()
     assert isinstance(asked[0], QMessageBox) and isinstance(asked[1], QFileDialog)
-    assert getattr(window, "head_stats", None) is None  # nothing chosen: no job, no dock
+    assert window.head_stats is None  # nothing chosen: no job, no dock
     answer_next_dialog(asked, lambda box: box.button(QMessageBox.StandardButton.Cancel).click())
-    window.head_importance()
-    assert getattr(window, "importance_panel", None) is None
+    window.importance.open()
+    assert window.importance_panel is None
 
 
 def test_a_model_that_is_no_demo_asks_for_the_file_at_once(qtbot, window):
     asked: list = []
     answer_next_dialog(asked, lambda dialog: dialog.reject())
-    window.corpus_head_stats()
+    window.stats.open()
     assert len(asked) == 1 and isinstance(asked[0], QFileDialog)

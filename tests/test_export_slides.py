@@ -34,14 +34,14 @@ def test_the_heatmap_image_is_white_and_captioned_in_png_svg_and_on_the_clipboar
     run_text(qtbot, window, SENTENCE, max_len=20)
     output = window.session.result.text
     png, svg = tmp_path / "focus.png", tmp_path / "focus.svg"
-    window.export_focus_image(str(png))
-    window.export_focus_image(str(svg))
+    window.exporting.export_focus_image(str(png))
+    window.exporting.export_focus_image(str(svg))
     image = QImage(str(png))
     assert border_colours(image) == {"#ffffff"}
     texts = svg_texts(svg)
     assert f"Input: {SENTENCE}" in texts and f"Output (en-es-transformer): {output}" in texts
     assert set(window.session.trace.src_tokens) <= set(texts)  # every label in full, as text
-    window.copy_focus_image()
+    window.exporting.copy_focus_image()
     copied = qapp.clipboard().image()
     assert copied.convertToFormat(image.format()) == image  # the clipboard holds the PNG export
 
@@ -52,13 +52,13 @@ def test_the_all_heads_figure_hatches_the_decoders_future(qtbot, window, tmp_pat
     window.select(kind="dec_self", layer=0, head=0)
     trace = window.session.trace
     hatched_svg, hatched, plain = tmp_path / "heads.svg", tmp_path / "heads.png", tmp_path / "plain.png"
-    window.export_grid_image(str(hatched_svg))
-    window.export_grid_image(str(hatched))
+    window.exporting.export_grid_image(str(hatched_svg))
+    window.exporting.export_grid_image(str(hatched))
     text = hatched_svg.read_text(encoding="utf-8")
     future = int((~trace.masks["dec_self"]).sum())
     assert future > 0 and text.count("fill='url(#masked)'") == trace.heads("dec_self") * future
     window.selector.set_masks_visible(False)
-    window.export_grid_image(str(plain))
+    window.exporting.export_grid_image(str(plain))
     masked = next(rect for rect in ElementTree.fromstring(text).iter(f"{SVG}rect")
                   if rect.get("fill") == "url(#masked)")
     x, y, side = (float(masked.get(name)) for name in ("x", "y", "width"))

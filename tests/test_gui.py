@@ -57,7 +57,7 @@ def focus_data(window) -> np.ndarray:
 def test_opening_shows_the_model_and_remembers_it(window, random_checkpoint):
     info = window.model_panel.info.text()
     assert "transformer-preln" in info and "random.safetensors" in info and "cpu" in info
-    assert window.recent_files()[0] == str(random_checkpoint)
+    assert window.opening.recent_files()[0] == str(random_checkpoint)
     assert window.windowTitle() == "random.safetensors — attnviz"
 
 
@@ -212,12 +212,12 @@ def test_forced_decoding_to_a_target(qtbot, window):
 def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
     run_text(qtbot, window, "abcd", max_len=5)
     png = tmp_path / "focus.png"
-    window.export_focus_image(str(png))
+    window.exporting.export_focus_image(str(png))
     image = QImage(str(png))
     pixels = np.array([image.pixel(x, y) for x in range(0, image.width(), 7) for y in range(0, image.height(), 7)])
     assert len(np.unique(pixels)) > 20  # a real picture, not a blank rectangle
     svg = tmp_path / "focus.svg"
-    window.export_focus_image(str(svg))
+    window.exporting.export_focus_image(str(svg))
     root = ElementTree.parse(svg).getroot()
     assert (image.width(), image.height()) == (2 * int(root.get("width")), 2 * int(root.get("height")))  # one figure
     cells = [rect for rect in root.iter("{http://www.w3.org/2000/svg}rect") if rect.find("{*}title") is not None]
@@ -228,16 +228,16 @@ def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
     assert "Cross-attention · layer 0 · head 0" in texts and "source (keys)" in texts
     assert set(window.session.trace.src_tokens) <= set(texts)
     grid = tmp_path / "heads.png"
-    window.export_grid_image(str(grid))
+    window.exporting.export_grid_image(str(grid))
     heads = QImage(str(grid))
     assert heads.width() > 400
     assert len({heads.pixel(x, y) for x in range(0, heads.width(), 3) for y in range(0, heads.height(), 3)}) > 10
     grid_svg = tmp_path / "heads.svg"
-    window.export_grid_image(str(grid_svg))
+    window.exporting.export_grid_image(str(grid_svg))
     texts = [text.text for text in ElementTree.parse(grid_svg).getroot().iter("{http://www.w3.org/2000/svg}text")]
     assert {"L0 · H0", "L0 · H3"} <= set(texts) and "Cross-attention · layer 0 · every head" in texts
     npz = tmp_path / "trace.npz"
-    window.export_npz(str(npz))
+    window.exporting.export_npz(str(npz))
     arrays = np.load(npz)
     trace = window.session.trace
     for kind in trace.kinds:
@@ -245,7 +245,7 @@ def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
             np.testing.assert_array_equal(arrays[f"{kind}_L{layer}"], weights)
         np.testing.assert_array_equal(arrays[f"{kind}_mask"], trace.masks[kind])
     csv_path = tmp_path / "cross.csv"
-    window.export_csv(str(csv_path))
+    window.exporting.export_csv(str(csv_path))
     rows = list(csv.reader(csv_path.open(encoding="utf-8")))
     assert rows[0][1:] == trace.src_tokens and [row[0] for row in rows[1:]] == trace.tgt_tokens
     np.testing.assert_allclose(np.array(rows[1:])[:, 1:].astype(float), trace.attention["cross"][0][0], atol=1e-5)
@@ -271,7 +271,7 @@ def test_a_run_too_large_for_full_precision_is_kept_at_half_and_says_so(qtbot, w
     value = float(half.attention["cross"][0][0][0, 1])
     assert window.focus.readout.text() == f"query 0 ‘<s>’ → key 1 ‘b’: ≈{value:.3g}"
     npz = tmp_path / "half.npz"
-    window.export_npz(str(npz))
+    window.exporting.export_npz(str(npz))
     arrays = np.load(npz)
     assert arrays["cross_L0"].dtype == np.float32
     np.testing.assert_array_equal(arrays["cross_L0"], half.attention["cross"][0])
@@ -320,7 +320,7 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
 
 def test_export_to_a_bad_path_says_so(qtbot, window, tmp_path):
     run_text(qtbot, window, "abc", max_len=4)
-    window.export_focus_image(str(tmp_path / "focus.gif"))
+    window.exporting.export_focus_image(str(tmp_path / "focus.gif"))
     assert "Export failed" in window.input_bar.result_text() and ".png or .svg" in window.input_bar.result_text()
 
 
@@ -423,7 +423,7 @@ def test_settings_are_restored(qtbot, qsettings, random_checkpoint):
     assert second.input_bar.mode.currentData() == "beam" and second.input_bar.beam.value() == 7
     assert second.input_bar.text.text() == "abc"
     assert second.input_bar.max_len.value() == 64  # a length limit is not carried across runs: the model's own
-    assert second.recent_files() == [str(random_checkpoint)]
+    assert second.opening.recent_files() == [str(random_checkpoint)]
     second.close()
 
 

@@ -130,7 +130,7 @@ def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_foc
     corpus = tmp_path / "pairs.tsv"
     words = ["impress", "strength through joy", "hello world", "good morning", "open the door", "green apple"]
     corpus.write_text("".join(f"{word}\t{to_pig_latin(word)}\n" for word in words), encoding="utf-8")
-    window.head_importance(str(corpus))
+    window.importance.open(str(corpus))
     panel = window.importance_panel
     panel.choose_method("decode")  # exact match from decoding again (the NLL methods: test_gui_importance_methods.py)
     qtbot.waitUntil(lambda: panel.importance is not None, timeout=60_000)
@@ -146,7 +146,7 @@ def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_foc
     assert (window.session.selection.kind, window.session.selection.layer, window.session.selection.head) == ("dec_self", 2, 0)
     assert view.head_title.text().startswith("Decoder self-attention, layer 2, head 0: exact match %")
     assert view.plots[0][2].isVisible()  # the clicked head is outlined
-    window.head_importance(str(tmp_path / "missing.tsv"))
+    window.importance.open(str(tmp_path / "missing.tsv"))
     qtbot.waitUntil(lambda: "No head importance:" in view.summary.text(), timeout=WAIT)
     assert "no such file" in view.summary.text()
 
@@ -161,7 +161,7 @@ def test_a_sentence_run_during_head_importance_is_answered_between_heads(qtbot, 
     worker = window.worker_thread.worker
     worker.importance_ready.connect(lambda *_: answers.append("importance"))
     worker.finished.connect(lambda *_: answers.append("run"))
-    window.head_importance(str(corpus))
+    window.importance.open(str(corpus))
     window.input_bar.text.setText("bad")
     window.run()
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=60_000)
@@ -180,7 +180,7 @@ def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, t
     trigger(window.model_view, 1, 3, "Switch head off")
     wait_for_run(qtbot, window, ablated=True)
     path = tmp_path / "ablated.attnviz"
-    window.save_session(str(path))
+    window.sessions.save_session(str(path))
     document = json.loads(path.read_text(encoding="utf-8"))
     assert document["ablation"] == ["cross:1:3"]
     document["ablation"] = ["cross:1:3", "enc_self:0:*"]  # a whole layer, as a hand-written session may say
@@ -190,9 +190,9 @@ def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, t
     qtbot.addWidget(other)
     other.show()
     qtbot.waitUntil(lambda: other.session.model is not None and bool(other.session.results), timeout=WAIT)
-    other.open_session(str(path))
+    other.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: other.session.model.path == random_checkpoint and bool(other.session.results)
-                    and other.pending_session is None, timeout=WAIT)
+                    and other.opening.plan is None, timeout=WAIT)
     assert other.session.trace.ablated == tuple(("enc_self", 0, head) for head in range(4)) + (("cross", 1, 3),)
     assert other.ablation_bar.isVisible() and other.ablation_bar.label.text() == "5 heads off —"
     window.session.toggle_layer("enc_self", 0)

@@ -37,7 +37,7 @@ def open_demo(qtbot, window, name: str) -> None:
 
 
 def compare(qtbot, window, name: str) -> None:
-    window.compare_with(str(demo_path(name)))
+    window.comparing.compare_with(str(demo_path(name)))
     qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner.path.stem == name
                     and window.session.partner_result is not None and bool(window.session.results), timeout=WAIT)
 
@@ -50,7 +50,7 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     view = window.compare_view
     assert view.isVisible() and not window.focus.isVisible() and window.compare_bar.isVisible()
     assert "piglatin-gru-scaled-dot" in window.compare_bar.label.text()
-    assert window.stop_compare_action.isEnabled() and not window.grids.isVisible()
+    assert window.named_actions["stop_compare"].isEnabled() and not window.grids.isVisible()
     shown = window.input_bar.result_text()
     assert "model A: <b>eamtay</b>" in shown and "model B (piglatin-gru-scaled-dot): eamtay · score" in shown
     a, b = window.session.trace, window.session.partner_result.trace
@@ -69,7 +69,7 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     window.compare_bar.close_button.click()
     assert window.session.partner is None and not window.compare_bar.isVisible()
     assert window.focus.isVisible() and not view.isVisible()
-    assert not window.stop_compare_action.isEnabled() and window.grids.isVisible()
+    assert not window.named_actions["stop_compare"].isEnabled() and window.grids.isVisible()
     assert "model B" not in window.input_bar.result_text()
     qtbot.waitUntil(lambda: window.worker_thread.worker.partner is None, timeout=WAIT)
 
@@ -118,7 +118,7 @@ def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tm
     assert window.session.model.path.stem == "piglatin-gru-additive"
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"not a checkpoint")
-    window.compare_with(str(broken))
+    window.comparing.compare_with(str(broken))
     qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.result_text(), timeout=WAIT)
     assert window.session.model.path.stem == "piglatin-gru-additive"
 
@@ -136,25 +136,25 @@ def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot
     run_text(qtbot, window, "abcd")
     compare(qtbot, window, "piglatin-gru-additive")
     path = tmp_path / "lesson.attnviz"
-    window.save_session(str(path))
+    window.sessions.save_session(str(path))
     assert json.loads(path.read_text())["compare"] == {"demo": "piglatin-gru-additive"}
-    window.compare_with(str(partner))
+    window.comparing.compare_with(str(partner))
     qtbot.waitUntil(lambda: window.session.partner.path.name == "b.safetensors", timeout=WAIT)
-    window.save_session(str(path))
+    window.sessions.save_session(str(path))
     assert json.loads(path.read_text())["compare"] == {"checkpoint": "models/b.safetensors"}
     assert read_session(path).compare == Path(partner).resolve()
 
-    window.stop_comparing()
-    window.open_session(str(path))
+    window.comparing.stop_comparing()
+    window.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None
-                    and window.pending_session is None, timeout=WAIT)
+                    and window.opening.plan is None, timeout=WAIT)
     assert window.session.partner.path.name == "b.safetensors" and window.compare_view.isVisible()
     assert not window.compare_view.diff.matrix.any()  # the same weights: B − A is all zeros
 
     # a moved partner is one line; model A still opens, without comparing
     Path(partner).unlink()
-    window.stop_comparing()
-    window.open_session(str(path))
+    window.comparing.stop_comparing()
+    window.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: "Not comparing: the session" in window.input_bar.result_text(),
                     timeout=WAIT)
     assert window.session.model.path.name == "a.safetensors" and not window.session.comparing
@@ -225,15 +225,15 @@ def test_exports_while_comparing_hold_both_models(qtbot, window, tmp_path):
     open_demo(qtbot, window, "piglatin-gru-additive")
     compare(qtbot, window, "piglatin-gru-scaled-dot")
     png = tmp_path / "both.png"
-    window.export_focus_image(str(png))
+    window.exporting.export_focus_image(str(png))
     image = QImage(str(png))
     assert image.width() > image.height()  # three maps side by side
     svg = tmp_path / "both.svg"
-    window.export_focus_image(str(svg))
+    window.exporting.export_focus_image(str(svg))
     texts = [text.text for text in ElementTree.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}text")]
     assert texts.count("Cross-attention · layer 0 · head 0") == 2  # both models' maps
     assert {"piglatin-gru-additive", "piglatin-gru-scaled-dot"} <= set(texts)  # titled with the models' names
-    window.export_npz(str(tmp_path / "run.npz"))
+    window.exporting.export_npz(str(tmp_path / "run.npz"))
     a, b = np.load(tmp_path / "run.npz"), np.load(tmp_path / "run-B.npz")
     np.testing.assert_array_equal(a["cross_L0"], window.session.trace.attention["cross"][0])
     np.testing.assert_array_equal(b["cross_L0"], window.session.partner_result.trace.attention["cross"][0])
@@ -245,7 +245,7 @@ def test_a_csv_export_while_comparing_writes_a_b_and_their_difference(qtbot, win
 
     open_demo(qtbot, window, "piglatin-gru-additive")
     compare(qtbot, window, "piglatin-gru-additive")  # the same model: the same tokens, so B − A exists (zeros)
-    window.export_csv(str(tmp_path / "cross.csv"))
+    window.exporting.export_csv(str(tmp_path / "cross.csv"))
     names = sorted(path.name for path in tmp_path.glob("*.csv"))
     assert names == ["cross-B-minus-A.csv", "cross-B.csv", "cross.csv"]
     rows = list(csv.reader((tmp_path / "cross-B-minus-A.csv").open(encoding="utf-8")))

@@ -90,14 +90,14 @@ def test_the_precision_survives_a_restart_and_a_bad_stored_value_falls_back(qtbo
 
 def test_model_b_and_a_snapshot_series_follow_the_precision(qtbot, window, copy_run):  # noqa: F811
     worker = window.worker_thread.worker
-    window.compare_with(str(window.session.model.path))
+    window.comparing.compare_with(str(window.session.model.path))
     qtbot.waitUntil(lambda: window.session.partner is not None, timeout=WAIT)
     run_text(qtbot, window, "abc")
     choose_weights(window, "bfloat16")
     qtbot.waitUntil(lambda: window.session.model.weights == "bfloat16", timeout=WAIT)
     assert parameter_dtypes(worker.translator) == parameter_dtypes(worker.partner) == {torch.bfloat16}
 
-    window.stop_comparing()
+    window.comparing.stop_comparing()
     open_series(qtbot, window, copy_run)  # opened in the chosen precision
     assert window.session.model.weights == "bfloat16" and parameter_dtypes(worker.translator) == {torch.bfloat16}
     run_text(qtbot, window, "cafe", max_len=10)

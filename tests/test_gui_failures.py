@@ -39,7 +39,7 @@ def test_an_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, window, 
         folder.rmdir()
         folder.write_text("a file where the folder should be")
     try:
-        getattr(window, export)(str(folder / name))
+        getattr(window.exporting, export)(str(folder / name))
         shown = html.unescape(window.input_bar.result_text())
         assert f"Export failed: {folder / name}: cannot write in {folder}" in shown and "\n" not in shown
         assert not window.statusBar().currentMessage().startswith("Saved")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import QRect, QSize
 
 from attnviz.gui.app import create_window
-from attnviz.gui.main_window import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
+from attnviz.gui.docks import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
 from tests.test_gui import WAIT, run_text
 
 
@@ -37,9 +37,9 @@ def test_the_window_and_the_docks_opened_later_stay_inside_the_screen(qtbot, qse
     views = window.centralWidget().width()
     corpus = tmp_path / "pairs.tsv"
     corpus.write_text("abc\tcba\nhag\tgah\n", encoding="utf-8")
-    window.corpus_head_stats(str(corpus))
+    window.stats.open(str(corpus))
     qtbot.waitUntil(lambda: window.head_stats.stats is not None, timeout=WAIT)
-    window.head_importance(str(corpus))
+    window.importance.open(str(corpus))
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=60_000)
     qtbot.wait(50)  # the panels drawn
     assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)

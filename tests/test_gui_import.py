@@ -52,9 +52,9 @@ def drop(window, path) -> None:
 
 
 def wait_for_dialog(qtbot, window, previous=None):
-    qtbot.waitUntil(lambda: getattr(window, "import_dialog", None) not in (None, previous)
-                    and window.import_dialog.isVisible(), timeout=WAIT)
-    return window.import_dialog
+    qtbot.waitUntil(lambda: window.opening.import_dialog not in (None, previous)
+                    and window.opening.import_dialog.isVisible(), timeout=WAIT)
+    return window.opening.import_dialog
 
 
 def test_a_state_dict_asks_once_then_opens_and_saves_with_the_answers(qtbot, window, tutorial_files, tmp_path):
@@ -82,7 +82,7 @@ def test_a_state_dict_asks_once_then_opens_and_saves_with_the_answers(qtbot, win
     trace = window.session.trace
     assert trace.kinds == ["enc_self", "dec_self", "cross"] and trace.heads("cross") == HEADS
     saved = tmp_path / "converted.safetensors"
-    window.save_model_as(str(saved))
+    window.opening.save_model_as(str(saved))
     qtbot.waitUntil(saved.exists, timeout=WAIT)
     remembered = load_checkpoint(saved).provenance["imported_from"]
     assert "nhead" in str(remembered) and "transformer.pt" in str(remembered)
@@ -120,7 +120,7 @@ def test_a_hostile_pickle_is_refused_in_the_window(qtbot, window, tmp_path, layo
     window.open_path(str(path))
     qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
     assert not target.exists() and opened(window, "random.safetensors")
-    assert getattr(window, "import_dialog", None) is None  # no "trust" offer for a file that would run code
+    assert window.opening.import_dialog is None  # no "trust" offer for a file that would run code
 
 
 def test_a_dropped_t5_folder_opens_without_questions_and_shows_every_head(qtbot, window, tmp_path):
@@ -130,7 +130,7 @@ def test_a_dropped_t5_folder_opens_without_questions_and_shows_every_head(qtbot,
     folder, _, _ = build(tmp_path, "v1.1")
     drop(window, folder)
     qtbot.waitUntil(lambda: opened(window, folder.name), timeout=WAIT)
-    assert getattr(window, "import_dialog", None) is None or not window.import_dialog.isVisible()
+    assert window.opening.import_dialog is None or not window.opening.import_dialog.isVisible()
     window.input_bar.text.setText(SENTENCES[1])
     window.input_bar.max_len.setValue(5)
     window.run()

@@ -40,7 +40,7 @@ def wait_for(condition) -> None:
 
 def scored(window, method: str | None = None):
     """Ask for the demo's head importance (by ``method``, chosen in the panel after it opens) and wait for it."""
-    window.head_importance(demo_reference_pairs(DEMO))
+    window.importance.open(demo_reference_pairs(DEMO))
     panel = window.importance_panel
     if method is not None:
         panel.view.run.setCurrentIndex(panel.view.run.findData(method))  # the user picks it in the Method combo
@@ -102,7 +102,7 @@ def test_a_device_switch_during_an_nll_job_stops_it_and_says_why(qtbot, window):
     open_demo(qtbot, window, DEMO)
     progress: list[int] = []
     window.worker_thread.worker.importance_progress.connect(lambda _job, done, _total: progress.append(done))
-    window.head_importance(demo_reference_pairs(DEMO))
+    window.importance.open(demo_reference_pairs(DEMO))
     panel = window.importance_panel
     wait_for(lambda: bool(progress))  # the first pass has finished, the second is under way
     window.model_panel.device_chosen.emit("cpu")

@@ -24,7 +24,7 @@ def test_stepping_reveals_the_decoder_rows_one_by_one(qtbot, window):
     full = window.session.trace.attention["dec_self"][0][0]
     rows = full.shape[0]
     for step in range(1, rows):
-        window.step_selection("step", 1)  # ▶ / Alt+→
+        window.viewing.step_selection("step", 1)  # ▶ / Alt+→
         assert focus.revealed == (step + 1, step + 1)
         assert np.array_equal(focus.matrix[:step + 1, :step + 1], full[:step + 1, :step + 1])
         assert not focus.matrix[step + 1:].any()  # no weight of a later row can be read out

@@ -62,10 +62,11 @@ def test_the_slider_walks_the_snapshots_and_the_output_changes(qtbot, window, co
     assert outputs[60] == learned and outputs[15] != learned
     bar.first.click()
     wait_for_step(qtbot, window, 15)
-    window.step_snapshot(1)
+    window.viewing.step_snapshot(1)
     wait_for_step(qtbot, window, 30)
     assert bar.slider.value() == 1
-    shortcuts = {action.text(): action.shortcut().toString() for action in window.findChildren(type(window.present_action))}
+    shortcuts = {action.text(): action.shortcut().toString()
+                 for action in window.findChildren(type(window.named_actions["present"]))}
     assert shortcuts["Next training step"] == "Ctrl+Shift+Right"
     bar.last.click()
     wait_for_step(qtbot, window, 60)
@@ -90,12 +91,12 @@ def test_the_session_keeps_the_snapshot_step(qtbot, window, copy_run, tmp_path, 
     window.snapshot_bar.slider.setValue(1)
     wait_for_step(qtbot, window, 30)
     path = tmp_path / "lesson.attnviz"
-    window.save_session(str(path))
+    window.sessions.save_session(str(path))
     saved = read_session(path)
     assert saved.snapshot_step == 30 and saved.checkpoint == copy_run
     window.open_path(str(random_checkpoint))
     qtbot.waitUntil(lambda: window.session.model.path == random_checkpoint, timeout=WAIT)
-    window.open_session(str(path))
+    window.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: window.session.model.path == copy_run and bool(window.session.results)
                     and window.session.request.snapshot == 30, timeout=WAIT)
     assert window.snapshot_bar.slider.value() == 1 and window.session.request.settings.text == "bead"

@@ -102,9 +102,9 @@ def test_the_hover_readout_and_crosshair_go_when_the_data_changes(qtbot, window)
 def test_exports_leave_out_the_crosshair_and_readout(qtbot, window, tmp_path):
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
     clean, hovered = tmp_path / "clean.png", tmp_path / "hovered.png"
-    window.export_focus_image(str(clean))
+    window.exporting.export_focus_image(str(clean))
     hover(window, 2, 1)
-    window.export_focus_image(str(hovered))
+    window.exporting.export_focus_image(str(hovered))
     assert window.focus.vline.isVisible()  # still there in the window after the export
     assert QImage(str(clean)) == QImage(str(hovered))
 
@@ -169,7 +169,7 @@ def test_copy_image_puts_the_heatmap_on_the_clipboard_without_the_crosshair(qtbo
     qtbot.keyClick(window, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     copied = qapp.clipboard().image()
     window.focus.clear_hover()
-    window.export_focus_image(str(tmp_path / "clean.png"))
+    window.exporting.export_focus_image(str(tmp_path / "clean.png"))
     clean = QImage(str(tmp_path / "clean.png"))
     assert not copied.isNull() and copied.convertToFormat(clean.format()) == clean
 
@@ -219,13 +219,14 @@ def test_opening_another_model_clears_the_old_ones_steps_beam_and_demo(qtbot, wi
     run_text(qtbot, window, "hello", mode="beam", beam=3, max_len=8)
     decoding = window.decoding
     assert decoding.top_k.labels and decoding.beam.isVisibleTo(window) and decoding.controls.isEnabled()
-    assert panel.selectedItems() == [item] and window.demo_actions[demo].isChecked()
+    assert panel.selectedItems() == [item] and window.opening.demo_actions[demo].isChecked()
 
     def nothing_of_the_demo() -> None:
         assert decoding.top_k.labels == () and decoding.source_strip.labels == ()
         assert not decoding.beam.isVisibleTo(window) and not decoding.controls.isEnabled()
         assert focus_data(window) is None or focus_data(window).size == 0
-        assert panel.selectedItems() == [] and not any(action.isChecked() for action in window.demo_actions.values())
+        demo_actions = window.opening.demo_actions.values()
+        assert panel.selectedItems() == [] and not any(action.isChecked() for action in demo_actions)
         assert "El" not in decoding.prefix.text() and "piglatin" not in window.model_panel.info.text()
 
     window.open_path(str(random_checkpoint))
@@ -242,7 +243,7 @@ def test_a_model_that_fails_to_open_leaves_the_open_one_shown_as_it_was(qtbot, w
     window.open_path(str(bad))
     qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
     assert window.decoding.top_k.labels == labels and labels
-    np.testing.assert_array_equal(focus_data(window), window.current_heatmap().matrix)
+    np.testing.assert_array_equal(focus_data(window), window.viewing.current_heatmap().matrix)
     assert "random.safetensors" in window.model_panel.info.text()
 
 
@@ -254,21 +255,21 @@ def test_a_cancelled_import_leaves_the_open_model_shown_as_it_was(qtbot, window,
     assert window.decoding.top_k.labels == ()  # nothing of the open model while another one opens
     wait_for_dialog(qtbot, window).reject()
     assert window.decoding.top_k.labels == labels and labels
-    np.testing.assert_array_equal(focus_data(window), window.current_heatmap().matrix)
+    np.testing.assert_array_equal(focus_data(window), window.viewing.current_heatmap().matrix)
     assert "random.safetensors" in window.model_panel.info.text()
 
 
 def test_presenting_keeps_the_steps_and_the_next_token_chart_in_view(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
     decoding = window.decoding
-    window.present_action.trigger()
+    window.named_actions["present"].trigger()
     qtbot.wait(50)
     assert decoding.top_k.isVisible() and decoding.controls.isVisible()
     assert decoding.top_k.labels and not window.model_dock.isVisible()
     # Beside the heatmap (where the grids were), its charts one above the other: the heatmap keeps its height.
     assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.RightDockWidgetArea
     assert decoding.top_k.geometry().top() >= decoding.source_strip.geometry().bottom()
-    window.set_presenting(False)
+    window.presenting.set_presenting(False)
     qtbot.wait(50)
     assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
     assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.BottomDockWidgetArea

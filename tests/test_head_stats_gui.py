@@ -54,7 +54,7 @@ def cell_position(view, panel: int, layer: int, head: int) -> QPoint:
 
 
 def test_clicking_a_head_lists_its_sentences_and_double_clicking_runs_one(qtbot, window, corpus):  # noqa: F811
-    window.corpus_head_stats(str(corpus))
+    window.stats.open(str(corpus))
     panel = window.head_stats
     qtbot.waitUntil(lambda: panel.stats is not None, timeout=WAIT)
     view = panel.view
@@ -89,7 +89,7 @@ def test_clicking_a_head_lists_its_sentences_and_double_clicking_runs_one(qtbot,
 def test_a_bad_corpus_is_said_in_the_view(qtbot, window, tmp_path):  # noqa: F811
     path = tmp_path / "empty.tsv"
     path.write_text("\n", encoding="utf-8")
-    window.corpus_head_stats(str(path))
+    window.stats.open(str(path))
     view = window.head_stats.view
     qtbot.waitUntil(lambda: "No head statistics" in view.summary.text(), timeout=WAIT)
     assert "no sentence pairs" in view.summary.text() and window.head_stats.stats is None

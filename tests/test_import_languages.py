@@ -211,7 +211,7 @@ def test_the_window_offers_the_languages_and_rewrites_in_the_one_chosen(qtbot, w
                     timeout=20_000)
     assert window.session.results[0].token_ids == generate(original, tokenizer.encode(text).ids, ids["fr_XX"])
     assert window.session.results[0].trace.tgt_tokens[1] == "fr_XX"
-    window.save_session(str(tmp_path / "lesson.attnviz"))  # a lesson keeps the languages too
+    window.sessions.save_session(str(tmp_path / "lesson.attnviz"))  # a lesson keeps the languages too
     assert json.loads((tmp_path / "lesson.attnviz").read_text())["input"]["tgt_lang"] == "fr_XX"
 
 

@@ -87,7 +87,7 @@ def test_a_newer_sessions_extra_fields_are_named_not_fatal(tmp_path):
 
 def _view(window):
     """What the window shows, as plain data: compared between the saved and the reopened window."""
-    heatmap = window.current_heatmap()
+    heatmap = window.viewing.current_heatmap()
     return {"selection": window.session.selection, "run": window.input_bar.run_settings(),
             "colormap": window.selector.colormap_name(), "masks": window.selector.masks_visible(),
             "options": window.selector.view_options(), "title": heatmap.title, "queries": heatmap.query_labels,
@@ -100,13 +100,13 @@ def test_a_saved_session_reopens_the_same_view(qtbot, window, qsettings, tmp_pat
 
     run_text(qtbot, window, "abcd", mode="beam", beam=3, max_len=6)
     window.select(kind="dec_self", layer=1, head=1, step=2)
-    window._on_hypothesis(1)
+    window.viewing.choose_hypothesis(1)
     window.selector.set_colormap_name("magma")
     window.selector.set_masks_visible(False)
     window.selector.colour_range.setCurrentIndex(1)
     window.selector.predicted.setChecked(True)
     path = tmp_path / "lesson.attnviz"
-    window.save_session(str(path))
+    window.sessions.save_session(str(path))
     assert path.exists()
     saved_view, saved_image = _view(window), window.focus.image.image.copy()
 
@@ -114,9 +114,9 @@ def test_a_saved_session_reopens_the_same_view(qtbot, window, qsettings, tmp_pat
     qtbot.addWidget(other)
     other.show()
     qtbot.waitUntil(lambda: other.session.model is not None and bool(other.session.results), timeout=WAIT)
-    other.open_session(str(path))
+    other.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: other.session.model.path == random_checkpoint and bool(other.session.results)
-                    and other.pending_session is None, timeout=WAIT)
+                    and other.opening.plan is None, timeout=WAIT)
     assert _view(other) == saved_view
     np.testing.assert_array_equal(other.focus.image.image, saved_image)
     assert not other.focus.overlay.isVisible()
@@ -128,17 +128,17 @@ def test_a_session_whose_checkpoint_moved_is_one_line_and_keeps_the_model(qtbot,
     checkpoint = shutil.copy(random_checkpoint, tmp_path / "gone.safetensors")
     path = _save(tmp_path / "old.attnviz", checkpoint)
     (tmp_path / "gone.safetensors").unlink()
-    window.open_session(str(path))
+    window.sessions.open_session(str(path))
     message = window.input_bar.result_text()
     assert "Cannot open the session" in message and "is not there (moved or deleted?)" in message
     assert "still showing random.safetensors" in message
-    assert window.session.model.path == random_checkpoint and window.pending_session is None
+    assert window.session.model.path == random_checkpoint and window.opening.plan is None
 
 
 def test_dropping_a_session_file_opens_it(qtbot, window, tmp_path, random_checkpoint):
     path = _save(tmp_path / "dropped.attnviz", random_checkpoint)
     window.open_path(str(path))  # what a drop or a command-line argument does
-    qtbot.waitUntil(lambda: bool(window.session.results) and window.pending_session is None, timeout=WAIT)
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.opening.plan is None, timeout=WAIT)
     last_step = len(window.session.trace.tgt_tokens) - 1  # a saved step past this output's end is clamped
     assert window.session.selection == Selection(kind="dec_self", layer=1, head="mean", step=min(2, last_step),
                                                  hypothesis=1)
@@ -152,8 +152,8 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     window.select(kind="cross", layer=0, head=0, step=0)
     size = QApplication.font().pointSizeF()
     axis_name = window.focus.plot.getAxis("bottom").label.font().pointSizeF()
-    window.present_action.trigger()
-    assert window.presentation is not None and window.present_action.isChecked()
+    window.named_actions["present"].trigger()
+    assert window.presenting.before is not None and window.named_actions["present"].isChecked()
     assert not window.model_dock.isVisible() and window.decoding_dock.isVisible()  # the steps stay in view
     assert QApplication.font().pointSizeF() == pytest.approx(size * 1.6)
     assert window.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * 1.6)
@@ -166,7 +166,7 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     qtbot.keyClick(window.focus, Qt.Key.Key_Left)
     assert window.session.selection.step == 0
     qtbot.keyClick(window.focus, Qt.Key.Key_Escape)
-    assert window.presentation is None and not window.present_action.isChecked()
+    assert window.presenting.before is None and not window.named_actions["present"].isChecked()
     assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
     assert QApplication.font().pointSizeF() == pytest.approx(size)
     assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(axis_name)

@@ -30,7 +30,7 @@ def start_importance(qtbot, window, pairs=None) -> list[tuple[int, int]]:
     open_demo(qtbot, window, DEMO)
     progress: list[tuple[int, int]] = []
     window.worker_thread.worker.importance_progress.connect(lambda _job, done, total: progress.append((done, total)))
-    window.head_importance(pairs or demo_reference_pairs(DEMO))
+    window.importance.open(pairs or demo_reference_pairs(DEMO))
     window.importance_panel.choose_method("decode")  # one head per unit (the NLL scores these 6 in two passes)
     qtbot.waitUntil(lambda: bool(progress), timeout=JOB_WAIT)
     return progress
@@ -91,7 +91,7 @@ def test_a_device_switch_during_a_job_stops_it_and_the_panel_says_why(qtbot, win
     qtbot.wait(500)  # no head is scored any more: nothing overwrites the outcome
     assert summary(window).startswith("Stopped: the model moved to cpu.")
 
-    window.head_importance(demo_reference_pairs(DEMO)[:4])  # asked for again: it scores on the new device
+    window.importance.open(demo_reference_pairs(DEMO)[:4])  # asked for again: it scores on the new device
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=JOB_WAIT)
     assert window.importance_panel.importance.examples == 4
 
@@ -112,7 +112,7 @@ def test_a_second_job_during_a_job_stops_the_first_and_shows_its_own_scores(qtbo
     first = window.importance_panel.job
     answers = []
     window.worker_thread.worker.importance_ready.connect(lambda job, answer: answers.append((job, answer)))
-    window.head_importance(pairs[:3])
+    window.importance.open(pairs[:3])
     second = window.importance_panel.job
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=JOB_WAIT)
     assert answers[0] == (first, Stopped("a newer head importance job was asked for", by=second))

@@ -9,7 +9,9 @@ an answer for any job but the newest is dropped here, and a newly opened model c
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from ...state import stats_view
@@ -38,6 +40,44 @@ def choose_corpus(parent: QWidget, title: str, checkpoint) -> str | list[tuple[s
         if box.clickedButton() is not file_button:
             return None
     return QFileDialog.getOpenFileName(parent, f"{title}: sentence pairs", "", PAIRS_FILTER)[0] or None
+
+
+class CorpusTool(QObject):
+    """A corpus tool of the View menu: asks which corpus, then runs it in its panel, whose dock is made on first
+    use (most sessions never need it). ``make_panel(window)`` makes the panel and connects what it asks of the
+    window."""
+
+    def __init__(self, window, *, title: str, dock_title: str, make_panel: Callable[[QWidget], QObject]):
+        super().__init__(window)
+        self.window, self.title, self.dock_title, self.make_panel = window, title, dock_title, make_panel
+        self.panel = None
+
+    def open(self, corpus: str | list[tuple[str, str]] | None = None) -> None:
+        """Run ``corpus`` (a PAIRS.tsv path, or the pairs; asked for when None) on the worker; the panel shows the
+        answer."""
+        window = self.window
+        if window.session.model is None:
+            return
+        corpus = corpus or choose_corpus(window, self.title, checkpoint=window.session.model.path)
+        if not corpus:
+            return
+        if self.panel is None:
+            self.panel = self.make_panel(window)
+            self.panel.dock = window.docks.add(self.dock_title, self.panel.view, Qt.DockWidgetArea.RightDockWidgetArea,
+                                               scrolls=True)
+        window.docks.show(self.panel.dock)
+        self.panel.start(window.session.next_id(), corpus)
+
+
+def head_stats_tool(window) -> CorpusTool:
+    """View → Corpus head statistics…: a typical sentence clicked in the panel runs in the window."""
+
+    def make_panel(window) -> HeadStatsPanel:
+        panel = HeadStatsPanel(window.worker, window)
+        panel.view.sentence_chosen.connect(window.viewing.run_text)
+        return panel
+
+    return CorpusTool(window, title="Corpus head statistics", dock_title="Head statistics", make_panel=make_panel)
 
 
 class HeadStatsPanel(QObject):

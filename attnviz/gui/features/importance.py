@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from ...state import stats_view
 from ...state.jobs import Stopped
 from ..views.head_stats import HeadStatsView
+from .head_stats import CorpusTool
 
 # Pairs scored in the window: decoding again costs a decoding of every pair per head, so the first fifty say
 # enough; the NLL methods score hundreds in a minute or less.
@@ -109,4 +110,16 @@ class ImportancePanel(QObject):
         state = stats_view.importance_state(self.importance, self.kind, self.head)
         self.kind = state.kind
         self.view.show_stats(state)
-        self.view.show_note("" if self.head is None else stats_view.importance_note(self.importance, self.kind, *self.head))
+        note = "" if self.head is None else stats_view.importance_note(self.importance, self.kind, *self.head)
+        self.view.show_note(note)
+
+
+def importance_tool(window) -> CorpusTool:
+    """View → Head importance…: a head clicked in the panel is shown in the window."""
+
+    def make_panel(window) -> ImportancePanel:
+        panel = ImportancePanel(window.worker, window, next_id=window.session.next_id)
+        panel.head_chosen.connect(lambda kind, layer, head: window.viewing.select(kind=kind, layer=layer, head=head))
+        return panel
+
+    return CorpusTool(window, title="Head importance", dock_title="Head importance", make_panel=make_panel)

@@ -243,6 +243,10 @@ class InputBar(QWidget):
         """The longest output the open model can make."""
         self.max_len.setMaximum(max_len)
 
+    def follow_window_height(self) -> None:
+        """The window's height changed: the output's line cap follows it."""
+        self.output_area.updateGeometry()
+
     def stop(self) -> None:
         self.debounce.stop()
 

@@ -1,0 +1,88 @@
+"""Comparing with a second model (model B): opening it on the worker, its runs beside model A's, the Compare bar
+and the three maps (A | B | B − A) in the focus view's place; the Demos menu's pairs open A, then B."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog
+
+from ...state.open_plan import OpenPlan
+from ...state.session import ModelInfo
+
+CHECKPOINT_FILTER = "Checkpoints (*.safetensors *.pt *.pth *.bin *.chkpt *.ckpt);;All files (*)"
+
+
+class Comparing(QObject):
+    partner_requested = Signal(int, str, str)  # job id, path, device → worker (the model to compare with)
+    partner_dropped = Signal(int)  # job id: stop comparing
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window, self.session = window, window.session
+        worker = window.worker
+        self.partner_requested.connect(worker.load_partner)
+        self.partner_dropped.connect(worker.drop_partner)
+        worker.partner_loaded.connect(self._on_partner_loaded)
+        worker.partner_failed.connect(self._on_partner_failed)
+        worker.partner_finished.connect(self._on_partner_finished)
+        window.compare_bar.stop_requested.connect(self.stop_comparing)
+        window.model_panel.compare_chosen.connect(self.compare_with)
+
+    def compare_dialog(self) -> None:
+        if self.session.model is None:
+            return
+        path, _ = QFileDialog.getOpenFileName(self.window, "Compare with a checkpoint", "", CHECKPOINT_FILTER)
+        if path:
+            self.compare_with(path)
+
+    def open_pair(self, a: Path, b: Path) -> None:
+        """Open ``a`` as model A, then ``b`` as model B to compare with it (the Demos menu's pairs)."""
+        self.window.opening.follow(OpenPlan.for_pair(a, b))
+
+    def compare_with(self, path: str) -> None:
+        """Open ``path`` as model B on the worker; once it is there, the sentence runs on both."""
+        if self.session.model is None:
+            self.window.show_error("Open a model first, then compare another one with it.")
+            return
+        job_id = self.session.new_partner_job()
+        self.window.worker.jobs.post("partner", job_id)
+        self.window.statusBar().showMessage(f"Opening {path} to compare…")
+        self.partner_requested.emit(job_id, str(path), self.window.model_panel.device_name())
+
+    def stop_comparing(self) -> None:
+        self.session.stop_comparing()
+        self.window.worker.jobs.post("partner", self.session.partner_job)
+        self.partner_dropped.emit(self.session.partner_job)
+        self.show_comparing()
+        self.window.viewing.show_output()
+        self.window.viewing.refresh(rebuild=True)
+
+    def _on_partner_loaded(self, job_id: int, info: ModelInfo) -> None:
+        if not self.session.accept_partner(job_id, info):
+            return
+        self.window.statusBar().showMessage(f"Comparing with {info.path}", 5000)
+        self.show_comparing()
+        self.window.viewing.run()
+
+    def _on_partner_failed(self, job_id: int, message: str) -> None:
+        if job_id != self.session.partner_job:
+            return
+        self.window.statusBar().clearMessage()
+        kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
+        self.window.show_error(f"Cannot compare with it: {message}{kept}")
+
+    def _on_partner_finished(self, request_id: int, result) -> None:
+        if self.session.accept_partner_result(request_id, result):
+            self.window.viewing.show_output()
+
+    def show_comparing(self) -> None:
+        window, comparing = self.window, self.session.comparing
+        model, partner = self.session.model, self.session.partner
+        window.compare_bar.show_text(f"Comparing model A ({model.path.stem}) with model B ({partner.path.stem}): "
+                                     "one selection drives both" if comparing and model is not None else None)
+        window.named_actions["stop_compare"].setEnabled(comparing)
+        window.focus.setVisible(not comparing)
+        window.compare_view.setVisible(comparing)
+        window.grids.setVisible(not comparing)  # three maps need the width; the grids return with one model

@@ -1,0 +1,140 @@
+"""Exporting what the window shows: the focus heatmap as PNG/SVG or to the clipboard (while comparing, A | B | B − A),
+a layer's heads as one figure, the run's attention as NPZ, the heatmap as CSV. A failed write is one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QApplication, QFileDialog
+
+from models.errors import AttnvizError
+
+from ...state import viewmodel
+from ...state.export import write_csv, write_npz
+from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
+from ..rendering import figure_image, save_figure
+
+IMAGE_FILTER = "PNG (*.png);;SVG (*.svg)"
+
+
+def ask_save_path(window, title: str, *, name: str, file_filter: str) -> str:
+    """Where to save, asked in the folder of the last save ('' when the user cancels)."""
+    folder = window.stored.text("files/export_folder", str(Path.home()))
+    path, _ = QFileDialog.getSaveFileName(window, title, str(Path(folder) / name), file_filter)
+    if path:
+        window.settings.setValue("files/export_folder", str(Path(path).parent))
+    return path
+
+
+class Exporting(QObject):
+    def __init__(self, window):
+        super().__init__(window)
+        self.window, self.session = window, window.session
+
+    def _write(self, write, *paths_and_data, saved: str = "") -> bool:
+        """Run ``write`` on each tuple of arguments in turn; the first failure is one line in the window."""
+        try:
+            written = [write(*arguments) for arguments in paths_and_data]
+        except AttnvizError as failure:  # the writers' one line (attnviz/state/export.py)
+            self.window.show_error(f"Export failed: {failure}")
+            return False
+        self.window.statusBar().showMessage(saved or f"Saved {written[0]}", 5000)
+        return True
+
+    def _caption(self) -> Caption:
+        """The input, and each shown model's name and output, for a figure's caption."""
+        session = self.session
+        outputs = [(session.model.path.stem, session.result.text)]
+        if session.comparing:
+            partner = session.partner_result
+            waiting = session.partner_error or "model B is running…"
+            outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
+        return Caption(session.request.settings.text if session.request is not None else "", tuple(outputs))
+
+    def current_figure(self) -> str | None:
+        """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None before a run."""
+        from ..views.style import lookup_table
+
+        viewing, focus = self.window.viewing, self.window.focus
+        heatmap = viewing.current_heatmap()
+        if heatmap is None:
+            return None
+        shown = viewing.current_comparison() if self.session.comparing else heatmap
+        if not self.window.selector.masks_visible():
+            shown = without_masks(shown)
+        if not self.session.comparing:
+            return heatmap_svg(shown, focus.lut(), caption=self._caption())
+        names = (self.session.model.path.stem, self.session.partner.path.stem)
+        luts = (focus.lut(), lookup_table(viewmodel.DIVERGING_COLORMAP))
+        return compare_svg(shown, names, luts=luts, caption=self._caption())
+
+    def export_focus_image(self, path: str | None = None) -> None:
+        """The focus heatmap; while comparing, the three maps (A | B | B − A). PNG and SVG are one figure."""
+        selection = self.session.selection
+        name = viewmodel.export_name(selection.kind, selection.layer, selection.head) + ".png"
+        path = path or ask_save_path(self.window, "Export heatmap", name=name, file_filter=IMAGE_FILTER)
+        if not path:
+            return
+        figure = self.current_figure()
+        if figure is None:
+            self.window.show_error("Export failed: nothing to export yet; run a sentence first")
+            return
+        self._write(save_figure, (figure, path))
+
+    def copy_focus_image(self) -> None:
+        """The exported figure (PNG, 2×) to the clipboard, for pasting into slides."""
+        figure = self.current_figure()
+        if figure is None:
+            return
+        QApplication.clipboard().setImage(figure_image(figure))
+        self.window.statusBar().showMessage("The heatmap is on the clipboard", 5000)
+
+    def export_grid_image(self, path: str | None = None) -> None:
+        trace, selection = self.session.trace, self.session.selection
+        name = f"{selection.kind}-L{selection.layer}-heads.png"
+        path = path or ask_save_path(self.window, "Export all heads of this layer", name=name,
+                                     file_filter=IMAGE_FILTER)
+        if path and trace is not None and selection.kind in trace.attention:
+            mask = trace.masks[selection.kind] if self.window.selector.masks_visible() else None
+            figure = heads_svg(viewmodel.head_grid(trace, selection),
+                               viewmodel.heads_title(selection.kind, selection.layer),
+                               query_labels=trace.query_tokens(selection.kind),
+                               key_labels=trace.key_tokens(selection.kind), lut=self.window.focus.lut(), mask=mask,
+                               caption=self._caption())
+            self._write(save_figure, (figure, path))
+
+    def export_npz(self, path: str | None = None) -> None:
+        if self.session.result is None or self.session.trace is None:
+            return
+        path = path or ask_save_path(self.window, "Export attention data", name="attention.npz",
+                                     file_filter="NumPy archive (*.npz)")
+        if not path:
+            return
+        partner = self.session.partner_result if self.session.comparing else None
+        if partner is None:
+            self._write(write_npz, (path, self.session.result))
+            return
+        beside = Path(path).with_name(Path(path).stem + "-B.npz")  # model B's run, in the same layout
+        self._write(write_npz, (path, self.session.result), (beside, partner),
+                    saved=f"Saved {path} (model A) and {beside} (model B)")
+
+    def export_csv(self, path: str | None = None) -> None:
+        current = self.window.viewing.current_heatmap()
+        if current is None:
+            return
+        path = path or ask_save_path(self.window, "Export this heatmap", name=current.file_stem + ".csv",
+                                     file_filter="CSV (*.csv)")
+        if not path:
+            return
+        comparison = self.window.viewing.current_comparison() if self.session.comparing else None
+        if comparison is None:
+            self._write(write_csv, (path, current.matrix, current.query_labels, current.key_labels))
+            return
+        # model A's map as asked; B's and B − A beside it, where they exist
+        panes = [(Path(path).with_name(Path(path).stem + suffix + ".csv"), pane.state)
+                 for pane, suffix in ((comparison.a, ""), (comparison.b, "-B"), (comparison.diff, "-B-minus-A"))
+                 if pane.state is not None]
+        rows = [(target, state.matrix, state.query_labels, state.key_labels) for target, state in panes]
+        self._write(write_csv, *rows,
+                    saved=f"Saved {', '.join(target.name for target, _ in panes)} in {Path(path).parent}")

@@ -1,0 +1,78 @@
+"""Session files (attnviz/state/session_file.py): saving the view as a small .attnviz file, and reopening one as a
+plan (attnviz/state/open_plan.py): its model, then its model B, then its selection once the first run arrives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QFileDialog
+
+from ...state.open_plan import OpenPlan
+from ...state.session_file import SUFFIX as SESSION_SUFFIX
+from .exporting import ask_save_path
+
+SESSION_FILTER = "attnviz sessions (*.attnviz);;All files (*)"
+
+
+class Sessions(QObject):
+    def __init__(self, window):
+        super().__init__(window)
+        self.window, self.session = window, window.session
+
+    def open_session_dialog(self) -> None:
+        folder = self.window.stored.text("files/session_folder", "")
+        path, _ = QFileDialog.getOpenFileName(self.window, "Open a session", folder, SESSION_FILTER)
+        if path:
+            self.open_session(path)
+
+    def open_session(self, path: str) -> None:
+        """Reopen a saved view: its model is opened (its input bar filled from the session), the sentence
+        runs, and the saved head, step and hypothesis are selected when the run arrives. A bad file or a
+        moved checkpoint is one line in the window; the open model stays."""
+        from ...state.session_file import SessionFileError, read_session
+        from ..views.style import COLORMAPS
+
+        window = self.window
+        try:
+            saved = read_session(path, COLORMAPS)
+        except SessionFileError as problem:
+            kept = f" — still showing {self.session.model.path.name}" if self.session.model else ""
+            window.show_error(f"Cannot open the session: {problem}{kept}")
+            return
+        window.settings.setValue("files/session_folder", str(Path(path).resolve().parent))
+        window.selector.set_colormap_name(saved.look.colormap)
+        window.selector.set_masks_visible(saved.look.masks)
+        window.selector.set_view_options(saved.look.options)
+        self.session.options = saved.look.options
+        self.session.keep_run_settings(window.input_bar.run_settings())
+        self.session.run_settings.pop(str(saved.checkpoint), None)  # the session's input, not the last one
+        if saved.compare is None and self.session.comparing:
+            window.comparing.stop_comparing()
+        window.opening.follow(OpenPlan.for_session(saved))
+        if saved.ignored:
+            window.statusBar().showMessage(f"Session from a newer attnviz: ignored {', '.join(saved.ignored)}", 10000)
+
+    def save_session(self, path: str | None = None) -> None:
+        from models.storage.files import WriteError
+
+        from ...state.session_file import Look, SessionFileError, save_session
+
+        session, window = self.session, self.window
+        if session.model is None:
+            return
+        path = path or ask_save_path(window, "Save session", name=Path(session.model.path).stem + SESSION_SUFFIX,
+                                     file_filter=SESSION_FILTER)
+        if not path:
+            return
+        look = Look(colormap=window.selector.colormap_name(), masks=window.selector.masks_visible(),
+                    options=window.selector.view_options())
+        try:
+            written = save_session(path, checkpoint=session.model.path, run=window.input_bar.run_settings(),
+                                   selection=session.selection, look=look, ablation=session.ablation,
+                                   snapshot_step=session.snapshot_step,
+                                   compare=session.partner.path if session.comparing else None)
+        except (SessionFileError, WriteError, OSError) as failure:
+            window.show_error(f"Saving the session failed: {failure}")
+            return
+        window.statusBar().showMessage(f"Saved the session as {written}", 5000)

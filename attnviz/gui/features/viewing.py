@@ -1,0 +1,229 @@
+"""Running a sentence and showing it: the input bar's runs on the worker, what each view shows of the newest run
+(computed by attnviz/state/viewmodel.py), the selection (kind, layer, head, step, hypothesis) and a snapshot
+series' training step."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtCore import QObject, Signal
+
+from models.inference.modes import Mode
+
+from ...state import viewmodel
+
+NOTHING_RUN = "The attention appears here once a sentence has run."
+NO_ATTENTION = "This model has no attention (a GRU decoder without attention): only its outputs are shown."
+
+
+class Viewing(QObject):
+    run_requested = Signal(object)  # Request → worker
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window, self.session = window, window.session
+        worker = window.worker
+        self.run_requested.connect(worker.run)
+        worker.steps.connect(self._on_steps)
+        worker.finished.connect(self._on_finished)
+        worker.failed.connect(self._on_failed)
+        worker.notice.connect(self._on_notice)
+        window.input_bar.run_requested.connect(self.run)
+        selector = window.selector
+        selector.changed.connect(self._on_selector_changed)
+        selector.colormap_changed.connect(self.set_colormap)
+        selector.masks_toggled.connect(window.focus.set_masks_visible)
+        selector.masks_toggled.connect(window.compare_view.set_masks_visible)
+        selector.options_changed.connect(self._on_options_changed)
+        window.head_grid.clicked.connect(lambda _, head: self.select(head=head))
+        window.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
+        window.snapshot_bar.index_chosen.connect(self.choose_snapshot)
+        window.decoding.step_changed.connect(lambda step: self.select(step=step))
+        window.decoding.hypothesis_chosen.connect(self.choose_hypothesis)
+        for view in (window.focus, window.compare_view):
+            view.hovered.connect(lambda text: window.statusBar().showMessage(text))
+
+    # --- running --------------------------------------------------------------------------------------
+    def run(self) -> None:
+        bar = self.window.input_bar
+        settings = bar.run_settings()
+        if self.session.model is None:
+            return
+        if not settings.text.strip():
+            bar.show_message("Type a sentence to see its attention.")
+            return
+        if settings.mode == Mode.FORCED and not settings.target.strip():
+            bar.ask_for_target()
+            return
+        request = self.session.new_request(settings)
+        self.window.worker.jobs.post("run", request.id)  # the running decode stops at its next step
+        bar.set_busy(True)
+        self.run_requested.emit(request)
+
+    def run_text(self, text: str) -> None:
+        self.window.input_bar.set_text(text)
+        self.run()
+
+    def _on_steps(self, request_id: int, steps: list) -> None:
+        if self.session.accept_steps(request_id, steps):
+            last = steps[-1]
+            self.window.statusBar().showMessage(f"decoding… step {last.step + 1}: {' '.join(last.tokens[:1])}")
+
+    def _on_finished(self, request_id: int, results) -> None:
+        if not self.session.accept_results(request_id, results):
+            return
+        self.window.input_bar.set_busy(False)
+        self.window.statusBar().clearMessage()
+        selection = self.window.opening.run_arrived()  # a reopened session's selection
+        if selection is not None:
+            self.session.replace_selection(**dataclasses.asdict(selection))
+        self.window.ablation.show_ablation()  # a whole layer's entry is counted in heads once the shape is known
+        self.show_output()
+        self.show_run()
+
+    def _on_failed(self, request_id: int, message: str) -> None:
+        if self.session.is_current(request_id):
+            self.window.input_bar.set_busy(False)
+            self.window.show_error(message)
+
+    def _on_notice(self, request_id: int, message: str) -> None:
+        if not self.session.accept_notice(request_id, message):
+            return
+        self.window.statusBar().showMessage(message, 8000)
+        self.show_output()
+
+    def show_run(self) -> None:
+        """Every view of the newest run (the beam's tree too)."""
+        if not self.session.results:
+            return
+        beam = self.session.request.settings.mode == Mode.BEAM
+        self.window.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps) if beam else None,
+                                       self.session.selection.hypothesis)
+        self.refresh(rebuild=True)
+
+    def show_output(self) -> None:
+        session, bar = self.session, self.window.input_bar
+        result = session.run_result
+        if result is not None:
+            run = session.request.settings
+            limit = run.max_len if run.mode != Mode.FORCED else None
+            eos_id = session.model.config.get("eos_id") if session.model else None
+            partner = None
+            if session.comparing:
+                partner = viewmodel.partner_line(session.partner_result or session.partner_error or None,
+                                                 session.partner.path.stem)
+            bar.show_result(viewmodel.result_line(result, session.notices, limit=limit, eos_id=eos_id,
+                                                  original=session.original, partner=partner))
+        elif session.notices:
+            bar.show_message(session.notices[-1])
+
+    # --- the selection --------------------------------------------------------------------------------
+    def choose_hypothesis(self, index: int) -> None:
+        self.session.selection.hypothesis = index
+        self.session.clamp()
+        self.show_output()
+        self.refresh(rebuild=True)
+
+    def _on_selector_changed(self) -> None:
+        chosen = self.window.selector.selection()
+        if chosen["kind"] is not None:
+            self.select(**chosen)
+
+    def select(self, **changes) -> None:
+        """Change the selection and update only the views it affects."""
+        before = self.session.selection
+        after = self.session.replace_selection(**changes)
+        self.refresh(rebuild=after.kind != before.kind, layer_changed=after.layer != before.layer)
+
+    def step_selection(self, field: str, delta: int) -> None:
+        change = self.session.stepped_selection(field, delta)
+        if change is not None:
+            self.select(**change)
+
+    def first_step(self) -> None:
+        self.select(step=0)
+
+    def last_step(self) -> None:
+        if self.session.trace is not None:
+            self.select(step=len(self.session.trace.tgt_tokens) - 1)
+
+    # --- a snapshot series (models/storage/snapshots.py) ----------------------------------------------
+    def choose_snapshot(self, index: int) -> None:
+        """Run the same sentence and settings on the series' ``index``-th snapshot (the newest request wins)."""
+        if self.session.choose_snapshot(index):
+            self.show_snapshot_bar()
+            self.run()
+
+    def step_snapshot(self, delta: int) -> None:
+        if self.session.model is not None and self.session.model.snapshots:
+            self.choose_snapshot(self.session.snapshot_index() + delta)
+
+    def show_snapshot_bar(self) -> None:
+        steps = self.session.model.snapshots if self.session.model is not None else ()
+        self.window.snapshot_bar.show_state(viewmodel.snapshot_bar(steps, self.session.snapshot_step))
+
+    # --- what the views show --------------------------------------------------------------------------
+    def _on_options_changed(self) -> None:
+        self.session.options = self.window.selector.view_options()
+        current = self.current_heatmap()
+        if current is not None:
+            self.window.focus.show_heatmap(current)
+        if self.session.comparing and current is not None:
+            self.window.compare_view.show_compare(self.current_comparison())
+
+    def current_heatmap(self) -> viewmodel.HeatmapState | None:
+        trace, result = self.session.trace, self.session.result
+        if trace is None:
+            return None
+        return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
+
+    def current_comparison(self) -> viewmodel.CompareState | None:
+        """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""
+        session = self.session
+        trace, partner = session.trace, session.partner_result
+        if trace is None or not session.comparing:
+            return None
+        if partner is None:
+            waiting = viewmodel.ComparePane(None, session.partner_error or "model B is running…")
+            return viewmodel.CompareState(a=viewmodel.compare_pane(trace, session.selection, name="A",
+                                                                   options=session.options),
+                                          b=waiting, diff=viewmodel.ComparePane(None, ""))
+        return viewmodel.compare_state(trace, partner.trace, selection=session.selection, options=session.options)
+
+    def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
+        window, trace, selection = self.window, self.session.trace, self.session.selection
+        if trace is None:
+            return
+        if not trace.kinds:
+            self.clear_views(NO_ATTENTION)
+        else:
+            window.selector.show_state(viewmodel.selector_state(trace, selection))
+            if self.session.comparing:
+                window.compare_view.show_compare(self.current_comparison())
+            else:
+                window.focus.show_heatmap(self.current_heatmap())
+            self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
+        window.decoding.show_state(viewmodel.step_state(self.session.result, trace, selection))
+
+    def _show_grids(self, *, rebuild: bool, layer_changed: bool) -> None:
+        trace, selection = self.session.trace, self.session.selection
+        # Revealing rows step by step, a step changes what the thumbnails may show too.
+        reveal_step = selection.step if self.session.options.reveal_rows else None
+        images = rebuild or layer_changed or reveal_step is not None
+        self.window.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step),
+                                        images=images)
+        everything = rebuild or reveal_step is not None
+        self.window.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
+                                                              reveal_step=reveal_step), images=everything)
+
+    def clear_views(self, message: str) -> None:
+        window = self.window
+        window.focus.clear(message)
+        window.compare_view.clear(message)
+        for grid in (window.head_grid, window.model_view):
+            grid.build(0, 0, row_names=[], col_names=[])
+        window.selector.setEnabled(False)
+
+    def set_colormap(self, name: str) -> None:
+        for view in (self.window.focus, self.window.head_grid, self.window.model_view, self.window.compare_view):
+            view.set_colormap(name)
