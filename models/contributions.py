@@ -425,11 +425,16 @@ def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *
         positions = torch.arange(start, min(start + per_batch, keys), device=x.device)
         with zeroing_values(value, positions):
             changed = run(x.expand(len(positions), -1, -1))  # [J, Q, E]
-        distance = 1.0 - torch.nn.functional.cosine_similarity(changed, original[None], dim=-1)  # [J, Q]
-        columns.append(distance.clamp_(min=0).T)
+        columns.append(cosine_distance(changed, original[None]).T)  # [Q, J]
     scores = torch.cat(columns, dim=1)  # [Q, keys]
     total = scores.sum(dim=1, keepdim=True)
     return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total)))
+
+
+def cosine_distance(a: Tensor, b: Tensor) -> Tensor:
+    """1 − cos(a, b) over the last axis, as ½‖â − b̂‖² (1 − cos itself loses the digits of a small change)."""
+    unit = torch.nn.functional.normalize
+    return 0.5 * (unit(a.double(), dim=-1) - unit(b.double(), dim=-1)).pow(2).sum(dim=-1).float()
 
 
 # ------------------------------------------------------------------------------------------------ gradients
