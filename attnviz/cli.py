@@ -18,12 +18,13 @@ from typing import Sequence
 from models.errors import AttnvizError, NumericalWarning
 
 from . import __version__
-from .commands import convert, demos, evaluate, export, importance, info, render, stats, train, translate
+from .commands import (contributions, convert, demos, evaluate, export, importance, info, render, stats, train,
+                       translate)
 from .commands.common import checkpoint_path
 from .commands.common import HelpFormatter
 
-COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, stats, train, convert,
-                                                 demos)}
+COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
+                                                 stats, train, convert, demos)}
 
 
 def error(message: str) -> None:

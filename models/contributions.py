@@ -569,3 +569,47 @@ def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
             arrays.update(alti_source=maps.source, alti_target=maps.target,
                           source_contribution=maps.source_contribution)
     return arrays
+
+
+# ---------------------------------------------------------------------------------------------- over a corpus
+
+
+@dataclass(frozen=True)
+class PairCoverage:
+    """One pair's hallucination signal: its number in the corpus (from 1), its texts (``output``: the scored
+    target, the reference or the model's own), ``coverage`` and the least covered source token."""
+
+    number: int
+    source: str
+    output: str
+    coverage: SourceCoverage
+    least_covered_token: str
+
+    def to_json(self) -> dict:
+        return {"pair": self.number, "source": self.source, "output": self.output,
+                "avg_source": round(self.coverage.avg_source, 6),
+                "min_source_token": round(self.coverage.min_source_token, 6),
+                "least_covered": self.least_covered_token}
+
+
+def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bool = False) -> list[PairCoverage]:
+    """Every pair's ALTI+ source coverage, forced on its reference (``decoded``: on the model's greedy output),
+    lowest ``avg_source`` first."""
+    from .importance import encode_references
+
+    CONTRIBUTION_METHODS["alti"].check(translator.model)
+    scored = []
+    if decoded:
+        for number, (source_text, _) in enumerate(pairs, start=1):
+            result = translator.translate(source_text)
+            scored.append((number, translator.source(source_text).ids, result.token_ids, result.text))
+    else:
+        encoded, _ = encode_references(translator, pairs)
+        scored = [(number, source_ids, target, pairs[number - 1][1])
+                  for number, (source_ids, target, _) in enumerate(encoded, start=1)]
+    found = []
+    for number, source_ids, output_ids, output_text in scored:
+        coverage = source_coverage(alti(translator.model, source_ids, output_ids))
+        token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
+        found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage, token))
+    return sorted(found, key=lambda pair: pair.coverage.avg_source)
