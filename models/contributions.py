@@ -519,14 +519,49 @@ def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
     tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
     outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)
-    with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves:
+    with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves, \
+            _output_input(model) as hidden:
         log_probs = step_log_probs(model, src, tgt_in, outputs)  # [T]
-        steps = torch.eye(len(outputs), dtype=log_probs.dtype, device=device)
-        source, target = torch.autograd.grad(log_probs, (leaves["source"], leaves["target"]), grad_outputs=steps,
+        start, gradient = _step_gradients(model, log_probs, hidden, outputs)
+        source, target = torch.autograd.grad(start, (leaves["source"], leaves["target"]), grad_outputs=gradient,
                                              is_grads_batched=True, allow_unused=True)
     source = torch.zeros((len(outputs), *leaves["source"].shape), device=device) if source is None else source
     target = torch.zeros((len(outputs), *leaves["target"].shape), device=device) if target is None else target
     return source[:, 0], target[:, 0], leaves["source_input"][0], leaves["target_input"][0]
+
+
+@contextlib.contextmanager
+def _output_input(model: Seq2Seq) -> Iterator[list[Tensor]]:
+    """While inside, the list yielded receives what a Transformer's output projection reads (the decoder's
+    last hidden states ``[1, T, E]``)."""
+    kept: list[Tensor] = []
+    output = getattr(model, "output", None) if _has_blocks(model) else None
+    if not isinstance(output, nn.Linear):
+        yield kept
+        return
+    handle = output.register_forward_hook(lambda _module, inputs, _output: kept.append(inputs[0]))
+    try:
+        yield kept
+    finally:
+        handle.remove()
+
+
+def _step_gradients(model: Seq2Seq, log_probs: Tensor, hidden: list[Tensor], outputs: Tensor) -> tuple[Tensor, Tensor]:
+    """Where the batched backward pass starts, and its stacked gradients (step t's in row t). With the
+    hidden states the output projection read, from them: ∂ log p(y_t)/∂h_t = s·Wᵀ(onehot(y_t) − p_t) is
+    written down directly, so the pass never carries a [T, T, vocabulary] gradient through the projection
+    (most of its cost at a real vocabulary); otherwise from the log-probabilities themselves."""
+    steps = len(outputs)
+    if not hidden:
+        return log_probs, torch.eye(steps, dtype=log_probs.dtype, device=log_probs.device)
+    states = hidden[0]  # [1, T, E]
+    probabilities = torch.softmax(model.output(states[0].detach()).float() * model.logit_scale, dim=-1)  # [T, V]
+    direct = -probabilities
+    direct[torch.arange(steps), outputs] += 1.0
+    direct = model.logit_scale * (direct @ model.output.weight.float())  # [T, E]
+    gradient = torch.zeros((steps, *states.shape), dtype=states.dtype, device=states.device)
+    gradient[torch.arange(steps), 0, torch.arange(steps)] = direct.to(states.dtype)
+    return states, gradient
 
 
 def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
