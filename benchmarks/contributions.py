@@ -47,7 +47,7 @@ def per_step_gradients(model, src: list[int], out: list[int]) -> None:
         kept = []
         hooks = [module.register_forward_hook(lambda m, i, o: kept.append(o.detach().requires_grad_()) or kept[-1])
                  for module in embeddings]
-        log_probs = step_log_probs(model, source, target[:, : step + 1], outputs[: step + 1])
+        log_probs = step_log_probs(model, source, target[:, : step + 1], output_ids=outputs[: step + 1])
         for hook in hooks:
             hook.remove()
         torch.autograd.grad(log_probs[step], kept)

@@ -79,18 +79,18 @@ class ContributionMethod:
 
 ALL_KINDS = ("enc_self", "dec_self", "cross")
 CONTRIBUTION_METHODS = {method.name: method for method in (
-    ContributionMethod("weights", "attention weights", "attention weight (0–1)", ALL_KINDS, per_head=True,
+    ContributionMethod("weights", "attention weights", "attention weight (0–1)", kinds=ALL_KINDS, per_head=True,
                        from_forward=True, needs="attention"),
-    ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖ (the model's units)", ALL_KINDS,
+    ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖ (the model's units)", kinds=ALL_KINDS,
                        per_head=True, from_forward=True, needs="transformer"),
-    ContributionMethod("alti", "ALTI+", "share of the block's output (0–1)", ALL_KINDS, per_head=False,
+    ContributionMethod("alti", "ALTI+", "share of the block's output (0–1)", kinds=ALL_KINDS, per_head=False,
                        from_forward=True, needs="transformer"),
-    ContributionMethod("value_zeroing", "value zeroing", "share of the output's change (0–1)", ALL_KINDS,
+    ContributionMethod("value_zeroing", "value zeroing", "share of the output's change (0–1)", kinds=ALL_KINDS,
                        per_head=False, from_forward=False, needs="transformer"),
-    ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", ("dec_self", "cross"),
+    ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
                        per_head=False, from_forward=False, needs="embeddings"),
     ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖ (16 steps)",
-                       ("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings"),
+                       kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings"),
 )}
 
 
@@ -169,7 +169,8 @@ def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence
         logits, _ = model(src, tgt_in, need_weights=True)
     names = _block_names(model)
     blocks = {names[id(block["sublayer"])]: block for block in noted if id(block["sublayer"]) in names}
-    return Captured(model, src, tgt_in, torch.tensor(list(output_ids), device=device), logits, blocks)
+    return Captured(model, src, tgt_in, output_ids=torch.tensor(list(output_ids), device=device), logits=logits,
+                    blocks=blocks)
 
 
 def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
@@ -197,7 +198,7 @@ def _evaluating(model: nn.Module) -> Iterator[None]:
         model.train(training)
 
 
-def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int],
+def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
               captured: Captured | None) -> Captured:
     return captured if captured is not None else capture_forward(model, src_ids, output_ids)
 
@@ -222,7 +223,7 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
                 captured: Captured | None = None) -> ContributionMaps:
     """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one)."""
     CONTRIBUTION_METHODS["value_norms"].check(model)
-    captured = _captured(model, src_ids, output_ids, captured)
+    captured = _captured(model, src_ids, output_ids, captured=captured)
     layers: dict[str, list[np.ndarray]] = {}
     for (kind, _layer), block in sorted(captured.blocks.items(), key=_block_order):
         norms = transformed_values(block).norm(dim=-1)  # [H, K]
@@ -265,7 +266,7 @@ def block_terms(block: dict, queries: slice = slice(None), *, values: Tensor | N
     sublayer = block["sublayer"]
     weights = block["weights"][0, :, queries].float()  # [H, Q, K]
     values = transformed_values(block) if values is None else values  # [H, K, E]
-    heads, count, keys = weights.shape
+    _, count, keys = weights.shape
     key_major = values.new_zeros(keys + room_for_residual, count, values.shape[-1])
     # contiguous operands: a strided batch with 8-wide products runs ~25× slower
     torch.bmm(weights.permute(2, 1, 0).contiguous(), values.transpose(0, 1).contiguous(), out=key_major[:keys])
@@ -284,7 +285,7 @@ def block_terms(block: dict, queries: slice = slice(None), *, values: Tensor | N
         key_major[:keys] *= weight
         key_major[:keys] *= scale[None]
         residual, bias = linear(residual), linear(bias) + norm_bias
-    return BlockTerms(key_major.transpose(0, 1), residual, bias.contiguous(), output)
+    return BlockTerms(key_major.transpose(0, 1), residual, bias=bias.contiguous(), output=output)
 
 
 def _norm_scale(norm: nn.Module, z: Tensor) -> tuple[Tensor, bool]:
@@ -346,7 +347,7 @@ def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
          captured: Captured | None = None) -> ContributionMaps:
     """ALTI+: every block's contributions and the rollout through the model (``source``, ``target``)."""
     CONTRIBUTION_METHODS["alti"].check(model)
-    captured = _captured(model, src_ids, output_ids, captured)
+    captured = _captured(model, src_ids, output_ids, captured=captured)
     with torch.inference_mode():
         return _alti(captured)
 
@@ -405,7 +406,7 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
     key's value vector is zeroed in every head of that attention, rows normalised to sum to 1 (Mohebbi et al.
     2023). Each layer runs again from its captured input, the keys as a batch (chunked)."""
     CONTRIBUTION_METHODS["value_zeroing"].check(model)
-    captured = _captured(model, src_ids, output_ids, captured)
+    captured = _captured(model, src_ids, output_ids, captured=captured)
     layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
         memory, src_mask, _ = model.encode(captured.src_ids, False)
@@ -503,7 +504,7 @@ def _frozen(model: nn.Module) -> Iterator[None]:
             parameter.requires_grad_(flag)
 
 
-def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, output_ids: Tensor) -> Tensor:
+def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: Tensor) -> Tensor:
     """``[T]``: log p of each output token given the source and its prefix (one forward pass)."""
     logits, _ = model(src, tgt_in)
     log_probs = torch.log_softmax(logits[0].float(), dim=-1)  # [T, V]
@@ -521,8 +522,8 @@ def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
     outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)
     with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves, \
             _output_input(model) as hidden:
-        log_probs = step_log_probs(model, src, tgt_in, outputs)  # [T]
-        start, gradient = _step_gradients(model, log_probs, hidden, outputs)
+        log_probs = step_log_probs(model, src, tgt_in, output_ids=outputs)  # [T]
+        start, gradient = _step_gradients(model, log_probs, hidden, outputs=outputs)
         source, target = torch.autograd.grad(start, (leaves["source"], leaves["target"]), grad_outputs=gradient,
                                              is_grads_batched=True, allow_unused=True)
     source = torch.zeros((len(outputs), *leaves["source"].shape), device=device) if source is None else source
@@ -546,7 +547,8 @@ def _output_input(model: Seq2Seq) -> Iterator[list[Tensor]]:
         handle.remove()
 
 
-def _step_gradients(model: Seq2Seq, log_probs: Tensor, hidden: list[Tensor], outputs: Tensor) -> tuple[Tensor, Tensor]:
+def _step_gradients(model: Seq2Seq, log_probs: Tensor, hidden: list[Tensor], *,
+                    outputs: Tensor) -> tuple[Tensor, Tensor]:
     """Where the batched backward pass starts, and its stacked gradients (step t's in row t). With the
     hidden states the output projection read, from them: ∂ log p(y_t)/∂h_t = s·Wᵀ(onehot(y_t) − p_t) is
     written down directly, so the pass never carries a [T, T, vocabulary] gradient through the projection
@@ -659,5 +661,5 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
     for number, source_ids, output_ids, output_text in scored:
         coverage = source_coverage(alti(translator.model, source_ids, output_ids))
         token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
-        found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage, token))
+        found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage, least_covered_token=token))
     return sorted(found, key=lambda pair: pair.coverage.avg_source)
