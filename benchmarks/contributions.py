@@ -53,6 +53,27 @@ def per_step_gradients(model, src: list[int], out: list[int]) -> None:
         torch.autograd.grad(log_probs[step], kept)
 
 
+def unnoted_cost(model, src: list[int], out: list[int]) -> str:
+    """A forward pass as it runs today against one whose sublayers have no ``note_block`` call at all."""
+    import models.transformer as transformer
+
+    device = next(model.parameters()).device
+    source, target = torch.tensor([src], device=device), torch.tensor([decoder_input(model, out)], device=device)
+
+    def run() -> None:
+        with torch.inference_mode():
+            model(source, target)
+
+    kept = transformer.note_block
+    today = median_seconds(run, repeats=7)
+    transformer.note_block = lambda *_args, **_tensors: None
+    try:
+        without = median_seconds(run, repeats=7)
+    finally:
+        transformer.note_block = kept
+    return f"{today * 1000:.1f} ms; without the noting call {without * 1000:.1f} ms"
+
+
 def peak_rss_mb() -> float:
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
@@ -79,6 +100,7 @@ def main() -> None:
     forward = median_seconds(lambda: plain_forward(model, src, out))
     noted = median_seconds(lambda: capture_forward(model, src, out))
     print(f"forward with weights: {forward * 1000:.1f} ms; with every block noted: {noted * 1000:.1f} ms")
+    print(f"plain forward (no weights, as translate runs): {unnoted_cost(model, src, out)}")
     captured = capture_forward(model, src, out)
     for name, method in (("ALTI+", alti), ("value norms", value_norms), ("value zeroing", value_zeroing)):
         seconds = median_seconds(lambda method=method: method(model, src, out, captured=captured), repeats=3)
