@@ -55,13 +55,16 @@ class ContributionMethod:
     kinds: tuple[str, ...]
     per_head: bool
     from_forward: bool
-    needs: str  # "attention", "transformer" or "embeddings"
+    needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
         if self.needs == "transformer" and not _has_blocks(model):
             return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm); "
                     f"this {model.config.arch} model has none")
+        if self.needs == "values" and not _has_blocks(model) and _recurrent_attention(model) is None:
+            return (f"{self.label} need Transformer blocks or a GRU decoder's attention over the annotations; "
+                    f"this {model.config.arch} model has neither")
         if self.needs == "embeddings" and _embeddings(model) is None:
             return f"{self.label} needs the model's token embeddings; this {model.config.arch} model exposes none"
         if self.needs == "attention" and not model.kinds:
@@ -82,7 +85,7 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
     ContributionMethod("weights", "attention weights", "attention weight (0–1)", kinds=ALL_KINDS, per_head=True,
                        from_forward=True, needs="attention"),
     ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖ (the model's units)", kinds=ALL_KINDS,
-                       per_head=True, from_forward=True, needs="transformer"),
+                       per_head=True, from_forward=True, needs="values"),
     ContributionMethod("alti", "ALTI+", "share of the block's output (0–1)", kinds=ALL_KINDS, per_head=False,
                        from_forward=True, needs="transformer"),
     ContributionMethod("value_zeroing", "value zeroing", "share of the output's change (0–1)", kinds=ALL_KINDS,
@@ -223,12 +226,42 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
                 captured: Captured | None = None) -> ContributionMaps:
     """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one)."""
     CONTRIBUTION_METHODS["value_norms"].check(model)
+    if not _has_blocks(model):
+        return _recurrent_value_norms(model, src_ids, output_ids)
     captured = _captured(model, src_ids, output_ids, captured=captured)
     layers: dict[str, list[np.ndarray]] = {}
     for (kind, _layer), block in sorted(captured.blocks.items(), key=_block_order):
         norms = transformed_values(block).norm(dim=-1)  # [H, K]
         layers.setdefault(kind, []).append(to_numpy(block["weights"][0].float() * norms[:, None, :]))
     return ContributionMaps("value_norms", per_head=True, layers=layers)
+
+
+def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
+    """A GRU decoder's attention over the encoder's annotations (additive or scaled dot), where it has one."""
+    from .rnn import GRUDecoder
+
+    decoder = getattr(model, "decoder", None)
+    return decoder.attention if isinstance(decoder, GRUDecoder) else None
+
+
+def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> ContributionMaps:
+    """A GRU decoder's one cross-attention head: α_ij ‖v_j‖, the values being the annotations (additive) or
+    their value projection (scaled dot; no output projection), which is what the context adds up."""
+    from .attention import MultiHeadAttention
+
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
+    attention = _recurrent_attention(model)
+    with _evaluating(model), torch.inference_mode():
+        _, intermediates = model(src, tgt_in, need_weights=True)
+        annotations, _ = model.encoder(src, model.source_mask(src))  # [1, S, N]
+        values = annotations[:, None]  # [1, 1, S, N]
+        if isinstance(attention, MultiHeadAttention):
+            values = attention.split_heads(attention.value(annotations))
+        norms = values[0].float().norm(dim=-1)  # [H, S]
+        weights = intermediates.attention["cross"][0][0].float()  # [H, T, S]
+    return ContributionMaps("value_norms", per_head=True, layers={"cross": [to_numpy(weights * norms[:, None, :])]})
 
 
 def _block_order(item) -> tuple[int, int]:

@@ -177,13 +177,35 @@ def test_a_gru_gives_gradients_and_refuses_alti_in_one_line():
     src, out = demo_pair(translator, "hello world")
     with pytest.raises(ContributionError, match="ALTI\\+ needs Transformer blocks .*gru-additive model has none"):
         alti(translator.model, src, out)
-    for name in ("value_norms", "value_zeroing"):
-        assert not CONTRIBUTION_METHODS[name].applies(translator.model)
-        with pytest.raises(ContributionError) as refused:
-            contributions(name, translator.model, src, out)
-        assert "\n" not in str(refused.value) and "gru-additive" in str(refused.value)
+    assert not CONTRIBUTION_METHODS["value_zeroing"].applies(translator.model)
+    with pytest.raises(ContributionError) as refused:
+        contributions("value_zeroing", translator.model, src, out)
+    assert "\n" not in str(refused.value) and "gru-additive" in str(refused.value)
     maps = input_x_gradient(translator.model, src, out)
     assert maps.source.shape == (len(out), len(src)) and maps.source.max() > 0
+
+
+@pytest.mark.parametrize("name", ["piglatin-gru-additive", "piglatin-gru-scaled-dot"])
+def test_a_gru_decoders_value_norms_are_its_weights_times_the_norms_of_what_the_context_adds(name):
+    translator = demo(name)
+    model = translator.model
+    src, out = demo_pair(translator, "hello world")
+    norms = value_norms(model, src, out)
+    with torch.no_grad():
+        _, inter = model(torch.tensor([src]), torch.tensor([decoder_input(model, out)]), need_weights=True)
+        annotations, _ = model.encoder(torch.tensor([src]), model.source_mask(torch.tensor([src])))
+        attention = model.decoder.attention
+        values = annotations[0] if name.endswith("additive") else annotations[0] @ attention.value.weight.T + attention.value.bias
+    expected = inter.attention["cross"][0][0, 0] * values.norm(dim=-1)[None]
+    assert list(norms.layers) == ["cross"] and norms.layers["cross"][0].shape == (1, len(out), len(src))
+    assert np.abs(norms.layers["cross"][0][0] - expected.numpy()).max() < 1e-5
+
+
+def test_a_model_without_attention_has_no_value_norms():
+    translator = demo("piglatin-gru-no-attention")
+    src, out = demo_pair(translator, "hello")
+    with pytest.raises(ContributionError, match="value-weighted norms need .*gru-none model has neither"):
+        value_norms(translator.model, src, out)
 
 
 def test_the_registry_says_what_each_method_is_and_where_it_applies():
