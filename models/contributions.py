@@ -37,6 +37,8 @@ from .intermediates import noting_blocks, to_numpy
 TERM_FLOATS = 1 << 22
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
 ZEROING_FLOATS = 1 << 22
+# Tokens (copies × (source + target)) one batched gradient pass holds.
+GRADIENT_TOKENS = 4096
 
 
 class ContributionError(InputError):
@@ -500,17 +502,17 @@ def _embeddings(model: Seq2Seq) -> tuple[nn.Embedding, nn.Embedding] | None:
 
 
 @contextlib.contextmanager
-def _embedding_leaves(model: Seq2Seq, scale: float) -> Iterator[dict[str, Tensor]]:
+def _embedding_leaves(model: Seq2Seq, scale: float) -> Iterator[dict[str, list[Tensor]]]:
     """While inside, the token embeddings the model looks up are ``scale`` × themselves, as leaves that ask
-    for a gradient (``leaves["source"]``/``["target"]``, filled by the forward pass); ``inputs`` holds the
-    unscaled vectors."""
-    leaves: dict[str, Tensor] = {}
+    for a gradient: per side (``"source"``, ``"target"``) one leaf per lookup (a recurrent decoder looks up
+    one position per step), and under ``"source_input"``/``"target_input"`` the unscaled vectors."""
+    leaves: dict[str, list[Tensor]] = {"source": [], "target": [], "source_input": [], "target_input": []}
 
     def keeper(name: str):
         def hook(_module, _inputs, output: Tensor) -> Tensor:
-            leaves[f"{name}_input"] = output.detach()
+            leaves[f"{name}_input"].append(output.detach())
             leaf = (output.detach() * scale).requires_grad_(True)
-            leaves[name] = leaf
+            leaves[name].append(leaf)
             return leaf
         return hook
 
@@ -547,56 +549,68 @@ def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: T
 def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
                         scale: float = 1.0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """∂ log p(y_t) / ∂ embeddings for every step t at once (the embeddings scaled by ``scale``): source
-    ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``. One forward pass,
-    one backward pass batched over the steps (``is_grads_batched``)."""
+    ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``.
+
+    The sentence is repeated once per step in the batch dimension and copy t's loss is step t's log-probability,
+    so one forward and one backward pass give every step's gradient (each copy's inputs reach only its own
+    loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A backward pass batched with ``is_grads_batched``
+    computes the forward once, but torch runs the layer norms' and the fused attention's backward once per
+    step there: no faster than a loop.)"""
     device = next(model.parameters()).device
-    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
-    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
     outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)
+    steps = len(outputs)
+    per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
+    parts = [_copies_gradients(model, src_ids, output_ids, rows=range(start, min(start + per_pass, steps)),
+                               scale=scale)
+             for start in range(0, steps, per_pass)]
+    source, target = (torch.cat([part[index] for part in parts]) for index in (0, 1))
+    return source, target, parts[0][2], parts[0][3]
+
+
+def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, rows: range,
+                      scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The gradients of the steps in ``rows``, one copy of the sentence each (see :func:`embedding_gradients`)."""
+    device = next(model.parameters()).device
+    copies = len(rows)
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    chosen = torch.tensor(list(rows), device=device)
+    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)[chosen]
     with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves, \
-            _output_input(model) as hidden:
-        log_probs = step_log_probs(model, src, tgt_in, output_ids=outputs)  # [T]
-        start, gradient = _step_gradients(model, log_probs, hidden, outputs=outputs)
-        source, target = torch.autograd.grad(start, (leaves["source"], leaves["target"]), grad_outputs=gradient,
-                                             is_grads_batched=True, allow_unused=True)
-    source = torch.zeros((len(outputs), *leaves["source"].shape), device=device) if source is None else source
-    target = torch.zeros((len(outputs), *leaves["target"].shape), device=device) if target is None else target
-    return source[:, 0], target[:, 0], leaves["source_input"][0], leaves["target_input"][0]
+            _one_position_scored(model, chosen) as narrowed:
+        logits, _ = model(src, tgt_in)  # [copies, T or 1, V]
+        picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
+        log_probs = torch.log_softmax(picked.float(), dim=-1)
+        total = log_probs.gather(1, outputs[:, None]).sum()
+        gradients = torch.autograd.grad(total, leaves["source"] + leaves["target"], allow_unused=True)
+    source = _positions(gradients[: len(leaves["source"])], leaves["source"])
+    target = _positions(gradients[len(leaves["source"]):], leaves["target"])
+    return source, target, _positions(leaves["source_input"])[0], _positions(leaves["target_input"])[0]
 
 
 @contextlib.contextmanager
-def _output_input(model: Seq2Seq) -> Iterator[list[Tensor]]:
-    """While inside, the list yielded receives what a Transformer's output projection reads (the decoder's
-    last hidden states ``[1, T, E]``)."""
-    kept: list[Tensor] = []
+def _one_position_scored(model: Seq2Seq, chosen: Tensor) -> Iterator[bool]:
+    """While inside, a Transformer's output projection reads only position ``chosen[b]`` of copy ``b`` (its
+    logits come out ``[copies, 1, V]``): the other positions' logits, a vocabulary wide each, are never
+    computed nor differentiated. Yields whether it does (False for other models)."""
     output = getattr(model, "output", None) if _has_blocks(model) else None
     if not isinstance(output, nn.Linear):
-        yield kept
+        yield False
         return
-    handle = output.register_forward_hook(lambda _module, inputs, _output: kept.append(inputs[0]))
+    rows = torch.arange(len(chosen), device=chosen.device)
+    handle = output.register_forward_pre_hook(lambda _module, inputs: (inputs[0][rows, chosen][:, None],))
     try:
-        yield kept
+        yield True
     finally:
         handle.remove()
 
 
-def _step_gradients(model: Seq2Seq, log_probs: Tensor, hidden: list[Tensor], *,
-                    outputs: Tensor) -> tuple[Tensor, Tensor]:
-    """Where the batched backward pass starts, and its stacked gradients (step t's in row t). With the
-    hidden states the output projection read, from them: ∂ log p(y_t)/∂h_t = s·Wᵀ(onehot(y_t) − p_t) is
-    written down directly, so the pass never carries a [T, T, vocabulary] gradient through the projection
-    (most of its cost at a real vocabulary); otherwise from the log-probabilities themselves."""
-    steps = len(outputs)
-    if not hidden:
-        return log_probs, torch.eye(steps, dtype=log_probs.dtype, device=log_probs.device)
-    states = hidden[0]  # [1, T, E]
-    probabilities = torch.softmax(model.output(states[0].detach()).float() * model.logit_scale, dim=-1)  # [T, V]
-    direct = -probabilities
-    direct[torch.arange(steps), outputs] += 1.0
-    direct = model.logit_scale * (direct @ model.output.weight.float())  # [T, E]
-    gradient = torch.zeros((steps, *states.shape), dtype=states.dtype, device=states.device)
-    gradient[torch.arange(steps), 0, torch.arange(steps)] = direct.to(states.dtype)
-    return states, gradient
+def _positions(tensors: Sequence[Tensor | None], like: Sequence[Tensor] | None = None) -> Tensor:
+    """Per-lookup tensors as one ``[B, L, E]``: whole sequences joined along positions, or one position per
+    step (a recurrent decoder's ``[B, E]``) stacked; a missing gradient is zeros."""
+    tensors = [torch.zeros_like(like[index]) if tensor is None else tensor
+               for index, tensor in enumerate(tensors)]
+    return torch.cat(tensors, dim=1) if tensors[0].dim() == 3 else torch.stack(tensors, dim=1)
 
 
 def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
