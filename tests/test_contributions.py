@@ -185,6 +185,27 @@ def test_a_gru_gives_gradients_and_refuses_alti_in_one_line():
     assert maps.source.shape == (len(out), len(src)) and maps.source.max() > 0
 
 
+def test_a_recurrent_decoders_gradients_equal_a_step_by_step_loop():
+    translator = demo("piglatin-gru-scaled-dot")
+    model = translator.model
+    src, out = demo_pair(translator, "hello world")
+    maps = input_x_gradient(model, src, out)
+    for step in (0, len(out) // 2, len(out) - 1):
+        source, target = [], []
+        hooks = [model.encoder.embedding.register_forward_hook(lambda m, i, o: source.append(o)),
+                 model.decoder.embedding.register_forward_hook(lambda m, i, o: target.append(o))]
+        logits, _ = model(torch.tensor([src]), torch.tensor([decoder_input(model, out)]))
+        for hook in hooks:
+            hook.remove()
+        gradients = torch.autograd.grad(torch.log_softmax(logits[0, step], -1)[out[step]], source + target,
+                                        allow_unused=True)
+        expected_source = (source[0] * gradients[0])[0].norm(dim=-1)
+        expected_target = torch.stack([torch.zeros(1) if gradient is None else (vector * gradient)[0].norm()[None]
+                                       for vector, gradient in zip(target, gradients[1:])])[:, 0]
+        assert np.abs(maps.source[step] - expected_source.detach().numpy()).max() < 1e-5
+        assert np.abs(maps.target[step] - expected_target.detach().numpy()).max() < 1e-5
+
+
 @pytest.mark.parametrize("name", ["piglatin-gru-additive", "piglatin-gru-scaled-dot"])
 def test_a_gru_decoders_value_norms_are_its_weights_times_the_norms_of_what_the_context_adds(name):
     translator = demo(name)
