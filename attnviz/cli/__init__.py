@@ -18,12 +18,12 @@ from typing import Sequence
 from models.errors import AttnvizError, NumericalWarning
 
 from .. import __version__
-from . import convert, demos, evaluate, export, importance, info, render, stats, train, translate
+from . import contributions, convert, demos, evaluate, export, importance, info, render, stats, train, translate
 from .common import checkpoint_path
 from .common import HelpFormatter
 
-COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, stats, train, convert,
-                                                 demos)}
+COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
+                                                 stats, train, convert, demos)}
 
 
 def error(message: str) -> None:

@@ -273,11 +273,12 @@ def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
               f"(the model's maximum length)", file=sys.stderr)
 
 
-def decode_one(args: argparse.Namespace) -> DecodeResult:
-    """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam."""
+def decode_one(args: argparse.Namespace, translator: Translator | None = None) -> DecodeResult:
+    """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam (with
+    ``translator``, else the one ``args`` opens)."""
     from models.inference.decoding import finish
 
-    translator = open_translator(args)
+    translator = translator or open_translator(args)
     ablation = ablation_for(args, translator)
     source = translator.source(args.text, unknown=unknown_mode(args))
     announce_unknown(source, "the text")

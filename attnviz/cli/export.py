@@ -4,6 +4,10 @@ An .npz holds every head: src_tokens, tgt_tokens (starting with the start token 
 for each attention kind {kind}_L{layer} [heads, query_len, key_len] float32 and {kind}_mask
 [query_len, key_len] bool (True = may attend); also output_tokens, translation, score, and ablated: the
 heads --ablate switched off, as KIND:LAYER:HEAD strings (their weights are still the ones they computed).
+--contributions adds, for a Transformer, value-weighted norms norm_{kind}_L{layer} [heads, query_len, key_len],
+ALTI+ blocks alti_{kind}_L{layer} [query_len, key_len] (a cross block's share of each source token),
+alti_source [target_len, source_len] and alti_target [target_len, target_len] (rolled out through the model;
+each row of the two together sums to 1) and source_contribution [target_len].
 
 A .csv holds one heatmap, chosen with --kind, --layer and --head as in render: a header row "query \\ key"
 then the key tokens, one row per query token. Tokens are the model's own (a repeated key token gets #2,
@@ -20,7 +24,9 @@ import numpy as np
 from models.errors import InputError
 
 from ..state.export import check_output, write_csv, write_npz
-from .common import add_decoding_options, add_model_options, add_output_option, decode_one
+from .common import (
+    add_decoding_options, add_model_options, add_output_option, decode_one, open_translator, unknown_mode,
+)
 from .render import add_selection_options, check_selection, parse_head
 
 NAME = "export"
@@ -34,6 +40,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--target", help="force decoding to this target text instead of searching "
                                          "(default: the model's own output)")
     add_selection_options(parser, required=False)
+    parser.add_argument("--contributions", action="store_true",
+                        help="also write value norms and ALTI+ contributions to the .npz (a Transformer only)")
     parser.add_argument("text", help="the source sentence")
     add_output_option(parser, "the file to write: .npz (every head) or .csv (one heatmap)")
 
@@ -41,16 +49,34 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, (".npz", ".csv"))
     if output.suffix.lower() == ".npz":
-        write_npz(output, decode_one(args))
+        write_npz(output, *decoded_with_contributions(args))
         with np.load(output) as written:
             print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
         return 0
+    if args.contributions:
+        raise InputError("--contributions writes arrays to an .npz file; a .csv holds one attention heatmap")
     head = parse_head(args.head)
     if args.kind is None or head == "all":
         raise InputError("a .csv holds one heatmap: choose it with --kind KIND [--layer L] [--head H|mean|max|rollout]")
     check_selection(args, head)
     write_heatmap_csv(output, decode_one(args).trace, kind=args.kind, layer=args.layer, head=head)
     return 0
+
+
+def decoded_with_contributions(args: argparse.Namespace):
+    """The result to write and, with ``--contributions``, its contribution arrays (the method is checked
+    against the model before anything is decoded)."""
+    if not args.contributions:
+        return decode_one(args), None
+    from models.analysis.contributions import CONTRIBUTION_METHODS, contribution_arrays
+
+    if args.ablate:
+        raise InputError("--contributions describes the model as it is: leave out --ablate")
+    translator = open_translator(args)
+    CONTRIBUTION_METHODS["alti"].check(translator.model)
+    result = decode_one(args, translator)
+    source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
+    return result, contribution_arrays(translator.model, source_ids, result.token_ids)
 
 
 def write_heatmap_csv(output, trace, *, kind: str, layer: int, head: int | str) -> None:

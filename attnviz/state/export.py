@@ -31,9 +31,9 @@ def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
     return arrays
 
 
-def write_npz(path: str | Path, result: DecodeResult) -> Path:
-    """The trace plus ``output_tokens``, ``translation`` and ``score``."""
-    arrays = trace_arrays(result.trace)
+def write_npz(path: str | Path, result: DecodeResult, extra: dict[str, np.ndarray] | None = None) -> Path:
+    """The trace plus ``output_tokens``, ``translation``, ``score`` and the ``extra`` arrays (contributions)."""
+    arrays = {**trace_arrays(result.trace), **(extra or {})}
     arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
                   score=np.array(result.score))
     return write_arrays(path, arrays)

@@ -32,6 +32,29 @@ def keeping_attention(dtype: type) -> Iterator[None]:
         _KEPT_DTYPE.reset(token)
 
 
+_NOTED_BLOCKS: contextvars.ContextVar[list[dict] | None] = contextvars.ContextVar("noted_blocks", default=None)
+
+
+@contextlib.contextmanager
+def noting_blocks() -> Iterator[list[dict]]:
+    """Inside, each Transformer attention sublayer appends what its decomposition needs (its module, input,
+    value vectors, weights, attention output and block output; models/analysis/contributions.py) to the list yielded.
+    Outside, a sublayer pays one context-variable read. Per thread (a context variable)."""
+    blocks: list[dict] = []
+    token = _NOTED_BLOCKS.set(blocks)
+    try:
+        yield blocks
+    finally:
+        _NOTED_BLOCKS.reset(token)
+
+
+def note_block(sublayer, **tensors: Tensor | None) -> None:
+    """Keep one attention sublayer's tensors while :func:`noting_blocks` is active (else nothing)."""
+    blocks = _NOTED_BLOCKS.get()
+    if blocks is not None:
+        blocks.append({"sublayer": sublayer, **tensors})
+
+
 def kept(weights: Tensor | None) -> Tensor | None:
     """One layer's attention weights as the model keeps them for the trace (see :func:`keeping_attention`)."""
     dtype = _KEPT_DTYPE.get()

@@ -18,7 +18,7 @@ from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import TransformerConfig
 from .masks import target_mask
-from .intermediates import Intermediates, kept
+from .intermediates import Intermediates, kept, note_block
 
 # Laplace's mean and width as transformers' LaplaceActivation has them (MEGA's attention activation).
 LAPLACE_MU, LAPLACE_SIGMA = 0.707107, 0.282095
@@ -123,14 +123,18 @@ class AttentionSublayer(nn.Module):
             k, v = cache.extend_self(k, v)  # [B, H, K, D], K = all positions so far
         attended, weights = self.attention.attend(normed, k, v=v, mask=mask, bias=bias, need_weights=need_weights,
                                                   heads_off=heads_off)
-        return self._residual(x, attended), weights
+        output = self._residual(x, attended)
+        note_block(self, x=x, v=v, weights=weights, attended=attended, output=output, mask=mask, bias=bias)
+        return output, weights
 
     def cross_attend(self, x: Tensor, k: Tensor, *, v: Tensor, mask: Tensor | None,
                      need_weights: bool, heads_off: tuple[int, ...] = ()) -> tuple[Tensor, Tensor | None]:
         normed = self.norm(x) if self.pre_norm else x
         attended, weights = self.attention.attend(normed, k, v=v, mask=mask, need_weights=need_weights,
                                                   heads_off=heads_off)
-        return self._residual(x, attended), weights
+        output = self._residual(x, attended)
+        note_block(self, x=x, v=v, weights=weights, attended=attended, output=output, mask=mask, bias=None)
+        return output, weights
 
 
 class FeedForwardSublayer(nn.Module):

@@ -1,0 +1,712 @@
+"""Contributions beyond attention weights: how much each input token shaped each output, per head, per block
+and through the whole model.
+
+- ``value_norms``: Kobayashi et al. (2020), ‖α_ij · f(x_j)‖ with f(x) = (x W_V + b_V) W_O^h, per head.
+- ``alti``: ALTI+ (Ferrando et al. 2022). Each attention block's output y_i is split exactly into one term per
+  input token (through the heads, the residual on its own token; a post-LN block's norm is linear once its
+  input's statistics are fixed) and a bias; token j's contribution is max(0, ‖y_i‖₁ − ‖y_i − T_ij‖₁), each row
+  normalised, and the blocks are rolled out through the layers. The feed-forward blocks mix no tokens. For
+  the decoder every prediction splits into a source and a target-prefix share that add up to 1.
+- ``value_zeroing``: Mohebbi et al. (2023), the cosine distance of a layer's output when one token's value
+  vector is zeroed in every head of that layer, all tokens of a sentence at once as a batch.
+- ``input_x_gradient``: ‖x ⊙ ∇_x log p(y_t)‖ over the source and target-prefix token embeddings, every target
+  step from one forward pass and one batched backward pass; ``steps`` > 1 gives integrated gradients.
+
+Every method takes the model, the source ids and the output ids (``DecodeResult.token_ids``: the decoder is fed
+the start token and all but the last), and answers numpy arrays in a frozen ``ContributionMaps``, laid out as
+the trace is: per kind and layer ``[heads, query, key]`` (per-head methods) or ``[query, key]`` (per block).
+The methods that read the traced forward share one ``Captured`` pass (``capture_forward``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..nn.base import Seq2Seq
+from ..errors import InputError
+from ..nn.intermediates import noting_blocks, to_numpy
+
+# Floats one block's decomposed terms [queries, keys, d_model] may hold at a time: the queries are taken in
+# chunks of this size, so a 512 + 512-token pair never holds a block's terms whole (512 MB at d_model 512).
+TERM_FLOATS = 1 << 22
+# Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
+ZEROING_FLOATS = 1 << 22
+# Tokens (copies × (source + target)) one batched gradient pass holds.
+GRADIENT_TOKENS = 4096
+
+
+class ContributionError(InputError):
+    """A contribution method the model cannot give (one line naming what the model lacks)."""
+
+
+@dataclass(frozen=True)
+class ContributionMethod:
+    """One way of saying how much each input token shaped each output: what the window and the CLI call it,
+    the unit of its colour scale, the kinds it gives maps for, whether its maps are per head, whether it
+    comes from the traced forward pass alone (switching to it re-runs nothing), and what it needs."""
+
+    name: str
+    label: str
+    unit: str
+    kinds: tuple[str, ...]
+    per_head: bool
+    from_forward: bool
+    needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
+
+    def unavailable(self, model: Seq2Seq) -> str | None:
+        """Why ``model`` cannot give this method (one line), or None when it can."""
+        if self.needs == "transformer" and not _has_blocks(model):
+            return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm); "
+                    f"this {model.config.arch} model has none")
+        if self.needs == "values" and not _has_blocks(model) and _recurrent_attention(model) is None:
+            return (f"{self.label} need Transformer blocks or a GRU decoder's attention over the annotations; "
+                    f"this {model.config.arch} model has neither")
+        if self.needs == "embeddings" and _embeddings(model) is None:
+            return f"{self.label} needs the model's token embeddings; this {model.config.arch} model exposes none"
+        if self.needs == "attention" and not model.kinds:
+            return f"{self.label} needs attention; this {model.config.arch} model has none"
+        return None
+
+    def applies(self, model: Seq2Seq) -> bool:
+        return self.unavailable(model) is None
+
+    def check(self, model: Seq2Seq) -> None:
+        reason = self.unavailable(model)
+        if reason is not None:
+            raise ContributionError(reason)
+
+
+ALL_KINDS = ("enc_self", "dec_self", "cross")
+CONTRIBUTION_METHODS = {method.name: method for method in (
+    ContributionMethod("weights", "attention weights", "attention weight (0–1)", kinds=ALL_KINDS, per_head=True,
+                       from_forward=True, needs="attention"),
+    ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖ (the model's units)", kinds=ALL_KINDS,
+                       per_head=True, from_forward=True, needs="values"),
+    ContributionMethod("alti", "ALTI+", "share of the block's output (0–1)", kinds=ALL_KINDS, per_head=False,
+                       from_forward=True, needs="transformer"),
+    ContributionMethod("value_zeroing", "value zeroing", "share of the output's change (0–1)", kinds=ALL_KINDS,
+                       per_head=False, from_forward=False, needs="transformer"),
+    ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
+                       per_head=False, from_forward=False, needs="embeddings"),
+    ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖ (16 steps)",
+                       kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings"),
+)}
+
+
+@dataclass(frozen=True)
+class ContributionMaps:
+    """One method's answer for one sentence, laid out like the trace.
+
+    ``layers[kind]``: per layer ``[heads, query, key]`` (``per_head``) or ``[query, key]``; a cross block's
+    map is the share of each source token (``cross_residual[layer]`` ``[target]`` is the share its residual
+    keeps). ``source`` ``[target, source]`` and ``target`` ``[target, target]``: the whole model's (ALTI+
+    rolled out: each row of the two together sums to 1; gradients: each token's attribution), else None.
+    """
+
+    method: str
+    per_head: bool
+    layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    source: np.ndarray | None = None
+    target: np.ndarray | None = None
+    cross_residual: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def unit(self) -> str:
+        return CONTRIBUTION_METHODS[self.method].unit
+
+    @property
+    def source_contribution(self) -> np.ndarray | None:
+        """``[target]``: how much of each prediction comes from the source (ALTI+), or None."""
+        return None if self.source is None or self.method != "alti" else self.source.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class SourceCoverage:
+    """Dale et al.'s (2023) hallucination signal: ``avg_source``, the mean over target tokens of their source
+    contribution, and ``min_source_token``, the smallest total contribution any one source token makes to the
+    whole output (``least_covered`` is that token's position)."""
+
+    avg_source: float
+    min_source_token: float
+    least_covered: int
+
+
+def source_coverage(alti_maps: ContributionMaps) -> SourceCoverage:
+    totals = alti_maps.source.sum(axis=0)  # [source]
+    least = int(np.argmin(totals))
+    return SourceCoverage(avg_source=float(alti_maps.source_contribution.mean()),
+                          min_source_token=float(totals[least]), least_covered=least)
+
+
+# ---------------------------------------------------------------------------------------------- the forward
+
+
+@dataclass
+class Captured:
+    """One teacher-forced pass over a source and an output: ids ``[1, S]``/``[1, T]`` (the decoder's input:
+    the start token, then the output shifted right), logits ``[1, T, V]``, and per ``(kind, layer)`` the
+    tensors its attention sublayer noted (``models.nn.intermediates.note_block``)."""
+
+    model: Seq2Seq
+    src_ids: Tensor
+    tgt_in: Tensor
+    output_ids: Tensor
+    logits: Tensor
+    blocks: dict[tuple[str, int], dict] = field(default_factory=dict)
+
+
+def decoder_input(model: Seq2Seq, output_ids: Sequence[int]) -> list[int]:
+    return [model.config.bos_id] + list(output_ids)[:-1]
+
+
+def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> Captured:
+    """The traced forward pass with every attention block's tensors kept (float32 weights)."""
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
+    with _evaluating(model), torch.inference_mode(), noting_blocks() as noted:
+        logits, _ = model(src, tgt_in, need_weights=True)
+    names = _block_names(model)
+    blocks = {names[id(block["sublayer"])]: block for block in noted if id(block["sublayer"]) in names}
+    return Captured(model, src, tgt_in, output_ids=torch.tensor(list(output_ids), device=device), logits=logits,
+                    blocks=blocks)
+
+
+def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
+    names = {}
+    for layer, module in enumerate(getattr(model, "encoder_layers", ())):
+        names[id(module.self_attention)] = ("enc_self", layer)
+    for layer, module in enumerate(getattr(model, "decoder_layers", ())):
+        names[id(module.self_attention)] = ("dec_self", layer)
+        names[id(module.cross_attention)] = ("cross", layer)
+    return names
+
+
+def _has_blocks(model: Seq2Seq) -> bool:
+    return bool(getattr(model, "encoder_layers", None)) and bool(getattr(model, "decoder_layers", None))
+
+
+@contextlib.contextmanager
+def _evaluating(model: nn.Module) -> Iterator[None]:
+    """Dropout off meanwhile (the decomposition is of the model as it translates)."""
+    training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(training)
+
+
+def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+              captured: Captured | None) -> Captured:
+    return captured if captured is not None else capture_forward(model, src_ids, output_ids)
+
+
+# ------------------------------------------------------------------------------------------- value norms
+
+
+@torch.inference_mode()
+def transformed_values(block: dict) -> Tensor:
+    """f(x_j) per head: ``[H, K, E]``, each key's value vector through its head's slice of W_O."""
+    attention = block["sublayer"].attention
+    v = block["v"][0].float()  # [H, K, D]
+    heads, _, head_dim = v.shape
+    if attention.output is None:  # heads concatenated as they are: W_O is the identity
+        weight = torch.eye(heads * head_dim, dtype=v.dtype, device=v.device)
+    else:
+        weight = attention.output.weight.float()  # [E, H·D]
+    return torch.einsum("hkd,ehd->hke", v, weight.view(weight.shape[0], heads, head_dim))
+
+
+def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                captured: Captured | None = None) -> ContributionMaps:
+    """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one)."""
+    CONTRIBUTION_METHODS["value_norms"].check(model)
+    if not _has_blocks(model):
+        return _recurrent_value_norms(model, src_ids, output_ids)
+    captured = _captured(model, src_ids, output_ids, captured=captured)
+    layers: dict[str, list[np.ndarray]] = {}
+    for (kind, _layer), block in sorted(captured.blocks.items(), key=_block_order):
+        norms = transformed_values(block).norm(dim=-1)  # [H, K]
+        layers.setdefault(kind, []).append(to_numpy(block["weights"][0].float() * norms[:, None, :]))
+    return ContributionMaps("value_norms", per_head=True, layers=layers)
+
+
+def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
+    """A GRU decoder's attention over the encoder's annotations (additive or scaled dot), where it has one."""
+    from ..nn.rnn import GRUDecoder
+
+    decoder = getattr(model, "decoder", None)
+    return decoder.attention if isinstance(decoder, GRUDecoder) else None
+
+
+def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> ContributionMaps:
+    """A GRU decoder's one cross-attention head: α_ij ‖v_j‖, the values being the annotations (additive) or
+    their value projection (scaled dot; no output projection), which is what the context adds up."""
+    from ..nn.attention import MultiHeadAttention
+
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
+    attention = _recurrent_attention(model)
+    with _evaluating(model), torch.inference_mode():
+        _, intermediates = model(src, tgt_in, need_weights=True)
+        annotations, _ = model.encoder(src, model.source_mask(src))  # [1, S, N]
+        values = annotations[:, None]  # [1, 1, S, N]
+        if isinstance(attention, MultiHeadAttention):
+            values = attention.split_heads(attention.value(annotations))
+        norms = values[0].float().norm(dim=-1)  # [H, S]
+        weights = intermediates.attention["cross"][0][0].float()  # [H, T, S]
+    return ContributionMaps("value_norms", per_head=True, layers={"cross": [to_numpy(weights * norms[:, None, :])]})
+
+
+def _block_order(item) -> tuple[int, int]:
+    (kind, layer), _ = item
+    return ALL_KINDS.index(kind), layer
+
+
+# ------------------------------------------------------------------------------------------ decomposition
+
+
+@dataclass(frozen=True)
+class BlockTerms:
+    """One attention block's output for a run of queries, split exactly: ``tokens`` ``[Q, K, E]`` (each key
+    token's term through the heads), ``residual`` ``[Q, E]`` (the query token's own input), ``bias`` ``[Q, E]``
+    (the output projection's and the norm's biases); their sum is ``output`` ``[Q, E]``, the block's real
+    output."""
+
+    tokens: Tensor
+    residual: Tensor
+    bias: Tensor
+    output: Tensor
+
+    def total(self) -> Tensor:
+        return self.tokens.sum(dim=1) + self.residual + self.bias
+
+
+@torch.inference_mode()
+def block_terms(block: dict, queries: slice = slice(None), *, values: Tensor | None = None,
+                room_for_residual: bool = False) -> BlockTerms:
+    """The decomposition of one noted attention block (pre-LN: ``x + Attention(LN(x))``; post-LN:
+    ``LN(x + Attention(x))``, the norm linear once the statistics of its input are fixed). ``values``: the
+    block's :func:`transformed_values`, when the caller has them. The token terms are computed key-major
+    (``tokens`` is a view of a ``[K, Q, E]`` tensor, with one more key row of zeros when
+    ``room_for_residual``): one matrix product per key, and each key's terms contiguous for the distances."""
+    sublayer = block["sublayer"]
+    weights = block["weights"][0, :, queries].float()  # [H, Q, K]
+    values = transformed_values(block) if values is None else values  # [H, K, E]
+    _, count, keys = weights.shape
+    key_major = values.new_zeros(keys + room_for_residual, count, values.shape[-1])
+    # contiguous operands: a strided batch with 8-wide products runs ~25× slower
+    torch.bmm(weights.permute(2, 1, 0).contiguous(), values.transpose(0, 1).contiguous(), out=key_major[:keys])
+    x = block["x"][0, queries].float()
+    residual = sublayer.residual_scale * x
+    output_bias = sublayer.attention.output.bias if sublayer.attention.output is not None else None
+    bias = (output_bias.float() if output_bias is not None else torch.zeros_like(x[0])).expand_as(x)
+    output = block["output"][0, queries].float()
+    if not sublayer.pre_norm:
+        normed_input = residual + block["attended"][0, queries].float()  # what the norm read
+        scale, centred = _norm_scale(sublayer.norm, normed_input)
+        weight, norm_bias = _norm_affine(sublayer.norm, x)
+        linear = lambda t: weight * (t - t.mean(dim=-1, keepdim=True) if centred else t) * scale  # noqa: E731
+        if centred:
+            key_major[:keys] -= key_major[:keys].mean(dim=-1, keepdim=True)
+        key_major[:keys] *= weight
+        key_major[:keys] *= scale[None]
+        residual, bias = linear(residual), linear(bias) + norm_bias
+    return BlockTerms(key_major.transpose(0, 1), residual, bias=bias.contiguous(), output=output)
+
+
+def _norm_scale(norm: nn.Module, z: Tensor) -> tuple[Tensor, bool]:
+    """The factor ``[Q, 1]`` the norm divides its input by, and whether it subtracts the mean first."""
+    if isinstance(norm, nn.RMSNorm):
+        eps = norm.eps if norm.eps is not None else torch.finfo(z.dtype).eps
+        return torch.rsqrt(z.pow(2).mean(dim=-1, keepdim=True) + eps), False
+    if isinstance(norm, nn.LayerNorm):
+        return torch.rsqrt(z.var(dim=-1, unbiased=False, keepdim=True) + norm.eps), True
+    return 1.0 / (z.std(dim=-1, keepdim=True) + norm.eps), True  # UnbiasedStdNorm
+
+
+def _norm_affine(norm: nn.Module, like: Tensor) -> tuple[Tensor, Tensor]:
+    weight = getattr(norm, "weight", None)
+    bias = getattr(norm, "bias", None)
+    ones = torch.ones_like(like[0])
+    return (ones if weight is None else weight.float()), (ones * 0 if bias is None else bias.float())
+
+
+def query_chunks(queries: int, keys: int, width: int) -> list[slice]:
+    size = max(1, TERM_FLOATS // max(1, keys * width))
+    return [slice(start, min(start + size, queries)) for start in range(0, queries, size)]
+
+
+# ------------------------------------------------------------------------------------------------- ALTI+
+
+
+def alti_block(block: dict, *, cross: bool) -> Tensor:
+    """One block's token-to-token contributions: ``[Q, K]`` for a self-attention block (the residual counted
+    with its own token), ``[Q, K + 1]`` for cross-attention (the last column: the target-side residual).
+    Each row is non-negative and sums to 1."""
+    queries, keys = block["weights"].shape[2], block["weights"].shape[3]
+    values = transformed_values(block)
+    rows = []
+    for chunk in query_chunks(queries, keys + 1, values.shape[-1]):
+        terms = block_terms(block, chunk, values=values, room_for_residual=cross)
+        parts = terms.tokens.transpose(0, 1)  # [K (+ 1), Q, E], contiguous
+        if cross:
+            parts[keys] = terms.residual
+        else:
+            own = torch.arange(chunk.start, chunk.start + parts.shape[1], device=parts.device)
+            parts[own, own - chunk.start] += terms.residual
+        rows.append(_l1_contributions(parts))
+    return torch.cat(rows, dim=0)
+
+
+def _l1_contributions(parts: Tensor) -> Tensor:
+    """``parts`` ``[K, Q, E]`` (overwritten) → ``[Q, K]``: max(0, ‖y‖₁ − ‖y − T_j‖₁), rows normalised
+    (y = Σ_j T_j)."""
+    resultant = parts.sum(dim=0)  # [Q, E]
+    length = resultant.abs().sum(dim=-1)  # [Q]
+    distances = parts.sub_(resultant).abs_().sum(dim=-1)  # [K, Q]
+    closeness = (length - distances).clamp_(min=0).T
+    total = closeness.sum(dim=-1, keepdim=True)
+    return closeness / torch.where(total > 0, total, torch.ones_like(total))
+
+
+def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+         captured: Captured | None = None) -> ContributionMaps:
+    """ALTI+: every block's contributions and the rollout through the model (``source``, ``target``)."""
+    CONTRIBUTION_METHODS["alti"].check(model)
+    captured = _captured(model, src_ids, output_ids, captured=captured)
+    with torch.inference_mode():
+        return _alti(captured)
+
+
+def _alti(captured: Captured) -> ContributionMaps:
+    blocks = captured.blocks
+    source_len, target_len = captured.src_ids.shape[1], captured.tgt_in.shape[1]
+    device = captured.logits.device
+    layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
+    encoder = torch.eye(source_len, device=device)
+    for layer in range(len(captured.model.encoder_layers)):
+        block = alti_block(blocks[("enc_self", layer)], cross=False)
+        layers["enc_self"].append(to_numpy(block))
+        encoder = block @ encoder
+    source = torch.zeros(target_len, source_len, device=device)
+    target = torch.eye(target_len, device=device)
+    residuals = []
+    for layer in range(len(captured.model.decoder_layers)):
+        own = alti_block(blocks[("dec_self", layer)], cross=False)
+        layers["dec_self"].append(to_numpy(own))
+        source, target = own @ source, own @ target
+        mixed = alti_block(blocks[("cross", layer)], cross=True)  # [T, S + 1]
+        layers["cross"].append(to_numpy(mixed[:, :source_len]))
+        residuals.append(to_numpy(mixed[:, source_len]))
+        kept = mixed[:, source_len:]
+        source = mixed[:, :source_len] @ encoder + kept * source
+        target = kept * target
+    return ContributionMaps("alti", per_head=False, layers=layers, source=to_numpy(source), target=to_numpy(target),
+                            cross_residual=residuals)
+
+
+# ---------------------------------------------------------------------------------------------- value zeroing
+
+
+@contextlib.contextmanager
+def zeroing_values(linear: nn.Linear, positions: Tensor) -> Iterator[None]:
+    """While inside, row ``b`` of every batch ``linear`` computes has its value at ``positions[b]`` zeroed
+    (a position of −1 zeroes nothing)."""
+    def hook(_module, _inputs, output: Tensor) -> Tensor:
+        rows = torch.arange(output.shape[0], device=output.device)
+        keep = torch.ones(output.shape[:2], dtype=output.dtype, device=output.device)
+        chosen = positions >= 0
+        keep[rows[chosen], positions[chosen]] = 0.0
+        return output * keep[..., None]
+
+    handle = linear.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                  captured: Captured | None = None) -> ContributionMaps:
+    """Per kind and layer ``[query, key]``: the cosine distance of the layer's output at each query when each
+    key's value vector is zeroed in every head of that attention, rows normalised to sum to 1 (Mohebbi et al.
+    2023). Each layer runs again from its captured input, the keys as a batch (chunked)."""
+    CONTRIBUTION_METHODS["value_zeroing"].check(model)
+    captured = _captured(model, src_ids, output_ids, captured=captured)
+    layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
+    with _evaluating(model), torch.inference_mode():
+        memory, src_mask, _ = model.encode(captured.src_ids, False)
+        for layer, module in enumerate(model.encoder_layers):
+            block = captured.blocks[("enc_self", layer)]
+            run = lambda x, m=module, b=block: m(x, b["mask"], need_weights=False, bias=b["bias"])[0]  # noqa: E731
+            layers["enc_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
+                                                   keys=captured.src_ids.shape[1]))
+        for layer, module in enumerate(model.decoder_layers):
+            block = captured.blocks[("dec_self", layer)]
+
+            def run(x, m=module, b=block):
+                rows = x.shape[0]
+                return m(x, memory.expand(rows, -1, -1), self_mask=b["mask"], cross_mask=src_mask, cache=None,
+                         need_weights=False, self_bias=b["bias"])[0]
+
+            layers["dec_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
+                                                   keys=captured.tgt_in.shape[1]))
+            layers["cross"].append(_zeroing_map(run, block["x"], module.cross_attention.attention.value,
+                                                keys=captured.src_ids.shape[1]))
+    return ContributionMaps("value_zeroing", per_head=False, layers=layers)
+
+
+def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *, keys: int) -> np.ndarray:
+    """``[Q, keys]``: 1 − cos(y_i, y_i without key j's value), rows normalised."""
+    original = run(x)[0]  # [Q, E]
+    per_batch = max(1, ZEROING_FLOATS // max(1, x.shape[1] * x.shape[2] * 4))
+    columns = []
+    for start in range(0, keys, per_batch):
+        positions = torch.arange(start, min(start + per_batch, keys), device=x.device)
+        with zeroing_values(value, positions):
+            changed = run(x.expand(len(positions), -1, -1))  # [J, Q, E]
+        columns.append(cosine_distance(changed, original[None]).T)  # [Q, J]
+    scores = torch.cat(columns, dim=1)  # [Q, keys]
+    total = scores.sum(dim=1, keepdim=True)
+    return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total)))
+
+
+def cosine_distance(a: Tensor, b: Tensor) -> Tensor:
+    """1 − cos(a, b) over the last axis, as ½‖â − b̂‖² (1 − cos itself loses the digits of a small change)."""
+    unit = torch.nn.functional.normalize
+    return 0.5 * (unit(a.double(), dim=-1) - unit(b.double(), dim=-1)).pow(2).sum(dim=-1).float()
+
+
+# ------------------------------------------------------------------------------------------------ gradients
+
+
+def _embeddings(model: Seq2Seq) -> tuple[nn.Embedding, nn.Embedding] | None:
+    """The source and target token embedding tables, where the model has them."""
+    pairs = ((getattr(model, "src_embedding", None), getattr(model, "tgt_embedding", None)),
+             (getattr(model, "encoder", None), getattr(model, "decoder", None)))
+    for source, target in pairs:
+        source = getattr(source, "tokens", None) or getattr(source, "embedding", None)
+        target = getattr(target, "tokens", None) or getattr(target, "embedding", None)
+        if isinstance(source, nn.Embedding) and isinstance(target, nn.Embedding):
+            return source, target
+    return None
+
+
+@contextlib.contextmanager
+def _embedding_leaves(model: Seq2Seq, scale: float) -> Iterator[dict[str, list[Tensor]]]:
+    """While inside, the token embeddings the model looks up are ``scale`` × themselves, as leaves that ask
+    for a gradient: per side (``"source"``, ``"target"``) one leaf per lookup (a recurrent decoder looks up
+    one position per step), and under ``"source_input"``/``"target_input"`` the unscaled vectors."""
+    leaves: dict[str, list[Tensor]] = {"source": [], "target": [], "source_input": [], "target_input": []}
+
+    def keeper(name: str):
+        def hook(_module, _inputs, output: Tensor) -> Tensor:
+            leaves[f"{name}_input"].append(output.detach())
+            leaf = (output.detach() * scale).requires_grad_(True)
+            leaves[name].append(leaf)
+            return leaf
+        return hook
+
+    source, target = _embeddings(model)
+    handles = [source.register_forward_hook(keeper("source")), target.register_forward_hook(keeper("target"))]
+    try:
+        yield leaves
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def _frozen(model: nn.Module) -> Iterator[None]:
+    """No parameter asks for a gradient meanwhile; gradients flow even inside inference mode."""
+    asked = [(parameter, parameter.requires_grad) for parameter in model.parameters()]
+    for parameter, _ in asked:
+        parameter.requires_grad_(False)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        for parameter, flag in asked:
+            parameter.requires_grad_(flag)
+
+
+def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: Tensor) -> Tensor:
+    """``[T]``: log p of each output token given the source and its prefix (one forward pass)."""
+    logits, _ = model(src, tgt_in)
+    log_probs = torch.log_softmax(logits[0].float(), dim=-1)  # [T, V]
+    return log_probs.gather(1, output_ids[:, None])[:, 0]
+
+
+def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                        scale: float = 1.0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """∂ log p(y_t) / ∂ embeddings for every step t at once (the embeddings scaled by ``scale``): source
+    ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``.
+
+    The sentence is repeated once per step in the batch dimension and copy t's loss is step t's log-probability,
+    so one forward and one backward pass give every step's gradient (each copy's inputs reach only its own
+    loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A backward pass batched with ``is_grads_batched``
+    computes the forward once, but torch runs the layer norms' and the fused attention's backward once per
+    step there: no faster than a loop.)"""
+    device = next(model.parameters()).device
+    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)
+    steps = len(outputs)
+    per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
+    parts = [_copies_gradients(model, src_ids, output_ids, rows=range(start, min(start + per_pass, steps)),
+                               scale=scale)
+             for start in range(0, steps, per_pass)]
+    source, target = (torch.cat([part[index] for part in parts]) for index in (0, 1))
+    return source, target, parts[0][2], parts[0][3]
+
+
+def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, rows: range,
+                      scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The gradients of the steps in ``rows``, one copy of the sentence each (see :func:`embedding_gradients`)."""
+    device = next(model.parameters()).device
+    copies = len(rows)
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    chosen = torch.tensor(list(rows), device=device)
+    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)[chosen]
+    with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves, \
+            _one_position_scored(model, chosen) as narrowed:
+        logits, _ = model(src, tgt_in)  # [copies, T or 1, V]
+        picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
+        log_probs = torch.log_softmax(picked.float(), dim=-1)
+        total = log_probs.gather(1, outputs[:, None]).sum()
+        gradients = torch.autograd.grad(total, leaves["source"] + leaves["target"], allow_unused=True)
+    source = _positions(gradients[: len(leaves["source"])], leaves["source"])
+    target = _positions(gradients[len(leaves["source"]):], leaves["target"])
+    return source, target, _positions(leaves["source_input"])[0], _positions(leaves["target_input"])[0]
+
+
+@contextlib.contextmanager
+def _one_position_scored(model: Seq2Seq, chosen: Tensor) -> Iterator[bool]:
+    """While inside, a Transformer's output projection reads only position ``chosen[b]`` of copy ``b`` (its
+    logits come out ``[copies, 1, V]``): the other positions' logits, a vocabulary wide each, are never
+    computed nor differentiated. Yields whether it does (False for other models)."""
+    output = getattr(model, "output", None) if _has_blocks(model) else None
+    if not isinstance(output, nn.Linear):
+        yield False
+        return
+    rows = torch.arange(len(chosen), device=chosen.device)
+    handle = output.register_forward_pre_hook(lambda _module, inputs: (inputs[0][rows, chosen][:, None],))
+    try:
+        yield True
+    finally:
+        handle.remove()
+
+
+def _positions(tensors: Sequence[Tensor | None], like: Sequence[Tensor] | None = None) -> Tensor:
+    """Per-lookup tensors as one ``[B, L, E]``: whole sequences joined along positions, or one position per
+    step (a recurrent decoder's ``[B, E]``) stacked; a missing gradient is zeros."""
+    tensors = [torch.zeros_like(like[index]) if tensor is None else tensor
+               for index, tensor in enumerate(tensors)]
+    return torch.cat(tensors, dim=1) if tensors[0].dim() == 3 else torch.stack(tensors, dim=1)
+
+
+def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                     steps: int = 1) -> ContributionMaps:
+    """‖x ⊙ ∇_x log p(y_t)‖ per target step over the source (``source`` ``[T, S]``, also the cross map) and
+    the target prefix (``target`` ``[T, T]``, also the dec_self map). ``steps`` > 1: integrated gradients from
+    the zero embedding, the gradient averaged at the midpoints of ``steps`` equal segments."""
+    name = "input_x_gradient" if steps == 1 else "integrated_gradients"
+    CONTRIBUTION_METHODS[name].check(model)
+    source_sum = target_sum = None
+    for index in range(steps):
+        scale = 1.0 if steps == 1 else (index + 0.5) / steps
+        source, target, source_x, target_x = embedding_gradients(model, src_ids, output_ids, scale=scale)
+        source_sum = source if source_sum is None else source_sum + source
+        target_sum = target if target_sum is None else target_sum + target
+    source_map = (source_x[None] * source_sum / steps).norm(dim=-1)
+    target_map = (target_x[None] * target_sum / steps).norm(dim=-1)
+    return ContributionMaps(name, per_head=False, layers={"cross": [to_numpy(source_map)],
+                                                          "dec_self": [to_numpy(target_map)]},
+                            source=to_numpy(source_map), target=to_numpy(target_map))
+
+
+# ------------------------------------------------------------------------------------------------- in one
+
+
+def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                  captured: Captured | None = None) -> ContributionMaps:
+    """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence; ``captured``:
+    the traced pass, reused by the methods that need no other."""
+    if method not in CONTRIBUTION_METHODS or method == "weights":
+        raise ContributionError(f"unknown contribution method {method!r}; choose one of "
+                                f"{', '.join(name for name in CONTRIBUTION_METHODS if name != 'weights')}")
+    if method == "integrated_gradients":
+        return input_x_gradient(model, src_ids, output_ids, steps=16)
+    if method == "input_x_gradient":
+        return input_x_gradient(model, src_ids, output_ids)
+    compute = {"value_norms": value_norms, "alti": alti, "value_zeroing": value_zeroing}[method]
+    return compute(model, src_ids, output_ids, captured=captured)
+
+
+def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> dict[str, np.ndarray]:
+    """The NPZ export's contribution arrays (docs/ARCHITECTURE.md): ``norm_{kind}_L{layer}`` ``[heads, q, k]``,
+    ``alti_{kind}_L{layer}`` ``[q, k]``, ``alti_source`` ``[T, S]``, ``alti_target`` ``[T, T]``,
+    ``source_contribution`` ``[T]``."""
+    captured = capture_forward(model, src_ids, output_ids)
+    arrays = {}
+    for name, maps in (("norm", value_norms(model, src_ids, output_ids, captured=captured)),
+                       ("alti", alti(model, src_ids, output_ids, captured=captured))):
+        for kind, per_layer in maps.layers.items():
+            for layer, array in enumerate(per_layer):
+                arrays[f"{name}_{kind}_L{layer}"] = array
+        if maps.source is not None:
+            arrays.update(alti_source=maps.source, alti_target=maps.target,
+                          source_contribution=maps.source_contribution)
+    return arrays
+
+
+# ---------------------------------------------------------------------------------------------- over a corpus
+
+
+@dataclass(frozen=True)
+class PairCoverage:
+    """One pair's hallucination signal: its number in the corpus (from 1), its texts (``output``: the scored
+    target, the reference or the model's own), ``coverage`` and the least covered source token."""
+
+    number: int
+    source: str
+    output: str
+    coverage: SourceCoverage
+    least_covered_token: str
+
+    def to_json(self) -> dict:
+        return {"pair": self.number, "source": self.source, "output": self.output,
+                "avg_source": round(self.coverage.avg_source, 6),
+                "min_source_token": round(self.coverage.min_source_token, 6),
+                "least_covered": self.least_covered_token}
+
+
+def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bool = False) -> list[PairCoverage]:
+    """Every pair's ALTI+ source coverage, forced on its reference (``decoded``: on the model's greedy output),
+    lowest ``avg_source`` first."""
+    from .importance import encode_references
+
+    CONTRIBUTION_METHODS["alti"].check(translator.model)
+    scored = []
+    if decoded:
+        for number, (source_text, _) in enumerate(pairs, start=1):
+            result = translator.translate(source_text)
+            scored.append((number, translator.source(source_text).ids, result.token_ids, result.text))
+    else:
+        encoded, _ = encode_references(translator, pairs)
+        scored = [(number, source_ids, target, pairs[number - 1][1])
+                  for number, (source_ids, target, _) in enumerate(encoded, start=1)]
+    found = []
+    for number, source_ids, output_ids, output_text in scored:
+        coverage = source_coverage(alti(translator.model, source_ids, output_ids))
+        token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
+        found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage, least_covered_token=token))
+    return sorted(found, key=lambda pair: pair.coverage.avg_source)
