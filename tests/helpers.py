@@ -162,10 +162,10 @@ def fixture_copy(folder: Path, tmp_path: Path, outputs: str) -> Path:
 REPOSITORY = Path(__file__).resolve().parent.parent
 
 
-def torchrun(program: Sequence[str], *, processes: int, log_dir: Path) -> list[tuple[str, str]]:
+def torchrun(program: Sequence[str], *, processes: int, log_dir: Path, succeeds: bool = True) -> list[tuple[str, str]]:
     """``program`` (a script and its arguments, or ``-m MODULE ...``) started by torchrun in ``processes`` CPU
-    processes (gloo) from the repository, its code first on the path; per rank what it wrote to stdout and
-    stderr (torchrun keeps each rank's in files of its own under ``log_dir``)."""
+    processes (gloo) from the repository, its code first on the path, checked to succeed (or to fail); per rank
+    what it wrote to stdout and stderr (torchrun keeps each rank's in files of its own under ``log_dir``)."""
     launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
                 "--log-dir", str(log_dir), "--redirects", "3"]
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPOSITORY)}
@@ -176,5 +176,5 @@ def torchrun(program: Sequence[str], *, processes: int, log_dir: Path) -> list[t
     ranks = [sorted(log_dir.glob(f"*/attempt_0/{rank}")) for rank in range(processes)]
     outputs = [((folder[-1] / "stdout.log").read_text(encoding="utf-8"),
                 (folder[-1] / "stderr.log").read_text(encoding="utf-8")) if folder else ("", "") for folder in ranks]
-    assert result.returncode == 0, result.stderr[-3000:] + "".join(out + err for out, err in outputs)[-3000:]
+    assert (result.returncode == 0) == succeeds, result.stderr[-3000:] + "".join(out + err for out, err in outputs)[-3000:]
     return outputs

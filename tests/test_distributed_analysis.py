@@ -83,3 +83,12 @@ def test_stats_over_two_processes_gives_one_processs_tables_and_rank_0_writes(ca
     assert written.files == expected.files
     for name in expected.files:
         np.testing.assert_allclose(written[name], expected[name], rtol=0, atol=TOLERANCE, err_msg=name)
+
+
+def test_a_user_error_is_one_line_from_rank_0_alone(tmp_path):
+    """Every process checks the whole input and meets the same error: saying it once is enough."""
+    missing = tmp_path / "missing.tsv"
+    (_, err), other = torchrun(["-m", "attnviz", "stats", "-c", DEMO, "--data", missing], processes=2,
+                               log_dir=tmp_path / "logs", succeeds=False)
+    assert err.splitlines() == [f"attnviz: error: {missing}: no such file"]
+    assert other == ("", "")
