@@ -176,5 +176,6 @@ def torchrun(program: Sequence[str], *, processes: int, log_dir: Path, succeeds:
     ranks = [sorted(log_dir.glob(f"*/attempt_0/{rank}")) for rank in range(processes)]
     outputs = [((folder[-1] / "stdout.log").read_text(encoding="utf-8"),
                 (folder[-1] / "stderr.log").read_text(encoding="utf-8")) if folder else ("", "") for folder in ranks]
-    assert (result.returncode == 0) == succeeds, result.stderr[-3000:] + "".join(out + err for out, err in outputs)[-3000:]
+    logs = "".join(out + err for out, err in outputs)
+    assert (result.returncode == 0) == succeeds, result.stderr[-3000:] + logs[-3000:]
     return outputs

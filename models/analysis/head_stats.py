@@ -77,25 +77,21 @@ def _whole_corpus(run: RunStats, share: Sequence[int], *, count: int, shape: dic
     sentences' sums in their places among zeros, and the processes' arrays are added up (each sentence's sums
     come from one process, so they arrive unchanged). A process without a share knows the shapes from the
     model's ``shape``."""
-    arrays, names = [], []
+    arrays: dict[tuple[str, str], np.ndarray] = {}
     for kind, (layers, heads) in shape.items():
         sums = run.kinds.get(kind)
+        mine = {**sums.sums, "rows": sums.rows, "previous_rows": sums.previous_rows} if sums else {}
         for name in statistics_of(kind):
-            names.append((kind, name))
-            arrays.append(_placed(sums.sums[name] if sums else None, share, (count, layers, heads), np.float32))
+            arrays[kind, name] = _placed(mine.get(name), share, shape=(count, layers, heads), dtype=np.float32)
         for name in ("rows", "previous_rows"):
-            names.append((kind, name))
-            arrays.append(_placed(getattr(sums, name) if sums else None, share, (count,), np.int64))
-    kinds: dict[str, KindSums] = {kind: KindSums({}, np.zeros(0), np.zeros(0)) for kind in shape}
-    for (kind, name), values in zip(names, processes.sum_arrays(arrays)):
-        if name in ("rows", "previous_rows"):
-            setattr(kinds[kind], name, values)
-        else:
-            kinds[kind].sums[name] = values
+            arrays[kind, name] = _placed(mine.get(name), share, shape=(count,), dtype=np.int64)
+    whole = dict(zip(arrays, processes.sum_arrays(list(arrays.values()))))
+    kinds = {kind: KindSums({name: whole[kind, name] for name in statistics_of(kind)}, whole[kind, "rows"],
+                            whole[kind, "previous_rows"]) for kind in shape}
     return RunStats(run.run, kinds)
 
 
-def _placed(values: np.ndarray | None, share: Sequence[int], shape: tuple[int, ...], dtype) -> np.ndarray:
+def _placed(values: np.ndarray | None, share: Sequence[int], *, shape: tuple[int, ...], dtype) -> np.ndarray:
     whole = np.zeros(shape, dtype=dtype)
     if values is not None:
         whole[list(share)] = values

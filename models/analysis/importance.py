@@ -429,9 +429,10 @@ def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
 
 def _gradient_sums(translator: Translator, encoded: Sequence[Encoded], shape: dict[str, tuple[int, int]], *,
                    tokens_per_pass: int, processes: Processes) -> dict[str, np.ndarray]:
-    """Over this process's share of the pairs: the summed NLL (``loss``) and per kind of ``shape`` the summed ∂L/∂ξ (``signed.KIND``),
-    the summed per-sentence |∂L/∂ξ| (``magnitude.KIND``) and per layer how many passes gave no gradient
-    (``missing.KIND``). Checked only once every process's sums are added up, so all of them stop alike."""
+    """Over this process's share of the pairs: the summed NLL (``loss``) and per kind of ``shape`` the summed
+    ∂L/∂ξ (``signed.KIND``), the summed per-sentence |∂L/∂ξ| (``magnitude.KIND``) and per layer how many passes
+    gave no gradient (``missing.KIND``). Checked only once every process's sums are added up, so all of them
+    stop alike."""
     sums = {"loss": np.zeros(())}
     for kind, (layers, heads) in shape.items():
         sums.update({f"signed.{kind}": np.zeros((layers, heads)), f"magnitude.{kind}": np.zeros((layers, heads)),
