@@ -5,10 +5,10 @@ scores its share of a bundled demo's pairs, and rank 0 alone prints the ``--json
 Tolerance: the NLL tables, gradients and statistics are sums of float32 forward passes. Two processes run
 other batches (half the pairs each, other padding), so float32 matmuls and softmaxes group their sums
 differently and a value moves by rounding alone: measured up to 1.5e-7 nats (ablation) and 3.7e-7
-(gradient) on the en-es demo. The tables
-must agree to 1e-5 (absolute), the bound the batched ablation is held to against one head at a time in
-float32 (tests/test_importance_batched.py), where only the grouping of the sums differs too. What is counted
-(sentences, pairs, tokens, outputs) and the corpus' greedy outputs must be equal exactly.
+(gradient) on the en-es demo. The tables must agree to 1e-5 (absolute), the bound the batched ablation is
+held to against one head at a time in float32 (tests/test_importance_batched.py), where only the grouping of
+the sums differs too. What is counted (sentences, pairs, tokens, outputs) and the corpus' greedy outputs must
+be equal exactly.
 """
 
 from __future__ import annotations
