@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -154,3 +157,25 @@ def fixture_copy(folder: Path, tmp_path: Path, outputs: str) -> Path:
     shutil.copytree(folder, copy)
     (copy / outputs).unlink()
     return copy
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def torchrun(program: Sequence[str], *, processes: int, log_dir: Path, succeeds: bool = True) -> list[tuple[str, str]]:
+    """``program`` (a script and its arguments, or ``-m MODULE ...``) started by torchrun in ``processes`` CPU
+    processes (gloo) from the repository, its code first on the path, checked to succeed (or to fail); per rank
+    what it wrote to stdout and stderr (torchrun keeps each rank's in files of its own under ``log_dir``)."""
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone",
+                "--log-dir", str(log_dir), "--redirects", "3"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPOSITORY)}
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        environment.pop(name, None)  # a test run under torchrun must not leak its own process group
+    result = subprocess.run([sys.executable, *launcher, *map(str, program)], cwd=REPOSITORY, env=environment,
+                            capture_output=True, text=True, timeout=300)
+    ranks = [sorted(log_dir.glob(f"*/attempt_0/{rank}")) for rank in range(processes)]
+    outputs = [((folder[-1] / "stdout.log").read_text(encoding="utf-8"),
+                (folder[-1] / "stderr.log").read_text(encoding="utf-8")) if folder else ("", "") for folder in ranks]
+    logs = "".join(out + err for out, err in outputs)
+    assert (result.returncode == 0) == succeeds, result.stderr[-3000:] + logs[-3000:]
+    return outputs

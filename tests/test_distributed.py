@@ -5,9 +5,6 @@ process gets from the whole batch, up to the order of float sums (no dropout).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +13,8 @@ from safetensors.torch import load_file
 from models.storage.checkpoint import load_checkpoint
 from models.training.trainer import state_path
 from tests import distributed_driver
+from tests.helpers import torchrun
 
-REPO = Path(__file__).resolve().parent.parent
 DRIVER = Path(__file__).resolve().parent / "distributed_driver.py"
 
 
@@ -39,20 +36,10 @@ def driver_arguments(corpus: Path, out: Path) -> list[str]:
     return ["--data", str(corpus), "--arch", "gru-additive", "--out", str(out)]
 
 
-def run_with_torchrun(corpus: Path, out: Path, processes: int) -> str:
-    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--standalone"]
-    command = [sys.executable, *launcher, str(DRIVER), *driver_arguments(corpus, out)]
-    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
-    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        environment.pop(name, None)  # a test run under torchrun must not leak its own process group
-    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
-
-
 def test_two_processes_train_like_one_process_with_the_whole_batch(corpus, tmp_path):
     out = tmp_path / "ddp.safetensors"
-    output = run_with_torchrun(corpus, out, processes=2)
+    output = "".join(stdout for stdout, _ in torchrun([DRIVER, *driver_arguments(corpus, out)], processes=2,
+                                                      log_dir=tmp_path / "logs"))
     assert "rank 0 of 2: step 5" in output and "rank 1 of 2: step 5" in output
 
     checkpoint = load_checkpoint(out)

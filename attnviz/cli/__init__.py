@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import warnings
 from typing import Sequence
 
@@ -22,6 +23,7 @@ from . import contributions, convert, demos, evaluate, export, importance, info,
 from .common import checkpoint_path
 from .common import HelpFormatter
 
+ANOTHER_RANKS_WAIT = 10.0  # seconds a process other than rank 0 gives rank 0 to say a user error first
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
                                                  stats, train, convert, demos)}
 
@@ -43,6 +45,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 _default_show_warning = warnings.showwarning
+
+
+def _another_rank() -> bool:
+    """A process of a torchrun launch other than rank 0."""
+    if "RANK" not in os.environ:  # no torchrun: torch need not load just to ask
+        return False
+    from models.inference.distributed import launched_rank
+
+    return launched_rank() > 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_app(args.checkpoint, args.device)
         return COMMANDS[args.command].run(args)
     except AttnvizError as failure:
+        if _another_rank():
+            # Every process checks the whole input, so rank 0 meets the same error and says it; torchrun then
+            # ends this process. Only an error of this process alone (a file missing on its host) is said here.
+            time.sleep(ANOTHER_RANKS_WAIT)
         error(str(failure))
         return 1
     except KeyboardInterrupt:

@@ -12,6 +12,10 @@ teacher forcing, each head's entry being the NLL with it off minus the NLL with 
 in one forward pass. --method gradient estimates the same from one forward and backward pass and adds
 Michel et al.'s importance |∂L/∂ξ| (--normalize layer: divided by each layer's L2 norm). --metric chrf or
 exact decodes every pair again per head and scores the outputs (the output-level question; slow).
+
+Under torchrun (torchrun --nproc_per_node N -m attnviz importance ...) each process scores its share of the
+pairs on its own device, the sums the tables are made of are added up over the processes, and rank 0 alone
+prints and draws.
 """
 
 from __future__ import annotations
@@ -96,6 +100,7 @@ def duration(seconds: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from models.analysis.importance import ImportanceError
+    from models.inference.distributed import joined
 
     if args.method == "gradient" and args.metric != "nll":
         raise ImportanceError(f"--method gradient differentiates the NLL: it cannot score {args.metric}")
@@ -107,18 +112,37 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.output, IMAGE_SUFFIXES)
     shape = model_shape(args)
     pairs, corpus = corpus_pairs(args)
+    with joined(args.device) as processes:
+        args.device = str(processes.device)  # under torchrun on CUDA: this process's own GPU
+        scored = score(args, pairs, corpus=corpus, shape=shape, processes=processes)
+        if processes.main:  # the other processes' shares are in its sums
+            report(args, scored, corpus=corpus)
+    return 0
+
+
+def score(args: argparse.Namespace, pairs, *, corpus: str, shape, processes):
+    """The importance, its baseline run's seconds and the pruning curves; only the main process reports on the
+    way."""
     translator = open_translator(args)
     heads = sum(layers * count for kind, (layers, count) in shape.items() if not args.kind or kind in args.kind)
     # Decoding again per head, the first progress line comes after two runs: say what is under way. (The NLL's
     # passes report at once, and a reference too long for them must stay a one-line error.)
-    if args.metric != "nll" and heads and all(kind in shape for kind in args.kind or ()):
+    if processes.main and args.metric != "nll" and heads and all(kind in shape for kind in args.kind or ()):
         print(f"attnviz: importance: scoring {corpus} with every head on, then with each of {heads} heads off",
               file=sys.stderr, flush=True)
-    report = ProgressReport()
-    importance = score_heads(args, translator, pairs, progress=report)
+    progress = ProgressReport()
+    importance = score_heads(args, translator, pairs, progress=progress if processes.main else None,
+                             processes=processes)
     # Decoding again per head, the run with every head on is a run of its own; the NLL's passes share it.
-    baseline = report.baseline_seconds(heads, importance.seconds) if args.metric != "nll" else None
-    curves = prune_curves_for(args, translator, pairs, importance=importance) if args.prune_curve else None
+    baseline = progress.baseline_seconds(heads, importance.seconds) if args.metric != "nll" else None
+    curves = (prune_curves_for(args, translator, pairs, importance=importance, processes=processes)
+              if args.prune_curve else None)
+    return importance, baseline, curves
+
+
+def report(args: argparse.Namespace, scored, *, corpus: str) -> None:
+    """The tables (or ``--json``) on stdout and the curves' figure to ``-o``."""
+    importance, baseline, curves = scored
     if args.json:
         timing = {} if baseline is None else {"baseline_seconds": round(baseline, 3)}
         extra = {} if curves is None else {"prune_curve": curves.to_json()}
@@ -128,15 +152,17 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(lines + (curve_lines(curves) if curves is not None else [])))
     if curves is not None and args.output is not None:
         draw_curves(args, curves, corpus=corpus)
-    return 0
 
 
-def prune_curves_for(args: argparse.Namespace, translator, pairs, *, importance):
+def prune_curves_for(args: argparse.Namespace, translator, pairs, *, importance, processes):
     from models.analysis.importance import prune_curves
 
-    print(f"attnviz: importance: pruning curves, {3 * (sum(table.size for table in importance.drops.values()) + 1)} "
-          f"scorings", file=sys.stderr, flush=True)
-    return prune_curves(translator, pairs, importance, seed=args.seed, beam=args.beam, max_len=args.max_len)
+    if processes.main:
+        print(f"attnviz: importance: pruning curves, "
+              f"{3 * (sum(table.size for table in importance.drops.values()) + 1)} scorings", file=sys.stderr,
+              flush=True)
+    return prune_curves(translator, pairs, importance, seed=args.seed, beam=args.beam, max_len=args.max_len,
+                        processes=processes)
 
 
 def curve_lines(curves) -> list[str]:
@@ -172,18 +198,18 @@ def draw_curves(args: argparse.Namespace, curves, *, corpus: str) -> None:
     print(f"wrote {output} ({corpus})", file=sys.stderr)
 
 
-def score_heads(args: argparse.Namespace, translator, pairs, progress):
+def score_heads(args: argparse.Namespace, translator, pairs, progress, *, processes):
     """The importance ``--metric`` and ``--method`` ask for."""
     from models.analysis.importance import ablation_importance, gradient_importance, head_importance
 
     if args.method == "gradient":  # on the NLL: run() refused any other metric before the model loaded
-        importance = gradient_importance(translator, pairs, kinds=args.kind)
+        importance = gradient_importance(translator, pairs, kinds=args.kind, processes=processes)
     elif args.metric == "nll":
-        importance = ablation_importance(translator, pairs, kinds=args.kind, progress=progress)
+        importance = ablation_importance(translator, pairs, kinds=args.kind, progress=progress, processes=processes)
     else:
         importance = head_importance(translator, pairs, kinds=args.kind, beam=args.beam, max_len=args.max_len,
-                                     progress=progress, metric=args.metric)
-    if importance.unknown_pairs:
+                                     progress=progress, metric=args.metric, processes=processes)
+    if importance.unknown_pairs and processes.main:
         print(f"attnviz: warning: {importance.unknown_pairs} of {importance.examples} pairs have characters the "
               f"vocabulary lacks; each was scored as its unknown token", file=sys.stderr)
     return importance

@@ -13,6 +13,9 @@ demo's own reference translations when no --data is given:
 
 Padded rows and keys never count. --json prints one document (with each head's most and least typical
 sentences); -o writes an NPZ with one [layers, heads] float32 array per {run}.{kind}.{statistic}.
+
+Under torchrun (torchrun --nproc_per_node N -m attnviz stats ...) each process runs its share of the corpus
+on its own device, the per-sentence sums are put together, and rank 0 alone prints and writes.
 """
 
 from __future__ import annotations
@@ -44,20 +47,30 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from models.analysis.head_stats import corpus_head_stats
+    from models.inference.distributed import joined
 
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be at least 1; got {args.batch_size}")
     output = check_output(args.output, (".npz",)) if args.output else None
     model_shape(args)
     pairs, corpus = corpus_pairs(args)
-    stats = corpus_head_stats(open_translator(args), pairs, batch_size=args.batch_size, decode=args.decode)
+    with joined(args.device) as processes:
+        args.device = str(processes.device)  # under torchrun on CUDA: this process's own GPU
+        stats = corpus_head_stats(open_translator(args), pairs, batch_size=args.batch_size, decode=args.decode,
+                                  processes=processes)
+    if processes.main:  # the other processes' sentences are in its sums
+        report(stats, corpus=corpus, output=output, as_json=args.json)
+    return 0
+
+
+def report(stats, *, corpus: str, output, as_json: bool) -> None:
+    """The tables (or one JSON document) on stdout, the NPZ file, and a warning when a mask is broken."""
     if output is not None:
         write_arrays(output, stats.arrays())
-    print(json.dumps({"corpus": corpus, **stats.to_json()}) if args.json else "\n".join(table_lines(stats, corpus)))
+    print(json.dumps({"corpus": corpus, **stats.to_json()}) if as_json else "\n".join(table_lines(stats, corpus)))
     if stats.max_padding() > 0:
         print(f"attnviz: warning: a head puts weight {stats.max_padding():.3g} on padding: a mask is broken",
               file=sys.stderr)
-    return 0
 
 
 def table_lines(stats, corpus: str) -> list[str]:

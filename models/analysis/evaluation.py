@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import sacrebleu
@@ -20,6 +20,7 @@ from ..nn.ablation import NO_ABLATION, Ablation
 from ..inference.decoding import finish
 from ..inference.modes import decoding_mode
 from ..inference.translator import Translator
+from ..trace.records import DecodeResult
 
 CopySources = Callable[[str], list[int | None]]
 
@@ -54,10 +55,9 @@ def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: 
     started = time.perf_counter()
     hypotheses, correct_by_length = [], defaultdict(lambda: [0, 0])
     hits = total = 0
-    for source_text, reference in pairs:
-        source = translator.source(source_text, unknown="replace")
-        result = finish(translator.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len,
-                                          need_weights=copy_sources is not None, ablation=ablation))[0]
+    results = decoded(translator, pairs, beam=beam, max_len=max_len, ablation=ablation,
+                      need_weights=copy_sources is not None)
+    for (source_text, reference), result in zip(pairs, results):
         hypotheses.append(result.text)
         correct = result.text == reference
         bucket = correct_by_length[len(source_text)]
@@ -66,15 +66,31 @@ def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: 
         if copy_sources is not None and correct and result.trace is not None and "cross" in result.trace.attention:
             found, counted = _aligned(result.trace.attention["cross"][-1], copy_sources(source_text))
             hits, total = hits + found, total + counted
-    references = [reference for _, reference in pairs]
-    exact = float(np.mean([h == r for h, r in zip(hypotheses, references)])) if pairs else 0.0
+    exact, chrf, bleu = output_scores(hypotheses, [reference for _, reference in pairs])
     return Evaluation(
-        examples=len(pairs), exact=exact,
-        chrf=sacrebleu.corpus_chrf(hypotheses, [references]).score if pairs else 0.0,
-        bleu=sacrebleu.corpus_bleu(hypotheses, [references]).score if pairs else 0.0,
+        examples=len(pairs), exact=exact, chrf=chrf, bleu=bleu,
         by_length={length: (c, t) for length, (c, t) in correct_by_length.items()},
         alignment=(hits / total if total else None) if copy_sources is not None else None,
         aligned_tokens=total, seconds=time.perf_counter() - started)
+
+
+def decoded(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: int = 1, max_len: int | None = None,
+            ablation: Ablation = NO_ABLATION, need_weights: bool = False) -> Iterator[DecodeResult]:
+    """The best output for each pair's source, one pair at a time (characters the vocabulary lacks become its
+    unknown token)."""
+    for source_text, _ in pairs:
+        source = translator.source(source_text, unknown="replace")
+        yield finish(translator.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len,
+                                       need_weights=need_weights, ablation=ablation))[0]
+
+
+def output_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, float, float]:
+    """The share of outputs equal to their reference, corpus chrF and BLEU (all 0 without outputs)."""
+    if not hypotheses:
+        return 0.0, 0.0, 0.0
+    exact = float(np.mean([h == r for h, r in zip(hypotheses, references)]))
+    return (exact, sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score,
+            sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
 
 
 def _aligned(cross_layer: np.ndarray, sources: list[int | None]) -> tuple[int, int]:

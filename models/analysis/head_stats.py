@@ -22,6 +22,7 @@ from ..errors import AttnvizError, InputError
 from ..trace.head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
 from ..nn.intermediates import Intermediates
 from .steps import Steps, drive
+from ..inference.distributed import ONE_PROCESS, Processes
 from ..inference.translator import SourceInput, Translator
 
 Progress = Callable[[int, int], bool]  # (sentences done, sentences in all) → keep going?
@@ -32,15 +33,19 @@ class NoAttentionError(AttnvizError):
 
 
 def corpus_head_stats(translator: Translator, pairs: Sequence[Pair], *, batch_size: int = 32,
-                      decode: bool = False, progress: Progress | None = None) -> HeadStats | None:
+                      decode: bool = False, progress: Progress | None = None,
+                      processes: Processes = ONE_PROCESS) -> HeadStats | None:
     """Statistics of every head over ``pairs`` (None when ``progress`` asked to stop)."""
-    return drive(corpus_head_stats_steps(translator, pairs, batch_size=batch_size, decode=decode), progress)
+    return drive(corpus_head_stats_steps(translator, pairs, batch_size=batch_size, decode=decode,
+                                         processes=processes), progress)
 
 
 def corpus_head_stats_steps(translator: Translator, pairs: Sequence[Pair], *, batch_size: int = 32,
-                            decode: bool = False) -> Steps:
-    """Statistics of every head over ``pairs``, yielding ``(sentences done, sentences in all)`` after each batch
-    (models/analysis/steps.py) and returning the :class:`HeadStats`."""
+                            decode: bool = False, processes: Processes = ONE_PROCESS) -> Steps:
+    """Statistics of every head over ``pairs``, yielding ``(sentences done, sentences in all)`` of this process's
+    share after each batch (models/analysis/steps.py) and returning the :class:`HeadStats`. Over several
+    ``processes`` each runs its share of the sentences (every process encodes them all first, so a bad pair is
+    one line on all of them alike) and the per-sentence sums are put together on every process."""
     model = translator.model
     if not model.kinds:
         raise NoAttentionError(f"this model ({model.config.arch}) has no attention: there are no heads to describe")
@@ -48,15 +53,49 @@ def corpus_head_stats_steps(translator: Translator, pairs: Sequence[Pair], *, ba
         raise InputError(f"the batch size must be at least 1; got {batch_size}")
     examples = encode_pairs(pairs, translator.source_tokenizer, target=translator.target_tokenizer,
                             model_config=model.config, name="the corpus")
-    total = len(examples) * (2 if decode else 1)
-    reference = yield from _counted(example_stats_steps(model, examples, batch_size=batch_size, run="reference"),
+    share = processes.shard(length_order(examples))
+    mine = [examples[index] for index in share]
+    total = len(mine) * (2 if decode else 1)
+    reference = yield from _counted(example_stats_steps(model, mine, batch_size=batch_size, run="reference"),
                                     before=0, total=total)
     runs, outputs = {"reference": reference}, []
     if decode:
-        decoded_examples, outputs = greedy_examples(translator, examples)
+        decoded_examples, texts = greedy_examples(translator, mine)
         runs["decoded"] = yield from _counted(example_stats_steps(model, decoded_examples, batch_size=batch_size,
-                                                                  run="decoded"), before=len(examples), total=total)
-    return HeadStats(list(pairs), runs, outputs)
+                                                                  run="decoded"), before=len(mine), total=total)
+        outputs = [""] * len(examples)
+        for index, text in zip(processes.gather_shards(share), processes.gather_shards(texts)):
+            outputs[index] = text
+    whole = {name: _whole_corpus(run, share, count=len(examples), shape=model.attention_shape(), processes=processes)
+             for name, run in runs.items()}
+    return HeadStats(list(pairs), whole, outputs)
+
+
+def _whole_corpus(run: RunStats, share: Sequence[int], *, count: int, shape: dict[str, tuple[int, int]],
+                  processes: Processes) -> RunStats:
+    """``run`` over the sentences ``share`` of the corpus → the run over every sentence: each process puts its
+    sentences' sums in their places among zeros, and the processes' arrays are added up (each sentence's sums
+    come from one process, so they arrive unchanged). A process without a share knows the shapes from the
+    model's ``shape``."""
+    arrays: dict[tuple[str, str], np.ndarray] = {}
+    for kind, (layers, heads) in shape.items():
+        sums = run.kinds.get(kind)
+        mine = {**sums.sums, "rows": sums.rows, "previous_rows": sums.previous_rows} if sums else {}
+        for name in statistics_of(kind):
+            arrays[kind, name] = _placed(mine.get(name), share, shape=(count, layers, heads), dtype=np.float32)
+        for name in ("rows", "previous_rows"):
+            arrays[kind, name] = _placed(mine.get(name), share, shape=(count,), dtype=np.int64)
+    whole = dict(zip(arrays, processes.sum_arrays(list(arrays.values()))))
+    kinds = {kind: KindSums({name: whole[kind, name] for name in statistics_of(kind)}, whole[kind, "rows"],
+                            whole[kind, "previous_rows"]) for kind in shape}
+    return RunStats(run.run, kinds)
+
+
+def _placed(values: np.ndarray | None, share: Sequence[int], *, shape: tuple[int, ...], dtype) -> np.ndarray:
+    whole = np.zeros(shape, dtype=dtype)
+    if values is not None:
+        whole[list(share)] = values
+    return whole
 
 
 def _counted(steps: Steps, *, before: int, total: int) -> Steps:
@@ -81,9 +120,14 @@ def greedy_examples(translator: Translator, examples: Sequence[Example]) -> tupl
     return decoded, texts
 
 
+def length_order(examples: Sequence[Example]) -> list[int]:
+    """Example indices, the shortest sources first (then the shortest targets)."""
+    return sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1])))
+
+
 def length_batches(examples: Sequence[Example], batch_size: int) -> list[list[int]]:
     """Example indices cut into batches of similar lengths (less padding to compute), each batch in order."""
-    order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1])))
+    order = length_order(examples)
     return [order[start: start + batch_size] for start in range(0, len(order), batch_size)]
 
 

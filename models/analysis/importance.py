@@ -28,9 +28,10 @@ from torch import Tensor
 
 from ..nn.ablation import Ablation, AblationError, HeadGates
 from ..errors import EmptyInputError, InputError
-from .evaluation import Evaluation, evaluate
+from .evaluation import Evaluation, decoded, output_scores
 from .steps import Steps, drive
 from ..trace.records import KINDS
+from ..inference.distributed import ONE_PROCESS, Processes
 from ..inference.translator import Translator
 
 # (heads done, heads in all, the head just scored as KIND:LAYER:HEAD); returning False stops the run
@@ -131,15 +132,15 @@ def chosen_kinds(translator: Translator, kinds: Sequence[str] | None) -> list[st
 
 def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *, kinds: Sequence[str] | None = None,
                     beam: int = 1, max_len: int | None = None, progress: Progress | None = None,
-                    metric: str | None = None) -> HeadImportance | None:
+                    metric: str | None = None, processes: Processes = ONE_PROCESS) -> HeadImportance | None:
     """:func:`head_importance_steps` driven to its end; None when ``progress`` returned False (stopped)."""
-    return drive(head_importance_steps(translator, pairs, kinds=kinds, beam=beam, max_len=max_len, metric=metric),
-                 progress)
+    return drive(head_importance_steps(translator, pairs, kinds=kinds, beam=beam, max_len=max_len, metric=metric,
+                                       processes=processes), progress)
 
 
 def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
                           kinds: Sequence[str] | None = None, beam: int = 1, max_len: int | None = None,
-                          metric: str | None = None) -> Steps:
+                          metric: str | None = None, processes: Processes = ONE_PROCESS) -> Steps:
     """Score ``pairs`` once as the model is, then once per head of ``kinds`` (default: every kind the model
     has) with that head alone switched off, yielding ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
     head (models/analysis/steps.py) and returning the :class:`HeadImportance`. ``metric``: ``chrf`` or ``exact``
@@ -147,7 +148,8 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
 
     Without ``max_len`` outputs stop at twice the longest reference plus 10 tokens (all runs alike): a model
     missing a head often never ends its sentence, and decoding to the model's maximum would only make the
-    same wrong output longer.
+    same wrong output longer. Over several ``processes`` each decodes its share of the pairs and the score is
+    computed from every output, as one process computes it.
     """
     shape = translator.model.attention_shape()
     chosen = chosen_kinds(translator, kinds)
@@ -158,8 +160,8 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
                       for _, reference in pairs)
         max_len = 2 * longest + 10
     metric = metric or metric_for(translator)
-    score = lambda ablation: metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,  # noqa: E731
-                                                   ablation=ablation), metric)
+    score = lambda ablation: output_score(translator, pairs, ablation, metric=metric,  # noqa: E731
+                                          beam=beam, max_len=max_len, processes=processes)
     result = HeadImportance(metric=metric, baseline=score(Ablation()), examples=len(pairs))
     total = sum(shape[kind][0] * shape[kind][1] for kind in chosen)
     done = 0
@@ -174,6 +176,17 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
         result.scores[kind] = table
     result.seconds = time.perf_counter() - started
     return result
+
+
+def output_score(translator: Translator, pairs: Sequence[tuple[str, str]], ablation: Ablation, *, metric: str,
+                 beam: int = 1, max_len: int | None = None, processes: Processes = ONE_PROCESS) -> float:
+    """``metric`` of the outputs with ``ablation``, scored as evaluate scores them. Over several ``processes``
+    each decodes its share and the outputs are gathered in the pairs' order: a corpus chrF is no mean of its
+    shares' chrF."""
+    mine = [result.text for result in decoded(translator, processes.shard(pairs), beam=beam, max_len=max_len,
+                                              ablation=ablation)]
+    exact, chrf, bleu = output_scores(processes.gather_shards(mine), [reference for _, reference in pairs])
+    return metric_value(Evaluation(examples=len(pairs), exact=exact, chrf=chrf, bleu=bleu), metric)
 
 
 @dataclass(frozen=True)
@@ -253,6 +266,24 @@ def _padded(encoded, config, device) -> ForcedPairs:
                        scored=rows(scored, target_width, False).bool())
 
 
+def shared_batches(translator: Translator, encoded: Sequence[Encoded], *, tokens_per_pass: int,
+                   processes: Processes) -> list[ForcedPairs]:
+    """:func:`forced_batches` of this process's share of the pairs (none for a process without a share). The
+    pairs are shared out in order of length, so every process gets as many long ones as short ones. Every
+    process encodes every pair first: a pair the model cannot take is one line on all of them alike."""
+    ordered = sorted(encoded, key=lambda pair: (len(pair[1]), len(pair[0])))
+    share = processes.shard(ordered)
+    return forced_batches(translator, share, tokens_per_pass=tokens_per_pass) if share else []
+
+
+def pooled_means(totals: np.ndarray, batches: Sequence[ForcedPairs], processes: Processes) -> np.ndarray:
+    """NLL sums over the scored tokens of ``batches`` → means per token, the sums and counts of every process
+    added up first (so the result is the one process's, not a mean of means)."""
+    tokens = np.array(sum(int(batch.scored.sum()) for batch in batches), dtype=np.int64)
+    totals, tokens = processes.sum_arrays([totals, tokens])
+    return totals / int(tokens)
+
+
 def token_nll(translator: Translator, batch: ForcedPairs, ablation: Ablation | HeadGates) -> Tensor:
     """−log p of each scored target token ``[rows, T]`` under teacher forcing (0 where not scored), with
     ``ablation`` applied: the probabilities forced decoding reports (models/inference/decoding.py)."""
@@ -312,28 +343,31 @@ def _model_dtype(translator: Translator) -> torch.dtype:
 
 def ablation_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
                         kinds: Sequence[str] | None = None, progress: Progress | None = None,
-                        tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance | None:
+                        tokens_per_pass: int = TOKENS_PER_PASS,
+                        processes: Processes = ONE_PROCESS) -> HeadImportance | None:
     """:func:`ablation_importance_steps` to its end, ``progress`` called after each pass; None when it
     returned False."""
-    return drive(ablation_importance_steps(translator, pairs, kinds=kinds, tokens_per_pass=tokens_per_pass),
-                 progress)
+    return drive(ablation_importance_steps(translator, pairs, kinds=kinds, tokens_per_pass=tokens_per_pass,
+                                           processes=processes), progress)
 
 
 def ablation_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
-                              kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS) -> Steps:
+                              kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS,
+                              processes: Processes = ONE_PROCESS) -> Steps:
     """The pooled NLL of the references with every head on, then with each head of ``kinds`` alone off, as
     ``HeadImportance(metric="nll")``. As many heads as fit ``tokens_per_pass`` padded tokens share one forward
     pass (each in its own copy of the pairs); yields ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
-    pass (models/analysis/steps.py)."""
+    pass (models/analysis/steps.py). Over several ``processes`` each scores its share of the pairs and the NLL
+    sums and token counts are added up before the means."""
     started = time.perf_counter()
     chosen = chosen_kinds(translator, kinds)
     shape = translator.model.attention_shape()
     encoded, unknown = encode_references(translator, pairs)
-    batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
+    batches = shared_batches(translator, encoded, tokens_per_pass=tokens_per_pass, processes=processes)
     heads = sorted(_every_head(shape, chosen), key=computed_order)
     widens = getattr(translator.model, "widens_gates", False)
     copies: list[Head | None] = [None, *heads]  # the first copy keeps every head on: the baseline
-    per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
+    per_pass = max(1, tokens_per_pass // max((batch.padded_tokens for batch in batches), default=1))
     totals = np.zeros(len(copies))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
     for start, end in _passes(heads, per_pass, layer_heads=min(shape[kind][1] for kind in chosen)):
@@ -346,7 +380,7 @@ def ablation_importance_steps(translator: Translator, pairs: Sequence[tuple[str,
         done = end - 1  # heads scored so far
         if done:
             yield done, len(heads), "{}:{}:{}".format(*heads[done - 1])
-    means = totals / sum(int(batch.scored.sum()) for batch in batches)
+    means = pooled_means(totals, batches, processes)
     result = HeadImportance(metric="nll", baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)
     for kind in chosen:
         result.scores[kind] = np.array([means[1 + heads.index(head)] for head in _every_head(shape, [kind])]
@@ -370,46 +404,67 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
 
 
 def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
-                        kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS) -> HeadImportance:
+                        kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS,
+                        processes: Processes = ONE_PROCESS) -> HeadImportance:
     """One forward and backward pass per batch of pairs with a gate ξ = 1 on every head of ``kinds``:
     ``gradients`` ∂L/∂ξ of the pooled NLL L, ``scores`` L − ∂L/∂ξ (the first-order NLL with the head off),
-    ``magnitudes`` Michel et al.'s E|∂L/∂ξ|: each sentence's |∂(its summed NLL)/∂ξ|, pooled like L."""
+    ``magnitudes`` Michel et al.'s E|∂L/∂ξ|: each sentence's |∂(its summed NLL)/∂ξ|, pooled like L. Over several
+    ``processes`` each differentiates its share of the pairs and the sums are added up before the means."""
     started = time.perf_counter()
     chosen = chosen_kinds(translator, kinds)
     shape = translator.model.attention_shape()
     encoded, unknown = encode_references(translator, pairs)
-    signed = {kind: np.zeros(shape[kind]) for kind in chosen}
-    magnitude = {kind: np.zeros(shape[kind]) for kind in chosen}
-    total = 0.0
-    dtype = _model_dtype(translator)
-    with _frozen(translator.model):
-        for batch in forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass):
-            gates = {(kind, layer): torch.ones(batch.rows, shape[kind][1], dtype=dtype, device=translator.device,
-                                               requires_grad=True)
-                     for kind in chosen for layer in range(shape[kind][0])}
-            loss = token_nll(translator, batch, HeadGates(gates)).sum()
-            loss.backward()
-            total += float(loss.detach())
-            for (kind, layer), gate in gates.items():
-                _check_gradient(gate.grad, kind, layer)
-                signed[kind][layer] += gate.grad.double().sum(dim=0).cpu().numpy()
-                magnitude[kind][layer] += gate.grad.double().abs().sum(dim=0).cpu().numpy()
+    sums = _gradient_sums(translator, encoded, {kind: shape[kind] for kind in chosen},
+                          tokens_per_pass=tokens_per_pass, processes=processes)
+    sums = dict(zip(sums, processes.sum_arrays(list(sums.values()))))
     tokens = sum(len(target) - skipped for _, target, skipped in encoded)
-    result = HeadImportance(metric="nll", baseline=total / tokens, examples=len(pairs), method="gradient",
-                            unknown_pairs=unknown)
+    result = HeadImportance(metric="nll", baseline=float(sums["loss"]) / tokens, examples=len(pairs),
+                            method="gradient", unknown_pairs=unknown)
     for kind in chosen:
-        result.gradients[kind] = signed[kind] / tokens
-        result.magnitudes[kind] = magnitude[kind] / tokens
+        _check_gradients(sums[f"missing.{kind}"], sums[f"signed.{kind}"], kind=kind)
+        result.gradients[kind] = sums[f"signed.{kind}"] / tokens
+        result.magnitudes[kind] = sums[f"magnitude.{kind}"] / tokens
         result.scores[kind] = result.baseline - result.gradients[kind]
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _check_gradient(gradient: Tensor | None, kind: str, layer: int) -> None:
-    if gradient is None:
-        raise ImportanceError(f"this model's {kind} heads of layer {layer} give no gradient: use --method ablation")
-    if not bool(torch.isfinite(gradient).all()):
-        raise ImportanceError(f"the gradient at the {kind} heads of layer {layer} is not finite: use --method ablation")
+def _gradient_sums(translator: Translator, encoded: Sequence[Encoded], shape: dict[str, tuple[int, int]], *,
+                   tokens_per_pass: int, processes: Processes) -> dict[str, np.ndarray]:
+    """Over this process's share of the pairs: the summed NLL (``loss``) and per kind of ``shape`` the summed
+    ∂L/∂ξ (``signed.KIND``), the summed per-sentence |∂L/∂ξ| (``magnitude.KIND``) and per layer how many passes
+    gave no gradient (``missing.KIND``). Checked only once every process's sums are added up, so all of them
+    stop alike."""
+    sums = {"loss": np.zeros(())}
+    for kind, (layers, heads) in shape.items():
+        sums.update({f"signed.{kind}": np.zeros((layers, heads)), f"magnitude.{kind}": np.zeros((layers, heads)),
+                     f"missing.{kind}": np.zeros(layers)})
+    dtype = _model_dtype(translator)
+    with _frozen(translator.model):  # the batches too: a tensor made in inference mode cannot be differentiated
+        for batch in shared_batches(translator, encoded, tokens_per_pass=tokens_per_pass, processes=processes):
+            gates = {(kind, layer): torch.ones(batch.rows, heads, dtype=dtype, device=translator.device,
+                                               requires_grad=True)
+                     for kind, (layers, heads) in shape.items() for layer in range(layers)}
+            loss = token_nll(translator, batch, HeadGates(gates)).sum()
+            loss.backward()
+            sums["loss"] += float(loss.detach())
+            for (kind, layer), gate in gates.items():
+                if gate.grad is None:
+                    sums[f"missing.{kind}"][layer] += 1
+                    continue
+                sums[f"signed.{kind}"][layer] += gate.grad.double().sum(dim=0).cpu().numpy()
+                sums[f"magnitude.{kind}"][layer] += gate.grad.double().abs().sum(dim=0).cpu().numpy()
+    return sums
+
+
+def _check_gradients(missing: np.ndarray, signed: np.ndarray, *, kind: str) -> None:
+    for layer in range(len(missing)):
+        if missing[layer]:
+            raise ImportanceError(f"this model's {kind} heads of layer {layer} give no gradient: "
+                                  f"use --method ablation")
+        if not np.isfinite(signed[layer]).all():
+            raise ImportanceError(f"the gradient at the {kind} heads of layer {layer} is not finite: "
+                                  f"use --method ablation")
 
 
 PRUNE_ORDERS = ("increasing", "decreasing", "random")
@@ -443,7 +498,7 @@ def prune_orders(importance: HeadImportance, seed: int = 0) -> dict[str, list[He
 
 def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
                  seed: int = 0, beam: int = 1, max_len: int | None = None,
-                 tokens_per_pass: int = TOKENS_PER_PASS) -> PruneCurves:
+                 tokens_per_pass: int = TOKENS_PER_PASS, processes: Processes = ONE_PROCESS) -> PruneCurves:
     """:class:`PruneCurves` in ``importance``'s metric: the NLL from teacher-forced passes (one copy of the pairs
     per point, as many points a pass as fit ``tokens_per_pass``), or chrF / exact match from decoding the pairs
     again at every point."""
@@ -451,23 +506,24 @@ def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], impor
     result = PruneCurves(metric=importance.metric, seed=seed, orders=prune_orders(importance, seed))
     for order, heads in result.orders.items():
         if importance.metric == "nll":
-            result.curves[order] = _nll_curve(translator, pairs, heads, tokens_per_pass=tokens_per_pass)
+            result.curves[order] = _nll_curve(translator, pairs, heads, tokens_per_pass=tokens_per_pass,
+                                              processes=processes)
         else:
             result.curves[order] = np.array([
-                metric_value(evaluate(translator, pairs, beam=beam, max_len=max_len,
-                                      ablation=Ablation.of(heads[:count])), importance.metric)
+                output_score(translator, pairs, Ablation.of(heads[:count]), metric=importance.metric, beam=beam,
+                             max_len=max_len, processes=processes)
                 for count in range(len(heads) + 1)])
     result.seconds = time.perf_counter() - started
     return result
 
 
 def _nll_curve(translator: Translator, pairs: Sequence[tuple[str, str]], heads: Sequence[Head], *,
-               tokens_per_pass: int) -> np.ndarray:
+               tokens_per_pass: int, processes: Processes) -> np.ndarray:
     """The pooled NLL with ``heads[:k]`` off, for k = 0 … len(heads): copy ``c`` of a pass gates its own prefix."""
     shape = translator.model.attention_shape()
     encoded, _ = encode_references(translator, pairs)
-    batches = forced_batches(translator, encoded, tokens_per_pass=tokens_per_pass)
-    per_pass = max(1, tokens_per_pass // max(batch.padded_tokens for batch in batches))
+    batches = shared_batches(translator, encoded, tokens_per_pass=tokens_per_pass, processes=processes)
+    per_pass = max(1, tokens_per_pass // max((batch.padded_tokens for batch in batches), default=1))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
     totals = np.zeros(len(heads) + 1)
     with torch.inference_mode():
@@ -483,4 +539,4 @@ def _nll_curve(translator: Translator, pairs: Sequence[tuple[str, str]], heads: 
                         gate[copy * batch.rows: (copy + 1) * batch.rows, index] = 0.0
                 nll = token_nll(translator, batch.repeated(len(counts)), HeadGates(gates, copies=len(counts)))
                 totals[start:start + len(counts)] += nll.view(len(counts), -1).double().sum(dim=1).cpu().numpy()
-    return totals / sum(int(batch.scored.sum()) for batch in batches)
+    return pooled_means(totals, batches, processes)

@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
 import signal
 import sys
 import threading
@@ -35,7 +34,6 @@ from typing import Any
 
 import sacrebleu
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
@@ -49,6 +47,7 @@ from ..errors import CheckpointError, ConfigError
 from ..storage.files import check_output_folder, read_safetensors, remove_stale_partials, write_safetensors
 from ..storage.snapshots import snapshot_folder, snapshot_path, snapshot_provenance, snapshot_steps
 from ..text.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
+from ..inference.distributed import Processes, launched_processes
 from ..inference.translator import Translator, resolve_device
 
 STATE_SUFFIX = ".train-state.safetensors"
@@ -130,7 +129,7 @@ def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokeniz
                                   name="training")
     valid_examples = encode_pairs(valid_pairs, source_tokenizer, target=target_tokenizer, model_config=model_config,
                                   name="validation")
-    processes = _Processes.start(config)
+    processes = _join_processes(config)
     with _terminate_as_exit():
         try:
             trainer = _Trainer(model_config, (source_tokenizer, target_tokenizer), train_examples=train_examples,
@@ -181,59 +180,12 @@ def _loss_sum(model: torch.nn.Module, batch: Batch, pad_id: int, label_smoothing
                            label_smoothing=label_smoothing, reduction="sum")
 
 
-@dataclass
-class _Processes:
-    """This process's place among the training processes (one, unless started by torchrun)."""
-
-    device: torch.device
-    rank: int = 0
-    world: int = 1
-    owns_group: bool = False
-
-    @classmethod
-    def start(cls, config: TrainingConfig) -> "_Processes":
-        device = resolve_device(config.device)
-        world = int(os.environ.get("WORLD_SIZE", "1"))
-        if world <= 1:
-            return cls(device)
-        if device.type not in ("cpu", "cuda"):
-            raise ConfigError(f"distributed training runs on cpu or cuda, not {device.type}")
-        if config.batch_size < world:
-            raise ConfigError(f"batch_size ({config.batch_size}) must be at least the number of processes ({world})")
-        if device.type == "cuda":
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-            torch.cuda.set_device(device)
-        owns_group = not dist.is_initialized()
-        if owns_group:
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-        return cls(device, dist.get_rank(), world=dist.get_world_size(), owns_group=owns_group)
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
-    def sum(self, value: Tensor) -> Tensor:
-        if self.world > 1:
-            value = value.clone()
-            dist.all_reduce(value)
-        return value
-
-    def gather(self, tensor: Tensor) -> list[Tensor]:
-        """Every rank's ``tensor`` (same shape on all), on the CPU."""
-        if self.world == 1:
-            return [tensor.cpu()]
-        local = tensor.to(self.device)  # NCCL moves CUDA tensors only
-        parts = [torch.empty_like(local) for _ in range(self.world)]
-        dist.all_gather(parts, local)
-        return [part.cpu() for part in parts]
-
-    def finish(self) -> None:
-        if self.owns_group and dist.is_initialized():
-            dist.destroy_process_group()
+def _join_processes(config: TrainingConfig) -> Processes:
+    """The processes torchrun started (models/inference/distributed.py), each to take a share of every batch."""
+    world = launched_processes()
+    if world > 1 and config.batch_size < world:
+        raise ConfigError(f"batch_size ({config.batch_size}) must be at least the number of processes ({world})")
+    return Processes.join(resolve_device(config.device))
 
 
 class _Trainer:
@@ -241,7 +193,7 @@ class _Trainer:
 
     def __init__(self, model_config: ModelConfig, tokenizers: tuple[Tokenizer, Tokenizer], *,
                  train_examples: list[Example], valid: tuple[list[Pair], list[Example]], out_path: Path,
-                 config: TrainingConfig, processes: _Processes, provenance: dict[str, Any] | None):
+                 config: TrainingConfig, processes: Processes, provenance: dict[str, Any] | None):
         self.model_config, self.tokenizers, self.config = model_config, tokenizers, config
         self.train_examples, (self.valid_pairs, self.valid_examples) = train_examples, valid
         self.out_path, self.processes, self.caller_provenance = out_path, processes, dict(provenance or {})
