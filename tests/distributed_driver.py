@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     config = TrainingConfig(steps=args.steps, batch_size=args.batch_size, learning_rate=5e-3, warmup_steps=2,
                             eval_every=2, save_every=3, validation_sentences=2, seed=args.seed, device="cpu",
                             progress=False)
-    summary = train(model_config, source, target, train_pairs, valid_pairs, args.out, config,
+    summary = train(model_config, source, target, train_pairs, valid_pairs, out_path=args.out, config=config,
                     provenance={"corpus": args.data, "rank": os.environ.get("RANK", "0")})
     print(f"rank {os.environ.get('RANK', '0')} of {os.environ.get('WORLD_SIZE', '1')}: step {summary.step} "
           f"train loss {summary.train_loss:.4f} valid loss {summary.valid_loss}", flush=True)

@@ -31,9 +31,9 @@ def reversal(tmp_path_factory):
     tokenizer = CharTokenizer(list("abcdef"))
     config = make_config("gru-additive", tokenizer.vocab_size, tokenizer.vocab_size, hidden=48, max_len=16, dropout=0.0)
     path = tmp_path_factory.mktemp("reversal") / "reverse.safetensors"
-    train(config, tokenizer, tokenizer, pairs, pairs[:5], path,
-          TrainingConfig(steps=400, batch_size=16, learning_rate=1e-2, warmup_steps=30, eval_every=0, save_every=0,
-                         validation_sentences=0, seed=2, progress=False))
+    train(config, tokenizer, tokenizer, pairs, pairs[:5], out_path=path,
+          config=TrainingConfig(steps=400, batch_size=16, learning_rate=1e-2, warmup_steps=30, eval_every=0,
+                                save_every=0, validation_sentences=0, seed=2, progress=False))
     return path, pairs
 
 

@@ -22,7 +22,8 @@ def run(tmp_path, name, *, resume=False, **overrides):
     source, target = build_tokenizers(SMALL, "char")
     model_config = small_model_config("gru-additive", source, target)
     out = tmp_path / f"{name}.safetensors"
-    train(model_config, source, target, SMALL[4:], SMALL[:4], out, quick(**overrides), resume=resume)
+    train(model_config, source, target, SMALL[4:], SMALL[:4], out_path=out, config=quick(**overrides),
+          resume=resume)
     return out
 
 

@@ -69,7 +69,8 @@ def test_every_arch_learns_reversal_and_reloads(arch, tmp_path):
     out = tmp_path / f"{arch}.safetensors"
     config = quick(steps=300, batch_size=32, warmup_steps=30, label_smoothing=0.0, eval_every=75,
                    validation_sentences=4, seed=0)
-    summary = train(small_model_config(arch, source, target), source, target, TASK, HELD_OUT, out, config,
+    summary = train(small_model_config(arch, source, target), source, target, TASK, HELD_OUT, out_path=out,
+                    config=config,
                     provenance={"corpus": "reversal"})
 
     uniform = math.log(target.vocab_size)  # an untrained model's loss per token
@@ -100,7 +101,8 @@ def small_run(tmp_path, name: str, arch: str = "transformer-preln", **overrides)
     out = tmp_path / f"{name}.safetensors"
     model_config = small_model_config(arch, source, target, dropout=0.1)
     resume = overrides.pop("resume", False)
-    summary = train(model_config, source, target, SMALL[4:], SMALL[:4], out, quick(**overrides), resume=resume)
+    summary = train(model_config, source, target, SMALL[4:], SMALL[:4], out_path=out, config=quick(**overrides),
+                    resume=resume)
     return out, summary
 
 
@@ -178,10 +180,10 @@ def test_empty_corpus_and_mismatched_tokenizers_are_config_errors(tmp_path):
     source, target = build_tokenizers(SMALL)
     model_config = small_model_config("gru-additive", source, target)
     with pytest.raises(ConfigError, match="no pairs"):
-        train(model_config, source, target, [], [], tmp_path / "x.safetensors", quick())
+        train(model_config, source, target, [], [], out_path=tmp_path / "x.safetensors", config=quick())
     other = CharTokenizer("xyz")
     with pytest.raises(ConfigError, match="vocabularies"):
-        train(model_config, other, target, SMALL, [], tmp_path / "x.safetensors", quick())
+        train(model_config, other, target, SMALL, [], out_path=tmp_path / "x.safetensors", config=quick())
     with pytest.raises(ConfigError, match="tokenizer must be one of"):
         build_tokenizers(SMALL, kind="bpe")
     with pytest.raises(ConfigError, match="no pairs"):

@@ -2,7 +2,8 @@
 
     source, target = build_tokenizers(pairs, "char")
     config = make_config("transformer-preln", source.vocab_size, target.vocab_size)
-    summary = train(config, source, target, train_pairs, valid_pairs, "out.safetensors", TrainingConfig(steps=2000))
+    summary = train(config, source, target, train_pairs, valid_pairs, out_path="out.safetensors",
+                    config=TrainingConfig(steps=2000))
 
 Batches hold ``batch_size`` sentence pairs in all (across processes) and are formed per epoch from a
 permutation that depends on ``(seed, epoch)`` alone, so ``(epoch, batch index)`` is the whole data position
@@ -112,8 +113,8 @@ def learning_rate_at(step: int, peak: float, warmup_steps: int) -> float:
 
 
 def train(model_config: ModelConfig, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
-          train_pairs: Sequence[Pair], valid_pairs: Sequence[Pair], out_path: str | Path,
-          config: TrainingConfig, *, provenance: dict[str, Any] | None = None,
+          train_pairs: Sequence[Pair], valid_pairs: Sequence[Pair], *, out_path: str | Path,
+          config: TrainingConfig, provenance: dict[str, Any] | None = None,
           resume: bool = False) -> TrainingSummary:
     """Train a fresh model (or resume the one at ``out_path``) for ``config.steps`` steps in all; the
     checkpoint is written every ``save_every`` steps and at the end."""
