@@ -45,7 +45,7 @@ from ..nn.validation import check_against_weights
 from .common import (
     Inspection, Settings, Source, WeightMap, layer_count, provenance, subword_nmt_tokenizer, tensor_dict, weight_rows,
 )
-from .hf_bart import map_layers
+from .hf_common import map_layers
 from .safe_load import TrustRequiredError
 
 NAME = "fairseq"

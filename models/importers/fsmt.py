@@ -24,10 +24,13 @@ from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import TokenizerJsonTokenizer
 from ..nn.transformer import TransformerSeq2Seq
 from ..nn.validation import check_against_weights
-from .common import Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, hf_sizes, read_hf_weights
-from .hf_bart import bpe_tokenizer, key_prefix, map_layers, piece_ids
+from .common import Inspection, Settings, Source, WeightMap
+from .hf_common import (
+    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_weights,
+)
 
 NAME = "fsmt"
+MODEL_TYPES = ("fsmt",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json and tokenizer_config.json say everything
 FILES = ("vocab-src.json", "vocab-tgt.json", "merges.txt")
 CONFIG_FIELDS = ("langs", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",

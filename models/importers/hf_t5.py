@@ -27,10 +27,8 @@ from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from ..nn.transformer import TransformerSeq2Seq
 from ..nn.validation import check_against_weights
-from .common import (
-    HF_ACTIVATIONS, Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config, read_hf_weights,
-    saved_as_one, tokenizer_json_pair,
-)
+from .common import Inspection, Settings, Source, WeightMap, saved_as_one
+from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, read_hf_weights, tokenizer_json_pair
 
 NAME = "hf-t5"
 MODEL_TYPES = ("t5", "mt5")

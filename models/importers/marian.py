@@ -26,13 +26,11 @@ from ..errors import CheckpointError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from ..nn.transformer import TransformerSeq2Seq
 from ..nn.validation import check_against_weights
-from . import safe_load
-from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_sizes, read_safetensors, saved_as_one,
-)
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, saved_as_one
+from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, read_hf_weights
 
 NAME = "marian"
-PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
+MODEL_TYPES = ("marian",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json says everything
 CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
                  "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "vocab_size", "decoder_vocab_size",
@@ -82,8 +80,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     if src_vocab or tgt_vocab:
         raise source.error("a Marian folder brings its own vocabularies (vocab.json); drop --src-vocab/--tgt-vocab")
     inspection, hf = inspect(source, settings)
-    state, weights_file = _read_weights(source)
-    keys = EmbeddingKeys.of(state, _prefix(state), hf)
+    state, weights_file = read_hf_weights(source)
+    keys = EmbeddingKeys.of(state, key_prefix(state), hf)
     config = _our_config(source, hf, shared_input=keys.shared_input(state), tied_output=keys.tied_output(state))
     check_against_weights(weights_file, config, state)
     model = TransformerSeq2Seq(config)
@@ -111,28 +109,9 @@ def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_out
         pad_id=hf["pad_token_id"], bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=True)
 
 
-def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        path = source.path / name
-        if path.is_file():
-            if name.endswith(".safetensors"):
-                payload = read_safetensors(path)
-            else:
-                payload = safe_load.load(path, trust=source.trust)
-            if not isinstance(payload, dict):
-                raise CheckpointError(path, f"holds {type(payload).__name__}, not a state dict")
-            return payload, path
-    raise source.error("the Marian folder has neither model.safetensors nor pytorch_model.bin")
-
-
-def _prefix(state: dict[str, Tensor]) -> str:
-    """MarianMTModel keys start with "model."; a bare MarianModel's do not."""
-    return "model." if any(key.startswith("model.") for key in state) else ""
-
-
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig, keys: EmbeddingKeys,
                  file: Path) -> WeightMap:
-    prefix = _prefix(state)
+    prefix = key_prefix(state)
     table = sinusoid_table(config.max_len, config.d_model, config.positions)
     weights = WeightMap(Source(file), state, NAME)
     for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
