@@ -17,15 +17,17 @@ with inert stubs in place of their classes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..storage.checkpoint import Checkpoint, _parameters_on_meta
+from ..storage.checkpoint import Checkpoint
 from ..errors import CheckpointError
 from . import (
     annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq,
     sockeye,
 )
+from .contract import Converted, Importer, checkpoint_from
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
 from .hf_common import hf_model_type
 from .safe_load import TrustRequiredError
@@ -41,7 +43,7 @@ FOLDER_ORDER = ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fai
 # Hugging Face folders: a weights file inside one stands for the folder, and their model types name what is imported.
 HF_FOLDERS = ("marian", "hf-bart", "fsmt", "hf-t5")
 
-__all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
+__all__ = ["FORMATS", "Converted", "Importer", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
            "inspect"]
 
 
@@ -56,11 +58,10 @@ def inspect(path: str | Path, format: str | None = None, settings: Mapping[str, 
     one dialog is filled from this."""
     source = _source(path, trust)
     module = _module(format or _detect(source))
-    inspection, _ = module.inspect(source, Settings(settings, module.ACCEPTED, module.NAME))
-    return inspection
+    return replace(module.inspect(source, Settings(settings, module.ACCEPTED, module.NAME)), found=None)
 
 
-def convert(path: str | Path, format: str | None = None, settings: Mapping[str, Any] | None = None,
+def convert(path: str | Path, format: str | None = None, settings: Mapping[str, Any] | None = None, *,
             src_vocab: str | Path | None = None, tgt_vocab: str | Path | None = None,
             trust: bool = False) -> Checkpoint:
     """A loaded :class:`Checkpoint` (model in eval mode, tokenizers, provenance) made from a foreign one.
@@ -71,11 +72,8 @@ def convert(path: str | Path, format: str | None = None, settings: Mapping[str, 
     source = _source(path, trust)
     module = _module(format or _detect(source))
     settings_ = Settings(settings, module.ACCEPTED, module.NAME)
-    # Built on meta, the model takes the foreign tensors as its weights (WeightMap.load_into) instead of
-    # initialising a second copy of them only to overwrite it.
-    with _parameters_on_meta():
-        checkpoint = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
-    return checkpoint
+    converted = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
+    return checkpoint_from(converted, format_name=module.NAME, settings=settings_)
 
 
 def _optional(path: str | Path | None) -> str | None:

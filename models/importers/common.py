@@ -34,6 +34,8 @@ class Inspection:
     ``missing``: settings to supply (``--set KEY=VALUE``; a GUI dialog field each), KEY → what to give.
     ``vocabularies``: ``"src"``/``"tgt"`` → what to give when the file holds no vocabulary.
     ``accepted``: every setting the format takes, KEY → meaning (with the default when there is one).
+    ``found``: what the format read on the way (its state dict, its parsed config), handed to its ``convert`` so
+    that nothing is read twice; left out of what ``models.importers.inspect`` returns.
     """
 
     format: str
@@ -42,6 +44,7 @@ class Inspection:
     missing: dict[str, str] = field(default_factory=dict)
     vocabularies: dict[str, str] = field(default_factory=dict)
     accepted: dict[str, str] = field(default_factory=dict)
+    found: Any = field(default=None, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -481,13 +484,8 @@ def special_id(tokens: list[str], names: tuple[str, ...], settings: Settings, ke
     return settings.value(key, int, default)
 
 
-def provenance(format_name: str, source: Source, settings: Settings, inferred: dict[str, Any],
-               **extra: Any) -> dict[str, Any]:
-    """The record kept in the converted checkpoint: where it came from and every value not read from it."""
-    record = {"format": format_name, "file": str(source.path.resolve()), "read_from_file": inferred,
-              "supplied": settings.supplied, "assumed": settings.assumed}
-    record.update({key: value for key, value in extra.items() if value})
-    return {"imported_from": record}
+# How the formats whose tokenizers look whole words up in their vocabularies tokenise (their provenance says so).
+WORD_TOKENIZATION = "whole words looked up in its vocabularies, the text split as the tokenize setting says"
 
 
 def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int],

@@ -23,19 +23,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
-from .common import Inspection, Settings, Source, WeightMap, provenance
+from .common import Inspection, Settings, Source, WeightMap
+from .contract import Converted, Provenance, Tokenizers
 from .hf_common import (
     bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_config,
     read_hf_weights, tokenizer_json_pair,
@@ -139,23 +138,31 @@ def tokenizer_files(source: Source, kind: str) -> tuple[str, ...]:
     return needs
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     config = _config(source)
     tokenizer_files(source, config["model_type"])
-    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
+    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED, found=config)
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection, hf = inspect(source, settings)
+    inspection = inspect(source, settings)
+    hf = inspection.found
     state, weights_file = read_hf_weights(source)
     files = tokenizer_files(source, hf["model_type"])
     sentencepiece = files in ((LAYOUTS[hf["model_type"]].sentencepiece,), (M2M100_SENTENCEPIECE, "vocab.json"))
     config = _our_config(source, hf, state, append_eos=sentencepiece)
-    check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
-    model = TransformerSeq2Seq(config)
-    _map_weights(state, config, file=weights_file, kind=hf["model_type"]).load_into(model)
+    return Converted(config, state, weights_file=weights_file,
+                     weights=partial(_map_weights, state, config, file=weights_file, kind=hf["model_type"]),
+                     tokenizers=partial(_tokenizers, source, settings, config=config, hf=hf, files=files),
+                     provenance=Provenance(source.path, inspection.inferred,
+                                           vocabularies={"src": ", ".join(files), "tgt": ", ".join(files)}))
+
+
+def _tokenizers(source: Source, settings: Settings, *, config: TransformerConfig, hf: dict[str, Any],
+                files: tuple[str, ...]) -> Tokenizers:
+    """The tokenizers its files make, with the languages chosen (see :func:`_choose_languages`)."""
     if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
         source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
     elif files == (M2M100_SENTENCEPIECE, "vocab.json"):
@@ -165,9 +172,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     else:
         source_tokenizer, target_tokenizer = tokenizer_json_pair(source, config, hf["bos_token_id"])
     _choose_languages(source, settings, hf=hf, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
-    record = provenance(NAME, source, settings=settings, inferred=inspection.inferred, weights=weights_file.name,
-                        tokenizer_files=list(files))
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+    return Tokenizers(source_tokenizer, target_tokenizer, ", ".join(files))
 
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, append_eos: bool) -> TransformerConfig:

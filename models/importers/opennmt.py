@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import glob
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,13 @@ import torch
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import RNNConfig, TransformerConfig
-from ..nn.rnn import RNNSeq2Seq
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count, provenance,
+    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
     read_safetensors, saved_as_one, tensor_dict, weight_rows,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "opennmt"
 KEYS = ("model", "generator", "vocab", "opt")
@@ -221,7 +219,7 @@ def _width(source: Source, state: Mapping[str, Tensor]) -> int:
     return int(state[SRC_EMBEDDING].shape[-1])
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     payload = source.payload
     if not _ours(source):
         raise source.error(f"not an OpenNMT-py checkpoint (a dict with {', '.join(KEYS)}, or with vocab and opt "
@@ -266,13 +264,14 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     for key in ("src_subword_model", "tgt_subword_model"):
         if options.get(key):
             inferred[key] = str(options[key])
-    return Inspection(NAME, source.path, inferred, accepted=ACCEPTED), (state, src_tokens, tgt_tokens)
+    return Inspection(NAME, source.path, inferred, accepted=ACCEPTED, found=(state, src_tokens, tgt_tokens))
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("an OpenNMT-py checkpoint carries its own vocabularies; drop --src-vocab/--tgt-vocab")
-    inspection, (state, src_tokens, tgt_tokens) = inspect(source, settings)
+    inspection = inspect(source, settings)
+    state, src_tokens, tgt_tokens = inspection.found
     inferred = inspection.inferred
     check_vocab_size(source, src_tokens, rows=weight_rows(source, state, key=SRC_EMBEDDING, layout=NAME), side="src",
                      origin="its vocab['src']")
@@ -282,24 +281,24 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                                            start=inferred["decoder_start_token"])
     if inferred["decoder_type"] == "rnn":
         config: TransformerConfig | RNNConfig = _rnn_config(inferred, tgt_specials)
-        check_against_weights(source.path, config, state)
-        model: TransformerSeq2Seq | RNNSeq2Seq = RNNSeq2Seq(config)
-        _map_rnn_weights(source, state, config).load_into(model)
+        weights = partial(_map_rnn_weights, source, state, config)
     else:
         config = _config(source, state, inferred=inferred, specials=tgt_specials)
-        check_against_weights(source.path, config, state)
-        model = TransformerSeq2Seq(config)
-        _map_weights(source, state, config=config, ffn_bias=inferred["add_ffnbias"]).load_into(model)
-    split = settings.value("tokenize", str, "whitespace", choices=WORD_SPLITS)
-    transforms = inferred.get("transforms")
-    tokenization = "whitespace-separated tokens of its vocabulary, as OpenNMT-py reads pre-tokenised text"
-    if transforms:
-        tokenization += f"; its training text went through the transforms {', '.join(transforms)}: give text " \
-                        f"tokenised the same way"
-    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies="the checkpoint's vocab",
-                        tokenization=tokenization)
-    return Checkpoint(model, WordTokenizer(src_tokens, src_specials, split=split),
-                      target_tokenizer=WordTokenizer(tgt_tokens, tgt_specials, split=split), provenance=record)
+        weights = partial(_map_weights, source, state, config=config, ffn_bias=inferred["add_ffnbias"])
+
+    def tokenizers() -> Tokenizers:
+        split = settings.value("tokenize", str, "whitespace", choices=WORD_SPLITS)
+        transforms = inferred.get("transforms")
+        tokenization = "whitespace-separated tokens of its vocabulary, as OpenNMT-py reads pre-tokenised text"
+        if transforms:
+            tokenization += f"; its training text went through the transforms {', '.join(transforms)}: give text " \
+                            f"tokenised the same way"
+        return Tokenizers(WordTokenizer(src_tokens, src_specials, split=split),
+                          WordTokenizer(tgt_tokens, tgt_specials, split=split), tokenization)
+
+    return Converted(config, state, weights_file=source.path, weights=weights, tokenizers=tokenizers,
+                     provenance=Provenance(source.path, inferred, vocabularies={"src": "the checkpoint's vocab['src']",
+                                                                                "tgt": "the checkpoint's vocab['tgt']"}))
 
 
 def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], start: str) -> tuple[dict, dict]:
