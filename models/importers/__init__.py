@@ -43,8 +43,8 @@ FOLDER_ORDER = ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fai
 # Hugging Face folders: a weights file inside one stands for the folder, and their model types name what is imported.
 HF_FOLDERS = ("marian", "hf-bart", "fsmt", "hf-t5")
 
-__all__ = ["FORMATS", "Converted", "Importer", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
-           "inspect"]
+__all__ = ["FORMATS", "Converted", "Importer", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert",
+           "detect_format", "inspect"]
 
 
 def detect_format(path: str | Path, *, trust: bool = False) -> str:

@@ -230,14 +230,17 @@ def _transformer_inferred(source: Source, state: Mapping[str, Tensor], options: 
         max_len = same("positions", state["encoder.embed_positions.weight"].shape[0],
                        state["decoder.embed_positions.weight"].shape[0], what="one table length") - (PAD + 1)
     else:
-        max_len = max(int(options.get("max_source_positions") or 1024), int(options.get("max_target_positions") or 1024))
+        max_len = max(int(options.get("max_source_positions") or 1024),
+                      int(options.get("max_target_positions") or 1024))
     return {
         "embed_dim": d_model,
         "encoder_attention_heads": heads["encoder"], "decoder_attention_heads": heads["decoder"],
         "encoder_ffn_embed_dim": d_ff["encoder"], "decoder_ffn_embed_dim": d_ff["decoder"],
-        "encoder_layers": layer_count(state, "encoder.layers."), "decoder_layers": layer_count(state, "decoder.layers."),
+        "encoder_layers": layer_count(state, "encoder.layers."),
+        "decoder_layers": layer_count(state, "decoder.layers."),
         "normalize_before": pre, "final_layer_norm": final, "layernorm_embedding": embedding_norm,
-        "positions": "none" if _flag(options, "no_token_positional_embeddings") else "learned" if learned else "sinusoidal",
+        "positions": "none" if _flag(options, "no_token_positional_embeddings")
+        else "learned" if learned else "sinusoidal",
         "max_positions": max_len, "activation_fn": activation,
         "scale_embedding": not _flag(options, "no_scale_embedding"),
         "share_all_embeddings": _flag(options, "share_all_embeddings"),
@@ -497,7 +500,8 @@ def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapp
             prepared = {"lang": moses, "lowercase": False} if moses else None
             made = [subword_nmt_tokenizer(path, vocabulary, specials=specials, moses=prepared)
                     for vocabulary in vocabularies]
-            return Tokenizers(made[0], made[1], f"subword-nmt codes {path}" + (f" after Moses ({moses})" if moses else ""))
+            after = f" after Moses ({moses})" if moses else ""
+            return Tokenizers(made[0], made[1], f"subword-nmt codes {path}{after}")
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
     made = [WordTokenizer(vocabulary, specials) for vocabulary in vocabularies]

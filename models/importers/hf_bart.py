@@ -193,7 +193,9 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,
         final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
         position_offset=hf["pad_token_id"] + 1 if layout.offset_after_pad else layout.position_offset,
         scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
-        tie_output=tied, embedding_norm=layout.embedding_norm, tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
+        tie_output=tied, embedding_norm=layout.embedding_norm,
+        tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True,
+        pad_id=hf["pad_token_id"],
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=append_eos)
 
 
@@ -228,9 +230,10 @@ M2M100_SENTENCEPIECE = "sentencepiece.bpe.model"
 # M2M100's language codes, in the order its vocabulary appends them after vocab.json's pieces (``__af__`` first);
 # its tokenizer_config.json names the list ("language_codes") but not the codes.
 M2M100_LANGUAGES = {
-    "m2m100": ("af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he hi hr "
-               "ht hu hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc or "
-               "pa pl ps pt ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu").split(),
+    "m2m100": ("af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he "
+               "hi hr ht hu hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no "
+               "ns oc or pa pl ps pt ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh "
+               "zu").split(),
     "wmt21": "en ha is ja cs ru zh de".split(),
 }
 
@@ -242,7 +245,8 @@ def _m2m100_sentencepiece(source: Source, config: TransformerConfig,
     ``__tgt__``. The languages chosen by default are tokenizer_config.json's ``src_lang``/``tgt_lang``."""
     folder = source.path
     vocab = piece_ids(folder / "vocab.json")
-    settings_file = _json_object(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    path = folder / "tokenizer_config.json"
+    settings_file = _json_object(path) if path.is_file() else {}
     listed = settings_file.get("language_codes", "m2m100")
     if listed not in M2M100_LANGUAGES:
         raise CheckpointError(folder / "tokenizer_config.json", f"language_codes {listed!r} is not one of "

@@ -31,7 +31,8 @@ from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, layer_count, read_vocabularies, saved_as_one,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, layer_count, read_vocabularies,
+    saved_as_one,
     special_id, tensor_dict, weight_rows,
 )
 from .contract import Converted, Provenance, Tokenizers
@@ -224,7 +225,7 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
     return weights
 
 
-def _attention(weights: WeightMap, theirs: str, ours: str, heads: int, d_k: int, d_v: int) -> None:
+def _attention(weights: WeightMap, theirs: str, ours: str, *, heads: int, d_k: int, d_v: int) -> None:
     """w_qs/w_ks/w_vs/fc without biases. With d_k ≠ d_v every head is zero-padded to ``max(d_k, d_v)``:
     padded key dims add 0 to q·k, padded value dims meet zero columns of ``fc``; when the keys grow, q is
     scaled by √(size/d_k) so q·k/√size stays q·k/√d_k."""

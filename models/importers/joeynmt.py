@@ -170,7 +170,8 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     # and a final norm only where the key says pre
     values.update({"num_heads": encoder.get("num_heads", 4), "decoder_num_heads": decoder.get("num_heads", 8),
                    "ff_size": encoder.get("ff_size", 2048), "decoder_ff_size": decoder.get("ff_size", 2048),
-                   "layer_norm": encoder.get("layer_norm", "pre"), "decoder_layer_norm": decoder.get("layer_norm", "post"),
+                   "layer_norm": encoder.get("layer_norm", "pre"),
+                   "decoder_layer_norm": decoder.get("layer_norm", "post"),
                    "final_norm": encoder.get("layer_norm", "post") == "pre",
                    "decoder_final_norm": decoder.get("layer_norm", "post") == "pre"})
     if values["activation"] not in ACTIVATIONS:

@@ -20,18 +20,18 @@ after the step, attentional state ``tanh(W[c; h])`` (mlp: with a bias, no tanh) 
 Text: OpenNMT-py reads pre-tokenised text split on spaces; sources are fed as they are (no ``<s>``, no
 ``</s>``), targets start with ``decoder_start_token`` (``<s>``) and end with ``</s>``. Subword transforms
 (sentencepiece, BPE, onmt_tokenize) recorded in ``opt`` ran before the model saw the text: they are named
-in the provenance, and the user tokenises the same way. ``coverage_attn`` changes no forward (its decoder never passes the coverage to the
-attention; only the loss reads it): accepted, its ``linear_cover`` weight ignored. Everything else OpenNMT-py can
-build (SRU cells, RNNs without input feeding or with bridges or context gates, relative or rotary positions,
-average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA, source features) is refused in
-one line naming the option.
+in the provenance, and the user tokenises the same way. ``coverage_attn`` changes no forward (its decoder never
+passes the coverage to the attention; only the loss reads it): accepted, its ``linear_cover`` weight ignored.
+Everything else OpenNMT-py can build (SRU cells, RNNs without input feeding or with bridges or context gates,
+relative or rotary positions, average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA,
+source features) is refused in one line naming the option.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,8 @@ ACCEPTED = {
 ENCODER, DECODER = "encoder.transformer.", "decoder.transformer_layers."
 SRC_EMBEDDING = "encoder.embeddings.make_embedding.emb_luts.0.weight"
 TGT_EMBEDDING = "decoder.embeddings.make_embedding.emb_luts.0.weight"
-PROJECTIONS = (("linear_query", "query"), ("linear_keys", "key"), ("linear_values", "value"), ("final_linear", "output"))
+PROJECTIONS = (("linear_query", "query"), ("linear_keys", "key"), ("linear_values", "value"),
+               ("final_linear", "output"))
 POSITIONS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "fairseq"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}  # silu and gated-gelu are gated (a third matrix): refused
 SUPPORTED = ("encoder_type/decoder_type transformer with sinusoidal positions, scaled-dot self-attention, "
@@ -179,8 +180,12 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
             refuse(f"{key} {get(key)!r} ({what})")
     if get("enc_hid_size", get("hidden_size")) != get("dec_hid_size", get("hidden_size")):
         refuse(f"enc_hid_size {get('enc_hid_size')} ≠ dec_hid_size {get('dec_hid_size')}")
-    if rnn:
-        return
+    if not rnn:
+        _refuse_unsupported_transformer(get, refuse)
+
+
+def _refuse_unsupported_transformer(get: Callable[..., Any], refuse: Callable[[str], None]) -> None:
+    """The options only a Transformer has (``get``: an option's value; ``refuse``: one line naming it)."""
     relative = get("max_relative_positions", 0)
     if relative:
         kind = {-1: "rotary", -2: "ALiBi"}.get(relative, "relative (Shaw et al.)")
@@ -297,8 +302,9 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                           WordTokenizer(tgt_tokens, tgt_specials, split=split), tokenization)
 
     return Converted(config, state, weights_file=source.path, weights=weights, tokenizers=tokenizers,
-                     provenance=Provenance(source.path, inferred, vocabularies={"src": "the checkpoint's vocab['src']",
-                                                                                "tgt": "the checkpoint's vocab['tgt']"}))
+                     provenance=Provenance(source.path, inferred,
+                                           vocabularies={"src": "the checkpoint's vocab['src']",
+                                                         "tgt": "the checkpoint's vocab['tgt']"}))
 
 
 def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], start: str) -> tuple[dict, dict]:
@@ -393,9 +399,10 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
             theirs, ours = f"{prefix}{index}.", f"{side}_layers.{index}."
             for block, norm, our_block in blocks:
                 for their_name, our_name in PROJECTIONS:
-                    weights.copy(f"{ours}{our_block}.attention.{our_name}.weight", f"{theirs}{block}.{their_name}.weight")
+                    ours_, theirs_ = f"{ours}{our_block}.attention.{our_name}", f"{theirs}{block}.{their_name}"
+                    weights.copy(f"{ours_}.weight", f"{theirs_}.weight")
                     if config.attention_bias:
-                        weights.copy(f"{ours}{our_block}.attention.{our_name}.bias", f"{theirs}{block}.{their_name}.bias")
+                        weights.copy(f"{ours_}.bias", f"{theirs_}.bias")
                 _norm(weights, f"{ours}{our_block}.norm", f"{theirs}{norm}")
             for their_name, our_name in (("w_1", "linear_in"), ("w_2", "linear_out")):
                 weights.copy(f"{ours}feed_forward.{our_name}.weight", f"{theirs}feed_forward.{their_name}.weight")

@@ -114,7 +114,8 @@ def inspect(source: Source, settings: Settings) -> Inspection:
         "preprocess_sequence": encoder.get("preprocess_sequence"),
         "postprocess_sequence": encoder.get("postprocess_sequence"), "act_type": encoder.get("act_type"),
         "use_glu": bool(encoder.get("use_glu")), "positional_embedding_type": encoder.get("positional_embedding_type"),
-        "max_seq_len_source": encoder.get("max_seq_len_source"), "max_seq_len_target": decoder.get("max_seq_len_target"),
+        "max_seq_len_source": encoder.get("max_seq_len_source"),
+        "max_seq_len_target": decoder.get("max_seq_len_target"),
         "weight_tying_type": str(config.get("weight_tying_type") or "none"),
         "vocab_source_size": config.get("vocab_source_size"), "vocab_target_size": config.get("vocab_target_size"),
         "params": params.name,
@@ -175,8 +176,8 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     tokenization = ("whitespace-separated tokens of its vocabularies, as sockeye-translate reads text (any subword "
                     "splitting happens before Sockeye: split text the same way)")
     return Converted(ours, state, weights_file=params, weights=lambda: _map_weights(Source(params), state, ours),
-                     tokenizers=lambda: Tokenizers(*(WordTokenizer(vocabulary, specials) for vocabulary in vocabularies),
-                                                   tokenization),
+                     tokenizers=lambda: Tokenizers(WordTokenizer(vocabularies[0], specials),
+                                                   WordTokenizer(vocabularies[1], specials), tokenization),
                      provenance=Provenance(folder, inferred,
                                            vocabularies={"src": "vocab.src.0.json", "tgt": "vocab.trg.0.json"}))
 
