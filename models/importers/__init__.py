@@ -1,6 +1,7 @@
 """Import checkpoints trained with other people's code: one module per format, each converting the foreign
 weights, hyper-parameters and vocabularies into an attnviz config, model and tokenizers, exactly
-(docs/checkpoint-formats.md says what each format maps).
+(docs/checkpoint-formats.md says what each format maps). Each module keeps the ``Importer`` contract and
+describes its conversion; one pipeline turns every description into a checkpoint (contract.py).
 
     detect_format(path)                      -> a name in FORMATS ("marian", "hf-bart", ...)
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks

@@ -1,5 +1,5 @@
-"""What every importer shares: the source being read, settings the user supplies, weight mapping with
-one-line errors, vocabulary files, and the record kept in the converted checkpoint's provenance.
+"""What every importer shares: the source being read, what it says (Inspection), settings the user supplies,
+weight mapping with one-line errors, and vocabulary files.
 
 Every failure is a :class:`CheckpointError` naming the file and what is wrong (a missing or unexpected
 weight, a shape, a hyper-parameter the file does not hold), never a traceback.
