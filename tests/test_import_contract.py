@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.importers import FORMATS, convert, inspect
+from models.importers import FORMATS, MissingSettingsError, convert, inspect
 from models.importers.common import Inspection, Settings, Source
 from models.importers.contract import PROVENANCE_KEYS, Converted, Importer
 from tests.test_import_nn_transformer import HEADS, SRC_WORDS, TGT_WORDS, Seq2SeqTransformer, write_vocab
@@ -49,6 +49,14 @@ def test_inspect_answers_one_type_without_what_it_read(tmp_path):
     assert type(found) is Inspection and found.found is not None  # handed to convert
     answered = inspect(folder)
     assert type(answered) is Inspection and answered.found is None and answered.inferred == found.inferred
+
+
+def test_a_question_for_the_user_holds_no_weights(nn_transformer):
+    """The import dialog keeps the MissingSettingsError's inspection while it is open: the state dict stays out."""
+    path, src_vocab, tgt_vocab = nn_transformer
+    with pytest.raises(MissingSettingsError) as raised:
+        convert(path, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    assert raised.value.inspection.found is None and set(raised.value.inspection.missing) == {"nhead", "norm_first"}
 
 
 @pytest.fixture(scope="module")

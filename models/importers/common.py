@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,8 @@ class Inspection:
         for side, given in (("src", src_vocab), ("tgt", tgt_vocab)):
             if given is not None:
                 self.vocabularies.pop(side, None)
-        if not self.complete:
-            raise MissingSettingsError(self)
+        if not self.complete:  # the question goes to the user without what was read for the conversion
+            raise MissingSettingsError(replace(self, found=None))
 
 
 class MissingSettingsError(CheckpointError):
