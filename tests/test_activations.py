@@ -14,7 +14,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 activations = pytest.importorskip("transformers.activations")
 
 from models.errors import CheckpointError
-from models.importers.common import HF_ACTIVATIONS, Source, hf_activation
+from models.importers.common import Source
+from models.importers.hf_common import HF_ACTIVATIONS, hf_activation
 from models.nn.transformer import ACTIVATIONS
 
 LEARNED = {"prelu", "xielu"}  # activations with trained parameters of their own

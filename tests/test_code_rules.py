@@ -50,4 +50,4 @@ def test_the_rule_sees_a_call_that_breaks_it(tmp_path):
     tree = ast.parse("weight_rows(source, state, 'key', 'layout')\nweights.pick(1, 2, 3, 4)\nf(*rows, 1, 2, 3)\n")
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
     assert [_positional_count(call) for call in calls] == [4, 4, 3]
-    assert {"weight_rows", "Checkpoint", "provenance"} <= _named_callables()
+    assert {"weight_rows", "Checkpoint", "provenance_record"} <= _named_callables()

@@ -4,6 +4,7 @@ the file could not give; missing answers are one line listing what to pass."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -91,6 +92,20 @@ def test_the_cli_offers_every_format():
     from models.importers import FORMATS
 
     assert command.FORMAT_NAMES == tuple(FORMATS)
+    listed = [line.split()[0] for line in command.__doc__.splitlines() if line.startswith("  ") and line[2] != " "]
+    assert listed == list(FORMATS)  # --help describes each format, in the registry's order
+
+
+def test_every_format_is_detected_and_documented():
+    from models.importers import FILE_ORDER, FOLDER_ORDER, FORMATS, HF_FOLDERS
+
+    for order in (FILE_ORDER, FOLDER_ORDER, HF_FOLDERS):
+        assert set(order) <= set(FORMATS) and len(set(order)) == len(order)
+    assert set(FILE_ORDER) | set(FOLDER_ORDER) == set(FORMATS)
+    guide = (Path(__file__).parents[1] / "docs" / "checkpoint-formats.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    for name in FORMATS:
+        assert f"\n## {name}\n" in guide and f"| `{name}` |" in readme
 
 
 def test_convert_refuses_a_bad_output_name(tutorial_file, tmp_path, capsys):

@@ -160,7 +160,7 @@ def test_logits_equal_the_original(jadore):
     assert detect_format(path) == "jadore"
     checkpoint = convert(path, settings=given, src_vocab=vocab, tgt_vocab=vocab)
     assert checkpoint.config.norm_position == ("post" if post else "pre")
-    assert checkpoint.provenance["imported_from"]["version"].startswith("v3" if post else "v2")
+    assert checkpoint.provenance["imported_from"]["details"]["version"].startswith("v3" if post else "v2")
     generator = torch.Generator().manual_seed(2)
     src = torch.randint(4, 4 + len(WORDS), (3, 8), generator=generator)
     src[:, 0], src[0, -1], src[1, 5], src[1, 6:] = BOS, EOS, EOS, PAD

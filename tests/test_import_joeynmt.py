@@ -597,7 +597,7 @@ def test_the_converted_model_saves_and_loads_unchanged(built, tmp_path):
                     checkpoint.provenance)
     loaded = load_checkpoint(path)
     assert loaded.config == checkpoint.config
-    assert loaded.provenance["imported_from"]["steps"] == 3
+    assert loaded.provenance["imported_from"]["details"]["steps"] == 3
     src, tgt = _batch(built, [["the", "cat", "sees", "a", "red", "house"]], [["le", "chat"]])
     with torch.no_grad():
         assert torch.equal(loaded.model(src, tgt)[0], checkpoint.model(src, tgt)[0])

@@ -157,7 +157,7 @@ def test_detects_the_folder_and_reads_everything_from_it(marian):
     assert (config.norm_position, config.final_norm) == ("post", False)
     assert (config.activation, config.positions) == ("swish", "half_split")
     assert config.scale_embedding and config.share_embeddings and config.tie_output and config.bos_id == config.pad_id
-    assert checkpoint.provenance["imported_from"]["tokenizer_config"]["target_lang"] == "es"
+    assert checkpoint.provenance["imported_from"]["details"]["tokenizer_config"]["target_lang"] == "es"
 
 
 def test_token_ids_come_from_vocab_json(marian):

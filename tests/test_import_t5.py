@@ -300,5 +300,5 @@ def test_the_cli_converts_the_folder_and_translates_as_the_library_does(family, 
     assert capsys.readouterr().out == expected + "\n"
     assert main(["info", str(output), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)["provenance"]["imported_from"]
-    assert record["format"] == "hf-t5" and record["tokenizer"] == ("spiece.model" if version == "v1.0" else
+    assert record["format"] == "hf-t5" and record["tokenization"] == ("spiece.model" if version == "v1.0" else
                                                                    "tokenizer.json")

@@ -1,10 +1,9 @@
 """Import checkpoints trained with other people's code: one module per format, each converting the foreign
 weights, hyper-parameters and vocabularies into an attnviz config, model and tokenizers, exactly
-(docs/checkpoint-formats.md says what each format maps).
+(docs/checkpoint-formats.md says what each format maps). Each module keeps the ``Importer`` contract and
+describes its conversion; one pipeline turns every description into a checkpoint (contract.py).
 
-    detect_format(path)                      -> "marian" | "nn-transformer" | "pytorch-seq2seq" | "jadore"
-                                                | "annotated" | "hf-bart" | "fsmt" | "hf-t5" | "opennmt"
-                                                | "joeynmt" | "fairseq" | "sockeye"
+    detect_format(path)                      -> a name in FORMATS ("marian", "hf-bart", ...)
     inspect(path, ...)                       -> Inspection: what the file says and what it lacks
     convert(path, format=None, settings=..., src_vocab=..., tgt_vocab=..., trust=False) -> Checkpoint
 
@@ -19,26 +18,34 @@ with inert stubs in place of their classes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..storage.checkpoint import Checkpoint, _parameters_on_meta
+from ..storage.checkpoint import Checkpoint
 from ..errors import CheckpointError
 from . import (
     annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq,
     sockeye,
 )
-from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict, hf_model_type
+from .contract import Converted, Importer, checkpoint_from
+from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
+from .hf_common import hf_model_type
 from .safe_load import TrustRequiredError
 
+# Every format, once, in the order `--help` lists them: its name (``--format``) → its module. Everything else
+# reads this: the detection orders below name their formats, and the CLI's --format choices are a literal copy
+# (reading this would import torch to print --help) that tests/test_import_cli.py holds equal.
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
                                               fsmt, hf_t5, opennmt, joeynmt, fairseq, sockeye)}
 # Detection order: the most specific layouts first.
-_FILE_ORDER = (joeynmt, opennmt, fairseq, jadore, nn_transformer, annotated, pytorch_seq2seq, marian)
-_FOLDER_ORDER = (marian, hf_bart, fsmt, hf_t5, joeynmt, sockeye, fairseq, pytorch_seq2seq)
+FILE_ORDER = ("joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated", "pytorch-seq2seq", "marian")
+FOLDER_ORDER = ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq")
+# Hugging Face folders: a weights file inside one stands for the folder, and their model types name what is imported.
+HF_FOLDERS = ("marian", "hf-bart", "fsmt", "hf-t5")
 
-__all__ = ["FORMATS", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert", "detect_format",
-           "inspect"]
+__all__ = ["FORMATS", "Converted", "Importer", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert",
+           "detect_format", "inspect"]
 
 
 def detect_format(path: str | Path, *, trust: bool = False) -> str:
@@ -52,11 +59,10 @@ def inspect(path: str | Path, format: str | None = None, settings: Mapping[str, 
     one dialog is filled from this."""
     source = _source(path, trust)
     module = _module(format or _detect(source))
-    inspection, _ = module.inspect(source, Settings(settings, module.ACCEPTED, module.NAME))
-    return inspection
+    return replace(module.inspect(source, Settings(settings, module.ACCEPTED, module.NAME)), found=None)
 
 
-def convert(path: str | Path, format: str | None = None, settings: Mapping[str, Any] | None = None,
+def convert(path: str | Path, format: str | None = None, settings: Mapping[str, Any] | None = None, *,
             src_vocab: str | Path | None = None, tgt_vocab: str | Path | None = None,
             trust: bool = False) -> Checkpoint:
     """A loaded :class:`Checkpoint` (model in eval mode, tokenizers, provenance) made from a foreign one.
@@ -67,11 +73,8 @@ def convert(path: str | Path, format: str | None = None, settings: Mapping[str, 
     source = _source(path, trust)
     module = _module(format or _detect(source))
     settings_ = Settings(settings, module.ACCEPTED, module.NAME)
-    # Built on meta, the model takes the foreign tensors as its weights (WeightMap.load_into) instead of
-    # initialising a second copy of them only to overwrite it.
-    with _parameters_on_meta():
-        checkpoint = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
-    return checkpoint
+    converted = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
+    return checkpoint_from(converted, format_name=module.NAME, settings=settings_)
 
 
 def _optional(path: str | Path | None) -> str | None:
@@ -90,7 +93,7 @@ def _source(path: str | Path, trust: bool) -> Source:
         raise CheckpointError(path, "no such file or folder")
     # A Hugging Face weights file stands for the folder holding its config and vocabularies.
     weights_file = path.is_file() and path.name in ("model.safetensors", "pytorch_model.bin")
-    if weights_file and any(module.claims(Source(path.parent)) for module in (marian, hf_bart, fsmt, hf_t5)):
+    if weights_file and any(FORMATS[name].claims(Source(path.parent)) for name in HF_FOLDERS):
         path = path.parent
     # Sockeye's params.best (or params.NNNNN) stands for the model folder holding its config and vocabularies.
     if path.is_file() and path.name.startswith("params.") and sockeye.claims(Source(path)):
@@ -105,23 +108,24 @@ def _source(path: str | Path, trust: bool) -> Source:
 def _detect(source: Source) -> str:
     path = source.path
     if path.is_dir():
-        for module in _FOLDER_ORDER:
-            if module.claims(source):
-                return module.NAME
+        for name in FOLDER_ORDER:
+            if FORMATS[name].claims(source):
+                return name
         found = hf_model_type(path)
         if found is not None:
-            raise source.error(f"a Hugging Face {found} model; this version imports model types "
-                               f"{', '.join(('marian', *hf_bart.MODEL_TYPES, 'fsmt', *hf_t5.MODEL_TYPES))}")
-        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, M2M100/NLLB, Pegasus, BlenderbotSmall, "
-                           "FSMT, T5 or mT5 model (config.json with its model_type), nor a JoeyNMT model folder "
-                           "(config.yaml and a .ckpt), nor the PyTorch seq2seq tutorial's encoder and decoder files")
+            types = (model_type for name in HF_FOLDERS for model_type in FORMATS[name].MODEL_TYPES)
+            raise source.error(f"a Hugging Face {found} model; this version imports model types {', '.join(types)}")
+        raise source.error("a folder, but not a Hugging Face Marian, BART, mBART, M2M100/NLLB, Pegasus, "
+                           "BlenderbotSmall, FSMT, T5 or mT5 model (config.json with its model_type), nor a JoeyNMT "
+                           "model folder (config.yaml and a .ckpt), nor the PyTorch seq2seq tutorial's encoder and "
+                           "decoder files")
     if path.stat().st_size == 0:
         raise source.error("the file is empty")
     if path.suffix == ".safetensors":
         _refuse_attnviz(path)
-    for module in _FILE_ORDER:
-        if module.claims(source):
-            return module.NAME
+    for name in FILE_ORDER:
+        if FORMATS[name].claims(source):
+            return name
     raise source.error(_unrecognised(source))
 
 

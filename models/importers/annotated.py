@@ -17,15 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count, provenance,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
     read_vocabularies, weight_rows,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "annotated"
 ANCHOR = "encoder.layers.0.self_attn.linears.0.weight"
@@ -43,7 +41,7 @@ def claims(source: Source) -> bool:
     return state is not None and ANCHOR in state and "src_embed.0.lut.weight" in state
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     state = find_state_dict(source.payload)
     if state is None or ANCHOR not in state:
         raise source.error(f"not an annotated-transformer state dict (no '{ANCHOR}' key)")
@@ -61,11 +59,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
         inspection.missing["h"] = f"N (one of {', '.join(map(str, divisors))})"
     for side in ("src", "tgt"):
         inspection.vocabularies[side] = "one token a line: vocab_src/vocab_tgt.get_itos() from its vocab.pt"
-    return inspection, state
+    inspection.found = state
+    return inspection
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
-    inspection, state = inspect(source, settings)
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
+    inspection = inspect(source, settings)
+    state = inspection.found
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
     src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab=tgt_vocab, src_rows=inferred["src_vocab"],
@@ -85,15 +85,16 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         norm_position="pre", final_norm=True, pre_norm_kv=True, layer_norm_eps=1e-6, norm_kind="unbiased_std",
         activation="relu", positions="interleaved", scale_embedding=True,
         pad_id=specials[1]["pad"], bos_id=specials[1]["bos"], eos_id=specials[1]["eos"], src_append_eos=True)
-    check_against_weights(source.path, config, state)
-    model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config).load_into(model)
-    split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)
-    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies={"src": str(src_vocab),
-                                                                                          "tgt": str(tgt_vocab)})
-    return Checkpoint(model, WordTokenizer(src_tokens, specials[0], split=split,
-                                           add_bos=settings.value("src_bos", bool, True)),
-                      target_tokenizer=WordTokenizer(tgt_tokens, specials[1], split=split), provenance=record)
+
+    def tokenizers() -> Tokenizers:
+        split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)
+        add_bos = settings.value("src_bos", bool, True)
+        return Tokenizers(WordTokenizer(src_tokens, specials[0], split=split, add_bos=add_bos),
+                          WordTokenizer(tgt_tokens, specials[1], split=split), WORD_TOKENIZATION)
+
+    return Converted(config, state, weights_file=source.path, weights=lambda: _map_weights(source, state, config),
+                     tokenizers=tokenizers,
+                     provenance=Provenance(source.path, inferred, vocabularies={"src": src_vocab, "tgt": tgt_vocab}))
 
 
 def _map_weights(source: Source, state: dict, config: TransformerConfig) -> WeightMap:

@@ -1,5 +1,5 @@
-"""What every importer shares: the source being read, settings the user supplies, weight mapping with
-one-line errors, vocabulary files, and the record kept in the converted checkpoint's provenance.
+"""What every importer shares: the source being read, what it says (Inspection), settings the user supplies,
+weight mapping with one-line errors, and vocabulary files.
 
 Every failure is a :class:`CheckpointError` naming the file and what is wrong (a missing or unexpected
 weight, a shape, a hyper-parameter the file does not hold), never a traceback.
@@ -8,16 +8,15 @@ weight, a shape, a hyper-parameter the file does not hold), never a traceback.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError
 from ..nn.base import Seq2Seq
 from ..storage.checkpoint import _aliases as tied_names
 from ..storage.checkpoint import iter_safetensors
@@ -35,6 +34,8 @@ class Inspection:
     ``missing``: settings to supply (``--set KEY=VALUE``; a GUI dialog field each), KEY → what to give.
     ``vocabularies``: ``"src"``/``"tgt"`` → what to give when the file holds no vocabulary.
     ``accepted``: every setting the format takes, KEY → meaning (with the default when there is one).
+    ``found``: what the format read on the way (its state dict, its parsed config), handed to its ``convert`` so
+    that nothing is read twice; left out of what ``models.importers.inspect`` returns.
     """
 
     format: str
@@ -43,6 +44,7 @@ class Inspection:
     missing: dict[str, str] = field(default_factory=dict)
     vocabularies: dict[str, str] = field(default_factory=dict)
     accepted: dict[str, str] = field(default_factory=dict)
+    found: Any = field(default=None, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -53,8 +55,8 @@ class Inspection:
         for side, given in (("src", src_vocab), ("tgt", tgt_vocab)):
             if given is not None:
                 self.vocabularies.pop(side, None)
-        if not self.complete:
-            raise MissingSettingsError(self)
+        if not self.complete:  # the question goes to the user without what was read for the conversion
+            raise MissingSettingsError(replace(self, found=None))
 
 
 class MissingSettingsError(CheckpointError):
@@ -482,116 +484,8 @@ def special_id(tokens: list[str], names: tuple[str, ...], settings: Settings, ke
     return settings.value(key, int, default)
 
 
-def provenance(format_name: str, source: Source, settings: Settings, inferred: dict[str, Any],
-               **extra: Any) -> dict[str, Any]:
-    """The record kept in the converted checkpoint: where it came from and every value not read from it."""
-    record = {"format": format_name, "file": str(source.path.resolve()), "read_from_file": inferred,
-              "supplied": settings.supplied, "assumed": settings.assumed}
-    record.update({key: value for key, value in extra.items() if value})
-    return {"imported_from": record}
-
-
-# transformers' ACT2FN name → ours. The tanh approximations of GELU are one function written four ways (they
-# differ by float rounding only); prelu and xielu learn parameters no config of ours holds.
-HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu", "gelu_python": "gelu",
-                  "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
-                  "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh", "gelu_10": "gelu_clipped",
-                  "quick_gelu": "quick_gelu", "relu2": "relu2", "relu6": "relu6", "leaky_relu": "leaky_relu",
-                  "mish": "mish", "hardswish": "hardswish", "tanh": "tanh", "sigmoid": "sigmoid", "linear": "linear",
-                  "sqrtsoftplus": "sqrt_softplus", "laplace": "laplace"}
-
-
-def hf_sizes(hf: dict[str, Any]) -> dict[str, int]:
-    """Our heads and feed-forward widths for a Hugging Face encoder-decoder's config.json: the decoder's own
-    only where they differ from the encoder's, so that a model with equal sides has the config it always had."""
-    decoder_heads, decoder_d_ff = hf["decoder_attention_heads"], hf["decoder_ffn_dim"]
-    return {"heads": hf["encoder_attention_heads"], "d_ff": hf["encoder_ffn_dim"],
-            "decoder_heads": 0 if decoder_heads == hf["encoder_attention_heads"] else decoder_heads,
-            "decoder_d_ff": 0 if decoder_d_ff == hf["encoder_ffn_dim"] else decoder_d_ff}
-
-
-def hf_activation(source: Source, hf: dict[str, Any]) -> str:
-    """Our activation for a Hugging Face encoder-decoder's config.json."""
-    activation = HF_ACTIVATIONS.get(hf["activation_function"])
-    if activation is None:
-        raise source.error(f"activation_function {hf['activation_function']!r} is not supported "
-                           f"({', '.join(HF_ACTIVATIONS)})")
-    return activation
-
-
-# Hugging Face folders
-
-def hf_model_type(folder: Path) -> str | None:
-    """``model_type`` of a Hugging Face folder's config.json, or None when there is none to read."""
-    path = folder / "config.json"
-    if not folder.is_dir() or not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return data.get("model_type") if isinstance(data, dict) and isinstance(data.get("model_type"), str) else None
-
-
-def read_hf_config(source: Source) -> tuple[Path, dict[str, Any]]:
-    """The folder's config.json as a dict (and its path, for error lines)."""
-    path = source.path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(path, "is not a JSON object")
-    return path, data
-
-
-def read_hf_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
-    """The state dict of a Hugging Face folder: ``model.safetensors``, else ``pytorch_model.bin`` (read safely)."""
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        path = source.path / name
-        if path.is_file():
-            payload = read_safetensors(path) if name.endswith(".safetensors") else \
-                safe_load.load(path, trust=source.trust)
-            if not isinstance(payload, dict):
-                raise CheckpointError(path, f"holds {type(payload).__name__}, not a state dict")
-            return payload, path
-    raise source.error("the folder has neither model.safetensors nor pytorch_model.bin")
-
-
-# How multilingual tokenizers write language codes: mBART (en_XX), NLLB (eng_Latn), M2M100 (__en__).
-LANGUAGE_CODE = re.compile(r"[a-z]{2}_[A-Z]{2}|[a-z]{3}_[A-Z][a-z]{3}|__[a-z]{2,3}__")
-
-
-def tokenizer_json_pair(source: Source, config: Any,
-                        source_bos: int) -> tuple[TokenizerJsonTokenizer, TokenizerJsonTokenizer]:
-    """The folder's tokenizer.json for both sides: sources framed by its post-processor, as transformers
-    does; labels for ids the file lacks read ``<id N>`` (``config``: the converted model's, for its
-    vocabulary size and special ids). Special tokens shaped like language codes are the tokenizers'
-    languages (none chosen yet)."""
-    path = source.path / "tokenizer.json"
-    try:
-        definition = path.read_text(encoding="utf-8")
-        vocab = json.loads(definition)["model"]["vocab"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
-        raise CheckpointError(path, f"cannot be read as a tokenizer.json ({error})") from None
-    pieces = [f"<id {index}>" for index in range(config.tgt_vocab_size)]
-    entries = vocab.items() if isinstance(vocab, dict) else ((piece, index) for index, (piece, *_) in enumerate(vocab))
-    added = json.loads(definition).get("added_tokens") or []
-    for piece, index in [*entries, *((token.get("content"), token.get("id")) for token in added)]:
-        if isinstance(piece, str) and isinstance(index, int) and 0 <= index < len(pieces):
-            pieces[index] = piece
-    unk = next((index for piece, index in ((p, i) for i, p in enumerate(pieces)) if piece == "<unk>"), None)
-    specials = {"pad": config.pad_id, "unk": unk, "eos": config.eos_id}
-    languages = {token["content"]: token["id"] for token in added if isinstance(token, dict)
-                 and token.get("special") and isinstance(token.get("content"), str)
-                 and LANGUAGE_CODE.fullmatch(token["content"]) and isinstance(token.get("id"), int)
-                 and 0 <= token["id"] < len(pieces)}
-    try:
-        return (TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": source_bos}, add_special_tokens=True,
-                                       languages=languages),
-                TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}, languages=languages))
-    except ConfigError as error:
-        raise CheckpointError(path, str(error)) from None
+# How the formats whose tokenizers look whole words up in their vocabularies tokenise (their provenance says so).
+WORD_TOKENIZATION = "whole words looked up in its vocabularies, the text split as the tokenize setting says"
 
 
 def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int],

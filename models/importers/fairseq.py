@@ -29,23 +29,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..nn.rnn import RNNSeq2Seq
-from ..text.tokenizers import SentencePieceVocabTokenizer, Tokenizer, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
+from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
 from .common import (
-    Inspection, Settings, Source, WeightMap, layer_count, provenance, subword_nmt_tokenizer, tensor_dict, weight_rows,
+    Inspection, Settings, Source, WeightMap, layer_count, subword_nmt_tokenizer, tensor_dict, weight_rows,
 )
-from .hf_bart import map_layers
+from .contract import Converted, Provenance, Tokenizers
+from .hf_common import map_layers
 from .safe_load import TrustRequiredError
 
 NAME = "fairseq"
@@ -167,7 +165,7 @@ def _family(source: Source, state: Mapping[str, Tensor], options: Mapping[str, A
     raise source.error(f"arch {arch} is not supported; this version imports {SUPPORTED}")
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     file = _file(source)
     payload = file.payload
     if not _is_fairseq(payload):
@@ -188,7 +186,8 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
         why = str(error).split(": ", 1)[-1].split(": pass --src-vocab")[0]
         inspection.vocabularies = {"src": f"fairseq's source dictionary, dict.<lang>.txt; {why}",
                                    "tgt": "its target dictionary, dict.<lang>.txt"}
-    return inspection, (file, state, options, task, bpe)
+    inspection.found = (file, state, options, task, bpe)
+    return inspection
 
 
 def _flag(options: Mapping[str, Any], key: str) -> bool:
@@ -231,14 +230,17 @@ def _transformer_inferred(source: Source, state: Mapping[str, Tensor], options: 
         max_len = same("positions", state["encoder.embed_positions.weight"].shape[0],
                        state["decoder.embed_positions.weight"].shape[0], what="one table length") - (PAD + 1)
     else:
-        max_len = max(int(options.get("max_source_positions") or 1024), int(options.get("max_target_positions") or 1024))
+        max_len = max(int(options.get("max_source_positions") or 1024),
+                      int(options.get("max_target_positions") or 1024))
     return {
         "embed_dim": d_model,
         "encoder_attention_heads": heads["encoder"], "decoder_attention_heads": heads["decoder"],
         "encoder_ffn_embed_dim": d_ff["encoder"], "decoder_ffn_embed_dim": d_ff["decoder"],
-        "encoder_layers": layer_count(state, "encoder.layers."), "decoder_layers": layer_count(state, "decoder.layers."),
+        "encoder_layers": layer_count(state, "encoder.layers."),
+        "decoder_layers": layer_count(state, "decoder.layers."),
         "normalize_before": pre, "final_layer_norm": final, "layernorm_embedding": embedding_norm,
-        "positions": "none" if _flag(options, "no_token_positional_embeddings") else "learned" if learned else "sinusoidal",
+        "positions": "none" if _flag(options, "no_token_positional_embeddings")
+        else "learned" if learned else "sinusoidal",
         "max_positions": max_len, "activation_fn": activation,
         "scale_embedding": not _flag(options, "no_scale_embedding"),
         "share_all_embeddings": _flag(options, "share_all_embeddings"),
@@ -283,8 +285,9 @@ def _lstm_inferred(source: Source, state: Mapping[str, Tensor], options: Mapping
             "tgt_rows": int(state["decoder.embed_tokens.weight"].shape[0])}
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
-    inspection, (file, state, options, task, bpe) = inspect(source, settings)
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
+    inspection = inspect(source, settings)
+    (file, state, options, task, bpe) = inspection.found
     if src_vocab or tgt_vocab:
         inspection.vocabularies.clear()
     inspection.require()
@@ -295,19 +298,15 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                     for path, rows in zip(dicts, ("src_rows", "tgt_rows"))]
     if inferred["family"] == "transformer":
         config: TransformerConfig | RNNConfig = _transformer_config(inferred)
-        check_against_weights(file.path, config, state)
-        model: TransformerSeq2Seq | RNNSeq2Seq = TransformerSeq2Seq(config)
-        _map_transformer(file, state, config).load_into(model)
+        weights = partial(_map_transformer, file, state, config)
     else:
         config = _lstm_config(inferred)
-        check_against_weights(file.path, config, state)
-        model = RNNSeq2Seq(config)
-        _map_lstm(file, state, config, shared_output=inferred["share_decoder_input_output_embed"]).load_into(model)
-    source_tokenizer, target_tokenizer, tokenization = _tokenizers(file, settings, folders=folders, bpe=bpe,
-                                                                   vocabularies=vocabularies)
-    record = provenance(NAME, file, settings=settings, inferred=inferred,
-                        vocabularies={"src": str(dicts[0]), "tgt": str(dicts[1])}, tokenization=tokenization)
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+        weights = partial(_map_lstm, file, state, config, shared_output=inferred["share_decoder_input_output_embed"])
+    return Converted(config, state, weights_file=file.path, weights=weights,
+                     tokenizers=partial(_tokenizers, file, settings, folders=folders, bpe=bpe,
+                                        vocabularies=vocabularies),
+                     provenance=Provenance(file.path, inferred, vocabularies={"src": str(dicts[0]),
+                                                                              "tgt": str(dicts[1])}))
 
 
 def _folders(file: Source, task: Mapping[str, Any]) -> list[Path]:
@@ -485,7 +484,7 @@ def _is_sentencepiece(path: Path) -> bool:
 
 
 def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapping[str, Any],
-                vocabularies: list[list[str]]) -> tuple[Tokenizer, Tokenizer, str]:
+                vocabularies: list[list[str]]) -> Tokenizers:
     kind, path = _bpe_file(file, settings, folders=folders, bpe=bpe)
     specials = {"pad": PAD, "unk": UNK, "bos": EOS, "eos": EOS}
     moses = settings.value("moses", str, "") if settings.has("moses") else ""
@@ -496,15 +495,16 @@ def _tokenizers(file: Source, settings: Settings, folders: list[Path], bpe: Mapp
         if kind == "sentencepiece":
             proto = path.read_bytes()
             made = [SentencePieceVocabTokenizer(proto, vocabulary, specials) for vocabulary in vocabularies]
-            return made[0], made[1], f"sentencepiece model {path}"
+            return Tokenizers(made[0], made[1], f"sentencepiece model {path}")
         if kind == "subword_nmt":
             prepared = {"lang": moses, "lowercase": False} if moses else None
             made = [subword_nmt_tokenizer(path, vocabulary, specials=specials, moses=prepared)
                     for vocabulary in vocabularies]
-            return made[0], made[1], f"subword-nmt codes {path}" + (f" after Moses ({moses})" if moses else "")
+            after = f" after Moses ({moses})" if moses else ""
+            return Tokenizers(made[0], made[1], f"subword-nmt codes {path}{after}")
     except ConfigError as error:
         raise CheckpointError(path, str(error)) from None
     made = [WordTokenizer(vocabulary, specials) for vocabulary in vocabularies]
-    return made[0], made[1], ("whitespace-separated dictionary symbols (no sentencepiece model or BPE codes found: "
-                              "give text split as the training data was, or --set bpe=FILE)")
+    return Tokenizers(made[0], made[1], "whitespace-separated dictionary symbols (no sentencepiece model or BPE codes "
+                                        "found: give text split as the training data was, or --set bpe=FILE)")
 

@@ -13,21 +13,23 @@ each word, ids from the side's vocab json.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import TokenizerJsonTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
-from .common import Inspection, Settings, Source, WeightMap, hf_activation, hf_model_type, hf_sizes, read_hf_weights
-from .hf_bart import bpe_tokenizer, key_prefix, map_layers, piece_ids
+from .common import Inspection, Settings, Source, WeightMap
+from .contract import Converted, Provenance, Tokenizers
+from .hf_common import (
+    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_weights,
+)
 
 NAME = "fsmt"
+MODEL_TYPES = ("fsmt",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json and tokenizer_config.json say everything
 FILES = ("vocab-src.json", "vocab-tgt.json", "merges.txt")
 CONFIG_FIELDS = ("langs", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
@@ -64,27 +66,29 @@ def _config(source: Source) -> dict[str, Any]:
     return {name: data[name] for name in CONFIG_FIELDS}
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     config = _config(source)
     for name in FILES:
         if not (source.path / name).is_file():
             raise source.error(f"the fsmt folder has no {name}")
-    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
+    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED, found=config)
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection, hf = inspect(source, settings)
+    inspection = inspect(source, settings)
+    hf = inspection.found
     state, weights_file = read_hf_weights(source)
     config = _our_config(source, hf)
-    check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
-    model = TransformerSeq2Seq(config)
-    _map_weights(state, config, weights_file).load_into(model)
-    source_tokenizer, target_tokenizer, kept = _tokenizers(source, config, hf)
-    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
-                                "read_from_file": inspection.inferred, "tokenizer": kept}}
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+    tokenizer_config = _tokenizer_config(source.path)
+    langs, lowercase = _langs(source.path, tokenizer_config, hf), bool(tokenizer_config.get("do_lower_case", False))
+    return Converted(config, state, weights_file=weights_file,
+                     weights=partial(_map_weights, state, config, weights_file),
+                     tokenizers=partial(_tokenizers, source, config, langs=langs, lowercase=lowercase),
+                     provenance=Provenance(source.path, inspection.inferred,
+                                           vocabularies={"src": "vocab-src.json", "tgt": "vocab-tgt.json"},
+                                           details={"tokenizer": {"langs": langs, "do_lower_case": lowercase}}))
 
 
 def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
@@ -120,20 +124,26 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
     return weights
 
 
-def _tokenizers(source: Source, config: TransformerConfig,
-                hf: dict[str, Any]) -> tuple[TokenizerJsonTokenizer, TokenizerJsonTokenizer, dict[str, Any]]:
+def _tokenizer_config(folder: Path) -> dict[str, Any]:
+    path = folder / "tokenizer_config.json"
+    tokenizer_config = _json(path) if path.is_file() else {}
+    return tokenizer_config if isinstance(tokenizer_config, dict) else {}
+
+
+def _langs(folder: Path, tokenizer_config: dict[str, Any], hf: dict[str, Any]) -> list[str]:
+    langs = tokenizer_config.get("langs") or hf["langs"]
+    if not (isinstance(langs, list) and len(langs) == 2 and all(isinstance(lang, str) for lang in langs)):
+        raise CheckpointError(folder / "tokenizer_config.json", f"langs must name two languages; got {langs!r}")
+    return langs
+
+
+def _tokenizers(source: Source, config: TransformerConfig, *, langs: list[str], lowercase: bool) -> Tokenizers:
     """Moses, then BPE over each word with ``</w>`` on its last symbol (ranks from merges.txt, whose lines hold
     two symbols and a count), then the side's vocab json; the two sides share the merges and differ in
     vocabulary and language."""
     from tokenizers import decoders
 
     folder = source.path
-    tokenizer_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
-    tokenizer_config = tokenizer_config if isinstance(tokenizer_config, dict) else {}
-    langs = tokenizer_config.get("langs") or hf["langs"]
-    if not (isinstance(langs, list) and len(langs) == 2 and all(isinstance(lang, str) for lang in langs)):
-        raise CheckpointError(folder / "tokenizer_config.json", f"langs must name two languages; got {langs!r}")
-    lowercase = bool(tokenizer_config.get("do_lower_case", False))
     merges_path = folder / "merges.txt"
     try:  # transformers drops the last line (empty when the file ends with a newline)
         lines = merges_path.read_text(encoding="utf-8").split("\n")[:-1]
@@ -167,4 +177,5 @@ def _tokenizers(source: Source, config: TransformerConfig,
                 moses={"lang": lang, "lowercase": lowercase}))
         except ConfigError as error:
             raise CheckpointError(path, str(error)) from None
-    return tokenizers[0], tokenizers[1], {"langs": langs, "do_lower_case": lowercase}
+    return Tokenizers(tokenizers[0], tokenizers[1], f"Moses ({', '.join(langs)}{', lower-cased' if lowercase else ''}) "
+                                                    f"then BPE with merges.txt")

@@ -23,22 +23,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
-from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_model_type, hf_sizes, provenance,
-    read_hf_config, read_hf_weights, tokenizer_json_pair,
+from .common import Inspection, Settings, Source, WeightMap
+from .contract import Converted, Provenance, Tokenizers
+from .hf_common import (
+    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_config,
+    read_hf_weights, tokenizer_json_pair,
 )
 
 NAME = "hf-bart"
@@ -73,7 +72,6 @@ FAMILY_DEFAULTS = {"m2m_100": {"scale_embedding": True, "activation_function": "
                    "blenderbot-small": {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
                                         "decoder_start_token_id": 1, "max_position_embeddings": 512}}
 MODEL_TYPES = tuple(LAYOUTS)
-PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 ACCEPTED = {"src_lang": "the source language's code, for multilingual models (default: the one the tokenizer "
                         "was saved with)",
             "tgt_lang": "the target language's code, for models that start each output with it (default: the "
@@ -140,23 +138,31 @@ def tokenizer_files(source: Source, kind: str) -> tuple[str, ...]:
     return needs
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     config = _config(source)
     tokenizer_files(source, config["model_type"])
-    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
+    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED, found=config)
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection, hf = inspect(source, settings)
+    inspection = inspect(source, settings)
+    hf = inspection.found
     state, weights_file = read_hf_weights(source)
     files = tokenizer_files(source, hf["model_type"])
     sentencepiece = files in ((LAYOUTS[hf["model_type"]].sentencepiece,), (M2M100_SENTENCEPIECE, "vocab.json"))
     config = _our_config(source, hf, state, append_eos=sentencepiece)
-    check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
-    model = TransformerSeq2Seq(config)
-    _map_weights(state, config, file=weights_file, kind=hf["model_type"]).load_into(model)
+    return Converted(config, state, weights_file=weights_file,
+                     weights=partial(_map_weights, state, config, file=weights_file, kind=hf["model_type"]),
+                     tokenizers=partial(_tokenizers, source, settings, config=config, hf=hf, files=files),
+                     provenance=Provenance(source.path, inspection.inferred,
+                                           vocabularies={"src": ", ".join(files), "tgt": ", ".join(files)}))
+
+
+def _tokenizers(source: Source, settings: Settings, *, config: TransformerConfig, hf: dict[str, Any],
+                files: tuple[str, ...]) -> Tokenizers:
+    """The tokenizers its files make, with the languages chosen (see :func:`_choose_languages`)."""
     if LAYOUTS[hf["model_type"]].tokenizer == "bpe-vocab":
         source_tokenizer, target_tokenizer = _bpe_vocab_tokenizers(source, config)
     elif files == (M2M100_SENTENCEPIECE, "vocab.json"):
@@ -166,9 +172,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     else:
         source_tokenizer, target_tokenizer = tokenizer_json_pair(source, config, hf["bos_token_id"])
     _choose_languages(source, settings, hf=hf, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer)
-    record = provenance(NAME, source, settings=settings, inferred=inspection.inferred, weights=weights_file.name,
-                        tokenizer_files=list(files))
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+    return Tokenizers(source_tokenizer, target_tokenizer, ", ".join(files))
 
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, append_eos: bool) -> TransformerConfig:
@@ -189,46 +193,10 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,
         final_norm=pre, pre_norm_kv=pre, layer_norm_eps=1e-5, activation=activation, positions=layout.positions,
         position_offset=hf["pad_token_id"] + 1 if layout.offset_after_pad else layout.position_offset,
         scale_embedding=bool(hf["scale_embedding"]), share_embeddings=True,
-        tie_output=tied, embedding_norm=layout.embedding_norm, tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True, pad_id=hf["pad_token_id"],
+        tie_output=tied, embedding_norm=layout.embedding_norm,
+        tgt_norm_before_positions=layout.tgt_norm_before_positions, attention_bias=True, output_bias=True,
+        pad_id=hf["pad_token_id"],
         bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=append_eos)
-
-
-def key_prefix(state: dict[str, Tensor]) -> str:
-    return "model." if any(key.startswith("model.") for key in state) else ""
-
-
-def map_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
-    """The layers and position tables every family of this layout (and FSMT) names alike:
-    ``{prefix}{encoder,decoder}.layers.N.{self_attn,encoder_attn}.{q,k,v,out}_proj``, their ``…_layer_norm``,
-    ``fc1``, ``fc2``, ``final_layer_norm``; ``{prefix}{side}.embed_positions.weight`` (learned: loaded; a
-    sinusoid: checked against ours and rebuilt); ``{prefix}{side}.version`` (a format marker)."""
-    state = weights.state
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
-            blocks = [("self_attn", "self_attention")] + ([("encoder_attn", "cross_attention")]
-                                                          if side == "decoder" else [])
-            for their_block, our_block in blocks:
-                for kind_ in ("weight", "bias"):
-                    for proj, name in PROJECTIONS:
-                        weights.copy(f"{ours}{our_block}.attention.{name}.{kind_}",
-                                     f"{theirs}{their_block}.{proj}.{kind_}")
-                    weights.copy(f"{ours}{our_block}.norm.{kind_}", f"{theirs}{their_block}_layer_norm.{kind_}")
-            for kind_ in ("weight", "bias"):
-                weights.copy(f"{ours}feed_forward.linear_in.{kind_}", f"{theirs}fc1.{kind_}")
-                weights.copy(f"{ours}feed_forward.linear_out.{kind_}", f"{theirs}fc2.{kind_}")
-                weights.copy(f"{ours}feed_forward.norm.{kind_}", f"{theirs}final_layer_norm.{kind_}")
-        ours_side = "src" if side == "encoder" else "tgt"
-        positions = f"{prefix}{side}.embed_positions.weight"
-        if config.positions == "learned":
-            weights.copy(f"{ours_side}_embedding.learned_positions.weight", positions)
-        else:  # a fixed table: rebuilt from the config, a saved copy must be the same sinusoid
-            table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
-            if config.positions == "fairseq":
-                table[config.pad_id] = 0.0  # fairseq's row for padding tokens
-            check_sinusoid(weights.source, state.get(positions), expected=table, what=positions)
-            weights.ignore(positions)
-        weights.ignore(f"{prefix}{side}.version")  # a format marker
 
 
 def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path, kind: str) -> WeightMap:
@@ -262,9 +230,10 @@ M2M100_SENTENCEPIECE = "sentencepiece.bpe.model"
 # M2M100's language codes, in the order its vocabulary appends them after vocab.json's pieces (``__af__`` first);
 # its tokenizer_config.json names the list ("language_codes") but not the codes.
 M2M100_LANGUAGES = {
-    "m2m100": ("af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he hi hr "
-               "ht hu hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc or "
-               "pa pl ps pt ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu").split(),
+    "m2m100": ("af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he "
+               "hi hr ht hu hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no "
+               "ns oc or pa pl ps pt ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh "
+               "zu").split(),
     "wmt21": "en ha is ja cs ru zh de".split(),
 }
 
@@ -276,7 +245,8 @@ def _m2m100_sentencepiece(source: Source, config: TransformerConfig,
     ``__tgt__``. The languages chosen by default are tokenizer_config.json's ``src_lang``/``tgt_lang``."""
     folder = source.path
     vocab = piece_ids(folder / "vocab.json")
-    settings_file = _json_object(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    path = folder / "tokenizer_config.json"
+    settings_file = _json_object(path) if path.is_file() else {}
     listed = settings_file.get("language_codes", "m2m100")
     if listed not in M2M100_LANGUAGES:
         raise CheckpointError(folder / "tokenizer_config.json", f"language_codes {listed!r} is not one of "
@@ -413,36 +383,6 @@ def _bpe_vocab_tokenizers(source: Source, config: TransformerConfig) -> tuple[To
                                             beyond_is_unknown=True) for _ in range(2))
     except ConfigError as error:
         raise CheckpointError(folder / "vocab.json", str(error)) from None
-
-
-def bpe_tokenizer(path: Path, symbols: dict[str, int], merges: list[tuple[str, ...]], unk: str, vocab_size: int):
-    """A ``tokenizers`` BPE model (``</w>`` ending a word's last symbol) over ``symbols`` → id; the symbols the
-    merges make that ``symbols`` lacks get ids from ``vocab_size`` on, for a ``beyond_is_unknown`` tokenizer: the
-    library merges only symbols it has ids for, the Python tokenizers merge first and look up after."""
-    from tokenizers import Tokenizer, models
-
-    symbols, beyond = dict(symbols), vocab_size
-    for first, second in merges:
-        for symbol in (first, second, first + second):
-            if symbol not in symbols:
-                symbols[symbol] = beyond
-                beyond += 1
-    try:
-        return Tokenizer(models.BPE(vocab=symbols, merges=merges, unk_token=unk, end_of_word_suffix="</w>"))
-    except Exception as error:  # the library's own exception type
-        raise CheckpointError(path, f"cannot be read as BPE merges ({str(error).splitlines()[0]})") from None
-
-
-def piece_ids(path: Path) -> dict[str, int]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
-    if not isinstance(data, dict) or not all(isinstance(key, str) and isinstance(value, int)
-                                             and not isinstance(value, bool) and value >= 0
-                                             for key, value in data.items()):
-        raise CheckpointError(path, "is not a piece → id object")
-    return data
 
 
 def _special_names(folder: Path) -> dict[str, str]:

@@ -17,20 +17,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from functools import partial
 from typing import Any
 
 from torch import Tensor
 
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
-from .common import (
-    HF_ACTIVATIONS, Inspection, Settings, Source, WeightMap, hf_model_type, read_hf_config, read_hf_weights,
-    saved_as_one, tokenizer_json_pair,
-)
+from .common import Inspection, Settings, Source, WeightMap, saved_as_one
+from .contract import Converted, Provenance, Tokenizers
+from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, read_hf_weights, tokenizer_json_pair
 
 NAME = "hf-t5"
 MODEL_TYPES = ("t5", "mt5")
@@ -90,34 +87,39 @@ def _activation(path: Path, proj: Any) -> tuple[str, bool]:
     return HF_ACTIVATIONS[name], gated
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     config = _config(source)
     if not any((source.path / name).is_file() for name in ("tokenizer.json", "spiece.model")):
         raise source.error(f"the {config['model_type']} folder has neither tokenizer.json nor spiece.model")
-    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED), config
+    return Inspection(NAME, source.path, dict(config), accepted=ACCEPTED, found=config)
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection, hf = inspect(source, settings)
+    inspection = inspect(source, settings)
+    hf = inspection.found
     state, weights_file = read_hf_weights(source)
     if not any(key.startswith("decoder.block.") for key in state):
         raise CheckpointError(weights_file, "holds an encoder-only T5 (no decoder.block weights): there is no decoder "
                                             "to show")
     has_json = (source.path / "tokenizer.json").is_file()
     config = _our_config(source, hf, state, tokenizer_frames_source=has_json)
-    check_against_weights(weights_file, config, state)  # sizes the config claims, before anything is built
-    model = TransformerSeq2Seq(config)
-    _map_weights(state, config, weights_file).load_into(model)
-    if has_json:
+    tokenizer_file = "tokenizer.json" if has_json else "spiece.model"
+    return Converted(config, state, weights_file=weights_file,
+                     weights=partial(_map_weights, state, config, weights_file),
+                     tokenizers=partial(_tokenizers, source, config, tokenizer_file=tokenizer_file),
+                     provenance=Provenance(source.path, inspection.inferred,
+                                           vocabularies={"src": tokenizer_file, "tgt": tokenizer_file}))
+
+
+def _tokenizers(source: Source, config: TransformerConfig, tokenizer_file: str) -> Tokenizers:
+    """The folder's tokenizer.json for both sides, else its spiece.model (one tokenizer serving both)."""
+    if tokenizer_file == "tokenizer.json":
         source_tokenizer, target_tokenizer = tokenizer_json_pair(source, config, config.bos_id)
     else:
         source_tokenizer = target_tokenizer = _spiece_tokenizer(source, config)
-    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
-                                "read_from_file": inspection.inferred,
-                                "tokenizer": "tokenizer.json" if has_json else "spiece.model"}}
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+    return Tokenizers(source_tokenizer, target_tokenizer, tokenizer_file)
 
 
 def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,

@@ -28,15 +28,14 @@ import torch
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, layer_count, provenance, read_vocabularies, saved_as_one,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, layer_count, read_vocabularies,
+    saved_as_one,
     special_id, tensor_dict, weight_rows,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "jadore"
 ANCHOR = "encoder.layer_stack.0.slf_attn.w_qs.weight"
@@ -74,7 +73,7 @@ def claims(source: Source) -> bool:
     return state is not None and (ANCHOR in state or "decoder.tgt_word_emb.weight" in state)
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     state, options = _split(source.payload)
     if state is None or ANCHOR not in state:
         if state is not None and "decoder.tgt_word_emb.weight" in state:
@@ -99,11 +98,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
         inspection.missing["n_head"] = "N"
     for side in ("src", "tgt"):
         inspection.vocabularies[side] = "one token a line (the field's vocab.itos), or the -data_pkl file (trusted)"
-    return inspection, (state, options)
+    inspection.found = (state, options)
+    return inspection
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
-    inspection, (state, _) = inspect(source, settings)
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
+    inspection = inspect(source, settings)
+    (state, _) = inspection.found
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
     src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab=tgt_vocab,
@@ -112,18 +113,20 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     src_specials, tgt_specials = _specials(source, src_tokens, tgt_tokens=tgt_tokens, settings=settings,
                                            inferred=inferred)
     config, d_k, d_v = _config(source, state, settings=settings, inferred=inferred, specials=tgt_specials)
-    check_against_weights(source.path, config, state)
-    model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config=config, d_k=d_k, d_v=d_v).load_into(model)
-    keep_case = settings.value("keep_case", bool, False)
-    split = settings.value("tokenize", str, "punct" if keep_case else "basic", choices=WORD_SPLITS)
-    add_bos = settings.value("src_bos", bool, True)
     post = config.norm_position == "post"
-    record = provenance(NAME, source, settings=settings, inferred=inferred,
-                        version="v3 (post-LN)" if post else "v2 (pre-LN)",
-                        vocabularies={"src": str(src_vocab), "tgt": str(tgt_vocab)})
-    return Checkpoint(model, WordTokenizer(src_tokens, src_specials, split=split, add_bos=add_bos),
-                      target_tokenizer=WordTokenizer(tgt_tokens, tgt_specials, split=split), provenance=record)
+
+    def tokenizers() -> Tokenizers:
+        keep_case = settings.value("keep_case", bool, False)
+        split = settings.value("tokenize", str, "punct" if keep_case else "basic", choices=WORD_SPLITS)
+        add_bos = settings.value("src_bos", bool, True)
+        return Tokenizers(WordTokenizer(src_tokens, src_specials, split=split, add_bos=add_bos),
+                          WordTokenizer(tgt_tokens, tgt_specials, split=split), WORD_TOKENIZATION)
+
+    return Converted(config, state, weights_file=source.path,
+                     weights=lambda: _map_weights(source, state, config=config, d_k=d_k, d_v=d_v),
+                     tokenizers=tokenizers,
+                     provenance=Provenance(source.path, inferred, vocabularies={"src": src_vocab, "tgt": tgt_vocab},
+                                           details={"version": "v3 (post-LN)" if post else "v2 (pre-LN)"}))
 
 
 def _version(source: Source, settings: Settings, inferred: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -222,7 +225,7 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
     return weights
 
 
-def _attention(weights: WeightMap, theirs: str, ours: str, heads: int, d_k: int, d_v: int) -> None:
+def _attention(weights: WeightMap, theirs: str, ours: str, *, heads: int, d_k: int, d_v: int) -> None:
     """w_qs/w_ks/w_vs/fc without biases. With d_k ≠ d_v every head is zero-padded to ``max(d_k, d_v)``:
     padded key dims add 0 to q·k, padded value dims meet zero columns of ``fc``; when the keys grow, q is
     scaled by √(size/d_k) so q·k/√size stays q·k/√d_k."""

@@ -18,6 +18,7 @@ Recurrent (``type: recurrent``): JoeyNMT's bidirectional GRU/LSTM encoder and it
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +26,14 @@ import torch
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
-from ..nn.rnn import RNNSeq2Seq
 from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count, provenance,
+    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
     read_vocabulary, subword_nmt_tokenizer, tensor_dict,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "joeynmt"
 ACCEPTED: dict[str, str] = {}  # config.yaml says everything; --src-vocab/--tgt-vocab replace the vocabulary files
@@ -172,7 +170,8 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
     # and a final norm only where the key says pre
     values.update({"num_heads": encoder.get("num_heads", 4), "decoder_num_heads": decoder.get("num_heads", 8),
                    "ff_size": encoder.get("ff_size", 2048), "decoder_ff_size": decoder.get("ff_size", 2048),
-                   "layer_norm": encoder.get("layer_norm", "pre"), "decoder_layer_norm": decoder.get("layer_norm", "post"),
+                   "layer_norm": encoder.get("layer_norm", "pre"),
+                   "decoder_layer_norm": decoder.get("layer_norm", "post"),
                    "final_norm": encoder.get("layer_norm", "post") == "pre",
                    "decoder_final_norm": decoder.get("layer_norm", "post") == "pre"})
     if values["activation"] not in ACTIVATIONS:
@@ -241,7 +240,7 @@ def _special_symbols(config_path: Path, data: dict[str, Any]) -> tuple[dict[str,
     return specials, front
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     checkpoint, config_path = _source_files(source)
     data = _read_yaml(config_path)
     values = _model_settings(config_path, data)
@@ -258,7 +257,8 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, A
         if _vocab_file(config_path, data, side) is None:
             inspection.vocabularies["src" if side == "src" else "tgt"] = \
                 f"{side}_vocab.txt of the model folder (one token a line)"
-    return inspection, {"checkpoint": checkpoint, "config_path": config_path, "data": data, "values": values}
+    inspection.found = {"checkpoint": checkpoint, "config_path": config_path, "data": data, "values": values}
+    return inspection
 
 
 def _resolve(config_path: Path, name: Any) -> Path | None:
@@ -291,8 +291,9 @@ def _model_state(checkpoint: Source) -> dict[str, Tensor]:
     return state
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
-    inspection, found = inspect(source, settings)
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
+    inspection = inspect(source, settings)
+    found = inspection.found
     inspection.require(src_vocab, tgt_vocab)
     checkpoint, config_path, data, values = found["checkpoint"], found["config_path"], found["data"], found["values"]
     state = _model_state(checkpoint)
@@ -312,26 +313,25 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     ids = {role: specials[role][1] for role in ("pad", "unk", "bos", "eos")}
     if values["encoder_type"] == "recurrent":
         config: TransformerConfig | RNNConfig = _rnn_config(values, ids, vocabularies)
-        check_against_weights(checkpoint.path, config, state)
-        model: TransformerSeq2Seq | RNNSeq2Seq = RNNSeq2Seq(config)
-        _map_rnn_weights(source=checkpoint, state=state, config=config, values=values).load_into(model)
+        weights = partial(_map_rnn_weights, source=checkpoint, state=state, config=config, values=values)
     else:
         config = _transformer_config(source=checkpoint, state=state, values=values, ids=ids, vocabularies=vocabularies)
-        check_against_weights(checkpoint.path, config, state)
-        model = TransformerSeq2Seq(config)
-        _map_weights(checkpoint, state, config).load_into(model)
-    tokenizers, notes = zip(*(_prepared(_tokenizer(config_path=config_path, data=data, side=side,
-                                                  vocabulary=vocabularies[side], ids=ids),
-                                       _section(config_path, data, "data", side)) for side in ("src", "trg")))
-    record = provenance(NAME, checkpoint, settings=settings, inferred=inspection.inferred,
-                        config=str(config_path.resolve()),
-                        vocabularies={side: str(path.resolve()) for side, path in vocab_paths.items()},
-                        tokenization="; ".join(dict.fromkeys(notes)))
-    payload = checkpoint.payload
-    stats = payload.get("stats_state")
+        weights = partial(_map_weights, checkpoint, state, config)
+
+    def tokenizers() -> Tokenizers:
+        made, notes = zip(*(_prepared(_tokenizer(config_path=config_path, data=data, side=side,
+                                                 vocabulary=vocabularies[side], ids=ids),
+                                      _section(config_path, data, "data", side)) for side in ("src", "trg")))
+        return Tokenizers(made[0], made[1], "; ".join(dict.fromkeys(notes)))
+
+    details: dict[str, Any] = {"config": str(config_path.resolve())}
+    stats = checkpoint.payload.get("stats_state")
     if isinstance(stats, dict) and isinstance(stats.get("steps"), int):
-        record["imported_from"]["steps"] = stats["steps"]
-    return Checkpoint(model, tokenizers[0], target_tokenizer=tokenizers[1], provenance=record)
+        details["steps"] = stats["steps"]
+    return Converted(config, state, weights_file=checkpoint.path, weights=weights, tokenizers=tokenizers,
+                     provenance=Provenance(checkpoint.path, inspection.inferred, details=details,
+                                           vocabularies={"src": str(vocab_paths["src"].resolve()),
+                                                         "tgt": str(vocab_paths["trg"].resolve())}))
 
 
 def _joey_vocabulary(path: Path, front: list[str], source: Source) -> list[str]:

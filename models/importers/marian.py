@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +21,15 @@ import torch
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import SentencePieceVocabTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
-from . import safe_load
-from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, hf_activation, hf_sizes, read_safetensors, saved_as_one,
-)
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, saved_as_one
+from .contract import Converted, Provenance, Tokenizers
+from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, read_hf_weights
 
 NAME = "marian"
-PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
+MODEL_TYPES = ("marian",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json says everything
 CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
                  "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "vocab_size", "decoder_vocab_size",
@@ -69,30 +66,33 @@ def _config(source: Source) -> dict[str, Any]:
     return {name: data[name] for name in CONFIG_FIELDS}
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict[str, Any]]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     config = _config(source)
-    inspection = Inspection(NAME, source.path, dict(config), accepted=ACCEPTED)
+    inspection = Inspection(NAME, source.path, dict(config), accepted=ACCEPTED, found=config)
     for name in ("source.spm", "target.spm", "vocab.json"):
         if not (source.path / name).is_file():
             raise source.error(f"the Marian folder has no {name}")
-    return inspection, config
+    return inspection
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("a Marian folder brings its own vocabularies (vocab.json); drop --src-vocab/--tgt-vocab")
-    inspection, hf = inspect(source, settings)
-    state, weights_file = _read_weights(source)
-    keys = EmbeddingKeys.of(state, _prefix(state), hf)
+    inspection = inspect(source, settings)
+    hf = inspection.found
+    state, weights_file = read_hf_weights(source)
+    keys = EmbeddingKeys.of(state, key_prefix(state), hf)
     config = _our_config(source, hf, shared_input=keys.shared_input(state), tied_output=keys.tied_output(state))
-    check_against_weights(weights_file, config, state)
-    model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config=config, keys=keys, file=weights_file).load_into(model)
-    source_tokenizer, target_tokenizer, tokenizer_config = _tokenizers(source, config)
-    record = {"imported_from": {"format": NAME, "file": str(source.path.resolve()), "weights": weights_file.name,
-                                "read_from_file": inspection.inferred,
-                                **({"tokenizer_config": tokenizer_config} if tokenizer_config else {})}}
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+    tokenizer_config = _tokenizer_config(source.path)
+    files = _vocabulary_paths(source.path, tokenizer_config)
+    kept = {key: tokenizer_config[key] for key in ("source_lang", "target_lang", "separate_vocabs")
+            if key in tokenizer_config}
+    return Converted(config, state, weights_file=weights_file,
+                     weights=partial(_map_weights, source, state, config=config, keys=keys, file=weights_file),
+                     tokenizers=partial(_tokenizers, source, config, files=files),
+                     provenance=Provenance(source.path, inspection.inferred,
+                                           vocabularies={"src": files[0].name, "tgt": files[1].name},
+                                           details={"tokenizer_config": kept} if kept else {}))
 
 
 def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_output: bool) -> TransformerConfig:
@@ -111,28 +111,9 @@ def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_out
         pad_id=hf["pad_token_id"], bos_id=hf["decoder_start_token_id"], eos_id=hf["eos_token_id"], src_append_eos=True)
 
 
-def _read_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        path = source.path / name
-        if path.is_file():
-            if name.endswith(".safetensors"):
-                payload = read_safetensors(path)
-            else:
-                payload = safe_load.load(path, trust=source.trust)
-            if not isinstance(payload, dict):
-                raise CheckpointError(path, f"holds {type(payload).__name__}, not a state dict")
-            return payload, path
-    raise source.error("the Marian folder has neither model.safetensors nor pytorch_model.bin")
-
-
-def _prefix(state: dict[str, Tensor]) -> str:
-    """MarianMTModel keys start with "model."; a bare MarianModel's do not."""
-    return "model." if any(key.startswith("model.") for key in state) else ""
-
-
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig, keys: EmbeddingKeys,
                  file: Path) -> WeightMap:
-    prefix = _prefix(state)
+    prefix = key_prefix(state)
     table = sinusoid_table(config.max_len, config.d_model, config.positions)
     weights = WeightMap(Source(file), state, NAME)
     for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
@@ -212,14 +193,10 @@ def _map_embeddings(weights: WeightMap, prefix: str, keys: EmbeddingKeys, config
         weights.put("output.bias", "final_logits_bias", torch.zeros(config.tgt_vocab_size))
 
 
-def _tokenizers(source: Source, config: TransformerConfig):
+def _tokenizers(source: Source, config: TransformerConfig, files: tuple[Path, Path]) -> Tokenizers:
+    """Each side's sentencepiece model with the ids of its piece → id file (``files``: source's, target's)."""
     folder = source.path
-    tokenizer_config = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
-    separate = bool(tokenizer_config.get("separate_vocabs", False))
-    source_file = target_file = folder / "vocab.json"
-    if separate:
-        target_file = folder / (tokenizer_config.get("target_vocab_file") or "target_vocab.json")
-        target_file = target_file if target_file.is_file() else folder / "target_vocab.json"
+    source_file, target_file = files
     source_vocab = _vocabulary(source_file, config.src_vocab_size)
     target_vocab = source_vocab if target_file == source_file and config.tgt_vocab_size == config.src_vocab_size \
         else _vocabulary(target_file, config.tgt_vocab_size)
@@ -227,9 +204,21 @@ def _tokenizers(source: Source, config: TransformerConfig):
                                                    _specials(source_file, source_vocab, config=config, side="source"))
     target_tokenizer = SentencePieceVocabTokenizer((folder / "target.spm").read_bytes(), target_vocab,
                                                    _specials(target_file, target_vocab, config=config, side="target"))
-    kept = {key: tokenizer_config[key] for key in ("source_lang", "target_lang", "separate_vocabs")
-            if key in tokenizer_config}
-    return source_tokenizer, target_tokenizer, kept
+    return Tokenizers(source_tokenizer, target_tokenizer, "sentencepiece pieces of source.spm and target.spm")
+
+
+def _tokenizer_config(folder: Path) -> dict[str, Any]:
+    path = folder / "tokenizer_config.json"
+    return _json(path) if path.is_file() else {}
+
+
+def _vocabulary_paths(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[Path, Path]:
+    """The source's and the target's piece → id files (the same one unless ``separate_vocabs``)."""
+    source_file = target_file = folder / "vocab.json"
+    if tokenizer_config.get("separate_vocabs", False):
+        target_file = folder / (tokenizer_config.get("target_vocab_file") or "target_vocab.json")
+        target_file = target_file if target_file.is_file() else folder / "target_vocab.json"
+    return source_file, target_file
 
 
 def _json(path: Path) -> Any:

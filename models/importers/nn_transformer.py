@@ -18,15 +18,13 @@ from typing import Any
 from torch import nn
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count, provenance,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
     read_vocabularies, special_id, weight_rows,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "nn-transformer"
 ANCHOR = "encoder.layers.0.self_attn.in_proj_weight"
@@ -70,7 +68,7 @@ def _from_module(payload: Any) -> dict[str, Any]:
     return {}
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     state = find_state_dict(source.payload)
     prefix = prefix_of(state or {})
     if state is None or prefix is None:
@@ -87,7 +85,7 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
     if "positional_encoding.pos_embedding" in state:
         inferred["maxlen"] = int(state["positional_encoding.pos_embedding"].shape[0])
     inferred.update(_from_module(source.payload))
-    inspection = Inspection(NAME, source.path, inferred, accepted=ACCEPTED)
+    inspection = Inspection(NAME, source.path, inferred, accepted=ACCEPTED, found=state)
     emb = inferred["emb_size"]
     if "nhead" not in inferred and not settings.has("nhead"):
         divisors = [n for n in range(1, emb + 1) if emb % n == 0 and n <= 64]
@@ -96,13 +94,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, dict]:
         inspection.missing["norm_first"] = "true|false"
     for side in ("src", "tgt"):
         inspection.vocabularies[side] = "one token a line: the tutorial's vocab_transform[...].get_itos()"
-    return inspection, state
+    return inspection
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
-    inspection, state = inspect(source, settings)
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
+    inspection = inspect(source, settings)
     inspection.require(src_vocab, tgt_vocab)
-    inferred = inspection.inferred
+    inferred, state = inspection.inferred, inspection.found
     src_tokens, tgt_tokens = read_vocabularies(source, src_vocab, tgt_vocab=tgt_vocab,
                                                src_rows=inferred["src_vocab_size"],
                                                tgt_rows=inferred["tgt_vocab_size"])
@@ -111,16 +109,16 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         raise source.error("the source and target vocabularies put <pad> or <eos> at different ids, which one "
                            "model config cannot express")
     config = _config(source, state, settings=settings, inferred=inferred, specials=tgt_ids)
-    check_against_weights(source.path, config, state)
-    model = TransformerSeq2Seq(config)
-    _map_weights(source, state, config).load_into(model)
-    split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)
-    add_bos = settings.value("src_bos", bool, True)
-    source_tokenizer = WordTokenizer(src_tokens, src_ids, split=split, add_bos=add_bos)
-    target_tokenizer = WordTokenizer(tgt_tokens, tgt_ids, split=split)
-    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies={"src": str(src_vocab),
-                                                                                          "tgt": str(tgt_vocab)})
-    return Checkpoint(model, source_tokenizer, target_tokenizer=target_tokenizer, provenance=record)
+
+    def tokenizers() -> Tokenizers:
+        split = settings.value("tokenize", str, "punct", choices=WORD_SPLITS)
+        add_bos = settings.value("src_bos", bool, True)
+        return Tokenizers(WordTokenizer(src_tokens, src_ids, split=split, add_bos=add_bos),
+                          WordTokenizer(tgt_tokens, tgt_ids, split=split), WORD_TOKENIZATION)
+
+    return Converted(config, state, weights_file=source.path, weights=lambda: _map_weights(source, state, config),
+                     tokenizers=tokenizers,
+                     provenance=Provenance(source.path, inferred, vocabularies={"src": src_vocab, "tgt": tgt_vocab}))
 
 
 def _config(source: Source, state: dict, settings: Settings, inferred: dict[str, Any],

@@ -20,18 +20,19 @@ after the step, attentional state ``tanh(W[c; h])`` (mlp: with a bias, no tanh) 
 Text: OpenNMT-py reads pre-tokenised text split on spaces; sources are fed as they are (no ``<s>``, no
 ``</s>``), targets start with ``decoder_start_token`` (``<s>``) and end with ``</s>``. Subword transforms
 (sentencepiece, BPE, onmt_tokenize) recorded in ``opt`` ran before the model saw the text: they are named
-in the provenance, and the user tokenises the same way. ``coverage_attn`` changes no forward (its decoder never passes the coverage to the
-attention; only the loss reads it): accepted, its ``linear_cover`` weight ignored. Everything else OpenNMT-py can
-build (SRU cells, RNNs without input feeding or with bridges or context gates, relative or rotary positions,
-average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA, source features) is refused in
-one line naming the option.
+in the provenance, and the user tokenises the same way. ``coverage_attn`` changes no forward (its decoder never
+passes the coverage to the attention; only the loss reads it): accepted, its ``linear_cover`` weight ignored.
+Everything else OpenNMT-py can build (SRU cells, RNNs without input feeding or with bridges or context gates,
+relative or rotary positions, average attention, RMSNorm, gated or MoE feed-forwards, copy attention, LoRA,
+source features) is refused in one line naming the option.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,13 @@ import torch
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import RNNConfig, TransformerConfig
-from ..nn.rnn import RNNSeq2Seq
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count, provenance,
+    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
     read_safetensors, saved_as_one, tensor_dict, weight_rows,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "opennmt"
 KEYS = ("model", "generator", "vocab", "opt")
@@ -59,7 +57,8 @@ ACCEPTED = {
 ENCODER, DECODER = "encoder.transformer.", "decoder.transformer_layers."
 SRC_EMBEDDING = "encoder.embeddings.make_embedding.emb_luts.0.weight"
 TGT_EMBEDDING = "decoder.embeddings.make_embedding.emb_luts.0.weight"
-PROJECTIONS = (("linear_query", "query"), ("linear_keys", "key"), ("linear_values", "value"), ("final_linear", "output"))
+PROJECTIONS = (("linear_query", "query"), ("linear_keys", "key"), ("linear_values", "value"),
+               ("final_linear", "output"))
 POSITIONS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "fairseq"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}  # silu and gated-gelu are gated (a third matrix): refused
 SUPPORTED = ("encoder_type/decoder_type transformer with sinusoidal positions, scaled-dot self-attention, "
@@ -181,8 +180,12 @@ def _refuse_unsupported(source: Source, options: Mapping[str, Any], extra: Mappi
             refuse(f"{key} {get(key)!r} ({what})")
     if get("enc_hid_size", get("hidden_size")) != get("dec_hid_size", get("hidden_size")):
         refuse(f"enc_hid_size {get('enc_hid_size')} ≠ dec_hid_size {get('dec_hid_size')}")
-    if rnn:
-        return
+    if not rnn:
+        _refuse_unsupported_transformer(get, refuse)
+
+
+def _refuse_unsupported_transformer(get: Callable[..., Any], refuse: Callable[[str], None]) -> None:
+    """The options only a Transformer has (``get``: an option's value; ``refuse``: one line naming it)."""
     relative = get("max_relative_positions", 0)
     if relative:
         kind = {-1: "rotary", -2: "ALiBi"}.get(relative, "relative (Shaw et al.)")
@@ -221,7 +224,7 @@ def _width(source: Source, state: Mapping[str, Tensor]) -> int:
     return int(state[SRC_EMBEDDING].shape[-1])
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     payload = source.payload
     if not _ours(source):
         raise source.error(f"not an OpenNMT-py checkpoint (a dict with {', '.join(KEYS)}, or with vocab and opt "
@@ -266,13 +269,14 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     for key in ("src_subword_model", "tgt_subword_model"):
         if options.get(key):
             inferred[key] = str(options[key])
-    return Inspection(NAME, source.path, inferred, accepted=ACCEPTED), (state, src_tokens, tgt_tokens)
+    return Inspection(NAME, source.path, inferred, accepted=ACCEPTED, found=(state, src_tokens, tgt_tokens))
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("an OpenNMT-py checkpoint carries its own vocabularies; drop --src-vocab/--tgt-vocab")
-    inspection, (state, src_tokens, tgt_tokens) = inspect(source, settings)
+    inspection = inspect(source, settings)
+    state, src_tokens, tgt_tokens = inspection.found
     inferred = inspection.inferred
     check_vocab_size(source, src_tokens, rows=weight_rows(source, state, key=SRC_EMBEDDING, layout=NAME), side="src",
                      origin="its vocab['src']")
@@ -282,24 +286,25 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                                            start=inferred["decoder_start_token"])
     if inferred["decoder_type"] == "rnn":
         config: TransformerConfig | RNNConfig = _rnn_config(inferred, tgt_specials)
-        check_against_weights(source.path, config, state)
-        model: TransformerSeq2Seq | RNNSeq2Seq = RNNSeq2Seq(config)
-        _map_rnn_weights(source, state, config).load_into(model)
+        weights = partial(_map_rnn_weights, source, state, config)
     else:
         config = _config(source, state, inferred=inferred, specials=tgt_specials)
-        check_against_weights(source.path, config, state)
-        model = TransformerSeq2Seq(config)
-        _map_weights(source, state, config=config, ffn_bias=inferred["add_ffnbias"]).load_into(model)
-    split = settings.value("tokenize", str, "whitespace", choices=WORD_SPLITS)
-    transforms = inferred.get("transforms")
-    tokenization = "whitespace-separated tokens of its vocabulary, as OpenNMT-py reads pre-tokenised text"
-    if transforms:
-        tokenization += f"; its training text went through the transforms {', '.join(transforms)}: give text " \
-                        f"tokenised the same way"
-    record = provenance(NAME, source, settings=settings, inferred=inferred, vocabularies="the checkpoint's vocab",
-                        tokenization=tokenization)
-    return Checkpoint(model, WordTokenizer(src_tokens, src_specials, split=split),
-                      target_tokenizer=WordTokenizer(tgt_tokens, tgt_specials, split=split), provenance=record)
+        weights = partial(_map_weights, source, state, config=config, ffn_bias=inferred["add_ffnbias"])
+
+    def tokenizers() -> Tokenizers:
+        split = settings.value("tokenize", str, "whitespace", choices=WORD_SPLITS)
+        transforms = inferred.get("transforms")
+        tokenization = "whitespace-separated tokens of its vocabulary, as OpenNMT-py reads pre-tokenised text"
+        if transforms:
+            tokenization += f"; its training text went through the transforms {', '.join(transforms)}: give text " \
+                            f"tokenised the same way"
+        return Tokenizers(WordTokenizer(src_tokens, src_specials, split=split),
+                          WordTokenizer(tgt_tokens, tgt_specials, split=split), tokenization)
+
+    return Converted(config, state, weights_file=source.path, weights=weights, tokenizers=tokenizers,
+                     provenance=Provenance(source.path, inferred,
+                                           vocabularies={"src": "the checkpoint's vocab['src']",
+                                                         "tgt": "the checkpoint's vocab['tgt']"}))
 
 
 def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], start: str) -> tuple[dict, dict]:
@@ -394,9 +399,10 @@ def _map_weights(source: Source, state: Mapping[str, Tensor], config: Transforme
             theirs, ours = f"{prefix}{index}.", f"{side}_layers.{index}."
             for block, norm, our_block in blocks:
                 for their_name, our_name in PROJECTIONS:
-                    weights.copy(f"{ours}{our_block}.attention.{our_name}.weight", f"{theirs}{block}.{their_name}.weight")
+                    ours_, theirs_ = f"{ours}{our_block}.attention.{our_name}", f"{theirs}{block}.{their_name}"
+                    weights.copy(f"{ours_}.weight", f"{theirs_}.weight")
                     if config.attention_bias:
-                        weights.copy(f"{ours}{our_block}.attention.{our_name}.bias", f"{theirs}{block}.{their_name}.bias")
+                        weights.copy(f"{ours_}.bias", f"{theirs_}.bias")
                 _norm(weights, f"{ours}{our_block}.norm", f"{theirs}{norm}")
             for their_name, our_name in (("w_1", "linear_in"), ("w_2", "linear_out")):
                 weights.copy(f"{ours}feed_forward.{our_name}.weight", f"{theirs}feed_forward.{their_name}.weight")

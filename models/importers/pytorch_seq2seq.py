@@ -27,17 +27,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import RNNConfig
 from ..errors import CheckpointError
-from ..nn.rnn import RNNSeq2Seq
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from ..nn.validation import check_against_weights
 from . import safe_load
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_vocab_size, find_state_dict, provenance, read_safetensors,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_vocab_size, find_state_dict, read_safetensors,
     read_vocabulary, refuse_unused, special_id, tensor_dict,
 )
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "pytorch-seq2seq"
 ACCEPTED = {
@@ -112,7 +110,7 @@ def claims(source: Source) -> bool:
     return "attention.Wa.weight" in decoder or "attn.weight" in decoder
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     encoder, decoder, langs = _parts(source)
     if "attn.weight" in decoder and "attention.Wa.weight" not in decoder:
         raise source.error("the legacy (2017-2022) tutorial decoder with location-based attention (attn, "
@@ -129,11 +127,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
     for side, lang in (("src", "input_lang"), ("tgt", "output_lang")):
         if lang not in langs:
             inspection.vocabularies[side] = "one word a line, line number = id (the tutorial Lang's index2word)"
-    return inspection, (encoder, decoder, langs)
+    inspection.found = (encoder, decoder, langs)
+    return inspection
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
-    inspection, (encoder, decoder, langs) = inspect(source, settings)
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
+    inspection = inspect(source, settings)
+    (encoder, decoder, langs) = inspection.found
     inspection.require(src_vocab, tgt_vocab)
     inferred = inspection.inferred
     src_tokens = _vocabulary(source, src_vocab, lang=langs.get("input_lang"), side="src")
@@ -147,21 +147,22 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                        tgt_vocab_size=inferred["output_size"], hidden=inferred["hidden_size"],
                        max_len=settings.value("MAX_LENGTH", int, 10), attention_query="hidden",
                        additive_activation="tanh", pad_id=sos, bos_id=sos, eos_id=eos, src_append_eos=True)
-    check_against_weights(source.path, config, {**encoder, **decoder})
-    model = RNNSeq2Seq(config)
     state = {**{f"encoder.{k}": v for k, v in encoder.items()}, **{f"decoder.{k}": v for k, v in decoder.items()}}
-    _map_weights(source, state).load_into(model)
-    for name, expected in (("SOS", sos), ("EOS", eos)):
-        if name in src_tokens and src_tokens.index(name) != expected:
-            raise source.error(f"the source vocabulary has {name} at {src_tokens.index(name)}, the target at "
-                               f"{expected}; the tutorial's two Langs share these ids")
-    split = settings.value("tokenize", str, "seq2seq-tutorial", choices=WORD_SPLITS)
-    specials = {"pad": sos, "unk": None, "bos": sos, "eos": eos}
-    record = provenance(NAME, source, settings=settings, inferred=inferred,
-                        vocabularies={"src": str(src_vocab or "input_lang in the file"),
-                                      "tgt": str(tgt_vocab or "output_lang in the file")})
-    return Checkpoint(model, WordTokenizer(src_tokens, specials, split=split),
-                      target_tokenizer=WordTokenizer(tgt_tokens, specials, split=split), provenance=record)
+
+    def tokenizers() -> Tokenizers:
+        for name, expected in (("SOS", sos), ("EOS", eos)):
+            if name in src_tokens and src_tokens.index(name) != expected:
+                raise source.error(f"the source vocabulary has {name} at {src_tokens.index(name)}, the target at "
+                                   f"{expected}; the tutorial's two Langs share these ids")
+        split = settings.value("tokenize", str, "seq2seq-tutorial", choices=WORD_SPLITS)
+        specials = {"pad": sos, "unk": None, "bos": sos, "eos": eos}
+        return Tokenizers(WordTokenizer(src_tokens, specials, split=split),
+                          WordTokenizer(tgt_tokens, specials, split=split), WORD_TOKENIZATION)
+
+    vocabularies = {"src": src_vocab or "input_lang in the file", "tgt": tgt_vocab or "output_lang in the file"}
+    return Converted(config, {**encoder, **decoder}, weights_file=source.path,
+                     weights=lambda: _map_weights(source, state), tokenizers=tokenizers,
+                     provenance=Provenance(source.path, inferred, vocabularies=vocabularies))
 
 
 def _vocabulary(source: Source, path: str | None, lang: Any, side: str) -> list[str]:

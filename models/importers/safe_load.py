@@ -1,4 +1,5 @@
-"""Read foreign ``.pt``/``.bin``/``.pkl`` files without running code from them (docs/checkpoint-formats.md#reading-files-safely).
+"""Read foreign ``.pt``/``.bin``/``.pkl`` files without running code from them
+(docs/checkpoint-formats.md#reading-files-safely).
 
 A pickle can call any importable function while it is read. So:
 

@@ -27,13 +27,11 @@ from typing import Any
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
-from ..storage.checkpoint import Checkpoint
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import WordTokenizer
-from ..nn.transformer import TransformerSeq2Seq
-from ..nn.validation import check_against_weights
-from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, provenance, tensor_dict
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, tensor_dict
+from .contract import Converted, Provenance, Tokenizers
 
 NAME = "sockeye"
 ACCEPTED: dict[str, str] = {}  # the folder says everything
@@ -97,7 +95,7 @@ def _yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
+def inspect(source: Source, settings: Settings) -> Inspection:
     folder = _folder(source)
     config_path = folder / "config"
     config = _yaml(config_path)
@@ -116,12 +114,13 @@ def inspect(source: Source, settings: Settings) -> tuple[Inspection, tuple]:
         "preprocess_sequence": encoder.get("preprocess_sequence"),
         "postprocess_sequence": encoder.get("postprocess_sequence"), "act_type": encoder.get("act_type"),
         "use_glu": bool(encoder.get("use_glu")), "positional_embedding_type": encoder.get("positional_embedding_type"),
-        "max_seq_len_source": encoder.get("max_seq_len_source"), "max_seq_len_target": decoder.get("max_seq_len_target"),
+        "max_seq_len_source": encoder.get("max_seq_len_source"),
+        "max_seq_len_target": decoder.get("max_seq_len_target"),
         "weight_tying_type": str(config.get("weight_tying_type") or "none"),
         "vocab_source_size": config.get("vocab_source_size"), "vocab_target_size": config.get("vocab_target_size"),
         "params": params.name,
     }
-    return Inspection(NAME, folder, inferred, accepted=ACCEPTED), (config, params)
+    return Inspection(NAME, folder, inferred, accepted=ACCEPTED, found=(config, params))
 
 
 def _refuse_unsupported(path: Path, config: Mapping[str, Any]) -> None:
@@ -158,11 +157,12 @@ def _refuse_unsupported(path: Path, config: Mapping[str, Any]) -> None:
         refuse("an embedding size other than the model size")
 
 
-def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Checkpoint:
+def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     if src_vocab or tgt_vocab:
         raise source.error("a Sockeye folder carries its vocabularies (vocab.src.0.json, vocab.trg.0.json); drop "
                            "--src-vocab/--tgt-vocab")
-    inspection, (config, params) = inspect(source, settings)
+    inspection = inspect(source, settings)
+    config, params = inspection.found
     inferred = inspection.inferred
     folder = inspection.path
     state = tensor_dict(Source(params, source.trust).payload)
@@ -172,15 +172,14 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                     for name, rows in (("vocab.src.0.json", "vocab_source_size"),
                                        ("vocab.trg.0.json", "vocab_target_size"))]
     ours = _config(config, inferred)
-    check_against_weights(params, ours, state)
-    model = TransformerSeq2Seq(ours)
-    _map_weights(Source(params), state, ours).load_into(model)
     specials = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}  # _vocabulary checked them
-    tokenizers = [WordTokenizer(vocabulary, specials) for vocabulary in vocabularies]
-    record = provenance(NAME, Source(folder), settings=settings, inferred=inferred,
-                        tokenization="whitespace-separated tokens of its vocabularies, as sockeye-translate reads "
-                                     "text (any subword splitting happens before Sockeye: split text the same way)")
-    return Checkpoint(model, tokenizers[0], target_tokenizer=tokenizers[1], provenance=record)
+    tokenization = ("whitespace-separated tokens of its vocabularies, as sockeye-translate reads text (any subword "
+                    "splitting happens before Sockeye: split text the same way)")
+    return Converted(ours, state, weights_file=params, weights=lambda: _map_weights(Source(params), state, ours),
+                     tokenizers=lambda: Tokenizers(WordTokenizer(vocabularies[0], specials),
+                                                   WordTokenizer(vocabularies[1], specials), tokenization),
+                     provenance=Provenance(folder, inferred,
+                                           vocabularies={"src": "vocab.src.0.json", "tgt": "vocab.trg.0.json"}))
 
 
 def _vocabulary(path: Path, rows: Any) -> list[str]:

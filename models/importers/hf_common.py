@@ -1,0 +1,193 @@
+"""What the Hugging Face importers share (marian, hf-bart, fsmt, hf-t5, and fairseq, whose transformer names its
+layers as BART does): reading a folder's config.json and weights, its activation and sizes, the layer names of
+the BART layout, and its tokenizers (tokenizer.json, BPE merges, piece → id files).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from ..errors import CheckpointError, ConfigError
+from ..nn.base import sinusoid_table
+from ..nn.config import TransformerConfig
+from ..text.tokenizers import TokenizerJsonTokenizer
+from . import safe_load
+from .common import Source, WeightMap, check_sinusoid, read_safetensors
+
+PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
+
+
+# transformers' ACT2FN name → ours. The tanh approximations of GELU are one function written four ways (they
+# differ by float rounding only); prelu and xielu learn parameters no config of ours holds.
+HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu", "gelu_python": "gelu",
+                  "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
+                  "gelu_fast": "gelu_tanh", "gelu_accurate": "gelu_tanh", "gelu_10": "gelu_clipped",
+                  "quick_gelu": "quick_gelu", "relu2": "relu2", "relu6": "relu6", "leaky_relu": "leaky_relu",
+                  "mish": "mish", "hardswish": "hardswish", "tanh": "tanh", "sigmoid": "sigmoid", "linear": "linear",
+                  "sqrtsoftplus": "sqrt_softplus", "laplace": "laplace"}
+
+
+def hf_sizes(hf: dict[str, Any]) -> dict[str, int]:
+    """Our heads and feed-forward widths for a Hugging Face encoder-decoder's config.json: the decoder's own
+    only where they differ from the encoder's, so that a model with equal sides has the config it always had."""
+    decoder_heads, decoder_d_ff = hf["decoder_attention_heads"], hf["decoder_ffn_dim"]
+    return {"heads": hf["encoder_attention_heads"], "d_ff": hf["encoder_ffn_dim"],
+            "decoder_heads": 0 if decoder_heads == hf["encoder_attention_heads"] else decoder_heads,
+            "decoder_d_ff": 0 if decoder_d_ff == hf["encoder_ffn_dim"] else decoder_d_ff}
+
+
+def hf_activation(source: Source, hf: dict[str, Any]) -> str:
+    """Our activation for a Hugging Face encoder-decoder's config.json."""
+    activation = HF_ACTIVATIONS.get(hf["activation_function"])
+    if activation is None:
+        raise source.error(f"activation_function {hf['activation_function']!r} is not supported "
+                           f"({', '.join(HF_ACTIVATIONS)})")
+    return activation
+
+
+# Hugging Face folders
+
+def hf_model_type(folder: Path) -> str | None:
+    """``model_type`` of a Hugging Face folder's config.json, or None when there is none to read."""
+    path = folder / "config.json"
+    if not folder.is_dir() or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data.get("model_type") if isinstance(data, dict) and isinstance(data.get("model_type"), str) else None
+
+
+def read_hf_config(source: Source) -> tuple[Path, dict[str, Any]]:
+    """The folder's config.json as a dict (and its path, for error lines)."""
+    path = source.path / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(path, "is not a JSON object")
+    return path, data
+
+
+def read_hf_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
+    """The state dict of a Hugging Face folder: ``model.safetensors``, else ``pytorch_model.bin`` (read safely)."""
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        path = source.path / name
+        if path.is_file():
+            payload = read_safetensors(path) if name.endswith(".safetensors") else \
+                safe_load.load(path, trust=source.trust)
+            if not isinstance(payload, dict):
+                raise CheckpointError(path, f"holds {type(payload).__name__}, not a state dict")
+            return payload, path
+    raise source.error("the folder has neither model.safetensors nor pytorch_model.bin")
+
+
+# How multilingual tokenizers write language codes: mBART (en_XX), NLLB (eng_Latn), M2M100 (__en__).
+LANGUAGE_CODE = re.compile(r"[a-z]{2}_[A-Z]{2}|[a-z]{3}_[A-Z][a-z]{3}|__[a-z]{2,3}__")
+
+
+def tokenizer_json_pair(source: Source, config: Any,
+                        source_bos: int) -> tuple[TokenizerJsonTokenizer, TokenizerJsonTokenizer]:
+    """The folder's tokenizer.json for both sides: sources framed by its post-processor, as transformers
+    does; labels for ids the file lacks read ``<id N>`` (``config``: the converted model's, for its
+    vocabulary size and special ids). Special tokens shaped like language codes are the tokenizers'
+    languages (none chosen yet)."""
+    path = source.path / "tokenizer.json"
+    try:
+        definition = path.read_text(encoding="utf-8")
+        vocab = json.loads(definition)["model"]["vocab"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as error:
+        raise CheckpointError(path, f"cannot be read as a tokenizer.json ({error})") from None
+    pieces = [f"<id {index}>" for index in range(config.tgt_vocab_size)]
+    entries = vocab.items() if isinstance(vocab, dict) else ((piece, index) for index, (piece, *_) in enumerate(vocab))
+    added = json.loads(definition).get("added_tokens") or []
+    for piece, index in [*entries, *((token.get("content"), token.get("id")) for token in added)]:
+        if isinstance(piece, str) and isinstance(index, int) and 0 <= index < len(pieces):
+            pieces[index] = piece
+    unk = next((index for piece, index in ((p, i) for i, p in enumerate(pieces)) if piece == "<unk>"), None)
+    specials = {"pad": config.pad_id, "unk": unk, "eos": config.eos_id}
+    languages = {token["content"]: token["id"] for token in added if isinstance(token, dict)
+                 and token.get("special") and isinstance(token.get("content"), str)
+                 and LANGUAGE_CODE.fullmatch(token["content"]) and isinstance(token.get("id"), int)
+                 and 0 <= token["id"] < len(pieces)}
+    try:
+        return (TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": source_bos}, add_special_tokens=True,
+                                       languages=languages),
+                TokenizerJsonTokenizer(definition, pieces, {**specials, "bos": config.bos_id}, languages=languages))
+    except ConfigError as error:
+        raise CheckpointError(path, str(error)) from None
+
+
+def key_prefix(state: dict[str, Tensor]) -> str:
+    return "model." if any(key.startswith("model.") for key in state) else ""
+
+
+def map_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
+    """The layers and position tables every family of this layout (and FSMT) names alike:
+    ``{prefix}{encoder,decoder}.layers.N.{self_attn,encoder_attn}.{q,k,v,out}_proj``, their ``…_layer_norm``,
+    ``fc1``, ``fc2``, ``final_layer_norm``; ``{prefix}{side}.embed_positions.weight`` (learned: loaded; a
+    sinusoid: checked against ours and rebuilt); ``{prefix}{side}.version`` (a format marker)."""
+    state = weights.state
+    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
+        for index in range(count):
+            theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
+            blocks = [("self_attn", "self_attention")] + ([("encoder_attn", "cross_attention")]
+                                                          if side == "decoder" else [])
+            for their_block, our_block in blocks:
+                for kind_ in ("weight", "bias"):
+                    for proj, name in PROJECTIONS:
+                        weights.copy(f"{ours}{our_block}.attention.{name}.{kind_}",
+                                     f"{theirs}{their_block}.{proj}.{kind_}")
+                    weights.copy(f"{ours}{our_block}.norm.{kind_}", f"{theirs}{their_block}_layer_norm.{kind_}")
+            for kind_ in ("weight", "bias"):
+                weights.copy(f"{ours}feed_forward.linear_in.{kind_}", f"{theirs}fc1.{kind_}")
+                weights.copy(f"{ours}feed_forward.linear_out.{kind_}", f"{theirs}fc2.{kind_}")
+                weights.copy(f"{ours}feed_forward.norm.{kind_}", f"{theirs}final_layer_norm.{kind_}")
+        ours_side = "src" if side == "encoder" else "tgt"
+        positions = f"{prefix}{side}.embed_positions.weight"
+        if config.positions == "learned":
+            weights.copy(f"{ours_side}_embedding.learned_positions.weight", positions)
+        else:  # a fixed table: rebuilt from the config, a saved copy must be the same sinusoid
+            table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
+            if config.positions == "fairseq":
+                table[config.pad_id] = 0.0  # fairseq's row for padding tokens
+            check_sinusoid(weights.source, state.get(positions), expected=table, what=positions)
+            weights.ignore(positions)
+        weights.ignore(f"{prefix}{side}.version")  # a format marker
+
+
+def bpe_tokenizer(path: Path, symbols: dict[str, int], merges: list[tuple[str, ...]], unk: str, vocab_size: int):
+    """A ``tokenizers`` BPE model (``</w>`` ending a word's last symbol) over ``symbols`` → id; the symbols the
+    merges make that ``symbols`` lacks get ids from ``vocab_size`` on, for a ``beyond_is_unknown`` tokenizer: the
+    library merges only symbols it has ids for, the Python tokenizers merge first and look up after."""
+    from tokenizers import Tokenizer, models
+
+    symbols, beyond = dict(symbols), vocab_size
+    for first, second in merges:
+        for symbol in (first, second, first + second):
+            if symbol not in symbols:
+                symbols[symbol] = beyond
+                beyond += 1
+    try:
+        return Tokenizer(models.BPE(vocab=symbols, merges=merges, unk_token=unk, end_of_word_suffix="</w>"))
+    except Exception as error:  # the library's own exception type
+        raise CheckpointError(path, f"cannot be read as BPE merges ({str(error).splitlines()[0]})") from None
+
+
+def piece_ids(path: Path) -> dict[str, int]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    if not isinstance(data, dict) or not all(isinstance(key, str) and isinstance(value, int)
+                                             and not isinstance(value, bool) and value >= 0
+                                             for key, value in data.items()):
+        raise CheckpointError(path, "is not a piece → id object")
+    return data
