@@ -97,7 +97,8 @@ def main() -> None:
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     src, out = sentence(50, 1), sentence(50, 2)
-    print(f"device {args.device}, {torch.get_num_threads()} threads; 6 + 6 layers × 8 heads, d_model 512; 50 + 50 tokens")
+    print(f"device {args.device}, {torch.get_num_threads()} threads; "
+          "6 + 6 layers × 8 heads, d_model 512; 50 + 50 tokens")
     forward = median_seconds(lambda: plain_forward(model, src, out))
     noted = median_seconds(lambda: capture_forward(model, src, out))
     print(f"forward with weights: {forward * 1000:.1f} ms; with every block noted: {noted * 1000:.1f} ms")

@@ -102,7 +102,8 @@ def test_bad_checkpoint_files(capsys, tmp_path, content, message):
 
 
 @pytest.mark.parametrize("options, fragment", [
-    (["--beam", "0"], "between 1 and 64"), (["--beam", "5000"], "between 1 and 64"), (["--beam", "x"], "not an integer"),
+    (["--beam", "0"], "between 1 and 64"), (["--beam", "5000"], "between 1 and 64"),
+    (["--beam", "x"], "not an integer"),
     (["--max-len", "-1"], "--max-len"), (["--max-len", "0"], "between 1"),
     (["--length-penalty", "nan"], "finite"), (["--encoding", "klingon"], "unknown text encoding"),
 ])

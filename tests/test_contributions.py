@@ -1,6 +1,6 @@
-"""Contributions beyond attention weights (models/analysis/contributions.py) on real models: random-weight Transformers of
-every norm placement and kind, the bundled demos and a converted Marian model, checked against the blocks'
-real outputs and against direct, one-at-a-time computations."""
+"""Contributions beyond attention weights (models/analysis/contributions.py) on real models: random-weight
+Transformers of every norm placement and kind, the bundled demos and a converted Marian model, checked against
+the blocks' real outputs and against direct, one-at-a-time computations."""
 
 from __future__ import annotations
 
@@ -156,10 +156,12 @@ def test_value_zeroing_equals_zeroing_one_token_at_a_time():
         expected = np.zeros((maps.layers[kind][layer].shape[0], keys))
         original = layer_output(model, owner, src, tgt_in)
         for key in range(keys):
-            zero = module.attention.value.register_forward_hook(lambda m, i, o, key=key: o.index_fill(1, torch.tensor([key]), 0.0))
+            zero = module.attention.value.register_forward_hook(
+                lambda m, i, o, key=key: o.index_fill(1, torch.tensor([key]), 0.0))
             changed = layer_output(model, owner, src, tgt_in)
             zero.remove()
-            expected[:, key] = 1 - torch.nn.functional.cosine_similarity(changed.double(), original.double(), dim=-1).numpy()
+            similarity = torch.nn.functional.cosine_similarity(changed.double(), original.double(), dim=-1)
+            expected[:, key] = 1 - similarity.numpy()
         expected /= expected.sum(1, keepdims=True)
         assert np.abs(maps.layers[kind][layer] - expected).max() < 1e-5, kind
 
@@ -217,7 +219,8 @@ def test_a_gru_decoders_value_norms_are_its_weights_times_the_norms_of_what_the_
         _, inter = model(torch.tensor([src]), torch.tensor([decoder_input(model, out)]), need_weights=True)
         annotations, _ = model.encoder(torch.tensor([src]), model.source_mask(torch.tensor([src])))
         attention = model.decoder.attention
-        values = annotations[0] if name.endswith("additive") else annotations[0] @ attention.value.weight.T + attention.value.bias
+        values = (annotations[0] if name.endswith("additive")
+                  else annotations[0] @ attention.value.weight.T + attention.value.bias)
     expected = inter.attention["cross"][0][0, 0] * values.norm(dim=-1)[None]
     assert list(norms.layers) == ["cross"] and norms.layers["cross"][0].shape == (1, len(out), len(src))
     assert np.abs(norms.layers["cross"][0][0] - expected.numpy()).max() < 1e-5

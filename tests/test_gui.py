@@ -327,10 +327,12 @@ def test_export_to_a_bad_path_says_so(qtbot, window, tmp_path):
 def test_drop_a_checkpoint_on_the_window(qtbot, window, gru_checkpoint):
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(gru_checkpoint))])
-    enter = QDragEnterEvent(QPoint(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    enter = QDragEnterEvent(QPoint(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                            Qt.KeyboardModifier.NoModifier)
     window.dragEnterEvent(enter)
     assert enter.isAccepted()
-    drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton,
+                      Qt.KeyboardModifier.NoModifier)
     window.dropEvent(drop)
     qtbot.waitUntil(lambda: window.session.model.arch == "gru-additive", timeout=WAIT)
     run_text(qtbot, window, "abc", max_len=4)
@@ -464,7 +466,8 @@ def test_a_model_without_attention_clears_the_heatmaps(qtbot, window, char_token
     run_text(qtbot, window, "abc", max_len=3)
     assert window.focus.image.image is not None
     torch.manual_seed(3)
-    path = save_checkpoint(tmp_path / "none.safetensors", build_model(tiny_config("gru-none")), char_tokenizer, char_tokenizer)
+    model = build_model(tiny_config("gru-none"))
+    path = save_checkpoint(tmp_path / "none.safetensors", model, char_tokenizer, char_tokenizer)
     window.open_path(str(path))
     qtbot.waitUntil(lambda: window.session.model.arch == "gru-none", timeout=WAIT)
     assert window.focus.image.image is None and not window.head_grid.cells  # the old model's attention is gone

@@ -143,7 +143,8 @@ def test_head_importance_shows_a_layers_by_heads_heatmap_and_clicking_a_head_foc
     view.kind.setCurrentIndex(view.kind.findData("dec_self"))
     np.testing.assert_array_equal(view.plots[0][1].image, importance.drops["dec_self"].astype(np.float32))
     qtbot.mouseClick(view.panels.viewport(), Qt.MouseButton.LeftButton, pos=cell_position(view, 0, 2, 0))
-    assert (window.session.selection.kind, window.session.selection.layer, window.session.selection.head) == ("dec_self", 2, 0)
+    selection = window.session.selection
+    assert (selection.kind, selection.layer, selection.head) == ("dec_self", 2, 0)
     assert view.head_title.text().startswith("Decoder self-attention, layer 2, head 0: exact match %")
     assert view.plots[0][2].isVisible()  # the clicked head is outlined
     window.importance.open(str(tmp_path / "missing.tsv"))

@@ -111,7 +111,8 @@ def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tm
     panel = window.model_panel
     item = next(panel.demos.item(row) for row in range(panel.demos.count())
                 if panel.demos.item(row).text() == "piglatin-gru-scaled-dot")
-    (action,) = [action for action in panel.demo_actions(item).actions() if action.text() == "Compare with the open model"]
+    (action,) = [action for action in panel.demo_actions(item).actions()
+                 if action.text() == "Compare with the open model"]
     action.trigger()
     qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None,
                     timeout=WAIT)

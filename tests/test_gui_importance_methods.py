@@ -107,5 +107,6 @@ def test_a_device_switch_during_an_nll_job_stops_it_and_says_why(qtbot, window):
     wait_for(lambda: bool(progress))  # the first pass has finished, the second is under way
     window.model_panel.device_chosen.emit("cpu")
     wait_for(lambda: "Stopped" in panel.view.summary.text())
-    assert panel.view.summary.text() == "Stopped: the model moved to cpu. View → Head importance… scores a corpus again."
+    assert panel.view.summary.text() == ("Stopped: the model moved to cpu. "
+                                         "View → Head importance… scores a corpus again.")
     assert panel.importance is None and not window.worker_thread.worker.long_jobs

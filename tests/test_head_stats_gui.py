@@ -29,16 +29,19 @@ def corpus(tmp_path):
 def test_the_state_holds_one_panel_per_statistic(random_checkpoint):
     stats = corpus_head_stats(Translator(load_checkpoint(random_checkpoint), "cpu"), PAIRS, batch_size=4)
     state = stats_view.head_stats_state(stats, "reference", "cross", (1, 2))
-    assert [panel.name for panel in state.panels] == ["entropy", "confidence", "eos", "diagonal"]  # padding is 0: left out
+    # padding is 0: left out
+    assert [panel.name for panel in state.panels] == ["entropy", "confidence", "eos", "diagonal"]
     assert (state.layers, state.heads, state.selected) == (2, 4, (1, 2))
     np.testing.assert_array_equal(state.panels[3].matrix, stats.runs["reference"].mean("cross", "diagonal"))
-    assert state.panels[1].levels == (0.0, 1.0) and state.panels[0].levels[1] == pytest.approx(state.panels[0].matrix.max())
+    assert state.panels[1].levels == (0.0, 1.0)
+    assert state.panels[0].levels[1] == pytest.approx(state.panels[0].matrix.max())
     assert stats_view.head_stats_state(stats, "decoded", "nothing").kind == "enc_self"  # falls back to what exists
     typical = stats_view.typical_sentences(stats, "reference", "cross", 1, 2, count=2)
     assert len(typical.most) == len(typical.least) == 2 and "layer 1, head 2" in typical.title
     farthest = typical.least[0]
     assert (farthest.source, farthest.target) == PAIRS[farthest.index]
-    assert farthest.value == pytest.approx(stats.runs["reference"].per_sentence("cross", "entropy")[farthest.index, 1, 2])
+    entropies = stats.runs["reference"].per_sentence("cross", "entropy")
+    assert farthest.value == pytest.approx(entropies[farthest.index, 1, 2])
 
 
 def test_the_state_module_loads_neither_qt_nor_torch():
@@ -59,8 +62,10 @@ def test_clicking_a_head_lists_its_sentences_and_double_clicking_runs_one(qtbot,
     qtbot.waitUntil(lambda: panel.stats is not None, timeout=WAIT)
     view = panel.view
     assert window.head_stats.dock.isVisible()
-    assert [plot.titleLabel.text.split(" ")[0] for plot, _, _ in view.plots] == ["entropy", "confidence", "eos", "diagonal"]
-    np.testing.assert_allclose(view.plots[3][1].image, panel.stats.runs["reference"].mean("cross", "diagonal"), atol=1e-6)
+    titles = [plot.titleLabel.text.split(" ")[0] for plot, _, _ in view.plots]
+    assert titles == ["entropy", "confidence", "eos", "diagonal"]
+    np.testing.assert_allclose(view.plots[3][1].image, panel.stats.runs["reference"].mean("cross", "diagonal"),
+                               atol=1e-6)
     assert "6 sentences" in view.summary.text()
 
     qtbot.waitExposed(view.panels)

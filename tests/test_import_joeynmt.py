@@ -498,7 +498,7 @@ def test_moses_before_sentencepiece_is_refused_in_one_line(plain, tmp_path):
     ("model", "unidirectional", None,
      r"a unidirectional recurrent encoder \(JoeyNMT 2.3's own encoder cannot run one\)"),
 ])
-def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, where, key, value, named):
+def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, *, where, key, value, named):
     def change(config):
         if key == "unidirectional":  # its recurrent defaults, one direction
             config["model"] = _recurrent("gru", "bahdanau", layers=1, embedding=8, input_feeding=True,

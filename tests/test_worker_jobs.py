@@ -46,7 +46,8 @@ def no_job_thread_left() -> bool:
 
 def test_nothing_in_the_worker_or_the_core_processes_events():
     """A job that processed the thread's events ran model loads, runs and moves nested inside itself."""
-    sources = [ROOT / "attnviz" / "gui" / "worker.py", ROOT / "attnviz" / "state" / "jobs.py", *sorted((ROOT / "models").rglob("*.py"))]
+    sources = [ROOT / "attnviz" / "gui" / "worker.py", ROOT / "attnviz" / "state" / "jobs.py",
+               *sorted((ROOT / "models").rglob("*.py"))]
     offenders = [str(path.relative_to(ROOT)) for path in sources
                  if re.search(r"processEvents|QEventLoop|sendPostedEvents", path.read_text(encoding="utf-8"))]
     assert not offenders

@@ -1,4 +1,5 @@
-"""The ``attnviz`` command (the README's command list is its contract). Subcommands run headless; only the GUI imports Qt.
+"""The ``attnviz`` command (the README's command list is its contract).
+Subcommands run headless; only the GUI imports Qt.
 
     attnviz [CHECKPOINT]            open the GUI (the bundled demo when none is given)
     attnviz info|translate|export|train ...
@@ -36,7 +37,7 @@ def warn(message: str) -> None:
     print(f"attnviz: warning: {message}", file=sys.stderr)
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: PLR0917 (warnings' hook)
     """The core's warnings about the model's numbers as one ``attnviz: warning:`` line; others as usual."""
     if issubclass(category, NumericalWarning):
         warn(str(message))

@@ -1,4 +1,5 @@
-"""attnviz evaluate -c CKPT [--data PAIRS.tsv] [--beam K] [--limit N] [--alignment piglatin] [--ablate KIND:LAYER:HEAD] [--json]
+"""attnviz evaluate -c CKPT [--data PAIRS.tsv] [--beam K] [--limit N] [--alignment piglatin]
+[--ablate KIND:LAYER:HEAD] [--json]
 
 Exact match, chrF and BLEU on held-out pairs, exact match by source length, and with --alignment piglatin
 the share of copied characters whose strongest cross-attention is on the character copied. A bundled demo

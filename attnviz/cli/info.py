@@ -51,7 +51,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         tokenizer = summary[f"{side}_tokenizer"]
         characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
         language = f", language {tokenizer['language'] or 'not chosen'}" if "languages" in tokenizer else ""
-        lines.append(row(side, f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens{characters}{language}"))
+        lines.append(row(side, f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens"
+                               f"{characters}{language}"))
     languages = summary["source_tokenizer"].get("languages") or summary["target_tokenizer"].get("languages")
     if languages:
         shown = ", ".join(languages[:20]) + (f", … ({len(languages)} in all)" if len(languages) > 20 else "")

@@ -61,7 +61,9 @@ def platform_problem() -> str | None:
     if not sys.platform.startswith("linux") or platform.split(":")[0] not in ("", "xcb", "wayland"):
         return None  # macOS, Windows and the offscreen/minimal platforms need nothing more
     if platform.startswith("wayland"):
-        return None if os.environ.get("WAYLAND_DISPLAY") else f"no Wayland display (WAYLAND_DISPLAY is not set); {HEADLESS}"
+        if os.environ.get("WAYLAND_DISPLAY"):
+            return None
+        return f"no Wayland display (WAYLAND_DISPLAY is not set); {HEADLESS}"
     if not os.environ.get("DISPLAY"):
         if not platform and os.environ.get("WAYLAND_DISPLAY"):
             return None

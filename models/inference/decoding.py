@@ -295,7 +295,8 @@ class _Decoder:
             stacked[:, index, : weights.shape[-1]] = weights
         return stacked
 
-    def forced_result(self, target: list[int], logits: Tensor, inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
+    def forced_result(self, target: list[int], logits: Tensor,
+                      inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
         right; its trace is the pass' own attention, and each step's rows are views into it."""
         tokens = torch.tensor(target, device=logits.device)
@@ -321,8 +322,9 @@ class _Decoder:
                     key_len = index + 1 if kind == "dec_self" else len(self.src_tokens)
                     attention[kind] = [layer[None, :, index, :key_len] for layer in trace.attention[kind]]
                     masks[kind] = trace.masks[kind][index: index + 1, :key_len]
-            steps.append(DecodeStep(step=index, **one, parents=np.zeros(1, dtype=np.int64), scores=scores[index: index + 1],
-                                    finished=one["token_ids"] == self.eos, attention=attention, masks=masks))
+            steps.append(DecodeStep(step=index, **one, parents=np.zeros(1, dtype=np.int64),
+                                    scores=scores[index: index + 1], finished=one["token_ids"] == self.eos,
+                                    attention=attention, masks=masks))
         result = DecodeResult(token_ids=list(target), tokens=list(choices["tokens"]), text="",
                               log_prob=float(scores[-1]), score=float(scores[-1]), trace=trace, steps=steps,
                               rows=[0] * len(steps))

@@ -295,7 +295,8 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": "", "position_offset": 0, "tgt_norm_before_positions": False, "relative_buckets": 0,
+LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": "", "position_offset": 0,
+                "tgt_norm_before_positions": False, "relative_buckets": 0,
                 "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
                 "residual_scale": 1.0,
                 "bidirectional": False, "embedding_size": 0, "luong_score": "general", "rnn_cell": "gru",

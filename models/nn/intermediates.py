@@ -70,8 +70,8 @@ class Intermediates:
     masks: dict[str, Tensor | None] = field(default_factory=dict)
 
 
-def trace_from_intermediates(intermediates: Intermediates, index: int, src_tokens: list[str],
-                             tgt_tokens: list[str], dtype: type = np.float32, release: bool = False) -> AttentionTrace:
+def trace_from_intermediates(intermediates: Intermediates, index: int, src_tokens: list[str], tgt_tokens: list[str],
+                             *, dtype: type = np.float32, release: bool = False) -> AttentionTrace:
     """Example ``index`` of a batched forward pass as a trace (trimmed to the given token lists).
 
     ``release`` empties the intermediates' lists as their tensors are converted, so that a conversion

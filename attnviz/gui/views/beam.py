@@ -42,7 +42,8 @@ class BeamGraph(QGraphicsView):
             if node.parent >= 0:
                 parent = state.nodes[node.parent]
                 path = QPainterPath()
-                start_x, start_y = parent.depth * STEP_WIDTH + self._width(parent.token, font), parent.slot * SLOT_HEIGHT
+                start_x = parent.depth * STEP_WIDTH + self._width(parent.token, font)
+                start_y = parent.slot * SLOT_HEIGHT
                 path.moveTo(start_x + 2, start_y)
                 path.cubicTo(x - 20, start_y, start_x + 22, y, x - 2, y)
                 self.edges.append((index, scene.addPath(path, QPen(QColor(150, 150, 150), 1))))

@@ -276,7 +276,8 @@ class HeadStatsView(QWidget):
             header.setFont(font)
             self.sentences.addItem(header)
             for entry in entries:
-                item = QListWidgetItem(f"#{entry.index + 1}  {entry.source}  →  {entry.target}   (entropy {entry.value:.3f})")
+                item = QListWidgetItem(f"#{entry.index + 1}  {entry.source}  →  {entry.target}"
+                                       f"   (entropy {entry.value:.3f})")
                 item.setData(SENTENCE_ROLE, entry.source)
                 item.setToolTip("Double-click to run this sentence")
                 self.sentences.addItem(item)

@@ -117,7 +117,7 @@ def row_ticks(labels: TokenLabels, span: tuple[float, float], cell: float, ancho
     return _layout(labels, shown, cell=cell, options=options, anchor=anchor, gap=0)
 
 
-def _layout(labels: TokenLabels, shown: range, cell: float, options: list[tuple[bool, int, np.ndarray, float]],
+def _layout(labels: TokenLabels, shown: range, *, cell: float, options: list[tuple[bool, int, np.ndarray, float]],
             anchor: int, gap: float) -> TickLayout:
     """The first of ``options`` (direction, lanes, the shown labels' extents along the axis, a lane's depth)
     that labels every token in ``shown``. When none does (zoomed out), every n-th token, in full, counted from
@@ -326,7 +326,8 @@ class HeatmapView(QWidget):
         crosshair_pen = pg.mkPen((255, 255, 255, 110), width=1, style=Qt.PenStyle.DashLine)
         self.vline = pg.InfiniteLine(angle=90, movable=False, pen=crosshair_pen)
         self.hline = pg.InfiniteLine(angle=0, movable=False, pen=crosshair_pen)
-        for item in (self.image, self.overlay, self.not_a_number, self.unrevealed, self.step_box, self.vline, self.hline):
+        for item in (self.image, self.overlay, self.not_a_number, self.unrevealed,
+                     self.step_box, self.vline, self.hline):
             self.plot.addItem(item)
         self.vline.hide()
         self.hline.hide()
@@ -375,7 +376,7 @@ class HeatmapView(QWidget):
         self.set_step(state.step_row)
 
     def show_matrix(self, matrix: np.ndarray, mask: np.ndarray | None, query_tokens: list[str],
-                    key_tokens: list[str], title: str = "", axis_names: tuple[str, str] = ("queries", "keys"),
+                    key_tokens: list[str], *, title: str = "", axis_names: tuple[str, str] = ("queries", "keys"),
                     levels: tuple[float, float] = (0.0, 1.0)) -> None:
         """Replace the data; items are reused, only images, ticks and ranges change. ``levels``: the weights
         drawn at the two ends of the colormap, shown on the colour bar."""
