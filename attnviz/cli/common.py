@@ -150,7 +150,8 @@ def add_decoding_options(parser: argparse.ArgumentParser) -> None:
 def add_ablation_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ablate", action="append", default=[], metavar="KIND:LAYER:HEAD",
                         help="switch a head off (its output zeroed) before decoding, e.g. cross:0:1; HEAD * = the "
-                             "whole layer; repeatable. KIND: enc_self, dec_self or cross; layers and heads count from 0")
+                             "whole layer; repeatable. KIND: enc_self, dec_self or cross; layers and heads count "
+                             "from 0")
 
 
 def ablation_for(args: argparse.Namespace, translator: Translator) -> Ablation:

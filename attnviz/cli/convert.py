@@ -63,7 +63,8 @@ def add_parser(subparsers) -> None:
                         help="a hyper-parameter the file lacks, named as in its source code (repeatable)")
     parser.add_argument("--src-lang", metavar="CODE", help="a multilingual model's source language (mBART-50: "
                                                            "en_XX; kept in the checkpoint; same as --set src_lang=)")
-    parser.add_argument("--tgt-lang", metavar="CODE", help="its target language, forced as the first output token (default: none)")
+    parser.add_argument("--tgt-lang", metavar="CODE",
+                        help="its target language, forced as the first output token (default: none)")
     parser.add_argument("--src-vocab", metavar="FILE", help="source vocabulary, one token a line")
     parser.add_argument("--tgt-vocab", metavar="FILE", help="target vocabulary, one token a line")
     parser.add_argument("--trust", action="store_true",

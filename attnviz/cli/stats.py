@@ -92,4 +92,5 @@ def table_lines(stats, corpus: str) -> list[str]:
 
 def grid_lines(values: np.ndarray) -> list[str]:
     header = "      " + "".join(f"{f'H{head}':>7}" for head in range(values.shape[1]))
-    return [header] + [f"{f'L{layer}':<6}" + "".join(f"{value:7.3f}" for value in row) for layer, row in enumerate(values)]
+    return [header] + [f"{f'L{layer}':<6}" + "".join(f"{value:7.3f}" for value in row)
+                       for layer, row in enumerate(values)]

@@ -28,7 +28,8 @@ class ImportDialog(QDialog):
         layout = QVBoxLayout(self)
         name = html.escape(Path(question.path).name)
         if inspection is not None:
-            intro = f"<b>{name}</b> is a <b>{html.escape(inspection.format)}</b> checkpoint. It does not say everything attnviz needs:"
+            intro = (f"<b>{name}</b> is a <b>{html.escape(inspection.format)}</b> checkpoint. "
+                     "It does not say everything attnviz needs:")
         else:
             intro = f"<b>{name}</b> can only be read by unpickling it."
         heading = QLabel(intro)
@@ -49,7 +50,8 @@ class ImportDialog(QDialog):
                 self.fields[key] = field
                 form.addRow(key, field)
             for side, hint in inspection.vocabularies.items():
-                form.addRow(f"{'source' if side == 'src' else 'target'} vocabulary", self._file_row(side, hint, previous))
+                label = f"{'source' if side == 'src' else 'target'} vocabulary"
+                form.addRow(label, self._file_row(side, hint, previous))
             if inspection.inferred:
                 read = ", ".join(f"{key}={value}" for key, value in inspection.inferred.items())
                 note = QLabel(f"Read from the file: {html.escape(read)}")
@@ -83,7 +85,8 @@ class ImportDialog(QDialog):
         return row
 
     def _browse(self, line: QLineEdit) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Vocabulary file", "", "Vocabularies (*.txt *.json *.pkl *.pt);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Vocabulary file", "",
+                                              "Vocabularies (*.txt *.json *.pkl *.pt);;All files (*)")
         if path:
             line.setText(path)
 
