@@ -157,9 +157,9 @@ from models.nn.config import make_config
 pairs = read_pairs(sys.argv[1])
 source, target = build_tokenizers(pairs, "char", 0, True)
 config = make_config("gru-additive", source.vocab_size, target.vocab_size, hidden=16)
-train(config, source, target, pairs, pairs[:4], sys.argv[2],
-      TrainingConfig(steps=int(sys.argv[3]), batch_size=8, eval_every=10_000, save_every=1, progress=False,
-                     validation_sentences=2), resume=sys.argv[4] == "resume")
+train(config, source, target, pairs, pairs[:4], out_path=sys.argv[2],
+      config=TrainingConfig(steps=int(sys.argv[3]), batch_size=8, eval_every=10_000, save_every=1, progress=False,
+                            validation_sentences=2), resume=sys.argv[4] == "resume")
 """
 
 
