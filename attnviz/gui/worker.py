@@ -456,7 +456,7 @@ class ModelWorker(QObject):
         if CONTRIBUTION_METHODS[job.method].from_forward and CONTRIBUTION_METHODS["alti"].applies(translator.model):
             captured = self._captured_pass(translator, (job.request_id, hypothesis), src_ids=src_ids,
                                            output_ids=output_ids)
-        maps = contributions(job.method, translator.model, src_ids, output_ids, captured=captured)
+        maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured)
         return ContributionAnswer(job, hypothesis, maps=maps, coverage=source_coverage(maps) if job.coverage else None)
 
     def _captured_pass(self, translator: Translator, result: tuple[int, int], *, src_ids, output_ids):

@@ -113,7 +113,7 @@ def missing_kind(choice: ShowChoice, kind: str) -> str:
     return f"{choice.label} gives no {viewmodel.KIND_LABELS[kind].lower()} map; it shows {kinds}."
 
 
-def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, choice: ShowChoice) -> str:
+def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *, choice: ShowChoice) -> str:
     """How the title names the map shown: a head, the block, or the whole model."""
     if shown.layers(selection.kind) < trace.layers(selection.kind):
         return "whole model"
@@ -134,7 +134,7 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
     named = f"<b>{name}</b> · " if name else ""
-    title = (f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {_which(trace, shown, chosen, choice)}"
+    title = (f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {_which(trace, shown, chosen, choice=choice)}"
              f" · <b>{choice.label}</b>")
     state = dataclasses.replace(state, title=title, scale_title=choice.unit,
                                 file_stem=f"{state.file_stem}-{choice.name}")
@@ -169,7 +169,8 @@ def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choi
     grid = (viewmodel.model_grid if whole_kind else viewmodel.head_grid)(shown, chosen, reveal_step=reveal_step)
     if not choice.bounded:  # thumbnails draw 0–1: unbounded values as shares of the grid's largest
         largest = max((float(np.nanmax(matrix)) for matrix in grid.matrices if matrix.size), default=0.0)
-        grid = dataclasses.replace(grid, matrices=[matrix / largest for matrix in grid.matrices]) if largest > 0 else grid
+        if largest > 0:
+            grid = dataclasses.replace(grid, matrices=[matrix / largest for matrix in grid.matrices])
     return grid if choice.per_head else dataclasses.replace(grid, col_names=["block"])
 
 

@@ -224,7 +224,8 @@ class Viewing(QObject):
         """A, B and B − A of the shown method: each model's own maps of it."""
         feature, session = self.window.contributions, self.session
         panes, pairs = [], []
-        for name, shown, maps in (("A", trace, feature.maps_for()), ("B", partner_trace, feature.maps_for(partner=True))):
+        sides = (("A", trace, feature.maps_for()), ("B", partner_trace, feature.maps_for(partner=True)))
+        for name, shown, maps in sides:
             if isinstance(maps, str):
                 panes.append(viewmodel.ComparePane(None, f"model {name}: {maps}"))
                 continue

@@ -411,7 +411,8 @@ class SelectorBar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        for widgets in ((self.kind, self.layer, self.head, self.show_box), (self.predicted, self.colour_range, self.colormap, self.masks)):
+        what = (self.kind, self.layer, self.head, self.show_box)
+        for widgets in (what, (self.predicted, self.colour_range, self.colormap, self.masks)):
             row = QHBoxLayout()
             for widget in widgets:
                 row.addWidget(widget)
