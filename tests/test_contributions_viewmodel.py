@@ -18,9 +18,7 @@ SENTENCE = "The old man gave his grandson a red bicycle."
 
 
 def choice(name: str) -> shown.ShowChoice:
-    method = CONTRIBUTION_METHODS[name]
-    return shown.ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
-                            from_forward=method.from_forward, kinds=method.kinds)
+    return shown.show_choice(CONTRIBUTION_METHODS[name])
 
 
 @pytest.fixture(scope="module")

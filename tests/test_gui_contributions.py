@@ -116,3 +116,16 @@ def test_comparing_shows_both_models_maps_of_the_same_method(qtbot, window):
     np.testing.assert_allclose(panes.b.state.matrix, expected, atol=1e-6)
     assert panes.diff.state is not None or panes.diff.message.startswith("B − A not shown")
     assert str(demo_path("en-es-transformer-postln")) == str(window.session.partner.path)
+
+
+def test_render_show_draws_a_method_titled_with_it_and_refuses_what_the_model_lacks(tmp_path, capsys):
+    from attnviz.cli import main
+
+    svg = tmp_path / "alti.svg"
+    assert main(["render", "-c", "en-es-transformer", "The old man.", "--kind", "cross", "--layer", "1",
+                 "--show", "alti", "-o", str(svg)]) == 0
+    assert "Cross-attention · layer 1 · the block · ALTI+" in svg.read_text()
+    assert main(["render", "-c", "piglatin-gru-additive", "hello", "--kind", "cross", "--show", "alti",
+                 "-o", str(tmp_path / "gru.png")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("attnviz: error: ALTI+ needs Transformer blocks")
+    assert not (tmp_path / "gru.png").exists()

@@ -36,7 +36,7 @@ from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
 from models.inference.translator import SourceInput, Translator
 
-from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice
+from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice, show_choice
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import JobBoard, Stopped, UnitSteps
 from ..state.session import NO_REQUEST, ModelInfo, Request
@@ -112,9 +112,7 @@ def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:
     """Every contributions method as the model offers it, with the line saying why not where it cannot."""
     from models.analysis.contributions import CONTRIBUTION_METHODS
 
-    return tuple(ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
-                            from_forward=method.from_forward, kinds=method.kinds,
-                            reason=method.unavailable(translator.model) or "")
+    return tuple(show_choice(method, method.unavailable(translator.model) or "")
                  for method in CONTRIBUTION_METHODS.values())
 
 

@@ -84,6 +84,12 @@ class ContributionAnswer:
         return self.job.request_id, self.hypothesis, self.job.method, self.job.partner
 
 
+def show_choice(method, reason: str = "") -> ShowChoice:
+    """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
+    return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
+                      from_forward=method.from_forward, kinds=method.kinds, reason=reason)
+
+
 def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:
     return next((choice for choice in choices if choice.name == name), None)
 
