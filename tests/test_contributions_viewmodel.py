@@ -85,8 +85,12 @@ def test_grids_show_every_head_or_the_one_block(run):
     assert heads.cols == 4 and max(float(matrix.max()) for matrix in heads.matrices) == pytest.approx(1.0)
     blocks = shown.contribution_grid(result.trace, maps["alti"], Selection(kind="cross"), choice=choice("alti"),
                                      whole_kind=True)
-    assert (blocks.rows, blocks.cols, blocks.col_names) == (3, 1, ["block"])
-    np.testing.assert_array_equal(blocks.matrices[2], maps["alti"].layers["cross"][2])
+    assert (blocks.rows, blocks.cols, blocks.col_names) == (3, 4, ["block", "", "", ""])  # the attention's shape
+    np.testing.assert_array_equal(blocks.matrices[2 * 4], maps["alti"].layers["cross"][2])
+    assert np.isnan(blocks.matrices[2 * 4 + 1]).all()
+    whole = shown.contribution_grid(result.trace, maps["input_x_gradient"], Selection(kind="cross"),
+                                    choice=choice("input_x_gradient"), whole_kind=True)
+    assert (whole.rows, whole.row_names[0]) == (3, "all") and np.isnan(whole.matrices[4]).all()
     assert shown.contribution_grid(result.trace, maps["input_x_gradient"], Selection(kind="enc_self"),
                                    choice=choice("input_x_gradient"), whole_kind=True) is None
 

@@ -64,7 +64,7 @@ def test_every_method_shows_the_cores_map_and_forward_methods_rerun_nothing(qtbo
     show(qtbot, window, "value_zeroing")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_zeroing").layers["enc_self"][1],
                                atol=1e-6)
-    assert window.model_view.shape == (3, 1)
+    assert window.model_view.shape == (3, 4)
 
 
 def test_a_gru_offers_what_it_has_and_says_what_it_lacks_in_place_of_the_heatmap(qtbot, window):

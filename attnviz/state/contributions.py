@@ -167,7 +167,9 @@ def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[Attention
 def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
                       whole_kind: bool, reveal_step: int | None = None) -> viewmodel.GridState | None:
     """The thumbnails of the selected layer (``whole_kind``: of every layer) of the method's maps: every head
-    of a per-head method, the block's one map of a per-block one; None when the method has no map of the kind."""
+    of a per-head method, the block's one map of a per-block one (in the first column, the others blank: the
+    grid keeps the attention's shape, so switching back and forth relabels it instead of building it anew);
+    None when the method has no map of the kind."""
     if selection.kind not in maps.layers or not maps.layers[selection.kind]:
         return None
     shown = shown_trace(trace, maps)
@@ -177,7 +179,25 @@ def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choi
         largest = max((float(np.nanmax(matrix)) for matrix in grid.matrices if matrix.size), default=0.0)
         if largest > 0:
             grid = dataclasses.replace(grid, matrices=[matrix / largest for matrix in grid.matrices])
-    return grid if choice.per_head else dataclasses.replace(grid, col_names=["block"])
+    if choice.per_head:
+        return grid
+    return _in_attention_shape(grid, layers=trace.layers(selection.kind) if whole_kind else 1,
+                               heads=trace.heads(selection.kind))
+
+
+def _in_attention_shape(grid: viewmodel.GridState, *, layers: int, heads: int) -> viewmodel.GridState:
+    """A grid of one map per layer as ``layers × heads`` thumbnails: each map first in its row, the rest blank
+    (NaN draws no colour)."""
+    blank = np.full((1, 1), np.nan, dtype=np.float32)
+    matrices = []
+    for row in range(layers):
+        matrices += [grid.matrices[row] if row < grid.rows and grid.matrices else blank] + [blank] * (heads - 1)
+    row_names = grid.row_names if grid.rows == layers else [f"L{layer}" for layer in range(layers)]
+    if grid.rows < layers:  # a whole-model map: one row, named so
+        row_names = ["all"] + [""] * (layers - 1)
+    return dataclasses.replace(grid, rows=layers, cols=heads, row_names=row_names,
+                               col_names=["block"] + [""] * (heads - 1), matrices=matrices if grid.matrices else [],
+                               off=[False] * (layers * heads))
 
 
 def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice) -> viewmodel.BarsState:

@@ -78,6 +78,10 @@ class Contributions(QObject):
             return f"Computing {choice.label}…"
         return self.answers[key]
 
+    def computing(self) -> bool:
+        """The shown maps were asked for and have not come yet."""
+        return self.method != WEIGHTS and self._shown_key(False) in self.asked
+
     def _shown_key(self, partner: bool) -> tuple | None:
         request, hypothesis = self.session.request, self.session.selection.hypothesis
         if partner:

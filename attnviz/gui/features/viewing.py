@@ -288,6 +288,8 @@ class Viewing(QObject):
         """The shown method's thumbnails (every head, or each block's one map), or none while they compute."""
         trace, selection, feature = self.session.trace, self.session.selection, self.window.contributions
         maps = feature.maps_for()
+        if feature.computing():
+            return  # the thumbnails stay as they are until the maps come (one build, not two)
         for grid, whole_kind in ((self.window.head_grid, False), (self.window.model_view, True)):
             state = None if isinstance(maps, str) else contributions.contribution_grid(
                 trace, maps, selection, choice=feature.choice, whole_kind=whole_kind, reveal_step=reveal_step)
