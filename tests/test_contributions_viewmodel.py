@@ -63,7 +63,8 @@ def test_a_kind_the_method_lacks_is_one_line_and_gradients_are_the_whole_model(r
     gradients = choice("input_x_gradient")
     line = shown.contribution_heatmap(result.trace, maps["input_x_gradient"], Selection(kind="enc_self"),
                                       choice=gradients)
-    assert line == "input × gradient gives no encoder self-attention map; it shows decoder self-attention, cross-attention."
+    assert line == ("input × gradient gives no encoder self-attention map; it shows decoder self-attention, "
+                    "cross-attention.")
     state = shown.contribution_heatmap(result.trace, maps["input_x_gradient"], Selection(kind="cross", layer=2),
                                        choice=gradients)
     np.testing.assert_array_equal(state.matrix, maps["input_x_gradient"].source)
@@ -97,7 +98,8 @@ def test_grids_show_every_head_or_the_one_block(run):
 
 def test_the_decoding_panel_bars_are_the_steps_source_contributions(run):
     result, maps = run
-    bars = shown.contribution_bars(result.trace, maps["alti"], Selection(kind="enc_self", step=4), choice=choice("alti"))
+    bars = shown.contribution_bars(result.trace, maps["alti"], Selection(kind="enc_self", step=4),
+                                   choice=choice("alti"))
     np.testing.assert_array_equal(bars.values, maps["alti"].source[4])
     assert bars.top == 1.0 and "whole model" in bars.title and bars.labels == result.trace.src_tokens
     norms = shown.contribution_bars(result.trace, maps["value_norms"], Selection(kind="cross", layer=1, head=0, step=4),

@@ -1,4 +1,5 @@
-"""attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all] -o OUT.png|.svg
+"""attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all]
+[--show METHOD] -o OUT.png|.svg
 
 Draws the same heatmap as the app's focus view (--head all: every head of the layer, as the head grid)
 without a window, as the window exports it: a white figure with the sentence, the model and its output as a
@@ -10,6 +11,8 @@ series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … 
 --compare B: the same input (and mode, target, limits) decoded by checkpoint B too, drawn as the window's
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
 with --target makes the outputs agree).
+--show METHOD: a contributions method's map instead of the weights (value_norms, alti, value_zeroing,
+input_x_gradient, integrated_gradients: models/analysis/contributions.py), titled with the method.
 """
 from __future__ import annotations
 
