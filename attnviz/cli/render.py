@@ -1,4 +1,5 @@
-"""attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all] -o OUT.png|.svg
+"""attnviz render -c CKPT TEXT --kind {enc_self,dec_self,cross} [--layer L] [--head H|mean|max|rollout|all]
+[--show METHOD] -o OUT.png|.svg
 
 Draws the same heatmap as the app's focus view (--head all: every head of the layer, as the head grid)
 without a window, as the window exports it: a white figure with the sentence, the model and its output as a
@@ -10,6 +11,8 @@ series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … 
 --compare B: the same input (and mode, target, limits) decoded by checkpoint B too, drawn as the window's
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
 with --target makes the outputs agree).
+--show METHOD: a contributions method's map instead of the weights (value_norms, alti, value_zeroing,
+input_x_gradient, integrated_gradients: models/analysis/contributions.py), titled with the method.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from models.trace.records import KINDS
 from ..state.export import IMAGE_SUFFIXES, check_output
 from .common import (
     add_decoding_options, add_model_options, add_output_option, checkpoint_path, decode_one, model_shape,
-    selection_problem,
+    open_translator, selection_problem, unknown_mode,
 )
 
 NAME = "render"
@@ -47,6 +50,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("text", help="the source sentence")
     parser.add_argument("--target", help="force decoding to this target text (default: the model's own output)")
     add_selection_options(parser, required=True)
+    parser.add_argument("--show", default="weights", metavar="METHOD",
+                        help="what the map shows: weights, value_norms, alti, value_zeroing, input_x_gradient or "
+                             "integrated_gradients (default: %(default)s)")
     parser.add_argument("--colormap", default="viridis",
                         help="the colour map: viridis, cividis, magma, inferno or CET-L1")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
@@ -92,9 +98,13 @@ def run(args: argparse.Namespace) -> int:
     if (args.checkpoint is None) == (args.snapshots is None):
         raise InputError("give either -c CHECKPOINT or --snapshots FOLDER")
     head, size = parse_head(args.head), parse_size(args.size)
+    if args.snapshots is not None and args.show != "weights":
+        raise InputError("--show draws one heatmap of one checkpoint: not with --snapshots")
     if args.snapshots is not None:
         return render_series(args, head, size)
     output = check_output(args.output, IMAGE_SUFFIXES)
+    if args.show != "weights":
+        return run_contribution(args, head=head, size=size, output=output)
     if args.compare is not None:
         return run_compare(args, head=head, size=size, output=output)
     check_selection(args, head)
@@ -104,13 +114,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def draw(args: argparse.Namespace, result, head: int | str, size: tuple[int, int], output) -> None:
+def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[int, int], output) -> int:
+    """One heatmap of a contributions method (models/analysis/contributions.py) instead of the weights."""
+    from models.analysis.contributions import CONTRIBUTION_METHODS, ContributionError, contributions
+
+    from ..state.contributions import show_choice
+
+    if args.compare is not None or head == "all":
+        raise InputError("--show draws one heatmap: not with --compare or --head all")
+    if args.show not in CONTRIBUTION_METHODS:
+        raise ContributionError(f"--show must be one of {', '.join(CONTRIBUTION_METHODS)}; got {args.show!r}")
+    check_selection(args, head)
+    translator = open_translator(args)
+    result = decode_one(args, translator)
+    CONTRIBUTION_METHODS[args.show].check(translator.model)
+    source = translator.source(args.text, unknown=unknown_mode(args))
+    maps = contributions(args.show, translator.model, source.ids, output_ids=result.token_ids)
+    choice = show_choice(CONTRIBUTION_METHODS[args.show])
+    draw(args, result, head=head, size=size, output=output, contribution=(maps, choice))
+    print(output)
+    return 0
+
+
+def draw(args: argparse.Namespace, result, head: int | str, size: tuple[int, int], output, *,
+         contribution: tuple | None = None) -> None:
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..gui.rendering import render_trace
 
     render_trace(result.trace, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
-                 masks=not args.no_masks, caption=caption(args.text, (model_name(args.checkpoint), result)))
+                 masks=not args.no_masks, caption=caption(args.text, (model_name(args.checkpoint), result)),
+                 contribution=contribution)
 
 
 def model_name(checkpoint: str) -> str:

@@ -41,6 +41,7 @@ class MainWindow(QMainWindow):
         from .actions import build_menus, window_keys
         from .features.ablation import Ablation
         from .features.comparing import Comparing
+        from .features.contributions import Contributions
         from .features.exporting import Exporting
         from .features.head_stats import head_stats_tool
         from .features.importance import importance_tool
@@ -57,6 +58,7 @@ class MainWindow(QMainWindow):
         self.viewing, self.ablation, self.opening = Viewing(self), Ablation(self), Opening(self)
         self.sessions, self.comparing, self.exporting = Sessions(self), Comparing(self), Exporting(self)
         self.presenting, self.stats, self.importance = Presenting(self), head_stats_tool(self), importance_tool(self)
+        self.contributions = Contributions(self)
         self.named_actions = build_menus(self)
         self.opening.fill_demos_menu(self.named_actions["demos"], self.demos)
         self.window_keys = window_keys()

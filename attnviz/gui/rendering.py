@@ -10,10 +10,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from models.errors import InputError
 from models.storage.files import WriteError, write_bytes, write_text
 from models.trace.records import AttentionTrace
 
 from ..state import viewmodel
+from ..state.contributions import contribution_heatmap
 from ..state.export import IMAGE_SUFFIXES, check_output
 from ..state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
 from ..state.session import Selection
@@ -27,9 +29,10 @@ def _application():
 
 def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
                  size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True,
-                 caption: Caption | None = None) -> Path:
+                 caption: Caption | None = None, contribution: tuple | None = None) -> Path:
     """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads; a
-    PNG of one heatmap is ``size`` points at 2×, the figure as large as fits."""
+    PNG of one heatmap is ``size`` points at 2×, the figure as large as fits. ``contribution``: ``(maps,
+    choice)``, a contributions method's maps (attnviz/state/contributions.py) shown instead of the weights."""
     _application()  # text in a figure needs Qt's fonts
     from .views.style import lookup_table
 
@@ -41,6 +44,10 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
                            mask=trace.masks[kind] if masks else None, caption=caption)
         return save_figure(figure, output)
     state = viewmodel.heatmap(trace, selection)
+    if contribution is not None:
+        state = contribution_heatmap(trace, contribution[0], selection, choice=contribution[1])
+        if isinstance(state, str):
+            raise InputError(state)
     if not masks:
         state = without_masks(state)
     return save_figure(heatmap_svg(state, lut, caption=caption), output, size=size)

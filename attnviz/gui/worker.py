@@ -36,6 +36,7 @@ from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
 from models.inference.translator import SourceInput, Translator
 
+from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice, show_choice
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import JobBoard, Stopped, UnitSteps
 from ..state.session import NO_REQUEST, ModelInfo, Request
@@ -104,6 +105,17 @@ def _one_unit(compute: Callable[[], object]):
     yield  # never reached: it makes this function a generator
 
 
+CAPTURED_KEPT = 8  # traced passes kept for switching among the forward methods (the newest results' hypotheses)
+
+
+def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:
+    """Every contributions method as the model offers it, with the line saying why not where it cannot."""
+    from models.analysis.contributions import CONTRIBUTION_METHODS
+
+    return tuple(show_choice(method, method.unavailable(translator.model) or "")
+                 for method in CONTRIBUTION_METHODS.values())
+
+
 def describe(translator: Translator, path: Path) -> ModelInfo:
     summary = describe_checkpoint(translator.checkpoint)
 
@@ -118,7 +130,7 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         source_tokenizer=tokenizer(summary["source_tokenizer"]), target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
-        weights=weights_name(translator))
+        weights=weights_name(translator), show_choices=show_choices(translator))
 
 
 def is_native(path: str) -> bool:
@@ -181,6 +193,7 @@ class ModelWorker(QObject):
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
+    contributions_ready = Signal(object)  # ContributionAnswer: one hypothesis' maps, or the line saying why not
     _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
     def __init__(self):
@@ -192,6 +205,7 @@ class ModelWorker(QObject):
         self.weights = "float32"  # the precision every model opens in (a WEIGHT_DTYPES name), set by the window
         self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
         self.long_jobs: dict[str, LongJob] = {}  # kind → the long job of that kind under way
+        self.captured: dict[tuple, object] = {}  # (model, request id, hypothesis) → its traced pass (Captured)
         self._next_unit.connect(self._step_long_job, Qt.ConnectionType.QueuedConnection)
 
     def _stale_model_job(self, job_id: int) -> bool:
@@ -267,6 +281,7 @@ class ModelWorker(QObject):
     def _open(self, job_id: int, checkpoint, path: str, device: str) -> None:
         translator = Translator(checkpoint, device or None)
         self.translator, self.series, self.series_translators = translator, {}, {}
+        self.captured.clear()
         self.loaded.emit(job_id, describe(translator, Path(path)))
 
     def _open_series(self, job_id: int, path: str, device: str) -> None:
@@ -410,6 +425,48 @@ class ModelWorker(QObject):
                     raise
                 self._fall_back_to_the_cpu(request)
                 self._decode(request)
+
+    @Slot(object)
+    def contributions(self, job: ContributionJob) -> None:
+        """A contributions method for each of the job's hypotheses, one answer each; stops (saying why) between
+        two hypotheses once a newer job of its kind, run or model exists."""
+        for hypothesis, output_ids in zip(job.hypotheses, job.outputs):
+            translator = self.partner if job.partner else self.translator
+            stopped = self.jobs.overtaken(job.kind, job.id)
+            if stopped is not None or translator is None:
+                self.contributions_ready.emit(ContributionAnswer(
+                    job, hypothesis, error=stopped.line if stopped else "no model is open", stopped=True))
+                return
+            answers = []
+            with reporting_errors(lambda line, h=hypothesis: answers.append(ContributionAnswer(job, h, error=line)),
+                                  unexpected=f"computing {job.method}"):
+                answers.append(self._contribution(translator, job, hypothesis=hypothesis, output_ids=output_ids))
+            self.contributions_ready.emit(answers[-1])
+
+    def _contribution(self, translator: Translator, job: ContributionJob, *, hypothesis: int,
+                      output_ids: tuple[int, ...]) -> ContributionAnswer:
+        from models.analysis.contributions import CONTRIBUTION_METHODS, contributions, source_coverage
+
+        if not job.partner:
+            translator.set_languages(job.src_lang or None, job.tgt_lang or None)
+        src_ids = translator.source(job.text).ids
+        captured = None
+        if CONTRIBUTION_METHODS[job.method].from_forward and CONTRIBUTION_METHODS["alti"].applies(translator.model):
+            captured = self._captured_pass(translator, (job.request_id, hypothesis), src_ids=src_ids,
+                                           output_ids=output_ids)
+        maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured)
+        return ContributionAnswer(job, hypothesis, maps=maps, coverage=source_coverage(maps) if job.coverage else None)
+
+    def _captured_pass(self, translator: Translator, result: tuple[int, int], *, src_ids, output_ids):
+        """The traced pass of one result, kept: switching among the methods that read it re-runs nothing."""
+        from models.analysis.contributions import capture_forward
+
+        key = (id(translator.model), *result)
+        if key not in self.captured:
+            while len(self.captured) >= CAPTURED_KEPT:
+                self.captured.pop(next(iter(self.captured)))
+            self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids))
+        return self.captured[key]
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:

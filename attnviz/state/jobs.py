@@ -13,14 +13,20 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("run", "model", "partner", "stats", "importance")
-DEPENDS_ON = {"stats": ("model",), "importance": ("model",)}  # a corpus job scores the model it started with
+KINDS = ("run", "model", "partner", "stats", "importance", "contributions", "partner_contributions", "coverage")
+DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
+              # contributions explain one run's results: a newer run or model leaves nothing to explain
+              "contributions": ("model", "run"), "partner_contributions": ("model", "run", "partner"),
+              "coverage": ("model", "run")}
 NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "run": "a newer sentence run was asked for",
     "model": "another model was opened",
     "partner": "another model B was asked for",
     "stats": "newer head statistics were asked for",
     "importance": "a newer head importance job was asked for",
+    "contributions": "another contribution method or result was asked for",
+    "partner_contributions": "model B's contributions of another method or result were asked for",
+    "coverage": "a newer run's source contribution was asked for",
 }
 WINDOW_CLOSED = "the window closed"
 

@@ -39,6 +39,7 @@ class ModelInfo:
     tgt_lang: str = ""
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
     weights: str = "float32"  # the precision its weights are kept in: float32, bfloat16 or float16
+    show_choices: tuple = ()  # the contributions methods it offers (attnviz/state/contributions.py ShowChoice)
 
 
 @dataclass(frozen=True)

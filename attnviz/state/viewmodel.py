@@ -61,6 +61,7 @@ class HeatmapState:
     file_stem: str
     approximate: bool = False  # weights kept at half precision (a long run): read out to three digits, with ≈
     revealed: tuple[int, int] | None = None  # step by step: only rows × cols from the top left exist yet (None: all)
+    scale_title: str = "attention weight (0–1)"  # what the colour scale's numbers are (a contribution's unit)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class BarsState:
     values: np.ndarray
     highlight: int | None
     title: str
+    top: float = 1.0  # the value axis' end: 1 for weights and shares, the largest bar for unbounded contributions
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class ResultLine:
     original: str | None = None
     diff: list[tuple[str, str]] = field(default_factory=list)
     partner: str | None = None  # while comparing: model B's output and score (or why it has none)
+    coverage: str = ""  # the hallucination signal: the output's source contribution (ALTI+), once computed
 
 
 @dataclass(frozen=True)
@@ -415,12 +418,16 @@ def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection
                      source_bars=source_bars(trace, selection))
 
 
-def beam_state(results: list[DecodeResult], steps: list[DecodeStep]) -> BeamState:
+def beam_state(results: list[DecodeResult], steps: list[DecodeStep], *,
+               coverage: dict[int, str] | None = None) -> BeamState:
     """The final hypotheses, and the tree of every hypothesis the beam kept, laid out for drawing.
+    ``coverage``: per hypothesis (rank), its source contribution in words, once computed.
 
     A finished hypothesis is carried forward as itself (its padding rows are not new nodes).
     """
-    hypotheses = [(f"{rank + 1}. {result.text}    score {result.score:.3f}  (log p {result.log_prob:.3f})",
+    coverage = coverage or {}
+    hypotheses = [(f"{rank + 1}. {result.text}    score {result.score:.3f}  (log p {result.log_prob:.3f})"
+                   + (f"  · {coverage[rank]}" if rank in coverage else ""),
                    " ".join(result.tokens)) for rank, result in enumerate(results)]
     nodes: list[BeamNode] = []
     at: dict[tuple[int, int], int] = {}  # (step, row) → node
@@ -472,7 +479,7 @@ def partner_line(partner: DecodeResult | str | None, name: str) -> str:
 
 def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,
                 eos_id: int | None = None, original: DecodeResult | None = None,
-                partner: str | None = None) -> ResultLine:
+                partner: str | None = None, coverage: str = "") -> ResultLine:
     """The output, its scores, and the notices; says so when decoding stopped at ``limit`` tokens
     before the model produced its end token (``eos_id``). ``original``: the same input's output with every
     head on, when this run switched some off (shown beside it, with a token diff)."""
@@ -483,9 +490,9 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
         notices.append(f"Decoding stopped at the length limit ({limit} tokens) before the end of the sentence: "
                        "raise “max” to see the rest.")
     if original is None:
-        return ResultLine(result.text, details, notices, partner=partner)
+        return ResultLine(result.text, details, notices, partner=partner, coverage=coverage)
     return ResultLine(result.text, details, notices, original=original.text,
-                      diff=token_diff(list(original.tokens), list(result.tokens)), partner=partner)
+                      diff=token_diff(list(original.tokens), list(result.tokens)), partner=partner, coverage=coverage)
 
 
 DIVERGING_COLORMAP = "CET-D1"  # blue (B below A) – white – red (B above A)

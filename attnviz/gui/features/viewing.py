@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, Signal
 
 from models.inference.modes import Mode
 
-from ...state import viewmodel
+from ...state import contributions, viewmodel
 
 NOTHING_RUN = "The attention appears here once a sentence has run."
 NO_ATTENTION = "This model has no attention (a GRU decoder without attention): only its outputs are shown."
@@ -96,10 +96,21 @@ class Viewing(QObject):
         """Every view of the newest run (the beam's tree too)."""
         if not self.session.results:
             return
-        beam = self.session.request.settings.mode == Mode.BEAM
-        self.window.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps) if beam else None,
-                                       self.session.selection.hypothesis)
+        self._show_beam()
         self.refresh(rebuild=True)
+
+    def _show_beam(self) -> None:
+        beam = self.session.request.settings.mode == Mode.BEAM
+        coverage = self.window.contributions.coverage
+        self.window.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps,
+                                                            coverage=coverage) if beam else None,
+                                       self.session.selection.hypothesis)
+
+    def show_coverage(self) -> None:
+        """The hallucination signal arrived for a hypothesis: the output line and the beam's list say it."""
+        self.show_output()
+        if self.session.results:
+            self._show_beam()
 
     def show_output(self) -> None:
         session, bar = self.session, self.window.input_bar
@@ -112,8 +123,10 @@ class Viewing(QObject):
             if session.comparing:
                 partner = viewmodel.partner_line(session.partner_result or session.partner_error or None,
                                                  session.partner.path.stem)
+            coverage = self.window.contributions.coverage.get(min(session.selection.hypothesis,
+                                                                   len(session.results) - 1), "")
             bar.show_result(viewmodel.result_line(result, session.notices, limit=limit, eos_id=eos_id,
-                                                  original=session.original, partner=partner))
+                                                  original=session.original, partner=partner, coverage=coverage))
         elif session.notices:
             bar.show_message(session.notices[-1])
 
@@ -172,10 +185,25 @@ class Viewing(QObject):
             self.window.compare_view.show_compare(self.current_comparison())
 
     def current_heatmap(self) -> viewmodel.HeatmapState | None:
+        """The focus heatmap of the shown method, or None (nothing run, or the method has no map: see
+        :meth:`focus_message`)."""
+        shown = self.focus_state()
+        return shown if isinstance(shown, viewmodel.HeatmapState) else None
+
+    def focus_state(self) -> viewmodel.HeatmapState | str | None:
+        """The focus heatmap, or the line shown in its place (a method still computing, or one the model
+        cannot give), or None before a run."""
         trace, result = self.session.trace, self.session.result
         if trace is None:
             return None
-        return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
+        feature = self.window.contributions
+        maps = feature.maps_for()
+        if maps is None:
+            return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
+        if isinstance(maps, str):
+            return maps
+        return contributions.contribution_heatmap(trace, maps, self.session.selection, choice=feature.choice,
+                                                  options=self.session.options, outputs=result.tokens)
 
     def current_comparison(self) -> viewmodel.CompareState | None:
         """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""
@@ -188,7 +216,28 @@ class Viewing(QObject):
             return viewmodel.CompareState(a=viewmodel.compare_pane(trace, session.selection, name="A",
                                                                    options=session.options),
                                           b=waiting, diff=viewmodel.ComparePane(None, ""))
+        if self.window.contributions.choice is not None:
+            return self._contribution_comparison(trace, partner.trace)
         return viewmodel.compare_state(trace, partner.trace, selection=session.selection, options=session.options)
+
+    def _contribution_comparison(self, trace, partner_trace) -> viewmodel.CompareState:
+        """A, B and B − A of the shown method: each model's own maps of it."""
+        feature, session = self.window.contributions, self.session
+        panes, pairs = [], []
+        sides = (("A", trace, feature.maps_for()), ("B", partner_trace, feature.maps_for(partner=True)))
+        for name, shown, maps in sides:
+            if isinstance(maps, str):
+                panes.append(viewmodel.ComparePane(None, f"model {name}: {maps}"))
+                continue
+            state = contributions.contribution_heatmap(shown, maps, session.selection, choice=feature.choice,
+                                                       options=session.options, name=name)
+            panes.append(viewmodel.ComparePane(None, state) if isinstance(state, str) else viewmodel.ComparePane(state))
+            pairs.append((shown, maps))
+        diff = viewmodel.ComparePane(None, "B − A: waiting for both models' maps")
+        if len(pairs) == 2:
+            diff = contributions.contribution_difference(pairs[0], pairs[1], session.selection, choice=feature.choice,
+                                                         options=session.options)
+        return viewmodel.CompareState(a=panes[0], b=panes[1], diff=diff)
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
         window, trace, selection = self.window, self.session.trace, self.session.selection
@@ -201,20 +250,53 @@ class Viewing(QObject):
             if self.session.comparing:
                 window.compare_view.show_compare(self.current_comparison())
             else:
-                window.focus.show_heatmap(self.current_heatmap())
+                self._show_focus()
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
-        window.decoding.show_state(viewmodel.step_state(self.session.result, trace, selection))
+        window.decoding.show_state(self._step_state())
+
+    def _show_focus(self) -> None:
+        shown = self.focus_state()
+        if isinstance(shown, str):
+            self.window.focus.clear(shown)  # the run stays: the other methods and views still show it
+        elif shown is not None:
+            self.window.focus.show_heatmap(shown)
+
+    def _step_state(self) -> viewmodel.StepState:
+        trace, selection, feature = self.session.trace, self.session.selection, self.window.contributions
+        state = viewmodel.step_state(self.session.result, trace, selection)
+        maps = feature.maps_for() if trace.kinds else None
+        if maps is None or isinstance(maps, str):
+            return state
+        return dataclasses.replace(state, source_bars=contributions.contribution_bars(trace, maps, selection,
+                                                                                      choice=feature.choice))
 
     def _show_grids(self, *, rebuild: bool, layer_changed: bool) -> None:
         trace, selection = self.session.trace, self.session.selection
         # Revealing rows step by step, a step changes what the thumbnails may show too.
         reveal_step = selection.step if self.session.options.reveal_rows else None
+        if self.window.contributions.choice is not None:
+            self._show_contribution_grids(reveal_step)
+            return
         images = rebuild or layer_changed or reveal_step is not None
         self.window.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step),
                                         images=images)
         everything = rebuild or reveal_step is not None
         self.window.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
                                                               reveal_step=reveal_step), images=everything)
+
+    def _show_contribution_grids(self, reveal_step: int | None) -> None:
+        """The shown method's thumbnails (every head, or each block's one map), or none while they compute."""
+        trace, selection, feature = self.session.trace, self.session.selection, self.window.contributions
+        maps = feature.maps_for()
+        if feature.computing():
+            return  # the thumbnails stay as they are until the maps come (one build, not two)
+        for grid, whole_kind in ((self.window.head_grid, False), (self.window.model_view, True)):
+            state = None if isinstance(maps, str) else contributions.contribution_grid(
+                trace, maps, selection, choice=feature.choice, whole_kind=whole_kind, reveal_step=reveal_step)
+            if state is None:
+                grid.build(0, 0, row_names=[], col_names=[])
+            else:
+                grid.show_grid(state, images=True)
 
     def clear_views(self, message: str) -> None:
         window = self.window

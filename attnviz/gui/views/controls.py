@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxL
 
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
 
+from ...state.contributions import ShowChoice
 from ...state.session import ModelInfo, RunSettings, ViewOptions
 from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
 from .style import COLORMAPS
@@ -267,8 +268,11 @@ class InputBar(QWidget):
                           f" &nbsp; changes: {diff_html(line.diff)}")
         partner = f"<br>{html.escape(line.partner)}" if line.partner is not None else ""
         named = "model A: " if line.partner is not None else ""
+        coverage = ""
+        if line.coverage:
+            coverage = f" · <span style='color:#1565c0'>{html.escape(line.coverage)}</span>"
         self.output_area.set_text(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; "
-                                  f"{html.escape(line.details)}{partner}{comparison}")
+                                  f"{html.escape(line.details)}{coverage}{partner}{comparison}")
         self.notices.set_text("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"
                                          for notice in line.notices))
         self.notices.setVisible(bool(line.notices))
@@ -373,6 +377,7 @@ class SelectorBar(QWidget):
     colormap_changed = Signal(str)
     masks_toggled = Signal(bool)
     options_changed = Signal()
+    show_changed = Signal(str)  # a contributions method's name ("weights": the attention weights)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -385,6 +390,11 @@ class SelectorBar(QWidget):
         self.head = QComboBox()
         self.head.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.head.setToolTip("One head, or all heads combined (Ctrl+Left / Ctrl+Right)")
+        self.show_box = QComboBox()
+        self.show_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.show_box.setToolTip("What the maps show: where the heads looked (attention weights), or how much each "
+                                 "token shaped the output (value norms, ALTI+, value zeroing, gradients)")
+        self.show_box.addItem("Show: attention weights", "weights")
         self.colormap = QComboBox()
         self.colormap.addItems(COLORMAPS)
         self.colormap.setToolTip("Colormap (all perceptually uniform; viridis and cividis are colour-blind safe)")
@@ -403,7 +413,8 @@ class SelectorBar(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
-        for widgets in ((self.kind, self.layer, self.head), (self.predicted, self.colour_range, self.colormap, self.masks)):
+        what = (self.kind, self.layer, self.head, self.show_box)
+        for widgets in (what, (self.predicted, self.colour_range, self.colormap, self.masks)):
             row = QHBoxLayout()
             for widget in widgets:
                 row.addWidget(widget)
@@ -412,6 +423,7 @@ class SelectorBar(QWidget):
         for signal in (self.kind.currentIndexChanged, self.layer.valueChanged, self.head.currentIndexChanged):
             signal.connect(lambda *_: self.changed.emit())
         self.colormap.currentTextChanged.connect(self.colormap_changed)
+        self.show_box.currentIndexChanged.connect(lambda *_: self.show_changed.emit(self.show_box.currentData()))
         self.masks.toggled.connect(self.masks_toggled)
         self.colour_range.currentIndexChanged.connect(lambda *_: self.options_changed.emit())
         self.predicted.toggled.connect(lambda *_: self.options_changed.emit())
@@ -467,6 +479,27 @@ class SelectorBar(QWidget):
 
     def selection(self) -> dict:
         return {"kind": self.kind.currentData(), "layer": self.layer.value(), "head": self.head.currentData()}
+
+    def set_show_choices(self, choices: tuple[ShowChoice, ...], current: str) -> None:
+        """Offer the open model's methods: one it cannot give is greyed out, its reason as the tooltip (emits
+        nothing)."""
+        self.show_box.blockSignals(True)
+        self.show_box.clear()
+        for choice in choices:
+            self.show_box.addItem(f"Show: {choice.label}", choice.name)
+            index = self.show_box.count() - 1
+            self.show_box.setItemData(index, choice.reason or f"Colour scale: {choice.unit}",
+                                      Qt.ItemDataRole.ToolTipRole)
+            self.show_box.model().item(index).setEnabled(not choice.reason)
+        self.show_box.setCurrentIndex(max(0, self.show_box.findData(current)))
+        self.show_box.blockSignals(False)
+
+    def show_name(self) -> str:
+        return self.show_box.currentData() or "weights"
+
+    def set_show_name(self, name: str) -> None:
+        """Choose a method (emits ``show_changed`` when it changes)."""
+        self.show_box.setCurrentIndex(max(0, self.show_box.findData(name)))
 
 
 class ModelPanel(QWidget):

@@ -121,10 +121,11 @@ class BarChart(pg.PlotWidget):
         self.brush, self.highlight_brush = pg.mkBrush(BAR), pg.mkBrush(HIGHLIGHT)
 
     def show_bars(self, state: BarsState) -> None:
-        self.set_bars(state.labels, state.values, highlight=state.highlight, title=html.escape(state.title))
+        self.set_bars(state.labels, state.values, highlight=state.highlight, title=html.escape(state.title),
+                      top=state.top)
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
-                 title: str = "") -> None:
+                 title: str = "", top: float = 1.0) -> None:
         self.values = np.asarray(values, dtype=float)
         positions = np.arange(len(self.values))
         brushes = [self.highlight_brush if index == highlight else self.brush for index in positions]
@@ -132,11 +133,11 @@ class BarChart(pg.PlotWidget):
         self.token_axis.set_tokens([short_label(label) for label in labels] if self.horizontal else list(labels))
         if self.horizontal:
             self.bars.setOpts(x0=0, y=positions, width=self.values, height=0.7, x=None, brushes=brushes)
-            self.setXRange(0, 1, padding=0.02)
+            self.setXRange(0, top, padding=0.02)
             self.setYRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         else:
             self.bars.setOpts(x=positions, height=self.values, width=0.8, brushes=brushes)
-            self.setYRange(0, 1, padding=0.02)
+            self.setYRange(0, top, padding=0.02)
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         self._place_labels()
         self.setTitle(title, size="9pt")

@@ -370,6 +370,8 @@ class HeatmapView(QWidget):
                          title=state.title, axis_names=state.axis_names, levels=state.levels)
         self.approximate = state.approximate
         self.revealed = state.revealed
+        if self.colorbar.axis.labelText != state.scale_title:
+            self.colorbar.axis.setLabel(state.scale_title)
         if state.revealed is not None:
             self.unrevealed.setImage(unrevealed_cells(state.matrix.shape, state.revealed), autoLevels=False)
             self.unrevealed.setRect(QRectF(-0.5, -0.5, state.matrix.shape[1], state.matrix.shape[0]))

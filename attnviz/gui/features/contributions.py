@@ -1,0 +1,137 @@
+"""Contributions beyond attention weights in the window: the selector bar's Show choice (what the model
+offers), the worker's contribution jobs (newest wins; the traced pass of a result is kept there, so switching
+among the forward methods re-runs nothing), the maps of every result and hypothesis kept here while its run is
+the newest, and the hallucination signal (ALTI+'s source coverage) of every hypothesis of a Transformer's run.
+
+What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature asks
+:meth:`Contributions.maps_for` what to draw.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from ...state.contributions import WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text
+from ...state.session import ModelInfo
+
+COVERAGE_METHOD = "alti"
+
+
+class Contributions(QObject):
+    requested = Signal(object)  # ContributionJob → worker
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window, self.session = window, window.session
+        self.method = WEIGHTS
+        self.choices: tuple[ShowChoice, ...] = ()
+        self.answers: dict[tuple, object] = {}  # (request id, hypothesis, method, model B's) → maps or a line
+        self.asked: set[tuple] = set()  # keys asked for and not answered yet
+        self.coverage: dict[int, str] = {}  # hypothesis of the newest run → its source contribution in words
+        worker = window.worker
+        self.requested.connect(worker.contributions)
+        worker.contributions_ready.connect(self._on_answer)
+        worker.loaded.connect(self._on_model)
+        worker.weights_changed.connect(self._on_model)
+        worker.finished.connect(self._on_run_finished)
+        window.selector.show_changed.connect(self.choose)
+
+    @property
+    def choice(self) -> ShowChoice | None:
+        """The method shown, or None for the attention weights."""
+        return None if self.method == WEIGHTS else choice_named(self.choices, self.method)
+
+    # --- the model and the choice ---------------------------------------------------------------------
+    def _on_model(self, job_id: int, info: ModelInfo) -> None:
+        if not self.session.is_current_model_job(job_id) and self.session.model is not info:
+            return
+        self.choices = info.show_choices
+        current = choice_named(self.choices, self.method)
+        if current is None or current.reason:
+            self.method = WEIGHTS  # the new model cannot give it: its maps are the weights again
+        self.window.selector.set_show_choices(self.choices, self.method)
+        self.answers, self.asked, self.coverage = {}, set(), {}
+
+    def choose(self, name: str) -> None:
+        """Show ``name``'s maps (``weights``: the attention weights); a method the model cannot give says why
+        in place of the heatmap, and the run stays."""
+        self.method = name or WEIGHTS
+        if self.window.selector.show_name() != self.method:
+            self.window.selector.set_show_name(self.method)
+            return  # the box's signal comes back here
+        self.window.viewing.refresh(rebuild=True)
+
+    # --- the maps ---------------------------------------------------------------------------------------
+    def maps_for(self, *, partner: bool = False) -> object | str | None:
+        """The shown result's maps of the chosen method (model B's with ``partner``), the line saying why there
+        are none (yet), or None while the attention weights are shown."""
+        choice = self.choice
+        if self.method == WEIGHTS:
+            return None
+        if choice is None or choice.reason:
+            return choice.reason if choice is not None else f"this model offers no {self.method}"
+        key = self._shown_key(partner)
+        if key is None:
+            return "model B is running…"
+        if key not in self.answers:
+            self._ask(key)
+            return f"Computing {choice.label}…"
+        return self.answers[key]
+
+    def computing(self) -> bool:
+        """The shown maps were asked for and have not come yet."""
+        return self.method != WEIGHTS and self._shown_key(False) in self.asked
+
+    def _shown_key(self, partner: bool) -> tuple | None:
+        request, hypothesis = self.session.request, self.session.selection.hypothesis
+        if partner:
+            return (request.id, 0, self.method, True) if self.session.partner_result is not None else None
+        return request.id, min(hypothesis, len(self.session.results) - 1), self.method, False
+
+    def _ask(self, key: tuple) -> None:
+        if key in self.asked:
+            return
+        self.asked.add(key)
+        request_id, hypothesis, method, partner = key
+        result = self.session.partner_result if partner else self.session.results[hypothesis]
+        job = self._job(method, hypotheses=(hypothesis,), outputs=(tuple(result.token_ids),), partner=partner)
+        self.window.worker.jobs.post(job.kind, job.id)
+        self.requested.emit(job)
+
+    def _job(self, method: str, *, hypotheses: tuple[int, ...], outputs: tuple, coverage: bool = False,
+             partner: bool = False) -> ContributionJob:
+        run = self.session.request.settings
+        return ContributionJob(self.session.next_id(), self.session.request.id, method, text=run.text,
+                               hypotheses=hypotheses, outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang,
+                               coverage=coverage, partner=partner)
+
+    def _on_run_finished(self, request_id: int, _results) -> None:
+        """A new run: the older runs' maps go; a Transformer's hypotheses get their source coverage (ALTI+)."""
+        if not self.session.is_current(request_id) or not self.session.results:
+            return
+        self.answers = {key: found for key, found in self.answers.items() if key[0] == request_id}
+        self.asked = {key for key in self.asked if key[0] == request_id}
+        self.coverage = {}
+        coverage = choice_named(self.choices, COVERAGE_METHOD)
+        if coverage is None or coverage.reason:
+            return
+        results = self.session.results
+        job = self._job(COVERAGE_METHOD, hypotheses=tuple(range(len(results))),
+                        outputs=tuple(tuple(result.token_ids) for result in results), coverage=True)
+        self.window.worker.jobs.post(job.kind, job.id)
+        self.requested.emit(job)
+
+    def _on_answer(self, answer: ContributionAnswer) -> None:
+        if not self.session.is_current(answer.job.request_id):
+            return
+        key = answer.key
+        self.asked.discard(key)
+        if answer.stopped:
+            return  # overtaken: asked again when it is shown again
+        self.answers[key] = answer.maps if answer.maps is not None else answer.error
+        if answer.coverage is not None:
+            source_tokens = self.session.results[0].trace.src_tokens  # every hypothesis reads the same source
+            self.coverage[answer.hypothesis] = coverage_text(answer.coverage, source_tokens)
+            self.window.viewing.show_coverage()
+        if key == self._shown_key(key[3]) and key[2] == self.method:
+            self.window.viewing.refresh(rebuild=True)

@@ -1,0 +1,225 @@
+"""What the window shows of contributions beyond attention weights (models/analysis/contributions.py), with no
+Qt and no torch: the "Show" choices a model offers, the contribution jobs the worker runs, and the states of
+the focus heatmap, the thumbnails and the decoding panel's bars computed from a ``ContributionMaps``.
+
+A ``ContributionMaps`` holds numpy arrays laid out like the trace, so a map is shown by putting it in the place
+of the trace's attention (:func:`shown_trace`) and asking the ordinary view-model for the state: labels, masks,
+steps revealed and comparisons stay one code path. A per-block method's map is one "head" of its layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.trace.records import AttentionTrace
+
+from . import viewmodel
+from .session import Selection, ViewOptions
+
+WEIGHTS = "weights"  # attention weights: the trace itself, no job
+
+
+@dataclass(frozen=True)
+class ShowChoice:
+    """One entry of the selector bar's Show box: a method of the contributions registry as the open model
+    offers it (``reason``: why it cannot, one line; "" when it can)."""
+
+    name: str
+    label: str
+    unit: str
+    per_head: bool
+    from_forward: bool
+    kinds: tuple[str, ...]
+    reason: str = ""
+
+    @property
+    def bounded(self) -> bool:
+        """Its values are shares (0–1), so one fixed colour range compares maps; else each map's own range."""
+        return "(0–1)" in self.unit
+
+
+@dataclass(frozen=True)
+class ContributionJob:
+    """One method's maps for results of one run (``request_id``): per hypothesis in ``hypotheses`` its
+    ``outputs`` (token ids; the decoder is fed the start token and all but the last), the source being
+    ``text`` in the run's languages. ``coverage``: a background job for the hallucination signal (ALTI+'s
+    source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result."""
+
+    id: int
+    request_id: int
+    method: str
+    text: str
+    hypotheses: tuple[int, ...]
+    outputs: tuple[tuple[int, ...], ...]
+    src_lang: str = ""
+    tgt_lang: str = ""
+    coverage: bool = False
+    partner: bool = False
+
+    @property
+    def kind(self) -> str:
+        """Its kind on the job board (attnviz/state/jobs.py)."""
+        return "coverage" if self.coverage else "partner_contributions" if self.partner else "contributions"
+
+
+@dataclass(frozen=True)
+class ContributionAnswer:
+    """The worker's answer for one hypothesis of a :class:`ContributionJob`: its ``maps`` (a
+    ``ContributionMaps``) and, for a coverage job, its ``coverage`` (a ``SourceCoverage``); or ``error``, the one
+    line saying why not."""
+
+    job: ContributionJob
+    hypothesis: int
+    maps: object | None = None
+    coverage: object | None = None
+    error: str = ""
+    stopped: bool = False  # overtaken before it was computed (``error`` says why)
+
+    @property
+    def key(self) -> tuple[int, int, str, bool]:
+        """The result and method it belongs to: request id, hypothesis, method, model B's."""
+        return self.job.request_id, self.hypothesis, self.job.method, self.job.partner
+
+
+def show_choice(method, reason: str = "") -> ShowChoice:
+    """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
+    return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
+                      from_forward=method.from_forward, kinds=method.kinds, reason=reason)
+
+
+def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:
+    return next((choice for choice in choices if choice.name == name), None)
+
+
+def shown_trace(trace: AttentionTrace, maps) -> AttentionTrace:
+    """``trace`` with ``maps``' arrays in the place of its attention (a per-block map as the layer's one head):
+    the kinds the method covers, the same tokens and masks."""
+    attention = {kind: [layer if maps.per_head else layer[None] for layer in layers]
+                 for kind, layers in maps.layers.items() if layers and kind in trace.masks}
+    return AttentionTrace(trace.src_tokens, trace.tgt_tokens, attention=attention,
+                          masks={kind: trace.masks[kind] for kind in attention},
+                          ablated=trace.ablated if maps.per_head else ())
+
+
+def shown_selection(shown: AttentionTrace, selection: Selection, choice: ShowChoice) -> Selection:
+    """The selection inside what the method has: a per-block method's one map per layer, a whole-model
+    method's one layer."""
+    layer = min(selection.layer, shown.layers(selection.kind) - 1)
+    head = selection.head if choice.per_head else 0
+    if isinstance(head, int):
+        head = min(head, shown.heads(selection.kind) - 1)
+    return dataclasses.replace(selection, layer=layer, head=head)
+
+
+def missing_kind(choice: ShowChoice, kind: str) -> str:
+    kinds = ", ".join(viewmodel.KIND_LABELS[name].lower() for name in choice.kinds)
+    return f"{choice.label} gives no {viewmodel.KIND_LABELS[kind].lower()} map; it shows {kinds}."
+
+
+def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *, choice: ShowChoice) -> str:
+    """How the title names the map shown: a head, the block, or the whole model."""
+    if shown.layers(selection.kind) < trace.layers(selection.kind):
+        return "whole model"
+    if not choice.per_head:
+        return f"layer {selection.layer} · the block"
+    return f"layer {selection.layer} · {viewmodel.head_name(selection.head)}"
+
+
+def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
+                         options: ViewOptions = ViewOptions(), outputs: list[str] | None = None,
+                         name: str = "") -> viewmodel.HeatmapState | str:
+    """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method, its colour scale
+    titled with its unit; or the line saying why the method has no such map. ``name``: a comparison pane's."""
+    if selection.kind not in maps.layers or not maps.layers[selection.kind]:
+        return missing_kind(choice, selection.kind)
+    shown = shown_trace(trace, maps)
+    chosen = shown_selection(shown, selection, choice)
+    drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
+    state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
+    named = f"<b>{name}</b> · " if name else ""
+    title = (f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {_which(trace, shown, chosen, choice=choice)}"
+             f" · <b>{choice.label}</b>")
+    state = dataclasses.replace(state, title=title, scale_title=choice.unit,
+                                file_stem=f"{state.file_stem}-{choice.name}")
+    if options.reveal_rows:
+        return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
+    return state
+
+
+def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[AttentionTrace, object],
+                            selection: Selection, *, choice: ShowChoice,
+                            options: ViewOptions = ViewOptions()) -> viewmodel.ComparePane:
+    """B − A of the same method's maps (each model's own), as :func:`viewmodel.difference` takes it."""
+    for (trace, maps), name in ((a, "A"), (b, "B")):
+        if selection.kind not in maps.layers or not maps.layers[selection.kind]:
+            return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing_kind(choice, selection.kind)}")
+    shown_a, shown_b = shown_trace(a[0], a[1]), shown_trace(b[0], b[1])
+    pane = viewmodel.difference(shown_a, shown_b, shown_selection(shown_a, selection, choice), options=options)
+    if pane.state is None:
+        return pane
+    return viewmodel.ComparePane(dataclasses.replace(pane.state, title=f"{pane.state.title} · <b>{choice.label}</b>",
+                                                     scale_title=f"B − A: {choice.unit}"))
+
+
+def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
+                      whole_kind: bool, reveal_step: int | None = None) -> viewmodel.GridState | None:
+    """The thumbnails of the selected layer (``whole_kind``: of every layer) of the method's maps: every head
+    of a per-head method, the block's one map of a per-block one (in the first column, the others blank: the
+    grid keeps the attention's shape, so switching back and forth relabels it instead of building it anew);
+    None when the method has no map of the kind."""
+    if selection.kind not in maps.layers or not maps.layers[selection.kind]:
+        return None
+    shown = shown_trace(trace, maps)
+    chosen = shown_selection(shown, selection, choice)
+    grid = (viewmodel.model_grid if whole_kind else viewmodel.head_grid)(shown, chosen, reveal_step=reveal_step)
+    if not choice.bounded:  # thumbnails draw 0–1: unbounded values as shares of the grid's largest
+        largest = max((float(np.nanmax(matrix)) for matrix in grid.matrices if matrix.size), default=0.0)
+        if largest > 0:
+            grid = dataclasses.replace(grid, matrices=[matrix / largest for matrix in grid.matrices])
+    if choice.per_head:
+        return grid
+    return _in_attention_shape(grid, layers=trace.layers(selection.kind) if whole_kind else 1,
+                               heads=trace.heads(selection.kind))
+
+
+def _in_attention_shape(grid: viewmodel.GridState, *, layers: int, heads: int) -> viewmodel.GridState:
+    """A grid of one map per layer as ``layers × heads`` thumbnails: each map first in its row, the rest blank
+    (NaN draws no colour)."""
+    blank = np.full((1, 1), np.nan, dtype=np.float32)
+    matrices = []
+    for row in range(layers):
+        matrices += [grid.matrices[row] if row < grid.rows and grid.matrices else blank] + [blank] * (heads - 1)
+    row_names = grid.row_names if grid.rows == layers else [f"L{layer}" for layer in range(layers)]
+    if grid.rows < layers:  # a whole-model map: one row, named so
+        row_names = ["all"] + [""] * (layers - 1)
+    return dataclasses.replace(grid, rows=layers, cols=heads, row_names=row_names,
+                               col_names=["block"] + [""] * (heads - 1), matrices=matrices if grid.matrices else [],
+                               off=[False] * (layers * heads))
+
+
+def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice) -> viewmodel.BarsState:
+    """The decoding panel's bars over the source at the selected step: the whole model's source contributions
+    where the method has them (ALTI+ rolled out, gradients), else the cross map of the selected layer."""
+    if maps.source is not None:
+        values = np.asarray(maps.source[min(selection.step, len(maps.source) - 1)], dtype=np.float32)
+        title = f"{choice.label} of each source token to this step (whole model)"
+    elif "cross" in maps.layers and maps.layers["cross"]:
+        shown = shown_trace(trace, maps)
+        bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
+        values, title = bars.values, f"{choice.label}: {bars.title.replace('cross-attention of ', '')}"
+    else:
+        return viewmodel.BarsState(labels=[], values=np.zeros(0), highlight=None, title=missing_kind(choice, "cross"))
+    strongest = int(np.argmax(values)) if len(values) else None
+    top = 1.0 if choice.bounded else max(float(values.max()) if len(values) else 0.0, 1e-6)
+    return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top)
+
+
+def coverage_text(coverage, src_tokens: list[str]) -> str:
+    """The hallucination signal (Dale et al. 2023) in words: the output's mean source contribution and its
+    least-covered source token."""
+    token = src_tokens[coverage.least_covered] if coverage.least_covered < len(src_tokens) else "?"
+    return (f"source contribution {coverage.avg_source:.2f} (ALTI+) · least covered ‘{token}’ "
+            f"{coverage.min_source_token:.2f}")

@@ -1,0 +1,129 @@
+"""What the window shows of contributions (attnviz/state/contributions.py), without Qt: the core's maps of a real
+run of the en-es demo, put in the place of the trace's attention."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attnviz.state import contributions as shown
+from attnviz.state import viewmodel
+from attnviz.state.demos import demo_path
+from attnviz.state.session import Selection, ViewOptions
+from models.analysis.contributions import CONTRIBUTION_METHODS, capture_forward, contributions, source_coverage
+from models.inference.translator import Translator
+from models.storage.checkpoint import load_checkpoint
+
+SENTENCE = "The old man gave his grandson a red bicycle."
+
+
+def choice(name: str) -> shown.ShowChoice:
+    return shown.show_choice(CONTRIBUTION_METHODS[name])
+
+
+@pytest.fixture(scope="module")
+def run():
+    translator = Translator(load_checkpoint(demo_path("en-es-transformer")), "cpu")
+    source = translator.source(SENTENCE)
+    result = translator.translate(SENTENCE, need_weights=True)
+    captured = capture_forward(translator.model, source.ids, result.token_ids)
+    maps = {name: contributions(name, translator.model, source.ids, output_ids=result.token_ids,
+                                captured=captured if CONTRIBUTION_METHODS[name].from_forward else None)
+            for name in ("value_norms", "alti", "input_x_gradient")}
+    return result, maps
+
+
+def test_value_norms_show_each_head_with_the_unit_and_their_own_colour_range(run):
+    result, maps = run
+    selection = Selection(kind="cross", layer=1, head=2, step=3)
+    state = shown.contribution_heatmap(result.trace, maps["value_norms"], selection, choice=choice("value_norms"))
+    expected = maps["value_norms"].layers["cross"][1][2]
+    np.testing.assert_array_equal(state.matrix, expected)
+    assert "value-weighted norms" in state.title and "head 2" in state.title
+    assert state.scale_title == CONTRIBUTION_METHODS["value_norms"].unit
+    assert state.levels == pytest.approx((expected.min(), expected.max()))  # not 0–1: the model's units
+    assert state.file_stem == "cross-L1-H2-value_norms"
+    assert state.key_labels == result.trace.src_tokens and state.step_row == 3
+
+
+def test_alti_shows_the_block_map_whatever_head_is_chosen_on_a_fixed_range(run):
+    result, maps = run
+    for head in (0, 3, "mean"):
+        state = shown.contribution_heatmap(result.trace, maps["alti"], Selection(kind="dec_self", layer=2, head=head),
+                                           choice=choice("alti"))
+        np.testing.assert_array_equal(state.matrix, maps["alti"].layers["dec_self"][2])
+        assert state.levels == viewmodel.LEVELS and "the block" in state.title and "ALTI+" in state.title
+    own = shown.contribution_heatmap(result.trace, maps["alti"], Selection(kind="enc_self"), choice=choice("alti"),
+                                     options=ViewOptions(colour_range="own"))
+    assert own.levels != viewmodel.LEVELS
+
+
+def test_a_kind_the_method_lacks_is_one_line_and_gradients_are_the_whole_model(run):
+    result, maps = run
+    gradients = choice("input_x_gradient")
+    line = shown.contribution_heatmap(result.trace, maps["input_x_gradient"], Selection(kind="enc_self"),
+                                      choice=gradients)
+    assert line == ("input × gradient gives no encoder self-attention map; it shows decoder self-attention, "
+                    "cross-attention.")
+    state = shown.contribution_heatmap(result.trace, maps["input_x_gradient"], Selection(kind="cross", layer=2),
+                                       choice=gradients)
+    np.testing.assert_array_equal(state.matrix, maps["input_x_gradient"].source)
+    assert "whole model" in state.title
+
+
+def test_revealing_rows_hides_the_contributions_of_steps_not_generated_yet(run):
+    result, maps = run
+    state = shown.contribution_heatmap(result.trace, maps["alti"], Selection(kind="cross", layer=0, step=2),
+                                       choice=choice("alti"), options=ViewOptions(reveal_rows=True))
+    assert state.revealed == (3, len(result.trace.src_tokens))
+    assert not state.matrix[3:].any() and state.matrix[:3].any()
+
+
+def test_grids_show_every_head_or_the_one_block(run):
+    result, maps = run
+    heads = shown.contribution_grid(result.trace, maps["value_norms"], Selection(kind="cross", layer=1),
+                                    choice=choice("value_norms"), whole_kind=False)
+    assert heads.cols == 4 and max(float(matrix.max()) for matrix in heads.matrices) == pytest.approx(1.0)
+    blocks = shown.contribution_grid(result.trace, maps["alti"], Selection(kind="cross"), choice=choice("alti"),
+                                     whole_kind=True)
+    assert (blocks.rows, blocks.cols, blocks.col_names) == (3, 4, ["block", "", "", ""])  # the attention's shape
+    np.testing.assert_array_equal(blocks.matrices[2 * 4], maps["alti"].layers["cross"][2])
+    assert np.isnan(blocks.matrices[2 * 4 + 1]).all()
+    whole = shown.contribution_grid(result.trace, maps["input_x_gradient"], Selection(kind="cross"),
+                                    choice=choice("input_x_gradient"), whole_kind=True)
+    assert (whole.rows, whole.row_names[0]) == (3, "all") and np.isnan(whole.matrices[4]).all()
+    assert shown.contribution_grid(result.trace, maps["input_x_gradient"], Selection(kind="enc_self"),
+                                   choice=choice("input_x_gradient"), whole_kind=True) is None
+
+
+def test_the_decoding_panel_bars_are_the_steps_source_contributions(run):
+    result, maps = run
+    bars = shown.contribution_bars(result.trace, maps["alti"], Selection(kind="enc_self", step=4),
+                                   choice=choice("alti"))
+    np.testing.assert_array_equal(bars.values, maps["alti"].source[4])
+    assert bars.top == 1.0 and "whole model" in bars.title and bars.labels == result.trace.src_tokens
+    norms = shown.contribution_bars(result.trace, maps["value_norms"], Selection(kind="cross", layer=1, head=0, step=4),
+                                    choice=choice("value_norms"))
+    np.testing.assert_array_equal(norms.values, maps["value_norms"].layers["cross"][1][0, 4])
+    assert norms.top == pytest.approx(norms.values.max()) and norms.top > 1
+
+
+def test_the_difference_of_a_models_maps_with_itself_is_zero_and_titled_with_the_method(run):
+    result, maps = run
+    pair = (result.trace, maps["alti"])
+    pane = shown.contribution_difference(pair, pair, Selection(kind="cross", layer=1), choice=choice("alti"))
+    assert not pane.state.matrix.any() and "ALTI+" in pane.state.title
+    missing = shown.contribution_difference((result.trace, maps["input_x_gradient"]), pair, Selection(kind="enc_self"),
+                                            choice=choice("input_x_gradient"))
+    assert missing.state is None and missing.message.startswith("B − A not shown: model A: input × gradient gives no")
+
+
+def test_the_hallucination_signal_in_words_in_the_output_line_and_the_beam_list(run):
+    result, maps = run
+    coverage = source_coverage(maps["alti"])
+    text = shown.coverage_text(coverage, result.trace.src_tokens)
+    assert text.startswith(f"source contribution {coverage.avg_source:.2f}")
+    assert f"‘{result.trace.src_tokens[coverage.least_covered]}’ {coverage.min_source_token:.2f}" in text
+    assert viewmodel.result_line(result, [], coverage=text).coverage == text
+    beam = viewmodel.beam_state([result, dataclasses.replace(result)], result.steps, coverage={1: text})
+    assert text not in beam.hypotheses[0][0] and beam.hypotheses[1][0].endswith(text)

@@ -1,0 +1,131 @@
+"""Contributions in the window, with the real worker on the bundled demos: the Show choice, its maps equal to
+the core's, the traced pass kept across the forward methods, what a GRU cannot give, and the hallucination
+signal of every beam hypothesis."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from PySide6.QtCore import QEventLoop, Qt, QTimer
+
+from attnviz.state.demos import demo_path
+from models.analysis.contributions import alti, contributions, source_coverage
+from tests.test_gui import WAIT, focus_data, run_text
+from tests.test_gui_compare import compare, open_demo
+
+LONG = ("The old man who lives in the small house near the river gave his young grandson a red bicycle for his "
+        "birthday last summer, and the boy rode it every day.")
+
+
+def show(qtbot, window, name: str) -> float:
+    """Choose ``name`` in the Show box and wait for its map, in an event loop (qWait would keep the GIL from
+    the worker); the seconds it took."""
+    started = time.perf_counter()
+    window.selector.set_show_name(name)
+    label = f"<b>{window.contributions.choice.label}</b>" if name != "weights" else None  # not "Computing …"
+    while label is not None and label not in window.focus.title.text():
+        loop = QEventLoop()
+        QTimer.singleShot(5, loop.quit)
+        loop.exec()
+        assert time.perf_counter() - started < WAIT / 1000, window.focus.title.text()
+    return time.perf_counter() - started
+
+
+def core_maps(window, method: str, result=None):
+    """The core's own maps of the shown result (computed here, on the GUI thread, for the comparison only)."""
+    translator = window.worker.translator
+    result = result or window.session.result
+    source = translator.source(window.session.request.settings.text)
+    return contributions(method, translator.model, source.ids, output_ids=result.token_ids)
+
+
+def test_every_method_shows_the_cores_map_and_forward_methods_rerun_nothing(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, LONG, max_len=60)
+    assert len(window.session.result.token_ids) >= 30
+    window.select(kind="cross", layer=1, head=2)
+    run_id = window.worker.jobs.newest("run")
+    show(qtbot, window, "value_norms")
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][1][2], rtol=1e-5)
+    assert window.focus.colorbar.axis.labelText == "‖α·f(x)‖ (the model's units)"
+    captured = dict(window.worker.captured)
+    assert sum(key[1] == run_id for key in captured) == 1  # the shown result's traced pass
+    timings = [show(qtbot, window, name) for name in ("alti", "weights", "value_norms", "alti")]
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "alti").layers["cross"][1], atol=1e-6)
+    assert window.worker.captured == captured  # the same traced pass for all: no new one
+    assert window.worker.jobs.newest("run") == run_id and window.session.request.id == run_id
+    assert max(timings) < 1.0, timings
+    show(qtbot, window, "input_x_gradient")
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "input_x_gradient").source, rtol=1e-4, atol=1e-6)
+    window.select(kind="enc_self")
+    assert window.focus.title.text().startswith("input × gradient gives no encoder self-attention map")
+    assert window.head_grid.shape == (0, 0)
+    show(qtbot, window, "value_zeroing")
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "value_zeroing").layers["enc_self"][1],
+                               atol=1e-6)
+    assert window.model_view.shape == (3, 4)
+
+
+def test_a_gru_offers_what_it_has_and_says_what_it_lacks_in_place_of_the_heatmap(qtbot, window):
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    box = window.selector.show_box
+    alti_index = box.findData("alti")
+    assert not box.model().item(alti_index).isEnabled()
+    reason = box.itemData(alti_index, Qt.ItemDataRole.ToolTipRole)
+    assert reason.startswith("ALTI+ needs Transformer blocks") and "gru-additive" in reason
+    assert box.model().item(box.findData("value_norms")).isEnabled()
+    results = window.session.results
+    window.contributions.choose("alti")
+    assert window.focus.title.text() == reason and window.session.results is results
+    assert window.contributions.coverage == {}  # no ALTI+ signal for a model without Transformer blocks
+    show(qtbot, window, "value_norms")
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][0][0], rtol=1e-5)
+
+
+def test_beam_hypotheses_each_show_their_own_source_contribution(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, "The house is small and the river is cold.", mode="beam", beam=3, max_len=20)
+    results = window.session.results
+    qtbot.waitUntil(lambda: len(window.contributions.coverage) == len(results) == 3, timeout=WAIT)
+    translator = window.worker.translator
+    source = translator.source(window.session.request.settings.text)
+    expected = [source_coverage(alti(translator.model, source.ids, result.token_ids)) for result in results]
+    lines = [window.decoding.beam.hypotheses.item(row).text() for row in range(3)]
+    for line, coverage in zip(lines, expected):
+        assert f"source contribution {coverage.avg_source:.2f}" in line
+    window.decoding.beam.hypotheses.setCurrentRow(2)
+    assert f"source contribution {expected[2].avg_source:.2f}" in window.input_bar.output.text()
+    show(qtbot, window, "alti")
+    window.select(kind="cross", layer=2)
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "alti", results[2]).layers["cross"][2], atol=1e-6)
+
+
+def test_comparing_shows_both_models_maps_of_the_same_method(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    compare(qtbot, window, "en-es-transformer-postln")
+    window.select(kind="cross", layer=0)
+    window.selector.set_show_name("alti")
+    comparison = window.viewing.current_comparison
+    qtbot.waitUntil(lambda: comparison().a.state is not None and comparison().b.state is not None, timeout=WAIT)
+    panes = comparison()
+    assert "ALTI+" in panes.a.state.title and "ALTI+" in panes.b.state.title
+    partner = window.worker.partner
+    source = partner.source(window.session.request.settings.text)
+    expected = alti(partner.model, source.ids, window.session.partner_result.token_ids).layers["cross"][0]
+    np.testing.assert_allclose(panes.b.state.matrix, expected, atol=1e-6)
+    assert panes.diff.state is not None or panes.diff.message.startswith("B − A not shown")
+    assert str(demo_path("en-es-transformer-postln")) == str(window.session.partner.path)
+
+
+def test_render_show_draws_a_method_titled_with_it_and_refuses_what_the_model_lacks(tmp_path, capsys):
+    from attnviz.cli import main
+
+    svg = tmp_path / "alti.svg"
+    assert main(["render", "-c", "en-es-transformer", "The old man.", "--kind", "cross", "--layer", "1",
+                 "--show", "alti", "-o", str(svg)]) == 0
+    assert "Cross-attention · layer 1 · the block · ALTI+" in svg.read_text()
+    assert main(["render", "-c", "piglatin-gru-additive", "hello", "--kind", "cross", "--show", "alti",
+                 "-o", str(tmp_path / "gru.png")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("attnviz: error: ALTI+ needs Transformer blocks")
+    assert not (tmp_path / "gru.png").exists()
