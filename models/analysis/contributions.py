@@ -708,5 +708,6 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
     for number, source_ids, output_ids, output_text in scored:
         coverage = source_coverage(alti(translator.model, source_ids, output_ids))
         token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
-        found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage, least_covered_token=token))
+        found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage,
+                                  least_covered_token=token))
     return sorted(found, key=lambda pair: pair.coverage.avg_source)

@@ -123,9 +123,9 @@ class InputBar(QWidget):
         self.busy.hide()
         self.output = self.output_area = OutputArea("Open a model and type a sentence.")
         row = QHBoxLayout()
-        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.source_language, 0), (self.target_language, 0),
-                                (self.mode, 0), (self.beam, 0), (self.target, 2), (self.max_len, 0), (self.run, 0),
-                                (self.busy, 0)):
+        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.source_language, 0),
+                                (self.target_language, 0), (self.mode, 0), (self.beam, 0), (self.target, 2),
+                                (self.max_len, 0), (self.run, 0), (self.busy, 0)):
             row.addWidget(widget, stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)

@@ -146,7 +146,8 @@ class BarChart(pg.PlotWidget):
         """Labels laid out like the heatmap's: all when they fit, else evenly thinned around the highlighted bar
         (the chosen token, the source token with the most weight), which always keeps its label."""
         axis = self.token_axis
-        pixels = (axis.height() if self.horizontal else axis.width()) or (self.height() if self.horizontal else self.width())
+        pixels = ((axis.height() if self.horizontal else axis.width())
+                  or (self.height() if self.horizontal else self.width()))
         axis.fit((-0.5, len(self.labels) - 0.5), cell=pixels / max(len(self.labels), 1), anchor=self.highlight or 0)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
