@@ -48,7 +48,7 @@ def test_every_method_shows_the_cores_map_and_forward_methods_rerun_nothing(qtbo
     run_id = window.worker.jobs.newest("run")
     show(qtbot, window, "value_norms")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][1][2], rtol=1e-5)
-    assert window.focus.colorbar.axis.labelText == "‖α·f(x)‖ (the model's units)"
+    assert window.focus.colorbar.axis.labelText == "‖α·f(x)‖"
     captured = dict(window.worker.captured)
     assert sum(key[1] == run_id for key in captured) == 1  # the shown result's traced pass
     timings = [show(qtbot, window, name) for name in ("alti", "weights", "value_norms", "alti")]

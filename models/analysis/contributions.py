@@ -86,15 +86,15 @@ ALL_KINDS = ("enc_self", "dec_self", "cross")
 CONTRIBUTION_METHODS = {method.name: method for method in (
     ContributionMethod("weights", "attention weights", "attention weight (0–1)", kinds=ALL_KINDS, per_head=True,
                        from_forward=True, needs="attention"),
-    ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖ (the model's units)", kinds=ALL_KINDS,
+    ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖", kinds=ALL_KINDS,
                        per_head=True, from_forward=True, needs="values"),
-    ContributionMethod("alti", "ALTI+", "share of the block's output (0–1)", kinds=ALL_KINDS, per_head=False,
+    ContributionMethod("alti", "ALTI+", "share of output", kinds=ALL_KINDS, per_head=False,
                        from_forward=True, needs="transformer"),
-    ContributionMethod("value_zeroing", "value zeroing", "share of the output's change (0–1)", kinds=ALL_KINDS,
+    ContributionMethod("value_zeroing", "value zeroing", "share of change", kinds=ALL_KINDS,
                        per_head=False, from_forward=False, needs="transformer"),
     ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
                        per_head=False, from_forward=False, needs="embeddings"),
-    ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖ (16 steps)",
+    ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖",
                        kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings"),
 )}
 
