@@ -34,11 +34,7 @@ class ShowChoice:
     from_forward: bool
     kinds: tuple[str, ...]
     reason: str = ""
-
-    @property
-    def bounded(self) -> bool:
-        """Its values are shares (0–1), so one fixed colour range compares maps; else each map's own range."""
-        return "(0–1)" in self.unit
+    bounded: bool = False  # shares (0–1): one fixed colour range compares maps; else each map's own range
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,7 @@ class ContributionAnswer:
 def show_choice(method, reason: str = "") -> ShowChoice:
     """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
     return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
-                      from_forward=method.from_forward, kinds=method.kinds, reason=reason)
+                      from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded)
 
 
 def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:

@@ -61,7 +61,7 @@ class HeatmapState:
     file_stem: str
     approximate: bool = False  # weights kept at half precision (a long run): read out to three digits, with ≈
     revealed: tuple[int, int] | None = None  # step by step: only rows × cols from the top left exist yet (None: all)
-    scale_title: str = "attention weight (0–1)"  # what the colour scale's numbers are (a contribution's unit)
+    scale_title: str = "attention weight"  # what the colour scale's numbers are (a contribution's unit)
 
 
 @dataclass(frozen=True)

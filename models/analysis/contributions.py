@@ -58,6 +58,7 @@ class ContributionMethod:
     per_head: bool
     from_forward: bool
     needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
+    bounded: bool = False  # its values are shares between 0 and 1
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
@@ -84,14 +85,14 @@ class ContributionMethod:
 
 ALL_KINDS = ("enc_self", "dec_self", "cross")
 CONTRIBUTION_METHODS = {method.name: method for method in (
-    ContributionMethod("weights", "attention weights", "attention weight (0–1)", kinds=ALL_KINDS, per_head=True,
-                       from_forward=True, needs="attention"),
+    ContributionMethod("weights", "attention weights", "attention weight", kinds=ALL_KINDS, per_head=True,
+                       from_forward=True, needs="attention", bounded=True),
     ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖", kinds=ALL_KINDS,
                        per_head=True, from_forward=True, needs="values"),
     ContributionMethod("alti", "ALTI+", "share of output", kinds=ALL_KINDS, per_head=False,
-                       from_forward=True, needs="transformer"),
+                       from_forward=True, needs="transformer", bounded=True),
     ContributionMethod("value_zeroing", "value zeroing", "share of change", kinds=ALL_KINDS,
-                       per_head=False, from_forward=False, needs="transformer"),
+                       per_head=False, from_forward=False, needs="transformer", bounded=True),
     ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
                        per_head=False, from_forward=False, needs="embeddings"),
     ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖",
