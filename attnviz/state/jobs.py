@@ -13,14 +13,16 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("run", "model", "partner", "stats", "importance")
-DEPENDS_ON = {"stats": ("model",), "importance": ("model",)}  # a corpus job scores the model it started with
+KINDS = ("run", "model", "partner", "stats", "importance", "prune")
+DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
+              "prune": ("model", "importance")}  # a pruning curve follows the ranking of the importance it started from
 NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "run": "a newer sentence run was asked for",
     "model": "another model was opened",
     "partner": "another model B was asked for",
     "stats": "newer head statistics were asked for",
     "importance": "a newer head importance job was asked for",
+    "prune": "a newer pruning curve was asked for",
 }
 WINDOW_CLOSED = "the window closed"
 
