@@ -1,7 +1,7 @@
 """The pruning curve under the Head importance grid: the score as heads are switched off cumulatively in three
-orders, with a legend (the key under it), axis titles in the metric's unit and a readout of the point under the pointer; a button
-asks for the curve once heads are scored, another exports it. It draws what attnviz/state/prune_view.py
-computed."""
+orders, with a legend (the key under it, which also reads out the point under the pointer) and axis titles in
+the metric's unit; a button asks for the curve once heads are scored, another exports it. It draws what
+attnviz/state/prune_view.py computed."""
 
 from __future__ import annotations
 
