@@ -49,9 +49,8 @@ def prune_curve_state(curves: PruneCurves) -> PruneCurveState:
                             scores=np.asarray(curve, dtype=float))
                   for order, curve in curves.curves.items())
     heads = max(len(line.scores) for line in lines) - 1
-    better = "lower is better" if curves.metric == "nll" else "higher is better"
-    summary = (f"{curves.metric_name} ({better}) as the {heads} heads are switched off one by one, in three "
-               f"orders of the ranking ({curves.seconds:.1f} s).")
+    better = "Lower is better" if curves.metric == "nll" else "Higher is better"
+    summary = f"{better}; the {heads} heads switched off one by one ({curves.seconds:.1f} s)."
     return PruneCurveState(lines, heads=heads, x_title=HEADS_AXIS, y_title=curves.metric_name, summary=summary,
                            seed=curves.seed)
 

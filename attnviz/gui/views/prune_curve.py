@@ -15,7 +15,7 @@ from ...state.prune_view import CurveReadout, PruneCurveState, curve_readout
 from .style import HIGHLIGHT
 
 PLOT_MIN_HEIGHT = 110  # px: three curves and their legend stay readable in a 768-pixel screen's dock
-AXIS_FONT = {"font-size": "8pt"}
+AXIS_FONT = {"font-size": "7pt"}  # a long title ("NLL (nats/token)") fits a low plot
 WAITING = "Score the heads first: the pruning curve switches them off in the order of that ranking."
 
 
@@ -47,6 +47,9 @@ class PruneCurveView(QWidget):
         self.readout = QLabel("")  # the legend: each line's colour and name, and its score under the pointer
         self.readout.setWordWrap(True)
         self.readout.setTextFormat(Qt.TextFormat.RichText)
+        # two lines in a narrow dock: a splitter reads a wrapped label's one-line minimum, and the key then covers
+        # the plot's axis title
+        self.readout.setMinimumHeight(2 * self.readout.fontMetrics().lineSpacing() + 2)
         self.state: PruneCurveState | None = None
         self.plot.scene().sigMouseMoved.connect(self._on_move)
         buttons = QHBoxLayout()
