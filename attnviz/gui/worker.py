@@ -98,7 +98,7 @@ def importance_steps(translator: Translator, pairs: list[tuple[str, str]], metho
     return head_importance_steps(translator, pairs)
 
 
-def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, seed: int):
+def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, *, seed: int):
     """The pruning curves of ``importance``'s ranking as a long job's generator: one teacher-forced pass per unit
     (the NLL, passes as short as the importance job's) or the pairs decoded again at one point (chrF / exact)."""
     from models.analysis.importance import prune_curve_steps
@@ -449,7 +449,8 @@ class ModelWorker(QObject):
         self._start_long_job(
             "prune", job_id, answer=self.prune_ready.emit,
             report=lambda job, done, total, _order: self.prune_progress.emit(job, done, total),
-            steps=lambda: prune_steps(self.translator, corpus_pairs(corpus)[:importance.examples], importance, seed))
+            steps=lambda: prune_steps(self.translator, corpus_pairs(corpus)[:importance.examples], importance,
+                                      seed=seed))
 
     def _start_long_job(self, kind: str, job_id: int, *, steps, answer, report=None) -> None:
         """Queue the first unit of the generator ``steps()`` makes (see :class:`UnitSteps`), unless the job is
