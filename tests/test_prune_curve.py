@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from models.nn.ablation import Ablation
-from models.analysis.importance import (ablation_importance, head_importance, output_max_len, prune_curve_steps,
-                                       prune_curves)
+from models.analysis.importance import ablation_importance, head_importance, prune_curve_steps, prune_curves
 from tests.test_cli import assert_one_line_error, cli
 from tests.test_importance_batched import PAIRS, forced_nll, tiny_translator
 
@@ -76,11 +75,12 @@ def test_the_steps_form_yields_each_pass_and_returns_the_same_curves(metric):
 
 
 def test_a_decoded_curve_starts_at_the_importance_baseline_without_a_length_limit():
-    """Re-decoded outputs stop where head importance stops them, so the curve's first point is its baseline."""
+    """Re-decoded outputs stop where head importance stops them (twice the longest reference plus 10 tokens), so
+    the curve's first point is its baseline: decoded to the model's maximum, an untrained model's chrF halves."""
     translator = tiny_translator("gru-scaled-dot")
-    importance = head_importance(translator, PAIRS[:3], metric="exact")
+    importance = head_importance(translator, PAIRS[:3], metric="chrf")
     curves = prune_curves(translator, PAIRS[:3], importance)
-    assert output_max_len(translator, PAIRS[:3]) == 2 * 8 + 10  # "dab efac" is the longest reference
+    assert importance.baseline > 0
     assert all(curve[0] == importance.baseline for curve in curves.curves.values())
 
 
