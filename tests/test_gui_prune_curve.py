@@ -12,7 +12,7 @@ from attnviz.gui.features.importance import PRUNE_SEED, export_curve
 from attnviz.gui.worker import IMPORTANCE_PASS_TOKENS
 from attnviz.state.demos import demo_reference_pairs
 from attnviz.state.jobs import Stopped
-from models.analysis.importance import prune_curves
+from models.analysis.importance import prune_curves, prune_orders
 from tests.test_gui_compare import open_demo
 from tests.test_gui_importance_methods import DEMO, scored, translator, wait_for  # noqa: F401 (a fixture)
 
@@ -59,10 +59,13 @@ def test_a_newer_curve_stops_the_older_and_a_device_switch_stops_it_visibly(qtbo
     panel.curve_view.button.click()
     first = panel.curve_job
     wait_for(lambda: first in progress)  # its first pass has finished, the next is queued
+    panel.curve_view.seed.setValue(5)
     panel.curve_view.button.click()
     second = panel.curve_job
     wait_for(lambda: panel.curves is not None)
     assert (first, Stopped("a newer pruning curve was asked for", by=second)) in answers
+    assert panel.curves.seed == 5 and panel.curves.orders == prune_orders(panel.importance, seed=5)
+    assert "random order (seed 5)" in panel.curve_view.readout.text()
     assert [job for job, answer in answers if not isinstance(answer, Stopped)] == [second]
     panel.curve_view.button.click()
     third = panel.curve_job

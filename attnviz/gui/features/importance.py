@@ -30,7 +30,7 @@ from .head_stats import CorpusTool
 # enough; the NLL methods score hundreds in a minute or less.
 PAIRS_LIMITS = {"nll": 200, "gradient": 200, "decode": 50}
 DEFAULT_METHOD = "nll"  # a corpus always has its references: their NLL is the fast, fine-grained measure
-PRUNE_SEED = 0  # the random order's: the same curve every time, as the CLI's default --seed
+PRUNE_SEED = 0  # the random order's first seed: the CLI's default --seed
 CURVE_HEIGHT = 260  # px of the dock the pruning curve starts with, under the grid
 
 
@@ -60,6 +60,7 @@ class ImportancePanel(QObject):
         self.view.choice_changed.connect(self.choose)
         self.view.head_clicked.connect(self.choose_head)
         self.curve_view = PruneCurveView()
+        self.curve_view.seed.setValue(PRUNE_SEED)
         self.view.add_section(self.curve_view, height=CURVE_HEIGHT)
         self.curves = None  # the newest PruneCurves shown
         self.curve_job = 0
@@ -114,7 +115,7 @@ class ImportancePanel(QObject):
         self.worker.jobs.post("prune", self.curve_job)  # read by the worker between units
         heads = sum(table.size for table in self.importance.scores.values())
         self.curve_view.clear(f"Pruning curve: switching the {heads} heads off in three orders…", ready=True)
-        self.curve_requested.emit(self.curve_job, self.corpus, self.importance, PRUNE_SEED)
+        self.curve_requested.emit(self.curve_job, self.corpus, self.importance, self.curve_view.seed.value())
 
     def curve_progress(self, job_id: int, done: int, total: int) -> None:
         if job_id == self.curve_job:

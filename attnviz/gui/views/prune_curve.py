@@ -9,7 +9,7 @@ import html
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget
 
 from ...state.prune_view import CurveReadout, PruneCurveState, curve_readout
 from .style import HIGHLIGHT
@@ -29,6 +29,10 @@ class PruneCurveView(QWidget):
         self.button.setToolTip("Switch the heads off one after another, least important first, most important "
                                "first and in a random order, and plot the score")
         self.button.clicked.connect(self.requested)
+        self.seed = QSpinBox()
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setPrefix("seed ")
+        self.seed.setToolTip("The seed of the random order (attnviz importance --seed); Pruning curve asks again")
         self.export = QPushButton("Export…")
         self.export.setToolTip("Save the pruning curve as PNG or SVG")
         self.export.clicked.connect(self.export_requested)
@@ -54,6 +58,7 @@ class PruneCurveView(QWidget):
         self.plot.scene().sigMouseMoved.connect(self._on_move)
         buttons = QHBoxLayout()
         buttons.addWidget(self.button)
+        buttons.addWidget(self.seed)
         buttons.addWidget(self.export)
         buttons.addStretch(1)
         layout = QVBoxLayout(self)
