@@ -39,6 +39,21 @@ def test_a_newer_model_job_overtakes_corpus_jobs_but_not_runs_or_older_ones():
     assert board.overtaken("model", 5).line == "Stopped: another model was opened."
 
 
+def test_a_pruning_curve_is_overtaken_by_a_newer_curve_a_newer_importance_or_a_model_job():
+    """The curve follows the ranking of the importance it started from: scoring heads again makes it stale."""
+    board = JobBoard()
+    board.post("importance", 1)
+    board.post("prune", 2)
+    assert board.is_current("prune", 2) and board.is_current("importance", 1)  # the curve leaves its ranking be
+    board.post("prune", 3)
+    assert board.overtaken("prune", 2) == Stopped("a newer pruning curve was asked for", by=3)
+    board.post("importance", 4)
+    assert board.overtaken("prune", 3) == Stopped("a newer head importance job was asked for", by=4)
+    board.post("prune", 5)
+    board.post("model", 6, because="the model moved to cpu")
+    assert board.overtaken("prune", 5) == Stopped("the model moved to cpu", by=6)
+
+
 def test_closing_is_a_state_of_its_own_that_stops_every_job():
     board = JobBoard()
     for kind, job in (("run", 1), ("model", 2), ("partner", 3), ("stats", 4)):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from models.nn.ablation import Ablation
-from models.analysis.importance import ablation_importance, head_importance, prune_curves
+from models.analysis.importance import ablation_importance, head_importance, prune_curve_steps, prune_curves
 from tests.test_cli import assert_one_line_error, cli
 from tests.test_importance_batched import PAIRS, forced_nll, tiny_translator
 
@@ -42,6 +42,46 @@ def test_the_random_order_follows_its_seed():
     other = prune_curves(translator, PAIRS, importance, seed=6)
     assert first.orders["random"] == again.orders["random"] != other.orders["random"]
     np.testing.assert_array_equal(first.curves["random"], again.curves["random"])
+
+
+def stepped(steps):
+    """Every unit a generator yields, and its return value."""
+    units = []
+    while True:
+        try:
+            units.append(next(steps))
+        except StopIteration as end:
+            return units, end.value
+
+
+@pytest.mark.parametrize("metric", ["nll", "exact"])
+def test_the_steps_form_yields_each_pass_and_returns_the_same_curves(metric):
+    """The window steps the curves one unit at a time: a pass (NLL) or a point decoded again (exact match); what
+    it returns equals ``prune_curves``, and the units count the points up to every point of the three orders."""
+    translator = tiny_translator("gru-transformer-decoder")
+    importance = (ablation_importance(translator, PAIRS) if metric == "nll"
+                  else head_importance(translator, PAIRS[:3], metric="exact"))
+    pairs = PAIRS if metric == "nll" else PAIRS[:3]
+    units, stepped_curves = stepped(prune_curve_steps(translator, pairs, importance, seed=2, tokens_per_pass=64))
+    driven = prune_curves(translator, pairs, importance, seed=2, tokens_per_pass=64)
+    heads = sum(table.size for table in importance.drops.values())
+    assert stepped_curves.orders == driven.orders and stepped_curves.metric == metric
+    for order in driven.curves:
+        np.testing.assert_array_equal(stepped_curves.curves[order], driven.curves[order])
+    done = [points for points, _, _ in units]
+    assert done == sorted(done) and done[-1] == 3 * (heads + 1) and {total for _, total, _ in units} == {done[-1]}
+    assert [order for _, _, order in units][-1] == "random"
+    assert len(units) > 3  # more than one unit per order: the window answers runs in between
+
+
+def test_a_decoded_curve_starts_at_the_importance_baseline_without_a_length_limit():
+    """Re-decoded outputs stop where head importance stops them (twice the longest reference plus 10 tokens), so
+    the curve's first point is its baseline: decoded to the model's maximum, an untrained model's chrF halves."""
+    translator = tiny_translator("gru-scaled-dot")
+    importance = head_importance(translator, PAIRS[:3], metric="chrf")
+    curves = prune_curves(translator, PAIRS[:3], importance)
+    assert importance.baseline > 0
+    assert all(curve[0] == importance.baseline for curve in curves.curves.values())
 
 
 def test_an_output_metric_curve_decodes_at_every_point():

@@ -99,6 +99,14 @@ def importance_steps(translator: Translator, pairs: list[tuple[str, str]], metho
     return head_importance_steps(translator, pairs)
 
 
+def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, *, seed: int):
+    """The pruning curves of ``importance``'s ranking as a long job's generator: one teacher-forced pass per unit
+    (the NLL, passes as short as the importance job's) or the pairs decoded again at one point (chrF / exact)."""
+    from models.analysis.importance import prune_curve_steps
+
+    return prune_curve_steps(translator, pairs, importance, seed=seed, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
+
+
 def _one_unit(compute: Callable[[], object]):
     """``compute`` as a generator of one unit: its first step returns the result."""
     return compute()
@@ -190,6 +198,8 @@ class ModelWorker(QObject):
     head_stats_ready = Signal(int, object)  # job id, HeadStats (models/trace/head_summary.py) or the line saying why not
     importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
     importance_ready = Signal(int, object)  # job id, HeadImportance (models/analysis/importance.py) or the line saying why not
+    prune_progress = Signal(int, int, int)  # job id, points of the pruning curves scored, points in all
+    prune_ready = Signal(int, object)  # job id, PruneCurves (models/analysis/importance.py) or the line why not
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
@@ -487,6 +497,17 @@ class ModelWorker(QObject):
             "importance", job_id, answer=self.importance_ready.emit,
             report=lambda job, done, total, _head: self.importance_progress.emit(job, done, total),
             steps=lambda: importance_steps(self.translator, corpus_pairs(corpus)[:limit], method))
+
+    @Slot(int, object, object, int)
+    def prune_curve(self, job_id: int, corpus: str | list[tuple[str, str]], importance, seed: int) -> None:
+        """The pruning curves of ``importance`` on the pairs of ``corpus`` it scored (its first ``examples``;
+        :func:`prune_steps`); stops between two units once a newer curve, importance or model job exists, or
+        the window closes."""
+        self._start_long_job(
+            "prune", job_id, answer=self.prune_ready.emit,
+            report=lambda job, done, total, _order: self.prune_progress.emit(job, done, total),
+            steps=lambda: prune_steps(self.translator, corpus_pairs(corpus)[:importance.examples], importance,
+                                      seed=seed))
 
     def _start_long_job(self, kind: str, job_id: int, *, steps, answer, report=None) -> None:
         """Queue the first unit of the generator ``steps()`` makes (see :class:`UnitSteps`), unless the job is

@@ -13,8 +13,10 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("run", "model", "partner", "stats", "importance", "contributions", "partner_contributions", "coverage")
+KINDS = ("run", "model", "partner", "stats", "importance", "prune", "contributions", "partner_contributions",
+         "coverage")
 DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
+              "prune": ("model", "importance"),  # a pruning curve follows the ranking of the importance it started from
               # contributions explain one run's results: a newer run or model leaves nothing to explain
               "contributions": ("model", "run"), "partner_contributions": ("model", "run", "partner"),
               "coverage": ("model", "run")}
@@ -24,6 +26,7 @@ NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "partner": "another model B was asked for",
     "stats": "newer head statistics were asked for",
     "importance": "a newer head importance job was asked for",
+    "prune": "a newer pruning curve was asked for",
     "contributions": "another contribution method or result was asked for",
     "partner_contributions": "model B's contributions of another method or result were asked for",
     "coverage": "a newer run's source contribution was asked for",

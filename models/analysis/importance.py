@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -146,19 +146,13 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
     head (models/analysis/steps.py) and returning the :class:`HeadImportance`. ``metric``: ``chrf`` or ``exact``
     (default: :func:`metric_for`).
 
-    Without ``max_len`` outputs stop at twice the longest reference plus 10 tokens (all runs alike): a model
-    missing a head often never ends its sentence, and decoding to the model's maximum would only make the
-    same wrong output longer. Over several ``processes`` each decodes its share of the pairs and the score is
-    computed from every output, as one process computes it.
+    Without ``max_len`` outputs stop at :func:`output_max_len` (all runs alike). Over several ``processes`` each
+    decodes its share of the pairs and the score is computed from every output, as one process computes it.
     """
     shape = translator.model.attention_shape()
     chosen = chosen_kinds(translator, kinds)
     started = time.perf_counter()
-    if max_len is None:
-        tokenizer = translator.target_tokenizer
-        longest = max(len(tokenizer.encode(tokenizer.normalize(reference), unknown="replace"))
-                      for _, reference in pairs)
-        max_len = 2 * longest + 10
+    max_len = max_len or output_max_len(translator, pairs)
     metric = metric or metric_for(translator)
     score = lambda ablation: output_score(translator, pairs, ablation, metric=metric,  # noqa: E731
                                           beam=beam, max_len=max_len, processes=processes)
@@ -176,6 +170,15 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
         result.scores[kind] = table
     result.seconds = time.perf_counter() - started
     return result
+
+
+def output_max_len(translator: Translator, pairs: Sequence[tuple[str, str]]) -> int:
+    """How long a re-decoded output may grow: twice the longest reference plus 10 tokens. A model missing a head
+    often never ends its sentence, and decoding to the model's maximum would only make the same wrong output
+    longer."""
+    tokenizer = translator.target_tokenizer
+    return 2 * max(len(tokenizer.encode(tokenizer.normalize(reference), unknown="replace"))
+                   for _, reference in pairs) + 10
 
 
 def output_score(translator: Translator, pairs: Sequence[tuple[str, str]], ablation: Ablation, *, metric: str,
@@ -468,6 +471,7 @@ def _check_gradients(missing: np.ndarray, signed: np.ndarray, *, kind: str) -> N
 
 
 PRUNE_ORDERS = ("increasing", "decreasing", "random")
+PointSteps = Generator[int, None, np.ndarray]  # one order's curve: yields how many of its points are done
 
 
 @dataclass
@@ -481,6 +485,10 @@ class PruneCurves:
     orders: dict[str, list[Head]] = field(default_factory=dict)
     curves: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: float = 0.0
+
+    @property
+    def metric_name(self) -> str:
+        return METRICS[self.metric]
 
     def to_json(self) -> dict:
         return {"metric": self.metric, "seed": self.seed, "seconds": round(self.seconds, 3),
@@ -499,44 +507,82 @@ def prune_orders(importance: HeadImportance, seed: int = 0) -> dict[str, list[He
 def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
                  seed: int = 0, beam: int = 1, max_len: int | None = None,
                  tokens_per_pass: int = TOKENS_PER_PASS, processes: Processes = ONE_PROCESS) -> PruneCurves:
-    """:class:`PruneCurves` in ``importance``'s metric: the NLL from teacher-forced passes (one copy of the pairs
-    per point, as many points a pass as fit ``tokens_per_pass``), or chrF / exact match from decoding the pairs
-    again at every point."""
+    """:func:`prune_curve_steps` driven to its end."""
+    return drive(prune_curve_steps(translator, pairs, importance, seed=seed, beam=beam, max_len=max_len,
+                                   tokens_per_pass=tokens_per_pass, processes=processes))
+
+
+def prune_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
+                      seed: int = 0, beam: int = 1, max_len: int | None = None,
+                      tokens_per_pass: int = TOKENS_PER_PASS, processes: Processes = ONE_PROCESS) -> Steps:
+    """:class:`PruneCurves` in ``importance``'s metric, yielding ``(points done, points in all, order)`` after each
+    unit (models/analysis/steps.py): for the NLL a teacher-forced pass over the pairs (one copy of them per point,
+    as many points a pass as fit ``tokens_per_pass``), for chrF / exact match the pairs decoded again at one
+    point. Without ``max_len`` outputs stop where :func:`head_importance_steps` stops them, so a curve's first
+    point is the importance's baseline."""
     started = time.perf_counter()
     result = PruneCurves(metric=importance.metric, seed=seed, orders=prune_orders(importance, seed))
+    total = sum(len(heads) + 1 for heads in result.orders.values())
+    done = 0
+    if importance.metric == "nll":
+        encoded, _ = encode_references(translator, pairs)
+        batches = shared_batches(translator, encoded, tokens_per_pass=tokens_per_pass, processes=processes)
+    else:
+        max_len = max_len or output_max_len(translator, pairs)
     for order, heads in result.orders.items():
-        if importance.metric == "nll":
-            result.curves[order] = _nll_curve(translator, pairs, heads, tokens_per_pass=tokens_per_pass,
-                                              processes=processes)
-        else:
-            result.curves[order] = np.array([
-                output_score(translator, pairs, Ablation.of(heads[:count]), metric=importance.metric, beam=beam,
-                             max_len=max_len, processes=processes)
-                for count in range(len(heads) + 1)])
+        scores = (_nll_curve_steps(translator, batches, heads, tokens_per_pass=tokens_per_pass, processes=processes)
+                  if importance.metric == "nll" else
+                  _output_curve_steps(translator, pairs, heads, metric=importance.metric, beam=beam, max_len=max_len,
+                                      processes=processes))
+        while True:
+            try:
+                points = next(scores)
+            except StopIteration as end:
+                result.curves[order] = end.value
+                break
+            yield done + points, total, order
+        done += len(heads) + 1
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _nll_curve(translator: Translator, pairs: Sequence[tuple[str, str]], heads: Sequence[Head], *,
-               tokens_per_pass: int, processes: Processes) -> np.ndarray:
-    """The pooled NLL with ``heads[:k]`` off, for k = 0 … len(heads): copy ``c`` of a pass gates its own prefix."""
+def _output_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], heads: Sequence[Head], *,
+                        metric: str, beam: int, max_len: int, processes: Processes) -> PointSteps:
+    """chrF / exact match with ``heads[:k]`` off, for k = 0 … len(heads): one decoding of the pairs a point."""
+    scores = []
+    for count in range(len(heads) + 1):
+        scores.append(output_score(translator, pairs, Ablation.of(heads[:count]), metric=metric, beam=beam,
+                                   max_len=max_len, processes=processes))
+        yield count + 1
+    return np.array(scores)
+
+
+def _nll_curve_steps(translator: Translator, batches: Sequence[ForcedPairs], heads: Sequence[Head], *,
+                     tokens_per_pass: int, processes: Processes) -> PointSteps:
+    """The pooled NLL with ``heads[:k]`` off, for k = 0 … len(heads), yielding the points done after each pass:
+    copy ``c`` of a pass gates its own prefix."""
     shape = translator.model.attention_shape()
-    encoded, _ = encode_references(translator, pairs)
-    batches = shared_batches(translator, encoded, tokens_per_pass=tokens_per_pass, processes=processes)
     per_pass = max(1, tokens_per_pass // max((batch.padded_tokens for batch in batches), default=1))
     like = torch.ones((), dtype=_model_dtype(translator), device=translator.device)
     totals = np.zeros(len(heads) + 1)
-    with torch.inference_mode():
-        for start in range(0, len(heads) + 1, per_pass):
-            counts = range(start, min(start + per_pass, len(heads) + 1))
+    for start in range(0, len(heads) + 1, per_pass):
+        counts = range(start, min(start + per_pass, len(heads) + 1))
+        with torch.inference_mode():  # per pass: whatever runs between two passes runs as it would alone
             for batch in batches:
-                gates: dict[tuple[str, int], Tensor] = {}
-                for copy, count in enumerate(counts):
-                    for kind, layer, index in heads[:count]:
-                        gate = gates.get((kind, layer))
-                        if gate is None:
-                            gate = gates[(kind, layer)] = like.new_ones(len(counts) * batch.rows, shape[kind][1])
-                        gate[copy * batch.rows: (copy + 1) * batch.rows, index] = 0.0
-                nll = token_nll(translator, batch.repeated(len(counts)), HeadGates(gates, copies=len(counts)))
+                nll = token_nll(translator, batch.repeated(len(counts)),
+                                prefix_gates(heads, counts, shape=shape, rows=batch.rows, like=like))
                 totals[start:start + len(counts)] += nll.view(len(counts), -1).double().sum(dim=1).cpu().numpy()
+        yield counts.stop
     return pooled_means(totals, batches, processes)
+
+
+def prefix_gates(heads: Sequence[Head], counts: range, *, shape, rows: int, like: Tensor) -> HeadGates:
+    """Gates for ``len(counts)`` copies of ``rows`` pairs: copy ``c`` switches ``heads[:counts[c]]`` off."""
+    gates: dict[tuple[str, int], Tensor] = {}
+    for copy, count in enumerate(counts):
+        for kind, layer, index in heads[:count]:
+            gate = gates.get((kind, layer))
+            if gate is None:
+                gate = gates[(kind, layer)] = like.new_ones(len(counts) * rows, shape[kind][1])
+            gate[copy * rows: (copy + 1) * rows, index] = 0.0
+    return HeadGates(gates, copies=len(counts))

@@ -52,6 +52,10 @@ class Exporting(QObject):
             outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
         return Caption(session.request.settings.text if session.request is not None else "", tuple(outputs))
 
+    def write_figure(self, figure: str, path: str) -> bool:
+        """A figure of attnviz/state/figures.py saved as PNG or SVG; a failure is one line in the window."""
+        return self._write(save_figure, (figure, path))
+
     def current_figure(self) -> str | None:
         """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None before a run."""
         from ..views.style import lookup_table

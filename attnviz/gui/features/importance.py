@@ -2,11 +2,14 @@
 (models/analysis/importance.py) by the method chosen in the panel (the NLL of the references with each head off, its
 gradient estimate, or chrF / exact match from decoding again), keeps the newest answer, and draws it in the
 Head statistics view's layers × heads grid (attnviz/state/stats_view.py computes what it shows). Choosing another
-method scores the same corpus again. Clicking a head shows it in the window.
+method scores the same corpus again. Clicking a head shows it in the window. Once heads are scored, "Pruning
+curve" switches them off cumulatively in three orders of that ranking, as a job of its own, and plots the score
+under the grid (attnviz/state/prune_view.py computes what it shows); its Export… saves the figure.
 
-Jobs carry an id from the session's one counter (attnviz/state/jobs.py); the worker stops a job between two units (a head, or a pass) once
-a newer importance or model job exists (a device move is one) and answers why, which the view says; an answer
-for any other job is dropped here, and a newly opened model clears the view.
+Jobs carry an id from the session's one counter (attnviz/state/jobs.py); the worker stops a job between two units
+(a head, or a pass) once a newer job of its kind or a model job exists (a device move is one; a pruning curve also
+follows its ranking, so scoring heads again stops it) and answers why, which the view says; an answer for any
+other job is dropped here, and a newly opened model clears the view.
 """
 
 from __future__ import annotations
@@ -17,18 +20,24 @@ from PySide6.QtCore import QObject, Signal
 
 from ...state import stats_view
 from ...state.jobs import Stopped
+from ...state.prune_view import prune_curve_figure, prune_curve_state
 from ..views.head_stats import HeadStatsView
+from ..views.prune_curve import WAITING, PruneCurveView
+from .exporting import IMAGE_FILTER, ask_save_path
 from .head_stats import CorpusTool
 
 # Pairs scored in the window: decoding again costs a decoding of every pair per head, so the first fifty say
 # enough; the NLL methods score hundreds in a minute or less.
 PAIRS_LIMITS = {"nll": 200, "gradient": 200, "decode": 50}
 DEFAULT_METHOD = "nll"  # a corpus always has its references: their NLL is the fast, fine-grained measure
+PRUNE_SEED = 0  # the random order's first seed: the CLI's default --seed
+CURVE_HEIGHT = 260  # px of the dock the pruning curve starts with, under the grid
 
 
 class ImportancePanel(QObject):
     requested = Signal(int, object, int, str)  # job id, corpus (a PAIRS.tsv path or the pairs), pairs limit, method
     head_chosen = Signal(str, int, int)  # kind, layer, head: show it in the window
+    curve_requested = Signal(int, object, object, int)  # job id, corpus, HeadImportance, seed
 
     def __init__(self, worker, parent: QObject | None = None, *, next_id: Callable[[], int]):
         super().__init__(parent)
@@ -50,12 +59,22 @@ class ImportancePanel(QObject):
         worker.loaded.connect(self.model_changed)
         self.view.choice_changed.connect(self.choose)
         self.view.head_clicked.connect(self.choose_head)
+        self.curve_view = PruneCurveView()
+        self.curve_view.seed.setValue(PRUNE_SEED)
+        self.view.add_section(self.curve_view, height=CURVE_HEIGHT)
+        self.curves = None  # the newest PruneCurves shown
+        self.curve_job = 0
+        self.curve_view.requested.connect(self.start_curve)
+        self.curve_requested.connect(worker.prune_curve)
+        worker.prune_ready.connect(self.accept_curves)
+        worker.prune_progress.connect(self.curve_progress)
 
     def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
         """Score ``corpus`` by the method chosen in the panel."""
         self.job, self.stopped, self.corpus = job_id, None, corpus
         self.worker.jobs.post("importance", job_id)  # read by the worker between units
         limit = PAIRS_LIMITS[self.method]
+        self.forget_curves(ready=False)
         self.view.show_message(f"{stats_view.IMPORTANCE_METHODS[self.method]}: scoring "
                                f"{stats_view.corpus_name(corpus)} (at most {limit} pairs)…")
         self.requested.emit(job_id, corpus, limit, self.method)
@@ -75,15 +94,49 @@ class ImportancePanel(QObject):
             self.view.show_message(f"No head importance: {answer}")
             return
         self.importance, self.head = answer, None
+        self.curve_view.clear("Pruning curve switches these heads off one after another and plots the score.",
+                              ready=True)
         self.refresh()
 
     def model_changed(self, job_id: int = 0, _info=None) -> None:
         stopped_by_it = self.stopped is not None and self.stopped.by == job_id
         self.importance, self.head, self.job, self.corpus = None, None, 0, None  # the corpus was the old model's
+        self.forget_curves(ready=False)
         self.view.show_note("")
         self.view.show_message(f"{self.stopped.line} View → Head importance… scores a corpus with it." if stopped_by_it
                                else "A new model is open: View → Head importance… scores a corpus with it.")
         self.stopped = None
+
+    def start_curve(self) -> None:
+        """The pruning curves of the shown importance, on the pairs it scored (a newer one stops this one)."""
+        if self.importance is None or self.corpus is None:
+            return
+        self.curve_job, self.curves = self.next_id(), None
+        self.worker.jobs.post("prune", self.curve_job)  # read by the worker between units
+        heads = sum(table.size for table in self.importance.scores.values())
+        self.curve_view.clear(f"Pruning curve: switching the {heads} heads off in three orders…", ready=True)
+        self.curve_requested.emit(self.curve_job, self.corpus, self.importance, self.curve_view.seed.value())
+
+    def curve_progress(self, job_id: int, done: int, total: int) -> None:
+        if job_id == self.curve_job:
+            self.curve_view.show_message(f"Pruning curve: scored {done} of {total} points…")
+
+    def accept_curves(self, job_id: int, answer) -> None:
+        if job_id != self.curve_job:
+            return
+        if isinstance(answer, Stopped):
+            self.curve_view.show_message(f"{answer.line} Pruning curve asks again.")
+            return
+        if isinstance(answer, str):
+            self.curve_view.show_message(f"No pruning curve: {answer}")
+            return
+        self.curves = answer
+        self.curve_view.show_curves(prune_curve_state(answer))
+
+    def forget_curves(self, *, ready: bool) -> None:
+        """The curves belonged to the ranking shown until now."""
+        self.curves = None
+        self.curve_view.clear(WAITING, ready=ready)
 
     def choose(self, method: str, kind: str) -> None:
         self.kind, self.head = kind or self.kind, None
@@ -120,6 +173,19 @@ def importance_tool(window) -> CorpusTool:
     def make_panel(window) -> ImportancePanel:
         panel = ImportancePanel(window.worker, window, next_id=window.session.next_id)
         panel.head_chosen.connect(lambda kind, layer, head: window.viewing.select(kind=kind, layer=layer, head=head))
+        panel.curve_view.export_requested.connect(lambda: export_curve(window, panel))
         return panel
 
     return CorpusTool(window, title="Head importance", dock_title="Head importance", make_panel=make_panel)
+
+
+def export_curve(window, panel: ImportancePanel, path: str | None = None) -> None:
+    """The panel's pruning curves as PNG or SVG: the figure ``attnviz importance --prune-curve -o`` draws, titled
+    with the model's name."""
+    if panel.curves is None:
+        return
+    model = window.session.model.path.stem
+    path = path or ask_save_path(window, "Export pruning curve", name=f"{model}-pruning-curve.png",
+                                 file_filter=IMAGE_FILTER)
+    if path:
+        window.exporting.write_figure(prune_curve_figure(prune_curve_state(panel.curves), model=model), path)

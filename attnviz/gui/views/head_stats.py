@@ -8,7 +8,7 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics
 from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsRectItem, QHBoxLayout, QLabel, QListWidget,
                                QListWidgetItem, QScrollArea, QSplitter, QVBoxLayout, QWidget)
@@ -55,6 +55,12 @@ class PanelScroll(QScrollArea):
     when its size changes, so the panels can be laid out again."""
 
     resized = Signal()
+
+    def sizeHint(self) -> QSize:
+        """No taller than its minimum: the maps scroll here, not the whole panel in its dock (which would scroll
+        what lies under them, the importance panel's pruning curve, out of a small screen)."""
+        hint = super().sizeHint()
+        return QSize(hint.width(), self.minimumHeight())
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -134,7 +140,7 @@ class HeadStatsView(QWidget):
         lower_layout.setContentsMargins(0, 0, 0, 0)
         lower_layout.addWidget(self.head_title)
         lower_layout.addWidget(self.sentences, 1)
-        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.panel_scroll)
         splitter.addWidget(lower)
         splitter.setSizes([400, 140])  # the maps come first in a small dock
@@ -286,6 +292,11 @@ class HeadStatsView(QWidget):
         """One line about the clicked head, in place of its typical sentences (head importance has none)."""
         self.sentences.clear()
         self.head_title.setText(html.escape(text))
+
+    def add_section(self, widget: QWidget, height: int) -> None:
+        """Another view under the maps (the importance panel's pruning curve), ``height`` px of the splitter."""
+        self.splitter.addWidget(widget)
+        self.splitter.setSizes(self.splitter.sizes()[:-1] + [height])
 
     def set_sentences_visible(self, visible: bool) -> None:
         self.sentences.setVisible(visible)
