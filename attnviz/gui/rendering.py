@@ -53,7 +53,7 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
     return save_figure(heatmap_svg(state, lut, caption=caption), output, size=size)
 
 
-def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
+def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, *, layer: int, head: int | str, output: Path,
                    size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True,
                    names: tuple[str, str] = ("A", "B"), caption: Caption | None = None) -> Path:
     """Model A | model B | B − A at one selection (``size`` is one pane's), as the window's comparison

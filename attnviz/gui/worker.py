@@ -87,9 +87,9 @@ def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def importance_steps(translator: Translator, pairs: list[tuple[str, str]], method: str):
-    """Head importance as a long job's generator (models/analysis/importance.py): ``nll`` one teacher-forced pass per unit
-    with as many heads off as fit ``IMPORTANCE_PASS_TOKENS``, ``gradient`` one unit in all, ``decode`` every
-    pair decoded again per head (chrF, or exact match for a character-level target)."""
+    """Head importance as a long job's generator (models/analysis/importance.py): ``nll`` one teacher-forced pass
+    per unit with as many heads off as fit ``IMPORTANCE_PASS_TOKENS``, ``gradient`` one unit in all, ``decode``
+    every pair decoded again per head (chrF, or exact match for a character-level target)."""
     from models.analysis.importance import ablation_importance_steps, gradient_importance, head_importance_steps
 
     if method == "nll":
@@ -135,7 +135,8 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
     return ModelInfo(
         path=path, arch=summary["arch"], parameters=summary["parameters"], kinds=tuple(summary["attention_kinds"]),
         config=summary["config"], provenance=dict(summary["provenance"]),
-        source_tokenizer=tokenizer(summary["source_tokenizer"]), target_tokenizer=tokenizer(summary["target_tokenizer"]),
+        source_tokenizer=tokenizer(summary["source_tokenizer"]),
+        target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
         weights=weights_name(translator), show_choices=show_choices(translator))
@@ -195,9 +196,11 @@ class ModelWorker(QObject):
     # that switch heads off
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
-    head_stats_ready = Signal(int, object)  # job id, HeadStats (models/trace/head_summary.py) or the line saying why not
+    # job id, and HeadStats (models/trace/head_summary.py) or the line saying why not
+    head_stats_ready = Signal(int, object)
     importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
-    importance_ready = Signal(int, object)  # job id, HeadImportance (models/analysis/importance.py) or the line saying why not
+    # job id, and HeadImportance (models/analysis/importance.py) or the line saying why not
+    importance_ready = Signal(int, object)
     prune_progress = Signal(int, int, int)  # job id, points of the pruning curves scored, points in all
     prune_ready = Signal(int, object)  # job id, PruneCurves (models/analysis/importance.py) or the line why not
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
@@ -210,7 +213,8 @@ class ModelWorker(QObject):
         super().__init__()
         self.translator: Translator | None = None
         self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
-        self.series_translators: dict[int, Translator] = {}  # the snapshots loaded so far (kept: switching back is instant)
+        # the snapshots loaded so far (kept: switching back is instant)
+        self.series_translators: dict[int, Translator] = {}
         self.partner: Translator | None = None  # model B while comparing: every run runs on it too
         self.weights = "float32"  # the precision every model opens in (a WEIGHT_DTYPES name), set by the window
         self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
@@ -595,7 +599,8 @@ class ModelWorker(QObject):
         if dtype == np.float16:
             self.notice.emit(request.id, f"This run's attention is kept at half precision to save memory (up to "
                                          f"{size / 2**20:,.0f} MB at full precision): weights are read to about "
-                                         "three digits, shown with ≈. `attnviz export` computes them at full precision.")
+                                         "three digits, shown with ≈. `attnviz export` computes them at full "
+                                         "precision.")
         if request.ablation:  # the same input with every head on, shown beside the ablated output
             from models.inference.decoding import finish
 
