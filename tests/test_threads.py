@@ -16,16 +16,20 @@ def test_threads_are_the_cores_the_load_leaves_idle():
     assert idle_cores(1, 0.0, keep_free=1) == 1
 
 
-def test_torch_computes_on_the_idle_cores_unless_the_user_set_a_count(monkeypatch):
+def test_torch_computes_on_the_idle_cores_unless_told_fewer(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = os.cpu_count() or 1
     try:
-        before = idle_cores(os.cpu_count() or 1, os.getloadavg()[0])
+        torch.set_num_threads(cores)
+        before = idle_cores(cores, os.getloadavg()[0])
         threads = use_idle_cores()
-        after = idle_cores(os.cpu_count() or 1, os.getloadavg()[0])
+        after = idle_cores(cores, os.getloadavg()[0])
         assert threads in (before, after)
         assert torch.get_num_threads() == threads
-        monkeypatch.setenv("OMP_NUM_THREADS", "1")
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # a count chosen already is never raised
         assert use_idle_cores() == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", str(cores))  # nor one the user set lowered
+        torch.set_num_threads(cores)
+        assert use_idle_cores() == cores
     finally:
         torch.set_num_threads(1)  # as tests/conftest.py sets it

@@ -60,17 +60,17 @@ def idle_cores(cores: int, load: float, *, keep_free: int = 0) -> int:
 
 
 def use_idle_cores(*, keep_free: int = 0) -> int:
-    """Set torch's CPU thread count to :func:`idle_cores` and return it; an ``OMP_NUM_THREADS`` the user set (and
-    torchrun's processes) keep theirs. A parallel operation waits for its slowest thread, so on a loaded machine a
-    thread the scheduler sets aside stalls every matrix product: one opus-mt-tc-big-sized sentence took 2.8 s on
-    one thread and 12 s on two while other work kept both cores busy."""
+    """Lower torch's CPU thread count to :func:`idle_cores` (never raise it: a count chosen already, or an
+    ``OMP_NUM_THREADS`` the user or torchrun set, stands) and return it. A parallel operation waits for its
+    slowest thread, so on a loaded machine a thread the scheduler sets aside stalls every matrix product: one
+    opus-mt-tc-big-sized sentence took 2.8 s on one thread and 12 s on two while other work kept both cores busy."""
     if os.environ.get("OMP_NUM_THREADS"):
         return torch.get_num_threads()
     try:
         load = os.getloadavg()[0]
     except OSError:  # not every system says
         load = 0.0
-    threads = idle_cores(os.cpu_count() or 1, load, keep_free=keep_free)
+    threads = min(torch.get_num_threads(), idle_cores(os.cpu_count() or 1, load, keep_free=keep_free))
     torch.set_num_threads(threads)
     return threads
 
