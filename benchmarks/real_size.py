@@ -209,6 +209,13 @@ def measure_window(checkpoint: str, device: str, text: str) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def load_average() -> str:
+    try:
+        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    except OSError:
+        return f"{os.cpu_count()} cores"
+
+
 def report(what: str, result: dict, *, baseline: dict, weights: int, goal: bool) -> None:
     seconds, grown = result["seconds"], result["grown"]
     line = (f"  {what:13s} {seconds:6.2f} s ({seconds / baseline['seconds']:.2f}× whole file)  "
@@ -229,7 +236,7 @@ def run_shape(shape: str, folder: str, args: argparse.Namespace) -> None:
     hf_folder = os.path.join(folder, f"{shape}-marian")
     weights = write_marian_folder(hf_folder, shape)
     checkpoint = os.path.join(folder, f"{shape}.safetensors")
-    print(f"{shape}: float32 weights {weights / 2**20:,.0f} MB (device {args.device})", flush=True)
+    print(f"{shape}: float32 weights {weights / 2**20:,.0f} MB (device {args.device}; {load_average()})", flush=True)
     converted = measure("convert", hf_folder, text=checkpoint)
     baseline = measure("whole file", checkpoint)
     goal = shape == "big" and args.device == "cpu"
@@ -243,6 +250,7 @@ def run_shape(shape: str, folder: str, args: argparse.Namespace) -> None:
         context = measure("cuda context", checkpoint, args.device)
         print(f"  CUDA context alone: +{context['grown'] / 2**20:,.0f} MB of host memory (in every {args.device} "
               f"figure above)", flush=True)
+    print(f"  ({load_average()})", flush=True)  # times on a shared machine depend on it
     if not args.no_window:
         window = measure_window(checkpoint, args.device, text)
         verdict = f"  goal ≤ 6 s: {'met' if window['heatmap'] <= 6 else 'NOT met'}" if goal else ""

@@ -247,8 +247,9 @@ def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
 
 def open_translator(args: argparse.Namespace) -> Translator:
     from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
-    from models.inference.translator import Translator
+    from models.inference.translator import Translator, use_idle_cores
 
+    use_idle_cores()
     model_shape(args)
     checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
     translator = Translator(checkpoint, args.device)

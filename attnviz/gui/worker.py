@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 import traceback
 import warnings
@@ -34,7 +33,7 @@ from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError,
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
-from models.inference.translator import SourceInput, Translator
+from models.inference.translator import SourceInput, Translator, use_idle_cores
 
 from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice, show_choice
 from ..state.imports import ImportAnswer, ImportQuestion
@@ -657,6 +656,6 @@ class WorkerThread:
 
 
 def leave_a_core_for_the_gui() -> None:
-    """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading)."""
-    cores = os.cpu_count() or 1
-    torch.set_num_threads(max(1, cores - 1))
+    """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading), and on
+    cores other work keeps busy it waits for its own threads."""
+    use_idle_cores(keep_free=1)

@@ -277,13 +277,13 @@ def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer
 def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
     """Refuse in one line, before anything is read, the weights of ``model`` (built on meta: sizes only) that
     would not fit in the memory the system has left (they would get the process killed): what they need as
-    ``dtype`` plus one float32 tensor to read through. Where the system does not say what is available,
+    ``dtype`` plus the chunk a converted tensor is read through. Where the system does not say what is available,
     nothing is checked."""
     available = available_memory()
     if available is None:
         return
-    sizes = [param.numel() for param in model.parameters()]  # a tied weight once
-    needed = sum(sizes) * torch.empty((), dtype=dtype).element_size() + 4 * max(sizes, default=0)
+    count = sum(param.numel() for param in model.parameters())  # a tied weight once
+    needed = count * torch.empty((), dtype=dtype).element_size() + CONVERT_CHUNK
     if needed > available:
         hint = "; try --dtype bfloat16 (half the memory)" if dtype == torch.float32 else ""
         raise CheckpointError(path, f"the weights need ~{needed / 2**30:.1f} GB as {str(dtype).split('.')[-1]}, "
@@ -391,12 +391,13 @@ def _first_line(error: Exception) -> str:
 def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[str, Any]]:
     """Each tensor of a safetensors file as ``(name, tensor)``, in file order, read with ordinary reads into a
     buffer of its own (the tensor's memory: no second copy); floating tensors converted to ``dtype`` when given,
-    one at a time. A header that does not describe the file's bytes, or a file cut short, is one line."""
+    a chunk at a time into the converted tensor (``CONVERT_CHUNK``: no whole stored copy beside it). A header
+    that does not describe the file's bytes, or a file cut short, is one line."""
     path = existing_file(path)
     header = read_header(path)
     entries = sorted(((name, entry) for name, entry in header.items() if name != "__metadata__"),
                      key=lambda item: _offsets(path, item)[0])
-    scratch = bytearray()
+    scratch = bytearray(CONVERT_CHUNK if dtype is not None else 0)
     try:
         with open(path, "rb") as handle:
             file_size = handle.seek(0, os.SEEK_END)
@@ -417,11 +418,10 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
                 convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
                 if count == 0:
                     tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
-                elif convert:  # read into one reused buffer: a new one for each would fragment the heap
-                    if len(scratch) < end - begin:
-                        scratch = bytearray(end - begin)
-                    _read_exactly(path, handle, at=start + begin, size=end - begin, into=scratch)
-                    tensor = torch.frombuffer(scratch, dtype=torch_dtype, count=count).reshape(shape).to(dtype)
+                elif convert:
+                    tensor = torch.empty(count, dtype=dtype)
+                    _read_converting(path, handle, at=start + begin, into=tensor, stored=torch_dtype, scratch=scratch)
+                    tensor = tensor.reshape(shape)
                 else:
                     buffer = bytearray(end - begin)
                     _read_exactly(path, handle, at=start + begin, size=len(buffer), into=buffer)
@@ -430,6 +430,23 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
                 yield name, tensor
     except OSError as error:
         raise CheckpointError(path, f"cannot be read ({error.strerror or error})") from None
+
+
+# Bytes of a stored tensor read at a time when it is converted: a float32 embedding read whole before its bfloat16
+# copy is made would add its full size (an opus-mt-tc-big's, 131 MB) to the peak of a half-precision load.
+CONVERT_CHUNK = 4 * 2**20
+
+
+def _read_converting(path: Path, handle, *, at: int, into: torch.Tensor, stored: torch.dtype,
+                     scratch: bytearray) -> None:
+    """Fill the flat tensor ``into`` from the file's elements of type ``stored`` starting at byte ``at``, converting
+    one ``scratch``-sized chunk at a time."""
+    itemsize = torch.empty((), dtype=stored).element_size()
+    per_chunk = len(scratch) // itemsize
+    for first in range(0, into.numel(), per_chunk):
+        count = min(per_chunk, into.numel() - first)
+        _read_exactly(path, handle, at=at + first * itemsize, size=count * itemsize, into=scratch)
+        into[first:first + count].copy_(torch.frombuffer(scratch, dtype=stored, count=count))
 
 
 def _offsets(path: Path, item: tuple[str, Any]) -> tuple[int, int]:
