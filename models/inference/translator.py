@@ -68,7 +68,7 @@ def use_idle_cores(*, keep_free: int = 0) -> int:
         return torch.get_num_threads()
     try:
         load = os.getloadavg()[0]
-    except OSError:  # not every system says
+    except (AttributeError, OSError):  # Windows has no load average; elsewhere it may be unavailable
         load = 0.0
     threads = min(torch.get_num_threads(), idle_cores(os.cpu_count() or 1, load, keep_free=keep_free))
     torch.set_num_threads(threads)
