@@ -52,7 +52,11 @@ def write_bpe_files(folder) -> int:
 
 @pytest.fixture(scope="module")
 def blenderbot(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("blenderbot_small")
+    return build_blenderbot(tmp_path_factory.mktemp("blenderbot_small"))
+
+
+def build_blenderbot(folder):
+    """A tiny BlenderbotSmall folder with random weights far from the init, read back with eager attention."""
     vocab_size = write_bpe_files(folder)
     tokenizer = transformers.BlenderbotSmallTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
     tokenizer.save_pretrained(folder)

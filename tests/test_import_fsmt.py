@@ -56,7 +56,11 @@ def write_tokenizer_files(folder) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def fsmt(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fsmt")
+    return build_fsmt(tmp_path_factory.mktemp("fsmt"))
+
+
+def build_fsmt(folder):
+    """A tiny FSMT folder with random weights far from the init; the model read back with eager attention."""
     src_size, tgt_size = write_tokenizer_files(folder)
     tokenizer = transformers.FSMTTokenizer(langs=["en", "de"], src_vocab_file=str(folder / "vocab-src.json"),
                                            tgt_vocab_file=str(folder / "vocab-tgt.json"),

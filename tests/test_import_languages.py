@@ -220,10 +220,13 @@ NLLB_LANGUAGES = ["eng_Latn", "fra_Latn", "spa_Latn"]
 
 @pytest.fixture(scope="module")
 def nllb(tmp_path_factory):
+    return build_nllb(tmp_path_factory.mktemp("nllb"))
+
+
+def build_nllb(folder):
     """An NLLB-style M2M100 folder: fairseq sinusoidal positions, sources framed ``eng_Latn … </s>``."""
     from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
-    folder = tmp_path_factory.mktemp("nllb")
     tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -296,11 +299,14 @@ def test_nllb_greedy_equals_generate_in_each_target_language(nllb):
 
 @pytest.fixture(scope="module")
 def m2m100(tmp_path_factory):
+    return build_m2m100(tmp_path_factory.mktemp("m2m100"))
+
+
+def build_m2m100(folder):
     """An M2M100 folder as facebook/m2m100_418M ships it: its own tokenizer (``sentencepiece.bpe.model`` +
     ``vocab.json``, the hundred ``__xx__`` language codes after the pieces), no tokenizer.json."""
     import sentencepiece as spm
 
-    folder = tmp_path_factory.mktemp("m2m100")
     corpus = folder / "corpus.txt"
     corpus.write_text("\n".join(SENTENCES * 5) + "\n", encoding="utf-8")
     spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(folder / "spm"), vocab_size=60,

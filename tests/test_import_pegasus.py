@@ -47,7 +47,11 @@ def pegasus_tokenizer():
 
 @pytest.fixture(scope="module")
 def pegasus(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pegasus")
+    return build_pegasus(tmp_path_factory.mktemp("pegasus"))
+
+
+def build_pegasus(folder):
+    """A tiny Pegasus folder with random weights far from the init; the model read back with eager attention."""
     tokenizer, spiece = pegasus_tokenizer()
     tokenizer.save_pretrained(folder)
     (folder / "spiece.model").write_bytes(spiece)

@@ -359,24 +359,36 @@ def alti_block(block: dict, *, cross: bool) -> Tensor:
     for chunk in query_chunks(queries, keys + 1, values.shape[-1]):
         terms = block_terms(block, chunk, values=values, room_for_residual=cross)
         parts = terms.tokens.transpose(0, 1)  # [K (+ 1), Q, E], contiguous
+        present = block["weights"][0, :, chunk].amax(dim=0) > 0  # [Q, K]: keys some head attends to
         if cross:
             parts[keys] = terms.residual
+            present = torch.cat([present, present.new_ones(present.shape[0], 1)], dim=1)
         else:
             own = torch.arange(chunk.start, chunk.start + parts.shape[1], device=parts.device)
             parts[own, own - chunk.start] += terms.residual
-        rows.append(_l1_contributions(parts))
+            present[own - chunk.start, own] = True
+        rows.append(_l1_contributions(parts, present))
     return torch.cat(rows, dim=0)
 
 
-def _l1_contributions(parts: Tensor) -> Tensor:
+def _l1_contributions(parts: Tensor, present: Tensor) -> Tensor:
     """``parts`` ``[K, Q, E]`` (overwritten) → ``[Q, K]``: max(0, ‖y‖₁ − ‖y − T_j‖₁), rows normalised
-    (y = Σ_j T_j)."""
+    (y = Σ_j T_j). Where the parts cancel out so far that y is shorter than every one of them, no
+    closeness is positive; such a row takes the rule's limit as its last positive closeness reaches 0:
+    the whole share goes to the part of largest closeness among those ``present`` ``[Q, K]`` (a masked key's
+    zero part would otherwise win with its closeness of 0)."""
     resultant = parts.sum(dim=0)  # [Q, E]
     length = resultant.abs().sum(dim=-1)  # [Q]
     distances = parts.sub_(resultant).abs_().sum(dim=-1)  # [K, Q]
-    closeness = (length - distances).clamp_(min=0).T
+    signed = (length - distances).T  # [Q, K]
+    closeness = signed.clamp(min=0)
     total = closeness.sum(dim=-1, keepdim=True)
-    return closeness / torch.where(total > 0, total, torch.ones_like(total))
+    shares = closeness / torch.where(total > 0, total, torch.ones_like(total))
+    cancelled = (total[:, 0] <= 0) & present.any(dim=-1)
+    if cancelled.any():
+        nearest = signed[cancelled].masked_fill(~present[cancelled], -torch.inf).argmax(dim=-1)
+        shares[cancelled] = torch.nn.functional.one_hot(nearest, shares.shape[1]).to(shares.dtype)
+    return shares
 
 
 def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
