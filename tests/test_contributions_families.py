@@ -24,6 +24,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWa
 
 DATA = Path(__file__).parent / "data"
 SENTENCE = "the cat sees a big house"
+GERMAN = "ein mann läuft ."  # the published PyTorch models' vocabularies
 OUTPUT_TOKENS = 6
 
 
@@ -173,3 +174,29 @@ def test_a_row_whose_parts_cancel_out_goes_whole_to_the_nearest_present_token():
     parts = torch.tensor([[[2.0, 0.0]], [[-1.5, 0.2]], [[0.0, 0.0]]])  # [K, Q, E]
     shares = _l1_contributions(parts, present=torch.tensor([[True, True, False]]))
     assert shares.tolist() == [[1.0, 0.0, 0.0]]
+
+
+# ------------------------------------------------------------------------------- published PyTorch code
+
+
+def test_the_annotated_transformer(tmp_path):
+    from tests.test_import_annotated import HEADS, build_annotated
+
+    _, path, vocab = build_annotated(tmp_path)
+    checkpoint = convert(path, settings={"h": HEADS}, src_vocab=vocab, tgt_vocab=vocab)
+    assert_contributions_exact(Translator(checkpoint), GERMAN)
+
+
+@pytest.mark.parametrize("case", ["v2-shared", "v3-emb-dv-above-dk"])
+def test_jadore(case, tmp_path):
+    from tests.test_import_jadore import build_jadore
+
+    _, path, vocab, given, _ = build_jadore(case, tmp_path)
+    assert_contributions_exact(Translator(convert(path, settings=given, src_vocab=vocab, tgt_vocab=vocab)), GERMAN)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-ln", "pre-ln"])
+def test_nn_transformer(norm_first, tmp_path):
+    from tests.test_import_nn_transformer import build_tutorial, imported
+
+    assert_contributions_exact(Translator(imported(build_tutorial(norm_first, tmp_path))), GERMAN)

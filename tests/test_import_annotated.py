@@ -140,13 +140,17 @@ def masks(src, tgt):
 
 @pytest.fixture(scope="module")
 def annotated(tmp_path_factory):
+    return build_annotated(tmp_path_factory.mktemp("annotated"))
+
+
+def build_annotated(folder):
+    """The notebook's model with seeded weights far from the init, saved with its vocabulary in ``folder``."""
     torch.manual_seed(4)
     model = EncoderDecoder(4 + len(WORDS)).eval()
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(torch.randn_like(parameter) * 0.3)
         model.generator.proj.bias[PAD] = -20.0  # the notebook decodes padding freely; ours never does
-    folder = tmp_path_factory.mktemp("annotated")
     torch.save(model.state_dict(), folder / "multi30k_model_final.pt")
     vocab = folder / "vocab.txt"
     vocab.write_text("\n".join(["<s>", "</s>", "<blank>", "<unk>", *WORDS]) + "\n", encoding="utf-8")

@@ -140,7 +140,12 @@ CASES = {
 
 @pytest.fixture(scope="module", params=list(CASES))
 def jadore(request, tmp_path_factory):
-    post, options, given = CASES[request.param]
+    return build_jadore(request.param, tmp_path_factory.mktemp("jadore"))
+
+
+def build_jadore(case: str, folder):
+    """A ``CASES`` model with seeded weights far from the init, saved with its vocabulary in ``folder``."""
+    post, options, given = CASES[case]
     options = argparse.Namespace(d_model=D_MODEL, d_inner_hid=D_INNER, n_layers=LAYERS, src_pad_idx=PAD,
                                  trg_pad_idx=PAD, dropout=0.1, **options)
     torch.manual_seed(7)
@@ -148,7 +153,6 @@ def jadore(request, tmp_path_factory):
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             parameter.add_(torch.randn_like(parameter) * 0.3)
-    folder = tmp_path_factory.mktemp("jadore")
     torch.save({"epoch": 9, "settings": options, "model": model.state_dict()}, folder / "model.chkpt")
     vocab = folder / "vocab.txt"
     vocab.write_text("\n".join(["<unk>", "<blank>", "<s>", "</s>", *WORDS]) + "\n", encoding="utf-8")

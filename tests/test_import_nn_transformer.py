@@ -101,7 +101,11 @@ def write_vocab(path, words):
 
 @pytest.fixture(scope="module", params=[False, True], ids=["post-ln", "pre-ln"])
 def tutorial(request, tmp_path_factory):
-    norm_first = request.param
+    return build_tutorial(request.param, tmp_path_factory.mktemp("nn_transformer"))
+
+
+def build_tutorial(norm_first: bool, folder):
+    """The tutorial's model with seeded weights, saved with its vocabularies in ``folder``."""
     torch.manual_seed(1 + norm_first)
     original = Seq2SeqTransformer(4 + len(SRC_WORDS), 4 + len(TGT_WORDS), norm_first)
     with torch.no_grad():
@@ -110,7 +114,6 @@ def tutorial(request, tmp_path_factory):
         original.generator.bias[PAD] = -20.0  # the tutorial decodes pad freely; ours never does
         original.generator.bias[EOS] += 1.0
     original.eval()
-    folder = tmp_path_factory.mktemp("nn_transformer")
     torch.save(original.state_dict(), folder / "transformer.pt")
     return original, norm_first, folder / "transformer.pt", write_vocab(folder / "src.txt", SRC_WORDS), \
         write_vocab(folder / "tgt.txt", TGT_WORDS)
