@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.analysis.contributions import decoder_input, value_norms
+from models.analysis.contributions import (
+    ContributionError, contributions, decoder_input, input_x_gradient, value_norms,
+)
 from models.importers import convert
 from models.inference.translator import Translator
 from tests.test_contributions import assert_alti_shares, assert_terms_add_up
@@ -200,3 +202,40 @@ def test_nn_transformer(norm_first, tmp_path):
     from tests.test_import_nn_transformer import build_tutorial, imported
 
     assert_contributions_exact(Translator(imported(build_tutorial(norm_first, tmp_path))), GERMAN)
+
+
+# ----------------------------------------------------------------------------------- recurrent imports
+
+
+def recurrent_checkpoint(family: str, case: str, tmp_path: Path, tmp_path_factory):
+    if family == "fairseq":
+        return convert(DATA / "fairseq" / case)
+    if family == "opennmt":
+        from tests.test_import_opennmt import _train
+
+        return convert(_train(case, tmp_path_factory))
+    from tests.test_import_joeynmt import _build
+
+    _build(case, tmp_path / "model")
+    return convert(tmp_path / "model")
+
+
+@pytest.mark.parametrize(("family", "case"), [("fairseq", "lstm"), ("opennmt", "gru"), ("opennmt", "lstm"),
+                                              ("joeynmt", "gru-bahdanau"), ("joeynmt", "lstm-luong")])
+def test_recurrent_imports_give_value_norms_and_refuse_the_block_methods_in_one_line(family, case, tmp_path,
+                                                                                      tmp_path_factory):
+    translator = Translator(recurrent_checkpoint(family, case, tmp_path, tmp_path_factory))
+    model = translator.model
+    src = translator.source(SENTENCE).ids
+    out = translator.translate(SENTENCE, max_len=OUTPUT_TOKENS).token_ids
+    for method in ("alti", "value_zeroing"):
+        with pytest.raises(ContributionError, match=f"needs Transformer blocks .*this {model.config.arch} model"):
+            contributions(method, model, src, out)
+    with torch.no_grad():  # the context adds up the annotations as they are: each weighs α_ij ‖h_j‖
+        _, intermediates = model(torch.tensor([src]), torch.tensor([decoder_input(model, out)]), need_weights=True)
+        annotations, _ = model.encoder(torch.tensor([src]), model.source_mask(torch.tensor([src])))
+    expected = intermediates.attention["cross"][0][0, 0] * annotations[0].norm(dim=-1)[None]
+    norms = value_norms(model, src, out)
+    assert list(norms.layers) == ["cross"] and norms.layers["cross"][0].shape == (1, len(out), len(src))
+    assert np.abs(norms.layers["cross"][0][0] - expected.numpy()).max() < 1e-5
+    assert input_x_gradient(model, src, out).source.max() > 0

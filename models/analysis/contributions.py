@@ -66,7 +66,7 @@ class ContributionMethod:
             return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm); "
                     f"this {model.config.arch} model has none")
         if self.needs == "values" and not _has_blocks(model) and _recurrent_attention(model) is None:
-            return (f"{self.label} need Transformer blocks or a GRU decoder's attention over the annotations; "
+            return (f"{self.label} need Transformer blocks or a recurrent decoder's attention over the annotations; "
                     f"this {model.config.arch} model has neither")
         if self.needs == "embeddings" and _embeddings(model) is None:
             return f"{self.label} needs the model's token embeddings; this {model.config.arch} model exposes none"
@@ -240,16 +240,20 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
 
 
 def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
-    """A GRU decoder's attention over the encoder's annotations (additive or scaled dot), where it has one."""
-    from ..nn.rnn import GRUDecoder
+    """The module that attends over the encoder's annotations in a recurrent decoder, where it has one: a GRU
+    decoder's attention (additive or scaled dot), or a Luong decoder itself (its context adds up the
+    annotations as they are, whatever scores them: dot, general or mlp)."""
+    from ..nn.rnn import GRUDecoder, LuongDecoder
 
     decoder = getattr(model, "decoder", None)
+    if isinstance(decoder, LuongDecoder):
+        return decoder
     return decoder.attention if isinstance(decoder, GRUDecoder) else None
 
 
 def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> ContributionMaps:
-    """A GRU decoder's one cross-attention head: α_ij ‖v_j‖, the values being the annotations (additive) or
-    their value projection (scaled dot; no output projection), which is what the context adds up."""
+    """A recurrent decoder's one cross-attention head: α_ij ‖v_j‖, the values being the annotations (additive,
+    Luong) or their value projection (scaled dot; no output projection), which is what the context adds up."""
     from ..nn.attention import MultiHeadAttention
 
     device = next(model.parameters()).device
