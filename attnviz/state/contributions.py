@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 
 from . import viewmodel
 from .session import Selection, ViewOptions
 
 WEIGHTS = "weights"  # attention weights: the trace itself, no job
+ORIGINAL = -1  # in place of a hypothesis: a run's best result with every head on (``Session.original``)
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,9 @@ class ContributionJob:
     """One method's maps for results of one run (``request_id``): per hypothesis in ``hypotheses`` its
     ``outputs`` (token ids; the decoder is fed the start token and all but the last), the source being
     ``text`` in the run's languages. ``coverage``: a background job for the hallucination signal (ALTI+'s
-    source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result."""
+    source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result;
+    ``ablation``: the heads the results were decoded with switched off, off again while their maps are
+    computed."""
 
     id: int
     request_id: int
@@ -54,6 +58,7 @@ class ContributionJob:
     tgt_lang: str = ""
     coverage: bool = False
     partner: bool = False
+    ablation: Ablation = NO_ABLATION
 
     @property
     def kind(self) -> str:
