@@ -79,6 +79,8 @@ def test_a_gru_offers_what_it_has_and_says_what_it_lacks_in_place_of_the_heatmap
     window.contributions.choose("alti")
     assert window.focus.title.text() == reason and window.session.results is results
     assert window.contributions.coverage == {}  # no ALTI+ signal for a model without Transformer blocks
+    strip = window.decoding.source_strip  # the step's bars are no attention weights posing as ALTI+ either
+    assert strip.labels == () and not strip.values.size and strip.getPlotItem().titleLabel.text == reason
     show(qtbot, window, "value_norms")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][0][0], rtol=1e-5)
 

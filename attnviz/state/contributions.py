@@ -212,10 +212,16 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
         bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
         values, title = bars.values, f"{choice.label}: {bars.title.replace('cross-attention of ', '')}"
     else:
-        return viewmodel.BarsState(labels=[], values=np.zeros(0), highlight=None, title=missing_kind(choice, "cross"))
+        return bars_saying(missing_kind(choice, "cross"))
     strongest = int(np.argmax(values)) if len(values) else None
     top = 1.0 if choice.bounded else max(float(values.max()) if len(values) else 0.0, 1e-6)
     return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top)
+
+
+def bars_saying(line: str) -> viewmodel.BarsState:
+    """The decoding panel's bars when the shown method has none (it is computing, or the model cannot give it):
+    no bar, the line in their place, so the attention weights never pass for the method's values."""
+    return viewmodel.BarsState(labels=[], values=np.zeros(0), highlight=None, title=line)
 
 
 def coverage_text(coverage, src_tokens: list[str]) -> str:
