@@ -158,3 +158,17 @@ def test_an_ablated_run_shows_the_contributions_of_the_model_as_it_ran_and_the_o
     expected = core_maps(window, "alti", window.session.original).layers["cross"][1]
     qtbot.waitUntil(lambda: "Computing" not in window.focus.title.text(), timeout=WAIT)
     np.testing.assert_allclose(focus_data(window), expected, atol=1e-6)
+
+
+def test_the_rollout_aggregate_of_alti_shows_alti_own_rollout_titled_so(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, "The house is small and the river is cold.", max_len=30)
+    window.select(kind="cross", layer=1, head="rollout")
+    show(qtbot, window, "alti")
+    maps = core_maps(window, "alti")
+    np.testing.assert_allclose(focus_data(window), maps.source, atol=1e-6)
+    assert "whole model · <b>ALTI+</b> rollout" in window.focus.title.text()
+    window.select(kind="dec_self")
+    np.testing.assert_allclose(focus_data(window), maps.target, atol=1e-6)
+    window.select(head=0)  # a head: the selected layer's block again
+    np.testing.assert_allclose(focus_data(window), maps.layers["dec_self"][1], atol=1e-6)

@@ -37,6 +37,7 @@ class ShowChoice:
     kinds: tuple[str, ...]
     reason: str = ""
     bounded: bool = False  # shares (0–1): one fixed colour range compares maps; else each map's own range
+    rolls_out: bool = False  # the "rollout" aggregate shows the method's own rollout, not a block's map
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class ContributionAnswer:
 def show_choice(method, reason: str = "") -> ShowChoice:
     """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
     return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
-                      from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded)
+                      from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded,
+                      rolls_out=method.rolls_out)
 
 
 def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:
@@ -115,6 +117,39 @@ def shown_selection(shown: AttentionTrace, selection: Selection, choice: ShowCho
     return dataclasses.replace(selection, layer=layer, head=head)
 
 
+# What a rolled-out map's rows say, per kind: the whole model's shares (ALTI+'s ``source`` and ``target``: each
+# prediction's two add up to 1), or the encoder's blocks multiplied up to the selected layer.
+ROLLOUT_WORDS = {"cross": "each prediction's share from each source token (the rest: the target prefix's)",
+                 "dec_self": "each prediction's share from each target-prefix token (the rest: the source's)",
+                 "enc_self": "each encoder state's share from each source token"}
+
+
+def shows_rollout(choice: ShowChoice, selection: Selection) -> bool:
+    """The "rollout" aggregate of a method with a rollout of its own (ALTI+): that rollout is shown."""
+    return choice.rolls_out and selection.head == "rollout"
+
+
+def rollout_trace(trace: AttentionTrace, maps, selection: Selection) -> AttentionTrace:
+    """``trace`` with the method's own rollout of the selected kind as its one layer and head: the whole
+    model's ``source`` (cross) or ``target`` (decoder self-attention) maps, or the encoder's blocks multiplied
+    through the selected layer."""
+    kind = selection.kind
+    if kind == "cross":
+        matrix = maps.source
+    elif kind == "dec_self":
+        matrix = maps.target
+    else:
+        matrix = np.eye(len(trace.src_tokens), dtype=np.float64)
+        for block in maps.layers[kind][: selection.layer + 1]:
+            matrix = block.astype(np.float64) @ matrix
+    return AttentionTrace(trace.src_tokens, trace.tgt_tokens, attention={kind: [np.asarray(matrix, np.float32)[None]]},
+                          masks={kind: trace.masks[kind]})
+
+
+def _rollout_which(selection: Selection) -> str:
+    return f"layers 0–{selection.layer}" if selection.kind == "enc_self" else "whole model"
+
+
 def missing_kind(choice: ShowChoice, kind: str) -> str:
     kinds = ", ".join(viewmodel.KIND_LABELS[name].lower() for name in choice.kinds)
     return f"{choice.label} gives no {viewmodel.KIND_LABELS[kind].lower()} map; it shows {kinds}."
@@ -136,18 +171,29 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     titled with its unit; or the line saying why the method has no such map. ``name``: a comparison pane's."""
     if selection.kind not in maps.layers or not maps.layers[selection.kind]:
         return missing_kind(choice, selection.kind)
-    shown = shown_trace(trace, maps)
-    chosen = shown_selection(shown, selection, choice)
+    shown, chosen, which = _shown_map(trace, maps, selection, choice=choice)
     drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
     named = f"<b>{name}</b> · " if name else ""
-    title = (f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {_which(trace, shown, chosen, choice=choice)}"
-             f" · <b>{choice.label}</b>")
-    state = dataclasses.replace(state, title=title, scale_title=choice.unit,
-                                file_stem=f"{state.file_stem}-{choice.name}")
+    title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}"
+    stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
+    state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem)
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
     return state
+
+
+def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,
+               choice: ShowChoice) -> tuple[AttentionTrace, Selection, str]:
+    """What one pane draws of ``maps``: the trace holding it, the selection inside that trace, and how the title
+    names the map and the method (a head, the block, the whole model, or the method's own rollout)."""
+    if shows_rollout(choice, selection):
+        shown = rollout_trace(trace, maps, selection)
+        return (shown, dataclasses.replace(selection, layer=0, head=0),
+                f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: {ROLLOUT_WORDS[selection.kind]}")
+    shown = shown_trace(trace, maps)
+    chosen = shown_selection(shown, selection, choice)
+    return shown, chosen, f"{_which(trace, shown, chosen, choice=choice)} · <b>{choice.label}</b>"
 
 
 def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[AttentionTrace, object],
@@ -157,12 +203,15 @@ def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[Attention
     for (trace, maps), name in ((a, "A"), (b, "B")):
         if selection.kind not in maps.layers or not maps.layers[selection.kind]:
             return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing_kind(choice, selection.kind)}")
-    shown_a, shown_b = shown_trace(a[0], a[1]), shown_trace(b[0], b[1])
-    pane = viewmodel.difference(shown_a, shown_b, shown_selection(shown_a, selection, choice), options=options)
+    shown_a, chosen, which = _shown_map(a[0], a[1], selection, choice=choice)
+    shown_b, _, _ = _shown_map(b[0], b[1], selection, choice=choice)
+    pane = viewmodel.difference(shown_a, shown_b, chosen, options=options)
     if pane.state is None:
         return pane
-    return viewmodel.ComparePane(dataclasses.replace(pane.state, title=f"{pane.state.title} · <b>{choice.label}</b>",
-                                                     scale_title=f"B − A: {choice.unit}"))
+    title = f"{pane.state.title} · <b>{choice.label}</b>"
+    if shows_rollout(choice, selection):  # not the first layer's head 0 the shown trace holds it as
+        title = f"<b>B − A</b> · {viewmodel.KIND_LABELS[selection.kind]} · {which}"
+    return viewmodel.ComparePane(dataclasses.replace(pane.state, title=title, scale_title=f"B − A: {choice.unit}"))
 
 
 def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,

@@ -60,6 +60,7 @@ class ContributionMethod:
     from_forward: bool
     needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
     bounded: bool = False  # its values are shares between 0 and 1
+    rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
@@ -91,7 +92,7 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
     ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖", kinds=ALL_KINDS,
                        per_head=True, from_forward=True, needs="values"),
     ContributionMethod("alti", "ALTI+", "share of output", kinds=ALL_KINDS, per_head=False,
-                       from_forward=True, needs="transformer", bounded=True),
+                       from_forward=True, needs="transformer", bounded=True, rolls_out=True),
     ContributionMethod("value_zeroing", "value zeroing", "share of change", kinds=ALL_KINDS,
                        per_head=False, from_forward=False, needs="transformer", bounded=True),
     ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
