@@ -152,3 +152,13 @@ def test_alti_rollout_is_its_own_rollout_through_the_model_and_says_so(run):
     gradients = shown.contribution_heatmap(result.trace, maps["input_x_gradient"], Selection(head="rollout"),
                                            choice=choice("input_x_gradient"))  # a whole-model map already
     np.testing.assert_array_equal(gradients.matrix, maps["input_x_gradient"].source)
+
+
+def test_a_saved_show_choice_the_model_cannot_give_or_this_attnviz_does_not_know_is_the_weights_and_a_line():
+    choices = (choice("value_norms"), dataclasses.replace(choice("alti"), reason="ALTI+ needs Transformer blocks"))
+    assert shown.restored_choice(choices, "value_norms") == ("value_norms", "")
+    assert shown.restored_choice(choices, "weights") == ("weights", "")
+    name, line = shown.restored_choice(choices, "alti")
+    assert name == "weights" and "ALTI+, which this model cannot give (ALTI+ needs Transformer blocks)" in line
+    name, line = shown.restored_choice(choices, "sparkles")
+    assert name == "weights" and "‘sparkles’, a method this attnviz does not know" in line

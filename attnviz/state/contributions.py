@@ -97,6 +97,22 @@ def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | Non
     return next((choice for choice in choices if choice.name == name), None)
 
 
+def restored_choice(choices: tuple[ShowChoice, ...], name: str) -> tuple[str, str]:
+    """What a reopened session shows of its saved Show choice ``name`` on the open model: the name, and ""; or
+    the attention weights, and the line saying why (a method this attnviz does not know, saved by a newer one,
+    or one this model cannot give)."""
+    if name == WEIGHTS:
+        return WEIGHTS, ""
+    choice = choice_named(choices, name)
+    if choice is None:
+        return WEIGHTS, (f"The session showed ‘{name[:40]}’, a method this attnviz does not know: "
+                         "showing the attention weights.")
+    if choice.reason:
+        return WEIGHTS, (f"The session showed {choice.label}, which this model cannot give ({choice.reason}): "
+                         "showing the attention weights.")
+    return name, ""
+
+
 def shown_trace(trace: AttentionTrace, maps) -> AttentionTrace:
     """``trace`` with ``maps``' arrays in the place of its attention (a per-block map as the layer's one head):
     the kinds the method covers, the same tokens and masks."""

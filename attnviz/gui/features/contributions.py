@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 from models.nn.ablation import NO_ABLATION
 
 from ...state.contributions import (
-    ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text,
+    ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, restored_choice,
 )
 from ...state.session import ModelInfo
 
@@ -56,6 +56,14 @@ class Contributions(QObject):
             self.method = WEIGHTS  # the new model cannot give it: its maps are the weights again
         self.window.selector.set_show_choices(self.choices, self.method)
         self.answers, self.asked, self.coverage = {}, set(), {}
+
+    def restore(self, name: str, info: ModelInfo) -> str:
+        """A reopened session's Show choice on its newly opened model ``info``; the line saying why the attention
+        weights are shown instead ("" when shown as saved)."""
+        self.choices = info.show_choices
+        self.method, problem = restored_choice(self.choices, name)
+        self.window.selector.set_show_choices(self.choices, self.method)
+        return problem
 
     def choose(self, name: str) -> None:
         """Show ``name``'s maps (``weights``: the attention weights); a method the model cannot give says why
