@@ -262,3 +262,29 @@ def test_source_coverage_is_the_mean_source_share_and_the_least_used_source_toke
     assert coverage.avg_source == pytest.approx(float(maps.source.sum(1).mean()), abs=1e-6)
     assert coverage.min_source_token == pytest.approx(float(maps.source.sum(0).min()), abs=1e-6)
     assert 0 < coverage.avg_source < 1 and 0 <= coverage.least_covered < len(src)
+
+
+def test_contributions_of_an_ablated_run_are_of_the_model_as_it_ran():
+    from models.nn.ablation import Ablation
+
+    translator = demo("en-es-transformer")
+    model = translator.model
+    ablation = Ablation.parse(["cross:1:2", "enc_self:0:*", "dec_self:2:0"])
+    source = translator.source("The cat sits on the mat.")
+    out = translator.translate("The cat sits on the mat.", ablation=ablation).token_ids
+    captured = capture_forward(model, source.ids, out, ablation=ablation)
+    for key, block in captured.blocks.items():  # the switched-off heads' outputs are no term of the real output
+        terms = block_terms(block)
+        assert (terms.total() - terms.output).norm() / terms.output.norm() < 1e-4, key
+    norms = value_norms(model, source.ids, out, ablation=ablation)
+    heads = model.attention_shape()["enc_self"][1]
+    assert not norms.layers["cross"][1][2].any() and not norms.layers["dec_self"][2][0].any()
+    assert not np.stack(norms.layers["enc_self"][0]).any() and norms.layers["cross"][1][1].any()
+    assert norms.layers["enc_self"][0].shape[0] == heads
+    every_head_on = {name: contributions(name, model, source.ids, out) for name in ("alti", "input_x_gradient")}
+    for name, unablated in every_head_on.items():
+        ablated = contributions(name, model, source.ids, out, ablation=ablation)
+        assert not np.allclose(ablated.source, unablated.source, atol=1e-4), name
+    zeroed = value_zeroing(model, source.ids, out, ablation=ablation)
+    assert not np.allclose(zeroed.layers["cross"][1], value_zeroing(model, source.ids, out).layers["cross"][1])
+    assert not zeroed.layers["enc_self"][0].any()  # no head of that layer on: zeroing a value changes nothing

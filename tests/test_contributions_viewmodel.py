@@ -127,3 +127,38 @@ def test_the_hallucination_signal_in_words_in_the_output_line_and_the_beam_list(
     assert viewmodel.result_line(result, [], coverage=text).coverage == text
     beam = viewmodel.beam_state([result, dataclasses.replace(result)], result.steps, coverage={1: text})
     assert text not in beam.hypotheses[0][0] and beam.hypotheses[1][0].endswith(text)
+
+
+def test_alti_rollout_is_its_own_rollout_through_the_model_and_says_so(run):
+    result, maps = run
+    alti = maps["alti"]
+    cross = shown.contribution_heatmap(result.trace, alti, Selection(kind="cross", layer=1, head="rollout", step=2),
+                                       choice=choice("alti"))
+    np.testing.assert_array_equal(cross.matrix, alti.source)
+    assert "whole model" in cross.title and "<b>ALTI+</b> rollout" in cross.title and "source token" in cross.title
+    assert cross.levels == viewmodel.LEVELS and cross.file_stem == "cross-rollout-alti" and cross.step_row == 2
+    target = shown.contribution_heatmap(result.trace, alti, Selection(kind="dec_self", layer=0, head="rollout"),
+                                        choice=choice("alti"))
+    np.testing.assert_array_equal(target.matrix, alti.target)
+    np.testing.assert_allclose(cross.matrix.sum(1) + target.matrix.sum(1), 1.0, atol=1e-5)
+    encoder = shown.contribution_heatmap(result.trace, alti, Selection(kind="enc_self", layer=1, head="rollout"),
+                                         choice=choice("alti"))
+    np.testing.assert_allclose(encoder.matrix, alti.layers["enc_self"][1] @ alti.layers["enc_self"][0], atol=1e-6)
+    assert "layers 0–1" in encoder.title
+    pair = (result.trace, alti)
+    pane = shown.contribution_difference(pair, pair, Selection(kind="cross", head="rollout"), choice=choice("alti"))
+    assert not pane.state.matrix.any() and pane.state.matrix.shape == alti.source.shape
+    assert "whole model" in pane.state.title and "rollout" in pane.state.title
+    gradients = shown.contribution_heatmap(result.trace, maps["input_x_gradient"], Selection(head="rollout"),
+                                           choice=choice("input_x_gradient"))  # a whole-model map already
+    np.testing.assert_array_equal(gradients.matrix, maps["input_x_gradient"].source)
+
+
+def test_a_saved_show_choice_the_model_cannot_give_or_this_attnviz_does_not_know_is_the_weights_and_a_line():
+    choices = (choice("value_norms"), dataclasses.replace(choice("alti"), reason="ALTI+ needs Transformer blocks"))
+    assert shown.restored_choice(choices, "value_norms") == ("value_norms", "")
+    assert shown.restored_choice(choices, "weights") == ("weights", "")
+    name, line = shown.restored_choice(choices, "alti")
+    assert name == "weights" and "ALTI+, which this model cannot give (ALTI+ needs Transformer blocks)" in line
+    name, line = shown.restored_choice(choices, "sparkles")
+    assert name == "weights" and "‘sparkles’, a method this attnviz does not know" in line

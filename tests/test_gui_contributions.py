@@ -79,6 +79,8 @@ def test_a_gru_offers_what_it_has_and_says_what_it_lacks_in_place_of_the_heatmap
     window.contributions.choose("alti")
     assert window.focus.title.text() == reason and window.session.results is results
     assert window.contributions.coverage == {}  # no ALTI+ signal for a model without Transformer blocks
+    strip = window.decoding.source_strip  # the step's bars are no attention weights posing as ALTI+ either
+    assert strip.labels == () and not strip.values.size and strip.getPlotItem().titleLabel.text == reason
     show(qtbot, window, "value_norms")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][0][0], rtol=1e-5)
 
@@ -129,3 +131,44 @@ def test_render_show_draws_a_method_titled_with_it_and_refuses_what_the_model_la
                  "-o", str(tmp_path / "gru.png")]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("attnviz: error: ALTI+ needs Transformer blocks")
     assert not (tmp_path / "gru.png").exists()
+
+
+def test_an_ablated_run_shows_the_contributions_of_the_model_as_it_ran_and_the_original_its_own(qtbot, window):
+    from models.nn.ablation import Ablation
+    from tests.test_gui_ablation import wait_for_run
+
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, "The house is small and the river is cold.", max_len=30)
+    window.select(kind="cross", layer=1, head=2)
+    window.ablation.toggle_head(1, 2)
+    wait_for_run(qtbot, window, ablated=True)
+    ablation = window.session.request.ablation
+    assert ablation == Ablation.parse(["cross:1:2"])
+    translator = window.worker.translator
+    source = translator.source(window.session.request.settings.text)
+    show(qtbot, window, "value_norms")
+    assert focus_data(window).shape == core_maps(window, "value_norms").layers["cross"][1][2].shape
+    assert not focus_data(window).any()  # the head switched off added nothing to its block's output
+    expected = contributions("alti", translator.model, source.ids, output_ids=window.session.result.token_ids,
+                             ablation=ablation)
+    show(qtbot, window, "alti")
+    np.testing.assert_allclose(focus_data(window), expected.layers["cross"][1], atol=1e-6)
+    assert not np.allclose(focus_data(window), core_maps(window, "alti").layers["cross"][1], atol=1e-4)
+    window.ablation_bar.compare.setChecked(True)  # the same input with every head on: its own maps
+    expected = core_maps(window, "alti", window.session.original).layers["cross"][1]
+    qtbot.waitUntil(lambda: "Computing" not in window.focus.title.text(), timeout=WAIT)
+    np.testing.assert_allclose(focus_data(window), expected, atol=1e-6)
+
+
+def test_the_rollout_aggregate_of_alti_shows_alti_own_rollout_titled_so(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, "The house is small and the river is cold.", max_len=30)
+    window.select(kind="cross", layer=1, head="rollout")
+    show(qtbot, window, "alti")
+    maps = core_maps(window, "alti")
+    np.testing.assert_allclose(focus_data(window), maps.source, atol=1e-6)
+    assert "whole model · <b>ALTI+</b> rollout" in window.focus.title.text()
+    window.select(kind="dec_self")
+    np.testing.assert_allclose(focus_data(window), maps.target, atol=1e-6)
+    window.select(head=0)  # a head: the selected layer's block again
+    np.testing.assert_allclose(focus_data(window), maps.layers["dec_self"][1], atol=1e-6)

@@ -173,3 +173,62 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(axis_name)
     qtbot.keyClick(window.focus, Qt.Key.Key_Right)  # outside presenting the bare arrows are not the window's
     assert window.session.selection.step == 0
+
+
+def test_the_show_choice_is_saved_only_when_not_the_weights_and_older_files_show_the_weights(tmp_path):
+    run, selection, look = RunSettings(text="abc"), Selection(), Look()
+    alti = save_session(tmp_path / "alti", checkpoint=DEFAULT_DEMO, run=run, selection=selection, look=look,
+                        show="alti")
+    assert json.loads(alti.read_text(encoding="utf-8"))["show"] == "alti" and read_session(alti).show == "alti"
+    plain = save_session(tmp_path / "plain", checkpoint=DEFAULT_DEMO, run=run, selection=selection, look=look)
+    assert "show" not in json.loads(plain.read_text(encoding="utf-8"))  # as older versions wrote it
+    assert read_session(plain).show == "weights" and read_session(plain).ignored == ()
+    bad = tmp_path / "bad.attnviz"
+    bad.write_text(json.dumps({"format": "attnviz-session", "version": 1, "demo": DEFAULT_DEMO.stem, "show": 3}),
+                   encoding="utf-8")
+    with pytest.raises(SessionFileError, match='"show" must be text; got 3'):
+        read_session(bad)
+
+
+def _reopened(qtbot, window, qsettings, path):
+    from attnviz.gui.app import create_window
+
+    other = create_window(None, "cpu", qsettings)
+    qtbot.addWidget(other)
+    other.show()
+    qtbot.waitUntil(lambda: other.session.model is not None and bool(other.session.results), timeout=WAIT)
+    other.sessions.open_session(str(path))
+    qtbot.waitUntil(lambda: other.opening.plan is None and bool(other.session.results)
+                    and other.session.model.path == window.session.model.path, timeout=WAIT)
+    return other
+
+
+def test_a_reopened_session_shows_its_method_and_an_unknown_one_falls_back_to_the_weights(qtbot, window, qsettings,
+                                                                                            tmp_path):
+    from attnviz.state.demos import demo_path
+    from tests.test_gui_contributions import show
+    from tests.test_gui_compare import open_demo
+
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, "The house is small.", max_len=20)
+    window.select(kind="cross", layer=1)
+    show(qtbot, window, "alti")
+    path = tmp_path / "alti.attnviz"
+    window.sessions.save_session(str(path))
+    assert read_session(path).show == "alti"
+    other = _reopened(qtbot, window, qsettings, path)
+    assert other.contributions.method == "alti" and other.selector.show_name() == "alti"
+    qtbot.waitUntil(lambda: "<b>ALTI+</b>" in other.focus.title.text(), timeout=WAIT)
+    np.testing.assert_allclose(other.focus.image.image, window.focus.image.image, atol=1e-6)
+    other.close()
+
+    document = json.loads(path.read_text(encoding="utf-8"))
+    newer = tmp_path / "newer.attnviz"
+    newer.write_text(json.dumps({**document, "demo": "en-es-transformer", "show": "sparkles"}), encoding="utf-8")
+    assert read_session(newer).checkpoint == demo_path("en-es-transformer")
+    other = _reopened(qtbot, window, qsettings, newer)
+    assert other.contributions.method == "weights" and other.selector.show_name() == "weights"
+    notice = "‘sparkles’, a method this attnviz does not know: showing the attention weights"
+    assert notice in other.input_bar.result_text()
+    assert "<b>Cross-attention</b> · layer 1 · head 0" in other.focus.title.text()
+    other.close()

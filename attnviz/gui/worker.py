@@ -218,7 +218,8 @@ class ModelWorker(QObject):
         self.weights = "float32"  # the precision every model opens in (a WEIGHT_DTYPES name), set by the window
         self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
         self.long_jobs: dict[str, LongJob] = {}  # kind → the long job of that kind under way
-        self.captured: dict[tuple, object] = {}  # (model, request id, hypothesis) → its traced pass (Captured)
+        # (model, request id, hypothesis, ablation) → its traced pass (Captured)
+        self.captured: dict[tuple, object] = {}
         self._next_unit.connect(self._step_long_job, Qt.ConnectionType.QueuedConnection)
 
     def _stale_model_job(self, job_id: int) -> bool:
@@ -465,20 +466,22 @@ class ModelWorker(QObject):
         src_ids = translator.source(job.text).ids
         captured = None
         if CONTRIBUTION_METHODS[job.method].from_forward and CONTRIBUTION_METHODS["alti"].applies(translator.model):
-            captured = self._captured_pass(translator, (job.request_id, hypothesis), src_ids=src_ids,
+            captured = self._captured_pass(translator, (job.request_id, hypothesis, job.ablation), src_ids=src_ids,
                                            output_ids=output_ids)
-        maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured)
+        maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured,
+                             ablation=job.ablation)
         return ContributionAnswer(job, hypothesis, maps=maps, coverage=source_coverage(maps) if job.coverage else None)
 
-    def _captured_pass(self, translator: Translator, result: tuple[int, int], *, src_ids, output_ids):
-        """The traced pass of one result, kept: switching among the methods that read it re-runs nothing."""
+    def _captured_pass(self, translator: Translator, result: tuple, *, src_ids, output_ids):
+        """The traced pass of one result (request id, hypothesis, the heads it ran with switched off), kept:
+        switching among the methods that read it re-runs nothing."""
         from models.analysis.contributions import capture_forward
 
         key = (id(translator.model), *result)
         if key not in self.captured:
             while len(self.captured) >= CAPTURED_KEPT:
                 self.captured.pop(next(iter(self.captured)))
-            self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids))
+            self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids), ablation=result[2])
         return self.captured[key]
 
     @Slot(int, object)

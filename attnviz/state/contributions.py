@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 
 from . import viewmodel
 from .session import Selection, ViewOptions
 
 WEIGHTS = "weights"  # attention weights: the trace itself, no job
+ORIGINAL = -1  # in place of a hypothesis: a run's best result with every head on (``Session.original``)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class ShowChoice:
     kinds: tuple[str, ...]
     reason: str = ""
     bounded: bool = False  # shares (0–1): one fixed colour range compares maps; else each map's own range
+    rolls_out: bool = False  # the "rollout" aggregate shows the method's own rollout, not a block's map
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,9 @@ class ContributionJob:
     """One method's maps for results of one run (``request_id``): per hypothesis in ``hypotheses`` its
     ``outputs`` (token ids; the decoder is fed the start token and all but the last), the source being
     ``text`` in the run's languages. ``coverage``: a background job for the hallucination signal (ALTI+'s
-    source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result."""
+    source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result;
+    ``ablation``: the heads the results were decoded with switched off, off again while their maps are
+    computed."""
 
     id: int
     request_id: int
@@ -54,6 +59,7 @@ class ContributionJob:
     tgt_lang: str = ""
     coverage: bool = False
     partner: bool = False
+    ablation: Ablation = NO_ABLATION
 
     @property
     def kind(self) -> str:
@@ -83,11 +89,28 @@ class ContributionAnswer:
 def show_choice(method, reason: str = "") -> ShowChoice:
     """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
     return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
-                      from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded)
+                      from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded,
+                      rolls_out=method.rolls_out)
 
 
 def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:
     return next((choice for choice in choices if choice.name == name), None)
+
+
+def restored_choice(choices: tuple[ShowChoice, ...], name: str) -> tuple[str, str]:
+    """What a reopened session shows of its saved Show choice ``name`` on the open model: the name, and ""; or
+    the attention weights, and the line saying why (a method this attnviz does not know, saved by a newer one,
+    or one this model cannot give)."""
+    if name == WEIGHTS:
+        return WEIGHTS, ""
+    choice = choice_named(choices, name)
+    if choice is None:
+        return WEIGHTS, (f"The session showed ‘{name[:40]}’, a method this attnviz does not know: "
+                         "showing the attention weights.")
+    if choice.reason:
+        return WEIGHTS, (f"The session showed {choice.label}, which this model cannot give ({choice.reason}): "
+                         "showing the attention weights.")
+    return name, ""
 
 
 def shown_trace(trace: AttentionTrace, maps) -> AttentionTrace:
@@ -108,6 +131,39 @@ def shown_selection(shown: AttentionTrace, selection: Selection, choice: ShowCho
     if isinstance(head, int):
         head = min(head, shown.heads(selection.kind) - 1)
     return dataclasses.replace(selection, layer=layer, head=head)
+
+
+# What a rolled-out map's rows say, per kind: the whole model's shares (ALTI+'s ``source`` and ``target``: each
+# prediction's two add up to 1), or the encoder's blocks multiplied up to the selected layer.
+ROLLOUT_WORDS = {"cross": "each prediction's share from each source token (the rest: the target prefix's)",
+                 "dec_self": "each prediction's share from each target-prefix token (the rest: the source's)",
+                 "enc_self": "each encoder state's share from each source token"}
+
+
+def shows_rollout(choice: ShowChoice, selection: Selection) -> bool:
+    """The "rollout" aggregate of a method with a rollout of its own (ALTI+): that rollout is shown."""
+    return choice.rolls_out and selection.head == "rollout"
+
+
+def rollout_trace(trace: AttentionTrace, maps, selection: Selection) -> AttentionTrace:
+    """``trace`` with the method's own rollout of the selected kind as its one layer and head: the whole
+    model's ``source`` (cross) or ``target`` (decoder self-attention) maps, or the encoder's blocks multiplied
+    through the selected layer."""
+    kind = selection.kind
+    if kind == "cross":
+        matrix = maps.source
+    elif kind == "dec_self":
+        matrix = maps.target
+    else:
+        matrix = np.eye(len(trace.src_tokens), dtype=np.float64)
+        for block in maps.layers[kind][: selection.layer + 1]:
+            matrix = block.astype(np.float64) @ matrix
+    return AttentionTrace(trace.src_tokens, trace.tgt_tokens, attention={kind: [np.asarray(matrix, np.float32)[None]]},
+                          masks={kind: trace.masks[kind]})
+
+
+def _rollout_which(selection: Selection) -> str:
+    return f"layers 0–{selection.layer}" if selection.kind == "enc_self" else "whole model"
 
 
 def missing_kind(choice: ShowChoice, kind: str) -> str:
@@ -131,18 +187,29 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     titled with its unit; or the line saying why the method has no such map. ``name``: a comparison pane's."""
     if selection.kind not in maps.layers or not maps.layers[selection.kind]:
         return missing_kind(choice, selection.kind)
-    shown = shown_trace(trace, maps)
-    chosen = shown_selection(shown, selection, choice)
+    shown, chosen, which = _shown_map(trace, maps, selection, choice=choice)
     drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
     named = f"<b>{name}</b> · " if name else ""
-    title = (f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {_which(trace, shown, chosen, choice=choice)}"
-             f" · <b>{choice.label}</b>")
-    state = dataclasses.replace(state, title=title, scale_title=choice.unit,
-                                file_stem=f"{state.file_stem}-{choice.name}")
+    title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}"
+    stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
+    state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem)
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
     return state
+
+
+def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,
+               choice: ShowChoice) -> tuple[AttentionTrace, Selection, str]:
+    """What one pane draws of ``maps``: the trace holding it, the selection inside that trace, and how the title
+    names the map and the method (a head, the block, the whole model, or the method's own rollout)."""
+    if shows_rollout(choice, selection):
+        shown = rollout_trace(trace, maps, selection)
+        return (shown, dataclasses.replace(selection, layer=0, head=0),
+                f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: {ROLLOUT_WORDS[selection.kind]}")
+    shown = shown_trace(trace, maps)
+    chosen = shown_selection(shown, selection, choice)
+    return shown, chosen, f"{_which(trace, shown, chosen, choice=choice)} · <b>{choice.label}</b>"
 
 
 def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[AttentionTrace, object],
@@ -152,12 +219,15 @@ def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[Attention
     for (trace, maps), name in ((a, "A"), (b, "B")):
         if selection.kind not in maps.layers or not maps.layers[selection.kind]:
             return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing_kind(choice, selection.kind)}")
-    shown_a, shown_b = shown_trace(a[0], a[1]), shown_trace(b[0], b[1])
-    pane = viewmodel.difference(shown_a, shown_b, shown_selection(shown_a, selection, choice), options=options)
+    shown_a, chosen, which = _shown_map(a[0], a[1], selection, choice=choice)
+    shown_b, _, _ = _shown_map(b[0], b[1], selection, choice=choice)
+    pane = viewmodel.difference(shown_a, shown_b, chosen, options=options)
     if pane.state is None:
         return pane
-    return viewmodel.ComparePane(dataclasses.replace(pane.state, title=f"{pane.state.title} · <b>{choice.label}</b>",
-                                                     scale_title=f"B − A: {choice.unit}"))
+    title = f"{pane.state.title} · <b>{choice.label}</b>"
+    if shows_rollout(choice, selection):  # not the first layer's head 0 the shown trace holds it as
+        title = f"<b>B − A</b> · {viewmodel.KIND_LABELS[selection.kind]} · {which}"
+    return viewmodel.ComparePane(dataclasses.replace(pane.state, title=title, scale_title=f"B − A: {choice.unit}"))
 
 
 def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
@@ -207,10 +277,16 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
         bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
         values, title = bars.values, f"{choice.label}: {bars.title.replace('cross-attention of ', '')}"
     else:
-        return viewmodel.BarsState(labels=[], values=np.zeros(0), highlight=None, title=missing_kind(choice, "cross"))
+        return bars_saying(missing_kind(choice, "cross"))
     strongest = int(np.argmax(values)) if len(values) else None
     top = 1.0 if choice.bounded else max(float(values.max()) if len(values) else 0.0, 1e-6)
     return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top)
+
+
+def bars_saying(line: str) -> viewmodel.BarsState:
+    """The decoding panel's bars when the shown method has none (it is computing, or the model cannot give it):
+    no bar, the line in their place, so the attention weights never pass for the method's values."""
+    return viewmodel.BarsState(labels=[], values=np.zeros(0), highlight=None, title=line)
 
 
 def coverage_text(coverage, src_tokens: list[str]) -> str:

@@ -4,8 +4,11 @@ It holds the checkpoint (a bundled demo by name, any other file by a path relati
 they share a folder tree, else absolute), the input bar (sentence, mode, beam, forced target, length limit),
 the selection (kind, layer, head, step, hypothesis), how the heatmap is drawn (colour map, masks, colour
 range, row labels), when heads are switched off, ``ablation``: their ``KIND:LAYER:HEAD`` specs
-(models/nn/ablation.py), for a snapshot series ``snapshot_step``: the training step shown, and while comparing,
-``compare``: the second model, named like the first. No Qt, no torch: the window and the tests read it the same way.
+(models/nn/ablation.py), for a snapshot series ``snapshot_step``: the training step shown, while comparing,
+``compare``: the second model, named like the first, and when the maps show more than attention weights,
+``show``: the contributions method (a name of models/analysis/contributions.py's registry; a name this attnviz
+does not know shows the weights, and the window says so). No Qt, no torch: the window and the tests read it the
+same way.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from models.errors import AttnvizError
 from models.storage.files import write_text
 from models.trace.records import KINDS
 
+from .contributions import WEIGHTS
 from .demos import DEMO_FOLDER, demo_path
 from .session import RunSettings, Selection, ViewOptions
 
@@ -57,6 +61,7 @@ class SavedSession:
     snapshot_step: int | None = None  # a snapshot series: the training step shown
     compare: Path | None = None  # the model compared with (model B)
     compare_problem: str = ""  # why the saved model B cannot be opened (moved): model A still opens
+    show: str = WEIGHTS  # the Show choice: attention weights or a contributions method, checked against the model
 
 
 def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]:
@@ -73,7 +78,7 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
 
 def session_document(checkpoint: Path, session_path: Path, *, run: RunSettings, selection: Selection,
                      look: Look, ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
-                     compare: Path | None = None) -> dict[str, Any]:
+                     compare: Path | None = None, show: str = WEIGHTS) -> dict[str, Any]:
     document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
                 "input": asdict(run),
                 "selection": asdict(selection),
@@ -84,19 +89,20 @@ def session_document(checkpoint: Path, session_path: Path, *, run: RunSettings, 
         document["snapshot_step"] = snapshot_step
     if compare is not None:
         document["compare"] = checkpoint_reference(compare, session_path)
+    if show != WEIGHTS:  # optional: files of the weights alone stay as older versions wrote them
+        document["show"] = show
     return document
 
 
 def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
                  ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
-                 compare: Path | None = None) -> Path:
+                 compare: Path | None = None, show: str = WEIGHTS) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
     document = session_document(checkpoint, path, run=run, selection=selection, look=look, ablation=ablation,
-                                snapshot_step=snapshot_step,
-                                compare=compare)
+                                snapshot_step=snapshot_step, compare=compare, show=show)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -142,12 +148,14 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     snapshot = reader.values({"snapshot_step": document["snapshot_step"]} if "snapshot_step" in document else {},
                              "", {"snapshot_step": (0, 10**12)})
     compare, compare_problem = _partner(path, document.get("compare"))
+    show = reader.values({"show": document["show"]} if "show" in document else {}, "", {"show": str})
     ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
-                                      "ablation", "snapshot_step", "compare"})
+                                      "ablation", "snapshot_step", "compare", "show"})
     ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", *option_fields})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
                         look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation,
-                        snapshot_step=snapshot.get("snapshot_step"), compare=compare, compare_problem=compare_problem)
+                        snapshot_step=snapshot.get("snapshot_step"), compare=compare, compare_problem=compare_problem,
+                        show=show.get("show", WEIGHTS))
 
 
 def _partner(path: Path, reference: Any) -> tuple[Path | None, str]:

@@ -28,8 +28,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..nn.base import Seq2Seq
 from ..errors import InputError
+from ..nn.ablation import NO_ABLATION, Ablation
+from ..nn.base import Seq2Seq
 from ..nn.intermediates import noting_blocks, to_numpy
 
 # Floats one block's decomposed terms [queries, keys, d_model] may hold at a time: the queries are taken in
@@ -59,6 +60,7 @@ class ContributionMethod:
     from_forward: bool
     needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
     bounded: bool = False  # its values are shares between 0 and 1
+    rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
@@ -90,7 +92,7 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
     ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖", kinds=ALL_KINDS,
                        per_head=True, from_forward=True, needs="values"),
     ContributionMethod("alti", "ALTI+", "share of output", kinds=ALL_KINDS, per_head=False,
-                       from_forward=True, needs="transformer", bounded=True),
+                       from_forward=True, needs="transformer", bounded=True, rolls_out=True),
     ContributionMethod("value_zeroing", "value zeroing", "share of change", kinds=ALL_KINDS,
                        per_head=False, from_forward=False, needs="transformer", bounded=True),
     ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
@@ -152,7 +154,8 @@ def source_coverage(alti_maps: ContributionMaps) -> SourceCoverage:
 class Captured:
     """One teacher-forced pass over a source and an output: ids ``[1, S]``/``[1, T]`` (the decoder's input:
     the start token, then the output shifted right), logits ``[1, T, V]``, and per ``(kind, layer)`` the
-    tensors its attention sublayer noted (``models.nn.intermediates.note_block``)."""
+    tensors its attention sublayer noted (``models.nn.intermediates.note_block``), with ``heads_off``: the heads
+    ``ablation`` switched off there, whose output the block never added."""
 
     model: Seq2Seq
     src_ids: Tensor
@@ -160,23 +163,28 @@ class Captured:
     output_ids: Tensor
     logits: Tensor
     blocks: dict[tuple[str, int], dict] = field(default_factory=dict)
+    ablation: Ablation = NO_ABLATION
 
 
 def decoder_input(model: Seq2Seq, output_ids: Sequence[int]) -> list[int]:
     return [model.config.bos_id] + list(output_ids)[:-1]
 
 
-def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> Captured:
-    """The traced forward pass with every attention block's tensors kept (float32 weights)."""
+def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                    ablation: Ablation = NO_ABLATION) -> Captured:
+    """The traced forward pass with every attention block's tensors kept (float32 weights), with the heads
+    ``ablation`` names switched off as the run that produced ``output_ids`` had them."""
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
     tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
     with _evaluating(model), torch.inference_mode(), noting_blocks() as noted:
-        logits, _ = model(src, tgt_in, need_weights=True)
+        logits, _ = model(src, tgt_in, need_weights=True, ablation=ablation)
     names = _block_names(model)
     blocks = {names[id(block["sublayer"])]: block for block in noted if id(block["sublayer"]) in names}
+    for (kind, layer), block in blocks.items():
+        block["heads_off"] = ablation.heads_off(kind, layer, block["v"].shape[1])
     return Captured(model, src, tgt_in, output_ids=torch.tensor(list(output_ids), device=device), logits=logits,
-                    blocks=blocks)
+                    blocks=blocks, ablation=ablation)
 
 
 def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
@@ -205,8 +213,8 @@ def _evaluating(model: nn.Module) -> Iterator[None]:
 
 
 def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-              captured: Captured | None) -> Captured:
-    return captured if captured is not None else capture_forward(model, src_ids, output_ids)
+              captured: Captured | None, ablation: Ablation) -> Captured:
+    return captured if captured is not None else capture_forward(model, src_ids, output_ids, ablation=ablation)
 
 
 # ------------------------------------------------------------------------------------------- value norms
@@ -214,9 +222,12 @@ def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int],
 
 @torch.inference_mode()
 def transformed_values(block: dict) -> Tensor:
-    """f(x_j) per head: ``[H, K, E]``, each key's value vector through its head's slice of W_O."""
+    """f(x_j) per head: ``[H, K, E]``, each key's value vector through its head's slice of W_O (zero for a head
+    switched off: its output never reached the block's)."""
     attention = block["sublayer"].attention
     v = block["v"][0].float()  # [H, K, D]
+    if block.get("heads_off"):
+        v = v.index_fill(0, torch.tensor(block["heads_off"], device=v.device), 0.0)
     heads, _, head_dim = v.shape
     if attention.output is None:  # heads concatenated as they are: W_O is the identity
         weight = torch.eye(heads * head_dim, dtype=v.dtype, device=v.device)
@@ -226,12 +237,13 @@ def transformed_values(block: dict) -> Tensor:
 
 
 def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                captured: Captured | None = None) -> ContributionMaps:
-    """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one)."""
+                captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+    """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one); a head
+    ``ablation`` switches off contributes nothing."""
     CONTRIBUTION_METHODS["value_norms"].check(model)
     if not _has_blocks(model):
-        return _recurrent_value_norms(model, src_ids, output_ids)
-    captured = _captured(model, src_ids, output_ids, captured=captured)
+        return _recurrent_value_norms(model, src_ids, output_ids, ablation=ablation)
+    captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
     layers: dict[str, list[np.ndarray]] = {}
     for (kind, _layer), block in sorted(captured.blocks.items(), key=_block_order):
         norms = transformed_values(block).norm(dim=-1)  # [H, K]
@@ -251,9 +263,11 @@ def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
     return decoder.attention if isinstance(decoder, GRUDecoder) else None
 
 
-def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> ContributionMaps:
+def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                           ablation: Ablation) -> ContributionMaps:
     """A recurrent decoder's one cross-attention head: α_ij ‖v_j‖, the values being the annotations (additive,
-    Luong) or their value projection (scaled dot; no output projection), which is what the context adds up."""
+    Luong) or their value projection (scaled dot; no output projection), which is what the context adds up
+    (nothing when ``ablation`` switches the head off: the cell then reads a zero context)."""
     from ..nn.attention import MultiHeadAttention
 
     device = next(model.parameters()).device
@@ -261,12 +275,14 @@ def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: S
     tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
     attention = _recurrent_attention(model)
     with _evaluating(model), torch.inference_mode():
-        _, intermediates = model(src, tgt_in, need_weights=True)
+        _, intermediates = model(src, tgt_in, need_weights=True, ablation=ablation)
         annotations, _ = model.encoder(src, model.source_mask(src))  # [1, S, N]
         values = annotations[:, None]  # [1, 1, S, N]
         if isinstance(attention, MultiHeadAttention):
             values = attention.split_heads(attention.value(annotations))
         norms = values[0].float().norm(dim=-1)  # [H, S]
+        if ablation.heads_off("cross", 0, norms.shape[0]):
+            norms = torch.zeros_like(norms)
         weights = intermediates.attention["cross"][0][0].float()  # [H, T, S]
     return ContributionMaps("value_norms", per_head=True, layers={"cross": [to_numpy(weights * norms[:, None, :])]})
 
@@ -396,10 +412,11 @@ def _l1_contributions(parts: Tensor, present: Tensor) -> Tensor:
 
 
 def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-         captured: Captured | None = None) -> ContributionMaps:
-    """ALTI+: every block's contributions and the rollout through the model (``source``, ``target``)."""
+         captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+    """ALTI+: every block's contributions and the rollout through the model (``source``, ``target``), with the
+    heads ``ablation`` names switched off."""
     CONTRIBUTION_METHODS["alti"].check(model)
-    captured = _captured(model, src_ids, output_ids, captured=captured)
+    captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
     with torch.inference_mode():
         return _alti(captured)
 
@@ -453,27 +470,30 @@ def zeroing_values(linear: nn.Linear, positions: Tensor) -> Iterator[None]:
 
 
 def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                  captured: Captured | None = None) -> ContributionMaps:
+                  captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """Per kind and layer ``[query, key]``: the cosine distance of the layer's output at each query when each
     key's value vector is zeroed in every head of that attention, rows normalised to sum to 1 (Mohebbi et al.
-    2023). Each layer runs again from its captured input, the keys as a batch (chunked)."""
+    2023). Each layer runs again from its captured input, the keys as a batch (chunked), with the heads of the
+    captured pass's ablation switched off."""
     CONTRIBUTION_METHODS["value_zeroing"].check(model)
-    captured = _captured(model, src_ids, output_ids, captured=captured)
+    captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
     layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
-        memory, src_mask, _ = model.encode(captured.src_ids, False)
+        memory, src_mask, _ = model.encode(captured.src_ids, False, captured.ablation)
         for layer, module in enumerate(model.encoder_layers):
             block = captured.blocks[("enc_self", layer)]
-            run = lambda x, m=module, b=block: m(x, b["mask"], need_weights=False, bias=b["bias"])[0]  # noqa: E731
+            run = lambda x, m=module, b=block: m(x, b["mask"], need_weights=False, bias=b["bias"],  # noqa: E731
+                                                 heads_off=b["heads_off"])[0]
             layers["enc_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
                                                    keys=captured.src_ids.shape[1]))
         for layer, module in enumerate(model.decoder_layers):
             block = captured.blocks[("dec_self", layer)]
+            cross_off = captured.blocks[("cross", layer)]["heads_off"]
 
-            def run(x, m=module, b=block):
+            def run(x, m=module, b=block, cross_off=cross_off):
                 rows = x.shape[0]
                 return m(x, memory.expand(rows, -1, -1), self_mask=b["mask"], cross_mask=src_mask, cache=None,
-                         need_weights=False, self_bias=b["bias"])[0]
+                         need_weights=False, self_bias=b["bias"], self_off=b["heads_off"], cross_off=cross_off)[0]
 
             layers["dec_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
                                                    keys=captured.tgt_in.shape[1]))
@@ -564,7 +584,8 @@ def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: T
 
 
 def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                        scale: float = 1.0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                        scale: float = 1.0,
+                        ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """∂ log p(y_t) / ∂ embeddings for every step t at once (the embeddings scaled by ``scale``): source
     ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``.
 
@@ -578,14 +599,14 @@ def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
     steps = len(outputs)
     per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
     parts = [_copies_gradients(model, src_ids, output_ids, rows=range(start, min(start + per_pass, steps)),
-                               scale=scale)
+                               scale=scale, ablation=ablation)
              for start in range(0, steps, per_pass)]
     source, target = (torch.cat([part[index] for part in parts]) for index in (0, 1))
     return source, target, parts[0][2], parts[0][3]
 
 
 def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, rows: range,
-                      scale: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                      scale: float, ablation: Ablation) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The gradients of the steps in ``rows``, one copy of the sentence each (see :func:`embedding_gradients`)."""
     device = next(model.parameters()).device
     copies = len(rows)
@@ -595,7 +616,7 @@ def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequen
     outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)[chosen]
     with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves, \
             _one_position_scored(model, chosen) as narrowed:
-        logits, _ = model(src, tgt_in)  # [copies, T or 1, V]
+        logits, _ = model(src, tgt_in, ablation=ablation)  # [copies, T or 1, V]
         picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
         log_probs = torch.log_softmax(picked.float(), dim=-1)
         total = log_probs.gather(1, outputs[:, None]).sum()
@@ -631,7 +652,7 @@ def _positions(tensors: Sequence[Tensor | None], like: Sequence[Tensor] | None =
 
 
 def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                     steps: int = 1) -> ContributionMaps:
+                     steps: int = 1, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """‖x ⊙ ∇_x log p(y_t)‖ per target step over the source (``source`` ``[T, S]``, also the cross map) and
     the target prefix (``target`` ``[T, T]``, also the dec_self map). ``steps`` > 1: integrated gradients from
     the zero embedding, the gradient averaged at the midpoints of ``steps`` equal segments."""
@@ -640,7 +661,8 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
     source_sum = target_sum = None
     for index in range(steps):
         scale = 1.0 if steps == 1 else (index + 0.5) / steps
-        source, target, source_x, target_x = embedding_gradients(model, src_ids, output_ids, scale=scale)
+        source, target, source_x, target_x = embedding_gradients(model, src_ids, output_ids, scale=scale,
+                                                                 ablation=ablation)
         source_sum = source if source_sum is None else source_sum + source
         target_sum = target if target_sum is None else target_sum + target
     source_map = (source_x[None] * source_sum / steps).norm(dim=-1)
@@ -654,18 +676,19 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
 
 
 def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                  captured: Captured | None = None) -> ContributionMaps:
-    """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence; ``captured``:
-    the traced pass, reused by the methods that need no other."""
+                  captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+    """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence of the model as it
+    ran, with the heads ``ablation`` names switched off; ``captured``: the traced pass (with that ablation),
+    reused by the methods that need no other."""
     if method not in CONTRIBUTION_METHODS or method == "weights":
         raise ContributionError(f"unknown contribution method {method!r}; choose one of "
                                 f"{', '.join(name for name in CONTRIBUTION_METHODS if name != 'weights')}")
     if method == "integrated_gradients":
-        return input_x_gradient(model, src_ids, output_ids, steps=16)
+        return input_x_gradient(model, src_ids, output_ids, steps=16, ablation=ablation)
     if method == "input_x_gradient":
-        return input_x_gradient(model, src_ids, output_ids)
+        return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
     compute = {"value_norms": value_norms, "alti": alti, "value_zeroing": value_zeroing}[method]
-    return compute(model, src_ids, output_ids, captured=captured)
+    return compute(model, src_ids, output_ids, captured=captured, ablation=ablation)
 
 
 def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> dict[str, np.ndarray]:

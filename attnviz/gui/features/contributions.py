@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from ...state.contributions import WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text
+from models.nn.ablation import NO_ABLATION
+
+from ...state.contributions import (
+    ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, restored_choice,
+)
 from ...state.session import ModelInfo
 
 COVERAGE_METHOD = "alti"
@@ -25,7 +29,8 @@ class Contributions(QObject):
         self.window, self.session = window, window.session
         self.method = WEIGHTS
         self.choices: tuple[ShowChoice, ...] = ()
-        self.answers: dict[tuple, object] = {}  # (request id, hypothesis, method, model B's) → maps or a line
+        # (request id, hypothesis or ORIGINAL, method, model B's) → maps or a line
+        self.answers: dict[tuple, object] = {}
         self.asked: set[tuple] = set()  # keys asked for and not answered yet
         self.coverage: dict[int, str] = {}  # hypothesis of the newest run → its source contribution in words
         worker = window.worker
@@ -51,6 +56,14 @@ class Contributions(QObject):
             self.method = WEIGHTS  # the new model cannot give it: its maps are the weights again
         self.window.selector.set_show_choices(self.choices, self.method)
         self.answers, self.asked, self.coverage = {}, set(), {}
+
+    def restore(self, name: str, info: ModelInfo) -> str:
+        """A reopened session's Show choice on its newly opened model ``info``; the line saying why the attention
+        weights are shown instead ("" when shown as saved)."""
+        self.choices = info.show_choices
+        self.method, problem = restored_choice(self.choices, name)
+        self.window.selector.set_show_choices(self.choices, self.method)
+        return problem
 
     def choose(self, name: str) -> None:
         """Show ``name``'s maps (``weights``: the attention weights); a method the model cannot give says why
@@ -83,27 +96,35 @@ class Contributions(QObject):
         return self.method != WEIGHTS and self._shown_key(False) in self.asked
 
     def _shown_key(self, partner: bool) -> tuple | None:
-        request, hypothesis = self.session.request, self.session.selection.hypothesis
+        session = self.session
+        request, hypothesis = session.request, session.selection.hypothesis
         if partner:
-            return (request.id, 0, self.method, True) if self.session.partner_result is not None else None
-        return request.id, min(hypothesis, len(self.session.results) - 1), self.method, False
+            return (request.id, 0, self.method, True) if session.partner_result is not None else None
+        if session.original is not None and session.result is session.original:  # the run with every head on
+            return request.id, ORIGINAL, self.method, False
+        return request.id, min(hypothesis, len(session.results) - 1), self.method, False
 
     def _ask(self, key: tuple) -> None:
         if key in self.asked:
             return
         self.asked.add(key)
-        request_id, hypothesis, method, partner = key
-        result = self.session.partner_result if partner else self.session.results[hypothesis]
+        _, hypothesis, method, partner = key
+        session = self.session
+        result = (session.partner_result if partner else session.original if hypothesis == ORIGINAL
+                  else session.results[hypothesis])
         job = self._job(method, hypotheses=(hypothesis,), outputs=(tuple(result.token_ids),), partner=partner)
         self.window.worker.jobs.post(job.kind, job.id)
         self.requested.emit(job)
 
     def _job(self, method: str, *, hypotheses: tuple[int, ...], outputs: tuple, coverage: bool = False,
              partner: bool = False) -> ContributionJob:
-        run = self.session.request.settings
-        return ContributionJob(self.session.next_id(), self.session.request.id, method, text=run.text,
-                               hypotheses=hypotheses, outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang,
-                               coverage=coverage, partner=partner)
+        request = self.session.request
+        run = request.settings
+        # the maps of the model as it ran: model B and the run with every head on ran with none off
+        ablation = NO_ABLATION if partner or ORIGINAL in hypotheses else request.ablation
+        return ContributionJob(self.session.next_id(), request.id, method, text=run.text, hypotheses=hypotheses,
+                               outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, coverage=coverage,
+                               partner=partner, ablation=ablation)
 
     def _on_run_finished(self, request_id: int, _results) -> None:
         """A new run: the older runs' maps go; a Transformer's hypotheses get their source coverage (ALTI+)."""

@@ -225,8 +225,10 @@ class Opening(QObject):
         window.input_bar.set_languages(info.languages)
         run = saved.run if saved is not None else self._run_settings_for(info, examples)
         window.input_bar.show_run_settings(run, info.max_len)
-        if saved is not None:  # the heads the session had switched off, the snapshot it showed
+        show_problem = ""
+        if saved is not None:  # the heads the session had switched off, the snapshot and the method it showed
             self.session.ablation = saved.ablation
+            show_problem = window.contributions.restore(saved.show, info)
             window.ablation.show_ablation()
             if saved.snapshot_step is not None:
                 self.session.choose_snapshot_step(saved.snapshot_step)
@@ -234,8 +236,9 @@ class Opening(QObject):
         if plan is not None and plan.partner is not None:
             window.comparing.compare_with(str(plan.partner))  # the run follows once model B is there
         window.viewing.run()
-        if saved is not None and saved.compare_problem:
-            self.session.accept_notice(NO_REQUEST, saved.compare_problem)  # shown with this run's output
+        for problem in (saved.compare_problem, show_problem) if saved is not None else ():
+            if problem:
+                self.session.accept_notice(NO_REQUEST, problem)  # shown with this run's output
 
     def _show_model(self, info: ModelInfo) -> None:
         window = self.window

@@ -71,7 +71,8 @@ class Sessions(QObject):
             written = save_session(path, checkpoint=session.model.path, run=window.input_bar.run_settings(),
                                    selection=session.selection, look=look, ablation=session.ablation,
                                    snapshot_step=session.snapshot_step,
-                                   compare=session.partner.path if session.comparing else None)
+                                   compare=session.partner.path if session.comparing else None,
+                                   show=window.contributions.method)
         except (SessionFileError, WriteError, OSError) as failure:
             window.show_error(f"Saving the session failed: {failure}")
             return

@@ -265,8 +265,10 @@ class Viewing(QObject):
         trace, selection, feature = self.session.trace, self.session.selection, self.window.contributions
         state = viewmodel.step_state(self.session.result, trace, selection)
         maps = feature.maps_for() if trace.kinds else None
-        if maps is None or isinstance(maps, str):
+        if maps is None:
             return state
+        if isinstance(maps, str):
+            return dataclasses.replace(state, source_bars=contributions.bars_saying(maps))
         return dataclasses.replace(state, source_bars=contributions.contribution_bars(trace, maps, selection,
                                                                                       choice=feature.choice))
 
