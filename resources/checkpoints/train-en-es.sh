@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train the English→Spanish demo Transformer (pre-LN, docs/architectures.md#pre-ln-transformer) on the Bible corpus.
-# Corpus: python -m models.data.bible --out data/en-es   (see the top-level README).
+# Corpus: python -m models.corpora.bible --out data/en-es   (see the top-level README).
 # OUT defaults to a folder outside the repository: the trainer state beside the checkpoint is large.
 # Re-run with --resume to continue; the same command and seed give the same weights on the same hardware.
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train the four Pig Latin demo checkpoints exactly as shipped (see README.md beside this file).
-# The corpus comes from: python -m models.data.bible --out data/en-es
-#                        python -m models.data.piglatin --english data/en-es/train.tsv --out data/piglatin
+# The corpus comes from: python -m models.corpora.bible --out data/en-es
+#                        python -m models.corpora.piglatin --english data/en-es/train.tsv --out data/piglatin
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
