@@ -19,7 +19,8 @@ import torch
 from attnviz.cli import main
 from models import build_model
 from models.storage.checkpoint import save_checkpoint
-from models.storage.files import WriteError, write_bytes, write_safetensors
+from models.storage.files import WriteError, write_bytes
+from models.storage.tensor_files import write_safetensors
 from tests.helpers import tiny_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,8 +229,8 @@ def test_ctrl_c_closes_the_app_cleanly_and_saves_its_settings(tmp_path, random_c
 
 TERMINATED_DRIVER = """
 import os, signal, sys, time
-import models.storage.files
-real = models.storage.files._write_safetensors_file
+import models.storage.tensor_files
+real = models.storage.tensor_files._write_safetensors_file
 saves = []
 def save_then_terminated(*args, **kwargs):  # the third file is written, then SIGTERM lands before it is in place
     real(*args, **kwargs)
@@ -237,7 +238,7 @@ def save_then_terminated(*args, **kwargs):  # the third file is written, then SI
     if len(saves) == 3:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(30)
-models.storage.files._write_safetensors_file = save_then_terminated
+models.storage.tensor_files._write_safetensors_file = save_then_terminated
 """ + KILL_DRIVER
 
 

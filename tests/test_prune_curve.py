@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from models.nn.ablation import Ablation
+from models.analysis.steps import drive
 from models.analysis.importance import ablation_importance, head_importance, prune_curve_steps, prune_curves
 from tests.test_cli import assert_one_line_error, cli
 from tests.test_importance_batched import PAIRS, forced_nll, tiny_translator
@@ -47,11 +48,7 @@ def test_the_random_order_follows_its_seed():
 def stepped(steps):
     """Every unit a generator yields, and its return value."""
     units = []
-    while True:
-        try:
-            units.append(next(steps))
-        except StopIteration as end:
-            return units, end.value
+    return units, drive(steps, lambda *unit: units.append(unit))
 
 
 @pytest.mark.parametrize("metric", ["nll", "exact"])

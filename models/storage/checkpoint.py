@@ -25,7 +25,8 @@ from torch import nn
 from ..nn.base import Seq2Seq
 from ..nn.config import config_from_dict, config_to_dict
 from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
-from .files import SAFETENSORS_DTYPES, existing_file, read_header, write_safetensors
+from .files import existing_file, read_header
+from .tensor_files import SAFETENSORS_DTYPES, write_safetensors
 from ..text.tokenizers import Tokenizer
 from ..nn.validation import check_against_weights, check_shapes
 

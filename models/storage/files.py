@@ -20,7 +20,6 @@ import json
 import os
 import secrets
 import struct
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,55 +116,6 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
 
 def write_text(path: str | Path, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
-
-
-# The element types of safetensors' header (little-endian on disk, as on every platform torch runs on here).
-SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-                      "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
-_DTYPE_CODES = {name: code for code, name in SAFETENSORS_DTYPES.items()}
-
-
-def write_safetensors(path: str | Path, tensors: dict, metadata: dict[str, str]) -> Path:
-    """A safetensors file of ``tensors`` (torch) with string ``metadata``, written atomically, each tensor's
-    bytes straight from its own memory: a converted model of gigabytes never has a second copy made for the
-    file (safetensors' ``save_file`` builds every tensor's bytes first)."""
-    with atomic_output(path) as temporary:
-        _write_safetensors_file(temporary, tensors, metadata)
-    return Path(path)
-
-
-def _write_safetensors_file(path: Path, tensors: dict, metadata: dict[str, str]) -> None:
-    ordered = sorted(tensors.items(), key=lambda item: (-item[1].element_size(), item[0]))  # each one aligned
-    with open(path, "wb") as handle:
-        handle.write(_safetensors_header_bytes(ordered, metadata))
-        for _, tensor in ordered:
-            handle.write(_tensor_bytes(tensor))
-
-
-def _safetensors_header_bytes(ordered: list[tuple[str, Any]], metadata: dict[str, str]) -> bytes:
-    """The length prefix and JSON header describing ``ordered``'s tensors laid out one after another."""
-    entries: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
-    offset = 0
-    for name, tensor in ordered:
-        code = _DTYPE_CODES.get(str(tensor.dtype).removeprefix("torch."))
-        if code is None:
-            raise ValueError(f"tensor {name!r}: safetensors files here hold {', '.join(_DTYPE_CODES)}; "
-                             f"got {tensor.dtype}")
-        size = tensor.numel() * tensor.element_size()
-        entries[name] = {"dtype": code, "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    text = json.dumps(entries, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)  # the data starts aligned, as safetensors' own writer pads it
-    return struct.pack("<Q", len(text)) + text
-
-
-def _tensor_bytes(tensor: Any) -> memoryview:
-    """The bytes of one tensor as it lies in memory (a copy only of a tensor that is not contiguous)."""
-    # The torch that made ``tensor``, loaded already: importing it here would make every importer of this module
-    # (the session file code) depend on torch.
-    uint8 = sys.modules["torch"].uint8
-    flat = tensor.detach().to("cpu").contiguous().reshape(-1)
-    return memoryview(flat.view(uint8).numpy()) if flat.numel() else memoryview(b"")
 
 
 def existing_file(path: str | Path) -> Path:

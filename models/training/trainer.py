@@ -45,7 +45,8 @@ from ..storage.checkpoint import Checkpoint, save_checkpoint, unique_tensors
 from ..nn.config import ModelConfig, TrainingConfig, config_to_dict
 from ..text.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
 from ..errors import CheckpointError, ConfigError
-from ..storage.files import check_output_folder, read_safetensors, remove_stale_partials, write_safetensors
+from ..storage.files import check_output_folder, read_safetensors, remove_stale_partials
+from ..storage.tensor_files import write_safetensors
 from ..storage.snapshots import snapshot_folder, snapshot_path, snapshot_provenance, snapshot_steps
 from ..text.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from ..inference.distributed import Processes, launched_processes
