@@ -99,5 +99,8 @@ class DockArea:
             window.tabifyDockWidget(open_already[0], dock)
         elif not self.fits(before) and window.dockWidgetArea(dock) != window.dockWidgetArea(self.model_dock):
             window.tabifyDockWidget(self.model_dock, dock)
+        else:  # a column of its own: a third of the window, so its maps and curves are read without scrolling sideways
+            window.resizeDocks([dock], [max(dock.minimumSizeHint().width(), window.width() // 3)],
+                               Qt.Orientation.Horizontal)
         dock.raise_()
         keep_on_screen(window, before)
