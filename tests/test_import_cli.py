@@ -51,8 +51,10 @@ def test_nn_transformer_converts_translates_and_remembers(tutorial_file, tmp_pat
     record = json.loads(out)["provenance"]["imported_from"]
     assert record["format"] == "nn-transformer" and record["supplied"] == {"nhead": HEADS, "norm_first": True}
     assert record["read_from_file"]["emb_size"] == 16 and record["vocabularies"]["src"] == str(src_vocab)
+    assert record["details"] == {}  # a machine reader keeps one shape: the key stays, empty
     code, out, _ = cli(capsys, "info", output)
     assert code == 0 and "\n".join(["    supplied:", "      nhead:      4", "      norm_first: True"]) in out
+    assert "details" not in out and "{}" not in out  # nothing format-specific: no empty section
 
 
 def test_missing_answers_are_one_line_listing_what_to_pass(tutorial_file, tmp_path, capsys):

@@ -95,11 +95,13 @@ def _is_count(value: Any) -> bool:
 
 
 def field_lines(fields: dict[str, Any], indent: str = "  ") -> list[str]:
-    """``key: value`` lines with the values aligned; a nested map as its own indented block."""
+    """``key: value`` lines with the values aligned; a nested map as its own indented block, an empty one not at
+    all (a format with nothing of its own to say prints no ``details: {}``; ``--json`` keeps every key)."""
+    fields = {key: value for key, value in fields.items() if value != {}}
     width = max((len(str(key)) for key in fields), default=0) + 1
     lines = []
     for key, value in fields.items():
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict):
             lines.append(f"{indent}{key}:")
             lines += field_lines(value, indent + "  ")
         else:
