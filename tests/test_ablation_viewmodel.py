@@ -36,6 +36,18 @@ def test_the_result_line_holds_the_original_and_the_diff_only_when_heads_were_of
     assert line.diff == [("el", "same"), ("gato", "deleted"), ("perro", "inserted"), ("</s>", "same")]
 
 
+def test_the_source_contribution_on_the_result_line_is_the_shown_runs():
+    run, original = result(["el", "perro", "</s>"]), result(["el", "gato", "</s>"])
+    ablated, every_head = "source contribution 0.41 (ALTI+)", "source contribution 0.63 (ALTI+)"
+    line = viewmodel.result_line(run, [], original=original, coverage=ablated, original_coverage=every_head)
+    assert line.coverage == ablated
+    shown = viewmodel.result_line(run, [], original=original, coverage=ablated, original_coverage=every_head,
+                                  showing_original=True)
+    assert shown.coverage == f"with every head on: {every_head}" and shown.text == run.text
+    waiting = viewmodel.result_line(run, [], original=original, coverage=ablated, showing_original=True)
+    assert waiting.coverage == ""  # the original's is still computed: never the ablated run's meanwhile
+
+
 def test_switched_off_heads_are_marked_in_grids_and_titles():
     shown = trace(ablated=[("cross", 1, 0), ("cross", 1, 2)])
     assert viewmodel.head_grid(shown, Selection(kind="cross", layer=1)).off == [True, False, True]

@@ -9,6 +9,7 @@ import time
 import numpy as np
 from PySide6.QtCore import QEventLoop, Qt, QTimer
 
+from attnviz.state.contributions import ORIGINAL
 from attnviz.state.demos import demo_path
 from models.analysis.contributions import alti, contributions, source_coverage
 from tests.test_gui import WAIT, focus_data, run_text
@@ -172,3 +173,27 @@ def test_the_rollout_aggregate_of_alti_shows_alti_own_rollout_titled_so(qtbot, w
     np.testing.assert_allclose(focus_data(window), maps.target, atol=1e-6)
     window.select(head=0)  # a head: the selected layer's block again
     np.testing.assert_allclose(focus_data(window), maps.layers["dec_self"][1], atol=1e-6)
+
+
+def test_the_output_lines_source_contribution_follows_the_run_shown_with_heads_off(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    text = "The house is small and the river is cold."
+    run_text(qtbot, window, text, max_len=20)
+    window.select(kind="cross", layer=1)
+    window.ablation.toggle_head(1, 2)
+    session = window.session
+    qtbot.waitUntil(lambda: session.original is not None and bool(session.results)
+                    and {0, ORIGINAL} <= set(window.contributions.coverage), timeout=WAIT)
+    translator = window.worker.translator
+    source = translator.source(text)
+    ablated = source_coverage(alti(translator.model, source.ids, session.run_result.token_ids,
+                                   ablation=session.request.ablation)).avg_source
+    original = source_coverage(alti(translator.model, source.ids, session.original.token_ids)).avg_source
+    assert f"{ablated:.2f}" != f"{original:.2f}"  # this head moves the output's share from the source
+    assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()
+    window.ablation_bar.compare.setChecked(True)  # the views show the run with every head on
+    line = window.input_bar.output.text()
+    assert f"with every head on: source contribution {original:.2f}" in line
+    assert f"source contribution {ablated:.2f}" not in line
+    window.ablation_bar.compare.setChecked(False)
+    assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()

@@ -479,10 +479,15 @@ def partner_line(partner: DecodeResult | str | None, name: str) -> str:
 
 def result_line(result: DecodeResult, notices: list[str], *, limit: int | None = None,
                 eos_id: int | None = None, original: DecodeResult | None = None,
-                partner: str | None = None, coverage: str = "") -> ResultLine:
+                partner: str | None = None, coverage: str = "", original_coverage: str = "",
+                showing_original: bool = False) -> ResultLine:
     """The output, its scores, and the notices; says so when decoding stopped at ``limit`` tokens
     before the model produced its end token (``eos_id``). ``original``: the same input's output with every
-    head on, when this run switched some off (shown beside it, with a token diff)."""
+    head on, when this run switched some off (shown beside it, with a token diff). ``coverage``: this run's
+    source contribution in words, ``original_coverage`` the original's; the line gives the one of the run the
+    views show (``showing_original``), never the other run's while the shown one's is computed."""
+    if original is not None and showing_original:
+        coverage = f"with every head on: {original_coverage}" if original_coverage else ""
     details = f"score {result.score:.3f} · log p {result.log_prob:.3f} · {len(result.token_ids)} tokens"
     notices = list(notices)
     ended = bool(result.token_ids) and result.token_ids[-1] == eos_id

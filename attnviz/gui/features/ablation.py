@@ -45,6 +45,7 @@ class Ablation(QObject):
         """Show the same input's run with every head on in every view (or this run's again)."""
         self.session.show_original = on
         self.session.clamp()
+        self.window.viewing.show_output()  # its source contribution is the shown run's
         self.window.viewing.refresh(rebuild=True)
 
     def show_ablation(self) -> None:

@@ -32,7 +32,8 @@ class Contributions(QObject):
         # (request id, hypothesis or ORIGINAL, method, model B's) → maps or a line
         self.answers: dict[tuple, object] = {}
         self.asked: set[tuple] = set()  # keys asked for and not answered yet
-        self.coverage: dict[int, str] = {}  # hypothesis of the newest run → its source contribution in words
+        self.coverage: dict[int, str] = {}  # hypothesis of the newest run (or ORIGINAL) → its source contribution
+        self.coverage_next: ContributionJob | None = None  # the original's, once the run's hypotheses have theirs
         worker = window.worker
         self.requested.connect(worker.contributions)
         worker.contributions_ready.connect(self._on_answer)
@@ -55,7 +56,7 @@ class Contributions(QObject):
         if current is None or current.reason:
             self.method = WEIGHTS  # the new model cannot give it: its maps are the weights again
         self.window.selector.set_show_choices(self.choices, self.method)
-        self.answers, self.asked, self.coverage = {}, set(), {}
+        self.answers, self.asked, self.coverage, self.coverage_next = {}, set(), {}, None
 
     def restore(self, name: str, info: ModelInfo) -> str:
         """A reopened session's Show choice on its newly opened model ``info``; the line saying why the attention
@@ -132,27 +133,42 @@ class Contributions(QObject):
             return
         self.answers = {key: found for key, found in self.answers.items() if key[0] == request_id}
         self.asked = {key for key in self.asked if key[0] == request_id}
-        self.coverage = {}
+        self.coverage, self.coverage_next = {}, None
         coverage = choice_named(self.choices, COVERAGE_METHOD)
         if coverage is None or coverage.reason:
             return
-        results = self.session.results
-        job = self._job(COVERAGE_METHOD, hypotheses=tuple(range(len(results))),
-                        outputs=tuple(tuple(result.token_ids) for result in results), coverage=True)
+        results, original = self.session.results, self.session.original
+        if original is not None:  # a job of its own (every head on); after the run's, which a second would stop
+            self.coverage_next = self._job(COVERAGE_METHOD, hypotheses=(ORIGINAL,),
+                                           outputs=(tuple(original.token_ids),), coverage=True)
+        self._post_coverage(self._job(COVERAGE_METHOD, hypotheses=tuple(range(len(results))),
+                                      outputs=tuple(tuple(result.token_ids) for result in results), coverage=True))
+
+    def _post_coverage(self, job: ContributionJob) -> None:
         self.window.worker.jobs.post(job.kind, job.id)
         self.requested.emit(job)
+
+    def _coverage_answered(self, answer: ContributionAnswer) -> None:
+        """A hypothesis' source coverage came (or its line): said on the output line; after the run's last
+        hypothesis, the original's job goes."""
+        if answer.coverage is not None:
+            source_tokens = self.session.results[0].trace.src_tokens  # every hypothesis reads the same source
+            self.coverage[answer.hypothesis] = coverage_text(answer.coverage, source_tokens)
+            self.window.viewing.show_coverage()
+        queued = self.coverage_next
+        if queued is not None and answer.hypothesis == answer.job.hypotheses[-1] and not answer.stopped:
+            self.coverage_next = None
+            self._post_coverage(queued)
 
     def _on_answer(self, answer: ContributionAnswer) -> None:
         if not self.session.is_current(answer.job.request_id):
             return
         key = answer.key
         self.asked.discard(key)
+        if answer.job.coverage:
+            self._coverage_answered(answer)
         if answer.stopped:
             return  # overtaken: asked again when it is shown again
         self.answers[key] = answer.maps if answer.maps is not None else answer.error
-        if answer.coverage is not None:
-            source_tokens = self.session.results[0].trace.src_tokens  # every hypothesis reads the same source
-            self.coverage[answer.hypothesis] = coverage_text(answer.coverage, source_tokens)
-            self.window.viewing.show_coverage()
         if key == self._shown_key(key[3]) and key[2] == self.method:
             self.window.viewing.refresh(rebuild=True)

@@ -123,10 +123,11 @@ class Viewing(QObject):
             if session.comparing:
                 partner = viewmodel.partner_line(session.partner_result or session.partner_error or None,
                                                  session.partner.path.stem)
-            coverage = self.window.contributions.coverage.get(min(session.selection.hypothesis,
-                                                                   len(session.results) - 1), "")
-            bar.show_result(viewmodel.result_line(result, session.notices, limit=limit, eos_id=eos_id,
-                                                  original=session.original, partner=partner, coverage=coverage))
+            coverage = self.window.contributions.coverage
+            bar.show_result(viewmodel.result_line(
+                result, session.notices, limit=limit, eos_id=eos_id, original=session.original, partner=partner,
+                coverage=coverage.get(min(session.selection.hypothesis, len(session.results) - 1), ""),
+                original_coverage=coverage.get(contributions.ORIGINAL, ""), showing_original=session.show_original))
         elif session.notices:
             bar.show_message(session.notices[-1])
 
