@@ -162,3 +162,25 @@ def test_a_saved_show_choice_the_model_cannot_give_or_this_attnviz_does_not_know
     assert name == "weights" and "ALTI+, which this model cannot give (ALTI+ needs Transformer blocks)" in line
     name, line = shown.restored_choice(choices, "sparkles")
     assert name == "weights" and "‘sparkles’, a method this attnviz does not know" in line
+
+
+def test_the_head_box_names_what_each_entry_shows_of_the_method(run):
+    result, maps = run
+    trace = result.trace
+    weights = shown.selector_state(trace, Selection(kind="cross", head="rollout"), None)
+    labels = [label for label, _ in weights.head_choices]
+    assert labels == ["head 0", "head 1", "head 2", "head 3", "mean of heads", "max of heads", "attention rollout"]
+    alti = shown.selector_state(trace, Selection(kind="cross", layer=1, head="rollout"), choice("alti"))
+    assert alti.head_choices == (("ALTI+ per layer", 0), ("ALTI+ rollout", "rollout")) and alti.head == "rollout"
+    rollout = shown.contribution_heatmap(trace, maps["alti"], Selection(kind="cross", head="rollout"),
+                                         choice=choice("alti"))
+    assert "<b>ALTI+</b> rollout" in rollout.title  # the title and the box name the same map
+    block = shown.selector_state(trace, Selection(kind="cross", layer=1, head="mean"), choice("alti"))
+    assert block.head == 0  # every head and aggregate shows the block's one map: the box says so
+    norms = shown.selector_state(trace, Selection(kind="cross", head="rollout"), choice("value_norms"))
+    assert [label for label, _ in norms.head_choices][-1] == "value-weighted norms rollout" and norms.head == "rollout"
+    title = shown.contribution_heatmap(trace, maps["value_norms"], Selection(kind="cross", head="rollout"),
+                                       choice=choice("value_norms")).title
+    assert "<b>value-weighted norms</b> rollout" in title and "attention rollout" not in title
+    gradients = shown.selector_state(trace, Selection(kind="cross", head=2), choice("input_x_gradient"))
+    assert gradients.head_choices == (("input × gradient, whole model", 0),) and gradients.head == 0

@@ -169,10 +169,15 @@ def test_the_rollout_aggregate_of_alti_shows_alti_own_rollout_titled_so(qtbot, w
     maps = core_maps(window, "alti")
     np.testing.assert_allclose(focus_data(window), maps.source, atol=1e-6)
     assert "whole model · <b>ALTI+</b> rollout" in window.focus.title.text()
+    head_box = window.selector.head
+    assert head_box.currentText() == "ALTI+ rollout"  # the box names what the title does
+    assert [head_box.itemText(index) for index in range(head_box.count())] == ["ALTI+ per layer", "ALTI+ rollout"]
     window.select(kind="dec_self")
     np.testing.assert_allclose(focus_data(window), maps.target, atol=1e-6)
-    window.select(head=0)  # a head: the selected layer's block again
+    head_box.setCurrentIndex(0)  # the layer's block again, as the user picks it
     np.testing.assert_allclose(focus_data(window), maps.layers["dec_self"][1], atol=1e-6)
+    show(qtbot, window, "weights")
+    assert head_box.count() == 4 + 3 and head_box.currentText() == "head 0"
 
 
 def test_the_output_lines_source_contribution_follows_the_run_shown_with_heads_off(qtbot, window):

@@ -38,6 +38,7 @@ class ShowChoice:
     reason: str = ""
     bounded: bool = False  # shares (0–1): one fixed colour range compares maps; else each map's own range
     rolls_out: bool = False  # the "rollout" aggregate shows the method's own rollout, not a block's map
+    whole_model: bool = False  # one map per kind, of the whole model: no layer or head to choose
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def show_choice(method, reason: str = "") -> ShowChoice:
     """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
     return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
                       from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded,
-                      rolls_out=method.rolls_out)
+                      rolls_out=method.rolls_out, whole_model=method.whole_model)
 
 
 def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:
@@ -162,6 +163,34 @@ def rollout_trace(trace: AttentionTrace, maps, selection: Selection) -> Attentio
                           masks={kind: trace.masks[kind]})
 
 
+def head_label(head: int | str, choice: ShowChoice | None) -> str:
+    """How the head box names what choosing ``head`` shows of ``choice`` (None: the attention weights): a head
+    or an aggregate of heads, the method's own rollout or a rollout of its maps, or the one map a per-block or
+    whole-model method has whatever head is chosen. The titles name the map the same way."""
+    if choice is None:
+        return viewmodel.head_name(head)
+    if choice.whole_model:
+        return f"{choice.label}, whole model"
+    if head == "rollout" and (choice.rolls_out or choice.per_head):
+        return f"{choice.label} rollout"
+    return viewmodel.head_name(head) if choice.per_head else f"{choice.label} per layer"
+
+
+def selector_state(trace: AttentionTrace, selection: Selection,
+                   choice: ShowChoice | None) -> viewmodel.SelectorState:
+    """The selector bar with the head box offering what ``choice`` shows: each head and aggregate for a per-head
+    method, else only the distinct maps (the block's, the method's own rollout); the entry shown is the one
+    whose map the views show."""
+    state = viewmodel.selector_state(trace, selection)
+    if choice is None:
+        return state
+    choices: dict[str, int | str] = {}
+    for _, head in state.head_choices:
+        choices.setdefault(head_label(head, choice), head)  # the first head of a label stands for it
+    shown = head_label(selection.head, choice)
+    return dataclasses.replace(state, head_choices=tuple(choices.items()), head=choices[shown])
+
+
 def _rollout_which(selection: Selection) -> str:
     return f"layers 0–{selection.layer}" if selection.kind == "enc_self" else "whole model"
 
@@ -172,12 +201,16 @@ def missing_kind(choice: ShowChoice, kind: str) -> str:
 
 
 def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *, choice: ShowChoice) -> str:
-    """How the title names the map shown: a head, the block, or the whole model."""
+    """How the title names the map shown and the method: a head, a rollout of the heads' maps, the block, or the
+    whole model."""
+    method = f"<b>{choice.label}</b>"
     if shown.layers(selection.kind) < trace.layers(selection.kind):
-        return "whole model"
+        return f"whole model · {method}"
     if not choice.per_head:
-        return f"layer {selection.layer} · the block"
-    return f"layer {selection.layer} · {viewmodel.head_name(selection.head)}"
+        return f"layer {selection.layer} · the block · {method}"
+    if selection.head == "rollout":  # the head box's "… rollout"
+        return f"layer {selection.layer} · {method} rollout"
+    return f"layer {selection.layer} · {head_label(selection.head, choice)} · {method}"
 
 
 def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
@@ -209,7 +242,7 @@ def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,
                 f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: {ROLLOUT_WORDS[selection.kind]}")
     shown = shown_trace(trace, maps)
     chosen = shown_selection(shown, selection, choice)
-    return shown, chosen, f"{_which(trace, shown, chosen, choice=choice)} · <b>{choice.label}</b>"
+    return shown, chosen, _which(trace, shown, chosen, choice=choice)
 
 
 def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[AttentionTrace, object],
@@ -225,7 +258,7 @@ def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[Attention
     if pane.state is None:
         return pane
     title = f"{pane.state.title} · <b>{choice.label}</b>"
-    if shows_rollout(choice, selection):  # not the first layer's head 0 the shown trace holds it as
+    if selection.head == "rollout":  # not "attention rollout", nor the first layer's head 0 a rollout is held as
         title = f"<b>B − A</b> · {viewmodel.KIND_LABELS[selection.kind]} · {which}"
     return viewmodel.ComparePane(dataclasses.replace(pane.state, title=title, scale_title=f"B − A: {choice.unit}"))
 

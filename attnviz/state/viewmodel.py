@@ -85,6 +85,7 @@ class SelectorState:
     head: int | str
     layers: int
     heads: int
+    head_choices: tuple[tuple[str, int | str], ...] = ()  # (label, head) of the head box, in menu order
 
 
 @dataclass(frozen=True)
@@ -211,8 +212,9 @@ def token_diff(original: list[str], changed: list[str]) -> list[tuple[str, str]]
 
 def selector_state(trace: AttentionTrace, selection: Selection) -> SelectorState:
     kind = selection.kind
+    heads = trace.heads(kind)
     return SelectorState(kinds=trace.kinds, kind=kind, layer=selection.layer, head=selection.head,
-                         layers=trace.layers(kind), heads=trace.heads(kind))
+                         layers=trace.layers(kind), heads=heads, head_choices=tuple(head_choices(heads)))
 
 
 def matrix_of(trace: AttentionTrace, selection: Selection) -> np.ndarray:

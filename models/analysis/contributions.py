@@ -61,6 +61,7 @@ class ContributionMethod:
     needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
     bounded: bool = False  # its values are shares between 0 and 1
     rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
+    whole_model: bool = False  # one map per kind, of the whole model (no layer's)
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
@@ -96,9 +97,10 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
     ContributionMethod("value_zeroing", "value zeroing", "share of change", kinds=ALL_KINDS,
                        per_head=False, from_forward=False, needs="transformer", bounded=True),
     ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
-                       per_head=False, from_forward=False, needs="embeddings"),
+                       per_head=False, from_forward=False, needs="embeddings", whole_model=True),
     ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖",
-                       kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings"),
+                       kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings",
+                       whole_model=True),
 )}
 
 

@@ -247,7 +247,7 @@ class Viewing(QObject):
         if not trace.kinds:
             self.clear_views(NO_ATTENTION)
         else:
-            window.selector.show_state(viewmodel.selector_state(trace, selection))
+            window.selector.show_state(contributions.selector_state(trace, selection, self.window.contributions.choice))
             if self.session.comparing:
                 window.compare_view.show_compare(self.current_comparison())
             else:

@@ -17,7 +17,7 @@ from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
 
 from ...state.contributions import ShowChoice
 from ...state.session import ModelInfo, RunSettings, ViewOptions
-from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState, head_choices
+from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState
 from .style import COLORMAPS
 
 DEBOUNCE_MS = 350
@@ -468,10 +468,10 @@ class SelectorBar(QWidget):
         self.kind.setCurrentIndex(max(0, self.kind.findData(state.kind)))
         self.layer.setRange(0, max(0, state.layers - 1))
         self.layer.setValue(state.layer)
-        choices = head_choices(state.heads)
-        if [self.head.itemData(index) for index in range(self.head.count())] != [value for _, value in choices]:
+        offered = [(self.head.itemText(index), self.head.itemData(index)) for index in range(self.head.count())]
+        if offered != list(state.head_choices):
             self.head.clear()
-            for label, value in choices:
+            for label, value in state.head_choices:
                 self.head.addItem(label, value)
         self.head.setCurrentIndex(max(0, self.head.findData(state.head)))
         for widget in (self.kind, self.layer, self.head):
