@@ -226,6 +226,48 @@ def test_a_gru_decoders_value_norms_are_its_weights_times_the_norms_of_what_the_
     assert np.abs(norms.layers["cross"][0][0] - expected.numpy()).max() < 1e-5
 
 
+def test_a_transformer_decoder_over_a_gru_has_value_norms_that_add_up_to_what_its_attention_adds():
+    translator = demo("piglatin-gru-transformer-decoder")
+    model = translator.model.eval()
+    src, out = demo_pair(translator, "strength through joy")
+    norms = value_norms(model, src, out)
+    assert sorted(norms.layers) == ["cross", "dec_self"]  # its encoder is a GRU: no encoder self-attention
+    inputs = {}  # each decoder Linear's input: the residual stream before and after each attention
+    hooks = [module.register_forward_hook(lambda _m, given, _o, name=name: inputs.update({name: given[0][0]}))
+             for name, module in model.decoder.named_modules() if isinstance(module, torch.nn.Linear)]
+    with torch.no_grad():
+        source = torch.tensor([src])
+        _, inter = model(source, torch.tensor([decoder_input(model, out)]), need_weights=True)
+        annotations = model.encoder(source, model.source_mask(source))[0][0]  # [S, N]
+    for hook in hooks:
+        hook.remove()
+    for index, layer in enumerate(model.decoder.layers):
+        before, between, after = (inputs[f"layers.{index}.{name}"] for name in
+                                  ("self_attention.query", "encoder_attention.query", "mlp"))
+        for kind, attention, keys, added in (("dec_self", layer.self_attention, before, between - before),
+                                             ("cross", layer.encoder_attention, annotations, after - between)):
+            # f(x_j) per head: the value vector (these heads are concatenated as they are: no W_O)
+            with torch.no_grad():
+                values = (keys @ attention.value.weight.T + attention.value.bias).view(len(keys), attention.heads, -1)
+            weights = inter.attention[kind][index][0]  # [H, Q, K]
+            expected = weights * values.norm(dim=-1).T[:, None, :]
+            assert np.abs(norms.layers[kind][index] - expected.numpy()).max() < 1e-5, (kind, index)
+            weighted = torch.einsum("hqk,khd->qhd", weights, values).reshape(len(out), -1)
+            assert (weighted - added).abs().max() < 1e-4, (kind, index)  # Σ_j α_ij f(x_j): what the block adds
+    assert norms.layers["cross"][1].max() > 1  # norms, not shares
+    from models.nn.ablation import Ablation
+
+    ablated = value_norms(model, src, out, ablation=Ablation.parse(["cross:1:0"]))
+    assert not ablated.layers["cross"][1][0].any() and ablated.layers["cross"][0][0].any()  # one head a layer
+
+
+def test_a_transformer_decoder_over_a_gru_says_why_alti_does_not_apply():
+    translator = demo("piglatin-gru-transformer-decoder")
+    src, out = demo_pair(translator, "strength through joy")
+    with pytest.raises(ContributionError, match="ALTI\\+ needs .*gru-transformer-decoder model's encoder is recurrent"):
+        alti(translator.model, src, out)
+
+
 def test_a_model_without_attention_has_no_value_norms():
     translator = demo("piglatin-gru-no-attention")
     src, out = demo_pair(translator, "hello")

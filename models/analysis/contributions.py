@@ -58,7 +58,7 @@ class ContributionMethod:
     kinds: tuple[str, ...]
     per_head: bool
     from_forward: bool
-    needs: str  # "attention", "transformer", "values" (Transformer blocks or a GRU's attention) or "embeddings"
+    needs: str  # "attention", "transformer", "values" (attention whose value vectors the model exposes) or "embeddings"
     bounded: bool = False  # its values are shares between 0 and 1
     rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
     whole_model: bool = False  # one map per kind, of the whole model (no layer's)
@@ -66,9 +66,13 @@ class ContributionMethod:
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
         if self.needs == "transformer" and not _has_blocks(model):
+            if _decoder_attentions(model):
+                return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm) "
+                        f"throughout; this {model.config.arch} model's encoder is recurrent and its decoder "
+                        "blocks have no norm")
             return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm); "
                     f"this {model.config.arch} model has none")
-        if self.needs == "values" and not _has_blocks(model) and _recurrent_attention(model) is None:
+        if self.needs == "values" and not _has_values(model):
             return (f"{self.label} need Transformer blocks or a recurrent decoder's attention over the annotations; "
                     f"this {model.config.arch} model has neither")
         if self.needs == "embeddings" and _embeddings(model) is None:
@@ -226,10 +230,14 @@ def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int],
 def transformed_values(block: dict) -> Tensor:
     """f(x_j) per head: ``[H, K, E]``, each key's value vector through its head's slice of W_O (zero for a head
     switched off: its output never reached the block's)."""
-    attention = block["sublayer"].attention
-    v = block["v"][0].float()  # [H, K, D]
-    if block.get("heads_off"):
-        v = v.index_fill(0, torch.tensor(block["heads_off"], device=v.device), 0.0)
+    return _transformed(block["sublayer"].attention, block["v"][0], heads_off=block.get("heads_off") or ())
+
+
+def _transformed(attention: nn.Module, v: Tensor, *, heads_off: Sequence[int]) -> Tensor:
+    """One attention's value vectors ``[H, K, D]`` through its heads' slices of W_O: ``[H, K, E]``."""
+    v = v.float()
+    if heads_off:
+        v = v.index_fill(0, torch.tensor(list(heads_off), device=v.device), 0.0)
     heads, _, head_dim = v.shape
     if attention.output is None:  # heads concatenated as they are: W_O is the identity
         weight = torch.eye(heads * head_dim, dtype=v.dtype, device=v.device)
@@ -243,6 +251,8 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
     """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one); a head
     ``ablation`` switches off contributes nothing."""
     CONTRIBUTION_METHODS["value_norms"].check(model)
+    if _decoder_attentions(model):
+        return _decoder_value_norms(model, src_ids, output_ids, ablation=ablation)
     if not _has_blocks(model):
         return _recurrent_value_norms(model, src_ids, output_ids, ablation=ablation)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
@@ -263,6 +273,51 @@ def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
     if isinstance(decoder, LuongDecoder):
         return decoder
     return decoder.attention if isinstance(decoder, GRUDecoder) else None
+
+
+def _decoder_attentions(model: Seq2Seq) -> dict[tuple[str, int], nn.Module]:
+    """(kind, layer) → the attention of a Transformer decoder over a recurrent encoder (gru-transformer-decoder:
+    its blocks have a residual but no norm, so only their values are read), or nothing for other models."""
+    from ..nn.rnn import GRUTransformerDecoder
+
+    decoder = getattr(model, "decoder", None)
+    if not isinstance(decoder, GRUTransformerDecoder):
+        return {}
+    return {(kind, index): getattr(layer, name) for index, layer in enumerate(decoder.layers)
+            for kind, name in (("dec_self", "self_attention"), ("cross", "encoder_attention"))}
+
+
+def _has_values(model: Seq2Seq) -> bool:
+    """Whether value norms apply: some attention's value vectors can be read."""
+    return _has_blocks(model) or _recurrent_attention(model) is not None or bool(_decoder_attentions(model))
+
+
+def _decoder_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                         ablation: Ablation) -> ContributionMaps:
+    """Per decoder layer and head ‖α_ij f(x_j)‖ of a Transformer decoder over a recurrent encoder: each attention's
+    value projection is read as the forced pass computes it (the decoder's self-attention and its attention over
+    the annotations; the encoder has no attention)."""
+    attentions = _decoder_attentions(model)
+    values: dict[tuple[str, int], Tensor] = {}
+    hooks = [attention.value.register_forward_hook(lambda _module, _in, output, key=key: values.update({key: output}))
+             for key, attention in attentions.items()]
+    device = next(model.parameters()).device
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
+    try:
+        with _evaluating(model), torch.inference_mode():
+            _, intermediates = model(src, tgt_in, need_weights=True, ablation=ablation)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    layers: dict[str, list[np.ndarray]] = {}
+    with torch.inference_mode():
+        for (kind, layer), attention in sorted(attentions.items(), key=_block_order):
+            moved = _transformed(attention, attention.split_heads(values[kind, layer])[0],
+                                 heads_off=ablation.heads_off(kind, layer, attention.heads))
+            weights = intermediates.attention[kind][layer][0].float()  # [H, Q, K]
+            layers.setdefault(kind, []).append(to_numpy(weights * moved.norm(dim=-1)[:, None, :]))
+    return ContributionMaps("value_norms", per_head=True, layers=layers)
 
 
 def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
