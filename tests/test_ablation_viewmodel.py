@@ -38,7 +38,7 @@ def test_the_result_line_holds_the_original_and_the_diff_only_when_heads_were_of
 
 def test_the_source_contribution_on_the_result_line_is_the_shown_runs():
     run, original = result(["el", "perro", "</s>"]), result(["el", "gato", "</s>"])
-    ablated, every_head = "source contribution 0.41 (ALTI+)", "source contribution 0.63 (ALTI+)"
+    ablated, every_head = "ALTI+ source contribution 0.41", "ALTI+ source contribution 0.63"
     line = viewmodel.result_line(run, [], original=original, coverage=ablated, original_coverage=every_head)
     assert line.coverage == ablated
     shown = viewmodel.result_line(run, [], original=original, coverage=ablated, original_coverage=every_head,

@@ -122,7 +122,7 @@ def test_the_hallucination_signal_in_words_in_the_output_line_and_the_beam_list(
     result, maps = run
     coverage = source_coverage(maps["alti"])
     text = shown.coverage_text(coverage, result.trace.src_tokens)
-    assert text.startswith(f"source contribution {coverage.avg_source:.2f}")
+    assert text.startswith(f"ALTI+ source contribution {coverage.avg_source:.2f}")
     assert f"‘{result.trace.src_tokens[coverage.least_covered]}’ {coverage.min_source_token:.2f}" in text
     assert viewmodel.result_line(result, [], coverage=text).coverage == text
     beam = viewmodel.beam_state([result, dataclasses.replace(result)], result.steps, coverage={1: text})

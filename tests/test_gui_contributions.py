@@ -198,7 +198,7 @@ def test_the_output_lines_source_contribution_follows_the_run_shown_with_heads_o
     assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()
     window.ablation_bar.compare.setChecked(True)  # the views show the run with every head on
     line = window.input_bar.output.text()
-    assert f"with every head on: source contribution {original:.2f}" in line
+    assert f"with every head on: ALTI+ source contribution {original:.2f}" in line
     assert f"source contribution {ablated:.2f}" not in line
     window.ablation_bar.compare.setChecked(False)
     assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()

@@ -4,11 +4,12 @@ edge. The offscreen platform's screen (800 × 800 here) is smaller than the wind
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRect, QSize
+from PySide6.QtCore import QRect, QSize, Qt
 
 from attnviz.gui.app import create_window
 from attnviz.gui.docks import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
 from tests.test_gui import WAIT, run_text
+from tests.test_gui_compare import open_demo
 
 
 def test_the_first_size_is_the_preferred_one_where_it_fits_and_leaves_room_for_the_frame_where_not():
@@ -50,3 +51,29 @@ def test_the_window_and_the_docks_opened_later_stay_inside_the_screen(qtbot, qse
         dock.close()
     qtbot.waitUntil(lambda: window.centralWidget().width() >= views, timeout=WAIT)  # and gave it back
     window.close()
+
+
+def test_at_1000_by_650_the_rows_axis_name_and_the_output_line_with_its_coverage_fit(qtbot, window):
+    """The smallest window attnviz is laid out for: the heatmap's rows' name stays whole inside the plot (it
+    runs on into the corner under the rows rather than past the top edge), also at the window's least height,
+    and the output with its scores and ALTI+ source contribution is one line."""
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, "The house is small and the river is cold.", max_len=30)
+    area = window.input_bar.output_area
+    qtbot.waitUntil(lambda: bool(window.contributions.coverage), timeout=WAIT)
+    assert "source contribution" in area.text()
+    name = window.focus.plot.getAxis("left").label
+    assert name.toPlainText().strip() == "decoder input (queries)"
+    for height in (650, window.minimumSizeHint().height()):
+        window.resize(1000, height)
+        qtbot.waitUntil(lambda h=height: window.height() == max(h, window.minimumHeight()), timeout=WAIT)
+        qtbot.wait(20)  # the plot laid out at its new size
+        graphics = window.focus.graphics
+        shown = graphics.mapToScene(graphics.viewport().rect()).boundingRect()
+        assert shown.contains(name.sceneBoundingRect()), (height, shown, name.sceneBoundingRect())
+    window.resize(1000, 650)
+    qtbot.waitUntil(lambda: window.height() == 650, timeout=WAIT)
+    window.resizeDocks([window.model_dock], [300], Qt.Orientation.Horizontal)  # as a window opened at this size
+    qtbot.waitUntil(lambda: window.model_dock.width() == 300, timeout=WAIT)
+    qtbot.wait(20)
+    assert area.document().size().height() < 1.5 * area.fontMetrics().lineSpacing(), (area.width(), area.text())

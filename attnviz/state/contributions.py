@@ -326,5 +326,4 @@ def coverage_text(coverage, src_tokens: list[str]) -> str:
     """The hallucination signal (Dale et al. 2023) in words: the output's mean source contribution and its
     least-covered source token."""
     token = src_tokens[coverage.least_covered] if coverage.least_covered < len(src_tokens) else "?"
-    return (f"source contribution {coverage.avg_source:.2f} (ALTI+) · least covered ‘{token}’ "
-            f"{coverage.min_source_token:.2f}")
+    return f"ALTI+ source contribution {coverage.avg_source:.2f}, least ‘{token}’ {coverage.min_source_token:.2f}"

@@ -490,7 +490,10 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
     views show (``showing_original``), never the other run's while the shown one's is computed."""
     if original is not None and showing_original:
         coverage = f"with every head on: {original_coverage}" if original_coverage else ""
-    details = f"score {result.score:.3f} · log p {result.log_prob:.3f} · {len(result.token_ids)} tokens"
+    score, log_prob = f"{result.score:.3f}", f"{result.log_prob:.3f}"
+    # A greedy or forced run's score is its log p: said once, so that the line keeps room for the coverage.
+    scores = f"log p {log_prob}" if score == log_prob else f"score {score} · log p {log_prob}"
+    details = f"{scores} · {len(result.token_ids)} tokens"
     notices = list(notices)
     ended = bool(result.token_ids) and result.token_ids[-1] == eos_id
     if limit is not None and eos_id is not None and not ended and len(result.token_ids) >= limit:

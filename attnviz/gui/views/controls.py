@@ -269,8 +269,8 @@ class InputBar(QWidget):
         partner = f"<br>{html.escape(line.partner)}" if line.partner is not None else ""
         named = "model A: " if line.partner is not None else ""
         coverage = ""
-        if line.coverage:
-            coverage = f" · <span style='color:#1565c0'>{html.escape(line.coverage)}</span>"
+        if line.coverage:  # one unit: on the output's line where it fits, else whole on the next, never split
+            coverage = f" · <span style='color:#1565c0; white-space: nowrap'>{html.escape(line.coverage)}</span>"
         self.output_area.set_text(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; "
                                   f"{html.escape(line.details)}{coverage}{partner}{comparison}")
         self.notices.set_text("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"

@@ -44,6 +44,7 @@ def unrevealed_cells(shape: tuple[int, int], revealed: tuple[int, int] | None) -
 
 
 FOCUS_MIN_HEIGHT = 150  # px: in a small window the docks and the result line give way, not the heatmap
+PLOT_MARGINS = 20  # px of the heatmap's height above its rows and under its column labels' axis
 LABEL_GAP = 4  # px kept between neighbouring labels along an axis
 LANE_GAP = 6  # px between lanes of staggered labels
 LEVEL, UPRIGHT = False, True  # a label's direction: level (left to right) or upright (read bottom to top)
@@ -165,11 +166,34 @@ class TokenAxis(pg.AxisItem):
         self.rows = orientation == "left"
         self.most_lanes = most_lanes
         self.setStyle(tickLength=0, autoExpandTextSpace=True)
+        self.enableAutoSIPrefix(False)  # positions of tokens have no unit to scale ("(x0.001)" after the name)
         self.labels = TokenLabels([], widths=np.zeros(0), line=0.0)
         self.layout = TickLayout([])
 
     def tick_font(self) -> QFont:
         return self.style["tickFont"] or self.font()
+
+    def resizeEvent(self, ev=None) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(ev)
+        self._place_name()
+
+    def _updateLabel(self) -> None:  # noqa: N802 (pyqtgraph's name: a new name, placed only at the next resize)
+        super()._updateLabel()
+        self._place_name()
+
+    def _place_name(self) -> None:
+        """pyqtgraph centres the axis' name along it; a row axis shorter than its name (a short window) would
+        push the name past the plot's top edge, cut off. It starts at the axis' top there instead and runs on
+        into the empty corner under the row labels."""
+        if self.orientation != "left" or self.label is None:  # (resized while pyqtgraph builds it, too)
+            return
+        length = self.label.boundingRect().width()
+        centred = int(self.size().height() / 2 + length / 2)  # where the upright name starts, at its bottom
+        self.label.setPos(QPointF(self.label.pos().x(), max(centred, int(np.ceil(length)))))
+
+    def name_length(self) -> float:
+        """How long the axis' name runs along it, in pixels."""
+        return self.label.boundingRect().width() if self.label.isVisible() else 0.0
 
     def setTickFont(self, font) -> None:  # noqa: N802 (pyqtgraph's name)
         super().setTickFont(font)
@@ -363,6 +387,7 @@ class HeatmapView(QWidget):
                 named.setPointSizeF(font.pointSizeF() * 0.8)
                 axis.label.setFont(named)
             axis.resizeEvent()  # room for the larger name
+        self._keep_room_for_names()
         self._update_ticks()
 
     def show_heatmap(self, state: HeatmapState) -> None:
@@ -409,12 +434,19 @@ class HeatmapView(QWidget):
             self.not_a_number.clear()
         self.plot.setLabel("left", axis_names[0])
         self.plot.setLabel("bottom", axis_names[1])
+        self._keep_room_for_names()
         self.plot.getViewBox().setLimits(xMin=-0.5, xMax=cols - 0.5, yMin=-0.5, yMax=rows - 0.5)
         self.plot.getViewBox().setRange(rect, padding=0)
         self._update_ticks()
         self.title.setText(title)
         self._update_badge()
         self.clear_hover()  # it described a cell of the matrix shown before
+
+    def _keep_room_for_names(self) -> None:
+        """The heatmap never gets shorter than the rows' axis name (which may run on into the corner under the
+        rows): the least height a small window leaves it is taken from the docks, not from the name."""
+        length = self.plot.getAxis("left").name_length()
+        self.graphics.setMinimumHeight(max(FOCUS_MIN_HEIGHT, int(np.ceil(length)) + PLOT_MARGINS))
 
     def clear_hover(self) -> None:
         self.vline.hide()
