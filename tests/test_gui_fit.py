@@ -77,3 +77,11 @@ def test_at_1000_by_650_the_rows_axis_name_and_the_output_line_with_its_coverage
     qtbot.waitUntil(lambda: window.model_dock.width() == 300, timeout=WAIT)
     qtbot.wait(20)
     assert area.document().size().height() < 1.5 * area.fontMetrics().lineSpacing(), (area.width(), area.text())
+    # ALTI+'s rollout has the longest title: it wraps instead of pushing the window past 1,000 pixels
+    window.select(head="rollout")
+    window.contributions.choose("alti")
+    qtbot.waitUntil(lambda: "ALTI+</b> rollout" in window.focus.title.text(), timeout=WAIT)
+    qtbot.wait(20)
+    title = window.focus.title
+    assert window.minimumSizeHint().width() <= 1000 and window.width() == 1000
+    assert title.minimumSizeHint().width() <= title.width() <= window.centralWidget().width()  # whole, wrapped

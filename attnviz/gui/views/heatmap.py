@@ -304,6 +304,7 @@ class HeatmapView(QWidget):
         super().__init__(parent)
         self.title = QLabel("The attention appears here once a sentence has run.")
         self.title.setObjectName("heatmapTitle")
+        self.title.setWordWrap(True)  # a method's long title (ALTI+ rollout's) wraps instead of widening the window
         self.badge = QLabel()
         self.badge.setStyleSheet("color: white; background: #c62828; padding: 2px 6px; border-radius: 3px;")
         self.badge.hide()
