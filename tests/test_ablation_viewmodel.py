@@ -40,12 +40,12 @@ def test_the_source_contribution_on_the_result_line_is_the_shown_runs():
     run, original = result(["el", "perro", "</s>"]), result(["el", "gato", "</s>"])
     ablated, every_head = "ALTI+ source contribution 0.41", "ALTI+ source contribution 0.63"
     line = viewmodel.result_line(run, [], original=original, coverage=ablated, original_coverage=every_head)
-    assert line.coverage == ablated
+    assert line.coverage == ablated and line.original_coverage == ""
     shown = viewmodel.result_line(run, [], original=original, coverage=ablated, original_coverage=every_head,
                                   showing_original=True)
-    assert shown.coverage == f"with every head on: {every_head}" and shown.text == run.text
+    assert shown.original_coverage == every_head and shown.coverage == "" and shown.text == run.text
     waiting = viewmodel.result_line(run, [], original=original, coverage=ablated, showing_original=True)
-    assert waiting.coverage == ""  # the original's is still computed: never the ablated run's meanwhile
+    assert waiting.coverage == waiting.original_coverage == ""  # never the ablated run's meanwhile
 
 
 def test_switched_off_heads_are_marked_in_grids_and_titles():

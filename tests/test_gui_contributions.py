@@ -198,7 +198,8 @@ def test_the_output_lines_source_contribution_follows_the_run_shown_with_heads_o
     assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()
     window.ablation_bar.compare.setChecked(True)  # the views show the run with every head on
     line = window.input_bar.output.text()
-    assert f"with every head on: ALTI+ source contribution {original:.2f}" in line
+    beside_original = line.split(f"with every head on: {session.original.text}")[1]
+    assert beside_original.split("changes:")[0].count(f"ALTI+ source contribution {original:.2f}") == 1
     assert f"source contribution {ablated:.2f}" not in line
     window.ablation_bar.compare.setChecked(False)
     assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()

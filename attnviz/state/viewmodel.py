@@ -150,6 +150,7 @@ class ResultLine:
     diff: list[tuple[str, str]] = field(default_factory=list)
     partner: str | None = None  # while comparing: model B's output and score (or why it has none)
     coverage: str = ""  # the hallucination signal: the output's source contribution (ALTI+), once computed
+    original_coverage: str = ""  # the original's, beside it, while the views show the run with every head on
 
 
 @dataclass(frozen=True)
@@ -487,9 +488,12 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
     before the model produced its end token (``eos_id``). ``original``: the same input's output with every
     head on, when this run switched some off (shown beside it, with a token diff). ``coverage``: this run's
     source contribution in words, ``original_coverage`` the original's; the line gives the one of the run the
-    views show (``showing_original``), never the other run's while the shown one's is computed."""
-    if original is not None and showing_original:
-        coverage = f"with every head on: {original_coverage}" if original_coverage else ""
+    views show (``showing_original``), beside that run's output; never the other run's while the shown one's is
+    computed."""
+    if original is None or not showing_original:
+        original_coverage = ""
+    else:
+        coverage = ""
     score, log_prob = f"{result.score:.3f}", f"{result.log_prob:.3f}"
     # A greedy or forced run's score is its log p: said once, so that the line keeps room for the coverage.
     scores = f"log p {log_prob}" if score == log_prob else f"score {score} · log p {log_prob}"
@@ -502,7 +506,8 @@ def result_line(result: DecodeResult, notices: list[str], *, limit: int | None =
     if original is None:
         return ResultLine(result.text, details, notices, partner=partner, coverage=coverage)
     return ResultLine(result.text, details, notices, original=original.text,
-                      diff=token_diff(list(original.tokens), list(result.tokens)), partner=partner, coverage=coverage)
+                      diff=token_diff(list(original.tokens), list(result.tokens)), partner=partner, coverage=coverage,
+                      original_coverage=original_coverage)
 
 
 DIVERGING_COLORMAP = "CET-D1"  # blue (B below A) – white – red (B above A)

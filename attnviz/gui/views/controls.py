@@ -265,12 +265,10 @@ class InputBar(QWidget):
         comparison = ""
         if line.original is not None:
             comparison = (f"<br>with every head on: {html.escape(line.original) or '(empty)'}"
-                          f" &nbsp; changes: {diff_html(line.diff)}")
+                          f"{coverage_html(line.original_coverage)} &nbsp; changes: {diff_html(line.diff)}")
         partner = f"<br>{html.escape(line.partner)}" if line.partner is not None else ""
         named = "model A: " if line.partner is not None else ""
-        coverage = ""
-        if line.coverage:  # one unit: on the output's line where it fits, else whole on the next, never split
-            coverage = f" · <span style='color:#1565c0; white-space: nowrap'>{html.escape(line.coverage)}</span>"
+        coverage = coverage_html(line.coverage)
         self.output_area.set_text(f"{named}<b>{html.escape(line.text) or '(empty)'}</b> &nbsp; "
                                   f"{html.escape(line.details)}{coverage}{partner}{comparison}")
         self.notices.set_text("<br>".join(f"<span style='color:#e65100'>⚠ {html.escape(notice)}</span>"
@@ -280,6 +278,14 @@ class InputBar(QWidget):
     def result_text(self) -> str:
         """What the result line says (rich text): the output, then the notices."""
         return self.output.text() + ("<br>" + self.notices.text() if self.notices.isVisibleTo(self) else "")
+
+
+def coverage_html(coverage: str) -> str:
+    """The hallucination signal after an output, as one unit: on the output's line where it fits, else whole on
+    the next, never split."""
+    if not coverage:
+        return ""
+    return f" · <span style='color:#1565c0; white-space: nowrap'>{html.escape(coverage)}</span>"
 
 
 DIFF_STYLES = {"same": "{}", "inserted": "<span style='color:#2e7d32;background:#e8f5e9'><u>{}</u></span>",
