@@ -55,7 +55,7 @@ def test_the_streamed_trace_is_the_finished_trace_so_far(greedy_run, kind):
 def test_a_streamed_heatmap_has_only_the_rows_decoded_so_far(greedy_run):
     labels, steps, results = greedy_run
     selection = Selection(kind="cross", layer=1, head=2)
-    state = viewmodel.streamed_heatmap(labels, steps[:3], selection, ViewOptions())
+    state = viewmodel.streamed_heatmap(labels, steps[:3], selection, options=ViewOptions())
     assert state.matrix.shape == (3, len(labels.source)) and state.step_row == 2
     assert state.query_labels == results[0].trace.tgt_tokens[:3] and "decoding… 3 steps so far" in state.title
     whole = viewmodel.heatmap(results[0].trace, selection)

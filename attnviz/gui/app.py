@@ -147,20 +147,20 @@ def import_torch_in_background() -> BackgroundImport:
     return importing
 
 
-def build_when_imported(window, checkpoint: str | None, device: str | None, importing: BackgroundImport) -> None:
+def build_when_imported(window, checkpoint: str | None, device: str | None, *, importing: BackgroundImport) -> None:
     """Import the window's own modules, then build it as soon as torch is there: the GUI thread never blocks
     on the import (it would wait for the module lock), so the loading window stays responsive."""
     for name in WINDOW_MODULES:
         importlib.import_module(name)
-    _build_once_imported(window, checkpoint, device, importing)
+    _build_once_imported(window, checkpoint, device, importing=importing)
 
 
-def _build_once_imported(window, checkpoint: str | None, device: str | None, importing: BackgroundImport) -> None:
+def _build_once_imported(window, checkpoint: str | None, device: str | None, *, importing: BackgroundImport) -> None:
     from PySide6.QtCore import QTimer
 
     if not importing.done:
         QTimer.singleShot(IMPORT_POLL_MS, functools.partial(_build_once_imported, window, checkpoint, device,
-                                                            importing))
+                                                            importing=importing))
         return
     build_window(window, checkpoint, device)
 
@@ -196,7 +196,7 @@ def launch(checkpoint: str | None = None, device: str | None = None, settings=No
     # Only now: both imports hold the GIL for long stretches (loading libtorch), so torch imported from the
     # very start kept the window from showing for 0.4-1 s more (1.1-1.8 s, not 0.7 s) and built it no sooner.
     importing = import_torch_in_background()
-    QTimer.singleShot(30, functools.partial(build_when_imported, window, checkpoint, device, importing))
+    QTimer.singleShot(30, functools.partial(build_when_imported, window, checkpoint, device, importing=importing))
     return Launch(app, window, importing)
 
 

@@ -344,7 +344,7 @@ def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> Att
     return AttentionTrace(list(labels.source), tgt_tokens, attention={kind: layers}, masks={kind: mask})
 
 
-def streamed_heatmap(labels: RunLabels | None, steps: list[DecodeStep], selection: Selection,
+def streamed_heatmap(labels: RunLabels | None, steps: list[DecodeStep], selection: Selection, *,
                      options: ViewOptions = ViewOptions()) -> HeatmapState | None:
     """The focus heatmap of a run still decoding: the selected head's rows decoded so far (the later rows are
     absent, not zero), the newest outlined, titled as still decoding. None where it cannot be drawn before

@@ -82,7 +82,8 @@ class Viewing(QObject):
         session = self.session
         if self.shows_run or session.comparing or session.request.ablation or self.window.contributions.choice:
             return
-        state = viewmodel.streamed_heatmap(session.run_labels, session.steps, session.selection, session.options)
+        state = viewmodel.streamed_heatmap(session.run_labels, session.steps, session.selection,
+                                           options=session.options)
         if state is not None:
             self.window.focus.show_heatmap(state)
 
