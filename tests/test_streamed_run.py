@@ -58,6 +58,8 @@ def test_a_streamed_heatmap_has_only_the_rows_decoded_so_far(greedy_run):
     state = viewmodel.streamed_heatmap(labels, steps[:3], selection, options=ViewOptions())
     assert state.matrix.shape == (3, len(labels.source)) and state.step_row == 2
     assert state.query_labels == results[0].trace.tgt_tokens[:3] and "decoding… 3 steps so far" in state.title
+    first = viewmodel.streamed_heatmap(labels, steps[:1], selection)
+    assert first.matrix.shape == (1, len(labels.source)) and first.title.endswith("decoding… 1 step so far")
     whole = viewmodel.heatmap(results[0].trace, selection)
     np.testing.assert_array_equal(state.matrix, whole.matrix[:3])
 

@@ -357,7 +357,8 @@ def streamed_heatmap(labels: RunLabels | None, steps: list[DecodeStep], selectio
         return None
     at_newest = dataclasses.replace(selection, step=len(steps) - 1)
     state = heatmap(trace, at_newest, options, outputs=[step.tokens[0] for step in steps])
-    return dataclasses.replace(state, title=state.title + f" · decoding… {len(steps)} steps so far")
+    so_far = f"{len(steps)} step{'s' if len(steps) > 1 else ''} so far"
+    return dataclasses.replace(state, title=state.title + f" · decoding… {so_far}")
 
 
 def heads_title(kind: str, layer: int) -> str:
