@@ -113,3 +113,17 @@ def test_a_run_replacing_one_on_screen_keeps_the_finished_run_until_it_ends(wind
     recorder = FocusAtSteps(window)
     run_text(qtbot, window, "hgfedcbahgfedcba", max_len=12)
     assert recorder.seen and all(tuple(seen[1:]) == shown for seen in recorder.seen)
+
+
+def test_a_one_row_map_names_its_axes_without_a_scale(qtbot):
+    """A run's first streamed step is a one-row map: its axes hold token positions, never an SI-prefixed scale."""
+    from attnviz.gui.views.heatmap import HeatmapView
+
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.resize(600, 400)
+    view.show()
+    view.show_matrix(np.full((1, 5), 0.2, np.float32), None, ["<s>"], list("abcde"), axis_names=("queries", "keys"))
+    qtbot.wait(50)
+    names = [view.plot.getAxis(side).labelString() for side in ("left", "bottom")]
+    assert "queries" in names[0] and "keys" in names[1] and not any("(x" in name for name in names)
