@@ -12,8 +12,9 @@ multiple of the float32 weights; times are also given as a ratio to the baseline
   keeping the weights as float32 or as bfloat16;
 - ``info``: ``describe_file``, what ``attnviz info`` prints (the header only);
 - ``translate``: ``attnviz translate`` of one sentence (40 tokens out), end to end;
-- ``window``: the app (offscreen, a real QApplication) launched on the checkpoint: launch → the first heatmap,
-  and → every view drawn for a 40-token run.
+- ``window``: the app (offscreen, a real QApplication) started as ``attnviz`` starts it on the checkpoint: launch →
+  the first heatmap, and → every view drawn for a 40-token run, with a timeline (torch imported, window built, first
+  tensor read, model open, first steps, run finished); ``--window-only`` times only this, ``--runs`` repeats it.
 
 With ``--device cuda`` loading, translating and the window run on the GPU, and one more line gives the host memory
 the CUDA context alone adds to a process (it is in every GPU figure above it).
