@@ -12,13 +12,15 @@ multiple of the float32 weights; times are also given as a ratio to the baseline
   keeping the weights as float32 or as bfloat16;
 - ``info``: ``describe_file``, what ``attnviz info`` prints (the header only);
 - ``translate``: ``attnviz translate`` of one sentence (40 tokens out), end to end;
-- ``window``: the app (offscreen, a real QApplication) launched on the checkpoint: launch → the first heatmap,
-  and → every view drawn for a 40-token run.
+- ``window``: the app (offscreen, a real QApplication) started as ``attnviz`` starts it on the checkpoint: launch →
+  the first heatmap, and → every view drawn for a 40-token run, with a timeline (torch imported, window built, first
+  tensor read, model open, first steps, run finished); ``--window-only`` times only this, ``--runs`` repeats it.
 
 With ``--device cuda`` loading, translating and the window run on the GPU, and one more line gives the host memory
 the CUDA context alone adds to a process (it is in every GPU figure above it).
 
-    python benchmarks/real_size.py [--shapes base big] [--device cuda] [--no-window] [--keep FOLDER]
+    python benchmarks/real_size.py [--shapes base big] [--device cuda] [--no-window] [--runs N] [--keep FOLDER]
+    python benchmarks/real_size.py --window-only FOLDER/big.safetensors --runs 3   # the window alone, again
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import io
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,19 +151,31 @@ def measure(what: str, path: str, device: str = "cpu", text: str = "") -> dict:
 
 
 def window_case(checkpoint: str, device: str, text: str, launched: float) -> dict:
-    """In this fresh process: the app's window opens ``checkpoint``, then runs ``text`` greedily to
-    ``TOKENS`` tokens; seconds since ``launched`` (the parent's clock when it started this process) to the first
-    heatmap drawn and to every view drawn, and the process' peak memory."""
+    """In this fresh process: the app starts as ``attnviz`` does (attnviz/gui/app.py:launch) on ``checkpoint``,
+    then runs ``text`` greedily to ``TOKENS`` tokens as soon as the model is open; seconds since ``launched``
+    (the parent's clock when it started this process) to the first heatmap drawn and to every view drawn, the
+    process' peak memory, and a timeline of what happened when (``TIMELINE``)."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QSettings
-    from PySide6.QtWidgets import QApplication
 
-    application = QApplication.instance() or QApplication(sys.argv[:1])
-    from attnviz.gui.app import create_window
+    from attnviz.gui.app import launch
+
+    marks = {"python started": 0.0}
+
+    def mark(name: str) -> None:
+        marks.setdefault(name, time.time() - launched)
 
     settings = QSettings(os.path.join(tempfile.mkdtemp(), "bench.ini"), QSettings.Format.IniFormat)
-    window = create_window(checkpoint, device, settings)
-    window.show()
+    started = launch(checkpoint, device, settings)
+    application, window = started.app, started.window
+    mark("window shown")
+    wait_for(application, lambda: window.built)
+    mark("window built")
+    worker = window.worker
+    worker.load_progress.connect(lambda *_: mark("weights: first tensor read"))
+    worker.loaded.connect(lambda *_: mark("model open"))
+    worker.steps.connect(lambda *_: mark("first steps arrived"))
+    worker.finished.connect(lambda *_: mark("run finished"))
     wait_for(application, lambda: window.session.model is not None)
     bar = window.input_bar
     bar.text.setText(text)
@@ -168,21 +183,25 @@ def window_case(checkpoint: str, device: str, text: str, launched: float) -> dic
     bar.max_len.setValue(TOKENS)
     bar.debounce.stop()  # the edits above would ask for a run of their own
     window.run()
+    mark("run asked for")
     request = window.session.request
     wait_for(application, lambda: window.focus.image.image is not None)
     application.processEvents()  # its paint
-    heatmap = time.time() - launched
+    mark("first heatmap drawn")
     wait_for(application, lambda: window.session.is_current(request.id) and bool(window.session.results))
     application.processEvents()
     window.grab()  # paints every visible view now
-    drawn = time.time() - launched
+    mark("every view drawn")
+    marks["torch import started"] = started.importing.started - launched
+    marks["torch imported"] = started.importing.ended - launched
     result = window.session.result
     shape = (len(result.trace.src_tokens), len(result.token_ids))
     window.close()
     window.shut_down()
     window.deleteLater()
     application.processEvents()
-    return {"heatmap": heatmap, "drawn": drawn, "tokens": shape, "peak": peak_bytes()}
+    return {"heatmap": marks["first heatmap drawn"], "drawn": marks["every view drawn"], "tokens": shape,
+            "peak": peak_bytes(), "timeline": marks}
 
 
 def wait_for(application, condition, limit: float = 600.0) -> None:
@@ -232,6 +251,25 @@ def report(what: str, result: dict, *, baseline: dict, weights: int, goal: bool)
     print(line, flush=True)
 
 
+def report_window(checkpoint: str, args: argparse.Namespace, *, goal: bool, text: str) -> None:
+    """``--runs`` fresh window processes, each one's times, then the median and the first run's timeline."""
+    runs = []
+    for _ in range(args.runs):
+        window = measure_window(checkpoint, args.device, text)
+        runs.append(window)
+        verdict = f"  goal ≤ 6 s: {'met' if window['heatmap'] <= 6 else 'NOT met'}" if goal else ""
+        print(f"  window        launch → first heatmap {window['heatmap']:.2f} s, → all views drawn "
+              f"{window['drawn']:.2f} s ({window['tokens'][0]} source × {window['tokens'][1]} output tokens), "
+              f"peak {window['peak'] / 2**20:,.0f} MB{verdict}  ({load_average()})", flush=True)
+    if len(runs) > 1:
+        print(f"  window        median of {len(runs)}: first heatmap "
+              f"{statistics.median(run['heatmap'] for run in runs):.2f} s, all views drawn "
+              f"{statistics.median(run['drawn'] for run in runs):.2f} s", flush=True)
+    print("  timeline of the first window run (seconds since launch):")
+    for name, seconds in sorted(runs[0]["timeline"].items(), key=lambda item: item[1]):
+        print(f"    {seconds:6.2f}  {name}", flush=True)
+
+
 def run_shape(shape: str, folder: str, args: argparse.Namespace) -> None:
     hf_folder = os.path.join(folder, f"{shape}-marian")
     weights = write_marian_folder(hf_folder, shape)
@@ -252,11 +290,7 @@ def run_shape(shape: str, folder: str, args: argparse.Namespace) -> None:
               f"figure above)", flush=True)
     print(f"  ({load_average()})", flush=True)  # times on a shared machine depend on it
     if not args.no_window:
-        window = measure_window(checkpoint, args.device, text)
-        verdict = f"  goal ≤ 6 s: {'met' if window['heatmap'] <= 6 else 'NOT met'}" if goal else ""
-        print(f"  window        launch → first heatmap {window['heatmap']:.2f} s, → all views drawn "
-              f"{window['drawn']:.2f} s ({window['tokens'][0]} source × {window['tokens'][1]} output tokens), "
-              f"peak {window['peak'] / 2**20:,.0f} MB{verdict}", flush=True)
+        report_window(checkpoint, args, goal=goal, text=text)
     if not args.keep:
         shutil.rmtree(hf_folder)
         os.remove(checkpoint)
@@ -271,6 +305,9 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (loading, translating, the window)")
     parser.add_argument("--no-window", action="store_true", help="skip the window's times")
+    parser.add_argument("--runs", type=int, default=1, help="fresh window processes to time (default 1)")
+    parser.add_argument("--window-only", metavar="CHECKPOINT", help="time only the window, on this converted "
+                                                                     "checkpoint (one --keep wrote)")
     parser.add_argument("--keep", metavar="FOLDER", help="write the folders and checkpoints here (default: a "
                                                          "temporary folder, removed after each shape)")
     args = parser.parse_args()
@@ -279,6 +316,10 @@ def main() -> None:
 
         if not torch.cuda.is_available():
             parser.exit(1, "real_size: error: --device cuda, but torch sees no CUDA device here\n")
+    if args.window_only:
+        print(f"window on {args.window_only} (device {args.device}; {load_average()})", flush=True)
+        report_window(args.window_only, args, goal=False, text=sentence_of(args.window_only, TOKENS))
+        return
     folder = args.keep or tempfile.mkdtemp()
     for shape in args.shapes:
         run_shape(shape, folder, args)

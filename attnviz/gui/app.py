@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import ctypes.util
+import dataclasses
 import functools
+import importlib
 import os
 import sys
+import threading
+import time
 
 from ..state.demos import ICON, demo_checkpoints, initial_checkpoint
 
@@ -18,20 +22,23 @@ HEADLESS = "or run headless with QT_QPA_PLATFORM=offscreen, or draw images with 
 STARTUP_PROBE = "ATTNVIZ_STARTUP_PROBE"  # benchmarks/startup.py: the launch time; the app reports and quits
 
 
-def _probe_startup(app, window, launched: float) -> None:
-    """Print when the window was shown and when the first heatmap was drawn (seconds since ``launched``,
-    an epoch time), then quit: what benchmarks/startup.py measures."""
-    import time
-
+def _probe_startup(started, launched: float) -> None:
+    """Print when the window was shown, torch imported, the window built and the first heatmap drawn (seconds
+    since ``launched``, an epoch time), then quit: what benchmarks/startup.py measures."""
     from PySide6.QtCore import QTimer
 
+    app, window = started.app, started.window
     print(f"shown {time.time() - launched:.3f}", flush=True)
     timer = QTimer(window)
+    built = []
 
     def check() -> None:
+        if window.built and not built:
+            built.append(time.time() - launched)
         if window.built and window.session.results and window.focus.image.image is not None:
             app.processEvents()  # the heatmap's paint
             print(f"heatmap {time.time() - launched:.3f}", flush=True)
+            print(f"torch {started.importing.ended - launched:.3f}\nbuilt {built[0]:.3f}", flush=True)
             timer.stop()
             window.close()
 
@@ -103,11 +110,75 @@ def build_window(window, checkpoint: str | None, device: str | None) -> None:
         window.statusBar().showMessage("No bundled demo checkpoint found: open one with File → Open (Ctrl+O).")
 
 
-def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
-    problem = platform_problem()
-    if problem:
-        print(f"attnviz: error: {problem}", file=sys.stderr)
-        return 1
+# torch and the model code the worker imports (attnviz/gui/worker.py), on a thread of their own.
+TORCH_MODULES = ("torch", "models.storage.checkpoint", "models.importers", "models.storage.snapshots",
+                 "models.inference.translator")
+
+
+def _on_gui_thread(then):
+    """A QObject made on the GUI thread whose ``imported`` signal, emitted from any thread, calls ``then`` on
+    the GUI thread, from its event loop (a slot of a QObject living there: a plain function connected to a
+    signal would run on the emitting thread)."""
+    from PySide6.QtCore import QObject, Signal, Slot
+
+    class Imported(QObject):
+        imported = Signal()
+
+        def __init__(self):
+            super().__init__()
+            self.imported.connect(self.arrived)
+
+        @Slot()
+        def arrived(self) -> None:
+            then()
+
+    return Imported()
+
+
+@dataclasses.dataclass
+class BackgroundImport:
+    """``TORCH_MODULES`` imported on a thread started once the window shows, so that the window stays drawn
+    and responsive while torch loads (seconds on a busy machine); ``started`` and ``ended`` are epoch times,
+    ``notifier.imported`` is emitted when the import has ended (succeeded or not)."""
+
+    thread: threading.Thread
+    notifier: object
+    started: float
+    ended: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.ended is not None
+
+
+def import_torch_in_background(then) -> BackgroundImport:
+    """Start importing ``TORCH_MODULES``; ``then()`` is called on the GUI thread once they are imported."""
+    def load() -> None:
+        try:
+            for name in TORCH_MODULES:
+                importlib.import_module(name)
+        finally:  # a failed import fails again, with its traceback, where the window imports the worker
+            importing.ended = time.time()
+            importing.notifier.imported.emit()
+
+    importing = BackgroundImport(threading.Thread(target=load, name="attnviz-import", daemon=True),
+                                 _on_gui_thread(then), time.time())
+    importing.thread.start()
+    return importing
+
+
+@dataclasses.dataclass
+class Launch:
+    """The app as ``run_app`` starts it: the window on screen saying it is loading, being built."""
+
+    app: object
+    window: object
+    importing: BackgroundImport
+
+
+def launch(checkpoint: str | None = None, device: str | None = None, settings=None) -> Launch:
+    """Show the window at once, import torch on another thread, and build the window from the event loop once
+    torch is there (needs a display: see :func:`platform_problem`)."""
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication
 
@@ -116,18 +187,30 @@ def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
     app.setApplicationName("attnviz")
     app.setOrganizationName("attnviz")
     app.setApplicationDisplayName("attnviz")
-    from PySide6.QtCore import QTimer
-
     from .main_window import MainWindow
 
-    window = MainWindow(demo_checkpoints())
+    window = MainWindow(demo_checkpoints(), settings)
     _quit_on_interrupt(app, window)  # from the first moment the window is on screen
     window.show()  # at once, saying it is loading; the heavy imports follow from the event loop,
     app.processEvents()  # once the window has had a moment to be drawn
+    # Only now, and nothing else on the GUI thread meanwhile: an import holds the GIL for long stretches
+    # (loading libtorch), so torch imported from the very start kept the window from showing for 0.4-1 s more,
+    # and importing pyqtgraph and the views beside it, or looking whether it is done every few milliseconds,
+    # made both slower on a loaded machine (each hand-over of the GIL waits for the scheduler).
+    importing = import_torch_in_background(functools.partial(build_window, window, checkpoint, device))
+    return Launch(app, window, importing)
+
+
+def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
+    problem = platform_problem()
+    if problem:
+        print(f"attnviz: error: {problem}", file=sys.stderr)
+        return 1
+    started = launch(checkpoint, device)
+    app, window = started.app, started.window
     if os.environ.get(STARTUP_PROBE):
-        _probe_startup(app, window, float(os.environ[STARTUP_PROBE]))
-    QTimer.singleShot(30, functools.partial(build_window, window, checkpoint, device))
+        _probe_startup(started, float(os.environ[STARTUP_PROBE]))
     code = app.exec()
     window.shut_down()  # whatever ended the loop, the model thread stops before Python tears Qt down
-    del window
+    del started, window
     return code

@@ -38,7 +38,7 @@ from models.inference.translator import SourceInput, Translator, use_idle_cores
 from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice, show_choice
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import JobBoard, Stopped, UnitSteps
-from ..state.session import NO_REQUEST, ModelInfo, Request
+from ..state.session import NO_REQUEST, ModelInfo, Request, RunLabels
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
 
@@ -141,6 +141,13 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         weights=weights_name(translator), show_choices=show_choices(translator))
 
 
+def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
+    """The labels a run's trace gives the source tokens and the start token (models/inference/decoding.py labels
+    them the same way), so that its steps can be drawn before it finishes."""
+    tokens = source.labels or [translator.source_tokenizer.token(int(index)) for index in source.ids]
+    return RunLabels(tuple(tokens), translator.target_tokenizer.token(translator.config.bos_id))
+
+
 def is_native(path: str) -> bool:
     """An attnviz checkpoint (the other files and folders are imported)."""
     if not (path.endswith(SUFFIX) and Path(path).is_file()):
@@ -189,6 +196,7 @@ class ModelWorker(QObject):
     import_needed = Signal(int, object)  # job id, ImportQuestion: a foreign file needs settings, vocabularies or trust
     device_changed = Signal(int, object)  # job id (0 after an out-of-memory move), ModelInfo on the new device
     weights_changed = Signal(int, object)  # job id, ModelInfo of the same model re-opened in another precision
+    labels = Signal(int, object)  # request id, RunLabels: how the run's trace will label its tokens, before its steps
     steps = Signal(int, object)  # request id, list[DecodeStep]: the steps since the last (see STEP_BATCH_SECONDS)
     finished = Signal(int, object)  # request id, list[DecodeResult]
     original = Signal(int, object)  # request id, the best DecodeResult (and trace) with every head on, for runs
@@ -612,6 +620,7 @@ class ModelWorker(QObject):
             self.original.emit(request.id, original)
         steps = translator.decode(source, mode=run.mode, beam=run.beam, target_ids=target_ids,
                                   max_len=run.max_len, ablation=request.ablation, dtype=dtype)
+        self.labels.emit(request.id, run_labels(translator, source))
         pending, sent = [], time.monotonic()
         while True:
             if not self.jobs.is_current("run", request.id):

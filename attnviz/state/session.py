@@ -78,6 +78,15 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class RunLabels:
+    """What a run's streamed steps lack to be drawn as a trace: the source tokens' labels and the start token's
+    (the decoder's first input), as its finished trace will label them."""
+
+    source: tuple[str, ...]
+    start: str
+
+
+@dataclass(frozen=True)
 class ViewOptions:
     """How the focus heatmap is drawn: ``colour_range`` "fixed" (0–1, comparable across maps) or "own" (this
     map's own minimum to maximum: flat-looking means and rollouts show their structure); ``predicted_labels``
@@ -94,6 +103,7 @@ class Session:
     model: ModelInfo | None = None
     request: Request | None = None
     steps: list[DecodeStep] = field(default_factory=list)
+    run_labels: RunLabels | None = None  # the current run's source and start token labels, before its steps
     results: list[DecodeResult] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     selection: Selection = field(default_factory=Selection)
@@ -118,11 +128,18 @@ class Session:
     def new_request(self, settings: RunSettings) -> Request:
         self.request = Request(self.next_id(), settings, ablation=self.ablation, snapshot=self.snapshot_step)
         self.steps, self.results, self.notices, self.original = [], [], [], None
+        self.run_labels = None
         self.partner_result, self.partner_error = None, ""
         return self.request
 
     def is_current(self, request_id: int) -> bool:
         return self.request is not None and request_id == self.request.id
+
+    def accept_labels(self, request_id: int, labels: RunLabels) -> bool:
+        if not self.is_current(request_id):
+            return False
+        self.run_labels = labels
+        return True
 
     def accept_steps(self, request_id: int, steps: list[DecodeStep]) -> bool:
         if not self.is_current(request_id):
@@ -220,6 +237,7 @@ class Session:
             return False
         self.model = info
         self.request, self.results, self.steps, self.notices = None, [], [], []
+        self.run_labels = None
         self.ablation, self.original, self.show_original = NO_ABLATION, None, False
         self.selection = Selection(kind=info.kinds[-1] if info.kinds else "cross")
         self.snapshot_step = info.snapshots[-1] if info.snapshots else None  # a series opens trained

@@ -18,7 +18,7 @@ from models.nn.ablation import Ablation
 from models.trace.aggregate import AGGREGATES, aggregate
 from models.trace.records import KINDS, AttentionTrace, DecodeResult, DecodeStep
 
-from .session import Selection, ViewOptions
+from .session import RunLabels, Selection, ViewOptions
 
 KIND_LABELS = {"enc_self": "Encoder self-attention", "dec_self": "Decoder self-attention", "cross": "Cross-attention"}
 AXIS_NAMES = {"enc_self": ("source (queries)", "source (keys)"),
@@ -312,6 +312,56 @@ def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = 
         levels=colour_levels(matrix, mask, options.colour_range), step_row=selection.step if decoder_rows else None,
         file_stem=export_name(kind, layer, head), approximate=trace.half_precision)
     return reveal(state, kind, step=selection.step, colour_range=options.colour_range) if options.reveal_rows else state
+
+
+# A run's first rows are drawn as they stream in while nothing of it is on screen yet; past this many steps
+# the map waits for the whole run (each redraw stacks every row so far, all layers of the kind).
+STREAMED_ROWS = 64
+STREAMED_KINDS = ("dec_self", "cross")  # what the steps carry: the encoder's attention comes with the result
+
+
+def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> AttentionTrace | None:
+    """The rows of ``kind`` a greedy or forced run has decoded so far, as a trace of that kind alone: row *t* is
+    step *t*'s query, decoder self-attention padded to the rows so far (keys not generated yet masked). None
+    for a beam's steps (a hypothesis' rows follow its parents), a kind the steps lack, or past
+    :data:`STREAMED_ROWS`."""
+    if not steps or len(steps) > STREAMED_ROWS or kind not in STREAMED_KINDS or kind not in steps[0].attention:
+        return None
+    if any(len(step.token_ids) != 1 for step in steps):
+        return None
+    rows = len(steps)
+    keys = rows if kind == "dec_self" else len(labels.source)
+    layers = []
+    for layer in range(len(steps[0].attention[kind])):
+        first = steps[0].attention[kind][layer]
+        stacked = np.zeros((first.shape[1], rows, keys), dtype=first.dtype)
+        for row, step in enumerate(steps):
+            weights = step.attention[kind][layer][0]
+            stacked[:, row, :weights.shape[-1]] = weights
+        layers.append(stacked)
+    mask = np.zeros((rows, keys), dtype=bool)
+    for row, step in enumerate(steps):
+        allowed = np.asarray(step.masks[kind][0], dtype=bool)
+        mask[row, :allowed.shape[0]] = allowed
+    tgt_tokens = [labels.start] + [step.tokens[0] for step in steps[:-1]]
+    return AttentionTrace(list(labels.source), tgt_tokens, attention={kind: layers}, masks={kind: mask})
+
+
+def streamed_heatmap(labels: RunLabels | None, steps: list[DecodeStep], selection: Selection, *,
+                     options: ViewOptions = ViewOptions()) -> HeatmapState | None:
+    """The focus heatmap of a run still decoding: the selected head's rows decoded so far (the later rows are
+    absent, not zero), the newest outlined, titled as still decoding. None where it cannot be drawn before
+    the run ends (see :func:`streamed_trace`; an aggregate needs every layer or the encoder, so it waits)."""
+    if labels is None or not isinstance(selection.head, int):
+        return None
+    trace = streamed_trace(labels, steps, selection.kind)
+    if trace is None or selection.layer >= trace.layers(selection.kind) or selection.head >= trace.heads(
+            selection.kind):
+        return None
+    at_newest = dataclasses.replace(selection, step=len(steps) - 1)
+    state = heatmap(trace, at_newest, options, outputs=[step.tokens[0] for step in steps])
+    so_far = f"{len(steps)} step{'s' if len(steps) > 1 else ''} so far"
+    return dataclasses.replace(state, title=state.title + f" · decoding… {so_far}")
 
 
 def heads_title(kind: str, layer: int) -> str:

@@ -23,7 +23,9 @@ class Viewing(QObject):
         super().__init__(window)
         self.window, self.session = window, window.session
         worker = window.worker
+        self.shows_run = False  # the views show a finished run (not a message, nor a run still streaming in)
         self.run_requested.connect(worker.run)
+        worker.labels.connect(self._on_labels)
         worker.steps.connect(self._on_steps)
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
@@ -64,10 +66,26 @@ class Viewing(QObject):
         self.window.input_bar.set_text(text)
         self.run()
 
+    def _on_labels(self, request_id: int, labels) -> None:
+        self.session.accept_labels(request_id, labels)
+
     def _on_steps(self, request_id: int, steps: list) -> None:
         if self.session.accept_steps(request_id, steps):
             last = steps[-1]
             self.window.statusBar().showMessage(f"decoding… step {last.step + 1}: {' '.join(last.tokens[:1])}")
+            self._show_streamed()
+
+    def _show_streamed(self) -> None:
+        """While no run is on screen (a model just opened), the focus heatmap grows with the steps instead of
+        waiting for the whole run. A run replacing one on screen, a comparison, a contributions method or
+        heads switched off wait for the finished run: the views stay one run's."""
+        session = self.session
+        if self.shows_run or session.comparing or session.request.ablation or self.window.contributions.choice:
+            return
+        state = viewmodel.streamed_heatmap(session.run_labels, session.steps, session.selection,
+                                           options=session.options)
+        if state is not None:
+            self.window.focus.show_heatmap(state)
 
     def _on_finished(self, request_id: int, results) -> None:
         if not self.session.accept_results(request_id, results):
@@ -83,6 +101,8 @@ class Viewing(QObject):
 
     def _on_failed(self, request_id: int, message: str) -> None:
         if self.session.is_current(request_id):
+            if not self.shows_run:  # the rows of a run that failed part way are not left looking like one
+                self.window.focus.clear(NOTHING_RUN)
             self.window.input_bar.set_busy(False)
             self.window.show_error(message)
 
@@ -254,6 +274,7 @@ class Viewing(QObject):
                 self._show_focus()
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
         window.decoding.show_state(self._step_state())
+        self.shows_run = True
 
     def _show_focus(self) -> None:
         shown = self.focus_state()
@@ -302,6 +323,7 @@ class Viewing(QObject):
                 grid.show_grid(state, images=True)
 
     def clear_views(self, message: str) -> None:
+        self.shows_run = False
         window = self.window
         window.focus.clear(message)
         window.compare_view.clear(message)

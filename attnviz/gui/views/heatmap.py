@@ -166,7 +166,9 @@ class TokenAxis(pg.AxisItem):
         self.rows = orientation == "left"
         self.most_lanes = most_lanes
         self.setStyle(tickLength=0, autoExpandTextSpace=True)
-        self.enableAutoSIPrefix(False)  # positions of tokens have no unit to scale ("(x0.001)" after the name)
+        # Cell positions are no quantity: a one-row map (a run's first step) spans 1 unit, which pyqtgraph
+        # would otherwise scale by an SI prefix, naming the axis "queries (x0.001)".
+        self.enableAutoSIPrefix(False)
         self.labels = TokenLabels([], widths=np.zeros(0), line=0.0)
         self.layout = TickLayout([])
 
