@@ -3,7 +3,8 @@ widgets and signal wiring) and the menus (actions.py: one table); keeps the sett
 
 The window is made in two steps so that it can appear at once: the constructor shows the window with a
 "loading" line (Qt only), and ``build`` — which loads pyqtgraph and torch — makes the views and the
-worker. ``attnviz`` calls ``build`` from the event loop right after the window is on screen.
+worker. ``attnviz`` imports torch on a thread of its own once the window is on screen and calls ``build``
+from the event loop when that import is done (``gui/app.py:launch``), so the loading window keeps repainting.
 """
 
 from __future__ import annotations
