@@ -1,0 +1,83 @@
+"""Everything a decoding step hands the host, copied from the device in one transfer.
+
+On a GPU every read of a device value (``.item()``, ``bool(tensor)``, ``.cpu()``) waits for every kernel queued
+before it and pays a copy's latency; a step that read its tokens, scores, flags and each layer's attention one
+by one waited a few dozen times. :class:`HostTransfer` packs a step's pieces into one byte buffer on the device,
+copies it once (on CUDA asynchronously into pinned memory, then one synchronisation) and splits it into numpy
+views on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, Mapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+ALIGN = 8  # each piece starts at a multiple of the largest item size (float64, int64), so its view is aligned
+
+NUMPY_DTYPES = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16,
+                torch.int64: np.int64, torch.int32: np.int32, torch.uint8: np.uint8, torch.bool: np.bool_}
+
+Pieces = Mapping[Hashable, Tensor]
+Arrays = dict[Hashable, np.ndarray]
+
+
+class HostTransfer:
+    """One decoding run's transfers to the host; on CUDA a pinned staging buffer is reused from step to step."""
+
+    def __init__(self) -> None:
+        self.staging: Tensor | None = None
+        self.count = 0  # transfers made so far
+
+    def __call__(self, kept: Pieces, passing: Pieces) -> tuple[Arrays, Arrays]:
+        """Copy ``kept`` and ``passing`` to the host at once. ``kept``'s arrays are views of one small block of
+        their own (a step's tokens, scores and flags, which live as long as the run); ``passing``'s are views
+        of the transfer's buffer, valid until the next call (attention and mask rows, copied on by the caller)."""
+        pieces = [*kept.values(), *passing.values()]
+        packed, spans = _packed(pieces)
+        host = self._copied(packed)
+        self.count += 1
+        kept_end = spans[len(kept)][0] if len(pieces) > len(kept) else len(host)
+        block = host[:kept_end].copy()  # so the kept arrays do not hold the whole buffer (or a reused one)
+        arrays = [_view(block if index < len(kept) else host, span, piece)
+                  for index, (span, piece) in enumerate(zip(spans, pieces))]
+        return dict(zip(kept, arrays[: len(kept)])), dict(zip(passing, arrays[len(kept):]))
+
+    def _copied(self, packed: Tensor) -> np.ndarray:
+        """``packed`` (bytes on the device) as a host array: on the CPU the tensor's own memory."""
+        if packed.device.type == "cpu":
+            return packed.numpy()
+        if packed.device.type != "cuda":
+            return packed.to("cpu").numpy()
+        if self.staging is None or self.staging.numel() < packed.numel():
+            size = max(packed.numel(), 2 * (0 if self.staging is None else self.staging.numel()))
+            self.staging = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        staging = self.staging[: packed.numel()]
+        staging.copy_(packed, non_blocking=True)
+        torch.cuda.current_stream(packed.device).synchronize()  # the step's one wait for the device
+        return staging.numpy()
+
+
+def _packed(pieces: list[Tensor]) -> tuple[Tensor, list[tuple[int, int]]]:
+    """``pieces`` as one byte tensor on their device (one ``torch.cat``), and each one's (start, end) in it."""
+    parts, spans, offset = [], [], 0
+    padding = None
+    for piece in pieces:
+        raw = piece.detach().contiguous().reshape(-1).view(torch.uint8)
+        spans.append((offset, offset + raw.numel()))
+        parts.append(raw)
+        offset += raw.numel()
+        gap = -offset % ALIGN
+        if gap:
+            if padding is None:
+                padding = torch.zeros(ALIGN, dtype=torch.uint8, device=piece.device)
+            parts.append(padding[:gap])
+            offset += gap
+    return torch.cat(parts), spans
+
+
+def _view(host: np.ndarray, span: tuple[int, int], piece: Tensor) -> np.ndarray:
+    start, end = span
+    return host[start:end].view(NUMPY_DTYPES[piece.dtype]).reshape(tuple(piece.shape))
