@@ -9,11 +9,13 @@ views on the host.
 
 from __future__ import annotations
 
+import sys
 from typing import Hashable, Mapping
 
 import numpy as np
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 ALIGN = 8  # each piece starts at a multiple of the largest item size (float64, int64), so its view is aligned
 
@@ -81,3 +83,35 @@ def _packed(pieces: list[Tensor]) -> tuple[Tensor, list[tuple[int, int]]]:
 def _view(host: np.ndarray, span: tuple[int, int], piece: Tensor) -> np.ndarray:
     start, end = span
     return host[start:end].view(NUMPY_DTYPES[piece.dtype]).reshape(tuple(piece.shape))
+
+
+# What reads a tensor's values on the host (on a GPU: waits for the device, then copies). ``.cpu()`` is left out:
+# the values reach the host through the ``.numpy()`` (or ``.item()``) that follows it.
+HOST_READS = frozenset({"numpy", "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "equal"})
+
+
+class HostReads(TorchFunctionMode):
+    """Counts the host reads of tensor values made inside it (``reads``), whatever the device: torch hands
+    every tensor method and function to an active mode before it runs. Reads made within a function named in
+    ``ignoring`` are not counted (``masked_softmax`` reads a mask only on the CPU, where no device is waited
+    for). For tests and benchmarks."""
+
+    def __init__(self, ignoring: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.ignoring = ignoring
+        self.reads = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", None) in HOST_READS and not called_from(self.ignoring):
+            self.reads += 1
+        return func(*args, **(kwargs or {}))
+
+
+def called_from(functions: tuple[str, ...]) -> bool:
+    """Whether a function of one of these names is running below the caller in this thread's stack."""
+    frame = sys._getframe(1)
+    while functions and frame is not None:
+        if frame.f_code.co_name in functions:
+            return True
+        frame = frame.f_back
+    return False
