@@ -15,6 +15,10 @@ the same loop as greedy decoding (the reference the one pass is tested against).
 rows are views into its result's trace, so each attention matrix is held once (a beam search's steps hold
 the rows its hypotheses still differ in; see ``BeamRows`` in models/nn/intermediates.py). ``dtype`` is the
 trace's number type (float32, or float16 where memory matters more than the last digits).
+
+A step reads the device once: what the host needs of it (its choices, scores, flags, mask and attention rows)
+comes in one transfer (``HostTransfer``, models/inference/transfer.py), and every decision is taken on that
+copy, so a GPU never waits for its queued kernels more than once a step.
 """
 
 from __future__ import annotations
