@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from attnviz.state.demos import demo_path
 from models.inference.decoding import beam_search, forced_step_by_step, greedy, run
-from models.inference.transfer import HostReads, called_from
+from models.inference.transfer import HostReads, HostTransfer, called_from
 from models.nn.attention import masked_softmax
 from models.storage.checkpoint import load_checkpoint
 
@@ -101,3 +101,20 @@ def test_a_beam_wider_than_the_choices_keeps_only_finite_hypotheses(demo):
     assert steps[0].beam_size == 1 and steps[0].token_ids.tolist() == [7]
     assert all(step.beam_size == 8 and np.isfinite(step.scores).all() for step in steps[1:])
     assert results[0].token_ids[0] == 7
+
+
+def test_one_transfer_brings_every_number_type_back_as_it_was():
+    """Mixed item sizes, a non-contiguous and an expanded piece: values, dtypes and shapes come back, every
+    view aligned to its item size, and the kept arrays outlive the next transfer."""
+    transfer = HostTransfer()
+    kept = {"finished": torch.tensor([True, False]), "scores": torch.tensor([1.5, -2.25], dtype=torch.float64),
+            "half": torch.tensor([[0.5, 2.0]], dtype=torch.float16), "ids": torch.arange(3)}
+    passing = {"strided": torch.arange(12.0).reshape(3, 4)[:, ::2],
+               "expanded": torch.ones(2, 3, dtype=torch.bool).expand(2, 2, 3)}
+    host, rows = transfer(kept, passing)
+    for name, array in [*host.items(), *rows.items()]:
+        expected = {**kept, **passing}[name]
+        assert array.dtype == expected.numpy().dtype and array.shape == tuple(expected.shape)
+        assert np.array_equal(array, expected.numpy()) and array.ctypes.data % array.itemsize == 0
+    transfer({name: torch.zeros_like(piece) for name, piece in kept.items()}, passing)
+    assert host["scores"].tolist() == [1.5, -2.25] and transfer.count == 2

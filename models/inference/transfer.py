@@ -37,15 +37,16 @@ class HostTransfer:
         """Copy ``kept`` and ``passing`` to the host at once. ``kept``'s arrays are views of one small block of
         their own (a step's tokens, scores and flags, which live as long as the run); ``passing``'s are views
         of the transfer's buffer, valid until the next call (attention and mask rows, copied on by the caller)."""
-        pieces = [*kept.values(), *passing.values()]
-        packed, spans = _packed(pieces)
-        host = self._copied(packed)
+        parts, spans = _laid_out(list(kept.values()), 0)
+        kept_end = max((end for _, end in spans), default=0)
+        passing_parts, passing_spans = _laid_out(list(passing.values()), kept_end + -kept_end % ALIGN)
+        if passing_parts and kept_end % ALIGN:
+            parts.append(torch.zeros(-kept_end % ALIGN, dtype=torch.uint8, device=passing_parts[0].device))
+        host = self._copied(torch.cat(parts + passing_parts))
         self.count += 1
-        kept_end = spans[len(kept)][0] if len(pieces) > len(kept) else len(host)
         block = host[:kept_end].copy()  # so the kept arrays do not hold the whole buffer (or a reused one)
-        arrays = [_view(block if index < len(kept) else host, span, piece)
-                  for index, (span, piece) in enumerate(zip(spans, pieces))]
-        return dict(zip(kept, arrays[: len(kept)])), dict(zip(passing, arrays[len(kept):]))
+        return ({name: _view(block, span, piece) for (name, piece), span in zip(kept.items(), spans)},
+                {name: _view(host, span, piece) for (name, piece), span in zip(passing.items(), passing_spans)})
 
     def _copied(self, packed: Tensor) -> np.ndarray:
         """``packed`` (bytes on the device) as a host array: on the CPU the tensor's own memory."""
@@ -62,22 +63,17 @@ class HostTransfer:
         return staging.numpy()
 
 
-def _packed(pieces: list[Tensor]) -> tuple[Tensor, list[tuple[int, int]]]:
-    """``pieces`` as one byte tensor on their device (one ``torch.cat``), and each one's (start, end) in it."""
-    parts, spans, offset = [], [], 0
-    padding = None
-    for piece in pieces:
-        raw = piece.detach().contiguous().reshape(-1).view(torch.uint8)
-        spans.append((offset, offset + raw.numel()))
+def _laid_out(pieces: list[Tensor], offset: int) -> tuple[list[Tensor], list[tuple[int, int]]]:
+    """``pieces`` as bytes placed from ``offset`` on (a multiple of ``ALIGN``), and each one's (start, end).
+    Larger items come first, so every piece starts at a multiple of its own item size with no padding."""
+    order = sorted(range(len(pieces)), key=lambda index: -pieces[index].element_size())
+    parts, spans = [], [(0, 0)] * len(pieces)
+    for index in order:
+        raw = pieces[index].contiguous().view(-1).view(torch.uint8)
+        spans[index] = (offset, offset + raw.numel())
         parts.append(raw)
         offset += raw.numel()
-        gap = -offset % ALIGN
-        if gap:
-            if padding is None:
-                padding = torch.zeros(ALIGN, dtype=torch.uint8, device=piece.device)
-            parts.append(padding[:gap])
-            offset += gap
-    return torch.cat(parts), spans
+    return parts, spans
 
 
 def _view(host: np.ndarray, span: tuple[int, int], piece: Tensor) -> np.ndarray:
