@@ -15,6 +15,10 @@ the same loop as greedy decoding (the reference the one pass is tested against).
 rows are views into its result's trace, so each attention matrix is held once (a beam search's steps hold
 the rows its hypotheses still differ in; see ``BeamRows`` in models/nn/intermediates.py). ``dtype`` is the
 trace's number type (float32, or float16 where memory matters more than the last digits).
+
+A step reads the device once: what the host needs of it (its choices, scores, flags, mask and attention rows)
+comes in one transfer (``HostTransfer``, models/inference/transfer.py), and every decision is taken on that
+copy, so a GPU never waits for its queued kernels more than once a step.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ..errors import InputError, NumericalWarning
 from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention, trace_from_intermediates
 from ..trace.records import AttentionTrace, DecodeResult, DecodeStep
 from .modes import check_beam
+from .transfer import HostTransfer
 
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
@@ -83,6 +88,9 @@ class _Decoder:
         self.beam_rows: BeamRows | None = None  # where a beam search writes its attention rows
         self.live: dict[int, int] = {}  # per unsettled beam step: how many of its rows a hypothesis still descends from
         self._open = np.ones((0, 0), dtype=bool)  # see _shared_if_open
+        self.transfer = HostTransfer()  # a step's one copy to the host
+        self.weights_dtype = torch.float16 if np.dtype(dtype) == np.float16 else torch.float32
+        self.reported = False  # whether the run has warned of NaN
 
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
@@ -133,11 +141,12 @@ class _Decoder:
                 masks[kind] = mask[:, 0, -1].expand(self.prefix.shape[0], -1)
         return logits[:, -1], attention, masks
 
-    def reorder(self, parents: Tensor) -> None:
-        """Row i of the next step continues row ``parents[i]``; rows that stay where they are copy nothing
-        (a beam keeps its order at about half the steps, and a reorder copies every cached key and value)."""
+    def reorder(self, parents: Tensor, host_parents: np.ndarray) -> None:
+        """Row i of the next step continues row ``parents[i]`` (``host_parents``: the same on the host, which
+        decides); rows that stay where they are copy nothing (a beam keeps its order at about half the steps,
+        and a reorder copies every cached key and value)."""
         rows = self.state.memory.shape[0] if self.use_cache else self.prefix.shape[0]
-        if rows == len(parents) and torch.equal(parents, torch.arange(rows, device=parents.device)):
+        if rows == len(host_parents) and np.array_equal(host_parents, np.arange(rows)):
             return
         if self.use_cache:
             with torch.inference_mode():  # the buffers were made inside it, and are written into
@@ -146,22 +155,35 @@ class _Decoder:
             self.prefix = self.prefix.index_select(0, parents)
 
     def make_step(self, index: int, log_probs: Tensor, *, parents: Tensor, tokens: Tensor, scores: Tensor,
-                  finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor],
+                  finished: Tensor, attention: dict[str, list[Tensor]], masks: dict[str, Tensor], broken: Tensor,
                   frozen: Tensor | None = None) -> DecodeStep:
         """Describe the new hypotheses (``parents`` index the rows of ``log_probs``/``attention``);
-        ``frozen`` marks rows whose parent had already finished (their padding step costs nothing)."""
-        choices = self.choices(log_probs.index_select(0, parents), tokens, frozen)
+        ``frozen`` marks rows whose parent had already finished (their padding step costs nothing), ``broken``
+        the rows of ``log_probs`` that held NaN.
+
+        Everything the host needs of the step comes in one transfer; hypotheses whose score is not finite (a
+        beam wider than what could be chosen) are dropped here, so the step may have fewer rows than given."""
+        kept = {**self.choices(log_probs.index_select(0, parents), tokens, frozen), "parents": parents,
+                "scores": scores.double(), "finished": finished}
+        passing = {("mask", kind): mask for kind, mask in masks.items()}
+        if self.rows is not None or self.beam_rows is not None:
+            passing.update({("attention", kind, layer): weights.to(self.weights_dtype)
+                            for kind, layers in attention.items() for layer, weights in enumerate(layers)})
+        host, rows = self.transfer({**kept, "broken": broken}, passing)
+        if host.pop("broken").any() and not self.reported:
+            self.reported = _report_not_finite(index, _attention_rows(rows, attention))
+        finite = max(1, int(np.isfinite(host["scores"]).sum()))
+        host = {name: array[:finite] for name, array in host.items()}
+        parents_host = host["parents"]
         if self.rows is not None:
-            rows = self.rows.add(index, attention)
+            attention_rows = self.rows.add(index, _attention_rows(rows, attention))
         elif self.beam_rows is not None:
-            rows = self.beam_rows.add(index, attention, parents)
+            attention_rows = self.beam_rows.add(index, _attention_rows(rows, attention), parents_host)
         else:  # nothing asked for the weights
-            rows = {}
-        mask_rows = {kind: self._shared_if_open(mask.index_select(0, parents).cpu().numpy())
-                     for kind, mask in masks.items()}
-        return DecodeStep(step=index, **choices, parents=parents.cpu().numpy(),
-                          scores=scores.cpu().numpy().astype(np.float64), finished=finished.cpu().numpy(),
-                          attention=rows, masks=mask_rows)
+            attention_rows = {}
+        mask_rows = {kind: self._shared_if_open(rows[("mask", kind)][parents_host]) for kind in masks}
+        return DecodeStep(step=index, **self.labelled(host), parents=parents_host, scores=host["scores"],
+                          finished=host["finished"], attention=attention_rows, masks=mask_rows)
 
     def _shared_if_open(self, rows: np.ndarray) -> np.ndarray:
         """Mask rows that allow every key (nearly always: one sentence has no padding) as a view of one
@@ -175,8 +197,9 @@ class _Decoder:
             self._open.setflags(write=False)
         return self._open[: rows.shape[0], : rows.shape[1]]
 
-    def choices(self, log_probs: Tensor, tokens: Tensor, frozen: Tensor | None = None) -> dict:
-        """Per row of ``log_probs`` ``[N, V]``: the chosen token's probability and rank, and the top-k.
+    def choices(self, log_probs: Tensor, tokens: Tensor, frozen: Tensor | None = None) -> dict[str, Tensor]:
+        """Per row of ``log_probs`` ``[N, V]``, on the device: the chosen token's probability and rank, and
+        the top-k (see :meth:`labelled` for the host's side).
 
         Rows are a beam's hypotheses at one step, or all the steps of one forced pass.
         """
@@ -185,11 +208,15 @@ class _Decoder:
         if frozen is not None:
             chosen, ranks = chosen.masked_fill(frozen, 0.0), ranks.masked_fill(frozen, 0)
         top = log_probs.topk(min(self.top_k, log_probs.shape[1]), dim=1)
-        top_ids, token_ids = top.indices.cpu().numpy(), tokens.cpu().numpy()
+        return dict(token_ids=tokens, probabilities=chosen.exp(), ranks=ranks, top_ids=top.indices,
+                    top_probs=top.values.exp())
+
+    def labelled(self, host: dict[str, np.ndarray]) -> dict:
+        """The host arrays of :meth:`choices` with their tokens' labels: ``DecodeStep``'s choice fields."""
+        token_ids, top_ids = host["token_ids"], host["top_ids"]
         return dict(token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
-                    probabilities=chosen.exp().cpu().numpy(), ranks=ranks.cpu().numpy(), top_ids=top_ids,
-                    top_tokens=[[self.label(int(t)) for t in row] for row in top_ids],
-                    top_probs=top.values.exp().cpu().numpy())
+                    probabilities=host["probabilities"], ranks=host["ranks"], top_ids=top_ids,
+                    top_tokens=[[self.label(int(t)) for t in row] for row in top_ids], top_probs=host["top_probs"])
 
     def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
         """The hypotheses of the last step, best first. The best one's trace is built now, in the arrays its
@@ -300,19 +327,18 @@ class _Decoder:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
         right; its trace is the pass' own attention, and each step's rows are views into it."""
         tokens = torch.tensor(target, device=logits.device)
-        log_probs = self.log_probs(logits)
-        broken = torch.isnan(log_probs).any(dim=-1).nonzero()
-        if len(broken):
-            _report_not_finite(int(broken[0, 0]), inter.attention)
-            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))
-        choices = self.choices(log_probs, tokens)
-        scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0).cpu().numpy()
+        log_probs, broken = _without_nan(self.log_probs(logits))
+        scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0)
+        host, _ = self.transfer({**self.choices(log_probs, tokens), "scores": scores, "broken": broken}, {})
+        choices, scores = self.labelled(host), host["scores"]
         tgt_tokens = [self.label(self.bos)] + choices["tokens"][:-1]
         trace = None
         if self.need_weights:
             trace = trace_from_intermediates(inter, 0, src_tokens=self.src_tokens, tgt_tokens=tgt_tokens,
                                              dtype=self.dtype, release=True)
             trace.ablated = self.ablated
+        if host["broken"].any():
+            _report_not_finite(int(np.argmax(host["broken"])), trace.attention if trace is not None else {})
         steps = []
         for index in range(len(target)):
             one = {key: value[index: index + 1] for key, value in choices.items()}
@@ -349,11 +375,11 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
                        top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
                        ablation=ablation)
-    device = decoder.src.device
+    first_ids = torch.tensor(list(first), dtype=torch.long, device=decoder.src.device)  # copied to the device once
 
     def next_token(index: int, log_probs: Tensor) -> Tensor:
         if index < len(first):
-            return torch.tensor([first[index]], device=device)
+            return first_ids[index: index + 1]
         return decoder.searchable(index, log_probs).argmax(dim=-1)
 
     steps = yield from _one_by_one(decoder, next_token)
@@ -390,8 +416,8 @@ def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequ
     decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
                        top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=len(target),
                        ablation=ablation)
-    device = decoder.src.device
-    steps = yield from _one_by_one(decoder, lambda index, log_probs: torch.tensor([target[index]], device=device))
+    fed = torch.tensor(target, dtype=torch.long, device=decoder.src.device)  # copied to the device once
+    steps = yield from _one_by_one(decoder, lambda index, log_probs: fed[index: index + 1])
     return decoder.results(steps)
 
 
@@ -404,26 +430,24 @@ def _forced_target(model: Seq2Seq, target_ids: Sequence[int]) -> list[int]:
 
 def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeStep, None, list[DecodeStep]]:
     """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
-    ``decoder.max_len`` steps. Returns the steps."""
+    ``decoder.max_len`` steps. Returns the steps. The host reads the device once per step (``make_step``)."""
     decoder.begin()
     decoder.rows = RowBuffer(decoder.max_len, decoder.dtype) if decoder.need_weights else None
     device = decoder.src.device
     tokens = torch.tensor([decoder.bos], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)
     zero = torch.zeros(1, dtype=torch.long, device=device)
-    steps, reported = [], False
+    steps = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)
-        if bool(torch.isnan(log_probs).any()):
-            reported = reported or _report_not_finite(index, attention)
-            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
+        log_probs, broken = _without_nan(log_probs)
         tokens = next_token(index, log_probs)  # [1]
         score = score + log_probs[0, tokens]
-        done = tokens == decoder.eos
-        steps.append(decoder.make_step(index, log_probs, parents=zero, tokens=tokens, scores=score, finished=done,
-                                       attention=attention, masks=masks))
+        steps.append(decoder.make_step(index, log_probs, parents=zero, tokens=tokens, scores=score,
+                                       finished=tokens == decoder.eos, attention=attention, masks=masks,
+                                       broken=broken))
         yield steps[-1]
-        if bool(done[0]):
+        if steps[-1].finished[0]:
             break
     return steps
 
@@ -449,38 +473,54 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     tokens = torch.tensor([decoder.bos], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
     finished = torch.zeros(1, dtype=torch.bool, device=device)
-    steps, reported = [], False
+    steps: list[DecodeStep] = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [k, V]
-        if bool(torch.isnan(log_probs).any()):
-            reported = reported or _report_not_finite(index, attention)
-            log_probs = torch.nan_to_num(log_probs, nan=float("-inf"))  # NaN is never chosen
-        candidates = _extend(decoder.searchable(index, log_probs), finished, decoder.pad).double() + scores[:, None]
+        log_probs, broken = _without_nan(log_probs)
+        candidates = decoder.searchable(index, log_probs)
+        if steps and steps[-1].finished.any():  # decided on the host copy of the last step
+            candidates = _extend(candidates, finished, decoder.pad)
+        candidates = candidates.double() + scores[:, None]
         if index < len(first):
             only = torch.full_like(candidates, float("-inf"))
             only[:, first[index]] = candidates[:, first[index]]
             candidates = only
         vocab = candidates.shape[1]
-        best = candidates.view(-1).topk(max(1, min(beam, int(torch.isfinite(candidates).sum()))))
+        best = candidates.view(-1).topk(min(beam, candidates.numel()))  # make_step drops those not finite
         parents, tokens = best.indices // vocab, best.indices % vocab
-        scores = best.values
         frozen = finished.index_select(0, parents)
         finished = frozen | (tokens == decoder.eos)
-        steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=scores,
-                                       finished=finished, attention=attention, masks=masks, frozen=frozen))
+        steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=best.values,
+                                       finished=finished, attention=attention, masks=masks, broken=broken,
+                                       frozen=frozen))
+        kept = steps[-1].beam_size
+        parents, tokens, scores, finished = parents[:kept], tokens[:kept], best.values[:kept], finished[:kept]
         if need_weights:
             decoder.let_go(steps)
         yield steps[-1]
-        if bool(finished.all()):
+        if steps[-1].finished.all():
             break
-        decoder.reorder(parents)
+        decoder.reorder(parents, steps[-1].parents)
     return decoder.results(steps, length_penalty)
 
 
-def _report_not_finite(index: int, attention: dict[str, list[Tensor]]) -> bool:
-    """Warn where the model first produced NaN: in an attention layer, or else in its scores."""
+def _without_nan(log_probs: Tensor) -> tuple[Tensor, Tensor]:
+    """``log_probs`` ``[N, V]`` with NaN as -inf (never chosen; the rest untouched), and which rows held NaN
+    ``[N]``: both on the device, so the host learns of NaN from the step's one transfer."""
+    nan = torch.isnan(log_probs)
+    return log_probs.masked_fill(nan, float("-inf")), nan.any(dim=-1)
+
+
+def _attention_rows(rows: dict, attention: dict[str, list[Tensor]]) -> dict[str, list[np.ndarray]]:
+    """The host copies of ``attention``'s rows, from a transfer's ``("attention", kind, layer)`` arrays."""
+    return {kind: [rows[("attention", kind, layer)] for layer in range(len(layers))]
+            for kind, layers in attention.items() if ("attention", kind, 0) in rows}
+
+
+def _report_not_finite(index: int, attention: dict[str, list[np.ndarray]]) -> bool:
+    """Warn where the model first produced NaN: in an attention layer (host arrays), or else in its scores."""
     where = next((f"layer {layer + 1} {kind} attention" for kind, layers in attention.items()
-                  for layer, weights in enumerate(layers) if bool(torch.isnan(weights).any())), "its output scores")
+                  for layer, weights in enumerate(layers) if np.isnan(weights).any()), "its output scores")
     warnings.warn(f"the model produced NaN at step {index + 1}, {where}; such tokens are never chosen and the "
                   f"result may be meaningless", NumericalWarning, stacklevel=2)
     return True
@@ -488,8 +528,6 @@ def _report_not_finite(index: int, attention: dict[str, list[Tensor]]) -> bool:
 
 def _extend(log_probs: Tensor, finished: Tensor, pad: int) -> Tensor:
     """Finished rows can only be extended by padding, at no cost; other rows as the model says."""
-    if not bool(finished.any()):
-        return log_probs
     frozen = torch.full_like(log_probs, float("-inf"))
     frozen[:, pad] = 0.0
     return torch.where(finished[:, None], frozen, log_probs)

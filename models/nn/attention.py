@@ -35,7 +35,9 @@ def masked_softmax(scores: Tensor, mask: Tensor | None, *, in_place: bool = Fals
     empty = blocked.all(dim=-1, keepdim=True)
     if not overwrite:  # training: no check, which would make the host wait for the device at every layer
         return weights.masked_fill(empty, 0.0)
-    return weights.masked_fill_(empty, 0.0) if bool(empty.any()) else weights
+    if weights.device.type == "cpu" and not bool(empty.any()):  # a device would make the host wait for this check
+        return weights
+    return weights.masked_fill_(empty, 0.0)
 
 
 def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, *, scale: bool = True,

@@ -140,9 +140,10 @@ class BeamRows:
         self.chunks: dict[tuple[str, int, int], np.ndarray] = {}  # (kind, layer, chunk) → its array
         self.shared = RowBuffer(max_len, dtype)
 
-    def add(self, index: int, attention: dict[str, list[Tensor]], parents: Tensor) -> dict[str, list[np.ndarray]]:
-        """Store step ``index``'s rows: per kind and layer ``[K', heads, key_len]`` rows of the hypotheses
-        before the step, taken in the order ``parents`` gives; returns views ``[K, heads, key_len]``."""
+    def add(self, index: int, attention: dict[str, list[np.ndarray]],
+            parents: np.ndarray) -> dict[str, list[np.ndarray]]:
+        """Store step ``index``'s rows (host arrays): per kind and layer ``[K', heads, key_len]`` rows of the
+        hypotheses before the step, taken in the order ``parents`` gives; returns views ``[K, heads, key_len]``."""
         chunk, offset = divmod(index, self.CHUNK)
         views = {}
         for kind, layers in attention.items():
@@ -155,7 +156,7 @@ class BeamRows:
                     array = untouched_zeros((end - chunk * self.CHUNK, self.beam, weights.shape[1], keys), self.dtype)
                     self.chunks[(kind, layer, chunk)] = array
                 block = array[offset, : len(parents), :, : weights.shape[-1]]
-                block[...] = to_numpy(weights.index_select(0, parents), self.dtype)
+                np.take(weights, parents, axis=0, out=block, mode="clip")  # parents are valid rows
                 views[kind].append(block)
         return views
 
@@ -188,10 +189,10 @@ class RowBuffer:
         self.max_len, self.dtype = max_len, dtype
         self.arrays: dict[str, list[np.ndarray]] = {}
 
-    def add(self, index: int, attention: dict[str, list[Tensor]]) -> dict[str, list[np.ndarray]]:
-        """Store step ``index``'s rows (per kind and layer ``[1, heads, key_len]``); returns views of them."""
-        return self.write(index, {kind: [to_numpy(layer[0], self.dtype) for layer in layers]
-                                  for kind, layers in attention.items()})
+    def add(self, index: int, attention: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
+        """Store step ``index``'s rows (host arrays, per kind and layer ``[1, heads, key_len]``); returns views
+        of them."""
+        return self.write(index, {kind: [layer[0] for layer in layers] for kind, layers in attention.items()})
 
     def write(self, index: int, rows: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
         """Store step ``index``'s rows (per kind and layer ``[heads, key_len]``); returns views
