@@ -3,6 +3,8 @@ in full (level, staggered or upright), never cut with "…"; zoomed out, every n
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -150,3 +152,24 @@ def test_a_small_heatmap_settles_on_one_layout_of_both_axes(qtbot):
         assert drawn() == settled
     assert axis_labels(view, "bottom") == columns
 
+
+
+def test_a_new_name_of_the_colour_scale_is_centred_on_its_bar(qtbot):
+    """pyqtgraph places an axis' name when the axis is resized: a contribution's unit, longer than the name
+    shown before it, kept the old name's place and ran past the top of a short bar."""
+    view = HeatmapView()
+    qtbot.addWidget(view)
+    view.resize(640, 200)
+    view.show()
+    qtbot.waitExposed(view)
+    matrix = np.random.default_rng(0).random((4, 5)).astype(np.float32)
+    state = viewmodel.HeatmapState(matrix=matrix, mask=None, query_labels=list("abcd"), key_labels=list("vwxyz"),
+                                   title="", axis_names=("queries", "keys"), levels=(0.0, 1.0), step_row=None,
+                                   file_stem="map")
+    for name in ("attention weight", "share of output"):
+        view.show_heatmap(dataclasses.replace(state, scale_title=name))
+        qtbot.wait(20)
+    scale = view.colorbar.axis
+    top, bottom = scale.label.pos().y() - scale.label.boundingRect().width(), scale.label.pos().y()
+    assert 0 <= top and bottom <= scale.size().height(), (top, bottom, scale.size().height())
+    assert abs((top + bottom) / 2 - scale.size().height() / 2) <= 2

@@ -400,6 +400,9 @@ class HeatmapView(QWidget):
         self.revealed = state.revealed
         if self.colorbar.axis.labelText != state.scale_title:
             self.colorbar.axis.setLabel(state.scale_title)
+            # pyqtgraph centres an axis' name only when the axis is resized: a new, longer name kept the place
+            # of the old one, off centre, and past the bar's top on a short plot ("share of outpu")
+            self.colorbar.axis.resizeEvent()
         if state.revealed is not None:
             self.unrevealed.setImage(unrevealed_cells(state.matrix.shape, state.revealed), autoLevels=False)
             self.unrevealed.setRect(QRectF(-0.5, -0.5, state.matrix.shape[1], state.matrix.shape[0]))
