@@ -295,8 +295,9 @@ def test_a_beam_gives_back_the_rows_of_settled_steps():
     from models.nn.intermediates import BeamRows
 
     rows = BeamRows(1024, 4, np.float16)
-    parents = torch.arange(4)
-    steps = [rows.add(index, {"cross": [torch.rand(4, 8, 1024)]}, parents) for index in range(256)]
+    parents = np.arange(4)
+    weights = np.random.default_rng(0).random((4, 8, 1024), dtype=np.float32)  # host rows, as a step's transfer gives
+    steps = [rows.add(index, {"cross": [weights]}, parents) for index in range(256)]
     chunks = [rows.chunks[("cross", 0, chunk)] for chunk in range(256 // BeamRows.CHUNK)]
     assert sum(resident_of(chunk) for chunk in chunks) >= 16  # 256 steps × 4 rows × 8 heads × 1,024 keys × 2 B
     addresses = [chunk.__array_interface__["data"][0] for chunk in chunks]
