@@ -11,6 +11,7 @@ from typing import Any
 
 from models.errors import InputError
 
+from ..state.fields import FieldRow, field_rows
 from .common import checkpoint_path, model_shape, terminal_text
 
 NAME = "info"
@@ -95,25 +96,30 @@ def _is_count(value: Any) -> bool:
 
 
 def field_lines(fields: dict[str, Any], indent: str = "  ") -> list[str]:
-    """``key: value`` lines with the values aligned; a nested map as its own indented block, an empty one not at
-    all (a format with nothing of its own to say prints no ``details: {}``; ``--json`` keeps every key)."""
-    fields = {key: value for key, value in fields.items() if value != {}}
-    width = max((len(str(key)) for key in fields), default=0) + 1
+    """``key: value`` lines with each map's values aligned; a nested map as its own indented block, an empty one
+    not at all (a format with nothing of its own to say prints no ``details: {}``; ``--json`` keeps every key)."""
+    rows = field_rows(fields)
     lines = []
-    for key, value in fields.items():
-        if isinstance(value, dict):
-            lines.append(f"{indent}{key}:")
-            lines += field_lines(value, indent + "  ")
-        else:
-            shown = json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else _scalar(value)
-            lines.append(f"{indent}{str(key) + ':':<{width}} {shown}")
+    for index, entry in enumerate(rows):
+        margin = indent * (entry.depth + 1)
+        if entry.value is None:
+            lines.append(f"{margin}{entry.key}:")
+            continue
+        width = max(len(other.key) for other in _siblings(rows, index)) + 1
+        lines.append(f"{margin}{entry.key + ':':<{width}} {entry.value}")
     return lines
 
 
-def _scalar(value: Any) -> str:
-    if isinstance(value, float) and len(str(value)) > 10:  # a metric's 16 digits say no more than 6
-        return f"{value:.6g}"
-    return str(value)
+def _siblings(rows: list[FieldRow], index: int) -> list[FieldRow]:
+    """The rows of the map row ``index`` lies in (its own entries, not those of maps nested in it)."""
+    depth = rows[index].depth
+    start = index
+    while start > 0 and rows[start - 1].depth >= depth:
+        start -= 1
+    end = index
+    while end + 1 < len(rows) and rows[end + 1].depth >= depth:
+        end += 1
+    return [row for row in rows[start: end + 1] if row.depth == depth]
 
 
 def _encodable(summary: dict) -> bool:

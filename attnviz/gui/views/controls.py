@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
@@ -16,6 +15,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxL
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
 
 from ...state.contributions import ShowChoice
+from ...state.fields import FieldRow, field_rows
 from ...state.session import ModelInfo, RunSettings, ViewOptions
 from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState
 from .style import COLORMAPS
@@ -602,8 +602,7 @@ class ModelPanel(QWidget):
         sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "heads", "d_ff", "encoder_layers",
                                                               "decoder_layers", "hidden")
                           if key in config)
-        provenance = "".join(f"<tr><td>{html.escape(str(key))}</td><td>{html.escape(_short(value))}</td></tr>"
-                             for key, value in info.provenance.items())
+        provenance = "".join(_field_row(row) for row in field_rows(info.provenance))
         self.info.setText(
             f"<b>{html.escape(info.path.name)}</b><br>{html.escape(info.arch)} · {info.parameters:,} parameters<br>"
             f"device {html.escape(info.device)} · weights {html.escape(info.weights)}<br>"  # what runs: in view first
@@ -616,10 +615,10 @@ class ModelPanel(QWidget):
             self.device.setCurrentIndex(index)
 
 
-def _short(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        value = {key: round(item, 4) if isinstance(item, float) else item for key, item in value.items()}
-    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
-    return text if len(text) < 160 else text[:157] + "…"
+def _field_row(row: FieldRow) -> str:
+    """One provenance entry as a one-cell table row ("key: value", so a narrow panel wraps the value under
+    its key rather than pushing it out of sight), indented by its depth; a long value is cut (``attnviz info``
+    prints it whole)."""
+    value = "" if row.value is None else row.value if len(row.value) < 160 else row.value[:157] + "…"
+    text = html.escape(row.key) + (f": {html.escape(value)}" if row.value is not None else "")
+    return f"<tr><td style='padding-left:{12 * row.depth}px'>{text}</td></tr>"

@@ -1,0 +1,37 @@
+"""The Model panel shows where a checkpoint came from as rows, nested maps indented under their name (as
+``attnviz info`` prints them), never as a JSON dump cut at 160 characters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attnviz.cli.info import field_lines
+from attnviz.gui.views.controls import ModelPanel
+from attnviz.gui.worker import describe
+from attnviz.state.fields import FieldRow, field_rows
+from models.importers import convert
+from models.inference.translator import Translator
+
+FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "transformer-postln"
+
+
+def test_an_imported_checkpoint_s_provenance_is_rows_in_the_panel_and_in_info(qtbot):
+    info = describe(Translator(convert(FAIRSEQ), "cpu"), FAIRSEQ)
+    rows = field_rows(info.provenance)
+    assert rows[:2] == [FieldRow(0, "imported_from", None), FieldRow(1, "format", "fairseq")]
+    assert FieldRow(2, "share_all_embeddings", "True") in rows
+    assert not any(row.key in ("details", "supplied", "assumed") for row in rows)  # empty maps say nothing
+    panel = ModelPanel(["cpu"], [])
+    qtbot.addWidget(panel)
+    panel.show_model(info)
+    text = panel.info.text()
+    assert "{" not in text and "<td style='padding-left:12px'>format: fairseq</td>" in text
+    assert "<td style='padding-left:24px'>encoder_attention_heads: 2</td>" in text
+    lines = field_lines(info.provenance)
+    assert lines[:2] == ["  imported_from:", "    format:         fairseq"]  # aligned within its own map
+
+
+def test_a_metric_says_six_digits_and_a_list_is_json():
+    rows = field_rows({"metrics": {"chrf": 47.829312345678, "bleu": 28.0}, "languages": ["en", "es"]})
+    assert rows == [FieldRow(0, "metrics", None), FieldRow(1, "chrf", "47.8293"), FieldRow(1, "bleu", "28.0"),
+                    FieldRow(0, "languages", '["en", "es"]')]
