@@ -3,9 +3,9 @@
 fairseq does not install on Python 3.11 from PyPI (0.12.2 fails at import); its ``fairseq-fixed`` 0.12.3.1 fork
 does, but only by building from source, which is too heavy for every CI run. So the checkpoints under
 tests/data/fairseq/ were written by that fork's own ``fairseq-preprocess`` and ``fairseq-train`` (a few hundred
-updates on a tiny corpus), with what fairseq's own code computed from them: logits, every head of every
-attention layer (its MultiheadAttention modules, read through hooks), and greedy output from its
-SequenceGenerator (beam 1). tests/data/fairseq/make_fixtures.py says exactly how; rerun it with fairseq to
+updates on a tiny corpus, thousands for the narrow LSTM), with what fairseq's own code computed from them: logits,
+every head of every attention layer (its MultiheadAttention modules, read through hooks), and greedy output from
+its SequenceGenerator (beam 1). tests/data/fairseq/make_fixtures.py says exactly how; rerun it with fairseq to
 renew them. Each folder holds what a user has after training: ``checkpoint_last.pt``, the data-bin's
 ``dict.src.txt``/``dict.tgt.txt`` and the sentencepiece model the text was split with.
 """
@@ -30,9 +30,6 @@ from tests.helpers import fixture_copy, toolkit_outputs
 
 DATA = Path(__file__).parent / "data" / "fairseq"
 VARIANTS = ("transformer-postln", "transformer-preln", "lstm", "transformer-sides", "lstm-narrow-decoder")
-# 300 updates did not teach this one the task: fairseq's greedy output is 40 "▁" for every sentence, so there
-# the comparison checks the search and its length limit, not distinct sentences
-UNTRAINED = {"lstm-narrow-decoder"}
 SENTENCES = ["the cat sees a big house", "a small dog runs near the tree", "the bird eats a red fish"]
 MAX_LEN = 40  # make_fixtures.py: SequenceGenerator(max_len_b=40)
 KINDS = {"self_attn": {"encoder": "enc_self", "decoder": "dec_self"}, "encoder_attn": {"decoder": "cross"}}
@@ -100,7 +97,7 @@ def test_greedy_output_equals_the_sequence_generator(name):
         assert ours == theirs, sentence
         outputs.append(result.text)
     # a model that learned something: the reversed, upper-cased words, different per sentence
-    assert len(set(outputs)) == (1 if name in UNTRAINED else len(SENTENCES))
+    assert len(set(outputs)) == len(SENTENCES)
 
 
 @pytest.mark.parametrize("beam", [1, 4])
