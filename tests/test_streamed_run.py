@@ -15,7 +15,8 @@ from attnviz.state import viewmodel
 from attnviz.state.session import Selection, ViewOptions
 from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
-from tests.test_gui import run_text
+from models.inference.modes import Mode
+from tests.test_gui import WAIT, run_text
 
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "checkpoints" / "en-es-transformer.safetensors"
 
@@ -113,6 +114,44 @@ def test_a_run_replacing_one_on_screen_keeps_the_finished_run_until_it_ends(wind
     recorder = FocusAtSteps(window)
     run_text(qtbot, window, "hgfedcbahgfedcba", max_len=12)
     assert recorder.seen and all(tuple(seen[1:]) == shown for seen in recorder.seen)
+
+
+class BeamOnFirstSteps(QObject):
+    """At the first steps batch of a run (once the window has drawn it), a beam run of another sentence is
+    started; what the focus showed just before and just after."""
+
+    def __init__(self, window):
+        super().__init__()
+        self.window, self.titles = window, []
+        window.worker.steps.connect(self.replace)
+
+    @Slot(int, object)
+    def replace(self, *_) -> None:
+        if self.titles:
+            return
+        bar = self.window.input_bar
+        self.titles.append(focus_rows(self.window)[1])
+        bar.mode.setCurrentIndex(bar.mode.findData(Mode.BEAM))
+        bar.text.setText("abc")
+        self.window.run()
+        self.titles.append(focus_rows(self.window)[1])
+
+
+def test_a_run_replacing_a_streaming_one_does_not_keep_its_rows(window, qtbot):
+    """A beam run (which draws when it ends) started while the first run still streams: the focus no longer
+    shows the first run's rows, which belong to another sentence."""
+    replacing = BeamOnFirstSteps(window)
+    bar = window.input_bar
+    bar.max_len.setValue(12)
+    bar.debounce.stop()
+    bar.text.setText("hgfedcbahgfedcba")
+    window.run()
+    qtbot.waitUntil(lambda: len(replacing.titles) == 2, timeout=WAIT)
+    assert "decoding…" in replacing.titles[0] and "decoding…" not in replacing.titles[1]
+    request = window.session.request
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.request is request, timeout=WAIT)
+    assert window.session.request.settings.mode == Mode.BEAM
+    assert focus_rows(window)[0] == len(window.session.trace.tgt_tokens)
 
 
 def test_a_one_row_map_names_its_axes_without_a_scale(qtbot):

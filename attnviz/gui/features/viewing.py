@@ -59,6 +59,8 @@ class Viewing(QObject):
             return
         request = self.session.new_request(settings)
         self.window.worker.jobs.post("run", request.id)  # the running decode stops at its next step
+        if not self.shows_run:  # the streamed rows of the run this one replaces are not left looking like its
+            self.window.focus.clear(NOTHING_RUN)
         bar.set_busy(True)
         self.run_requested.emit(request)
 
