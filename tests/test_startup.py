@@ -48,3 +48,32 @@ def test_the_window_shows_at_once_and_torch_loads_off_the_gui_thread(tmp_path, r
     assert report["importers"] == ["attnviz-import"]  # never the GUI thread
     assert report["opened"] and report["devices"] == report["expected"]
     assert report["import_seconds"] > 0
+
+
+def test_a_window_closed_while_torch_is_imported_is_never_built(qtbot, qsettings, random_checkpoint):
+    """No model thread and no model opened for a window nobody sees (the import's answer still arrives)."""
+    from attnviz.gui.app import launch
+
+    started = launch(str(random_checkpoint), "cpu", qsettings)
+    window = started.window
+    qtbot.addWidget(window)
+    window.close()
+    qtbot.waitUntil(lambda: started.importing.done, timeout=120_000)
+    qtbot.wait(50)  # the import's answer handled on the GUI thread
+    assert window.closed and not window.built and window.session.model is None
+
+
+def test_a_failed_import_is_said_in_the_window_not_loaded_for_ever(qtbot, qsettings, random_checkpoint, monkeypatch):
+    """A module the app needs cannot be imported (None in sys.modules makes Python's import refuse it): the
+    window says why in one line and is not built."""
+    from attnviz.gui.app import launch
+
+    monkeypatch.setitem(sys.modules, "models.storage.snapshots", None)
+    started = launch(str(random_checkpoint), "cpu", qsettings)
+    window = started.window
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: "could not start" in window.centralWidget().text(), timeout=120_000)
+    assert "ModuleNotFoundError" in window.centralWidget().text()
+    assert "models.storage.snapshots" in started.importing.error
+    assert not window.built
+    window.close()

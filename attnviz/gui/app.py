@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import ctypes.util
 import dataclasses
-import functools
 import importlib
 import os
 import sys
 import threading
 import time
+import traceback
 
 from ..state.demos import ICON, demo_checkpoints, initial_checkpoint
 
@@ -145,6 +145,7 @@ class BackgroundImport:
     notifier: object
     started: float
     ended: float | None = None
+    error: str = ""  # why the import failed, in one line ("" while it has not)
 
     @property
     def done(self) -> bool:
@@ -157,7 +158,10 @@ def import_torch_in_background(then) -> BackgroundImport:
         try:
             for name in TORCH_MODULES:
                 importlib.import_module(name)
-        finally:  # a failed import fails again, with its traceback, where the window imports the worker
+        except Exception as error:  # the window says it (a second try on the GUI thread would fail differently)
+            traceback.print_exc()
+            importing.error = f"{type(error).__name__}: {error}"
+        finally:
             importing.ended = time.time()
             importing.notifier.imported.emit()
 
@@ -197,8 +201,19 @@ def launch(checkpoint: str | None = None, device: str | None = None, settings=No
     # (loading libtorch), so torch imported from the very start kept the window from showing for 0.4-1 s more,
     # and importing pyqtgraph and the views beside it, or looking whether it is done every few milliseconds,
     # made both slower on a loaded machine (each hand-over of the GIL waits for the scheduler).
-    importing = import_torch_in_background(functools.partial(build_window, window, checkpoint, device))
+    importing = import_torch_in_background(lambda: _build_once_imported(window, checkpoint, device, importing))
     return Launch(app, window, importing)
+
+
+def _build_once_imported(window, checkpoint: str | None, device: str | None, importing: BackgroundImport) -> None:
+    """Build the window now that torch is imported; not one closed meanwhile (no model thread, no model
+    opened for a window nobody sees), and not after a failed import, which the window says instead."""
+    if window.closed:
+        return
+    if importing.error:
+        window.show_start_failure(importing.error)
+        return
+    build_window(window, checkpoint, device)
 
 
 def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
@@ -210,7 +225,8 @@ def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
     app, window = started.app, started.window
     if os.environ.get(STARTUP_PROBE):
         _probe_startup(started, float(os.environ[STARTUP_PROBE]))
-    code = app.exec()
+    # closed before the event loop began (Ctrl+C at launch): the loop would never hear that its last window went
+    code = 0 if window.closed else app.exec()
     window.shut_down()  # whatever ended the loop, the model thread stops before Python tears Qt down
     del started, window
     return code

@@ -29,6 +29,7 @@ class MainWindow(QMainWindow):
         self.session = Session()
         self.demos = demos
         self.built = False
+        self.closed = False  # a window closed while torch was still being imported is never built
         self.setWindowTitle("attnviz")
         geometry = self.stored.blob("window/geometry")
         if geometry is None or not self.restoreGeometry(geometry):
@@ -170,7 +171,12 @@ class MainWindow(QMainWindow):
         if self.built and event.size().height() != event.oldSize().height():
             self.input_bar.follow_window_height()
 
+    def show_start_failure(self, line: str) -> None:
+        """What the app needs could not be imported: the loading line says so instead of loading for ever."""
+        self.centralWidget().setText(f"attnviz could not start: {line}\n(the details are in the terminal)")
+
     def closeEvent(self, event) -> None:  # noqa: N802
+        self.closed = True
         if self.built:  # closed while still loading: nothing to stop or save yet
             self.decoding.stop()
             self.input_bar.stop()
