@@ -103,6 +103,23 @@ def test_a_beam_wider_than_the_choices_keeps_only_finite_hypotheses(demo):
     assert results[0].token_ids[0] == 7
 
 
+def test_a_finished_beam_holds_neither_its_cache_nor_its_transfer_buffer(demo):
+    """The hypotheses after the best build their traces when asked for, through the decoder: its key/value
+    cache (device memory on a GPU) and its pinned transfer buffer are let go when the results are made."""
+    model, source = demo
+    results = run(beam_search(model, source, beam=4, max_len=STEPS))[1]
+    decoder = results[1].__dict__["_trace"].func.__self__  # what a later hypothesis' trace, not built yet, keeps
+    assert decoder.state is None and decoder.transfer is None
+    assert results[1].trace.attention.keys() == results[0].trace.attention.keys()  # still built when asked
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_beam_keeps_its_trace_in_the_number_type_asked_for(demo, dtype):
+    model, source = demo
+    best = run(beam_search(model, source, beam=3, max_len=4, dtype=dtype))[1][0]
+    assert all(layer.dtype == dtype for layers in best.trace.attention.values() for layer in layers)
+
+
 def test_one_transfer_brings_every_number_type_back_as_it_was():
     """Mixed item sizes, a non-contiguous and an expanded piece: values, dtypes and shapes come back, every
     view aligned to its item size, and the kept arrays outlive the next transfer."""

@@ -39,6 +39,7 @@ from ..trace.records import AttentionTrace, DecodeResult, DecodeStep
 from .modes import check_beam
 from .transfer import HostTransfer
 
+TRACE_DTYPES = {np.dtype(np.float16): torch.float16, np.dtype(np.float64): torch.float64}  # else float32
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
 NextToken = Callable[[int, Tensor], Tensor]  # (step index, log-probabilities [1, V]) -> the token fed next [1]
@@ -89,7 +90,7 @@ class _Decoder:
         self.live: dict[int, int] = {}  # per unsettled beam step: how many of its rows a hypothesis still descends from
         self._open = np.ones((0, 0), dtype=bool)  # see _shared_if_open
         self.transfer = HostTransfer()  # a step's one copy to the host
-        self.weights_dtype = torch.float16 if np.dtype(dtype) == np.float16 else torch.float32
+        self.weights_dtype = TRACE_DTYPES.get(np.dtype(dtype), torch.float32)  # the rows' type on the way over
         self.reported = False  # whether the run has warned of NaN
 
     def begin(self) -> None:
@@ -228,6 +229,8 @@ class _Decoder:
         best = hypotheses[0]
         if self.need_weights:
             best.trace = self._trace(list(zip(best.steps, best.rows)), best.token_ids, self._written(best))
+        # the other hypotheses' traces, built when asked for, keep this decoder: not its cache or transfer buffer
+        self.state = self.prefix = self.transfer = None
         return hypotheses
 
     def _written(self, result: DecodeResult) -> dict[str, list[np.ndarray]]:
