@@ -276,6 +276,29 @@ def test_presenting_keeps_the_steps_and_the_next_token_chart_in_view(qtbot, wind
     assert decoding.top_k.geometry().left() >= decoding.source_strip.geometry().right()
 
 
+def test_a_window_closed_while_presenting_opens_next_time_as_it_was_before(qtbot, qsettings, random_checkpoint):
+    """Closing the app in presentation mode saved the presentation's layout: the next launch had neither the
+    Model nor the Decoding panel (and the presentation's fonts)."""
+    from attnviz.gui.app import create_window
+
+    first = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitUntil(lambda: first.session.model is not None, timeout=WAIT)
+    font = first.font().pointSizeF()
+    first.named_actions["present"].trigger()
+    qtbot.waitUntil(lambda: not first.model_dock.isVisible(), timeout=WAIT)
+    first.close()
+    second = create_window(str(random_checkpoint), "cpu", qsettings)
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitUntil(lambda: second.session.model is not None, timeout=WAIT)
+    qtbot.wait(50)
+    assert second.model_dock.isVisible() and second.decoding_dock.isVisible()
+    assert not second.presenting.on and second.font().pointSizeF() == font
+    second.close()
+
+
 def test_the_title_names_the_model_once(qtbot, window):
     assert window.windowTitle() == "random.safetensors — attnviz"
     demo = DEMO_FOLDER / "en-es-transformer.safetensors"

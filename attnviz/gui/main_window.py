@@ -180,6 +180,8 @@ class MainWindow(QMainWindow):
         if self.built:  # closed while still loading: nothing to stop or save yet
             self.decoding.stop()
             self.input_bar.stop()
+            if self.presenting.on:  # the layout saved is the user's own, not the presentation's
+                self.presenting.set_presenting(False)
             self._save_settings()
             self.worker_thread.close()
         super().closeEvent(event)
