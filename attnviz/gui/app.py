@@ -33,12 +33,13 @@ def _probe_startup(started, launched: float) -> None:
     built = []
 
     def check() -> None:
-        if window.built and not built:
+        if window.built and not built:  # said at once: a test waits for it before it interrupts the app
             built.append(time.time() - launched)
+            print(f"built {built[0]:.3f}", flush=True)
         if window.built and window.session.results and window.focus.image.image is not None:
             app.processEvents()  # the heatmap's paint
             print(f"heatmap {time.time() - launched:.3f}", flush=True)
-            print(f"torch {started.importing.ended - launched:.3f}\nbuilt {built[0]:.3f}", flush=True)
+            print(f"torch {started.importing.ended - launched:.3f}", flush=True)
             timer.stop()
             window.close()
 
@@ -201,11 +202,13 @@ def launch(checkpoint: str | None = None, device: str | None = None, settings=No
     # (loading libtorch), so torch imported from the very start kept the window from showing for 0.4-1 s more,
     # and importing pyqtgraph and the views beside it, or looking whether it is done every few milliseconds,
     # made both slower on a loaded machine (each hand-over of the GIL waits for the scheduler).
-    importing = import_torch_in_background(lambda: _build_once_imported(window, checkpoint, device, importing))
+    importing = import_torch_in_background(
+        lambda: _build_once_imported(window, checkpoint, device, importing=importing))
     return Launch(app, window, importing)
 
 
-def _build_once_imported(window, checkpoint: str | None, device: str | None, importing: BackgroundImport) -> None:
+def _build_once_imported(window, checkpoint: str | None, device: str | None, *,
+                         importing: BackgroundImport) -> None:
     """Build the window now that torch is imported; not one closed meanwhile (no model thread, no model
     opened for a window nobody sees), and not after a failed import, which the window says instead."""
     if window.closed:
