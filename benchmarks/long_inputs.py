@@ -29,6 +29,8 @@ import time
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.windows import wait_for  # noqa: E402
+
 LENGTHS = (32, 128, 256, 512, 1024)
 MODES = ("forced", "greedy", "beam")  # beam: the window's default width, 4
 BERTVIZ_SECONDS = {32: 1.27, 128: 13.9, 256: 62.7}  # model_view on this machine kind; never drew at 512
@@ -55,15 +57,6 @@ def model_file(folder: str, max_len: int = 1024) -> str:
 def text_of(tokens: int) -> str:
     """A text of ``tokens - 1`` characters: with the end token, ``tokens`` positions."""
     return (TEXT * (tokens // len(TEXT) + 1))[: tokens - 1]
-
-
-def wait_for(application, condition, limit: float = 600.0) -> None:
-    deadline = time.perf_counter() + limit
-    while not condition():
-        application.processEvents()
-        if time.perf_counter() > deadline:
-            raise TimeoutError("the window did not finish in time")
-        time.sleep(0.001)
 
 
 def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:

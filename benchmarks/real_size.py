@@ -39,6 +39,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks.windows import wait_for  # noqa: E402
+
 SHAPES = {"base": dict(d_model=512, heads=8, ffn=2048), "big": dict(d_model=1024, heads=16, ffn=4096)}
 VOCAB = 32_000
 TOKENS = 40  # output tokens of the one-sentence translation and of the window's run
@@ -202,15 +204,6 @@ def window_case(checkpoint: str, device: str, text: str, launched: float) -> dic
     application.processEvents()
     return {"heatmap": marks["first heatmap drawn"], "drawn": marks["every view drawn"], "tokens": shape,
             "peak": peak_bytes(), "timeline": marks}
-
-
-def wait_for(application, condition, limit: float = 600.0) -> None:
-    deadline = time.perf_counter() + limit
-    while not condition():
-        application.processEvents()
-        if time.perf_counter() > deadline:
-            raise TimeoutError("the window did not finish in time")
-        time.sleep(0.001)
 
 
 def peak_bytes() -> int:

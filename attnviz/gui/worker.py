@@ -142,10 +142,10 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
-    """The labels a run's trace gives the source tokens and the start token (models/inference/decoding.py labels
-    them the same way), so that its steps can be drawn before it finishes."""
-    tokens = source.labels or [translator.source_tokenizer.token(int(index)) for index in source.ids]
-    return RunLabels(tuple(tokens), translator.target_tokenizer.token(translator.config.bos_id))
+    """The labels a run's trace gives the source tokens and the start token, so that its steps can be drawn
+    before it finishes."""
+    start = translator.target_tokenizer.token(translator.config.bos_id)
+    return RunLabels(tuple(translator.source_labels(source)), start)
 
 
 def is_native(path: str) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 
 from models.nn.ablation import Ablation
 from models.trace.aggregate import AGGREGATES, aggregate
-from models.trace.records import KINDS, AttentionTrace, DecodeResult, DecodeStep
+from models.trace.records import KINDS, AttentionTrace, DecodeResult, DecodeStep, stack_rows
 
 from .session import RunLabels, Selection, ViewOptions
 
@@ -329,20 +329,10 @@ def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> Att
         return None
     if any(len(step.token_ids) != 1 for step in steps):
         return None
-    rows = len(steps)
-    keys = rows if kind == "dec_self" else len(labels.source)
-    layers = []
-    for layer in range(len(steps[0].attention[kind])):
-        first = steps[0].attention[kind][layer]
-        stacked = np.zeros((first.shape[1], rows, keys), dtype=first.dtype)
-        for row, step in enumerate(steps):
-            weights = step.attention[kind][layer][0]
-            stacked[:, row, :weights.shape[-1]] = weights
-        layers.append(stacked)
-    mask = np.zeros((rows, keys), dtype=bool)
-    for row, step in enumerate(steps):
-        allowed = np.asarray(step.masks[kind][0], dtype=bool)
-        mask[row, :allowed.shape[0]] = allowed
+    keys = len(steps) if kind == "dec_self" else len(labels.source)
+    layers = [stack_rows([step.attention[kind][layer][0] for step in steps], keys)
+              for layer in range(len(steps[0].attention[kind]))]
+    mask = stack_rows([np.asarray(step.masks[kind][:1], dtype=bool) for step in steps], keys)[0]
     tgt_tokens = [labels.start] + [step.tokens[0] for step in steps[:-1]]
     return AttentionTrace(list(labels.source), tgt_tokens, attention={kind: layers}, masks={kind: mask})
 

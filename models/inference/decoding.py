@@ -35,7 +35,7 @@ from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from ..errors import InputError, NumericalWarning
 from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention, trace_from_intermediates
-from ..trace.records import AttentionTrace, DecodeResult, DecodeStep
+from ..trace.records import AttentionTrace, DecodeResult, DecodeStep, stack_rows
 from .modes import check_beam
 from .transfer import HostTransfer
 
@@ -304,7 +304,7 @@ class _Decoder:
             attention[kind] = written.get(kind) or [self._stack(path, kind, layer, key_len=key_len)
                                                     for layer in range(len(path[0][0].attention[kind]))]
             mask_rows = [step.masks[kind][row][None] for step, row in path]
-            masks[kind] = _stack_rows(mask_rows, key_len)[0].astype(bool)
+            masks[kind] = stack_rows(mask_rows, key_len)[0].astype(bool)
         return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
 
     def _stack(self, path: list[tuple[DecodeStep, int]], kind: str, layer: int, *, key_len: int) -> np.ndarray:
@@ -358,15 +358,6 @@ class _Decoder:
                               log_prob=float(scores[-1]), score=float(scores[-1]), trace=trace, steps=steps,
                               rows=[0] * len(steps))
         return steps, result
-
-
-def _stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
-    """Rows ``[heads, k_t]`` (k_t ≤ key_len) → ``[heads, len(rows), key_len]``, zero-filled on the right."""
-    heads = rows[0].shape[0]
-    stacked = np.zeros((heads, len(rows), key_len), dtype=rows[0].dtype)
-    for index, row in enumerate(rows):
-        stacked[:, index, : row.shape[-1]] = row
-    return stacked
 
 
 def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,

@@ -175,9 +175,8 @@ class Translator:
         switches heads off (models/nn/ablation.py) and is checked against the model before anything runs.
         ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`)."""
         ablation.validate(self.model.attention_shape())
-        common = dict(label=self.target_tokenizer.token, source_label=self.source_tokenizer.token,
-                      source_tokens=source.labels, top_k=top_k, need_weights=need_weights, ablation=ablation,
-                      dtype=dtype)
+        common = dict(label=self.target_tokenizer.token, source_tokens=self.source_labels(source), top_k=top_k,
+                      need_weights=need_weights, ablation=ablation, dtype=dtype)
         first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
         if mode == Mode.GREEDY:
             steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
@@ -191,6 +190,11 @@ class Translator:
         else:
             raise ValueError(f"mode must be one of {MODE_NAMES}")
         return self._with_text(steps, source)
+
+    def source_labels(self, source: SourceInput) -> list[str]:
+        """How a run's trace labels the encoder positions: the tokens, an unknown one as the text it stands for."""
+        return list(source.labels) if source.labels is not None else [
+            self.source_tokenizer.token(int(index)) for index in source.ids]
 
     def _with_text(self, steps: Steps, source: SourceInput) -> Steps:
         results = yield from steps

@@ -156,3 +156,13 @@ def _set_trace(result: DecodeResult, trace: AttentionTrace | None | Callable[[],
 
 # Installed after the dataclass is made, so that ``trace`` stays an ordinary constructor argument.
 DecodeResult.trace = property(_trace, _set_trace, doc="The hypothesis' trace (built when first asked for if need be).")
+
+
+def stack_rows(rows: list[np.ndarray], key_len: int) -> np.ndarray:
+    """Rows ``[heads, k_t]`` (k_t ≤ key_len), one per step, → ``[heads, len(rows), key_len]``, zero-filled on the
+    right (a decoder self-attention row has one key more at each step)."""
+    heads = rows[0].shape[0]
+    stacked = np.zeros((heads, len(rows), key_len), dtype=rows[0].dtype)
+    for index, row in enumerate(rows):
+        stacked[:, index, : row.shape[-1]] = row
+    return stacked
