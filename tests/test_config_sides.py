@@ -41,3 +41,38 @@ def test_a_decoder_norm_placement_of_its_own_keeps_the_final_norm_after_pre_ln_s
     model = TransformerSeq2Seq(config)
     assert model.encoder_norm is not None and model.decoder_norm is None
     assert model.encoder_layers[0].feed_forward.pre_norm and not model.decoder_layers[0].feed_forward.pre_norm
+
+
+@pytest.mark.parametrize("placements", [("pre", "post"), ("pre", "pre"), ("post", "pre"), ("post", "post")])
+@pytest.mark.parametrize("finals", [(False, False), (False, True), (True, False), (True, True)])
+def test_a_decoder_final_norm_of_its_own_makes_each_stack_say_its_own(placements, finals):
+    config = make_config("transformer-preln", 20, 20, norm_position=placements[0],
+                         decoder_norm_position=placements[1], final_norm=finals[0], decoder_final_norm=finals[1])
+    saved = config_to_dict(config)
+    assert saved["decoder_final_norm"] is finals[1] and config_from_dict(saved) == config
+    assert (config.final_norm_of("encoder"), config.final_norm_of("decoder")) == finals
+    model = TransformerSeq2Seq(config)
+    assert (model.encoder_norm is not None, model.decoder_norm is not None) == finals
+    assert (model.encoder_layers[0].feed_forward.pre_norm, model.decoder_layers[0].feed_forward.pre_norm) == tuple(
+        placement == "pre" for placement in placements)
+
+
+@pytest.mark.parametrize("fields, finals", [
+    ({"norm_position": "pre", "final_norm": True}, (True, True)),
+    ({"norm_position": "post", "final_norm": False}, (False, False)),
+    ({"norm_position": "pre", "decoder_norm_position": "post", "final_norm": True}, (True, False)),
+    ({"norm_position": "post", "decoder_norm_position": "pre", "final_norm": True}, (False, True)),
+    ({"norm_position": "pre", "decoder_norm_position": "post", "final_norm": False}, (False, False)),
+])
+def test_a_saved_config_without_a_decoder_final_norm_means_what_it_meant(fields, finals):
+    saved = {"arch": "transformer-preln", "src_vocab_size": 20, "tgt_vocab_size": 20, **fields}
+    config = config_from_dict(saved)
+    assert config.decoder_final_norm is None and "decoder_final_norm" not in config_to_dict(config)
+    assert (config.final_norm_of("encoder"), config.final_norm_of("decoder")) == finals
+
+
+@pytest.mark.parametrize("value", [1, "yes", 0.0])
+def test_a_decoder_final_norm_that_is_not_true_false_or_null_is_one_line(value):
+    saved = config_to_dict(make_config("transformer-preln", 20, 20))
+    with pytest.raises(ConfigError, match=rf"^decoder_final_norm must be true, false or null; got {value!r}$"):
+        config_from_dict({**saved, "decoder_final_norm": value})

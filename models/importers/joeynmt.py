@@ -6,7 +6,8 @@ sentencepiece model the config names when the data level is ``bpe``.
 Transformer (``encoder.type``/``decoder.type`` ``transformer``): LayerNorm eps 1e-6 before (``layer_norm: pre``)
 or after (``post``) each sublayer, pre-LN normalising the one input that query, keys and values come from; each
 residual adds ``alpha × x`` (our ``residual_scale``); a LayerNorm after a stack only with ``layer_norm: pre``
-(placements, head counts and feed-forward widths are per side: ``decoder_norm_position``, ``decoder_heads``..);
+named (unnamed, an encoder's layers are pre-LN, a decoder's post-LN, and neither has one); placements, final
+norms, head counts and feed-forward widths are per side (``decoder_norm_position``, ``decoder_final_norm``..);
 interleaved sinusoids from position 0 (stored as ``{encoder,decoder}.pe.pe``, checked, not loaded); token
 vectors ×√d with ``embeddings.scale``; no bias on the output layer, which ``tied_softmax`` ties to the target
 embedding; ``tied_embeddings`` shares one table. Sources end with ``</s>``; decoding starts from ``<s>``.
@@ -176,9 +177,9 @@ def _model_settings(config_path: Path, data: dict[str, Any]) -> dict[str, Any]:
                    "decoder_final_norm": decoder.get("layer_norm", "post") == "pre"})
     if values["activation"] not in ACTIVATIONS:
         raise _refuse(config_path, f"activation {values['activation']!r}")
-    for key in ("layer_norm", "decoder_layer_norm"):
+    for key, side in (("layer_norm", "encoder"), ("decoder_layer_norm", "decoder")):
         if values[key] not in ("pre", "post"):
-            raise CheckpointError(config_path, f"layer_norm must be pre or post; got {values[key]!r}")
+            raise CheckpointError(config_path, f"model.{side}.layer_norm must be pre or post; got {values[key]!r}")
     alpha = values["alpha"]
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
         raise CheckpointError(config_path, f"alpha must be a positive number; got {alpha!r}")
@@ -359,7 +360,7 @@ def _transformer_config(source: Source, state: dict[str, Tensor], values: dict[s
         heads=heads, d_ff=values["ff_size"], decoder_heads=decoder_heads if decoder_heads != heads else 0,
         decoder_d_ff=values["decoder_ff_size"] if values["decoder_ff_size"] != values["ff_size"] else 0,
         encoder_layers=counts[0], decoder_layers=counts[1], dropout=dropout,
-        max_len=int(table.shape[-2]) if table is not None else 5000, **_norm_settings(source, values),
+        max_len=int(table.shape[-2]) if table is not None else 5000, **_norm_settings(values),
         pre_norm_kv=True, layer_norm_eps=LAYER_NORM_EPS,
         activation=ACTIVATIONS[values["activation"]], positions="interleaved",
         scale_embedding=values["embeddings.scale"], share_embeddings=values["tied_embeddings"],
@@ -368,17 +369,20 @@ def _transformer_config(source: Source, state: dict[str, Tensor], values: dict[s
         pad_id=ids["pad"], bos_id=ids["bos"], eos_id=ids["eos"], src_append_eos=True)
 
 
-def _norm_settings(source: Source, values: dict[str, Any]) -> dict[str, Any]:
-    """Our norm_position, decoder_norm_position and final_norm for each stack's (placement, final norm)."""
+def _norm_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """Our norm fields for each stack's (placement, final norm): a decoder placement of its own where it differs,
+    and where ``final_norm`` with the placements does not already say which stacks end with a norm (docs/
+    architectures.md#transformer-switches), each stack's own: ``final_norm`` the encoder's, ``decoder_final_norm``
+    the decoder's."""
     encoder = (values["layer_norm"], values["final_norm"])
     decoder = (values["decoder_layer_norm"], values["decoder_final_norm"])
-    if encoder == decoder:
-        return {"norm_position": encoder[0], "decoder_norm_position": "", "final_norm": encoder[1]}
-    if all(final == (placement == "pre") for placement, final in (encoder, decoder)):
-        return {"norm_position": encoder[0], "decoder_norm_position": decoder[0], "final_norm": True}
-    raise source.error(f"a {encoder[0]}-LN encoder {'with' if encoder[1] else 'without'} a final norm beside a "
-                       f"{decoder[0]}-LN decoder {'with' if decoder[1] else 'without'} one is not supported; with "
-                       f"placements that differ, a final norm follows exactly the pre-LN stacks")
+    same = encoder[0] == decoder[0]
+    any_final = encoder[1] or decoder[1]
+    settings = {"norm_position": encoder[0], "decoder_norm_position": "" if same else decoder[0],
+                "final_norm": any_final}
+    if all(final == (any_final and (same or placement == "pre")) for placement, final in (encoder, decoder)):
+        return settings
+    return {**settings, "final_norm": encoder[1], "decoder_final_norm": decoder[1]}
 
 
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig) -> WeightMap:

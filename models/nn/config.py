@@ -87,7 +87,10 @@ class TransformerConfig:
     cross-attention. ``d_head`` (0: d_model // that side's heads) is one size for both.
     ``decoder_norm_position`` ("": as ``norm_position``): the decoder's own placement (JoeyNMT builds pre-LN
     encoders and post-LN decoders unless told otherwise); with one given, ``final_norm`` puts a norm after the
-    pre-LN stacks only, as JoeyNMT does.
+    pre-LN stacks only, as JoeyNMT does with ``layer_norm`` named on both sides.
+    ``decoder_final_norm`` (None: as ``final_norm`` says): whether the decoder ends with a norm; with it given,
+    ``final_norm`` is the encoder's alone, whatever the placements (JoeyNMT's pre-LN encoder without a final
+    norm, its ``layer_norm`` left unnamed, beside a decoder with one).
     """
 
     arch: str
@@ -106,6 +109,7 @@ class TransformerConfig:
     norm_position: str = "pre"
     decoder_norm_position: str = ""  # "": norm_position
     final_norm: bool = True
+    decoder_final_norm: bool | None = None  # None: as final_norm says
     pre_norm_kv: bool = False
     layer_norm_eps: float = 1e-5
     activation: str = "relu"
@@ -150,6 +154,8 @@ class TransformerConfig:
 
     def final_norm_of(self, side: str) -> bool:
         """Whether the ``"encoder"`` or ``"decoder"`` stack ends with a norm."""
+        if self.decoder_final_norm is not None:
+            return self.decoder_final_norm if side == "decoder" else self.final_norm
         return self.final_norm and (not self.decoder_norm_position or self.norm_position_of(side) == "pre")
 
     def d_ff_of(self, side: str) -> int:
@@ -295,7 +301,8 @@ ModelConfig = Union[TransformerConfig, RNNConfig]
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
 # saved config when they hold it, so that a checkpoint not using the feature still opens in older versions.
-LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": "", "position_offset": 0,
+LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": "", "decoder_final_norm": None,
+                "position_offset": 0,
                 "tgt_norm_before_positions": False, "relative_buckets": 0,
                 "relative_max_distance": 0, "scale_attention": True, "gated_ffn": False, "feed_forward_bias": True,
                 "residual_scale": 1.0,

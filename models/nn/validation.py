@@ -55,9 +55,15 @@ def check_config_fields(config: Any) -> None:
 
 
 def check_value(name: str, value: Any, kind: type) -> None:
+    options = typing.get_args(kind)
+    if type(None) in options:  # ``X | None``: None, or what X allows
+        if value is None:
+            return
+        kind = next(option for option in options if option is not type(None))
     if kind is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{name} must be true or false; got {_shown(value)}")
+            choices = "true, false or null" if options else "true or false"
+            raise ConfigError(f"{name} must be {choices}; got {_shown(value)}")
     elif kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{name} must be an integer; got {_shown(value)}")
