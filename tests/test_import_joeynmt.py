@@ -143,9 +143,9 @@ def _special_symbols():
     return SimpleNamespace(**JOEY.special_symbols({}))
 
 
-def _build(name, folder):
+def _build(name, folder, case=None):
     """A JoeyNMT model built by its build_model with seeded random weights, saved as a model folder."""
-    case = CASES[name]
+    case = case or CASES[name]
     specials = _special_symbols()
     src_vocab = JOEY.Vocabulary(SRC_WORDS + TGT_WORDS if case.get("shared") else SRC_WORDS, specials)
     trg_vocab = src_vocab if case.get("shared") else JOEY.Vocabulary(TGT_WORDS, specials)
@@ -275,17 +275,32 @@ def test_logits_and_every_head_equal_joeynmt(built):
     for given in (built.folder, built.folder / "best.ckpt", built.folder / "config.yaml"):
         assert detect_format(given) == "joeynmt", given
     checkpoint = convert(built.folder)
-    config = checkpoint.config
     if built.name in RECURRENT:
         _check_recurrent(built, checkpoint)
-        return
-    model = built.model
+    else:
+        _check_transformer(built, checkpoint)
+
+
+@pytest.mark.parametrize("decoder_norm", [None, "pre", "post"], ids=["decoder-unnamed", "decoder-pre", "decoder-post"])
+@pytest.mark.parametrize("encoder_norm", [None, "pre", "post"], ids=["encoder-unnamed", "encoder-pre", "encoder-post"])
+def test_every_naming_of_layer_norm_imports_what_joeynmt_builds(tmp_path, encoder_norm, decoder_norm):
+    """layer_norm named pre, post or not at all on each side: JoeyNMT's own modules say what it computes."""
+    folder = tmp_path / "model"
+    model, src_vocab, trg_vocab = _build("naming", folder, dict(
+        model=_transformer(encoder_norm, decoder_layer_norm=decoder_norm), seed=20))
+    built = SimpleNamespace(name="naming", folder=folder, model=model, src_vocab=src_vocab, trg_vocab=trg_vocab)
+    _check_transformer(built, convert(folder))
+
+
+def _check_transformer(built, checkpoint):
+    config, model = checkpoint.config, built.model
     stacks = (model.encoder, model.decoder)  # each side's placement and final norm as JoeyNMT built them
     assert tuple(config.norm_position_of(side) for side in ("encoder", "decoder")) == tuple(
         stack.layers[0]._layer_norm_position for stack in stacks)
     assert tuple(config.final_norm_of(side) for side in ("encoder", "decoder")) == tuple(
         stack.layer_norm is not None for stack in stacks)
-    assert config.share_embeddings == config.tie_output == (built.name == "post-tied")
+    assert config.share_embeddings == (model.src_embed is model.trg_embed)
+    assert config.tie_output == (model.decoder.output_layer.weight is model.trg_embed.lut.weight)
     assert config.residual_scale == model.encoder.layers[0].alpha == model.decoder.layers[0].alpha
     sources = [["the", "cat", "sees", "a", "red", "house"], ["dog", "runs"]]
     targets = [["le", "chat", "voit", "la", "maison"], ["chien", "court"]]
