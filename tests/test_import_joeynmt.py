@@ -554,6 +554,13 @@ def test_an_unsupported_option_is_refused_in_one_line(plain, tmp_path, *, where,
         convert(variant)
 
 
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_a_layer_norm_joeynmt_cannot_build_is_refused_naming_it(plain, tmp_path, side):
+    variant = _copy(plain, tmp_path, change_config=lambda config: config["model"][side].update(layer_norm="both"))
+    with pytest.raises(CheckpointError, match=rf"model.{side}.layer_norm must be pre or post; got 'both'$"):
+        convert(variant)
+
+
 def test_a_hostile_pickle_in_the_same_layout_is_refused(plain, tmp_path):
     class Payload:
         def __reduce__(self):
