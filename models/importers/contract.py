@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from .. import build_model
+from ..nn.build import build_model
 from ..nn.config import ModelConfig
 from ..nn.validation import check_against_weights
 from ..storage.checkpoint import Checkpoint, _parameters_on_meta

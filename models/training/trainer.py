@@ -39,10 +39,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
-from .. import build_model
 from ..nn.base import Seq2Seq
 from ..storage.checkpoint import Checkpoint, save_checkpoint, unique_tensors
 from ..nn.config import ModelConfig, TrainingConfig, config_to_dict
+from ..nn.build import build_model
 from ..inference.batches import Batch, Example, collate, encode_pairs
 from ..text.pairs import Pair
 from ..text.splits import derived_seed
