@@ -26,10 +26,11 @@ from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, saved_as_one
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, open_hf_folder, tokenizer_json_pair
 
 NAME = "hf-t5"
+DETECTION = Detection(folder=4, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("t5", "mt5")
 PROJECTIONS = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output"))
 ACCEPTED: dict[str, str] = {}  # config.json says everything

@@ -25,10 +25,11 @@ from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, saved_as_one
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, open_hf_folder
 
 NAME = "marian"
+DETECTION = Detection(file=8, folder=1, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("marian",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json says everything
 CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",

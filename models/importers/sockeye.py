@@ -31,9 +31,10 @@ from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import WordTokenizer
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, tensor_dict
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "sockeye"
+DETECTION = Detection(folder=6)  # when detection asks this format (contract.py)
 ACCEPTED: dict[str, str] = {}  # the folder says everything
 SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish1": "swish"}
