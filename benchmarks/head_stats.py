@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import big_transformer  # noqa: E402
-from models.text.pairs import collate
+from models.inference.batches import collate
 from models.analysis.head_stats import example_stats, length_batches
 
 

@@ -15,13 +15,15 @@ if TYPE_CHECKING:
     from .inference.translator import Translator
     from .nn.ablation import Ablation
     from .nn.base import Seq2Seq
+    from .nn.build import build_model
     from .storage.checkpoint import load_checkpoint, save_checkpoint
 
 
 # What a script needs, by the module that defines it: torch loads on first use, so the app's plain-data modules
 # (which import models.trace) start fast.
-_LAZY = {"Seq2Seq": "nn.base", "Ablation": "nn.ablation", "load_checkpoint": "storage.checkpoint",
-         "save_checkpoint": "storage.checkpoint", "Translator": "inference.translator", "run": "inference.decoding"}
+_LAZY = {"Seq2Seq": "nn.base", "build_model": "nn.build", "Ablation": "nn.ablation",
+         "load_checkpoint": "storage.checkpoint", "save_checkpoint": "storage.checkpoint",
+         "Translator": "inference.translator", "run": "inference.decoding"}
 
 
 def __getattr__(name: str):
@@ -30,17 +32,6 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'models' has no attribute {name!r}")
-
-
-def build_model(config: ModelConfig) -> "Seq2Seq":
-    """A freshly initialised model for ``config``."""
-    from .nn.rnn import RNNSeq2Seq
-    from .nn.transformer import TransformerSeq2Seq
-
-    config.validate()
-    if isinstance(config, TransformerConfig):
-        return TransformerSeq2Seq(config)
-    return RNNSeq2Seq(config)
 
 
 __all__ = ["ARCHS", "Ablation", "AttnvizError", "CheckpointError", "ConfigError", "InputError", "ModelConfig",

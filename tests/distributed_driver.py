@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's models/, not an installed one
 
 from models import make_config
-from models.text.pairs import read_pairs, split_pairs
+from models.text.pairs import read_pairs
+from models.text.splits import split_pairs
 from models.training.trainer import TrainingConfig, build_tokenizers, train
 
 TINY = {"transformer": dict(d_model=32, heads=2, d_ff=64, encoder_layers=1, decoder_layers=1),

@@ -13,8 +13,9 @@ import pytest
 from models.corpora import bible, piglatin
 from models.corpora.bible import (
     VersePair, align_verses, clean_verse, neighbour_matches, restore_drop_capitals, shifted_chapters, split_by_hash,
-    split_of, without_training_repeats, write_tsv,
+    without_training_repeats, write_tsv,
 )
+from models.text.splits import split_of
 from models.text.pairs import read_pairs
 from models.text.piglatin import to_pig_latin
 from models.errors import DataError
@@ -229,7 +230,8 @@ def test_split_is_fixed_by_the_key_alone_and_disjoint():
     assert len(splits["test"]) == pytest.approx(bible.TEST_SHARE * len(keys), rel=0.2)
     assert len(splits["valid"]) == pytest.approx(bible.VALID_SHARE * len(keys), rel=0.2)
     # Pinned: a change to the hashing would silently move verses between train and test of built corpora.
-    assert [split_of(key) for key in ("Gen.1.1", "Gen.2.6", "Gen.3.19", "Gen.4.1", "Gen.4.4")] == \
+    shares = bible.VALID_SHARE, bible.TEST_SHARE
+    assert [split_of(key, *shares) for key in ("Gen.1.1", "Gen.2.6", "Gen.3.19", "Gen.4.1", "Gen.4.4")] == \
         ["train", "valid", "test", "valid", "test"]
     assert split_of("x", valid_share=0.0, test_share=1.0) == "test"
     assert split_of("x", valid_share=1.0, test_share=0.0) == "valid"
@@ -292,7 +294,8 @@ def test_write_corpus_end_to_end(tmp_path):
         written = read_pairs(tmp_path / "en-es" / f"{name}.tsv")
         assert written == [(pair.english, pair.spanish) for pair in splits[name]]
         assert all("<" not in text and "note" not in text for pair in written for text in pair)
-        assert all(split_of(bible.osis_ref(pair.ref)) == name for pair in splits[name])
+        shares = bible.VALID_SHARE, bible.TEST_SHARE
+        assert all(split_of(bible.osis_ref(pair.ref), *shares) == name for pair in splits[name])
     first = next(pair for pair in splits["train"] if pair.ref[2] == 1)
     assert first.spanish[0].isupper() and first.spanish[1:].islower()  # the drop capitals undone
     readme = (tmp_path / "en-es" / "README.md").read_text(encoding="utf-8")

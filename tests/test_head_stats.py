@@ -11,7 +11,7 @@ import torch
 
 from models import build_model
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
-from models.text.pairs import encode_pairs
+from models.inference.batches import encode_pairs
 from models.analysis.head_stats import NoAttentionError, batch_sums, corpus_head_stats, example_stats
 from models.trace.head_summary import RunStats, statistics_of
 from models.nn.intermediates import Intermediates

@@ -104,6 +104,15 @@ def test_every_format_is_detected_and_documented():
     for order in (FILE_ORDER, FOLDER_ORDER, HF_FOLDERS):
         assert set(order) <= set(FORMATS) and len(set(order)) == len(order)
     assert set(FILE_ORDER) | set(FOLDER_ORDER) == set(FORMATS)
+    for kind in ("file", "folder"):  # each format's declared rank is its own: no two tie
+        ranks = [getattr(module.DETECTION, kind) for module in FORMATS.values()]
+        ranks = [rank for rank in ranks if rank is not None]
+        assert len(set(ranks)) == len(ranks), kind
+    # Pinned: a change of rank changes which format a file is taken for.
+    assert FILE_ORDER == ("joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated", "pytorch-seq2seq",
+                          "marian")
+    assert FOLDER_ORDER == ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq")
+    assert HF_FOLDERS == ("marian", "hf-bart", "fsmt", "hf-t5")
     guide = (Path(__file__).parents[1] / "docs" / "checkpoint-formats.md").read_text(encoding="utf-8")
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     for name in FORMATS:

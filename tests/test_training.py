@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 
 from models import ARCHS, make_config
 from models.storage.checkpoint import Checkpoint, load_checkpoint
-from models.text.pairs import read_pairs, split_pairs
+from models.text.pairs import read_pairs
+from models.text.splits import split_pairs
 from models.errors import CheckpointError, ConfigError, DataError
 from models.text.tokenizers import CharTokenizer, SentencePieceTokenizer
 from models.training.trainer import TrainingConfig, build_tokenizers, learning_rate_at, state_path, train

@@ -53,7 +53,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from models.text.pairs import read_pairs, split_pairs
+    from models.text.pairs import read_pairs
+    from models.text.splits import split_pairs
     from models.training.trainer import TrainingConfig, build_tokenizers, train
 
     pairs = read_pairs(args.data)

@@ -111,9 +111,9 @@ def build_window(window, checkpoint: str | None, device: str | None) -> None:
         window.statusBar().showMessage("No bundled demo checkpoint found: open one with File → Open (Ctrl+O).")
 
 
-# torch and the model code the worker imports (attnviz/gui/worker.py), on a thread of their own.
-TORCH_MODULES = ("torch", "models.storage.checkpoint", "models.importers", "models.storage.snapshots",
-                 "models.inference.translator")
+# The worker's module, imported on a thread of its own: with it come torch and every piece of the model code the
+# worker runs, whatever it comes to import.
+WORKER_MODULE = "attnviz.gui.worker"
 
 
 def _on_gui_thread(then):
@@ -138,8 +138,8 @@ def _on_gui_thread(then):
 
 @dataclasses.dataclass
 class BackgroundImport:
-    """``TORCH_MODULES`` imported on a thread started once the window shows, so that the window stays drawn
-    and responsive while torch loads (seconds on a busy machine); ``started`` and ``ended`` are epoch times,
+    """``WORKER_MODULE`` (and so torch) imported on a thread started once the window shows, so that the window stays
+    drawn and responsive while torch loads (seconds on a busy machine); ``started`` and ``ended`` are epoch times,
     ``notifier.imported`` is emitted when the import has ended (succeeded or not)."""
 
     thread: threading.Thread
@@ -147,6 +147,7 @@ class BackgroundImport:
     started: float
     ended: float | None = None
     error: str = ""  # why the import failed, in one line ("" while it has not)
+    answered: bool = False  # the GUI thread has handled the end of the import (``then()`` has returned)
 
     @property
     def done(self) -> bool:
@@ -154,11 +155,10 @@ class BackgroundImport:
 
 
 def import_torch_in_background(then) -> BackgroundImport:
-    """Start importing ``TORCH_MODULES``; ``then()`` is called on the GUI thread once they are imported."""
+    """Start importing ``WORKER_MODULE``; ``then()`` is called on the GUI thread once it is imported."""
     def load() -> None:
         try:
-            for name in TORCH_MODULES:
-                importlib.import_module(name)
+            importlib.import_module(WORKER_MODULE)
         except Exception as error:  # the window says it (a second try on the GUI thread would fail differently)
             traceback.print_exc()
             importing.error = f"{type(error).__name__}: {error}"
@@ -166,8 +166,12 @@ def import_torch_in_background(then) -> BackgroundImport:
             importing.ended = time.time()
             importing.notifier.imported.emit()
 
+    def answer() -> None:
+        then()
+        importing.answered = True
+
     importing = BackgroundImport(threading.Thread(target=load, name="attnviz-import", daemon=True),
-                                 _on_gui_thread(then), time.time())
+                                 _on_gui_thread(answer), time.time())
     importing.thread.start()
     return importing
 

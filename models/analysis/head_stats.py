@@ -16,7 +16,8 @@ import torch
 from torch import Tensor
 
 from ..nn.base import Seq2Seq
-from ..text.pairs import Example, Pair, collate, encode_pairs
+from ..inference.batches import Example, collate, encode_pairs
+from ..text.pairs import Pair
 from ..inference.decoding import finish
 from ..errors import AttnvizError, InputError
 from ..trace.head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of

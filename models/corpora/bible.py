@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
 import html
 import itertools
 import random
@@ -32,13 +31,13 @@ from typing import TypeVar
 
 from ..errors import DataError
 from ..text.pairs import Pair
+from ..text.splits import SPLITS, split_of
 
 ENGLISH_MODULE = "engWEB2015eb"
 SPANISH_MODULE = "spaRV1909eb"
 DEBIAN_PACKAGES = {ENGLISH_MODULE: "sword-text-web", SPANISH_MODULE: "sword-text-sparv"}
 SWORD_PATHS = (Path("/usr/share/sword"), Path.home() / ".sword")
 
-SPLITS = ("train", "valid", "test")
 TEST_SHARE = 0.045  # of ~29,000 pairs: ~1,300 test pairs, safely above the 1,000 the demo needs
 VALID_SHARE = 0.035  # ~1,000
 MAX_LENGTH_RATIO = 2.0  # characters, either way round; the 0.1% of pairs beyond it are misaligned
@@ -348,18 +347,10 @@ def _coverage(translations: Sequence[str], words: frozenset[str]) -> float:
 # --- Splitting and writing ----------------------------------------------------------------------------
 
 
-def split_of(key: str, valid_share: float = VALID_SHARE, test_share: float = TEST_SHARE) -> str:
-    """``"train"``, ``"valid"`` or ``"test"``, fixed by ``key`` alone (sha256; Python's ``hash`` changes
-    per process): the same verse, or word, lands in the same split whatever else the corpus holds."""
-    unit = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2.0**64
-    if unit < test_share:
-        return "test"
-    return "valid" if unit < test_share + valid_share else "train"
-
-
 def split_by_hash(items: Iterable[T], key: Callable[[T], str], valid_share: float = VALID_SHARE,
                   test_share: float = TEST_SHARE) -> dict[str, list[T]]:
-    """``items`` sorted into ``SPLITS`` by :func:`split_of` of ``key(item)``, each keeping their order."""
+    """``items`` sorted into ``SPLITS`` by :func:`models.text.splits.split_of` of ``key(item)``, each keeping
+    their order."""
     splits: dict[str, list[T]] = {name: [] for name in SPLITS}
     for item in items:
         splits[split_of(key(item), valid_share, test_share)].append(item)

@@ -20,7 +20,8 @@ from pathlib import Path
 from ..errors import DataError
 from ..text.pairs import read_pairs
 from ..text.piglatin import to_pig_latin
-from .bible import SPLITS, split_of, write_tsv
+from ..text.splits import SPLITS, split_of
+from .bible import write_tsv
 
 TEST_SHARE = 0.10  # of ~12,000 distinct words: ~1,200 test words
 VALID_SHARE = 0.08  # ~1,000

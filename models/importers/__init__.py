@@ -34,15 +34,22 @@ from .hf_common import hf_model_type
 from .safe_load import TrustRequiredError
 
 # Every format, once, in the order `--help` lists them: its name (``--format``) → its module. Everything else
-# reads this: the detection orders below name their formats, and the CLI's --format choices are a literal copy
-# (reading this would import torch to print --help) that tests/test_import_cli.py holds equal.
+# reads this: the detection orders below come from each module's ``DETECTION``, and the CLI's --format choices are
+# a literal copy (reading this would import torch to print --help) that tests/test_import_cli.py holds equal.
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
                                               fsmt, hf_t5, opennmt, joeynmt, fairseq, sockeye)}
-# Detection order: the most specific layouts first.
-FILE_ORDER = ("joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated", "pytorch-seq2seq", "marian")
-FOLDER_ORDER = ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq")
+
+
+def _detection_order(kind: str) -> tuple[str, ...]:
+    ranked = [(getattr(module.DETECTION, kind), name) for name, module in FORMATS.items()]
+    return tuple(name for rank, name in sorted(item for item in ranked if item[0] is not None))
+
+
+# Detection order, as each format declares it (``Detection``): the most specific layouts first.
+FILE_ORDER = _detection_order("file")
+FOLDER_ORDER = _detection_order("folder")
 # Hugging Face folders: a weights file inside one stands for the folder, and their model types name what is imported.
-HF_FOLDERS = ("marian", "hf-bart", "fsmt", "hf-t5")
+HF_FOLDERS = tuple(name for name, module in FORMATS.items() if module.DETECTION.hf_folder)
 
 __all__ = ["FORMATS", "Converted", "Importer", "Inspection", "MissingSettingsError", "TrustRequiredError", "convert",
            "detect_format", "inspect"]

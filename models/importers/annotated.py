@@ -23,9 +23,10 @@ from .common import (
     WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
     read_vocabularies, weight_rows,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "annotated"
+DETECTION = Detection(file=6)  # when detection asks this format (contract.py)
 ANCHOR = "encoder.layers.0.self_attn.linears.0.weight"
 ACCEPTED = {
     "h": "attention heads (make_model's h; default there 8)",

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from .. import build_model
+from ..nn.build import build_model
 from ..nn.config import ModelConfig
 from ..nn.validation import check_against_weights
 from ..storage.checkpoint import Checkpoint, _parameters_on_meta
@@ -65,11 +65,24 @@ class Converted:
     provenance: Provenance
 
 
+@dataclass(frozen=True)
+class Detection:
+    """When automatic detection asks a format whether it ``claims`` a path: among files (``file``) and among folders
+    (``folder``), formats are asked in ascending rank, the most specific layouts first (None: never, for that kind
+    of path). ``hf_folder``: a Hugging Face folder, whose weights file stands for the folder and whose
+    ``MODEL_TYPES`` name what is imported."""
+
+    file: int | None = None
+    folder: int | None = None
+    hf_folder: bool = False
+
+
 @runtime_checkable
 class Importer(Protocol):
     """A format module (``models/importers/<name>.py``), registered in ``FORMATS``."""
 
     NAME: str
+    DETECTION: Detection
     ACCEPTED: Mapping[str, str]  # every ``--set`` key → what it means (with its default)
 
     def claims(self, source: Source) -> bool:

@@ -42,11 +42,12 @@ from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
 from .common import (
     Inspection, Settings, Source, WeightMap, layer_count, subword_nmt_tokenizer, tensor_dict, weight_rows,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 from .hf_common import map_layers
 from .safe_load import TrustRequiredError
 
 NAME = "fairseq"
+DETECTION = Detection(file=3, folder=7)  # when detection asks this format (contract.py)
 ACCEPTED = {
     "bpe": "the sentencepiece model or subword-nmt codes the training text was split with (found beside the "
            "checkpoint otherwise)",

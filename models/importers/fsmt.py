@@ -12,23 +12,24 @@ each word, ids from the side's vocab json.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from ..storage.files import read_json
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import TokenizerJsonTokenizer
 from .common import Inspection, Settings, Source, WeightMap
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 from .hf_common import (
-    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_weights,
+    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, open_hf_folder,
 )
 
 NAME = "fsmt"
+DETECTION = Detection(folder=3, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("fsmt",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json and tokenizer_config.json say everything
 FILES = ("vocab-src.json", "vocab-tgt.json", "merges.txt")
@@ -43,16 +44,9 @@ def claims(source: Source) -> bool:
     return hf_model_type(source.path) == "fsmt"
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
-
-
 def _config(source: Source) -> dict[str, Any]:
     path = source.path / "config.json"
-    data = _json(path)
+    data = read_json(path)
     defaults = {"activation_function": "relu", "max_position_embeddings": 1024, "scale_embedding": True,
                 "tie_word_embeddings": False, "pad_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 2,
                 "dropout": 0.1, "langs": ["en", "de"]}  # FSMTConfig's
@@ -75,11 +69,8 @@ def inspect(source: Source, settings: Settings) -> Inspection:
 
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
-    if src_vocab or tgt_vocab:
-        raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection = inspect(source, settings)
-    hf = inspection.found
-    state, weights_file = read_hf_weights(source)
+    folder = open_hf_folder(source, settings, inspect, vocabularies=(src_vocab, tgt_vocab))
+    inspection, hf, state, weights_file = folder.inspection, folder.hf, folder.state, folder.weights_file
     config = _our_config(source, hf)
     tokenizer_config = _tokenizer_config(source.path)
     langs, lowercase = _langs(source.path, tokenizer_config, hf), bool(tokenizer_config.get("do_lower_case", False))
@@ -126,7 +117,7 @@ def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path
 
 def _tokenizer_config(folder: Path) -> dict[str, Any]:
     path = folder / "tokenizer_config.json"
-    tokenizer_config = _json(path) if path.is_file() else {}
+    tokenizer_config = read_json(path, missing={})
     return tokenizer_config if isinstance(tokenizer_config, dict) else {}
 
 

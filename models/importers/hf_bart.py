@@ -21,7 +21,6 @@ starts every output.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,17 +29,19 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..storage.files import read_json
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
 from .common import Inspection, Settings, Source, WeightMap
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 from .hf_common import (
     bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_config,
-    read_hf_weights, tokenizer_json_pair,
+    open_hf_folder, tokenizer_json_pair,
 )
 
 NAME = "hf-bart"
+DETECTION = Detection(folder=2, hf_folder=True)  # when detection asks this format (contract.py)
 
 
 @dataclass(frozen=True)
@@ -107,13 +108,7 @@ def _config(source: Source) -> dict[str, Any]:
 
 def _generation_config(source: Source) -> dict[str, Any]:
     """generation_config.json's forced first token, where recent versions of transformers keep it."""
-    path = source.path / "generation_config.json"
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    data = read_json(source.path / "generation_config.json", missing={})
     forced = data.get("forced_bos_token_id") if isinstance(data, dict) else None
     return {} if forced is None else {"forced_bos_token_id": forced}
 
@@ -145,11 +140,8 @@ def inspect(source: Source, settings: Settings) -> Inspection:
 
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
-    if src_vocab or tgt_vocab:
-        raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection = inspect(source, settings)
-    hf = inspection.found
-    state, weights_file = read_hf_weights(source)
+    folder = open_hf_folder(source, settings, inspect, vocabularies=(src_vocab, tgt_vocab))
+    inspection, hf, state, weights_file = folder.inspection, folder.hf, folder.state, folder.weights_file
     files = tokenizer_files(source, hf["model_type"])
     sentencepiece = files in ((LAYOUTS[hf["model_type"]].sentencepiece,), (M2M100_SENTENCEPIECE, "vocab.json"))
     config = _our_config(source, hf, state, append_eos=sentencepiece)
@@ -246,7 +238,7 @@ def _m2m100_sentencepiece(source: Source, config: TransformerConfig,
     folder = source.path
     vocab = piece_ids(folder / "vocab.json")
     path = folder / "tokenizer_config.json"
-    settings_file = _json_object(path) if path.is_file() else {}
+    settings_file = _json_object(path)
     listed = settings_file.get("language_codes", "m2m100")
     if listed not in M2M100_LANGUAGES:
         raise CheckpointError(folder / "tokenizer_config.json", f"language_codes {listed!r} is not one of "
@@ -431,12 +423,7 @@ def _pegasus_sentencepiece(source: Source, config: TransformerConfig,
 
 
 def _json_object(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    data = read_json(path, missing={})
     return data if isinstance(data, dict) else {}
 
 

@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from ..storage.files import peek_json, read_json
 from ..errors import CheckpointError, ConfigError
 from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
-from .common import Source, WeightMap, check_sinusoid, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, read_safetensors
 
 PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
 
@@ -54,26 +57,40 @@ def hf_activation(source: Source, hf: dict[str, Any]) -> str:
 
 def hf_model_type(folder: Path) -> str | None:
     """``model_type`` of a Hugging Face folder's config.json, or None when there is none to read."""
-    path = folder / "config.json"
-    if not folder.is_dir() or not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
+    data = peek_json(folder / "config.json") if folder.is_dir() else None
     return data.get("model_type") if isinstance(data, dict) and isinstance(data.get("model_type"), str) else None
 
 
 def read_hf_config(source: Source) -> tuple[Path, dict[str, Any]]:
     """The folder's config.json as a dict (and its path, for error lines)."""
     path = source.path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise CheckpointError(path, "is not a JSON object")
     return path, data
+
+
+@dataclass(frozen=True)
+class HfFolder:
+    """A Hugging Face folder opened for conversion: its inspection, config.json as the importer read it
+    (``hf``, the inspection's ``found``), the state dict and the file it came from."""
+
+    inspection: Inspection
+    hf: dict[str, Any]
+    state: dict[str, Tensor]
+    weights_file: Path
+
+
+def open_hf_folder(source: Source, settings: Settings, inspect: Callable[[Source, Settings], Inspection], *,
+                   vocabularies: tuple[str | None, str | None],
+                   brings: str = "a Hugging Face folder brings its own tokenizer") -> HfFolder:
+    """How every Hugging Face importer's ``convert`` begins: vocabulary files named by the user are refused (the
+    folder has its own: ``brings`` says what), the folder is inspected and its weights are read."""
+    if any(vocabularies):
+        raise source.error(f"{brings}; drop --src-vocab/--tgt-vocab")
+    inspection = inspect(source, settings)
+    state, weights_file = read_hf_weights(source)
+    return HfFolder(inspection, inspection.found, state, weights_file)
 
 
 def read_hf_weights(source: Source) -> tuple[dict[str, Tensor], Path]:
@@ -182,10 +199,7 @@ def bpe_tokenizer(path: Path, symbols: dict[str, int], merges: list[tuple[str, .
 
 
 def piece_ids(path: Path) -> dict[str, int]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    data = read_json(path)
     if not isinstance(data, dict) or not all(isinstance(key, str) and isinstance(value, int)
                                              and not isinstance(value, bool) and value >= 0
                                              for key, value in data.items()):

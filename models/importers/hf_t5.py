@@ -15,21 +15,22 @@ Tokenizer: ``tokenizer.json`` (its post-processor ends each source with ``</s>``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from functools import partial
 from typing import Any
 
 from torch import Tensor
 
+from ..storage.files import read_json
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, saved_as_one
-from .contract import Converted, Provenance, Tokenizers
-from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, read_hf_weights, tokenizer_json_pair
+from .contract import Converted, Detection, Provenance, Tokenizers
+from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, open_hf_folder, tokenizer_json_pair
 
 NAME = "hf-t5"
+DETECTION = Detection(folder=4, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("t5", "mt5")
 PROJECTIONS = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output"))
 ACCEPTED: dict[str, str] = {}  # config.json says everything
@@ -95,11 +96,8 @@ def inspect(source: Source, settings: Settings) -> Inspection:
 
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
-    if src_vocab or tgt_vocab:
-        raise source.error("a Hugging Face folder brings its own tokenizer; drop --src-vocab/--tgt-vocab")
-    inspection = inspect(source, settings)
-    hf = inspection.found
-    state, weights_file = read_hf_weights(source)
+    folder = open_hf_folder(source, settings, inspect, vocabularies=(src_vocab, tgt_vocab))
+    inspection, hf, state, weights_file = folder.inspection, folder.hf, folder.state, folder.weights_file
     if not any(key.startswith("decoder.block.") for key in state):
         raise CheckpointError(weights_file, "holds an encoder-only T5 (no decoder.block weights): there is no decoder "
                                             "to show")
@@ -213,12 +211,10 @@ def _spiece_tokenizer(source: Source, config: TransformerConfig) -> SentencePiec
 
 def _extra_ids(source: Source) -> int:
     path = source.path / "tokenizer_config.json"
-    if not path.is_file():
-        return EXTRA_IDS
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("extra_ids", EXTRA_IDS)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    data = read_json(path, missing={})
+    if not isinstance(data, dict):
+        raise CheckpointError(path, "is not a JSON object")
+    value = data.get("extra_ids", EXTRA_IDS)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise CheckpointError(path, f"extra_ids must be a non-negative integer; got {value!r}")
     return value

@@ -35,9 +35,10 @@ from .common import (
     saved_as_one,
     special_id, tensor_dict, weight_rows,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "jadore"
+DETECTION = Detection(file=4)  # when detection asks this format (contract.py)
 ANCHOR = "encoder.layer_stack.0.slf_attn.w_qs.weight"
 V3_MARKERS = ("scale_emb_or_prj", "output_dir", "use_tb")
 ACCEPTED = {

@@ -34,9 +34,10 @@ from .common import (
     Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
     read_vocabulary, subword_nmt_tokenizer, tensor_dict,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "joeynmt"
+DETECTION = Detection(file=1, folder=5)  # when detection asks this format (contract.py)
 ACCEPTED: dict[str, str] = {}  # config.yaml says everything; --src-vocab/--tgt-vocab replace the vocabulary files
 CHECKPOINTS = ("best.ckpt", "latest.ckpt")
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}  # JoeyNMT's name → ours

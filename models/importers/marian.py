@@ -11,7 +11,6 @@ come from vocab.json, not from the sentencepiece models, and every source ends w
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -20,15 +19,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..storage.files import peek_json, read_json
 from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, saved_as_one
-from .contract import Converted, Provenance, Tokenizers
-from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, read_hf_weights
+from .contract import Converted, Detection, Provenance, Tokenizers
+from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, open_hf_folder
 
 NAME = "marian"
+DETECTION = Detection(file=8, folder=1, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("marian",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json says everything
 CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads",
@@ -38,23 +39,14 @@ CONFIG_FIELDS = ("d_model", "encoder_layers", "decoder_layers", "encoder_attenti
 
 
 def claims(source: Source) -> bool:
-    config = source.path / "config.json"
-    if not source.path.is_dir() or not config.is_file():
-        return False
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
+    data = peek_json(source.path / "config.json") if source.path.is_dir() else None
     return isinstance(data, dict) and (data.get("model_type") == "marian"
                                        or "MarianMTModel" in (data.get("architectures") or []))
 
 
 def _config(source: Source) -> dict[str, Any]:
     path = source.path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
+    data = read_json(path)
     defaults = {"scale_embedding": False, "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
                 "activation_function": "gelu", "max_position_embeddings": 1024, "dropout": 0.1, "eos_token_id": 0}
     data = {**defaults, **data}
@@ -76,11 +68,9 @@ def inspect(source: Source, settings: Settings) -> Inspection:
 
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
-    if src_vocab or tgt_vocab:
-        raise source.error("a Marian folder brings its own vocabularies (vocab.json); drop --src-vocab/--tgt-vocab")
-    inspection = inspect(source, settings)
-    hf = inspection.found
-    state, weights_file = read_hf_weights(source)
+    folder = open_hf_folder(source, settings, inspect, vocabularies=(src_vocab, tgt_vocab),
+                          brings="a Marian folder brings its own vocabularies (vocab.json)")
+    inspection, hf, state, weights_file = folder.inspection, folder.hf, folder.state, folder.weights_file
     keys = EmbeddingKeys.of(state, key_prefix(state), hf)
     config = _our_config(source, hf, shared_input=keys.shared_input(state), tied_output=keys.tied_output(state))
     tokenizer_config = _tokenizer_config(source.path)
@@ -209,7 +199,7 @@ def _tokenizers(source: Source, config: TransformerConfig, files: tuple[Path, Pa
 
 def _tokenizer_config(folder: Path) -> dict[str, Any]:
     path = folder / "tokenizer_config.json"
-    return _json(path) if path.is_file() else {}
+    return read_json(path, missing={})
 
 
 def _vocabulary_paths(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[Path, Path]:
@@ -221,17 +211,10 @@ def _vocabulary_paths(folder: Path, tokenizer_config: dict[str, Any]) -> tuple[P
     return source_file, target_file
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as JSON ({error})") from None
-
-
 def _vocabulary(path: Path, size: int) -> list[str]:
     """vocab.json's piece → id map as a list; ids the model has but the map lacks get placeholders
     (they are never produced by the tokenizer, and label as ``<id N>``)."""
-    data = _json(path)
+    data = read_json(path)
     if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
         raise CheckpointError(path, "is not a piece → id object")
     if data and max(data.values()) >= size:

@@ -24,9 +24,10 @@ from .common import (
     WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
     read_vocabularies, special_id, weight_rows,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "nn-transformer"
+DETECTION = Detection(file=5)  # when detection asks this format (contract.py)
 ANCHOR = "encoder.layers.0.self_attn.in_proj_weight"
 ACCEPTED = {
     "nhead": "attention heads per layer (nn.Transformer's nhead)",

@@ -46,9 +46,10 @@ from .common import (
     Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
     read_safetensors, saved_as_one, tensor_dict, weight_rows,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "opennmt"
+DETECTION = Detection(file=2)  # when detection asks this format (contract.py)
 KEYS = ("model", "generator", "vocab", "opt")
 ACCEPTED = {
     "tokenize": f"how typed text becomes tokens: {', '.join(WORD_SPLITS)} (default whitespace: OpenNMT-py reads "

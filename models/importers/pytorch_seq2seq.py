@@ -35,9 +35,10 @@ from .common import (
     WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_vocab_size, find_state_dict, read_safetensors,
     read_vocabulary, refuse_unused, special_id, tensor_dict,
 )
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "pytorch-seq2seq"
+DETECTION = Detection(file=7, folder=8)  # when detection asks this format (contract.py)
 ACCEPTED = {
     "SOS_token": "id of SOS (default 0, as in the tutorial)",
     "EOS_token": "id of EOS (default 1)",

@@ -19,21 +19,22 @@ reads it (subword splitting happens before Sockeye).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from ..storage.files import read_json
 from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import WordTokenizer
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, tensor_dict
-from .contract import Converted, Provenance, Tokenizers
+from .contract import Converted, Detection, Provenance, Tokenizers
 
 NAME = "sockeye"
+DETECTION = Detection(folder=6)  # when detection asks this format (contract.py)
 ACCEPTED: dict[str, str] = {}  # the folder says everything
 SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish1": "swish"}
@@ -183,10 +184,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 
 
 def _vocabulary(path: Path, rows: Any) -> list[str]:
-    try:
-        ids = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as a Sockeye vocabulary ({error})") from None
+    ids = read_json(path, what="a Sockeye vocabulary")
     if not isinstance(ids, dict) or not all(isinstance(index, int) for index in ids.values()):
         raise CheckpointError(path, "is not a token → id object")
     size = max(ids.values(), default=-1) + 1

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..nn.base import Seq2Seq
+from ..nn.build import build_model
 from ..nn.config import config_from_dict, config_to_dict
 from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from .files import existing_file, read_header
@@ -207,8 +208,6 @@ def describe_file(path: str | Path) -> dict[str, Any]:
 def attention_shape_for(config) -> dict[str, tuple[int, int]]:
     """``model.attention_shape()`` of the model ``config`` describes, built without weights (milliseconds):
     what a command checks its ``--layer``/``--head`` against before a model loads."""
-    from .. import build_model
-
     with _parameters_on_meta():
         return build_model(config).attention_shape()
 
@@ -217,8 +216,6 @@ def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Se
     """The model a checkpoint's metadata describes, with its parameters on the meta device (shapes only: no
     memory, no random initialisation; buffers computed from the config, the position tables, are real),
     checked against the header's shapes; and its two tokenizers."""
-    from .. import build_model
-
     try:
         config = config_from_dict(document["config"])
         tokenizers = document["tokenizers"]

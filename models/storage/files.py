@@ -118,6 +118,31 @@ def write_text(path: str | Path, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
+_REQUIRED = object()
+
+
+def read_json(path: str | Path, *, missing: Any = _REQUIRED, what: str = "JSON") -> Any:
+    """The JSON value in ``path``; a file that cannot be read or parsed is a :class:`CheckpointError` naming it
+    ("cannot be read as JSON (…)", ``what`` naming the kind of file). Given ``missing``, a file that does not exist
+    reads as it."""
+    path = Path(path)
+    if missing is not _REQUIRED and not path.is_file():
+        return missing
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(path, f"cannot be read as {what} ({error})") from None
+
+
+def peek_json(path: str | Path) -> Any:
+    """The JSON value in ``path``, or None where there is no such file or it does not parse: what an importer
+    looks at to decide whether a folder is its format, where a bad file is not yet an error."""
+    try:
+        return read_json(path, missing=None)
+    except CheckpointError:
+        return None
+
+
 def existing_file(path: str | Path) -> Path:
     """``path`` if it is a file with something in it, else a one-line ``CheckpointError``."""
     path = Path(path)

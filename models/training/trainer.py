@@ -39,11 +39,14 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
-from .. import build_model
 from ..nn.base import Seq2Seq
 from ..storage.checkpoint import Checkpoint, save_checkpoint, unique_tensors
 from ..nn.config import ModelConfig, TrainingConfig, config_to_dict
-from ..text.pairs import Batch, BatchStream, Example, Pair, collate, derived_seed, encode_pairs
+from ..nn.build import build_model
+from ..inference.batches import Batch, Example, collate, encode_pairs
+from ..text.pairs import Pair
+from ..text.splits import derived_seed
+from .batches import BatchStream
 from ..errors import CheckpointError, ConfigError
 from ..storage.files import check_output_folder, read_safetensors, remove_stale_partials
 from ..storage.tensor_files import write_safetensors
