@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models.errors import AttnvizError, CheckpointError, InputError
+from models.nn.precisions import EXACT, PRECISIONS
 from models.inference.modes import MAX_BEAM, MIN_BEAM, decoding_mode
 
 from ..state.demos import demo_checkpoints, demo_name, demo_path, demo_reference_pairs
@@ -126,7 +127,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
                                                            "eng_Latn; default: the one chosen when it was converted)")
     parser.add_argument("--tgt-lang", metavar="CODE", help="target language of a multilingual model")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+    parser.add_argument("--dtype", choices=PRECISIONS, default=EXACT,
                         help="keep the weights in this precision: bfloat16 or float16 halve the memory a large model "
                              "needs (attention is still traced and written as float32; default: float32)")
 

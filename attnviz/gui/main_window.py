@@ -101,7 +101,7 @@ class MainWindow(QMainWindow):
 
     # --- settings -------------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
-        from .views.controls import WEIGHTS
+        from models.nn.precisions import PRECISIONS
         from .views.style import COLORMAPS
 
         state = self.stored.blob("window/state")
@@ -110,7 +110,7 @@ class MainWindow(QMainWindow):
         self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
         self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
         self.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
-        self.model_panel.set_weights_name(self.stored.choice("model/weights", WEIGHTS[0], WEIGHTS))
+        self.model_panel.set_weights_name(self.stored.choice("model/weights", PRECISIONS[0], PRECISIONS))
         self.opening.weights_requested.emit(NO_REQUEST, self.model_panel.weights_name())  # before the first open
         if self.stored.problems:
             self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)

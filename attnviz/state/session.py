@@ -15,6 +15,7 @@ from typing import Any
 
 from models.inference.modes import Mode
 from models.nn.ablation import NO_ABLATION, Ablation
+from models.nn.precisions import EXACT
 from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
@@ -38,7 +39,7 @@ class ModelInfo:
     src_lang: str = ""  # the languages it was converted with ("" when none was chosen)
     tgt_lang: str = ""
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
-    weights: str = "float32"  # the precision its weights are kept in: float32, bfloat16 or float16
+    weights: str = EXACT  # the precision its weights are kept in (one of models.nn.precisions.PRECISIONS)
     show_choices: tuple = ()  # the contributions methods it offers (attnviz/state/contributions.py ShowChoice)
 
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from ..nn.base import Seq2Seq
 from ..nn.build import build_model
+from ..nn.precisions import PRECISIONS
 from ..nn.config import config_from_dict, config_to_dict
 from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from .files import existing_file, read_header
@@ -169,7 +170,7 @@ def _json_depth(text: str) -> int:
     return deepest
 
 
-WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+WEIGHT_DTYPES = {name: getattr(torch, name) for name in PRECISIONS}  # the precisions by name → torch's types
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32,

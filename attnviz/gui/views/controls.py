@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QFrame, QHBoxL
                                QWidget)
 
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
+from models.nn.precisions import PRECISIONS
 
 from ...state.contributions import ShowChoice
 from ...state.fields import FieldRow, field_rows
@@ -21,7 +22,6 @@ from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorS
 from .style import COLORMAPS
 
 DEBOUNCE_MS = 350
-WEIGHTS = ("float32", "bfloat16", "float16")  # the precisions load_checkpoint keeps weights in (WEIGHT_DTYPES)
 OUTPUT_LINES = 5  # the result line grows to this many lines of text (fewer in a small window); then it scrolls
 NOTICE_LINES = 3  # the notices under it likewise (one line per 250 px of window height, at least one)
 MISSING_STYLE = "QLineEdit { border: 2px solid #c62828; border-radius: 3px; }"  # a box a run still needs
@@ -527,7 +527,7 @@ class ModelPanel(QWidget):
         self.device.addItems(devices)
         self.device.setToolTip("Where the model runs; switching re-runs the sentence")
         self.weights = QComboBox()
-        self.weights.addItems(WEIGHTS)
+        self.weights.addItems(PRECISIONS)
         self.weights.setMinimumWidth(self.device.minimumSizeHint().width())  # "bfloat16" must not widen the dock
         self.weights.setToolTip("The precision every model's weights are kept in: bfloat16 and float16 need half "
                                 "the memory (attention is still traced as float32); switching re-opens the model")
@@ -591,7 +591,7 @@ class ModelPanel(QWidget):
         self.device.setCurrentText(name)
 
     def weights_name(self) -> str:
-        """The chosen precision of the weights (one of ``WEIGHTS``)."""
+        """The chosen precision of the weights (one of ``PRECISIONS``)."""
         return self.weights.currentText()
 
     def set_weights_name(self, name: str) -> None:
