@@ -10,7 +10,7 @@ import torch
 
 from attnviz.gui.app import create_window
 from attnviz.state.demos import demo_path
-from attnviz.gui.views.controls import WEIGHTS
+from models.nn.precisions import PRECISIONS
 from models.storage.checkpoint import WEIGHT_DTYPES
 from tests.helpers import write_checkpoint_twice_the_free_memory
 from tests.test_gui import WAIT, run_text
@@ -42,7 +42,7 @@ def choose_weights(window, name: str) -> None:
 
 
 def test_the_combo_offers_every_precision_load_checkpoint_keeps():
-    assert set(WEIGHTS) == set(WEIGHT_DTYPES) and WEIGHTS[0] == "float32"
+    assert set(PRECISIONS) == set(WEIGHT_DTYPES) and PRECISIONS[0] == "float32"
 
 
 def test_choosing_bfloat16_reopens_the_demo_in_bfloat16_and_translates_the_same(qtbot, qsettings):
