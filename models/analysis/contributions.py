@@ -35,6 +35,10 @@ from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, t
 
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
 ZEROING_FLOATS = 1 << 22
+# Value zeroing: a layer's output that moves by at most this many units of its dtype's rounding (ε) relative to
+# its norm when a value is zeroed moved by rounding alone (a re-run adds in another order): 1.9e-6 in float32,
+# 0.016 in float16, 0.125 in bfloat16; a float32 layer's own rounding error is 1–3 ε.
+ROUNDING_UNITS = 16
 # Tokens (copies × (source + target)) one batched gradient pass holds.
 GRADIENT_TOKENS = 4096
 
@@ -120,6 +124,8 @@ class ContributionMaps:
     layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
     source: np.ndarray | None = None
     target: np.ndarray | None = None
+    # value zeroing: per kind and layer ``[query]``, True where every change was at rounding level (the row is 0)
+    rounding_rows: dict[str, list[np.ndarray]] = field(default_factory=dict)
     cross_residual: list[np.ndarray] = field(default_factory=list)
 
     @property
@@ -363,19 +369,20 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
                   captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """Per kind and layer ``[query, key]``: the cosine distance of the layer's output at each query when each
     key's value vector is zeroed in every head of that attention, rows normalised to sum to 1 (Mohebbi et al.
-    2023). Each layer runs again from its captured input, the keys as a batch (chunked), with the heads of the
-    captured pass's ablation switched off."""
+    2023); a row whose every change is at rounding level is 0, and ``rounding_rows`` says which. Each layer runs
+    again from its captured input, the keys as a batch (chunked), with the heads of the captured pass's ablation
+    switched off."""
     CONTRIBUTION_METHODS["value_zeroing"].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
-    layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
         memory, src_mask, _ = model.encode(captured.src_ids, False, captured.ablation)
         for layer, module in enumerate(model.encoder_layers):
             block = captured.blocks[("enc_self", layer)]
             run = lambda x, m=module, b=block: m(x, b["mask"], need_weights=False, bias=b["bias"],  # noqa: E731
                                                  heads_off=b["heads_off"])[0]
-            layers["enc_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
-                                                   keys=captured.src_ids.shape[1]))
+            found["enc_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
+                                                  keys=captured.src_ids.shape[1]))
         for layer, module in enumerate(model.decoder_layers):
             block = captured.blocks[("dec_self", layer)]
             cross_off = captured.blocks[("cross", layer)]["heads_off"]
@@ -385,26 +392,35 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
                 return m(x, memory.expand(rows, -1, -1), self_mask=b["mask"], cross_mask=src_mask, cache=None,
                          need_weights=False, self_bias=b["bias"], self_off=b["heads_off"], cross_off=cross_off)[0]
 
-            layers["dec_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
-                                                   keys=captured.tgt_in.shape[1]))
-            layers["cross"].append(_zeroing_map(run, block["x"], module.cross_attention.attention.value,
-                                                keys=captured.src_ids.shape[1]))
-    return ContributionMaps("value_zeroing", per_head=False, layers=layers)
+            found["dec_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
+                                                  keys=captured.tgt_in.shape[1]))
+            found["cross"].append(_zeroing_map(run, block["x"], module.cross_attention.attention.value,
+                                               keys=captured.src_ids.shape[1]))
+    return ContributionMaps("value_zeroing", per_head=False,
+                            layers={kind: [shares for shares, _ in maps] for kind, maps in found.items()},
+                            rounding_rows={kind: [rows for _, rows in maps] for kind, maps in found.items()})
 
 
-def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *, keys: int) -> np.ndarray:
-    """``[Q, keys]``: 1 − cos(y_i, y_i without key j's value), rows normalised."""
+def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *,
+                 keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[Q, keys]``: 1 − cos(y_i, y_i without key j's value), rows normalised, and ``[Q]``: the rows whose
+    every change ‖Δy_i‖ is at rounding level (at most ``ROUNDING_UNITS`` ε ‖y_i‖), which are 0 instead of
+    rounding noise normalised into shares."""
     original = run(x)[0]  # [Q, E]
     per_batch = max(1, ZEROING_FLOATS // max(1, x.shape[1] * x.shape[2] * 4))
     columns = []
+    largest = torch.zeros(original.shape[0], dtype=torch.float64, device=x.device)  # [Q]: max_j ‖Δy_i‖
     for start in range(0, keys, per_batch):
         positions = torch.arange(start, min(start + per_batch, keys), device=x.device)
         with zeroing_values(value, positions):
             changed = run(x.expand(len(positions), -1, -1))  # [J, Q, E]
         columns.append(cosine_distance(changed, original[None]).T)  # [Q, J]
+        largest = torch.maximum(largest, (changed.double() - original.double()).norm(dim=-1).amax(dim=0))
     scores = torch.cat(columns, dim=1)  # [Q, keys]
+    rounding = largest <= ROUNDING_UNITS * torch.finfo(original.dtype).eps * original.double().norm(dim=-1)
+    scores[rounding] = 0.0
     total = scores.sum(dim=1, keepdim=True)
-    return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total)))
+    return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total))), to_numpy(rounding)
 
 
 def cosine_distance(a: Tensor, b: Tensor) -> Tensor:
