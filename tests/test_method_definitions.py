@@ -35,4 +35,4 @@ def test_the_help_says_what_each_method_computes(qtbot):
     for definition in DEFINITIONS:
         for words in (definition.title, definition.measure, definition.departures):
             assert " ".join(words.split()) in text, (definition.name, words)
-    assert "biases included" in text and "rsqrt(var + eps)" in text and "16 ε" in text
+    assert "biases included" in text and "rsqrt(var + eps)" in text and "8 ε" in text

@@ -60,7 +60,7 @@ DEFINITIONS = (
                 "its feed-forward block; in a decoder layer after self-attention, cross-attention and "
                 "feed-forward), each row normalised to sum to 1",
         baseline="the layer's own output, nothing zeroed; the layer runs again from its input once per key",
-        departures="a row whose every change is at rounding level (‖Δy_i‖ ≤ 16 ε ‖y_i‖, ε of the dtype) is 0 "
+        departures="a row whose every change is at rounding level (‖Δy_i‖ ≤ 8 ε ‖y_i‖, ε of the dtype) is 0 "
                    "and flagged, not rounding noise normalised into shares; the decoder's self- and "
                    "cross-attention are zeroed the same way as the paper's encoder layers"),
     MethodDefinition(

@@ -36,9 +36,9 @@ from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, t
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
 ZEROING_FLOATS = 1 << 22
 # Value zeroing: a layer's output that moves by at most this many units of its dtype's rounding (ε) relative to
-# its norm when a value is zeroed moved by rounding alone (a re-run adds in another order): 1.9e-6 in float32,
-# 0.016 in float16, 0.125 in bfloat16; a float32 layer's own rounding error is 1–3 ε.
-ROUNDING_UNITS = 16
+# its norm when a value is zeroed moved by rounding alone (a re-run adds in another order): 9.5e-7 in float32,
+# 7.8e-3 in float16, 0.0625 in bfloat16; a float32 layer's own rounding error measures 1–3 ε.
+ROUNDING_UNITS = 8
 # Tokens (copies × (source + target)) one batched gradient pass holds.
 GRADIENT_TOKENS = 4096
 
@@ -409,15 +409,15 @@ def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *
     original = run(x)[0]  # [Q, E]
     per_batch = max(1, ZEROING_FLOATS // max(1, x.shape[1] * x.shape[2] * 4))
     columns = []
-    largest = torch.zeros(original.shape[0], dtype=torch.float64, device=x.device)  # [Q]: max_j ‖Δy_i‖
+    largest = torch.zeros(original.shape[0], device=x.device)  # [Q]: max_j ‖Δy_i‖
     for start in range(0, keys, per_batch):
         positions = torch.arange(start, min(start + per_batch, keys), device=x.device)
         with zeroing_values(value, positions):
             changed = run(x.expand(len(positions), -1, -1))  # [J, Q, E]
         columns.append(cosine_distance(changed, original[None]).T)  # [Q, J]
-        largest = torch.maximum(largest, (changed.double() - original.double()).norm(dim=-1).amax(dim=0))
+        largest = torch.maximum(largest, (changed.float() - original.float()).norm(dim=-1).amax(dim=0))
     scores = torch.cat(columns, dim=1)  # [Q, keys]
-    rounding = largest <= ROUNDING_UNITS * torch.finfo(original.dtype).eps * original.double().norm(dim=-1)
+    rounding = largest <= ROUNDING_UNITS * torch.finfo(original.dtype).eps * original.float().norm(dim=-1)
     scores[rounding] = 0.0
     total = scores.sum(dim=1, keepdim=True)
     return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total))), to_numpy(rounding)
