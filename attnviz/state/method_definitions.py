@@ -49,10 +49,10 @@ DEFINITIONS = (
                 "self-attention and takes the source through the encoder's rollout by cross-attention, keeping "
                 "the residual's share); feed-forward blocks mix no tokens",
         baseline="none: read from the traced forward pass",
-        departures="a post-LN norm divides by its real scale, rsqrt(var + eps) as nn.LayerNorm computes it (RMS "
-                   "or unbiased-std norms as the model computes them), where the authors' code uses 1/std(z + eps) "
-                   "with the unbiased std; a row where no token's closeness is positive (0/0 in their code) goes "
-                   "whole to the token of largest closeness"),
+        departures="a post-LN norm scales by its real factor, rsqrt(var + eps) as nn.LayerNorm computes it (RMS "
+                   "or unbiased-std norms as the model computes them), where the authors' code scales by "
+                   "1/std(z + eps) with the unbiased std; a row where no token's closeness is positive (0/0 in "
+                   "their code) goes whole to the token of largest closeness"),
     MethodDefinition(
         "value_zeroing", "value zeroing (Mohebbi et al. 2023)",
         attributed="each key token's value vector, zeroed in every head of one attention",

@@ -11,9 +11,9 @@ resultant y_i is the block's real output, biases included, as in the authors' pu
 max(0, ‖y_i‖₁ − ‖y_i − T_ij‖₁), each row normalised to sum to 1, and the blocks are rolled out through the
 model; the feed-forward blocks mix no tokens.
 
-Where this departs from their code: a post-LN block's norm divides by its real scale, nn.LayerNorm's
-rsqrt(var + eps) (RMS norm's, or an unbiased-std norm's, as the model computes it), where theirs divides by
-1/std of (x + eps) with the unbiased std, which is not what nn.LayerNorm computes; and a row whose closeness is
+Where this departs from their code: a post-LN block's norm scales by its real factor, nn.LayerNorm's
+rsqrt(var + eps) (RMS norm's, or an unbiased-std norm's, as the model computes it), where theirs scales by
+1/std(x + eps) with the unbiased std, which is not what nn.LayerNorm computes; and a row whose closeness is
 0 for every token (their code divides 0 by 0) goes whole to the token of largest closeness, the rule's limit.
 """
 
