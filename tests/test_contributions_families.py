@@ -170,7 +170,7 @@ def test_joeynmt(case, tmp_path):
 
 
 def test_a_row_whose_parts_cancel_out_goes_whole_to_the_nearest_present_token():
-    from models.analysis.contributions import _l1_contributions
+    from models.analysis.alti import _l1_contributions
 
     # y = (0.5, 0.2) is shorter than either part: both closenesses are negative; key 2 is masked (its part 0)
     parts = torch.tensor([[[2.0, 0.0]], [[-1.5, 0.2]], [[0.0, 0.0]]])  # [K, Q, E]

@@ -225,11 +225,23 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
     named = f"<b>{name}</b> · " if name else ""
     title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}"
+    if not shows_rollout(choice, selection):
+        title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
     state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem)
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
     return state
+
+
+def rounding_note(maps, kind: str, layer: int) -> str:
+    """What the title adds where a block's rows are 0 because zeroing any value changed the layer's output by
+    rounding alone (value zeroing's ``rounding_rows``), else nothing."""
+    rows = getattr(maps, "rounding_rows", {}).get(kind) or []
+    if layer >= len(rows) or not rows[layer].any():
+        return ""
+    count, total = int(rows[layer].sum()), len(rows[layer])
+    return f" · {'every row' if count == total else f'{count} of {total} rows'} 0: changed by rounding alone"
 
 
 def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,

@@ -2,11 +2,10 @@
 and through the whole model.
 
 - ``value_norms``: Kobayashi et al. (2020), ‖α_ij · f(x_j)‖ with f(x) = (x W_V + b_V) W_O^h, per head.
-- ``alti``: ALTI+ (Ferrando et al. 2022). Each attention block's output y_i is split exactly into one term per
-  input token (through the heads, the residual on its own token; a post-LN block's norm is linear once its
-  input's statistics are fixed) and a bias; token j's contribution is max(0, ‖y_i‖₁ − ‖y_i − T_ij‖₁), each row
-  normalised, and the blocks are rolled out through the layers. The feed-forward blocks mix no tokens. For
-  the decoder every prediction splits into a source and a target-prefix share that add up to 1.
+- ``alti``: ALTI+ (Ferrando et al. 2022) as its authors compute it (models/analysis/alti.py). Each attention
+  block's output y_i, biases included, is split exactly into one term per input token and a bias; token j's
+  contribution is max(0, ‖y_i‖₁ − ‖y_i − T_ij‖₁), each row normalised, and the blocks are rolled out through
+  the layers. For the decoder every prediction splits into a source and a target-prefix share that add up to 1.
 - ``value_zeroing``: Mohebbi et al. (2023), the cosine distance of a layer's output when one token's value
   vector is zeroed in every head of that layer, all tokens of a sentence at once as a batch.
 - ``input_x_gradient``: ‖x ⊙ ∇_x log p(y_t)‖ over the source and target-prefix token embeddings, every target
@@ -32,12 +31,14 @@ from ..errors import InputError
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from ..nn.intermediates import noting_blocks, to_numpy
+from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, transformed_values  # noqa: F401
 
-# Floats one block's decomposed terms [queries, keys, d_model] may hold at a time: the queries are taken in
-# chunks of this size, so a 512 + 512-token pair never holds a block's terms whole (512 MB at d_model 512).
-TERM_FLOATS = 1 << 22
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
 ZEROING_FLOATS = 1 << 22
+# Value zeroing: a layer's output that moves by at most this many units of its dtype's rounding (ε) relative to
+# its norm when a value is zeroed moved by rounding alone (a re-run adds in another order): 9.5e-7 in float32,
+# 7.8e-3 in float16, 0.0625 in bfloat16; a float32 layer's own rounding error measures 1–3 ε.
+ROUNDING_UNITS = 8
 # Tokens (copies × (source + target)) one batched gradient pass holds.
 GRADIENT_TOKENS = 4096
 
@@ -123,6 +124,8 @@ class ContributionMaps:
     layers: dict[str, list[np.ndarray]] = field(default_factory=dict)
     source: np.ndarray | None = None
     target: np.ndarray | None = None
+    # value zeroing: per kind and layer ``[query]``, True where every change was at rounding level (the row is 0)
+    rounding_rows: dict[str, list[np.ndarray]] = field(default_factory=dict)
     cross_residual: list[np.ndarray] = field(default_factory=list)
 
     @property
@@ -226,26 +229,6 @@ def _captured(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int],
 # ------------------------------------------------------------------------------------------- value norms
 
 
-@torch.inference_mode()
-def transformed_values(block: dict) -> Tensor:
-    """f(x_j) per head: ``[H, K, E]``, each key's value vector through its head's slice of W_O (zero for a head
-    switched off: its output never reached the block's)."""
-    return _transformed(block["sublayer"].attention, block["v"][0], heads_off=block.get("heads_off") or ())
-
-
-def _transformed(attention: nn.Module, v: Tensor, *, heads_off: Sequence[int]) -> Tensor:
-    """One attention's value vectors ``[H, K, D]`` through its heads' slices of W_O: ``[H, K, E]``."""
-    v = v.float()
-    if heads_off:
-        v = v.index_fill(0, torch.tensor(list(heads_off), device=v.device), 0.0)
-    heads, _, head_dim = v.shape
-    if attention.output is None:  # heads concatenated as they are: W_O is the identity
-        weight = torch.eye(heads * head_dim, dtype=v.dtype, device=v.device)
-    else:
-        weight = attention.output.weight.float()  # [E, H·D]
-    return torch.einsum("hkd,ehd->hke", v, weight.view(weight.shape[0], heads, head_dim))
-
-
 def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
                 captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one); a head
@@ -313,7 +296,7 @@ def _decoder_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
     layers: dict[str, list[np.ndarray]] = {}
     with torch.inference_mode():
         for (kind, layer), attention in sorted(attentions.items(), key=_block_order):
-            moved = _transformed(attention, attention.split_heads(values[kind, layer])[0],
+            moved = transformed(attention, attention.split_heads(values[kind, layer])[0],
                                  heads_off=ablation.heads_off(kind, layer, attention.heads))
             weights = intermediates.attention[kind][layer][0].float()  # [H, Q, K]
             layers.setdefault(kind, []).append(to_numpy(weights * moved.norm(dim=-1)[:, None, :]))
@@ -349,160 +332,16 @@ def _block_order(item) -> tuple[int, int]:
     return ALL_KINDS.index(kind), layer
 
 
-# ------------------------------------------------------------------------------------------ decomposition
-
-
-@dataclass(frozen=True)
-class BlockTerms:
-    """One attention block's output for a run of queries, split exactly: ``tokens`` ``[Q, K, E]`` (each key
-    token's term through the heads), ``residual`` ``[Q, E]`` (the query token's own input), ``bias`` ``[Q, E]``
-    (the output projection's and the norm's biases); their sum is ``output`` ``[Q, E]``, the block's real
-    output."""
-
-    tokens: Tensor
-    residual: Tensor
-    bias: Tensor
-    output: Tensor
-
-    def total(self) -> Tensor:
-        return self.tokens.sum(dim=1) + self.residual + self.bias
-
-
-@torch.inference_mode()
-def block_terms(block: dict, queries: slice = slice(None), *, values: Tensor | None = None,
-                room_for_residual: bool = False) -> BlockTerms:
-    """The decomposition of one noted attention block (pre-LN: ``x + Attention(LN(x))``; post-LN:
-    ``LN(x + Attention(x))``, the norm linear once the statistics of its input are fixed). ``values``: the
-    block's :func:`transformed_values`, when the caller has them. The token terms are computed key-major
-    (``tokens`` is a view of a ``[K, Q, E]`` tensor, with one more key row of zeros when
-    ``room_for_residual``): one matrix product per key, and each key's terms contiguous for the distances."""
-    sublayer = block["sublayer"]
-    weights = block["weights"][0, :, queries].float()  # [H, Q, K]
-    values = transformed_values(block) if values is None else values  # [H, K, E]
-    _, count, keys = weights.shape
-    key_major = values.new_zeros(keys + room_for_residual, count, values.shape[-1])
-    # contiguous operands: a strided batch with 8-wide products runs ~25× slower
-    torch.bmm(weights.permute(2, 1, 0).contiguous(), values.transpose(0, 1).contiguous(), out=key_major[:keys])
-    x = block["x"][0, queries].float()
-    residual = sublayer.residual_scale * x
-    output_bias = sublayer.attention.output.bias if sublayer.attention.output is not None else None
-    bias = (output_bias.float() if output_bias is not None else torch.zeros_like(x[0])).expand_as(x)
-    output = block["output"][0, queries].float()
-    if not sublayer.pre_norm:
-        normed_input = residual + block["attended"][0, queries].float()  # what the norm read
-        scale, centred = _norm_scale(sublayer.norm, normed_input)
-        weight, norm_bias = _norm_affine(sublayer.norm, x)
-        linear = lambda t: weight * (t - t.mean(dim=-1, keepdim=True) if centred else t) * scale  # noqa: E731
-        if centred:
-            key_major[:keys] -= key_major[:keys].mean(dim=-1, keepdim=True)
-        key_major[:keys] *= weight
-        key_major[:keys] *= scale[None]
-        residual, bias = linear(residual), linear(bias) + norm_bias
-    return BlockTerms(key_major.transpose(0, 1), residual, bias=bias.contiguous(), output=output)
-
-
-def _norm_scale(norm: nn.Module, z: Tensor) -> tuple[Tensor, bool]:
-    """The factor ``[Q, 1]`` the norm divides its input by, and whether it subtracts the mean first."""
-    if isinstance(norm, nn.RMSNorm):
-        eps = norm.eps if norm.eps is not None else torch.finfo(z.dtype).eps
-        return torch.rsqrt(z.pow(2).mean(dim=-1, keepdim=True) + eps), False
-    if isinstance(norm, nn.LayerNorm):
-        return torch.rsqrt(z.var(dim=-1, unbiased=False, keepdim=True) + norm.eps), True
-    return 1.0 / (z.std(dim=-1, keepdim=True) + norm.eps), True  # UnbiasedStdNorm
-
-
-def _norm_affine(norm: nn.Module, like: Tensor) -> tuple[Tensor, Tensor]:
-    weight = getattr(norm, "weight", None)
-    bias = getattr(norm, "bias", None)
-    ones = torch.ones_like(like[0])
-    return (ones if weight is None else weight.float()), (ones * 0 if bias is None else bias.float())
-
-
-def query_chunks(queries: int, keys: int, width: int) -> list[slice]:
-    size = max(1, TERM_FLOATS // max(1, keys * width))
-    return [slice(start, min(start + size, queries)) for start in range(0, queries, size)]
-
-
 # ------------------------------------------------------------------------------------------------- ALTI+
-
-
-def alti_block(block: dict, *, cross: bool) -> Tensor:
-    """One block's token-to-token contributions: ``[Q, K]`` for a self-attention block (the residual counted
-    with its own token), ``[Q, K + 1]`` for cross-attention (the last column: the target-side residual).
-    Each row is non-negative and sums to 1."""
-    queries, keys = block["weights"].shape[2], block["weights"].shape[3]
-    values = transformed_values(block)
-    rows = []
-    for chunk in query_chunks(queries, keys + 1, values.shape[-1]):
-        terms = block_terms(block, chunk, values=values, room_for_residual=cross)
-        parts = terms.tokens.transpose(0, 1)  # [K (+ 1), Q, E], contiguous
-        present = block["weights"][0, :, chunk].amax(dim=0) > 0  # [Q, K]: keys some head attends to
-        if cross:
-            parts[keys] = terms.residual
-            present = torch.cat([present, present.new_ones(present.shape[0], 1)], dim=1)
-        else:
-            own = torch.arange(chunk.start, chunk.start + parts.shape[1], device=parts.device)
-            parts[own, own - chunk.start] += terms.residual
-            present[own - chunk.start, own] = True
-        rows.append(_l1_contributions(parts, present))
-    return torch.cat(rows, dim=0)
-
-
-def _l1_contributions(parts: Tensor, present: Tensor) -> Tensor:
-    """``parts`` ``[K, Q, E]`` (overwritten) → ``[Q, K]``: max(0, ‖y‖₁ − ‖y − T_j‖₁), rows normalised
-    (y = Σ_j T_j). Where the parts cancel out so far that y is shorter than every one of them, no
-    closeness is positive; such a row takes the rule's limit as its last positive closeness reaches 0:
-    the whole share goes to the part of largest closeness among those ``present`` ``[Q, K]`` (a masked key's
-    zero part would otherwise win with its closeness of 0)."""
-    resultant = parts.sum(dim=0)  # [Q, E]
-    length = resultant.abs().sum(dim=-1)  # [Q]
-    distances = parts.sub_(resultant).abs_().sum(dim=-1)  # [K, Q]
-    signed = (length - distances).T  # [Q, K]
-    closeness = signed.clamp(min=0)
-    total = closeness.sum(dim=-1, keepdim=True)
-    shares = closeness / torch.where(total > 0, total, torch.ones_like(total))
-    cancelled = (total[:, 0] <= 0) & present.any(dim=-1)
-    if cancelled.any():
-        nearest = signed[cancelled].masked_fill(~present[cancelled], -torch.inf).argmax(dim=-1)
-        shares[cancelled] = torch.nn.functional.one_hot(nearest, shares.shape[1]).to(shares.dtype)
-    return shares
 
 
 def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
          captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
-    """ALTI+: every block's contributions and the rollout through the model (``source``, ``target``), with the
-    heads ``ablation`` names switched off."""
+    """ALTI+ (models/analysis/alti.py): every block's contributions and the rollout through the model
+    (``source``, ``target``), with the heads ``ablation`` names switched off."""
     CONTRIBUTION_METHODS["alti"].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
-    with torch.inference_mode():
-        return _alti(captured)
-
-
-def _alti(captured: Captured) -> ContributionMaps:
-    blocks = captured.blocks
-    source_len, target_len = captured.src_ids.shape[1], captured.tgt_in.shape[1]
-    device = captured.logits.device
-    layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
-    encoder = torch.eye(source_len, device=device)
-    for layer in range(len(captured.model.encoder_layers)):
-        block = alti_block(blocks[("enc_self", layer)], cross=False)
-        layers["enc_self"].append(to_numpy(block))
-        encoder = block @ encoder
-    source = torch.zeros(target_len, source_len, device=device)
-    target = torch.eye(target_len, device=device)
-    residuals = []
-    for layer in range(len(captured.model.decoder_layers)):
-        own = alti_block(blocks[("dec_self", layer)], cross=False)
-        layers["dec_self"].append(to_numpy(own))
-        source, target = own @ source, own @ target
-        mixed = alti_block(blocks[("cross", layer)], cross=True)  # [T, S + 1]
-        layers["cross"].append(to_numpy(mixed[:, :source_len]))
-        residuals.append(to_numpy(mixed[:, source_len]))
-        kept = mixed[:, source_len:]
-        source = mixed[:, :source_len] @ encoder + kept * source
-        target = kept * target
-    return ContributionMaps("alti", per_head=False, layers=layers, source=to_numpy(source), target=to_numpy(target),
-                            cross_residual=residuals)
+    return ContributionMaps("alti", per_head=False, **alti_maps(captured))
 
 
 # ---------------------------------------------------------------------------------------------- value zeroing
@@ -530,19 +369,20 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
                   captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """Per kind and layer ``[query, key]``: the cosine distance of the layer's output at each query when each
     key's value vector is zeroed in every head of that attention, rows normalised to sum to 1 (Mohebbi et al.
-    2023). Each layer runs again from its captured input, the keys as a batch (chunked), with the heads of the
-    captured pass's ablation switched off."""
+    2023); a row whose every change is at rounding level is 0, and ``rounding_rows`` says which. Each layer runs
+    again from its captured input, the keys as a batch (chunked), with the heads of the captured pass's ablation
+    switched off."""
     CONTRIBUTION_METHODS["value_zeroing"].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
-    layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
         memory, src_mask, _ = model.encode(captured.src_ids, False, captured.ablation)
         for layer, module in enumerate(model.encoder_layers):
             block = captured.blocks[("enc_self", layer)]
             run = lambda x, m=module, b=block: m(x, b["mask"], need_weights=False, bias=b["bias"],  # noqa: E731
                                                  heads_off=b["heads_off"])[0]
-            layers["enc_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
-                                                   keys=captured.src_ids.shape[1]))
+            found["enc_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
+                                                  keys=captured.src_ids.shape[1]))
         for layer, module in enumerate(model.decoder_layers):
             block = captured.blocks[("dec_self", layer)]
             cross_off = captured.blocks[("cross", layer)]["heads_off"]
@@ -552,26 +392,35 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
                 return m(x, memory.expand(rows, -1, -1), self_mask=b["mask"], cross_mask=src_mask, cache=None,
                          need_weights=False, self_bias=b["bias"], self_off=b["heads_off"], cross_off=cross_off)[0]
 
-            layers["dec_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
-                                                   keys=captured.tgt_in.shape[1]))
-            layers["cross"].append(_zeroing_map(run, block["x"], module.cross_attention.attention.value,
-                                                keys=captured.src_ids.shape[1]))
-    return ContributionMaps("value_zeroing", per_head=False, layers=layers)
+            found["dec_self"].append(_zeroing_map(run, block["x"], module.self_attention.attention.value,
+                                                  keys=captured.tgt_in.shape[1]))
+            found["cross"].append(_zeroing_map(run, block["x"], module.cross_attention.attention.value,
+                                               keys=captured.src_ids.shape[1]))
+    return ContributionMaps("value_zeroing", per_head=False,
+                            layers={kind: [shares for shares, _ in maps] for kind, maps in found.items()},
+                            rounding_rows={kind: [rows for _, rows in maps] for kind, maps in found.items()})
 
 
-def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *, keys: int) -> np.ndarray:
-    """``[Q, keys]``: 1 − cos(y_i, y_i without key j's value), rows normalised."""
+def _zeroing_map(run: Callable[[Tensor], Tensor], x: Tensor, value: nn.Linear, *,
+                 keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """``[Q, keys]``: 1 − cos(y_i, y_i without key j's value), rows normalised, and ``[Q]``: the rows whose
+    every change ‖Δy_i‖ is at rounding level (at most ``ROUNDING_UNITS`` ε ‖y_i‖), which are 0 instead of
+    rounding noise normalised into shares."""
     original = run(x)[0]  # [Q, E]
     per_batch = max(1, ZEROING_FLOATS // max(1, x.shape[1] * x.shape[2] * 4))
     columns = []
+    largest = torch.zeros(original.shape[0], device=x.device)  # [Q]: max_j ‖Δy_i‖
     for start in range(0, keys, per_batch):
         positions = torch.arange(start, min(start + per_batch, keys), device=x.device)
         with zeroing_values(value, positions):
             changed = run(x.expand(len(positions), -1, -1))  # [J, Q, E]
         columns.append(cosine_distance(changed, original[None]).T)  # [Q, J]
+        largest = torch.maximum(largest, (changed.float() - original.float()).norm(dim=-1).amax(dim=0))
     scores = torch.cat(columns, dim=1)  # [Q, keys]
+    rounding = largest <= ROUNDING_UNITS * torch.finfo(original.dtype).eps * original.float().norm(dim=-1)
+    scores[rounding] = 0.0
     total = scores.sum(dim=1, keepdim=True)
-    return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total)))
+    return to_numpy(scores / torch.where(total > 0, total, torch.ones_like(total))), to_numpy(rounding)
 
 
 def cosine_distance(a: Tensor, b: Tensor) -> Tensor:

@@ -6,6 +6,7 @@ import html
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QVBoxLayout, QWidget
 
+from ...state.method_definitions import definitions_html
 from .style import HIGHLIGHT
 
 EXPLANATION = f"""
@@ -54,7 +55,10 @@ them all (the hypotheses and the beam tree); pick a hypothesis to see its own at
 the target you type and shows how likely the model found each of its tokens. The step slider walks through the
 decoding: the <span style='color:{HIGHLIGHT}'>outlined row</span> is the current step's query, the bars show that
 step's cross-attention over the source, and the chart its most likely next tokens.</p>
-"""
+<h3>Beyond attention weights</h3>
+<p>The selector bar's <b>Show</b> box chooses what every map shows: the attention weights, or how much each input
+token shaped each output by one of the methods below. The colour bar names the unit.</p>
+""" + definitions_html()
 
 
 def _dialog(parent: QWidget, title: str, text: str, size: tuple[int, int]) -> QDialog:
