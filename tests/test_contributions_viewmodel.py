@@ -10,7 +10,8 @@ from attnviz.state import contributions as shown
 from attnviz.state import viewmodel
 from attnviz.state.demos import demo_path
 from attnviz.state.session import Selection, ViewOptions
-from models.analysis.contributions import CONTRIBUTION_METHODS, capture_forward, contributions, source_coverage
+from models.analysis.contributions import CONTRIBUTION_METHODS, capture_forward, source_coverage
+from models.analysis.methods import contributions
 from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
 

@@ -11,7 +11,8 @@ from PySide6.QtCore import QEventLoop, Qt, QTimer
 
 from attnviz.state.contributions import ORIGINAL
 from attnviz.state.demos import demo_path
-from models.analysis.contributions import alti, contributions, source_coverage
+from models.analysis.contributions import alti, source_coverage
+from models.analysis.methods import contributions
 from tests.test_gui import WAIT, focus_data, run_text
 from tests.test_gui_compare import compare, open_demo
 

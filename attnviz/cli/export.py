@@ -68,7 +68,8 @@ def decoded_with_contributions(args: argparse.Namespace):
     against the model before anything is decoded)."""
     if not args.contributions:
         return decode_one(args), None
-    from models.analysis.contributions import CONTRIBUTION_METHODS, contribution_arrays
+    from models.analysis.contributions import CONTRIBUTION_METHODS
+    from models.analysis.methods import contribution_arrays
 
     if args.ablate:
         raise InputError("--contributions describes the model as it is: leave out --ablate")

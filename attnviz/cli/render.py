@@ -12,7 +12,7 @@ series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … 
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
 with --target makes the outputs agree).
 --show METHOD: a contributions method's map instead of the weights (value_norms, alti, value_zeroing,
-input_x_gradient, integrated_gradients: models/analysis/contributions.py), titled with the method.
+input_x_gradient, integrated_gradients: models/analysis/methods.py), titled with the method.
 """
 from __future__ import annotations
 
@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[int, int], output) -> int:
     """One heatmap of a contributions method (models/analysis/contributions.py) instead of the weights."""
-    from models.analysis.contributions import CONTRIBUTION_METHODS, ContributionError, contributions
+    from models.analysis.contributions import CONTRIBUTION_METHODS, ContributionError
+    from models.analysis.methods import contributions
 
     from ..state.contributions import show_choice
 

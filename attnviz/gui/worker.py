@@ -467,7 +467,8 @@ class ModelWorker(QObject):
 
     def _contribution(self, translator: Translator, job: ContributionJob, *, hypothesis: int,
                       output_ids: tuple[int, ...]) -> ContributionAnswer:
-        from models.analysis.contributions import CONTRIBUTION_METHODS, contributions, source_coverage
+        from models.analysis.contributions import CONTRIBUTION_METHODS, source_coverage
+        from models.analysis.methods import contributions
 
         if not job.partner:
             translator.set_languages(job.src_lang or None, job.tgt_lang or None)
