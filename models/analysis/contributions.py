@@ -106,6 +106,12 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
 )}
 
 
+# Integrated gradients' completeness: the error each step may keep, relative to its log-probability change, and the
+# least change (nats) an error is measured against (a change near 0 would make any error look infinite).
+COMPLETENESS_TOLERANCE = 0.05
+COMPLETENESS_FLOOR = 1e-3
+
+
 @dataclass(frozen=True)
 class ContributionMaps:
     """One method's answer for one sentence, laid out like the trace.
@@ -122,6 +128,29 @@ class ContributionMaps:
     source: np.ndarray | None = None
     target: np.ndarray | None = None
     cross_residual: list[np.ndarray] = field(default_factory=list)
+    completeness: np.ndarray | None = None  # integrated gradients: [target] each step's relative completeness error
+    ig_steps: np.ndarray | None = None  # integrated gradients: [target] the quadrature nodes each step took
+
+    @property
+    def incomplete(self) -> list[int]:
+        """The steps whose completeness error is over ``COMPLETENESS_TOLERANCE``."""
+        errors = self.completeness if self.completeness is not None else ()
+        return [step for step, error in enumerate(errors) if not error <= COMPLETENESS_TOLERANCE]
+
+    def completeness_line(self, tokens: Sequence[str] | None = None) -> str:
+        """Integrated gradients' completeness in one line (naming the steps that missed it, by their output
+        ``tokens`` where given), or "" for the other methods."""
+        if self.completeness is None or not len(self.completeness):
+            return ""
+        largest, nodes = float(np.max(self.completeness)), int(np.max(self.ig_steps))
+        missed = self.incomplete
+        if not missed:
+            return (f"completeness: within {COMPLETENESS_TOLERANCE:.0%} at every step "
+                    f"(largest error {largest:.1%}, {nodes} steps)")
+        named = ", ".join(f"{step}" + (f" ‘{tokens[step]}’" if tokens is not None and step < len(tokens) else "")
+                          for step in missed[:8]) + (" …" if len(missed) > 8 else "")
+        return (f"completeness missed at step{'s' if len(missed) > 1 else ''} {named}: error up to {largest:.1%} "
+                f"(over {COMPLETENESS_TOLERANCE:.0%}) after {nodes} steps")
 
     @property
     def unit(self) -> str:

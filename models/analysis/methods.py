@@ -13,19 +13,21 @@ from .contributions import (
     CONTRIBUTION_METHODS, Captured, ContributionError, ContributionMaps, alti, capture_forward, value_norms,
     value_zeroing,
 )
-from .gradients import input_x_gradient
+from .gradients import input_x_gradient, integrated_gradients
 
 
 def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                  captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+                  captured: Captured | None = None, ablation: Ablation = NO_ABLATION,
+                  ig_steps: int | None = None) -> ContributionMaps:
     """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence of the model as it
     ran, with the heads ``ablation`` names switched off; ``captured``: the traced pass (with that ablation),
-    reused by the methods that need no other."""
+    reused by the methods that need no other; ``ig_steps``: integrated gradients' fixed node count (None: adapted
+    until complete)."""
     if method not in CONTRIBUTION_METHODS or method == "weights":
         raise ContributionError(f"unknown contribution method {method!r}; choose one of "
                                 f"{', '.join(name for name in CONTRIBUTION_METHODS if name != 'weights')}")
     if method == "integrated_gradients":
-        return input_x_gradient(model, src_ids, output_ids, steps=16, ablation=ablation)
+        return integrated_gradients(model, src_ids, output_ids, steps=ig_steps, ablation=ablation)
     if method == "input_x_gradient":
         return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
     compute = {"value_norms": value_norms, "alti": alti, "value_zeroing": value_zeroing}[method]
