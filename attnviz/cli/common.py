@@ -131,6 +131,13 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
                              "needs (attention is still traced and written as float32; default: float32)")
 
 
+def add_ig_steps_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ig-steps", type=int, metavar="N",
+                        help="integrated gradients with exactly N Gauss-Legendre steps, 1-1024 (default: 16, doubled "
+                             "for the output steps whose attributions miss log p(x) - log p(baseline) by over 5%%, "
+                             "up to 128)")
+
+
 def add_beam_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int_range(MIN_BEAM, MAX_BEAM), default=MIN_BEAM, metavar="K",
                         help=f"beam width (1 = greedy; default 1; at most {MAX_BEAM})")

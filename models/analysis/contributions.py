@@ -635,6 +635,8 @@ class PairCoverage:
     output: str
     coverage: SourceCoverage
     least_covered_token: str
+    source_ids: tuple[int, ...] = ()  # what was scored: the source and the output token ids
+    output_ids: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         return {"pair": self.number, "source": self.source, "output": self.output,
@@ -663,5 +665,6 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
         coverage = source_coverage(alti(translator.model, source_ids, output_ids))
         token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
         found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage,
-                                  least_covered_token=token))
+                                  least_covered_token=token, source_ids=tuple(source_ids),
+                                  output_ids=tuple(output_ids)))
     return sorted(found, key=lambda pair: pair.coverage.avg_source)

@@ -34,20 +34,33 @@ def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_id
     return compute(model, src_ids, output_ids, captured=captured, ablation=ablation)
 
 
-def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> dict[str, np.ndarray]:
-    """The NPZ export's contribution arrays (docs/ARCHITECTURE.md): ``norm_{kind}_L{layer}`` ``[heads, q, k]``,
-    ``alti_{kind}_L{layer}`` ``[q, k]``, ``alti_source`` ``[T, S]``, ``alti_target`` ``[T, T]``,
-    ``source_contribution`` ``[T]``."""
+# The NPZ's name of each method's arrays.
+ARRAY_PREFIXES = {"value_norms": "norm", "alti": "alti", "value_zeroing": "zeroing", "input_x_gradient": "ixg",
+                  "integrated_gradients": "ig"}
+
+
+def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                        ig_steps: int | None = None) -> dict[str, np.ndarray]:
+    """The NPZ export's contribution arrays (docs/ARCHITECTURE.md) of every method the model can give, named by
+    ``ARRAY_PREFIXES``: per layer ``{prefix}_{kind}_L{layer}`` (``[heads, q, k]`` per head, ``[q, k]`` per block),
+    the whole model's ``{prefix}_source`` ``[T, S]`` and ``{prefix}_target`` ``[T, T]`` (ALTI+ rolled out,
+    the gradients), ALTI+'s ``source_contribution`` ``[T]``, and integrated gradients' ``ig_completeness``
+    ``[T]`` (each step's relative completeness error) and ``ig_steps`` ``[T]`` (its node count)."""
     captured = capture_forward(model, src_ids, output_ids)
     arrays = {}
-    for name, maps in (("norm", value_norms(model, src_ids, output_ids, captured=captured)),
-                       ("alti", alti(model, src_ids, output_ids, captured=captured))):
-        for kind, per_layer in maps.layers.items():
-            for layer, array in enumerate(per_layer):
-                arrays[f"{name}_{kind}_L{layer}"] = array
+    for name, prefix in ARRAY_PREFIXES.items():
+        if not CONTRIBUTION_METHODS[name].applies(model):
+            continue
+        maps = contributions(name, model, src_ids, output_ids, captured=captured, ig_steps=ig_steps)
+        if not CONTRIBUTION_METHODS[name].whole_model:
+            for kind, per_layer in maps.layers.items():
+                for layer, array in enumerate(per_layer):
+                    arrays[f"{prefix}_{kind}_L{layer}"] = array
         if maps.source is not None:
-            arrays.update(alti_source=maps.source, alti_target=maps.target,
-                          source_contribution=maps.source_contribution)
-    return arrays
-
-
+            arrays.update({f"{prefix}_source": maps.source, f"{prefix}_target": maps.target})
+        if maps.source_contribution is not None:
+            arrays["source_contribution"] = maps.source_contribution
+        if maps.completeness is not None:
+            arrays.update({f"{prefix}_completeness": maps.completeness, f"{prefix}_steps": maps.ig_steps})
+    return {name: np.asarray(array, dtype=np.int32 if name == "ig_steps" else np.float32)
+            for name, array in arrays.items()}
