@@ -23,6 +23,7 @@ import json
 
 from .common import (
     add_corpus_options, add_ig_steps_option, add_model_options, corpus_pairs, model_shape, open_translator,
+    say_if_rounded,
 )
 
 NAME = "contributions"
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     model_shape(args)
     pairs, corpus = corpus_pairs(args)
     translator = open_translator(args)
+    say_if_rounded(translator)
     scored = corpus_coverage(translator, pairs, decoded=args.decoded)
     complete = {}
     if args.ig or args.ig_steps is not None:

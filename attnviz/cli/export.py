@@ -30,7 +30,7 @@ from models.errors import InputError
 from ..state.export import check_output, write_csv, write_npz
 from .common import (
     add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, open_translator,
-    unknown_mode,
+    say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -81,6 +81,7 @@ def decoded_with_contributions(args: argparse.Namespace):
         raise InputError("--contributions describes the model as it is: leave out --ablate")
     check_ig_steps(args.ig_steps)
     translator = open_translator(args)
+    say_if_rounded(translator)
     result = decode_one(args, translator)
     source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
     return result, contribution_arrays(translator.model, source_ids, result.token_ids, ig_steps=args.ig_steps)

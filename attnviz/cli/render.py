@@ -29,7 +29,7 @@ from models.trace.records import KINDS
 from ..state.export import IMAGE_SUFFIXES, check_output
 from .common import (
     add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, checkpoint_path, decode_one,
-    model_shape, open_translator, selection_problem, unknown_mode,
+    model_shape, open_translator, say_if_rounded, selection_problem, unknown_mode,
 )
 
 NAME = "render"
@@ -131,6 +131,7 @@ def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[i
     check_selection(args, head)
     check_ig_steps(args.ig_steps)
     translator = open_translator(args)
+    say_if_rounded(translator)
     result = decode_one(args, translator)
     CONTRIBUTION_METHODS[args.show].check(translator.model)
     source = translator.source(args.text, unknown=unknown_mode(args))

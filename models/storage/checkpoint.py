@@ -171,6 +171,12 @@ def _json_depth(text: str) -> int:
 WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+def weights_name(model: torch.nn.Module) -> str:
+    """The precision ``model``'s weights are kept in: a name of ``WEIGHT_DTYPES``."""
+    dtype = next(model.parameters()).dtype
+    return next((name for name, known in WEIGHT_DTYPES.items() if known == dtype), str(dtype))
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32,
                     progress: Callable[[int, int], object] | None = None) -> Checkpoint:
     """Build the model the file describes and load its weights; the model comes back in eval mode.
