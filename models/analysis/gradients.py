@@ -103,13 +103,13 @@ def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
                         ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """∂ log p(y_t) / ∂ embeddings for every step t at once (the embeddings scaled by ``scale``): source
     ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``."""
-    found = weighted_gradients(model, src_ids, output_ids, [(step, scale, 1.0) for step in range(len(output_ids))],
-                               ablation=ablation)
+    found = weighted_gradients(model, src_ids, output_ids,
+                               points=[(step, scale, 1.0) for step in range(len(output_ids))], ablation=ablation)
     return found.source.float(), found.target.float(), found.source_x, found.target_x
 
 
-def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int],
-                       points: Sequence[tuple[int, float, float]], *,
+def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                       points: Sequence[tuple[int, float, float]],
                        ablation: Ablation = NO_ABLATION) -> WeightedGradients:
     """The gradients of every point (step t, scale α, weight w), summed per step with their weights.
 
@@ -193,8 +193,8 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
     the target prefix (``target`` ``[T, T]``, also the dec_self map): x the token embeddings, before positions
     are added, and the norm L2 over the embedding."""
     CONTRIBUTION_METHODS["input_x_gradient"].check(model)
-    found = weighted_gradients(model, src_ids, output_ids, [(step, 1.0, 1.0) for step in range(len(output_ids))],
-                               ablation=ablation)
+    found = weighted_gradients(model, src_ids, output_ids,
+                               points=[(step, 1.0, 1.0) for step in range(len(output_ids))], ablation=ablation)
     return _maps("input_x_gradient", *found.attributions())
 
 
@@ -224,7 +224,8 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
     check_ig_steps(steps)
     count = len(output_ids)
     ends = weighted_gradients(model, src_ids, output_ids,
-                              [(step, scale, 0.0) for scale in (0.0, 1.0) for step in range(count)], ablation=ablation)
+                              points=[(step, scale, 0.0) for scale in (0.0, 1.0) for step in range(count)],
+                              ablation=ablation)
     change = (ends.log_probs[count:] - ends.log_probs[:count]).double()  # [T] log p(x) − log p(baseline)
     source, target = ends.source.clone(), ends.target.clone()
     errors = torch.full((count,), float("inf"), dtype=torch.float64, device=change.device)
@@ -233,8 +234,8 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
     while pending:
         nodes, weights = gauss_legendre(points)
         found = weighted_gradients(model, src_ids, output_ids,
-                                   [(step, float(node), float(weight)) for step in pending
-                                    for node, weight in zip(nodes, weights)], ablation=ablation)
+                                   points=[(step, float(node), float(weight)) for step in pending
+                                           for node, weight in zip(nodes, weights)], ablation=ablation)
         rows = torch.tensor(pending, device=change.device)
         source[rows], target[rows] = found.source[rows], found.target[rows]
         used[pending] = points

@@ -51,7 +51,7 @@ def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
     for name, prefix in ARRAY_PREFIXES.items():
         if not CONTRIBUTION_METHODS[name].applies(model):
             continue
-        maps = contributions(name, model, src_ids, output_ids, captured=captured, ig_steps=ig_steps)
+        maps = contributions(name, model, src_ids, output_ids=output_ids, captured=captured, ig_steps=ig_steps)
         if not CONTRIBUTION_METHODS[name].whole_model:
             for kind, per_layer in maps.layers.items():
                 for layer, array in enumerate(per_layer):
