@@ -20,9 +20,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import big_transformer, median_seconds  # noqa: E402
-from models.analysis.contributions import (
-    alti, capture_forward, decoder_input, embedding_gradients, step_log_probs, value_norms, value_zeroing,
-)
+from models.analysis.contributions import alti, capture_forward, decoder_input, value_norms, value_zeroing  # noqa: E402
+from models.analysis.gradients import embedding_gradients, step_log_probs  # noqa: E402
 
 
 def sentence(length: int, seed: int) -> list[int]:

@@ -3,7 +3,8 @@
     python benchmarks/gpu_checks.py [--device cuda] [--quick]
 
 1. Same outputs: every bundled demo decoded greedy, beam 4 and forced on the CPU and on the device: equal
-   tokens, and the largest difference of any attention weight and of any step's probability.
+   tokens, and the largest difference of any attention weight and of any step's probability (TF32 off, as
+   attnviz runs float32; ATTNVIZ_TF32=1 measures what TF32 costs).
 2. Device waits per decoding step: ``torch.cuda.set_sync_debug_mode`` counts every synchronising call torch
    makes while a tc-big-shaped model decodes greedily (the decode loop's goal: one per step, its one transfer).
 3. Trace capture and the KV cache at the tc-big shape (``benchmarks/decoding.py --shape tc-big``): capture
@@ -29,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import big_transformer  # noqa: E402
 from models.inference.decoding import beam_search, finish, forced, greedy  # noqa: E402
+from models.inference.translator import float32_precision  # noqa: E402
 from models.storage.checkpoint import load_checkpoint  # noqa: E402
 
 DEMOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "resources", "checkpoints")
@@ -36,7 +38,9 @@ SENTENCES = {"en-es": "The Lord is my shepherd; I shall not want.", "piglatin": 
 
 
 def decodings(checkpoint, sentence: str, device: str) -> dict[str, object]:
-    """The best result of greedy, beam 4 and forced decoding of ``sentence`` on ``device``."""
+    """The best result of greedy, beam 4 and forced decoding of ``sentence`` on ``device``, float32 placed as
+    attnviz places it (models/inference/translator.py ``float32_precision``: exact unless ATTNVIZ_TF32=1)."""
+    float32_precision()
     model = checkpoint.model.to(device)
     source = checkpoint.source_tokenizer.encode(sentence)
     label = checkpoint.target_tokenizer.token

@@ -11,9 +11,11 @@ import torch
 from models import build_model
 from models.storage.checkpoint import load_checkpoint
 from models.analysis.contributions import (
-    CONTRIBUTION_METHODS, ContributionError, alti, block_terms, capture_forward, contributions, decoder_input,
-    input_x_gradient, source_coverage, value_norms, value_zeroing,
+    CONTRIBUTION_METHODS, ContributionError, alti, block_terms, capture_forward, decoder_input, source_coverage,
+    value_norms, value_zeroing,
 )
+from models.analysis.gradients import input_x_gradient
+from models.analysis.methods import contributions
 from models.nn.intermediates import noting_blocks
 from models.inference.translator import Translator
 from tests.helpers import tiny_config

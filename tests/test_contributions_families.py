@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.analysis.contributions import (
-    ContributionError, contributions, decoder_input, input_x_gradient, value_norms,
-)
+from models.analysis.contributions import ContributionError, decoder_input, value_norms
+from models.analysis.gradients import input_x_gradient
+from models.analysis.methods import contributions
 from models.importers import convert
 from models.inference.translator import Translator
 from tests.test_contributions import assert_alti_shares, assert_terms_add_up

@@ -10,7 +10,10 @@ from attnviz.state import contributions as shown
 from attnviz.state import viewmodel
 from attnviz.state.demos import demo_path
 from attnviz.state.session import Selection, ViewOptions
-from models.analysis.contributions import CONTRIBUTION_METHODS, capture_forward, contributions, source_coverage
+from models.analysis.contributions import CONTRIBUTION_METHODS, capture_forward, source_coverage
+from models.analysis.gradients import integrated_gradients
+from models.analysis.methods import contributions
+from models.analysis.precision import rounded_weights_notice
 from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
 
@@ -184,3 +187,29 @@ def test_the_head_box_names_what_each_entry_shows_of_the_method(run):
     assert "<b>value-weighted norms</b> rollout" in title and "attention rollout" not in title
     gradients = shown.selector_state(trace, Selection(kind="cross", head=2), choice("input_x_gradient"))
     assert gradients.head_choices == (("input × gradient, whole model", 0),) and gradients.head == 0
+
+
+def test_the_heatmap_says_how_complete_integrated_gradients_are_and_names_the_steps_that_missed():
+    translator = Translator(load_checkpoint(demo_path("en-es-transformer-postln")), "cpu")
+    text = "The cat sits on the mat."
+    source, result = translator.source(text), translator.translate(text, need_weights=True)
+    fixed = integrated_gradients(translator.model, source.ids, result.token_ids, steps=16)
+    assert fixed.incomplete  # 16 steps miss at least one output step on this sentence
+    state = shown.contribution_heatmap(result.trace, fixed, Selection(kind="cross"),
+                                       choice=choice("integrated_gradients"), outputs=result.tokens)
+    missed = fixed.incomplete[0]
+    assert state.note.startswith(f"completeness missed at step {missed} ‘{result.tokens[missed]}’")
+    adapted = integrated_gradients(translator.model, source.ids, result.token_ids)
+    state = shown.contribution_heatmap(result.trace, adapted, Selection(kind="cross"),
+                                       choice=choice("integrated_gradients"), outputs=result.tokens)
+    assert state.note.startswith("completeness: within 5% at every step")
+
+
+def test_maps_of_rounded_weights_say_so_in_one_line(run):
+    result, maps = run
+    for name in ("alti", "input_x_gradient"):
+        exact = shown.contribution_heatmap(result.trace, maps[name], Selection(kind="cross"), choice=choice(name))
+        assert exact.note == ""
+        rounded = shown.contribution_heatmap(result.trace, maps[name], Selection(kind="cross"), choice=choice(name),
+                                             weights="bfloat16")
+        assert rounded.note == rounded_weights_notice("bfloat16") and "rounded to bfloat16" in rounded.note

@@ -11,7 +11,8 @@ from PySide6.QtCore import QEventLoop, Qt, QTimer
 
 from attnviz.state.contributions import ORIGINAL
 from attnviz.state.demos import demo_path
-from models.analysis.contributions import alti, contributions, source_coverage
+from models.analysis.contributions import alti, source_coverage
+from models.analysis.methods import contributions
 from tests.test_gui import WAIT, focus_data, run_text
 from tests.test_gui_compare import compare, open_demo
 
@@ -203,3 +204,17 @@ def test_the_output_lines_source_contribution_follows_the_run_shown_with_heads_o
     assert f"source contribution {ablated:.2f}" not in line
     window.ablation_bar.compare.setChecked(False)
     assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()
+
+
+def test_integrated_gradients_say_how_complete_they_are_on_the_colour_bar_and_under_the_heatmap(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer-postln")
+    run_text(qtbot, window, "The cat sits on the mat.")
+    window.select(kind="cross")
+    show(qtbot, window, "integrated_gradients")
+    maps = core_maps(window, "integrated_gradients")
+    assert maps.incomplete == [] and maps.completeness.max() <= 0.05
+    line = maps.completeness_line(window.session.result.tokens)
+    assert window.focus.colorbar.toolTip() == line and line.startswith("completeness: within 5% at every step")
+    assert line in window.focus.legend.text()
+    show(qtbot, window, "alti")
+    assert window.focus.colorbar.toolTip() == "" and "completeness" not in window.focus.legend.text()

@@ -81,3 +81,12 @@ def test_the_maps_are_laid_out_for_the_largest_cells():
     assert panel_columns(4, (3, 4), size=(520, 190)) == 4  # a wide, low dock: one row
     assert panel_columns(4, (3, 4), size=(260, 900)) == 1  # a tall, narrow one: stacked
     assert panel_columns(5, (6, 8), size=(900, 700)) in (2, 3)
+
+
+def test_importance_of_rounded_weights_says_so_in_its_summary():
+    from models.analysis.precision import rounded_weights_notice
+
+    importance = HeadImportance(metric="nll", baseline=1.5, examples=3, scores={"cross": np.array([[1.6, 1.4]])})
+    assert "rounded" not in stats_view.importance_state(importance, "cross").summary
+    summary = stats_view.importance_state(importance, "cross", weights="float16").summary
+    assert summary.endswith(f" Scores {rounded_weights_notice('float16')}.")

@@ -130,6 +130,16 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
     parser.add_argument("--dtype", choices=PRECISIONS, default=EXACT,
                         help="keep the weights in this precision: bfloat16 or float16 halve the memory a large model "
                              "needs (attention is still traced and written as float32; default: float32)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="on a GPU, let float32 use TF32: faster, numbers about 1e-4 to 1e-3 apart from the "
+                             "CPU's (default: exact, unless the environment sets ATTNVIZ_TF32=1)")
+
+
+def add_ig_steps_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ig-steps", type=int, metavar="N",
+                        help="integrated gradients with exactly N Gauss-Legendre steps, 1-1024 (default: 16, doubled "
+                             "for the output steps whose attributions miss log p(x) - log p(baseline) by over 5%%, "
+                             "up to 128)")
 
 
 def add_beam_option(parser: argparse.ArgumentParser) -> None:
@@ -253,9 +263,19 @@ def open_translator(args: argparse.Namespace) -> Translator:
     use_idle_cores()
     model_shape(args)
     checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
-    translator = Translator(checkpoint, args.device)
+    translator = Translator(checkpoint, args.device, tf32=True if getattr(args, "tf32", False) else None)
     translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
     return translator
+
+
+def say_if_rounded(translator: Translator) -> None:
+    """On stderr, the one line saying that what follows comes from weights rounded to 16 bits (``--dtype``)."""
+    from models.analysis.precision import rounded_weights_notice
+    from models.storage.checkpoint import weights_name
+
+    notice = rounded_weights_notice(weights_name(translator.model))
+    if notice:
+        print(f"attnviz: note: {notice}", file=sys.stderr)
 
 
 def unknown_mode(args: argparse.Namespace) -> str:

@@ -4,10 +4,14 @@ An .npz holds every head: src_tokens, tgt_tokens (starting with the start token 
 for each attention kind {kind}_L{layer} [heads, query_len, key_len] float32 and {kind}_mask
 [query_len, key_len] bool (True = may attend); also output_tokens, translation, score, and ablated: the
 heads --ablate switched off, as KIND:LAYER:HEAD strings (their weights are still the ones they computed).
---contributions adds, for a Transformer, value-weighted norms norm_{kind}_L{layer} [heads, query_len, key_len],
-ALTI+ blocks alti_{kind}_L{layer} [query_len, key_len] (a cross block's share of each source token),
-alti_source [target_len, source_len] and alti_target [target_len, target_len] (rolled out through the model;
-each row of the two together sums to 1) and source_contribution [target_len].
+--contributions adds every contribution method the model can give (a GRU: value norms and the gradients):
+value-weighted norms norm_{kind}_L{layer} [heads, query_len, key_len], ALTI+ blocks alti_{kind}_L{layer}
+[query_len, key_len] (a cross block's share of each source token), alti_source [target_len, source_len] and
+alti_target [target_len, target_len] (rolled out through the model; each row of the two together sums to 1),
+source_contribution [target_len], value zeroing zeroing_{kind}_L{layer} [query_len, key_len], input x gradient
+ixg_source [target_len, source_len] and ixg_target [target_len, target_len], integrated gradients ig_source,
+ig_target, ig_completeness [target_len] (each output step's relative completeness error) and ig_steps
+[target_len] (its step count; --ig-steps N fixes it).
 
 A .csv holds one heatmap, chosen with --kind, --layer and --head as in render: a header row "query \\ key"
 then the key tokens, one row per query token. Tokens are the model's own (a repeated key token gets #2,
@@ -25,7 +29,8 @@ from models.errors import InputError
 
 from ..state.export import check_output, write_csv, write_npz
 from .common import (
-    add_decoding_options, add_model_options, add_output_option, decode_one, open_translator, unknown_mode,
+    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, open_translator,
+    say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -41,7 +46,8 @@ def add_parser(subparsers) -> None:
                                          "(default: the model's own output)")
     add_selection_options(parser, required=False)
     parser.add_argument("--contributions", action="store_true",
-                        help="also write value norms and ALTI+ contributions to the .npz (a Transformer only)")
+                        help="also write every contribution method the model can give to the .npz")
+    add_ig_steps_option(parser)
     parser.add_argument("text", help="the source sentence")
     add_output_option(parser, "the file to write: .npz (every head) or .csv (one heatmap)")
 
@@ -68,15 +74,17 @@ def decoded_with_contributions(args: argparse.Namespace):
     against the model before anything is decoded)."""
     if not args.contributions:
         return decode_one(args), None
-    from models.analysis.contributions import CONTRIBUTION_METHODS, contribution_arrays
+    from models.analysis.gradients import check_ig_steps
+    from models.analysis.methods import contribution_arrays
 
     if args.ablate:
         raise InputError("--contributions describes the model as it is: leave out --ablate")
+    check_ig_steps(args.ig_steps)
     translator = open_translator(args)
-    CONTRIBUTION_METHODS["alti"].check(translator.model)
+    say_if_rounded(translator)
     result = decode_one(args, translator)
     source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
-    return result, contribution_arrays(translator.model, source_ids, result.token_ids)
+    return result, contribution_arrays(translator.model, source_ids, result.token_ids, ig_steps=args.ig_steps)
 
 
 def write_heatmap_csv(output, trace, *, kind: str, layer: int, head: int | str) -> None:

@@ -30,7 +30,7 @@ from models.trace.records import KINDS
 
 from .common import (
     MAX_OUTPUT_TOKENS, add_beam_option, add_corpus_options, add_model_options, add_output_option, corpus_pairs,
-    int_range, model_shape, open_translator,
+    int_range, model_shape, open_translator, say_if_rounded,
 )
 from .stats import KIND_NAMES, grid_lines
 
@@ -124,6 +124,8 @@ def score(args: argparse.Namespace, pairs, *, corpus: str, shape, processes):
     """The importance, its baseline run's seconds and the pruning curves; only the main process reports on the
     way."""
     translator = open_translator(args)
+    if processes.main:
+        say_if_rounded(translator)
     heads = sum(layers * count for kind, (layers, count) in shape.items() if not args.kind or kind in args.kind)
     # Decoding again per head, the first progress line comes after two runs: say what is under way. (The NLL's
     # passes report at once, and a reference too long for them must stay a one-line error.)

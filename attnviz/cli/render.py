@@ -12,12 +12,13 @@ series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … 
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
 with --target makes the outputs agree).
 --show METHOD: a contributions method's map instead of the weights (value_norms, alti, value_zeroing,
-input_x_gradient, integrated_gradients: models/analysis/contributions.py), titled with the method.
+input_x_gradient, integrated_gradients: models/analysis/methods.py), titled with the method.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from models.trace.aggregate import AGGREGATES
@@ -27,8 +28,8 @@ from models.trace.records import KINDS
 
 from ..state.export import IMAGE_SUFFIXES, check_output
 from .common import (
-    add_decoding_options, add_model_options, add_output_option, checkpoint_path, decode_one, model_shape,
-    open_translator, selection_problem, unknown_mode,
+    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, checkpoint_path, decode_one,
+    model_shape, open_translator, say_if_rounded, selection_problem, unknown_mode,
 )
 
 NAME = "render"
@@ -53,6 +54,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--show", default="weights", metavar="METHOD",
                         help="what the map shows: weights, value_norms, alti, value_zeroing, input_x_gradient or "
                              "integrated_gradients (default: %(default)s)")
+    add_ig_steps_option(parser)
     parser.add_argument("--colormap", default="viridis",
                         help="the colour map: viridis, cividis, magma, inferno or CET-L1")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
@@ -116,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[int, int], output) -> int:
     """One heatmap of a contributions method (models/analysis/contributions.py) instead of the weights."""
-    from models.analysis.contributions import CONTRIBUTION_METHODS, ContributionError, contributions
+    from models.analysis.contributions import CONTRIBUTION_METHODS, ContributionError
+    from models.analysis.gradients import check_ig_steps
+    from models.analysis.methods import contributions
 
     from ..state.contributions import show_choice
 
@@ -125,11 +129,15 @@ def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[i
     if args.show not in CONTRIBUTION_METHODS:
         raise ContributionError(f"--show must be one of {', '.join(CONTRIBUTION_METHODS)}; got {args.show!r}")
     check_selection(args, head)
+    check_ig_steps(args.ig_steps)
     translator = open_translator(args)
+    say_if_rounded(translator)
     result = decode_one(args, translator)
     CONTRIBUTION_METHODS[args.show].check(translator.model)
     source = translator.source(args.text, unknown=unknown_mode(args))
-    maps = contributions(args.show, translator.model, source.ids, output_ids=result.token_ids)
+    maps = contributions(args.show, translator.model, source.ids, output_ids=result.token_ids, ig_steps=args.ig_steps)
+    if maps.completeness is not None:
+        print(maps.completeness_line(result.tokens), file=sys.stderr)
     choice = show_choice(CONTRIBUTION_METHODS[args.show])
     draw(args, result, head=head, size=size, output=output, contribution=(maps, choice))
     print(output)

@@ -27,7 +27,7 @@ import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from models.storage.checkpoint import (
-    SUFFIX, WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint,
+    SUFFIX, WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint, weights_name,
 )
 from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
@@ -70,12 +70,6 @@ def reporting_errors(say: Callable[[str], None], *, unexpected: str = "internal 
     except Exception as failure:  # noqa: BLE001 (said in the window, never a dead thread)
         traceback.print_exc()
         say(f"{unexpected}: {type(failure).__name__}: {failure}")
-
-
-def weights_name(translator: Translator) -> str:
-    """The precision the model's weights are kept in: float32, bfloat16 or float16."""
-    dtype = next(translator.model.parameters()).dtype
-    return next((name for name, known in WEIGHT_DTYPES.items() if known == dtype), str(dtype))
 
 
 def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -138,7 +132,7 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
-        weights=weights_name(translator), show_choices=show_choices(translator))
+        weights=weights_name(translator.model), show_choices=show_choices(translator))
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
@@ -408,7 +402,7 @@ class ModelWorker(QObject):
         self._stop_overtaken_jobs()  # a corpus job's scores come from one precision: it answers why it stopped
         if job_id == NO_REQUEST or self.translator is None or self._stale_model_job(job_id):
             return
-        if weights_name(self.translator) == weights:
+        if weights_name(self.translator.model) == weights:
             return
         if not (self.series or is_native(str(self.translator.checkpoint.path))):
             self.notice.emit(NO_REQUEST, f"Weights: {weights} applies from the next open: this model was converted "
@@ -416,7 +410,7 @@ class ModelWorker(QObject):
             return
         def say(line: str) -> None:
             self.notice.emit(NO_REQUEST, f"Could not re-open the model as {weights}: {line}; it still runs as "
-                                         f"{weights_name(self.translator)}")
+                                         f"{weights_name(self.translator.model)}")
 
         with reporting_errors(say):
             self._reopen_in_precision()
@@ -467,7 +461,8 @@ class ModelWorker(QObject):
 
     def _contribution(self, translator: Translator, job: ContributionJob, *, hypothesis: int,
                       output_ids: tuple[int, ...]) -> ContributionAnswer:
-        from models.analysis.contributions import CONTRIBUTION_METHODS, contributions, source_coverage
+        from models.analysis.contributions import CONTRIBUTION_METHODS, source_coverage
+        from models.analysis.methods import contributions
 
         if not job.partner:
             translator.set_languages(job.src_lang or None, job.tgt_lang or None)

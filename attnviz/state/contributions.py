@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.analysis.precision import EXACT, rounded_weights_notice
 from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 
@@ -215,9 +216,10 @@ def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *
 
 def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
                          options: ViewOptions = ViewOptions(), outputs: list[str] | None = None,
-                         name: str = "") -> viewmodel.HeatmapState | str:
+                         name: str = "", weights: str = EXACT) -> viewmodel.HeatmapState | str:
     """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method, its colour scale
-    titled with its unit; or the line saying why the method has no such map. ``name``: a comparison pane's."""
+    titled with its unit and its note saying how good the numbers are (integrated gradients' completeness, weights
+    rounded to ``weights``); or the line saying why the method has no such map. ``name``: a comparison pane's."""
     if selection.kind not in maps.layers or not maps.layers[selection.kind]:
         return missing_kind(choice, selection.kind)
     shown, chosen, which = _shown_map(trace, maps, selection, choice=choice)
@@ -228,7 +230,8 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     if not shows_rollout(choice, selection):
         title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
-    state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem)
+    state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem,
+                                note=contribution_note(maps, outputs=outputs, weights=weights))
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
     return state
@@ -242,6 +245,12 @@ def rounding_note(maps, kind: str, layer: int) -> str:
         return ""
     count, total = int(rows[layer].sum()), len(rows[layer])
     return f" · {'every row' if count == total else f'{count} of {total} rows'} 0: changed by rounding alone"
+
+
+def contribution_note(maps, *, outputs: list[str] | None = None, weights: str = EXACT) -> str:
+    """How good ``maps``' numbers are, in one line: integrated gradients' completeness (naming the steps that
+    missed it by their ``outputs``), and that they come from weights rounded to ``weights``."""
+    return " · ".join(line for line in (maps.completeness_line(outputs), rounded_weights_notice(weights)) if line)
 
 
 def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.analysis.precision import EXACT, rounded_weights_notice
 from models.trace.head_summary import STATISTICS, TYPICAL_BY, HeadStats
 
 from .viewmodel import KIND_LABELS
@@ -178,9 +179,11 @@ def importance_panels(importance: HeadImportance, kind: str) -> list[StatPanel]:
                             unit=name, texts=cell_texts(scores, decimals))]
 
 
-def importance_state(importance: HeadImportance, kind: str, selected: tuple[int, int] | None = None) -> HeadStatsState:
+def importance_state(importance: HeadImportance, kind: str, selected: tuple[int, int] | None = None, *,
+                     weights: str = EXACT) -> HeadStatsState:
     """Head importance (models/analysis/importance.py) drawn in the same grid: the method's panels for the chosen kind
-    (:func:`importance_panels`); the runs to choose from are the methods."""
+    (:func:`importance_panels`); the runs to choose from are the methods. The summary says when the scores come
+    from weights rounded to ``weights``."""
     kinds = list(importance.scores)
     kind = kind if kind in kinds else kinds[-1]
     panels = importance_panels(importance, kind)
@@ -194,7 +197,8 @@ def importance_state(importance: HeadImportance, kind: str, selected: tuple[int,
         selected=selected,
         summary=f"{IMPORTANCE_METHODS[method]}: {importance.examples} sentences; {name} {baseline} with every head "
                 f"on ({importance.seconds:.1f} s). Heads across, layers down; bright = {helps}. Click a head to show "
-                f"it; right-click a thumbnail in the grids to switch it off.")
+                f"it; right-click a thumbnail in the grids to switch it off."
+                + (f" Scores {rounded_weights_notice(weights)}." if weights != EXACT else ""))
 
 
 def importance_note(importance: HeadImportance, kind: str, layer: int, head: int) -> str:

@@ -62,6 +62,7 @@ class HeatmapState:
     approximate: bool = False  # weights kept at half precision (a long run): read out to three digits, with ≈
     revealed: tuple[int, int] | None = None  # step by step: only rows × cols from the top left exist yet (None: all)
     scale_title: str = "attention weight"  # what the colour scale's numbers are (a contribution's unit)
+    note: str = ""  # how the numbers were computed (completeness, rounded weights): the colour bar's tooltip
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ and through the whole model.
   the layers. For the decoder every prediction splits into a source and a target-prefix share that add up to 1.
 - ``value_zeroing``: Mohebbi et al. (2023), the cosine distance of a layer's output when one token's value
   vector is zeroed in every head of that layer, all tokens of a sentence at once as a batch.
-- ``input_x_gradient``: ‖x ⊙ ∇_x log p(y_t)‖ over the source and target-prefix token embeddings, every target
-  step from one forward pass and one batched backward pass; ``steps`` > 1 gives integrated gradients.
+- input × gradient and integrated gradients: models/analysis/gradients.py; every method by its name:
+  models/analysis/methods.py.
 
 Every method takes the model, the source ids and the output ids (``DecodeResult.token_ids``: the decoder is fed
 the start token and all but the last), and answers numpy arrays in a frozen ``ContributionMaps``, laid out as
@@ -39,8 +39,6 @@ ZEROING_FLOATS = 1 << 22
 # its norm when a value is zeroed moved by rounding alone (a re-run adds in another order): 9.5e-7 in float32,
 # 7.8e-3 in float16, 0.0625 in bfloat16; a float32 layer's own rounding error measures 1–3 ε.
 ROUNDING_UNITS = 8
-# Tokens (copies × (source + target)) one batched gradient pass holds.
-GRADIENT_TOKENS = 4096
 
 
 class ContributionError(InputError):
@@ -109,6 +107,12 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
 )}
 
 
+# Integrated gradients' completeness: the error each step may keep, relative to its log-probability change, and the
+# least change (nats) an error is measured against (a change near 0 would make any error look infinite).
+COMPLETENESS_TOLERANCE = 0.05
+COMPLETENESS_FLOOR = 1e-3
+
+
 @dataclass(frozen=True)
 class ContributionMaps:
     """One method's answer for one sentence, laid out like the trace.
@@ -127,6 +131,29 @@ class ContributionMaps:
     # value zeroing: per kind and layer ``[query]``, True where every change was at rounding level (the row is 0)
     rounding_rows: dict[str, list[np.ndarray]] = field(default_factory=dict)
     cross_residual: list[np.ndarray] = field(default_factory=list)
+    completeness: np.ndarray | None = None  # integrated gradients: [target] each step's relative completeness error
+    ig_steps: np.ndarray | None = None  # integrated gradients: [target] the quadrature nodes each step took
+
+    @property
+    def incomplete(self) -> list[int]:
+        """The steps whose completeness error is over ``COMPLETENESS_TOLERANCE``."""
+        errors = self.completeness if self.completeness is not None else ()
+        return [step for step, error in enumerate(errors) if not error <= COMPLETENESS_TOLERANCE]
+
+    def completeness_line(self, tokens: Sequence[str] | None = None) -> str:
+        """Integrated gradients' completeness in one line (naming the steps that missed it, by their output
+        ``tokens`` where given), or "" for the other methods."""
+        if self.completeness is None or not len(self.completeness):
+            return ""
+        largest, nodes = float(np.max(self.completeness)), int(np.max(self.ig_steps))
+        missed = self.incomplete
+        if not missed:
+            return (f"completeness: within {COMPLETENESS_TOLERANCE:.0%} at every step "
+                    f"(largest error {largest:.1%}, {nodes} steps)")
+        named = ", ".join(f"{step}" + (f" ‘{tokens[step]}’" if tokens is not None and step < len(tokens) else "")
+                          for step in missed[:8]) + (" …" if len(missed) > 8 else "")
+        return (f"completeness missed at step{'s' if len(missed) > 1 else ''} {named}: error up to {largest:.1%} "
+                f"(over {COMPLETENESS_TOLERANCE:.0%}) after {nodes} steps")
 
     @property
     def unit(self) -> str:
@@ -429,7 +456,7 @@ def cosine_distance(a: Tensor, b: Tensor) -> Tensor:
     return 0.5 * (unit(a.double(), dim=-1) - unit(b.double(), dim=-1)).pow(2).sum(dim=-1).float()
 
 
-# ------------------------------------------------------------------------------------------------ gradients
+# -------------------------------------------------------------- token embeddings (the gradient methods: gradients.py)
 
 
 def _embeddings(model: Seq2Seq) -> tuple[nn.Embedding, nn.Embedding] | None:
@@ -442,176 +469,6 @@ def _embeddings(model: Seq2Seq) -> tuple[nn.Embedding, nn.Embedding] | None:
         if isinstance(source, nn.Embedding) and isinstance(target, nn.Embedding):
             return source, target
     return None
-
-
-@contextlib.contextmanager
-def _embedding_leaves(model: Seq2Seq, scale: float) -> Iterator[dict[str, list[Tensor]]]:
-    """While inside, the token embeddings the model looks up are ``scale`` × themselves, as leaves that ask
-    for a gradient: per side (``"source"``, ``"target"``) one leaf per lookup (a recurrent decoder looks up
-    one position per step), and under ``"source_input"``/``"target_input"`` the unscaled vectors."""
-    leaves: dict[str, list[Tensor]] = {"source": [], "target": [], "source_input": [], "target_input": []}
-
-    def keeper(name: str):
-        def hook(_module, _inputs, output: Tensor) -> Tensor:
-            leaves[f"{name}_input"].append(output.detach())
-            leaf = (output.detach() * scale).requires_grad_(True)
-            leaves[name].append(leaf)
-            return leaf
-        return hook
-
-    source, target = _embeddings(model)
-    handles = [source.register_forward_hook(keeper("source")), target.register_forward_hook(keeper("target"))]
-    try:
-        yield leaves
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@contextlib.contextmanager
-def _frozen(model: nn.Module) -> Iterator[None]:
-    """No parameter asks for a gradient meanwhile; gradients flow even inside inference mode."""
-    asked = [(parameter, parameter.requires_grad) for parameter in model.parameters()]
-    for parameter, _ in asked:
-        parameter.requires_grad_(False)
-    try:
-        with torch.inference_mode(False), torch.enable_grad():
-            yield
-    finally:
-        for parameter, flag in asked:
-            parameter.requires_grad_(flag)
-
-
-def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: Tensor) -> Tensor:
-    """``[T]``: log p of each output token given the source and its prefix (one forward pass)."""
-    logits, _ = model(src, tgt_in)
-    log_probs = torch.log_softmax(logits[0].float(), dim=-1)  # [T, V]
-    return log_probs.gather(1, output_ids[:, None])[:, 0]
-
-
-def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                        scale: float = 1.0,
-                        ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """∂ log p(y_t) / ∂ embeddings for every step t at once (the embeddings scaled by ``scale``): source
-    ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``.
-
-    The sentence is repeated once per step in the batch dimension and copy t's loss is step t's log-probability,
-    so one forward and one backward pass give every step's gradient (each copy's inputs reach only its own
-    loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A backward pass batched with ``is_grads_batched``
-    computes the forward once, but torch runs the layer norms' and the fused attention's backward once per
-    step there: no faster than a loop.)"""
-    device = next(model.parameters()).device
-    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)
-    steps = len(outputs)
-    per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
-    parts = [_copies_gradients(model, src_ids, output_ids, rows=range(start, min(start + per_pass, steps)),
-                               scale=scale, ablation=ablation)
-             for start in range(0, steps, per_pass)]
-    source, target = (torch.cat([part[index] for part in parts]) for index in (0, 1))
-    return source, target, parts[0][2], parts[0][3]
-
-
-def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, rows: range,
-                      scale: float, ablation: Ablation) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The gradients of the steps in ``rows``, one copy of the sentence each (see :func:`embedding_gradients`)."""
-    device = next(model.parameters()).device
-    copies = len(rows)
-    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device).expand(copies, -1)
-    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device).expand(copies, -1)
-    chosen = torch.tensor(list(rows), device=device)
-    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)[chosen]
-    with _evaluating(model), _frozen(model), _embedding_leaves(model, scale) as leaves, \
-            _one_position_scored(model, chosen) as narrowed:
-        logits, _ = model(src, tgt_in, ablation=ablation)  # [copies, T or 1, V]
-        picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
-        log_probs = torch.log_softmax(picked.float(), dim=-1)
-        total = log_probs.gather(1, outputs[:, None]).sum()
-        gradients = torch.autograd.grad(total, leaves["source"] + leaves["target"], allow_unused=True)
-    source = _positions(gradients[: len(leaves["source"])], leaves["source"])
-    target = _positions(gradients[len(leaves["source"]):], leaves["target"])
-    return source, target, _positions(leaves["source_input"])[0], _positions(leaves["target_input"])[0]
-
-
-@contextlib.contextmanager
-def _one_position_scored(model: Seq2Seq, chosen: Tensor) -> Iterator[bool]:
-    """While inside, a Transformer's output projection reads only position ``chosen[b]`` of copy ``b`` (its
-    logits come out ``[copies, 1, V]``): the other positions' logits, a vocabulary wide each, are never
-    computed nor differentiated. Yields whether it does (False for other models)."""
-    output = getattr(model, "output", None) if _has_blocks(model) else None
-    if not isinstance(output, nn.Linear):
-        yield False
-        return
-    rows = torch.arange(len(chosen), device=chosen.device)
-    handle = output.register_forward_pre_hook(lambda _module, inputs: (inputs[0][rows, chosen][:, None],))
-    try:
-        yield True
-    finally:
-        handle.remove()
-
-
-def _positions(tensors: Sequence[Tensor | None], like: Sequence[Tensor] | None = None) -> Tensor:
-    """Per-lookup tensors as one ``[B, L, E]``: whole sequences joined along positions, or one position per
-    step (a recurrent decoder's ``[B, E]``) stacked; a missing gradient is zeros."""
-    tensors = [torch.zeros_like(like[index]) if tensor is None else tensor
-               for index, tensor in enumerate(tensors)]
-    return torch.cat(tensors, dim=1) if tensors[0].dim() == 3 else torch.stack(tensors, dim=1)
-
-
-def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                     steps: int = 1, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
-    """‖x ⊙ ∇_x log p(y_t)‖ per target step over the source (``source`` ``[T, S]``, also the cross map) and
-    the target prefix (``target`` ``[T, T]``, also the dec_self map). ``steps`` > 1: integrated gradients from
-    the zero embedding, the gradient averaged at the midpoints of ``steps`` equal segments."""
-    name = "input_x_gradient" if steps == 1 else "integrated_gradients"
-    CONTRIBUTION_METHODS[name].check(model)
-    source_sum = target_sum = None
-    for index in range(steps):
-        scale = 1.0 if steps == 1 else (index + 0.5) / steps
-        source, target, source_x, target_x = embedding_gradients(model, src_ids, output_ids, scale=scale,
-                                                                 ablation=ablation)
-        source_sum = source if source_sum is None else source_sum + source
-        target_sum = target if target_sum is None else target_sum + target
-    source_map = (source_x[None] * source_sum / steps).norm(dim=-1)
-    target_map = (target_x[None] * target_sum / steps).norm(dim=-1)
-    return ContributionMaps(name, per_head=False, layers={"cross": [to_numpy(source_map)],
-                                                          "dec_self": [to_numpy(target_map)]},
-                            source=to_numpy(source_map), target=to_numpy(target_map))
-
-
-# ------------------------------------------------------------------------------------------------- in one
-
-
-def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                  captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
-    """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence of the model as it
-    ran, with the heads ``ablation`` names switched off; ``captured``: the traced pass (with that ablation),
-    reused by the methods that need no other."""
-    if method not in CONTRIBUTION_METHODS or method == "weights":
-        raise ContributionError(f"unknown contribution method {method!r}; choose one of "
-                                f"{', '.join(name for name in CONTRIBUTION_METHODS if name != 'weights')}")
-    if method == "integrated_gradients":
-        return input_x_gradient(model, src_ids, output_ids, steps=16, ablation=ablation)
-    if method == "input_x_gradient":
-        return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
-    compute = {"value_norms": value_norms, "alti": alti, "value_zeroing": value_zeroing}[method]
-    return compute(model, src_ids, output_ids, captured=captured, ablation=ablation)
-
-
-def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> dict[str, np.ndarray]:
-    """The NPZ export's contribution arrays (docs/ARCHITECTURE.md): ``norm_{kind}_L{layer}`` ``[heads, q, k]``,
-    ``alti_{kind}_L{layer}`` ``[q, k]``, ``alti_source`` ``[T, S]``, ``alti_target`` ``[T, T]``,
-    ``source_contribution`` ``[T]``."""
-    captured = capture_forward(model, src_ids, output_ids)
-    arrays = {}
-    for name, maps in (("norm", value_norms(model, src_ids, output_ids, captured=captured)),
-                       ("alti", alti(model, src_ids, output_ids, captured=captured))):
-        for kind, per_layer in maps.layers.items():
-            for layer, array in enumerate(per_layer):
-                arrays[f"{name}_{kind}_L{layer}"] = array
-        if maps.source is not None:
-            arrays.update(alti_source=maps.source, alti_target=maps.target,
-                          source_contribution=maps.source_contribution)
-    return arrays
 
 
 # ---------------------------------------------------------------------------------------------- over a corpus
@@ -627,6 +484,8 @@ class PairCoverage:
     output: str
     coverage: SourceCoverage
     least_covered_token: str
+    source_ids: tuple[int, ...] = ()  # what was scored: the source and the output token ids
+    output_ids: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         return {"pair": self.number, "source": self.source, "output": self.output,
@@ -655,5 +514,6 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
         coverage = source_coverage(alti(translator.model, source_ids, output_ids))
         token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
         found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage,
-                                  least_covered_token=token))
+                                  least_covered_token=token, source_ids=tuple(source_ids),
+                                  output_ids=tuple(output_ids)))
     return sorted(found, key=lambda pair: pair.coverage.avg_source)

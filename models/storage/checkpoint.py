@@ -173,6 +173,12 @@ def _json_depth(text: str) -> int:
 WEIGHT_DTYPES = {name: getattr(torch, name) for name in PRECISIONS}  # the precisions by name → torch's types
 
 
+def weights_name(model: torch.nn.Module) -> str:
+    """The precision ``model``'s weights are kept in: a name of ``WEIGHT_DTYPES``."""
+    dtype = next(model.parameters()).dtype
+    return next((name for name, known in WEIGHT_DTYPES.items() if known == dtype), str(dtype))
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32,
                     progress: Callable[[int, int], object] | None = None) -> Checkpoint:
     """Build the model the file describes and load its weights; the model comes back in eval mode.

@@ -39,10 +39,12 @@ class ImportancePanel(QObject):
     head_chosen = Signal(str, int, int)  # kind, layer, head: show it in the window
     curve_requested = Signal(int, object, object, int)  # job id, corpus, HeadImportance, seed
 
-    def __init__(self, worker, parent: QObject | None = None, *, next_id: Callable[[], int]):
+    def __init__(self, worker, parent: QObject | None = None, *, next_id: Callable[[], int],
+                 weights: Callable[[], str] = lambda: "float32"):
         super().__init__(parent)
         self.worker = worker
         self.next_id = next_id  # the session's one job counter: a method chosen here is a new job
+        self.weights = weights  # the precision the open model's weights are kept in
         self.view = HeadStatsView()
         self.view.set_sentences_visible(False)  # importance has no typical sentences to list
         self.method = DEFAULT_METHOD
@@ -160,7 +162,7 @@ class ImportancePanel(QObject):
     def refresh(self) -> None:
         if self.importance is None:
             return
-        state = stats_view.importance_state(self.importance, self.kind, self.head)
+        state = stats_view.importance_state(self.importance, self.kind, self.head, weights=self.weights())
         self.kind = state.kind
         self.view.show_stats(state)
         note = "" if self.head is None else stats_view.importance_note(self.importance, self.kind, *self.head)
@@ -171,7 +173,8 @@ def importance_tool(window) -> CorpusTool:
     """View → Head importance…: a head clicked in the panel is shown in the window."""
 
     def make_panel(window) -> ImportancePanel:
-        panel = ImportancePanel(window.worker, window, next_id=window.session.next_id)
+        panel = ImportancePanel(window.worker, window, next_id=window.session.next_id,
+                                weights=lambda: window.session.model.weights if window.session.model else "float32")
         panel.head_chosen.connect(lambda kind, layer, head: window.viewing.select(kind=kind, layer=layer, head=head))
         panel.curve_view.export_requested.connect(lambda: export_curve(window, panel))
         return panel

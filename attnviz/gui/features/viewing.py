@@ -235,8 +235,9 @@ class Viewing(QObject):
             return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
         if isinstance(maps, str):
             return maps
+        weights = self.session.model.weights if self.session.model is not None else "float32"
         return contributions.contribution_heatmap(trace, maps, self.session.selection, choice=feature.choice,
-                                                  options=self.session.options, outputs=result.tokens)
+                                                  options=self.session.options, outputs=result.tokens, weights=weights)
 
     def current_comparison(self) -> viewmodel.CompareState | None:
         """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""

@@ -3,6 +3,7 @@ the decoding step highlighted and masked cells hatched."""
 
 from __future__ import annotations
 
+import html
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -398,6 +399,9 @@ class HeatmapView(QWidget):
                          title=state.title, axis_names=state.axis_names, levels=state.levels)
         self.approximate = state.approximate
         self.revealed = state.revealed
+        self.colorbar.setToolTip(state.note)
+        self.legend.setText(f"{LEGEND} <span style='color:gray'>· {html.escape(state.note)}</span>" if state.note
+                            else LEGEND)
         if self.colorbar.axis.labelText != state.scale_title:
             self.colorbar.axis.setLabel(state.scale_title)
             # pyqtgraph centres an axis' name only when the axis is resized: a new, longer name kept the place

@@ -1,0 +1,257 @@
+"""Gradient contributions: how much each source and target-prefix token embedding shaped each output's
+log-probability.
+
+- ``input_x_gradient``: ‖x ⊙ ∇_x log p(y_t)‖ over the source and target-prefix token embeddings, every target
+  step from one forward pass and one batched backward pass.
+- ``integrated_gradients``: x ⊙ the gradient integrated from the zero embeddings, by Gauss–Legendre quadrature
+  whose node count grows until every step's attributions add up to its log-probability change within
+  ``COMPLETENESS_TOLERANCE`` (or ``IG_ADAPTED_MAX`` is reached); each step's error is carried with the maps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..nn.ablation import NO_ABLATION, Ablation
+from ..nn.base import Seq2Seq
+from ..nn.intermediates import to_numpy
+from .contributions import (
+    COMPLETENESS_FLOOR, COMPLETENESS_TOLERANCE, CONTRIBUTION_METHODS, ContributionError, ContributionMaps, _embeddings,
+    _evaluating, _has_blocks, decoder_input,
+)
+
+# Tokens (copies × (source + target)) one batched gradient pass holds.
+GRADIENT_TOKENS = 4096
+# Integrated gradients' Gauss–Legendre nodes: the first count, the most adaptation gives a step (doubling until
+# then: a GRU demo's sharp paths need 64-256 where a Transformer's need 16-32), and the most a fixed count may be.
+IG_FIRST_STEPS = 16
+IG_ADAPTED_MAX = 128
+IG_MAX_STEPS = 1024
+
+
+@contextlib.contextmanager
+def _embedding_leaves(model: Seq2Seq, scales: Tensor) -> Iterator[dict[str, list[Tensor]]]:
+    """While inside, the token embeddings the model looks up in batch row b are ``scales[b]`` × themselves, as
+    leaves that ask for a gradient: per side (``"source"``, ``"target"``) one leaf per lookup (a recurrent
+    decoder looks up one position per step), and under ``"source_input"``/``"target_input"`` the unscaled vectors."""
+    leaves: dict[str, list[Tensor]] = {"source": [], "target": [], "source_input": [], "target_input": []}
+
+    def keeper(name: str):
+        def hook(_module, _inputs, output: Tensor) -> Tensor:
+            leaves[f"{name}_input"].append(output.detach())
+            scale = scales.to(output.dtype).view(-1, *([1] * (output.dim() - 1)))
+            leaf = (output.detach() * scale).requires_grad_(True)
+            leaves[name].append(leaf)
+            return leaf
+        return hook
+
+    source, target = _embeddings(model)
+    handles = [source.register_forward_hook(keeper("source")), target.register_forward_hook(keeper("target"))]
+    try:
+        yield leaves
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def _frozen(model: nn.Module) -> Iterator[None]:
+    """No parameter asks for a gradient meanwhile; gradients flow even inside inference mode."""
+    asked = [(parameter, parameter.requires_grad) for parameter in model.parameters()]
+    for parameter, _ in asked:
+        parameter.requires_grad_(False)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        for parameter, flag in asked:
+            parameter.requires_grad_(flag)
+
+
+def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: Tensor) -> Tensor:
+    """``[T]``: log p of each output token given the source and its prefix (one forward pass)."""
+    logits, _ = model(src, tgt_in)
+    log_probs = torch.log_softmax(logits[0].float(), dim=-1)  # [T, V]
+    return log_probs.gather(1, output_ids[:, None])[:, 0]
+
+
+@dataclass(frozen=True)
+class WeightedGradients:
+    """Σ over points (step t, scale α, weight w) of w · ∂ log p(y_t) / ∂(α x): ``source`` ``[T, S, E]``, ``target``
+    ``[T, T, E]`` (float64; zero for a step no point names), ``log_probs`` ``[points]``: log p(y_t) with the token
+    embeddings scaled by α, and the unscaled embeddings ``source_x`` ``[S, E]``, ``target_x`` ``[T, E]``."""
+
+    source: Tensor
+    target: Tensor
+    log_probs: Tensor
+    source_x: Tensor
+    target_x: Tensor
+
+    def attributions(self) -> tuple[Tensor, Tensor]:
+        """x ⊙ the weighted gradient: ``[T, S, E]``, ``[T, T, E]``."""
+        return self.source_x[None] * self.source, self.target_x[None] * self.target
+
+
+def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                        scale: float = 1.0,
+                        ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """∂ log p(y_t) / ∂ embeddings for every step t at once (the embeddings scaled by ``scale``): source
+    ``[T, S, E]``, target ``[T, T, E]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``."""
+    found = weighted_gradients(model, src_ids, output_ids,
+                               points=[(step, scale, 1.0) for step in range(len(output_ids))], ablation=ablation)
+    return found.source.float(), found.target.float(), found.source_x, found.target_x
+
+
+def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                       points: Sequence[tuple[int, float, float]],
+                       ablation: Ablation = NO_ABLATION) -> WeightedGradients:
+    """The gradients of every point (step t, scale α, weight w), summed per step with their weights.
+
+    The sentence is repeated once per point in the batch dimension, copy p's token embeddings are scaled by its
+    α and its loss is its step's log-probability, so one forward and one backward pass give every point's
+    gradient (each copy's inputs reach only its own loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A
+    backward pass batched with ``is_grads_batched`` computes the forward once, but torch runs the layer norms'
+    and the fused attention's backward once per step there: no faster than a loop.)"""
+    steps = len(output_ids)
+    per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
+    source = target = None
+    log_probs, inputs = [], None
+    for start in range(0, len(points), per_pass):
+        chunk = points[start: start + per_pass]
+        gradients, chunk_log_probs, inputs = _copies_gradients(model, src_ids, output_ids, points=chunk,
+                                                               ablation=ablation)
+        if source is None:
+            source = gradients[0].new_zeros((steps, *gradients[0].shape[1:]), dtype=torch.float64)
+            target = gradients[1].new_zeros((steps, *gradients[1].shape[1:]), dtype=torch.float64)
+        index = torch.tensor([step for step, _, _ in chunk], device=source.device)
+        weights = torch.tensor([weight for _, _, weight in chunk], dtype=torch.float64, device=source.device)
+        source.index_add_(0, index, gradients[0].double() * weights[:, None, None])
+        target.index_add_(0, index, gradients[1].double() * weights[:, None, None])
+        log_probs.append(chunk_log_probs)
+    return WeightedGradients(source, target, torch.cat(log_probs), source_x=inputs[0].double(),
+                             target_x=inputs[1].double())
+
+
+def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                      points: Sequence[tuple[int, float, float]],
+                      ablation: Ablation) -> tuple[tuple[Tensor, Tensor], Tensor, tuple[Tensor, Tensor]]:
+    """One copy of the sentence per point (see :func:`weighted_gradients`): the gradients ``[P, S, E]``,
+    ``[P, T, E]``, the points' log-probabilities ``[P]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``."""
+    device = next(model.parameters()).device
+    copies = len(points)
+    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    chosen = torch.tensor([step for step, _, _ in points], device=device)
+    scales = torch.tensor([scale for _, scale, _ in points], device=device)
+    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)[chosen]
+    with _evaluating(model), _frozen(model), _embedding_leaves(model, scales) as leaves, \
+            _one_position_scored(model, chosen) as narrowed:
+        logits, _ = model(src, tgt_in, ablation=ablation)  # [copies, T or 1, V]
+        picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
+        log_probs = torch.log_softmax(picked.float(), dim=-1).gather(1, outputs[:, None])[:, 0]  # [copies]
+        gradients = torch.autograd.grad(log_probs.sum(), leaves["source"] + leaves["target"], allow_unused=True)
+    source = _positions(gradients[: len(leaves["source"])], leaves["source"])
+    target = _positions(gradients[len(leaves["source"]):], leaves["target"])
+    inputs = _positions(leaves["source_input"])[0].float(), _positions(leaves["target_input"])[0].float()
+    return (source.float(), target.float()), log_probs.detach(), inputs
+
+
+@contextlib.contextmanager
+def _one_position_scored(model: Seq2Seq, chosen: Tensor) -> Iterator[bool]:
+    """While inside, a Transformer's output projection reads only position ``chosen[b]`` of copy ``b`` (its
+    logits come out ``[copies, 1, V]``): the other positions' logits, a vocabulary wide each, are never
+    computed nor differentiated. Yields whether it does (False for other models)."""
+    output = getattr(model, "output", None) if _has_blocks(model) else None
+    if not isinstance(output, nn.Linear):
+        yield False
+        return
+    rows = torch.arange(len(chosen), device=chosen.device)
+    handle = output.register_forward_pre_hook(lambda _module, inputs: (inputs[0][rows, chosen][:, None],))
+    try:
+        yield True
+    finally:
+        handle.remove()
+
+
+def _positions(tensors: Sequence[Tensor | None], like: Sequence[Tensor] | None = None) -> Tensor:
+    """Per-lookup tensors as one ``[B, L, E]``: whole sequences joined along positions, or one position per
+    step (a recurrent decoder's ``[B, E]``) stacked; a missing gradient is zeros."""
+    tensors = [torch.zeros_like(like[index]) if tensor is None else tensor
+               for index, tensor in enumerate(tensors)]
+    return torch.cat(tensors, dim=1) if tensors[0].dim() == 3 else torch.stack(tensors, dim=1)
+
+
+def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                     ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+    """‖x ⊙ ∇_x log p(y_t)‖ per target step over the source (``source`` ``[T, S]``, also the cross map) and
+    the target prefix (``target`` ``[T, T]``, also the dec_self map): x the token embeddings, before positions
+    are added, and the norm L2 over the embedding."""
+    CONTRIBUTION_METHODS["input_x_gradient"].check(model)
+    found = weighted_gradients(model, src_ids, output_ids,
+                               points=[(step, 1.0, 1.0) for step in range(len(output_ids))], ablation=ablation)
+    return _maps("input_x_gradient", *found.attributions())
+
+
+def check_ig_steps(steps: int | None) -> None:
+    """``steps`` (None: adapted) is a count integrated gradients can take, or one line saying which can."""
+    if steps is not None and not 1 <= steps <= IG_MAX_STEPS:
+        raise ContributionError(f"integrated gradients take 1 to {IG_MAX_STEPS} steps; got {steps}")
+
+
+def gauss_legendre(points: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Gauss–Legendre rule of ``points`` nodes on [0, 1]: nodes and weights (the weights sum to 1)."""
+    nodes, weights = np.polynomial.legendre.leggauss(points)
+    return (nodes + 1) / 2, weights / 2
+
+
+def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                         steps: int | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+    """Integrated gradients (Sundararajan et al. 2017) of each step's log p(y_t) along the straight path from the
+    zero token embeddings (the positions kept) to the real ones: ‖x ⊙ ∫₀¹ ∇ log p(y_t)(αx) dα‖ per token, the
+    integral by Gauss–Legendre quadrature. Each step's completeness error, |Σ x ⊙ ∫∇ − (log p(y_t) − log
+    p(y_t | zero embeddings))| relative to that change (``COMPLETENESS_FLOOR`` at least), is carried in
+    ``completeness`` ``[T]`` and its node count in ``ig_steps`` ``[T]``.
+
+    ``steps`` None: ``IG_FIRST_STEPS`` nodes, doubled for the steps whose error is over
+    ``COMPLETENESS_TOLERANCE`` until none is or ``IG_ADAPTED_MAX`` is reached; else exactly ``steps`` nodes."""
+    CONTRIBUTION_METHODS["integrated_gradients"].check(model)
+    check_ig_steps(steps)
+    count = len(output_ids)
+    ends = weighted_gradients(model, src_ids, output_ids,
+                              points=[(step, scale, 0.0) for scale in (0.0, 1.0) for step in range(count)],
+                              ablation=ablation)
+    change = (ends.log_probs[count:] - ends.log_probs[:count]).double()  # [T] log p(x) − log p(baseline)
+    source, target = ends.source.clone(), ends.target.clone()
+    errors = torch.full((count,), float("inf"), dtype=torch.float64, device=change.device)
+    used = np.zeros(count, dtype=np.int64)
+    pending, points = list(range(count)), steps or IG_FIRST_STEPS
+    while pending:
+        nodes, weights = gauss_legendre(points)
+        found = weighted_gradients(model, src_ids, output_ids,
+                                   points=[(step, float(node), float(weight)) for step in pending
+                                           for node, weight in zip(nodes, weights)], ablation=ablation)
+        rows = torch.tensor(pending, device=change.device)
+        source[rows], target[rows] = found.source[rows], found.target[rows]
+        used[pending] = points
+        parts = found.attributions()
+        total = parts[0][rows].sum(dim=(1, 2)) + parts[1][rows].sum(dim=(1, 2))
+        errors[rows] = (total - change[rows]).abs() / change[rows].abs().clamp_min(COMPLETENESS_FLOOR)
+        if steps is not None or points * 2 > IG_ADAPTED_MAX:
+            break
+        pending = [step for step in pending if errors[step] > COMPLETENESS_TOLERANCE]
+        points *= 2
+    attributions = ends.source_x[None] * source, ends.target_x[None] * target
+    return _maps("integrated_gradients", *attributions, completeness=to_numpy(errors.float()), ig_steps=used)
+
+
+def _maps(name: str, source: Tensor, target: Tensor, **fields) -> ContributionMaps:
+    """A gradient method's maps from its attributions ``[T, S, E]``, ``[T, T, E]``: their L2 norms."""
+    source_map, target_map = to_numpy(source.norm(dim=-1).float()), to_numpy(target.norm(dim=-1).float())
+    return ContributionMaps(name, per_head=False, layers={"cross": [source_map], "dec_self": [target_map]},
+                            source=source_map, target=target_map, **fields)

@@ -1,0 +1,66 @@
+"""Every contribution method by its registry name (models/analysis/contributions.py ``CONTRIBUTION_METHODS``):
+``contributions`` computes one for a sentence, ``contribution_arrays`` the NPZ export's arrays."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..nn.ablation import NO_ABLATION, Ablation
+from ..nn.base import Seq2Seq
+from .contributions import (
+    CONTRIBUTION_METHODS, Captured, ContributionError, ContributionMaps, alti, capture_forward, value_norms,
+    value_zeroing,
+)
+from .gradients import input_x_gradient, integrated_gradients
+
+
+def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                  captured: Captured | None = None, ablation: Ablation = NO_ABLATION,
+                  ig_steps: int | None = None) -> ContributionMaps:
+    """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence of the model as it
+    ran, with the heads ``ablation`` names switched off; ``captured``: the traced pass (with that ablation),
+    reused by the methods that need no other; ``ig_steps``: integrated gradients' fixed node count (None: adapted
+    until complete)."""
+    if method not in CONTRIBUTION_METHODS or method == "weights":
+        raise ContributionError(f"unknown contribution method {method!r}; choose one of "
+                                f"{', '.join(name for name in CONTRIBUTION_METHODS if name != 'weights')}")
+    if method == "integrated_gradients":
+        return integrated_gradients(model, src_ids, output_ids, steps=ig_steps, ablation=ablation)
+    if method == "input_x_gradient":
+        return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
+    compute = {"value_norms": value_norms, "alti": alti, "value_zeroing": value_zeroing}[method]
+    return compute(model, src_ids, output_ids, captured=captured, ablation=ablation)
+
+
+# The NPZ's name of each method's arrays.
+ARRAY_PREFIXES = {"value_norms": "norm", "alti": "alti", "value_zeroing": "zeroing", "input_x_gradient": "ixg",
+                  "integrated_gradients": "ig"}
+
+
+def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                        ig_steps: int | None = None) -> dict[str, np.ndarray]:
+    """The NPZ export's contribution arrays (docs/ARCHITECTURE.md) of every method the model can give, named by
+    ``ARRAY_PREFIXES``: per layer ``{prefix}_{kind}_L{layer}`` (``[heads, q, k]`` per head, ``[q, k]`` per block),
+    the whole model's ``{prefix}_source`` ``[T, S]`` and ``{prefix}_target`` ``[T, T]`` (ALTI+ rolled out,
+    the gradients), ALTI+'s ``source_contribution`` ``[T]``, and integrated gradients' ``ig_completeness``
+    ``[T]`` (each step's relative completeness error) and ``ig_steps`` ``[T]`` (its node count)."""
+    captured = capture_forward(model, src_ids, output_ids)
+    arrays = {}
+    for name, prefix in ARRAY_PREFIXES.items():
+        if not CONTRIBUTION_METHODS[name].applies(model):
+            continue
+        maps = contributions(name, model, src_ids, output_ids=output_ids, captured=captured, ig_steps=ig_steps)
+        if not CONTRIBUTION_METHODS[name].whole_model:
+            for kind, per_layer in maps.layers.items():
+                for layer, array in enumerate(per_layer):
+                    arrays[f"{prefix}_{kind}_L{layer}"] = array
+        if maps.source is not None:
+            arrays.update({f"{prefix}_source": maps.source, f"{prefix}_target": maps.target})
+        if maps.source_contribution is not None:
+            arrays["source_contribution"] = maps.source_contribution
+        if maps.completeness is not None:
+            arrays.update({f"{prefix}_completeness": maps.completeness, f"{prefix}_steps": maps.ig_steps})
+    return {name: np.asarray(array, dtype=np.int32 if name == "ig_steps" else np.float32)
+            for name, array in arrays.items()}
