@@ -117,6 +117,8 @@ def test_export_writes_every_method_as_the_methods_give_it(capsys, tmp_path):
         for kind, layers in zeroing.layers.items():
             for layer, expected in enumerate(layers):
                 np.testing.assert_allclose(arrays[f"zeroing_{kind}_L{layer}"], expected, atol=1e-6)
+                rounding = arrays[f"zeroing_rounding_{kind}_L{layer}"]
+                assert rounding.dtype == bool and (rounding == zeroing.rounding_rows[kind][layer]).all()
         ixg = input_x_gradient(translator.model, src, out)
         ig = integrated_gradients(translator.model, src, out, steps=8)
         for prefix, maps in (("ixg", ixg), ("ig", ig)):

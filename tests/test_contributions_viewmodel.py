@@ -13,7 +13,7 @@ from attnviz.state.session import Selection, ViewOptions
 from models.analysis.contributions import CONTRIBUTION_METHODS, capture_forward, source_coverage
 from models.analysis.gradients import integrated_gradients
 from models.analysis.methods import contributions
-from models.analysis.precision import rounded_weights_notice
+from models.nn.precisions import rounded_weights_notice
 from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
 

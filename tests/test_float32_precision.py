@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnviz.state.demos import demo_path
-from models.analysis.precision import rounded_weights_notice
+from models.nn.precisions import rounded_weights_notice
 from models.inference.translator import TF32_VARIABLE, Translator
 from models.storage.checkpoint import load_checkpoint
 from tests.test_cli import cli

@@ -84,7 +84,7 @@ def test_the_maps_are_laid_out_for_the_largest_cells():
 
 
 def test_importance_of_rounded_weights_says_so_in_its_summary():
-    from models.analysis.precision import rounded_weights_notice
+    from models.nn.precisions import rounded_weights_notice
 
     importance = HeadImportance(metric="nll", baseline=1.5, examples=3, scores={"cross": np.array([[1.6, 1.4]])})
     assert "rounded" not in stats_view.importance_state(importance, "cross").summary

@@ -270,7 +270,7 @@ def open_translator(args: argparse.Namespace) -> Translator:
 
 def say_if_rounded(translator: Translator) -> None:
     """On stderr, the one line saying that what follows comes from weights rounded to 16 bits (``--dtype``)."""
-    from models.analysis.precision import rounded_weights_notice
+    from models.nn.precisions import rounded_weights_notice
     from models.storage.checkpoint import weights_name
 
     notice = rounded_weights_notice(weights_name(translator.model))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.analysis.precision import EXACT, rounded_weights_notice
+from models.nn.precisions import EXACT, rounded_weights_notice
 from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models.analysis.precision import EXACT, rounded_weights_notice
+from models.nn.precisions import EXACT, rounded_weights_notice
 from models.trace.head_summary import STATISTICS, TYPICAL_BY, HeadStats
 
 from .viewmodel import KIND_LABELS

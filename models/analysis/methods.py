@@ -45,7 +45,8 @@ def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
     ``ARRAY_PREFIXES``: per layer ``{prefix}_{kind}_L{layer}`` (``[heads, q, k]`` per head, ``[q, k]`` per block),
     the whole model's ``{prefix}_source`` ``[T, S]`` and ``{prefix}_target`` ``[T, T]`` (ALTI+ rolled out,
     the gradients), ALTI+'s ``source_contribution`` ``[T]``, and integrated gradients' ``ig_completeness``
-    ``[T]`` (each step's relative completeness error) and ``ig_steps`` ``[T]`` (its node count)."""
+    ``[T]`` (each step's relative completeness error) and ``ig_steps`` ``[T]`` (its node count), and value zeroing's
+    ``zeroing_rounding_{kind}_L{layer}`` ``[q]`` (True: the row is 0 because every change was at rounding level)."""
     captured = capture_forward(model, src_ids, output_ids)
     arrays = {}
     for name, prefix in ARRAY_PREFIXES.items():
@@ -62,5 +63,13 @@ def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
             arrays["source_contribution"] = maps.source_contribution
         if maps.completeness is not None:
             arrays.update({f"{prefix}_completeness": maps.completeness, f"{prefix}_steps": maps.ig_steps})
-    return {name: np.asarray(array, dtype=np.int32 if name == "ig_steps" else np.float32)
-            for name, array in arrays.items()}
+        for kind, per_layer in maps.rounding_rows.items():  # value zeroing's rows that are 0 by rounding alone
+            for layer, rows in enumerate(per_layer):
+                arrays[f"{prefix}_rounding_{kind}_L{layer}"] = rows
+    return {name: np.asarray(array, dtype=_stored_dtype(name)) for name, array in arrays.items()}
+
+
+def _stored_dtype(name: str) -> type:
+    if name == "ig_steps":
+        return np.int32
+    return bool if name.startswith("zeroing_rounding_") else np.float32
