@@ -21,8 +21,7 @@ from models.errors import AttnvizError, NumericalWarning
 
 from .. import __version__
 from . import contributions, convert, demos, evaluate, export, importance, info, render, stats, train, translate
-from .common import checkpoint_path
-from .common import HelpFormatter
+from .common import HelpFormatter, checkpoint_path, open_checkpoint_arguments
 
 ANOTHER_RANKS_WAIT = 10.0  # seconds a process other than rank 0 gives rank 0 to say a user error first
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
@@ -85,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ..gui.app import run_app
 
             return run_app(args.checkpoint, args.device)
+        open_checkpoint_arguments(args)
         return COMMANDS[args.command].run(args)
     except AttnvizError as failure:
         if _another_rank():

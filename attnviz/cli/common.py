@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from models.trace.records import DecodeResult
     from models.inference.translator import SourceInput, Translator
 
-PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".chkpt", ".pkl")  # what other toolkits' checkpoints end in
 MAX_OUTPUT_TOKENS = 100_000
 
 
@@ -177,37 +176,66 @@ def unknown_checkpoint(text: str) -> InputError:
 
 def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
     """``args.checkpoint`` checked, and per attention kind its ``(layers, heads)``, from the file's header
-    alone (no weight is read), with ``--ablate`` checked against it: mistakes are answered before the
+    alone (no weight is read, no torch), with ``--ablate`` checked against it: mistakes are answered before the
     seconds a model takes to load."""
     from models.nn.ablation import Ablation
-    from models.storage.checkpoint import attention_shape_for
+    from models.nn.config import attention_shape, config_from_dict
+    from models.storage.metadata import read_metadata
 
-    text = args.checkpoint
-    path = Path(text)
-    if not path.exists() and path.suffix == "" and os.sep not in text and "/" not in text:
-        raise unknown_checkpoint(text)
-    shape = attention_shape_for(_header_config(path))
+    path = Path(model_file(args.checkpoint))
+    document = read_metadata(path)
+    try:
+        config = config_from_dict(document["config"])
+    except AttnvizError as error:
+        raise CheckpointError(path, f"bad metadata: {error}") from None
+    shape = attention_shape(config)
     Ablation.parse(getattr(args, "ablate", None) or []).validate(shape)
     return shape
 
 
-def _header_config(path: Path):
-    """The model config in the checkpoint's metadata (no weight is read); a toolkit's pickle file is told to
-    go through ``attnviz convert``."""
-    from models.storage.checkpoint import read_metadata
-    from models.nn.config import config_from_dict
+CHECKPOINT_ARGUMENTS = ("checkpoint", "path", "compare")  # what names a model to open: -c, info's path, --compare
+
+
+def open_checkpoint_arguments(args: argparse.Namespace) -> None:
+    """Each checkpoint a command was given (``CHECKPOINT_ARGUMENTS``) made the attnviz checkpoint to open:
+    a misspelt name is one line with the demos' names (no torch imported for it); a Hugging Face folder or
+    another toolkit's file is converted once and read from the cache after that (``model_file``)."""
+    for name in CHECKPOINT_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, model_file(value))
+
+
+def model_file(text: str) -> str:
+    """The attnviz checkpoint ``text`` names: an attnviz checkpoint or a demo's file as it is; a foreign one (a
+    Hugging Face folder, a toolkit's file) converted once into the cache folder (``converted_cache``), as the
+    window opens it; neither a file nor a folder, one line (the nearest demo's name when it looks like one)."""
+    from models.storage.metadata import is_native
+
+    path = Path(text)
+    if not path.exists():
+        if path.suffix == "" and os.sep not in text and "/" not in text:
+            raise unknown_checkpoint(text)
+        raise CheckpointError(path, "no such file or folder")
+    if is_native(path):
+        return text
+    from models.importers.cached import converted_file
 
     try:
-        document = read_metadata(path)
-    except CheckpointError:
-        if path.suffix.lower() in PICKLE_SUFFIXES and path.is_file():
-            raise CheckpointError(path, f"not an attnviz checkpoint (a {path.suffix} file of another toolkit); "
-                                        f"import it with: attnviz convert {path} -o MODEL.safetensors") from None
-        raise
-    try:
-        return config_from_dict(document["config"])
-    except AttnvizError as error:
-        raise CheckpointError(path, f"bad metadata: {error}") from None
+        return str(converted_file(path, converted_cache()))
+    except CheckpointError as failure:
+        if "attnviz convert" in failure.reason:
+            raise
+        raise CheckpointError(failure.path, f"not an attnviz checkpoint, nor one attnviz converts by itself "
+                                            f"({failure.reason}); attnviz convert {text} -o MODEL.safetensors "
+                                            "takes --format, --set and vocabularies") from None
+
+
+def converted_cache() -> Path:
+    """Where foreign checkpoints converted for ``-c`` are kept: ``$XDG_CACHE_HOME/attnviz/converted`` (by default
+    ``~/.cache/attnviz/converted``); deleting it costs only a conversion the next time."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "attnviz" / "converted"
 
 
 def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, *, head: int | str) -> str:
@@ -246,11 +274,11 @@ def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
 
 
 def open_translator(args: argparse.Namespace) -> Translator:
+    model_shape(args)  # mistakes answered before torch is imported
     from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
     from models.inference.translator import Translator, use_idle_cores
 
     use_idle_cores()
-    model_shape(args)
     checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
     translator = Translator(checkpoint, args.device)
     translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))

@@ -27,7 +27,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from models.storage.checkpoint import describe_file
+    from models.storage.metadata import describe_file
 
     if args.checkpoint is not None and args.path is not None and args.checkpoint != args.path:
         raise InputError("give the checkpoint once: -c CHECKPOINT (or the path alone)")

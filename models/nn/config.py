@@ -304,6 +304,18 @@ LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": 
                 "suppress_bos": False, "min_output_len": 0, "annotation_size": 0}
 
 
+def attention_shape(config: ModelConfig) -> dict[str, tuple[int, int]]:
+    """Per attention kind the model ``config`` describes has, ``(layers, heads)``, in the order the model runs
+    them (``Seq2Seq.attention_shape``; read from the config alone: a header's shape check needs no torch)."""
+    if isinstance(config, TransformerConfig):
+        decoder = (config.decoder_layers, config.heads_of("decoder"))
+        return {"enc_self": (config.encoder_layers, config.heads_of("encoder")), "dec_self": decoder, "cross": decoder}
+    if config.arch == "gru-transformer-decoder":
+        shape = (config.decoder_layers, config.decoder_heads)
+        return {"dec_self": shape, "cross": shape}
+    return {} if config.arch == "gru-none" else {"cross": (1, 1)}
+
+
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     data = dataclasses.asdict(config)
     return {key: value for key, value in data.items() if key not in LATER_FIELDS or value != LATER_FIELDS[key]}
