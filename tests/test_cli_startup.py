@@ -130,3 +130,42 @@ def test_a_folder_that_needs_answers_names_attnviz_convert(capsys, monkeypatch, 
     assert lines[0].startswith(f"attnviz: error: {folder}") and f"attnviz convert {folder} -o" in lines[0]
     assert not (tmp_path / "cache" / "attnviz" / "converted").exists() or \
         not list((tmp_path / "cache" / "attnviz" / "converted").iterdir())
+
+
+def test_attnviz_dtype_opens_the_window_with_weights_in_that_precision(tmp_path):
+    """``attnviz --dtype bfloat16 DEMO`` as typed: the window (offscreen) opens the model in bfloat16, and the saved
+    choice of the Weights box is left as it was."""
+    import time
+
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen",
+           "ATTNVIZ_STARTUP_PROBE": repr(time.time()), "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "attnviz", "--dtype", "bfloat16", "piglatin-gru-additive"],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "weights bfloat16" in result.stdout.splitlines()
+    settings = (tmp_path / "config" / "attnviz" / "attnviz.conf").read_text()
+    assert "bfloat16" not in settings
+
+
+def test_the_command_line_says_what_it_takes():
+    import attnviz.cli
+    from attnviz.cli import build_parser
+
+    assert all(f"attnviz {name} " in attnviz.cli.__doc__ for name in COMMANDS)  # every subcommand, listed
+    parser = build_parser()
+    overview = parser.format_help()
+    assert "attnviz [CHECKPOINT|FOLDER|DEMO]" in overview and "Hugging Face" in overview
+    gui = parser.parse_args(["gui", "--dtype", "bfloat16", "en-es-transformer"])
+    assert gui.dtype == "bfloat16" and gui.checkpoint.endswith("en-es-transformer.safetensors")
+    importance = COMMANDS["importance"].__doc__
+    synopsis, first_paragraph = importance.split("\n\n")[:2]
+    assert all(option in synopsis for option in ("--metric nll|chrf|exact", "--method", "--prune-curve"))
+    assert "by default, the references' mean NLL" in first_paragraph and "chrF" not in first_paragraph
+
+
+def test_every_command_warns_through_one_function():
+    """``attnviz: warning:`` and ``attnviz: error:`` are written in one place (common.warn, common.error)."""
+    written = [path.name for path in sorted((ROOT / "attnviz" / "cli").glob("*.py"))
+               for line in path.read_text(encoding="utf-8").splitlines()
+               if ('"attnviz: warning' in line or '"attnviz: error' in line) and "print(" in line]
+    assert written == ["common.py", "common.py"]

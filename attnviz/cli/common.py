@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from models.errors import AttnvizError, CheckpointError, InputError
 from models.inference.modes import MAX_BEAM, MIN_BEAM, decoding_mode
+from models.storage.metadata import WEIGHT_NAMES
 
 from ..state.demos import demo_checkpoints, demo_name, demo_path, demo_reference_pairs
 
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
     from models.inference.translator import SourceInput, Translator
 
 MAX_OUTPUT_TOKENS = 100_000
+
+
+def error(message: str) -> None:
+    """A user error's one line on stderr (the command then exits 1)."""
+    print(f"attnviz: error: {message}", file=sys.stderr)
+
+
+def warn(message: str) -> None:
+    """A warning's one line on stderr: the command goes on (every command's warnings take this form)."""
+    print(f"attnviz: warning: {message}", file=sys.stderr)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -125,7 +136,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
                                                            "eng_Latn; default: the one chosen when it was converted)")
     parser.add_argument("--tgt-lang", metavar="CODE", help="target language of a multilingual model")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+    parser.add_argument("--dtype", choices=WEIGHT_NAMES, default="float32",
                         help="keep the weights in this precision: bfloat16 or float16 halve the memory a large model "
                              "needs (attention is still traced and written as float32; default: float32)")
 
@@ -293,14 +304,14 @@ def announce_unknown(source: SourceInput, label: str) -> None:
     """Say on stderr which characters became the unknown token (the output line stays clean)."""
     if source.unknown:
         shown = " ".join(repr(character) for character in source.unknown[:10])
-        print(f"attnviz: warning: {label}: the model's vocabulary has no token for {shown}; each became its "
-              f"unknown token (--strict refuses such text)", file=sys.stderr)
+        warn(f"{label}: the model's vocabulary has no token for {shown}; each became its unknown token (--strict "
+             "refuses such text)")
 
 
 def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
     if source.truncated:
-        print(f"attnviz: warning: {label} has {source.original_length} tokens; only the first {limit} are used "
-              f"(the model's maximum length)", file=sys.stderr)
+        warn(f"{label} has {source.original_length} tokens; only the first {limit} are used (the model's maximum "
+             "length)")
 
 
 def decode_one(args: argparse.Namespace, translator: Translator | None = None) -> DecodeResult:

@@ -25,7 +25,7 @@ from ..nn.base import Seq2Seq
 from ..nn.config import config_to_dict
 from ..errors import CheckpointError, NumericalWarning
 from .files import existing_file, read_header
-from .metadata import FORMAT, FORMAT_VERSION, description, header_parts, read_metadata
+from .metadata import FORMAT, FORMAT_VERSION, WEIGHT_NAMES, description, header_parts, read_metadata
 from .metadata import SUFFIX, describe_file  # noqa: F401 (the checkpoint file's names, read without torch there)
 from .tensor_files import SAFETENSORS_DTYPES, write_safetensors
 from ..text.tokenizers import Tokenizer
@@ -84,7 +84,7 @@ def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[s
     return {name: tensor.contiguous() for name, tensor in tensors.items()}
 
 
-WEIGHT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+WEIGHT_DTYPES = {name: getattr(torch, name) for name in WEIGHT_NAMES}
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dtype: torch.dtype = torch.float32,

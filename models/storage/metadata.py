@@ -10,17 +10,20 @@ import dataclasses
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError
 from ..nn.config import attention_shape, config_from_dict
 from ..nn.validation import check_against_weights
-from ..text.tokenizers import Tokenizer
 from .files import existing_file, read_header
+
+if TYPE_CHECKING:
+    from ..text.tokenizers import Tokenizer
 
 FORMAT = "attnviz"
 FORMAT_VERSION = 1
 SUFFIX = ".safetensors"
+WEIGHT_NAMES = ("float32", "bfloat16", "float16")  # the precisions a model's weights are kept in (--dtype)
 MAX_JSON_DEPTH = 64  # far deeper than any config, tokenizer or provenance attnviz writes
 
 
@@ -104,6 +107,8 @@ def header_parts(path: Path, document: dict[str, Any]) -> tuple[Any, Tokenizer, 
     against the others as far as the header tells (the vocabularies against the config, the config's least size
     against the stored numbers); whether every weight has the shape the config implies is checked when the model
     is built (models/storage/checkpoint.py)."""
+    from ..text.tokenizers import Tokenizer  # sentencepiece and the tokenizers library: only when a file is read
+
     try:
         config = config_from_dict(document["config"])
         tokenizers = document["tokenizers"]
