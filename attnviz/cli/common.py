@@ -227,7 +227,7 @@ def model_file(text: str) -> str:
     if not path.exists():
         if path.suffix == "" and os.sep not in text and "/" not in text:
             raise unknown_checkpoint(text)
-        raise CheckpointError(path, "no such file or folder")
+        raise CheckpointError(path, "no such file")  # the words scripts match, as every missing file gets
     if is_native(path):
         return text
     from models.importers.cached import converted_file
