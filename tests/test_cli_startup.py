@@ -169,3 +169,19 @@ def test_every_command_warns_through_one_function():
                for line in path.read_text(encoding="utf-8").splitlines()
                if ('"attnviz: warning' in line or '"attnviz: error' in line) and "print(" in line]
     assert written == ["common.py", "common.py"]
+
+
+def test_the_readme_installs_the_cpu_build_of_torch_from_pytorchs_index():
+    """Plain PyPI gives Linux the CUDA build: the set-up names PyTorch's CPU index and the Python versions, outside
+    the test command that .ci/run reads and runs."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    torch_pin = next(line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "pip install" in line)
+    version = re.search(r"torch==([\d.]+)", torch_pin).group(1)
+    assert f"pip install torch=={version} --index-url https://download.pytorch.org/whl/cpu" in setup
+    oldest = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert f"Python {oldest} or newer" in setup
+    test_command = setup.split("Install the test extras and run the whole test suite:", 1)[1].split("```")[1]
+    assert "index-url" not in test_command and "python -m pytest" in test_command
