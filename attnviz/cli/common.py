@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from models.inference.translator import SourceInput, Translator
 
 MAX_OUTPUT_TOKENS = 100_000
+CHECKPOINT_HELP = ("an attnviz .safetensors checkpoint, a bundled demo's name (see attnviz demos), or another "
+                   "toolkit's checkpoint or Hugging Face folder (converted once, then read from the cache)")
 
 
 def error(message: str) -> None:
@@ -130,8 +132,7 @@ def terminal_text(text: str) -> str:
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path,
-                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
+    parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path, help=CHECKPOINT_HELP)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
                                                            "eng_Latn; default: the one chosen when it was converted)")

@@ -28,7 +28,7 @@ def converted_file(path: str | Path, cache: str | Path) -> Path:
     from . import convert
 
     path = Path(path)
-    cached = Path(cache) / f"{_safe_name(path)}-{fingerprint(path)}{SUFFIX}"
+    cached = Path(cache) / fingerprint(path) / f"{_safe_name(path)}{SUFFIX}"  # named as the original (figure titles)
     if cached.is_file():
         return cached
     try:
@@ -36,7 +36,7 @@ def converted_file(path: str | Path, cache: str | Path) -> Path:
     except MissingSettingsError as failure:
         raise CheckpointError(failure.path, f"{failure.reason}; {CONVERT_HINT.format(path=path)} and those "
                                             "options") from None
-    Path(cache).mkdir(parents=True, exist_ok=True)
+    cached.parent.mkdir(parents=True, exist_ok=True)
     provenance = {**checkpoint.provenance, "converted_from": str(path.resolve())}
     return save_checkpoint(cached, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
                            target_tokenizer=checkpoint.target_tokenizer, provenance=provenance)
