@@ -185,3 +185,17 @@ def test_the_readme_installs_the_cpu_build_of_torch_from_pytorchs_index():
     assert f"Python {oldest} or newer" in setup
     test_command = setup.split("Install the test extras and run the whole test suite:", 1)[1].split("```")[1]
     assert "index-url" not in test_command and "python -m pytest" in test_command
+
+
+def test_a_snapshot_folder_given_as_a_checkpoint_names_its_files(capsys, tmp_path, random_checkpoint):
+    import shutil
+
+    folder = tmp_path / "run.snapshots"
+    folder.mkdir()
+    for step in (10, 20):
+        shutil.copy(random_checkpoint, folder / f"step-{step:06d}.safetensors")
+    code, out, err = cli(capsys, "translate", "-c", folder, "abc")
+    lines = err.strip().splitlines()
+    assert code == 1 and out == "" and len(lines) == 1
+    assert f"give one of them, e.g. {folder / 'step-000020.safetensors'}" in lines[0]
+    assert f"attnviz render --snapshots {folder}" in lines[0]

@@ -231,6 +231,12 @@ def model_file(text: str) -> str:
         raise CheckpointError(path, "no such file")  # the words scripts match, as every missing file gets
     if is_native(path):
         return text
+    from models.storage.snapshots import is_series
+
+    if is_series(path):  # the window opens these whole; a command reads one model
+        last = sorted(path.glob("*.safetensors"))[-1]
+        raise CheckpointError(path, f"a folder of snapshots (attnviz checkpoints): give one of them, e.g. {last}; "
+                                    f"attnviz render --snapshots {text} draws every one")
     from models.importers.cached import converted_file
 
     try:
