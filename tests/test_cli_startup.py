@@ -199,3 +199,21 @@ def test_a_snapshot_folder_given_as_a_checkpoint_names_its_files(capsys, tmp_pat
     assert code == 1 and out == "" and len(lines) == 1
     assert f"give one of them, e.g. {folder / 'step-000020.safetensors'}" in lines[0]
     assert f"attnviz render --snapshots {folder}" in lines[0]
+
+
+def test_a_toolkit_file_converts_again_when_a_file_beside_it_changes(capsys, monkeypatch, tmp_path):
+    """fairseq's dictionaries lie beside its checkpoint: a changed dictionary is a changed model."""
+    import shutil
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "fairseq"
+    shutil.copytree(ROOT / "tests" / "data" / "fairseq" / "transformer-preln", folder)
+    checkpoint = folder / "checkpoint_last.pt"
+    converted = tmp_path / "fairseq.safetensors"
+    assert cli(capsys, "convert", checkpoint, "-o", converted)[0] == 0
+    expected = cli(capsys, "translate", "-c", converted, "--max-len", "4", "hello world")
+    assert cli(capsys, "translate", "-c", checkpoint, "--max-len", "4", "hello world")[:2] == expected[:2]
+    dictionary = folder / "dict.tgt.txt"
+    os.utime(dictionary, ns=(dictionary.stat().st_atime_ns, dictionary.stat().st_mtime_ns + 10**9))
+    assert cli(capsys, "info", checkpoint)[0] == 0
+    assert len(list((tmp_path / "cache").rglob("*.safetensors"))) == 2

@@ -43,13 +43,18 @@ def converted_file(path: str | Path, cache: str | Path) -> Path:
 
 
 def fingerprint(path: Path) -> str:
-    """What identifies ``path``'s content cheaply: its absolute name and, for it or each file under it, the
-    name, size and modification time (a changed file converts again); and the checkpoint format's version."""
+    """What identifies ``path``'s content cheaply: its absolute name; the name, size and modification time of each
+    file the importers may read with it (under a folder; beside a file: a toolkit's vocabularies, its
+    sentencepiece model, a Hugging Face weights file's config), so that a changed one converts again; and the
+    checkpoint format's version."""
     digest = hashlib.sha256(f"{path.resolve()}\0{FORMAT_VERSION}".encode("utf-8", "surrogateescape"))
-    files = [path] if path.is_file() else sorted(item for item in path.rglob("*") if item.is_file())
+    if path.is_file():
+        root, files = path.parent, sorted(item for item in path.parent.iterdir() if item.is_file())
+    else:
+        root, files = path, sorted(item for item in path.rglob("*") if item.is_file())
     for item in files[:MAX_FINGERPRINT_FILES]:
         status = item.stat()
-        digest.update(f"\0{item.relative_to(path) if item != path else ''}\0{status.st_size}\0{status.st_mtime_ns}"
+        digest.update(f"\0{item.relative_to(root)}\0{status.st_size}\0{status.st_mtime_ns}"
                       .encode("utf-8", "surrogateescape"))
     return digest.hexdigest()[:16]
 
