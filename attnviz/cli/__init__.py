@@ -74,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     gui = subparsers.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument("checkpoint", nargs="?", type=checkpoint_path,
-                     help="a checkpoint, a bundled demo's name (see attnviz demos), a snapshot folder or a session "
-                          "file to open (default: the bundled demo)")
+                     help="a checkpoint, a bundled demo's name (see attnviz demos), another toolkit's checkpoint "
+                          "or Hugging Face folder, a snapshot folder or a session file to open (default: the bundled "
+                          "demo)")
     gui.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     gui.add_argument("--dtype", choices=WEIGHT_NAMES,
                      help="open models with their weights in this precision (the window's Weights box; bfloat16 or "
