@@ -101,6 +101,8 @@ def test_a_hugging_face_folder_is_a_checkpoint_converted_once(capsys, monkeypatc
     written = cached[0].stat().st_mtime_ns
     assert cli(capsys, "translate", "-c", folder, "--max-len", "5", sentence)[:2] == expected[:2]
     assert cached[0].stat().st_mtime_ns == written  # read from the cache, not converted again
+    described = run_without_torch([["info", str(folder)]])[0]  # found in the cache without importing torch
+    assert described["code"] == 0 and not described["torch"] and f"{folder.name}.safetensors" in described["out"]
     code, out, _ = cli(capsys, "info", "--json", folder)
     assert code == 0 and json.loads(out)["arch"] == load_checkpoint(converted).config.arch
     assert cli(capsys, "render", "-c", folder, sentence, "--kind", "cross", "--max-len", "3",

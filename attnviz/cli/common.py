@@ -237,6 +237,11 @@ def model_file(text: str) -> str:
         last = sorted(path.glob("*.safetensors"))[-1]
         raise CheckpointError(path, f"a folder of snapshots (attnviz checkpoints): give one of them, e.g. {last}; "
                                     f"attnviz render --snapshots {text} draws every one")
+    from models.storage.converted import cached_path
+
+    cached = cached_path(path, converted_cache())
+    if cached.is_file():  # converted before: no torch until the model loads
+        return str(cached)
     from models.importers.cached import converted_file
 
     try:
