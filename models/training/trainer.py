@@ -296,7 +296,7 @@ class _Trainer:
             finally:
                 self.model.train()
         # Printed with or without the bar: in a background run's log these lines are the record.
-        bar.write(progress_line(self.step, self._seconds(), self.metrics, self.config.label_smoothing),
+        bar.write(progress_line(self.step, self._seconds(), self.metrics, label_smoothing=self.config.label_smoothing),
                   file=sys.stderr)
 
     @property
@@ -418,7 +418,7 @@ def _validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, d
     return total / tokens
 
 
-def progress_line(step: int, seconds: float, metrics: dict[str, float | None], label_smoothing: float) -> str:
+def progress_line(step: int, seconds: float, metrics: dict[str, float | None], *, label_smoothing: float) -> str:
     """A validation's line: the training loss (the objective, label smoothing included: it does not fall to 0),
     the validation's plain cross-entropy, chrF and BLEU (``char_bleu``: counted on characters)."""
     shown = []
