@@ -41,6 +41,18 @@ def qsettings(tmp_path):
     return QSettings(str(tmp_path / "attnviz.ini"), QSettings.Format.IniFormat)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def converted_checkpoints_kept_apart(tmp_path_factory):
+    """Foreign checkpoints the CLI converts for -c go to a temporary cache, never the user's ~/.cache."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 @pytest.fixture(autouse=True)
 def no_thread_left_running():
     """Fail any test that leaves a model worker thread running."""

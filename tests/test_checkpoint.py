@@ -275,7 +275,7 @@ def test_half_precision_weights_translate_alike_and_trace_in_float32(dtype):
 
 
 def test_weights_are_kept_only_in_a_floating_type_the_model_can_compute_in(random_checkpoint):
-    with pytest.raises(ValueError, match="weights are kept as float32, float16, bfloat16"):
+    with pytest.raises(ValueError, match="weights are kept as float32, bfloat16, float16"):
         load_checkpoint(random_checkpoint, dtype=torch.int8)
 
 

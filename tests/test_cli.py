@@ -187,7 +187,10 @@ def test_train_from_the_command_line_then_translate(capsys, tmp_path):
 @pytest.mark.parametrize("content, options, message", [
     ("abc\tcba\nno tab here\n", [], "{data}:2: expected source<TAB>target, found no TAB"),
     ("abc\tcba\n", ["--set", "d_model"], "--set takes KEY=VALUE; got 'd_model'"),
-    ("abc\tcba\n", ["--set", "colour=blue"], "gru-additive has no settings named colour"),
+    ("abc\tcba\n", ["--set", "colour=blue"], "gru-additive has no settings named colour; its --set keys: hidden, "
+     "dropout, max_len, attention_query, additive_activation, decoder_layers, decoder_heads, positions, pad_id, "
+     "bos_id, eos_id, src_append_eos, bidirectional, embedding_size, luong_score, rnn_cell, input_feeding, "
+     "init_hidden, attentional_bias, suppress_bos, min_output_len, annotation_size"),
 ])
 def test_train_rejects_bad_data_and_settings(capsys, tmp_path, content, options, message):
     data = tmp_path / "pairs.tsv"

@@ -1,11 +1,24 @@
 """The ``attnviz`` command (the README's command list is its contract).
-Subcommands run headless; only the GUI imports Qt.
+Subcommands run headless; only the GUI imports Qt. Answers that need no model (``--help``, ``info``, ``demos``, a
+misspelt checkpoint) import no torch either.
 
-    attnviz [CHECKPOINT]            open the GUI (the bundled demo when none is given)
-    attnviz info|translate|export|train ...
+    attnviz [CHECKPOINT|FOLDER|DEMO] [--device D] [--dtype T]   open the window (the bundled demo when none is given)
+    attnviz gui ...                  the same, named
+    attnviz info                     describe a checkpoint (its header alone)
+    attnviz translate                translate sentences
+    attnviz export                   one sentence's attention to .npz or .csv
+    attnviz render                   one heatmap (or a layer's heads) to PNG or SVG
+    attnviz evaluate                 score a checkpoint on held-out pairs
+    attnviz importance               how much each head matters
+    attnviz contributions            each pair's source contribution (ALTI+)
+    attnviz stats                    what every head does over a corpus
+    attnviz train                    train a model on sentence pairs
+    attnviz convert                  import a checkpoint trained with other code
+    attnviz demos                    list the bundled demos
 
-User errors (bad text, bad files, impossible settings) print one line on stderr and exit 1; argparse
-usage errors exit 2. A traceback means a bug.
+Every ``-c`` takes an attnviz checkpoint, a demo's name, or a foreign checkpoint (a Hugging Face folder, a
+toolkit's file) converted once and cached. User errors (bad text, bad files, impossible settings) print one
+line on stderr and exit 1; argparse usage errors exit 2. A traceback means a bug.
 """
 
 from __future__ import annotations
@@ -18,23 +31,20 @@ import warnings
 from typing import Sequence
 
 from models.errors import AttnvizError, NumericalWarning
+from models.nn.precisions import PRECISIONS
 
 from .. import __version__
 from . import contributions, convert, demos, evaluate, export, importance, info, render, stats, train, translate
-from .common import checkpoint_path
-from .common import HelpFormatter
+from .common import HelpFormatter, checkpoint_path, error, open_checkpoint_arguments, warn
 
+USAGE = "attnviz [CHECKPOINT|FOLDER|DEMO] [--device D] [--dtype T]\n       attnviz COMMAND [options]"
+DESCRIPTION = ("See what the attention of a seq2seq model did.\n\n"
+               "attnviz CHECKPOINT|FOLDER|DEMO opens the window on an attnviz checkpoint, a Hugging Face or other\n"
+               "toolkit's model folder, a snapshot folder, a session file or a bundled demo's name (attnviz demos);\n"
+               "with nothing, the bundled demo. COMMAND runs headless; attnviz COMMAND --help says how.")
 ANOTHER_RANKS_WAIT = 10.0  # seconds a process other than rank 0 gives rank 0 to say a user error first
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
                                                  stats, train, convert, demos)}
-
-
-def error(message: str) -> None:
-    print(f"attnviz: error: {message}", file=sys.stderr)
-
-
-def warn(message: str) -> None:
-    print(f"attnviz: warning: {message}", file=sys.stderr)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: PLR0917 (warnings' hook)
@@ -58,15 +68,19 @@ def _another_rank() -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnviz", description="See what the attention of a seq2seq model did.",
+    parser = argparse.ArgumentParser(prog="attnviz", usage=USAGE, description=DESCRIPTION,
                                      formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"attnviz {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     gui = subparsers.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument("checkpoint", nargs="?", type=checkpoint_path,
-                     help="a checkpoint, a bundled demo's name (see attnviz demos), a snapshot folder or a session "
-                          "file to open (default: the bundled demo)")
+                     help="a checkpoint, a bundled demo's name (see attnviz demos), another toolkit's checkpoint "
+                          "or Hugging Face folder, a snapshot folder or a session file to open (default: the bundled "
+                          "demo)")
     gui.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
+    gui.add_argument("--dtype", choices=PRECISIONS,
+                     help="open models with their weights in this precision (the window's Weights box; bfloat16 or "
+                          "float16 halve the memory; default: the box's last choice, at first float32)")
     for module in COMMANDS.values():
         module.add_parser(subparsers)
     for command in subparsers.choices.values():  # one help layout everywhere: descriptions as written, defaults shown
@@ -84,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "gui":
             from ..gui.app import run_app
 
-            return run_app(args.checkpoint, args.device)
+            return run_app(args.checkpoint, args.device, weights=args.dtype)
+        open_checkpoint_arguments(args)
         return COMMANDS[args.command].run(args)
     except AttnvizError as failure:
         if _another_rank():

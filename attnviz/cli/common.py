@@ -26,8 +26,19 @@ if TYPE_CHECKING:
     from models.trace.records import DecodeResult
     from models.inference.translator import SourceInput, Translator
 
-PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".chkpt", ".pkl")  # what other toolkits' checkpoints end in
 MAX_OUTPUT_TOKENS = 100_000
+CHECKPOINT_HELP = ("an attnviz .safetensors checkpoint, a bundled demo's name (see attnviz demos), or another "
+                   "toolkit's checkpoint or Hugging Face folder (converted once, then read from the cache)")
+
+
+def error(message: str) -> None:
+    """A user error's one line on stderr (the command then exits 1)."""
+    print(f"attnviz: error: {message}", file=sys.stderr)
+
+
+def warn(message: str) -> None:
+    """A warning's one line on stderr: the command goes on (every command's warnings take this form)."""
+    print(f"attnviz: warning: {message}", file=sys.stderr)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -121,8 +132,7 @@ def terminal_text(text: str) -> str:
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path,
-                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
+    parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path, help=CHECKPOINT_HELP)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
                                                            "eng_Latn; default: the one chosen when it was converted)")
@@ -188,37 +198,77 @@ def unknown_checkpoint(text: str) -> InputError:
 
 def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
     """``args.checkpoint`` checked, and per attention kind its ``(layers, heads)``, from the file's header
-    alone (no weight is read), with ``--ablate`` checked against it: mistakes are answered before the
+    alone (no weight is read, no torch), with ``--ablate`` checked against it: mistakes are answered before the
     seconds a model takes to load."""
     from models.nn.ablation import Ablation
-    from models.storage.checkpoint import attention_shape_for
+    from models.nn.config import attention_shape, config_from_dict
+    from models.storage.metadata import read_metadata
 
-    text = args.checkpoint
-    path = Path(text)
-    if not path.exists() and path.suffix == "" and os.sep not in text and "/" not in text:
-        raise unknown_checkpoint(text)
-    shape = attention_shape_for(_header_config(path))
+    path = Path(model_file(args.checkpoint))
+    document = read_metadata(path)
+    try:
+        config = config_from_dict(document["config"])
+    except AttnvizError as error:
+        raise CheckpointError(path, f"bad metadata: {error}") from None
+    shape = attention_shape(config)
     Ablation.parse(getattr(args, "ablate", None) or []).validate(shape)
     return shape
 
 
-def _header_config(path: Path):
-    """The model config in the checkpoint's metadata (no weight is read); a toolkit's pickle file is told to
-    go through ``attnviz convert``."""
-    from models.storage.checkpoint import read_metadata
-    from models.nn.config import config_from_dict
+CHECKPOINT_ARGUMENTS = ("checkpoint", "path", "compare")  # what names a model to open: -c, info's path, --compare
+
+
+def open_checkpoint_arguments(args: argparse.Namespace) -> None:
+    """Each checkpoint a command was given (``CHECKPOINT_ARGUMENTS``) made the attnviz checkpoint to open:
+    a misspelt name is one line with the demos' names (no torch imported for it); a Hugging Face folder or
+    another toolkit's file is converted once and read from the cache after that (``model_file``)."""
+    for name in CHECKPOINT_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, model_file(value))
+
+
+def model_file(text: str) -> str:
+    """The attnviz checkpoint ``text`` names: an attnviz checkpoint or a demo's file as it is; a foreign one (a
+    Hugging Face folder, a toolkit's file) converted once into the cache folder (``converted_cache``), as the
+    window opens it; neither a file nor a folder, one line (the nearest demo's name when it looks like one)."""
+    from models.storage.metadata import is_native
+
+    path = Path(text)
+    if not path.exists():
+        if path.suffix == "" and os.sep not in text and "/" not in text:
+            raise unknown_checkpoint(text)
+        raise CheckpointError(path, "no such file")  # the words scripts match, as every missing file gets
+    if is_native(path):
+        return text
+    from models.storage.snapshots import is_series
+
+    if is_series(path):  # the window opens these whole; a command reads one model
+        last = sorted(path.glob("*.safetensors"))[-1]
+        raise CheckpointError(path, f"a folder of snapshots (attnviz checkpoints): give one of them, e.g. {last}; "
+                                    f"attnviz render --snapshots {text} draws every one")
+    from models.storage.converted import cached_path
+
+    cached = cached_path(path, converted_cache())
+    if cached.is_file():  # converted before: no torch until the model loads
+        return str(cached)
+    from models.importers.cached import converted_file
 
     try:
-        document = read_metadata(path)
-    except CheckpointError:
-        if path.suffix.lower() in PICKLE_SUFFIXES and path.is_file():
-            raise CheckpointError(path, f"not an attnviz checkpoint (a {path.suffix} file of another toolkit); "
-                                        f"import it with: attnviz convert {path} -o MODEL.safetensors") from None
-        raise
-    try:
-        return config_from_dict(document["config"])
-    except AttnvizError as error:
-        raise CheckpointError(path, f"bad metadata: {error}") from None
+        return str(converted_file(path, converted_cache()))
+    except CheckpointError as failure:
+        if "attnviz convert" in failure.reason:
+            raise
+        raise CheckpointError(failure.path, f"not an attnviz checkpoint, nor one attnviz converts by itself "
+                                            f"({failure.reason}); attnviz convert {text} -o MODEL.safetensors "
+                                            "takes --format, --set and vocabularies") from None
+
+
+def converted_cache() -> Path:
+    """Where foreign checkpoints converted for ``-c`` are kept: ``$XDG_CACHE_HOME/attnviz/converted`` (by default
+    ``~/.cache/attnviz/converted``); deleting it costs only a conversion the next time."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "attnviz" / "converted"
 
 
 def selection_problem(shape: dict[str, tuple[int, int]], kind: str, layer: int, *, head: int | str) -> str:
@@ -257,11 +307,11 @@ def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
 
 
 def open_translator(args: argparse.Namespace) -> Translator:
+    model_shape(args)  # mistakes answered before torch is imported
     from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
     from models.inference.translator import Translator, use_idle_cores
 
     use_idle_cores()
-    model_shape(args)
     checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
     translator = Translator(checkpoint, args.device, tf32=True if getattr(args, "tf32", False) else None)
     translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
@@ -286,14 +336,14 @@ def announce_unknown(source: SourceInput, label: str) -> None:
     """Say on stderr which characters became the unknown token (the output line stays clean)."""
     if source.unknown:
         shown = " ".join(repr(character) for character in source.unknown[:10])
-        print(f"attnviz: warning: {label}: the model's vocabulary has no token for {shown}; each became its "
-              f"unknown token (--strict refuses such text)", file=sys.stderr)
+        warn(f"{label}: the model's vocabulary has no token for {shown}; each became its unknown token (--strict "
+             "refuses such text)")
 
 
 def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
     if source.truncated:
-        print(f"attnviz: warning: {label} has {source.original_length} tokens; only the first {limit} are used "
-              f"(the model's maximum length)", file=sys.stderr)
+        warn(f"{label} has {source.original_length} tokens; only the first {limit} are used (the model's maximum "
+             "length)")
 
 
 def decode_one(args: argparse.Namespace, translator: Translator | None = None) -> DecodeResult:

@@ -1,17 +1,19 @@
-"""attnviz importance -c CKPT [--data PAIRS.tsv] [--limit N] [--kind KIND]... [--beam K] [--max-len N] [--json]
+"""attnviz importance -c CKPT [--data PAIRS.tsv] [--limit N] [--kind KIND]... [--metric nll|chrf|exact]
+                   [--method ablation|gradient] [--prune-curve [--seed S] [-o FIGURE]] [--beam K] [--max-len N] [--json]
 
 How much each attention head matters: the pairs are scored once as the model is, then once per head with
-that head alone switched off (its output zeroed, as --ablate does), and the drop is printed as a
-layers × heads table per kind. The score is evaluate's: chrF, or exact match (in %) for a model whose
-target side is characters. A bundled demo is scored on its own reference translations when no --data is
+that head alone switched off (its output zeroed, as --ablate does), and the change is printed as a
+layers × heads table per kind. The score is, by default, the references' mean NLL per token under teacher
+forcing (--metric nll: no decoding; each head's entry is the NLL with it off minus the NLL with every head on,
+many heads in one forward pass). A bundled demo is scored on its own reference translations when no --data is
 given. Progress, with the time left, goes to stderr; --json prints one document with every table and the
-heads ranked by drop.
+heads ranked by their change.
 
---metric nll (the default) asks the question without decoding: the references' mean NLL per token under
-teacher forcing, each head's entry being the NLL with it off minus the NLL with every head on, many heads
-in one forward pass. --method gradient estimates the same from one forward and backward pass and adds
-Michel et al.'s importance |∂L/∂ξ| (--normalize layer: divided by each layer's L2 norm). --metric chrf or
-exact decodes every pair again per head and scores the outputs (the output-level question; slow).
+--metric chrf or exact decodes every pair again per head and scores the outputs as evaluate does (chrF, or
+exact match in % for a model whose target side is characters: the output-level question; slow).
+--method gradient estimates the NLL's change from one forward and backward pass and adds Michel et al.'s
+importance |∂L/∂ξ| (--normalize layer: divided by each layer's L2 norm). --prune-curve also switches heads
+off cumulatively in three orders and prints (or draws, -o) the score against the number of heads off.
 
 Under torchrun (torchrun --nproc_per_node N -m attnviz importance ...) each process scores its share of the
 pairs on its own device, the sums the tables are made of are added up over the processes, and rank 0 alone
@@ -30,7 +32,7 @@ from models.trace.records import KINDS
 
 from .common import (
     MAX_OUTPUT_TOKENS, add_beam_option, add_corpus_options, add_model_options, add_output_option, corpus_pairs,
-    int_range, model_shape, open_translator, say_if_rounded,
+    int_range, model_shape, open_translator, say_if_rounded, warn,
 )
 from .stats import KIND_NAMES, grid_lines
 
@@ -212,8 +214,8 @@ def score_heads(args: argparse.Namespace, translator, pairs, progress, *, proces
         importance = head_importance(translator, pairs, kinds=args.kind, beam=args.beam, max_len=args.max_len,
                                      progress=progress, metric=args.metric, processes=processes)
     if importance.unknown_pairs and processes.main:
-        print(f"attnviz: warning: {importance.unknown_pairs} of {importance.examples} pairs have characters the "
-              f"vocabulary lacks; each was scored as its unknown token", file=sys.stderr)
+        warn(f"{importance.unknown_pairs} of {importance.examples} pairs have characters the vocabulary lacks; each "
+             "was scored as its unknown token")
     return importance
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from models.errors import InputError
 
 from ..state.fields import FieldRow, field_rows
-from .common import checkpoint_path, model_shape, terminal_text
+from .common import CHECKPOINT_HELP, checkpoint_path, model_shape, terminal_text
 
 NAME = "info"
 SUMMARISED = ("steps", "snapshot")  # provenance entries the "trained" line already says
@@ -20,14 +20,13 @@ SUMMARISED = ("steps", "snapshot")  # provenance entries the "trained" line alre
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="describe a checkpoint", description=__doc__)
-    parser.add_argument("-c", "--checkpoint", type=checkpoint_path,
-                        help="an attnviz .safetensors checkpoint, or a bundled demo's name (see attnviz demos)")
+    parser.add_argument("-c", "--checkpoint", type=checkpoint_path, help=CHECKPOINT_HELP)
     parser.add_argument("path", nargs="?", type=checkpoint_path, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def run(args: argparse.Namespace) -> int:
-    from models.storage.checkpoint import describe_file
+    from models.storage.metadata import describe_file
 
     if args.checkpoint is not None and args.path is not None and args.checkpoint != args.path:
         raise InputError("give the checkpoint once: -c CHECKPOINT (or the path alone)")

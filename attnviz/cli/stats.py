@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import numpy as np
 
 from models.errors import InputError
 
 from ..state.export import check_output, write_arrays
-from .common import add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator
+from .common import (
+    add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator, warn,
+)
 
 NAME = "stats"
 KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention"}
@@ -69,8 +70,7 @@ def report(stats, *, corpus: str, output, as_json: bool) -> None:
         write_arrays(output, stats.arrays())
     print(json.dumps({"corpus": corpus, **stats.to_json()}) if as_json else "\n".join(table_lines(stats, corpus)))
     if stats.max_padding() > 0:
-        print(f"attnviz: warning: a head puts weight {stats.max_padding():.3g} on padding: a mask is broken",
-              file=sys.stderr)
+        warn(f"a head puts weight {stats.max_padding():.3g} on padding: a mask is broken")
 
 
 def table_lines(stats, corpus: str) -> list[str]:

@@ -1,16 +1,22 @@
-"""attnviz train --data PAIRS.tsv --arch ARCH -o CKPT [--steps N] [--seed S] [--device D] ...
+"""attnviz train --data PAIRS.tsv --arch ARCH -o CKPT [--steps N] [--seed S] [--device D] [--set KEY=VALUE]...
 
 PAIRS.tsv has one source<TAB>target pair a line (UTF-8). Model settings are config fields given as
---set KEY=VALUE (e.g. --set d_model=256 --set heads=4; see models/nn/config.py). Works the same under
-torchrun --nproc_per_node N (one process per device).
+--set KEY=VALUE (e.g. --set d_model=256 --set heads=4; a Transformer's d_ff follows d_model, 4 times it, unless
+set); attnviz train --arch ARCH --help lists that architecture's keys with their defaults. The loss the progress
+shows is the training objective, label smoothing included; validation reports the plain cross-entropy, chrF and
+BLEU (on characters for a character-level target). Works the same under torchrun --nproc_per_node N (one process
+per device).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from models.nn.config import ARCHS, TrainingConfig, make_config, parse_settings
+from models.nn.config import (
+    ARCHS, FEED_FORWARD_RATIO, RNN_ARCHS, TRANSFORMER_ARCHS, TrainingConfig, make_config, parse_settings, settings_of,
+)
 
 from .common import add_output_option
 
@@ -18,8 +24,43 @@ NAME = "train"
 DEFAULTS = TrainingConfig()  # one set of training defaults: the library's
 
 
+class HelpWithSettings(argparse.Action):
+    """``-h/--help``: the usual help, then the ``--set`` keys with their defaults: of ``--arch`` when it came
+    first (``attnviz train --arch gru-additive --help``), else of each family."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.epilog = settings_text(getattr(namespace, "arch", None))
+        parser.print_help()
+        parser.exit()
+
+
+def settings_text(arch: str | None) -> str:
+    """The ``--set`` keys and defaults of ``arch``, or of every family when it is None, wrapped for a terminal."""
+    import textwrap
+
+    families = [(arch, [arch])] if arch else [(TRANSFORMER_ARCHS[0], list(TRANSFORMER_ARCHS)),
+                                             (RNN_ARCHS[0], list(RNN_ARCHS))]
+    parts = []
+    for example, names in families:
+        keys = " ".join(f"{key}={json.dumps(value)}" for key, value in settings_of(example).items())
+        notes = []
+        if example in TRANSFORMER_ARCHS:
+            notes.append(f"d_ff follows d_model: {FEED_FORWARD_RATIO} times it unless set")
+            if not arch:
+                notes.append('transformer-postln: norm_position="post" final_norm=false')
+        title = f"--set keys of {', '.join(names)}, with their defaults" + "".join(f"; {note}" for note in notes)
+        parts.append(textwrap.fill(title + ":", width=100, break_on_hyphens=False) + "\n"
+                     + textwrap.fill(keys, width=100, initial_indent="  ", subsequent_indent="  "))
+    return "\n\n".join(parts)
+
+
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(NAME, help="train a model on sentence pairs", description=__doc__)
+    parser = subparsers.add_parser(NAME, help="train a model on sentence pairs", description=__doc__, add_help=False)
+    parser.add_argument("-h", "--help", action=HelpWithSettings,
+                        help="show this help, with the --set keys of --arch (given before it) and their defaults")
     parser.add_argument("--data", required=True, help="training pairs, source<TAB>target per line")
     parser.add_argument("--valid", help="validation pairs (default: --valid-fraction of --data, held out by hash)")
     parser.add_argument("--valid-fraction", type=float, default=0.05, help="share held out when --valid is absent")
@@ -55,6 +96,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from models.text.pairs import read_pairs
     from models.text.splits import split_pairs
+    from models.text.scores import CHARACTER_BLEU
     from models.training.trainer import TrainingConfig, build_tokenizers, train
 
     pairs = read_pairs(args.data)
@@ -73,9 +115,10 @@ def run(args: argparse.Namespace) -> int:
     summary = train(model_config, source, target_tokenizer=target, train_pairs=train_pairs, valid_pairs=valid_pairs,
                     out_path=args.output, config=config,
                     provenance=provenance, resume=args.resume)
+    bleu = "BLEU on characters" if summary.bleu_name == CHARACTER_BLEU else "BLEU"
     metrics = ", ".join(f"{name} {value:.3f}" if "loss" in name else f"{name} {value:.1f}"
                         for name, value in (("valid loss", summary.valid_loss), ("chrF", summary.chrf),
-                                            ("BLEU", summary.bleu)) if value is not None)
+                                            (bleu, summary.bleu)) if value is not None)
     print(f"saved {summary.checkpoint} after {summary.step} steps in {summary.seconds:.0f} s"
           + (f": {metrics}" if metrics else ""), file=sys.stderr)
     return 0

@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
         texts = input_lines(args.encoding)
     if not texts:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
+    translator = open_translator(args)
     from models.inference.decoding import finish
     from models.inference.modes import decoding_mode
 
-    translator = open_translator(args)
     ablation = ablation_for(args, translator)
     sources = []
     for number, text in enumerate(texts, 1):  # check every input before spending time on any

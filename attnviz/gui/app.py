@@ -24,7 +24,8 @@ STARTUP_PROBE = "ATTNVIZ_STARTUP_PROBE"  # benchmarks/startup.py: the launch tim
 
 def _probe_startup(started, launched: float) -> None:
     """Print when the window was shown, torch imported, the window built and the first heatmap drawn (seconds
-    since ``launched``, an epoch time), then quit: what benchmarks/startup.py measures."""
+    since ``launched``, an epoch time), then the precision the model opened in, and quit: what
+    benchmarks/startup.py measures."""
     from PySide6.QtCore import QTimer
 
     app, window = started.app, started.window
@@ -40,6 +41,7 @@ def _probe_startup(started, launched: float) -> None:
             app.processEvents()  # the heatmap's paint
             print(f"heatmap {time.time() - launched:.3f}", flush=True)
             print(f"torch {started.importing.ended - launched:.3f}", flush=True)
+            print(f"weights {window.session.model.weights}", flush=True)  # the precision the model opened in
             timer.stop()
             window.close()
 
@@ -83,19 +85,23 @@ def platform_problem() -> str | None:
     return None
 
 
-def create_window(checkpoint: str | None = None, device: str | None = None, settings=None):
+def create_window(checkpoint: str | None = None, device: str | None = None, settings=None, *,
+                  weights: str | None = None):
     """The main window, with ``checkpoint`` (or the default demo) being opened; needs a QApplication."""
     from .main_window import MainWindow
 
     window = MainWindow(demo_checkpoints(), settings)
-    build_window(window, checkpoint, device)
+    build_window(window, checkpoint, device, weights=weights)
     return window
 
 
-def build_window(window, checkpoint: str | None, device: str | None) -> None:
-    """Load what the window needs (pyqtgraph, torch), make its views and start opening the checkpoint."""
+def build_window(window, checkpoint: str | None, device: str | None, *, weights: str | None = None) -> None:
+    """Load what the window needs (pyqtgraph, torch), make its views and start opening the checkpoint;
+    ``weights`` (``attnviz --dtype``): the precision models open in this time (the Weights box; its saved choice
+    stays for the next launch)."""
     from models.inference.translator import available_devices
 
+    from ..state.session import NO_REQUEST
     from .views.style import follow_palette
     from .worker import leave_a_core_for_the_gui
 
@@ -104,6 +110,9 @@ def build_window(window, checkpoint: str | None, device: str | None) -> None:
     window.build(["auto", *available_devices()])
     if device:
         window.model_panel.set_device_name(device)
+    if weights:
+        window.model_panel.set_weights_name(weights)
+        window.opening.weights_requested.emit(NO_REQUEST, weights)  # before the first open, as a stored choice
     path = initial_checkpoint(checkpoint)
     if path:
         window.open_path(path)
@@ -185,7 +194,8 @@ class Launch:
     importing: BackgroundImport
 
 
-def launch(checkpoint: str | None = None, device: str | None = None, settings=None) -> Launch:
+def launch(checkpoint: str | None = None, device: str | None = None, settings=None, *,
+           weights: str | None = None) -> Launch:
     """Show the window at once, import torch on another thread, and build the window from the event loop once
     torch is there (needs a display: see :func:`platform_problem`)."""
     from PySide6.QtGui import QIcon
@@ -207,12 +217,12 @@ def launch(checkpoint: str | None = None, device: str | None = None, settings=No
     # and importing pyqtgraph and the views beside it, or looking whether it is done every few milliseconds,
     # made both slower on a loaded machine (each hand-over of the GIL waits for the scheduler).
     importing = import_torch_in_background(
-        lambda: _build_once_imported(window, checkpoint, device, importing=importing))
+        lambda: _build_once_imported(window, checkpoint, device, importing=importing, weights=weights))
     return Launch(app, window, importing)
 
 
 def _build_once_imported(window, checkpoint: str | None, device: str | None, *,
-                         importing: BackgroundImport) -> None:
+                         importing: BackgroundImport, weights: str | None = None) -> None:
     """Build the window now that torch is imported; not one closed meanwhile (no model thread, no model
     opened for a window nobody sees), and not after a failed import, which the window says instead."""
     if window.closed:
@@ -220,15 +230,15 @@ def _build_once_imported(window, checkpoint: str | None, device: str | None, *,
     if importing.error:
         window.show_start_failure(importing.error)
         return
-    build_window(window, checkpoint, device)
+    build_window(window, checkpoint, device, weights=weights)
 
 
-def run_app(checkpoint: str | None = None, device: str | None = None) -> int:
+def run_app(checkpoint: str | None = None, device: str | None = None, *, weights: str | None = None) -> int:
     problem = platform_problem()
     if problem:
         print(f"attnviz: error: {problem}", file=sys.stderr)
         return 1
-    started = launch(checkpoint, device)
+    started = launch(checkpoint, device, weights=weights)
     app, window = started.app, started.window
     if os.environ.get(STARTUP_PROBE):
         _probe_startup(started, float(os.environ[STARTUP_PROBE]))

@@ -27,10 +27,11 @@ import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from models.storage.checkpoint import (
-    SUFFIX, WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, read_metadata, save_checkpoint, weights_name,
+    WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, save_checkpoint, weights_name,
 )
-from models.errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
+from models.errors import AttnvizError, CheckpointError, NumericalWarning
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
+from models.storage.metadata import is_native
 from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
 from models.inference.translator import SourceInput, Translator, use_idle_cores
@@ -140,19 +141,6 @@ def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
     before it finishes."""
     start = translator.target_tokenizer.token(translator.config.bos_id)
     return RunLabels(tuple(translator.source_labels(source)), start)
-
-
-def is_native(path: str) -> bool:
-    """An attnviz checkpoint (the other files and folders are imported)."""
-    if not (path.endswith(SUFFIX) and Path(path).is_file()):
-        return False
-    try:
-        read_metadata(path)
-    except ForeignCheckpointError:
-        return False
-    except CheckpointError:
-        return True  # a damaged file: loading it reports what is wrong
-    return True
 
 
 def is_out_of_memory(error: BaseException) -> bool:

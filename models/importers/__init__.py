@@ -137,7 +137,7 @@ def _detect(source: Source) -> str:
 
 
 def _refuse_attnviz(path: Path) -> None:
-    from ..storage.checkpoint import FORMAT, read_metadata
+    from ..storage.metadata import FORMAT, read_metadata
 
     try:
         read_metadata(path)

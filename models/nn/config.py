@@ -311,6 +311,18 @@ LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": 
                 "suppress_bos": False, "min_output_len": 0, "annotation_size": 0}
 
 
+def attention_shape(config: ModelConfig) -> dict[str, tuple[int, int]]:
+    """Per attention kind the model ``config`` describes has, ``(layers, heads)``, in the order the model runs
+    them (``Seq2Seq.attention_shape``; read from the config alone: a header's shape check needs no torch)."""
+    if isinstance(config, TransformerConfig):
+        decoder = (config.decoder_layers, config.heads_of("decoder"))
+        return {"enc_self": (config.encoder_layers, config.heads_of("encoder")), "dec_self": decoder, "cross": decoder}
+    if config.arch == "gru-transformer-decoder":
+        shape = (config.decoder_layers, config.decoder_heads)
+        return {"dec_self": shape, "cross": shape}
+    return {} if config.arch == "gru-none" else {"cross": (1, 1)}
+
+
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     data = dataclasses.asdict(config)
     return {key: value for key, value in data.items() if key not in LATER_FIELDS or value != LATER_FIELDS[key]}
@@ -334,19 +346,44 @@ def config_from_dict(data: dict[str, Any]) -> ModelConfig:
     return config
 
 
-def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> ModelConfig:
-    """The config for an ``--arch`` name; pre-LN keeps a final norm after each stack, post-LN has
-    none (docs/architectures.md)."""
+SIZED_BY_TRAINER = ("arch", "src_vocab_size", "tgt_vocab_size")  # set from --arch and the tokenizers, never --set
+FEED_FORWARD_RATIO = 4  # d_ff = 4 × d_model unless set (the 2017 paper's 512 → 2048)
+
+
+def _family_defaults(arch: str) -> tuple[type, dict[str, Any]]:
+    """The config class of ``arch`` and the defaults its name implies beyond the class's own."""
     _check_choice("arch", arch, ARCHS)
     if arch in TRANSFORMER_ARCHS:
         post = arch == "transformer-postln"
-        defaults: dict[str, Any] = {"norm_position": "post" if post else "pre", "final_norm": not post}
-        cls: type = TransformerConfig
-    else:
-        defaults, cls = {}, RNNConfig
-    known = {field.name for field in dataclasses.fields(cls)}
-    unknown = sorted(set(overrides) - known)
-    _require(not unknown, f"{arch} has no settings named {', '.join(unknown)}")
+        return TransformerConfig, {"norm_position": "post" if post else "pre", "final_norm": not post}
+    return RNNConfig, {}
+
+
+def settings_of(arch: str) -> dict[str, Any]:
+    """The ``--set`` keys of ``arch`` (its config's fields but the architecture and the vocabulary sizes) with
+    the values ``make_config`` gives them when they are not set."""
+    cls, implied = _family_defaults(arch)
+    values = {field.name: field.default for field in dataclasses.fields(cls) if field.name not in SIZED_BY_TRAINER}
+    return {**values, **implied}
+
+
+def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> ModelConfig:
+    """The config for an ``--arch`` name; pre-LN keeps a final norm after each stack, post-LN has
+    none (docs/architectures.md). A Transformer's ``d_ff`` follows ``d_model`` (``FEED_FORWARD_RATIO`` times
+    it) unless it is set; a key the architecture lacks is one error naming the nearest key and all of them."""
+    import difflib
+
+    cls, defaults = _family_defaults(arch)
+    keys = settings_of(arch)
+    unknown = sorted(set(overrides) - set(keys))
+    if unknown:
+        nearest = difflib.get_close_matches(unknown[0], list(keys), n=1, cutoff=0.6)
+        guess = f" (did you mean {nearest[0]}?)" if nearest else ""
+        raise ConfigError(f"{arch} has no settings named {', '.join(unknown)}{guess}; its --set keys: "
+                          f"{', '.join(keys)}")
+    if cls is TransformerConfig and "d_model" in overrides and "d_ff" not in overrides \
+            and isinstance(overrides["d_model"], int) and not isinstance(overrides["d_model"], bool):
+        defaults["d_ff"] = FEED_FORWARD_RATIO * overrides["d_model"]
     config = cls(arch=arch, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                  **{**defaults, **overrides})
     config.validate()

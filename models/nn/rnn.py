@@ -16,7 +16,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from .ablation import NO_ABLATION, Ablation
 from .attention import AdditiveAttention, MultiHeadAttention, switch_heads
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
-from .config import RNNConfig
+from .config import RNNConfig, attention_shape
 from .masks import target_mask
 from .intermediates import Intermediates, kept
 
@@ -292,10 +292,7 @@ class RNNSeq2Seq(Seq2Seq):
         return isinstance(self.decoder, GRUTransformerDecoder)
 
     def attention_shape(self) -> dict[str, tuple[int, int]]:
-        if self.transformer_decoder:
-            shape = (self.config.decoder_layers, self.config.decoder_heads)
-            return {"dec_self": shape, "cross": shape}
-        return {"cross": (1, 1)} if "cross" in self.kinds else {}
+        return attention_shape(self.config)
 
     def start(self, src_ids: Tensor, *, need_weights: bool = True,
               ablation: Ablation = NO_ABLATION) -> tuple[DecoderState, Intermediates]:

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from .ablation import NO_ABLATION, Ablation
 from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
-from .config import TransformerConfig
+from .config import TransformerConfig, attention_shape
 from .masks import target_mask
 from .intermediates import Intermediates, kept, note_block
 
@@ -262,9 +262,7 @@ class TransformerSeq2Seq(Seq2Seq):
             nn.init.normal_(embedding.tokens.weight, std=std)
 
     def attention_shape(self) -> dict[str, tuple[int, int]]:
-        encoder, decoder = self.config.heads_of("encoder"), self.config.heads_of("decoder")
-        return {"enc_self": (len(self.encoder_layers), encoder), "dec_self": (len(self.decoder_layers), decoder),
-                "cross": (len(self.decoder_layers), decoder)}
+        return attention_shape(self.config)
 
     def encode(self, src_ids: Tensor, need_weights: bool,
                ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Tensor, list[Tensor]]:

@@ -10,7 +10,6 @@ Weights shared between modules (tied embeddings) are stored once.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import struct
@@ -25,16 +24,15 @@ from torch import nn
 from ..nn.base import Seq2Seq
 from ..nn.build import build_model
 from ..nn.precisions import PRECISIONS
-from ..nn.config import config_from_dict, config_to_dict
-from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, NumericalWarning
+from ..nn.config import config_to_dict
+from ..errors import CheckpointError, NumericalWarning
 from .files import existing_file, read_header
+from .metadata import FORMAT, FORMAT_VERSION, description, header_parts, read_metadata
+from .metadata import SUFFIX, describe_file  # noqa: F401 (the checkpoint file's names, read without torch there)
 from .tensor_files import SAFETENSORS_DTYPES, write_safetensors
 from ..text.tokenizers import Tokenizer
-from ..nn.validation import check_against_weights, check_shapes
+from ..nn.validation import check_shapes
 
-FORMAT = "attnviz"
-FORMAT_VERSION = 1
-SUFFIX = ".safetensors"
 
 
 @dataclass
@@ -53,29 +51,10 @@ class Checkpoint:
 
 
 def describe_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
-    """What ``attnviz info`` prints and the window's model panel shows: architecture, sizes, attention kinds,
-    tokenizers (a character vocabulary with its characters), the steps it was trained for, provenance."""
-    model = checkpoint.model
-
-    def tokenizer(side: Tokenizer) -> dict[str, Any]:
-        described = {"kind": side.kind, "vocab_size": side.vocab_size}
-        if hasattr(side, "characters"):
-            described["characters"] = "".join(side.characters)
-        if side.languages:
-            described.update(language=side.language, languages=sorted(side.languages))
-        return described
-
-    return {
-        "file": str(checkpoint.path),
-        "arch": model.config.arch,
-        "parameters": model.parameter_count(),
-        "attention_kinds": list(model.kinds),
-        "config": dataclasses.asdict(model.config),
-        "source_tokenizer": tokenizer(checkpoint.source_tokenizer),
-        "target_tokenizer": tokenizer(checkpoint.target_tokenizer),
-        "steps": checkpoint.provenance.get("steps"),
-        "provenance": checkpoint.provenance,
-    }
+    """What ``attnviz info`` prints and the window's model panel shows (``metadata.description``), of a loaded
+    checkpoint."""
+    return description(checkpoint.path, checkpoint.config, (checkpoint.source_tokenizer, checkpoint.target_tokenizer),
+                       parameters=checkpoint.model.parameter_count(), provenance=checkpoint.provenance)
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
@@ -105,69 +84,6 @@ def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[s
         value = tensor.detach().to("cpu")
         tensors[name] = value.to(dtype) if value.is_floating_point() else value
     return {name: tensor.contiguous() for name, tensor in tensors.items()}
-
-
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The decoded metadata document of an attnviz checkpoint (weights are not read)."""
-    path = existing_file(path)
-    raw = read_header(path).get("__metadata__") or {}
-    if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
-        raise CheckpointError(path, "not a readable safetensors file (its metadata is not a map of strings)")
-    if raw.get("format") != FORMAT:
-        raise ForeignCheckpointError(path, "a safetensors file, but not an attnviz checkpoint (no 'format: attnviz' "
-                                    "metadata); foreign checkpoints are imported with 'attnviz convert'")
-    version = raw.get("format_version", "")
-    if not (version.isascii() and version.isdigit()) or len(version) > 6 or int(version) > FORMAT_VERSION:
-        shown = version if len(version) <= 20 else version[:20] + "..."
-        raise CheckpointError(path, f"checkpoint format version {shown!r} is not supported "
-                                    f"(this attnviz reads up to {FORMAT_VERSION})")
-    document: dict[str, Any] = {"format_version": int(version)}
-    for key, kind in (("config", dict), ("tokenizers", dict), ("provenance", dict)):
-        if key not in raw:
-            raise CheckpointError(path, f"the metadata has no '{key}' entry")
-        document[key] = _json_entry(path, key, raw[key])
-        if not isinstance(document[key], kind):
-            raise CheckpointError(path, f"the metadata entry '{key}' must be a JSON object; got "
-                                        f"{type(document[key]).__name__}")
-    return document
-
-
-MAX_JSON_DEPTH = 64  # far deeper than any config, tokenizer or provenance attnviz writes
-
-
-def _json_entry(path: Path, key: str, text: str) -> Any:
-    """One metadata entry decoded; too deep a nesting, too long a number or bad JSON is one line."""
-    # No deeper than it has brackets (counted in C): the character-by-character scan only for a text that could be.
-    depth = _json_depth(text) if text.count("[") + text.count("{") > MAX_JSON_DEPTH else 0
-    if depth > MAX_JSON_DEPTH:
-        raise CheckpointError(path, f"the metadata entry '{key}' is nested {depth} levels deep "
-                                    f"(at most {MAX_JSON_DEPTH})")
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as error:  # JSONDecodeError, or an integer with too many digits
-        raise CheckpointError(path, f"the metadata entry '{key}' is not valid JSON ({_first_line(error)})") from None
-
-
-def _json_depth(text: str) -> int:
-    """The deepest nesting of brackets outside strings, found without parsing (no recursion)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 WEIGHT_DTYPES = {name: getattr(torch, name) for name in PRECISIONS}  # the precisions by name → torch's types
@@ -202,40 +118,11 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dty
                       path=path)
 
 
-def describe_file(path: str | Path) -> dict[str, Any]:
-    """:func:`describe_checkpoint` of the file without reading its weights: config, tokenizers and
-    provenance from the metadata, the parameter count from the header's shapes (``attnviz info``)."""
-    path = existing_file(path)
-    document = read_metadata(path)
-    model, source, target = _model_without_weights(path, document)
-    return describe_checkpoint(Checkpoint(model, source, target_tokenizer=target, provenance=document["provenance"],
-                                          path=path))
-
-
-def attention_shape_for(config) -> dict[str, tuple[int, int]]:
-    """``model.attention_shape()`` of the model ``config`` describes, built without weights (milliseconds):
-    what a command checks its ``--layer``/``--head`` against before a model loads."""
-    with _parameters_on_meta():
-        return build_model(config).attention_shape()
-
-
 def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Seq, Tokenizer, Tokenizer]:
     """The model a checkpoint's metadata describes, with its parameters on the meta device (shapes only: no
     memory, no random initialisation; buffers computed from the config, the position tables, are real),
     checked against the header's shapes; and its two tokenizers."""
-    try:
-        config = config_from_dict(document["config"])
-        tokenizers = document["tokenizers"]
-        source = Tokenizer.from_dict(tokenizers["source"])
-        target = Tokenizer.from_dict(tokenizers["target"])
-    except AttnvizError as error:
-        raise CheckpointError(path, f"bad metadata: {error}") from None
-    except (KeyError, TypeError, AttributeError, ValueError) as error:
-        raise CheckpointError(path, f"bad metadata: missing tokenizer entry or a malformed one "
-                                    f"({type(error).__name__}: {_first_line(error)[:120]})") from None
-    _check_vocabularies(path, config, source=source, target=target)
-    shapes = _stored_shapes(path)
-    check_against_weights(path, config, shapes)
+    config, source, target, shapes = header_parts(path, document)
     with _parameters_on_meta():
         model = build_model(config)
     check_shapes(path, model, stored=shapes, aliases=_aliases(model))
@@ -273,12 +160,6 @@ def _parameters_on_meta():
             setattr(nn.init, name, function)
 
 
-def _check_vocabularies(path: Path, config, source: Tokenizer, target: Tokenizer) -> None:
-    if source.vocab_size != config.src_vocab_size or target.vocab_size != config.tgt_vocab_size:
-        raise CheckpointError(path, f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not "
-                                    f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
-
-
 def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
     """Refuse in one line, before anything is read, the weights of ``model`` (built on meta: sizes only) that
     would not fit in the memory the system has left (they would get the process killed): what they need as
@@ -309,20 +190,6 @@ def available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Name and shape of every tensor in the file, from its header only (no weights are read)."""
-    shapes = {}
-    for name, entry in read_header(path).items():
-        if name == "__metadata__":
-            continue
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
-                                                  for size in shape):
-            raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
-        shapes[name] = tuple(shape)
-    return shapes
 
 
 def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
@@ -386,11 +253,6 @@ def _aliases(model: Seq2Seq) -> set[str]:
             aliases.add(name)
         seen.add(id(tensor))
     return aliases
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[str, Any]]:

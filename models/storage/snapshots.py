@@ -65,7 +65,7 @@ class SnapshotSeries:
 def is_series(folder: str | Path) -> bool:
     """Whether ``folder`` is a snapshot folder: it holds attnviz checkpoints (a Hugging Face folder's
     ``model.safetensors`` is foreign, so such folders still go to the importers). Reads headers only."""
-    from .checkpoint import read_metadata
+    from .metadata import read_metadata
     from ..errors import ForeignCheckpointError
 
     folder = Path(folder)
@@ -85,7 +85,7 @@ def is_series(folder: str | Path) -> bool:
 
 def load_series(path: str | Path) -> SnapshotSeries:
     """The series in folder ``path`` (or beside checkpoint ``path``), checked from each file's metadata."""
-    from .checkpoint import read_metadata
+    from .metadata import read_metadata
 
     path = Path(path)
     folder = path if path.is_dir() else snapshot_folder(path)

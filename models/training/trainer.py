@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -51,6 +50,7 @@ from ..errors import CheckpointError, ConfigError
 from ..storage.files import check_output_folder, read_safetensors, remove_stale_partials
 from ..storage.tensor_files import write_safetensors
 from ..storage.snapshots import snapshot_folder, snapshot_path, snapshot_provenance, snapshot_steps
+from ..text.scores import bleu_name, corpus_scores
 from ..text.tokenizers import CharTokenizer, SentencePieceTokenizer, Tokenizer
 from ..inference.distributed import Processes, launched_processes
 from ..inference.translator import Translator, resolve_device
@@ -69,7 +69,9 @@ _RESUME_FIXED = ("batch_size", "learning_rate", "warmup_steps", "label_smoothing
 class TrainingSummary:
     """Where training ended. ``train_loss``: the training objective (label-smoothed cross-entropy per
     target token) averaged since the previous validation; ``valid_loss``: plain cross-entropy per token;
-    chrF and BLEU in 0..100. Validation metrics are None without validation pairs (and off rank 0)."""
+    chrF and BLEU in 0..100, BLEU on characters for a character-level target (``bleu_name`` "char_bleu", the
+    metric's name in the provenance; models/text/scores.py). Validation metrics are None without validation pairs
+    (and off rank 0)."""
 
     step: int
     train_loss: float | None
@@ -79,6 +81,7 @@ class TrainingSummary:
     seconds: float
     checkpoint: Path
     model: Seq2Seq = field(repr=False)  # the trained model, in eval mode
+    bleu_name: str = "bleu"
 
 
 def state_path(out_path: str | Path) -> Path:
@@ -211,7 +214,9 @@ class _Trainer:
         self.stream = BatchStream(lengths, config.batch_size, config.seed)
         self.step, self.seconds_before, self.started = 0, 0.0, time.perf_counter()
         self.window = [0.0, 0]  # training loss sum and token count since the last validation
-        self.metrics: dict[str, float | None] = {"train_loss": None, "valid_loss": None, "chrf": None, "bleu": None}
+        self.bleu_name = bleu_name(self.characters)
+        self.metrics: dict[str, float | None] = {"train_loss": None, "valid_loss": None, "chrf": None,
+                                                 self.bleu_name: None}
         self.snapshot_steps = set(snapshot_steps(config.steps, config.snapshots))
         torch.manual_seed(derived_seed(config.seed, "dropout", processes.rank))
 
@@ -227,7 +232,8 @@ class _Trainer:
                   disable=not (config.progress and processes.main), dynamic_ncols=True) as bar:
             while self.step < config.steps:
                 loss, rate = self._train_step(network)
-                bar.set_postfix(loss=f"{loss:.3f}", lr=f"{rate:.2e}", refresh=False)
+                bar.set_postfix({"smoothed loss" if config.label_smoothing else "loss": f"{loss:.3f}",
+                                 "lr": f"{rate:.2e}"}, refresh=False)
                 bar.update(1)
                 last = self.step == config.steps  # validated before saved: the checkpoint gets its metrics
                 if last or (config.eval_every and self.step % config.eval_every == 0):
@@ -239,7 +245,8 @@ class _Trainer:
         self.model.eval()
         return TrainingSummary(step=self.step, train_loss=self.metrics["train_loss"],
                                valid_loss=self.metrics["valid_loss"], chrf=self.metrics["chrf"],
-                               bleu=self.metrics["bleu"], seconds=self._seconds(), checkpoint=self.out_path,
+                               bleu=self.metrics.get(self.bleu_name), bleu_name=self.bleu_name,
+                               seconds=self._seconds(), checkpoint=self.out_path,
                                model=self.model)
 
     def _seconds(self) -> float:
@@ -286,14 +293,19 @@ class _Trainer:
                                                               device=self.device)
                 if self.config.validation_sentences:
                     pairs = self.valid_pairs[: self.config.validation_sentences]
-                    self.metrics["chrf"], self.metrics["bleu"] = _decode_scores(self.model, self.tokenizers,
+                    self.metrics["chrf"], self.metrics[self.bleu_name] = _decode_scores(self.model, self.tokenizers,
                                                                                 pairs=pairs,
                                                                                 device=self.device)
             finally:
                 self.model.train()
         # Printed with or without the bar: in a background run's log these lines are the record.
-        shown = "  ".join(f"{name} {value:.3f}" for name, value in self.metrics.items() if value is not None)
-        bar.write(f"step {self.step} ({self._seconds():.0f} s): {shown}", file=sys.stderr)
+        bar.write(progress_line(self.step, self._seconds(), self.metrics, label_smoothing=self.config.label_smoothing),
+                  file=sys.stderr)
+
+    @property
+    def characters(self) -> bool:
+        """Whether the target side is characters (its BLEU then counts character n-grams)."""
+        return self.tokenizers[1].kind == "char"
 
     def _provenance(self) -> dict[str, Any]:
         training = {name: value for name, value in dataclasses.asdict(self.config).items()
@@ -362,7 +374,8 @@ class _Trainer:
         self.step = document["step"]
         self.stream = BatchStream(self.stream.lengths, self.config.batch_size, seed=self.config.seed,
                                   epoch=document["data"]["epoch"], index=document["data"]["index"])
-        self.window, self.metrics = list(document["window"]), dict(document["metrics"])
+        self.window = list(document["window"])
+        self.metrics.update({name: value for name, value in document["metrics"].items() if name in self.metrics})
         self.seconds_before = float(document["seconds"])
         self._restore_rng(tensors)
 
@@ -408,17 +421,29 @@ def _validation_loss(model: Seq2Seq, examples: list[Example], batch_size: int, d
     return total / tokens
 
 
+def progress_line(step: int, seconds: float, metrics: dict[str, float | None], *, label_smoothing: float) -> str:
+    """A validation's line: the training loss (the objective, label smoothing included: it does not fall to 0),
+    the validation's plain cross-entropy, chrF and BLEU (``char_bleu``: counted on characters)."""
+    shown = []
+    for name, value in metrics.items():
+        if value is None:
+            continue
+        note = f" (label smoothing {label_smoothing:g} included)" if name == "train_loss" and label_smoothing else ""
+        shown.append(f"{name} {value:.3f}{note}")
+    return f"step {step} ({seconds:.0f} s): " + "  ".join(shown)
+
+
 def _decode_scores(model: Seq2Seq, tokenizers: tuple[Tokenizer, Tokenizer], pairs: list[Pair],
                    device: torch.device) -> tuple[float, float]:
     """chrF and BLEU of greedy translations of ``pairs`` (each cut at twice its source length plus 10 tokens,
-    so an untrained model that never ends a sentence costs little)."""
+    so an untrained model that never ends a sentence costs little); BLEU on characters for a character-level
+    target."""
     translator = Translator(Checkpoint(model, *tokenizers), device)
     hypotheses = []
     for source, _ in pairs:
         length = len(translator.source(source, unknown="replace").ids)
         hypotheses.append(translator.translate(source, max_len=2 * length + 10, unknown="replace").text)
-    references = [[target for _, target in pairs]]
-    return sacrebleu.corpus_chrf(hypotheses, references).score, sacrebleu.corpus_bleu(hypotheses, references).score
+    return corpus_scores(hypotheses, [target for _, target in pairs], characters=tokenizers[1].kind == "char")
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, Tensor]:
