@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ..errors import CheckpointError
 from ..nn.base import Seq2Seq
+from ..nn.validation import dtype_name
 from ..storage.checkpoint import _aliases as tied_names
 from ..storage.checkpoint import iter_safetensors
 from ..text.tokenizers import TokenizerJsonTokenizer
@@ -163,12 +164,10 @@ def read_safetensors(path: Path) -> dict[str, Tensor]:
 
 
 def tensor_dict(value: Any) -> dict[str, Tensor] | None:
-    """``value`` as a state dict (a mapping of tensors, or a module's ``state_dict()``), else None."""
+    """``value`` as a state dict (a mapping of tensors, or the tensors a module holds, named as its
+    ``state_dict()`` names them), else None."""
     if isinstance(value, nn.Module):
-        try:
-            value = value.state_dict()
-        except AttributeError:  # a stand-in built by a builtin's __new__ (a pickled int subclass) has no module state
-            return None
+        value = module_tensors(value)
     if isinstance(value, Mapping) and value and all(isinstance(k, str) for k in value) \
             and all(isinstance(v, Tensor) for v in value.values()):
         state = dict(value)
@@ -176,6 +175,49 @@ def tensor_dict(value: Any) -> dict[str, Tensor] | None:
             state = {key[len("module."):]: tensor for key, tensor in state.items()}
         return state
     return None
+
+
+MAX_MODULES = 1 << 16  # submodules read from one unpickled module (one shared in many places counts each time)
+
+
+def module_tensors(module: nn.Module) -> dict[str, Tensor] | None:
+    """What ``module.state_dict()`` would hold, read from the dictionaries a pickled module restores (its
+    ``_parameters``, persistent ``_buffers`` and ``_modules``) without calling any of its methods: a trusted
+    file's module may carry hooks or methods of its own (``state_dict()`` runs its state-dict hooks), and nothing
+    from a file is ever run. None when it holds no such dictionaries (a stand-in for a non-module object)."""
+    state: dict[str, Tensor] = {}
+    pending: list[tuple[str, Any, tuple[int, ...]]] = [("", module, ())]
+    visited = 0
+    while pending and visited < MAX_MODULES:
+        prefix, current, ancestors = pending.pop()
+        visited += 1
+        parts = _module_parts(current)
+        if parts is None:
+            return None if current is module else state
+        parameters, buffers, children, transient = parts
+        for name, tensor in [*parameters.items(), *((name, tensor) for name, tensor in buffers.items()
+                                                     if name not in transient)]:
+            if isinstance(name, str) and isinstance(tensor, Tensor):
+                state[prefix + name] = Tensor.detach(tensor)
+        inside = (*ancestors, id(current))
+        pending.extend(reversed([(f"{prefix}{name}.", child, inside) for name, child in children.items()
+                                 if isinstance(name, str) and isinstance(child, nn.Module)
+                                 and id(child) not in inside]))
+    return state
+
+
+def _module_parts(module: Any) -> tuple[dict, dict, dict, Collection] | None:
+    """A module's parameters, buffers, submodules and the names of its buffers not saved, as its ``__dict__``
+    holds them (read without attribute lookups that a class could redirect), or None."""
+    try:
+        attributes = object.__getattribute__(module, "__dict__")
+    except AttributeError:
+        return None
+    parts = [attributes.get(name) for name in ("_parameters", "_buffers", "_modules")]
+    if not all(isinstance(part, dict) for part in parts):
+        return None
+    transient = attributes.get("_non_persistent_buffers_set")
+    return parts[0], parts[1], parts[2], transient if isinstance(transient, (set, frozenset)) else set()
 
 
 WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "net", "module", "weights")
@@ -210,7 +252,11 @@ class WeightMap:
                 self.absent.append(key)
             return None
         self.taken.add(key)
-        return self.state[key].detach().float()
+        tensor = self.state[key]
+        if not tensor.is_floating_point():  # integers would be taken as numbers, complex ones lose a part
+            raise self.source.error(f"weight {key} is stored as {dtype_name(tensor.dtype)}; the {self.layout} "
+                                    f"layout needs floating-point numbers there")
+        return tensor.detach().float()
 
     def has(self, key: str) -> bool:
         return key in self.state

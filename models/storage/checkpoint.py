@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..nn.base import Seq2Seq
 from ..nn.config import config_from_dict, config_to_dict
@@ -28,7 +29,7 @@ from ..errors import AttnvizError, CheckpointError, ForeignCheckpointError, Nume
 from .files import existing_file, read_header
 from .tensor_files import SAFETENSORS_DTYPES, write_safetensors
 from ..text.tokenizers import Tokenizer
-from ..nn.validation import check_against_weights, check_shapes
+from ..nn.validation import check_against_weights, check_dtypes, check_shapes
 
 FORMAT = "attnviz"
 FORMAT_VERSION = 1
@@ -230,20 +231,36 @@ def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Se
         raise CheckpointError(path, f"bad metadata: missing tokenizer entry or a malformed one "
                                     f"({type(error).__name__}: {_first_line(error)[:120]})") from None
     _check_vocabularies(path, config, source=source, target=target)
-    shapes = _stored_shapes(path)
+    stored = _stored_tensors(path)
+    shapes = {name: shape for name, (shape, _) in stored.items()}
     check_against_weights(path, config, shapes)
     with _parameters_on_meta():
         model = build_model(config)
     check_shapes(path, model, stored=shapes, aliases=_aliases(model))
+    check_dtypes(path, model, {name: dtype for name, (_, dtype) in stored.items()})
     return model, source, target
+
+
+class _EmptyOnMeta(TorchFunctionMode):
+    """``torch.empty`` without a device gives a meta tensor: what torch's modules (``nn.Linear``, ``nn.Embedding``,
+    ``nn.GRU``, ``nn.LSTMCell``...) make their parameters from, so that a config of a huge model costs no memory
+    while it is built (a GRU of hidden size 30,000 asks for 10.8 GB in one ``torch.empty``). The buffers a model
+    computes from its config (position tables) are made by other functions and stay real."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.empty and kwargs.get("device") is None:
+            kwargs = {**kwargs, "device": "meta"}
+        return func(*args, **kwargs)
 
 
 @contextlib.contextmanager
 def _parameters_on_meta():
-    """While building: each parameter a module registers moves to the meta device as it is registered, and
-    ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but seconds of
-    torch's decompositions), so building touches no weight memory. A parameter already on meta is registered
-    as it is, which keeps tied weights (``output.weight = embedding.weight``) one parameter."""
+    """While building: each parameter a module registers is made on (``_EmptyOnMeta``) or moved to the meta
+    device, and ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but
+    seconds of torch's decompositions), so building touches no weight memory, whatever sizes the config gives. A
+    parameter already on meta is registered as it is, which keeps tied weights (``output.weight =
+    embedding.weight``) one parameter."""
     register = nn.Module.register_parameter
     initialisers = {name: function for name, function in vars(nn.init).items()
                     if name.endswith("_") and not name.startswith("_") and callable(function)}
@@ -262,7 +279,8 @@ def _parameters_on_meta():
     for name, function in initialisers.items():
         setattr(nn.init, name, skipping_meta(function))
     try:
-        yield
+        with _EmptyOnMeta():
+            yield
     finally:
         nn.Module.register_parameter = register
         for name, function in initialisers.items():
@@ -292,8 +310,17 @@ def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
 
 
 def available_memory() -> int | None:
-    """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), or
-    None where that cannot be read."""
+    """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), and no
+    more than the process's own limits leave it (``ulimit -v``: its address space, ``ulimit -d``: its data), or
+    None where neither can be read."""
+    available = _system_available()
+    for limit, used in _process_limits():
+        left = max(0, limit - used)
+        available = left if available is None else min(available, left)
+    return available
+
+
+def _system_available() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
@@ -307,18 +334,60 @@ def available_memory() -> int | None:
         return None
 
 
-def _stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Name and shape of every tensor in the file, from its header only (no weights are read)."""
-    shapes = {}
-    for name, entry in read_header(path).items():
+def _process_limits() -> list[tuple[int, int]]:
+    """(limit, bytes in use) of each memory limit set on this process (Linux: from /proc/self/status)."""
+    try:
+        import resource
+
+        limits = {"VmSize": resource.getrlimit(resource.RLIMIT_AS)[0],
+                  "VmData": resource.getrlimit(resource.RLIMIT_DATA)[0]}
+        with open("/proc/self/status", encoding="ascii") as status:
+            used = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in status
+                    if line.split(":")[0] in limits}
+    except (ImportError, OSError, ValueError, IndexError):
+        return []
+    return [(limit, used[name]) for name, limit in limits.items()
+            if limit != resource.RLIM_INFINITY and name in used]
+
+
+def _stored_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Name, shape and dtype of every tensor in the file, from its header only (no weights are read), each checked
+    to describe bytes the file holds: a header cannot make a model be built that its file does not have."""
+    header = read_header(path)
+    data_size = _data_size(path)
+    stored = {}
+    for name, entry in header.items():
         if name == "__metadata__":
             continue
         shape = entry.get("shape") if isinstance(entry, dict) else None
         if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
                                                   for size in shape):
             raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
-        shapes[name] = tuple(shape)
-    return shapes
+        stored[name] = (tuple(shape), _tensor_place(path, name, entry, data_size)[2])
+    return stored
+
+
+def _data_size(path: Path) -> int:
+    """Bytes of the file after its header (the tensors' data)."""
+    with open(path, "rb") as handle:
+        file_size = handle.seek(0, os.SEEK_END)
+        return file_size - 8 - struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
+
+
+def _tensor_place(path: Path, name: str, entry: Any, data_size: int) -> tuple[int, int, torch.dtype, int]:
+    """(first byte, end, dtype, element count) of one tensor of the header, checked to be a known dtype whose
+    bytes fill exactly their place, inside the file."""
+    begin, end = _offsets(path, (name, entry))
+    torch_dtype = getattr(torch, SAFETENSORS_DTYPES.get(entry.get("dtype"), ""), None)
+    if torch_dtype is None:
+        raise CheckpointError(path, f"tensor {name[:60]!r} has an unknown dtype {str(entry.get('dtype'))[:20]!r}")
+    count = 1
+    for size in entry["shape"]:
+        count *= size
+    if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
+        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
+                                    f"its place in the file: cut short?)")
+    return begin, end, torch_dtype, count
 
 
 def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
@@ -405,17 +474,8 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
             start = 8 + struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
             data_size = file_size - start
             for name, entry in entries:
-                begin, end = _offsets(path, (name, entry))
-                torch_dtype = getattr(torch, SAFETENSORS_DTYPES.get(entry.get("dtype"), ""), None)
-                if torch_dtype is None:
-                    raise CheckpointError(path, f"tensor {name[:60]!r} has an unknown dtype {entry.get('dtype')!r}")
-                shape = entry.get("shape")
-                count = 1
-                for size in shape:
-                    count *= size
-                if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
-                    raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
-                                                f"its place in the file: cut short?)")
+                begin, end, torch_dtype, count = _tensor_place(path, name, entry, data_size)
+                shape = entry["shape"]
                 convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
                 if count == 0:
                     tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
