@@ -243,8 +243,12 @@ def hooked(module: torch.nn.Module, kind: str) -> torch.nn.Module:
         child.__dict__["_save_to_state_dict"] = int
     elif kind == "itself-inside":
         module._modules["again"] = module
-    elif kind == "odd-dictionaries":
-        module.__dict__["_non_persistent_buffers_set"] = 7
+    elif kind == "odd-dictionaries":  # state_dict() would ask whether a buffer's name is in 7
+        if not any(True for _ in module.buffers()):
+            child.register_buffer("counts", torch.zeros(2))
+        for inner in module.modules():
+            if inner._buffers:
+                inner.__dict__["_non_persistent_buffers_set"] = 7
         child._modules["not-a-module"] = None
     return module
 
@@ -267,6 +271,24 @@ def test_a_trusted_model_with_hooks_converts_without_running_them(capsys, tmp_pa
     converted = load_checkpoint(out).model.state_dict()
     assert torch.equal(converted["output.weight"], expected["generator.weight"])
     assert torch.equal(converted["src_embedding.tokens.weight"], expected["src_tok_emb.embedding.weight"])
+
+
+@pytest.mark.parametrize("trust, value", [(False, 7), (True, 7), (True, int)], ids=["7", "7-trusted", "int-trusted"])
+def test_tensors_whose_pickled_state_replaces_their_methods_are_read_as_tensors(capsys, tmp_path, tutorial, trust,
+                                                                              value):
+    """A parameter's pickled state sets attributes on it (torch's weights-only reader allows plain values, so
+    ``weight.float = 7`` needs no trust): they never take the place of torch's own methods."""
+    from models.storage.checkpoint import load_checkpoint
+
+    original, _, _, src_vocab, tgt_vocab = tutorial
+    state = copy.deepcopy(original).state_dict(keep_vars=True)
+    for name in ("detach", "float", "numel", "element_size", "untyped_storage", "is_floating_point", "to"):
+        setattr(state["generator.weight"], name, value)
+    path, out = tmp_path / "transformer.pt", tmp_path / "out.safetensors"
+    torch.save(state, path)
+    run_cli(capsys, ["convert", path, "-o", out, "--set", "nhead=4", "--set", "norm_first=false", "--src-vocab",
+                     src_vocab, "--tgt-vocab", tgt_vocab, *(["--trust"] if trust else [])], allowed=(0,))
+    assert torch.equal(load_checkpoint(out).model.output.weight, original.generator.weight.detach())
 
 
 def torch_zip_of(value) -> bytes:
