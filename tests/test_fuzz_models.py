@@ -239,7 +239,8 @@ def hooked(module: torch.nn.Module, kind: str) -> torch.nn.Module:
     elif kind == "state-dict-pre-hooks":
         module._state_dict_pre_hooks[0] = int
     elif kind == "methods-in-the-instance":
-        module.__dict__.update(state_dict=int, named_parameters=int, parameters=int, named_buffers=int)
+        module.__dict__.update(state_dict=int, named_parameters=int, parameters=int, named_buffers=int, modules=int,
+                               named_modules=int, children=int, named_children=int)
         child.__dict__["_save_to_state_dict"] = int
     elif kind == "itself-inside":
         module._modules["again"] = module
@@ -289,6 +290,21 @@ def test_tensors_whose_pickled_state_replaces_their_methods_are_read_as_tensors(
     run_cli(capsys, ["convert", path, "-o", out, "--set", "nhead=4", "--set", "norm_first=false", "--src-vocab",
                      src_vocab, "--tgt-vocab", tgt_vocab, *(["--trust"] if trust else [])], allowed=(0,))
     assert torch.equal(load_checkpoint(out).model.output.weight, original.generator.weight.detach())
+
+
+def test_a_trusted_model_whose_layer_settings_are_odd_asks_for_them(capsys, tmp_path, tutorial):
+    """The settings read from a pickled nn.TransformerEncoderLayer are taken only as the types torch gives them:
+    odd ones say nothing, and the file's settings are asked for in one line."""
+    original, _, _, src_vocab, tgt_vocab = tutorial
+    model = copy.deepcopy(original)
+    for layer in model.transformer.encoder.layers:
+        layer.__dict__["norm_first"] = "yes"
+        layer.self_attn.__dict__["num_heads"] = [4]
+    path = tmp_path / "whole.pt"
+    torch.save(model, path)
+    _, _, err = run_cli(capsys, ["convert", "--trust", path, "-o", tmp_path / "out.safetensors", "--src-vocab",
+                                 src_vocab, "--tgt-vocab", tgt_vocab], allowed=(1,))
+    assert "--set nhead=N" in err and "--set norm_first=" in err
 
 
 def torch_zip_of(value) -> bytes:

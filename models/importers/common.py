@@ -8,7 +8,7 @@ weight, a shape, a hyper-parameter the file does not hold), never a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -185,25 +185,35 @@ def module_tensors(module: nn.Module) -> dict[str, Tensor] | None:
     ``_parameters``, persistent ``_buffers`` and ``_modules``) without calling any of its methods: a trusted
     file's module may carry hooks or methods of its own (``state_dict()`` runs its state-dict hooks), and nothing
     from a file is ever run. None when it holds no such dictionaries (a stand-in for a non-module object)."""
+    if _module_parts(module) is None:
+        return None
     state: dict[str, Tensor] = {}
-    pending: list[tuple[str, Any, tuple[int, ...]]] = [("", module, ())]
-    visited = 0
-    while pending and visited < MAX_MODULES:
-        prefix, current, ancestors = pending.pop()
-        visited += 1
-        parts = _module_parts(current)
-        if parts is None:
-            return None if current is module else state
-        parameters, buffers, children, transient = parts
+    for prefix, inner in submodules(module):
+        parameters, buffers, _, transient = _module_parts(inner)
         for name, tensor in [*parameters.items(), *((name, tensor) for name, tensor in buffers.items()
                                                      if name not in transient)]:
             if isinstance(name, str) and isinstance(tensor, Tensor):
                 state[prefix + name] = Tensor.detach(tensor)
+    return state
+
+
+def submodules(module: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """``module`` and every module under it, depth first as ``state_dict()`` names them (with the prefix of their
+    names: ``""``, ``"encoder."``...), found through the ``_modules`` dictionaries the pickle restored (no method
+    of theirs is called); a module inside itself is not followed, and at most :data:`MAX_MODULES` are given."""
+    pending: list[tuple[str, Any, tuple[int, ...]]] = [("", module, ())]
+    visited = 0
+    while pending and visited < MAX_MODULES:
+        prefix, current, ancestors = pending.pop()
+        parts = _module_parts(current)
+        if parts is None:
+            continue
+        visited += 1
+        yield prefix, current
         inside = (*ancestors, id(current))
-        pending.extend(reversed([(f"{prefix}{name}.", child, inside) for name, child in children.items()
+        pending.extend(reversed([(f"{prefix}{name}.", child, inside) for name, child in parts[2].items()
                                  if isinstance(name, str) and isinstance(child, nn.Module)
                                  and id(child) not in inside]))
-    return state
 
 
 def _module_parts(module: Any) -> tuple[dict, dict, dict, Collection] | None:
