@@ -108,6 +108,31 @@ def test_a_header_that_claims_more_than_its_file_holds_is_refused_before_buildin
             assert "does not fit its place in the file: cut short?" in err
 
 
+def test_a_foreign_safetensors_file_larger_than_the_free_memory_is_refused_before_reading(capsys, tmp_path):
+    """A real safetensors file (sparse: no disk) whose one tensor, 3.6 GB, is more than the memory left."""
+    path = tmp_path / "weights.safetensors"
+    header = json.dumps({"transformer.encoder.layers.0.linear1.weight": {
+        "dtype": "F32", "shape": [30000, 30000], "data_offsets": [0, 30000 * 30000 * 4]}}).encode()
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(header)) + header)
+        handle.truncate(8 + len(header) + 30000 * 30000 * 4)
+    with address_space_limited():
+        _, _, err = run_cli(capsys, ["convert", path, "-o", tmp_path / "out.safetensors"], allowed=(1,))
+    assert f"{path}: its tensors need ~3.4 GB of memory" in err
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_a_torch_file_larger_than_the_free_memory_is_refused_before_unpickling(tmp_path, legacy):
+    """A real torch.save file of 256 MB, read with 128 MB of memory left."""
+    from models.errors import CheckpointError
+    from models.importers import safe_load
+
+    path = tmp_path / "large.pt"
+    torch.save({"weight": torch.zeros(64 << 20)}, path, _use_new_zipfile_serialization=not legacy)
+    with address_space_limited(headroom=128 << 20), pytest.raises(CheckpointError, match="its tensors need ~0.3 GB"):
+        safe_load.load(path)
+
+
 @pytest.mark.parametrize("changes", [
     {"hidden": -1}, {"hidden": 0}, {"decoder_layers": 0}, {"decoder_layers": -3}, {"decoder_heads": 0},
     {"embedding_size": -1}, {"annotation_size": -5}, {"max_len": 0}, {"hidden": 10 ** 9}, {"hidden": 2 ** 64},

@@ -20,7 +20,7 @@ from ..errors import CheckpointError
 from ..nn.base import Seq2Seq
 from ..nn.validation import dtype_name
 from ..storage.checkpoint import _aliases as tied_names
-from ..storage.checkpoint import iter_safetensors
+from ..storage.checkpoint import check_memory_for_bytes, iter_safetensors, stored_bytes
 from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
 
@@ -159,7 +159,9 @@ def _convert(value: Any, kind: type, key: str, format_name: str) -> Any:
 
 def read_safetensors(path: Path) -> dict[str, Tensor]:
     """Every tensor of a safetensors file (no pickle involved), each read into memory of its own that a converted
-    model then takes as its weight (no copy of the file's bytes besides); unreadable files are one-line errors."""
+    model then takes as its weight (no copy of the file's bytes besides); unreadable files, and tensors that would
+    not fit in the free memory, are one-line errors before any is read."""
+    check_memory_for_bytes(path, stored_bytes(path))
     return dict(iter_safetensors(path))
 
 

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
+from ..storage.checkpoint import check_memory_for_bytes
 from .pickle_bounds import check_pickle_size, size_budget
 
 
@@ -300,6 +301,8 @@ def load(path: str | Path, *, trust: bool = False) -> Any:
             raise CheckpointError(path, "truncated or damaged: a torch.save zip archive without its directory "
                                         "(was the download or copy cut short?)")
         with zipfile.ZipFile(path) as archive:
+            # what torch.load unpacks: its storages at their unpacked size (a compressed one may claim gigabytes)
+            check_memory_for_bytes(path, sum(member.file_size for member in archive.infolist()))
             for member in archive.infolist():
                 if member.filename.endswith(".pkl"):
                     data = _read_member(path, archive, member)
@@ -307,6 +310,7 @@ def load(path: str | Path, *, trust: bool = False) -> Any:
                     check_pickle_size(path, data, budget)
         return _checked_tensors(path, _torch_load(path, trust))
     if head.startswith(_LEGACY_TORCH_MAGIC) or head[:1] == b"\x80":
+        check_memory_for_bytes(path, path.stat().st_size)
         data = path.read_bytes()
         refuse_hostile(path, data)
         check_pickle_size(path, data, budget)

@@ -309,6 +309,23 @@ def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
                                     f"{available / 2**30:.1f} GB of memory is free{hint}")
 
 
+def check_memory_for_bytes(path: Path, needed: int) -> None:
+    """Refuse in one line, before they are read, ``needed`` bytes of a file's tensors (a foreign checkpoint's, read
+    whole) that would not fit in the memory the system has left."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise CheckpointError(path, f"its tensors need ~{needed / 2**30:.1f} GB of memory, "
+                                    f"{available / 2**30:.1f} GB is free")
+
+
+def stored_bytes(path: Path) -> int:
+    """Bytes of all the tensors of a safetensors file, from its header (each checked to fit its place in the file)."""
+    data_size = _data_size(path)
+    return sum(end - begin for begin, end, _, _ in (_tensor_place(path, name, entry, data_size)
+                                                   for name, entry in read_header(path).items()
+                                                   if name != "__metadata__"))
+
+
 def available_memory() -> int | None:
     """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), and no
     more than the process's own limits leave it (``ulimit -v``: its address space, ``ulimit -d``: its data), or
