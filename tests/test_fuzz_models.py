@@ -357,3 +357,20 @@ def test_a_trusted_zip_with_integer_state_dict_hooks_in_a_child_process(tmp_path
                              limit=resource.RLIM_INFINITY)
     assert_process_error(result, str(path), "match no format this version imports")
     assert not (tmp_path / "out.safetensors").exists()
+
+
+@pytest.mark.parametrize("index2word", [{0: "SOS", 2: "EOS"}, {0: "SOS", 1: ["EOS"]}, {"0": "SOS", "1": "EOS"},
+                                        {0: "SOS", 1.5: "EOS"}], ids=["gap", "list-token", "text-ids", "float-id"])
+def test_a_trusted_tutorial_file_whose_vocabulary_is_odd_is_one_line(capsys, tmp_path, index2word):
+    """The seq2seq tutorial's modules pickled whole with their ``Lang`` objects (tests/test_import_pytorch_seq2seq.py),
+    the input language's ids odd."""
+    from tests.test_import_pytorch_seq2seq import HIDDEN, SRC_WORDS, TGT_WORDS, AttnDecoderRNN, EncoderRNN, Lang
+
+    source_lang = Lang(SRC_WORDS)
+    source_lang.index2word = index2word
+    path = tmp_path / "whole.pt"
+    torch.save({"encoder": EncoderRNN(2 + len(SRC_WORDS), HIDDEN),
+                "decoder": AttnDecoderRNN(HIDDEN, 2 + len(TGT_WORDS)),
+                "input_lang": source_lang, "output_lang": Lang(TGT_WORDS)}, path)
+    _, _, err = run_cli(capsys, ["convert", "--trust", path, "-o", tmp_path / "out.safetensors"], allowed=(1,))
+    assert str(path) in err

@@ -451,14 +451,14 @@ def read_vocabulary(path: str | Path, *, side: str = "src", trust: bool = False)
         raise CheckpointError(path, "no such vocabulary file")
     data = path.read_bytes()
     if data[:1] == b"\x80" or data.startswith(b"PK\x03\x04"):
-        return _tokens_from_object(path, safe_load.load(path, trust=trust), side)
+        return tokens_from_object(path, safe_load.load(path, trust=trust), side)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CheckpointError(path, "a vocabulary file must be UTF-8 text, JSON or a pickle") from None
     if path.suffix == ".json":
         try:
-            return _tokens_from_object(path, json.loads(text), side)
+            return tokens_from_object(path, json.loads(text), side)
         except json.JSONDecodeError as error:
             raise CheckpointError(path, f"not valid JSON ({error})") from None
     tokens = text.split("\n")
@@ -470,7 +470,7 @@ def read_vocabulary(path: str | Path, *, side: str = "src", trust: bool = False)
     return tokens
 
 
-def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> list[str]:
+def tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> list[str]:
     """Follow the usual containers down to a token list: ``{'vocab': {'src': Field}}``, ``Field.vocab``..."""
     if isinstance(value, list) and value and all(isinstance(token, str) for token in value):
         return list(value)
@@ -479,7 +479,9 @@ def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> li
         return _from_ids(path, dict(value))
     attributes = vars(value) if hasattr(value, "__dict__") and not isinstance(value, Mapping) else {}
     if isinstance(attributes.get("index2word"), Mapping):  # the PyTorch tutorial's Lang
-        return _from_ids(path, {token: int(index) for index, token in attributes["index2word"].items()})
+        pairs = list(attributes["index2word"].items())
+        if all(isinstance(token, str) and type(index) is int for index, token in pairs):
+            return _from_ids(path, {token: index for index, token in pairs})
     if isinstance(attributes.get("itos"), list):  # a torchtext legacy Vocab
         return list(attributes["itos"])
     if depth < 4:
@@ -488,7 +490,7 @@ def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> li
             keys = ("src", "source", "vocab", "dict") if side == "src" else ("tgt", "trg", "target", "vocab", "dict")
             inner = next((value[key] for key in keys if key in value), None)
         if inner is not None:
-            return _tokens_from_object(path, inner, side=side, depth=depth + 1)
+            return tokens_from_object(path, inner, side=side, depth=depth + 1)
     raise CheckpointError(path, f"holds no vocabulary this reader knows ({type(value).__name__}); give a text "
                                 f"file with one token a line")
 
