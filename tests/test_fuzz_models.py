@@ -108,6 +108,22 @@ def test_a_header_that_claims_more_than_its_file_holds_is_refused_before_buildin
             assert "does not fit its place in the file: cut short?" in err
 
 
+@pytest.mark.parametrize("count", [300_000, 100_000])
+def test_a_header_listing_a_hundred_thousand_tensors_is_refused_at_once(capsys, tmp_path, count):
+    """Empty tensors by the hundred thousand (a 67 MB header of a million took 45 s to refuse, parsed again and again)."""
+    demo = ROOT / "resources/checkpoints/piglatin-gru-additive.safetensors"
+    data = demo.read_bytes()
+    length = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + length])
+    header.update({f"x{number}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]} for number in range(count)})
+    encoded = json.dumps(header).encode()
+    path = tmp_path / "many.safetensors"
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data[8 + length:])
+    for command in (["info", path], ["translate", "-c", path, "abc"], ["convert", path, "-o", tmp_path / "out.safetensors"]):
+        _, _, err = run_cli(capsys, command, allowed=(1,))
+        assert "objects; at most 131,072" in err or "tensors; at most 65,536" in err
+
+
 def test_a_foreign_safetensors_file_larger_than_the_free_memory_is_refused_before_reading(capsys, tmp_path):
     """A real safetensors file (sparse: no disk) whose one tensor, 3.6 GB, is more than the memory left."""
     path = tmp_path / "weights.safetensors"
