@@ -29,10 +29,17 @@ from safetensors.torch import load_file, save_file
 from models.nn.config import TRANSFORMER_ARCHS, RNN_ARCHS
 from models.text.tokenizers import CharTokenizer
 from tests.helpers import LETTERS, tiny_config, write_sparse_checkpoint
-from tests.test_fuzz import _status, assert_process_error, run_cli
+from tests.test_fuzz import WORST, _status, assert_process_error, run_cli
 
 HEADROOM = 1 << 30  # bytes of address space a case may take beyond what the process already has
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_worst():
+    yield
+    print(f"\nhostile model files: {WORST['cases']} CLI cases, worst {WORST['seconds']:.2f} s, "
+          f"worst memory growth {WORST['growth_kb'] / 1024:.0f} MB")
 
 
 @contextlib.contextmanager
@@ -110,7 +117,8 @@ def test_a_header_that_claims_more_than_its_file_holds_is_refused_before_buildin
 
 @pytest.mark.parametrize("count", [300_000, 100_000])
 def test_a_header_listing_a_hundred_thousand_tensors_is_refused_at_once(capsys, tmp_path, count):
-    """Empty tensors by the hundred thousand (a 67 MB header of a million took 45 s to refuse, parsed again and again)."""
+    """Empty tensors by the hundred thousand (a 67 MB header of a million took 45 s to refuse, parsed again and
+    again)."""
     demo = ROOT / "resources/checkpoints/piglatin-gru-additive.safetensors"
     data = demo.read_bytes()
     length = struct.unpack("<Q", data[:8])[0]
@@ -119,7 +127,8 @@ def test_a_header_listing_a_hundred_thousand_tensors_is_refused_at_once(capsys, 
     encoded = json.dumps(header).encode()
     path = tmp_path / "many.safetensors"
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data[8 + length:])
-    for command in (["info", path], ["translate", "-c", path, "abc"], ["convert", path, "-o", tmp_path / "out.safetensors"]):
+    out = tmp_path / "out.safetensors"
+    for command in (["info", path], ["translate", "-c", path, "abc"], ["convert", path, "-o", out]):
         _, _, err = run_cli(capsys, command, allowed=(1,))
         assert "objects; at most 131,072" in err or "tensors; at most 65,536" in err
 

@@ -321,7 +321,7 @@ def check_memory_for_bytes(path: Path, needed: int) -> None:
 def stored_bytes(path: Path) -> int:
     """Bytes of all the tensors of a safetensors file, from its header (each checked to fit its place in the file)."""
     data_size = _data_size(path)
-    return sum(end - begin for begin, end, _, _ in (_tensor_place(path, name, entry, data_size)
+    return sum(end - begin for begin, end, _, _ in (_tensor_place(path, name, entry, data_size=data_size)
                                                    for name, entry in read_header(path).items()
                                                    if name != "__metadata__"))
 
@@ -380,18 +380,21 @@ def _stored_tensors(path: Path) -> dict[str, tuple[tuple[int, ...], torch.dtype]
         if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
                                                   for size in shape):
             raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
-        stored[name] = (tuple(shape), _tensor_place(path, name, entry, data_size)[2])
+        stored[name] = (tuple(shape), _tensor_place(path, name, entry, data_size=data_size)[2])
     return stored
 
 
 def _data_size(path: Path) -> int:
     """Bytes of the file after its header (the tensors' data)."""
-    with open(path, "rb") as handle:
-        file_size = handle.seek(0, os.SEEK_END)
-        return file_size - 8 - struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
+    try:
+        with open(path, "rb") as handle:
+            file_size = handle.seek(0, os.SEEK_END)
+            return file_size - 8 - struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
+    except OSError as error:
+        raise CheckpointError(path, f"cannot be read ({error.strerror or error})") from None
 
 
-def _tensor_place(path: Path, name: str, entry: Any, data_size: int) -> tuple[int, int, torch.dtype, int]:
+def _tensor_place(path: Path, name: str, entry: Any, *, data_size: int) -> tuple[int, int, torch.dtype, int]:
     """(first byte, end, dtype, element count) of one tensor of the header, checked to be a known dtype whose
     bytes fill exactly their place, inside the file."""
     begin, end = _offsets(path, (name, entry))
@@ -401,7 +404,7 @@ def _tensor_place(path: Path, name: str, entry: Any, data_size: int) -> tuple[in
     count = 1
     for size in entry["shape"]:
         count *= size
-    if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
+    if end > data_size or end - begin != count * torch_dtype.itemsize:
         raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
                                     f"its place in the file: cut short?)")
     return begin, end, torch_dtype, count
@@ -491,7 +494,7 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
             start = 8 + struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
             data_size = file_size - start
             for name, entry in entries:
-                begin, end, torch_dtype, count = _tensor_place(path, name, entry, data_size)
+                begin, end, torch_dtype, count = _tensor_place(path, name, entry, data_size=data_size)
                 shape = entry["shape"]
                 convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
                 if count == 0:
