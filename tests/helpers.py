@@ -47,17 +47,28 @@ def tiny_config(arch: str, vocab_size: int = len(LETTERS) + 4, **overrides):
 def write_checkpoint_twice_the_free_memory(path: Path, tokenizer) -> int:
     """A real attnviz checkpoint file whose float32 weights need about twice the memory this machine has free, as
     a sparse file (its weights take no disk); returns their size in bytes."""
-    import json
     import math
-    import struct
 
-    from models import build_model
-    from models.storage.checkpoint import _parameters_on_meta, available_memory
-    from models.nn.config import config_to_dict
+    from models.storage.checkpoint import available_memory
 
     available = available_memory()
     width = 64 * math.ceil(math.sqrt(available / 24) / 64)  # 3 attentions of 4 width² float32 weights: 2× that
     config = tiny_config("transformer-postln", d_model=width, heads=1, d_ff=64, encoder_layers=1, decoder_layers=1)
+    return write_sparse_checkpoint(path, config, tokenizer, tokenizer)
+
+
+def write_sparse_checkpoint(path: Path, config, source, target=None) -> int:
+    """A real attnviz checkpoint file of the model ``config`` describes with the tokenizers ``source`` and
+    ``target`` (default: the same), its float32 weights as a sparse file (they take no disk, and read as zeros);
+    returns their size in bytes. The model is built without weights to learn its shapes."""
+    import json
+    import struct
+
+    from models import build_model
+    from models.nn.config import config_to_dict
+    from models.storage.checkpoint import _parameters_on_meta
+
+    target = target or source
     with _parameters_on_meta():
         model = build_model(config)
     header, offset = {}, 0
@@ -67,7 +78,7 @@ def write_checkpoint_twice_the_free_memory(path: Path, tokenizer) -> int:
         offset += size
     header["__metadata__"] = {"format": "attnviz", "format_version": "1", "provenance": "{}",
                               "config": json.dumps(config_to_dict(config)),
-                              "tokenizers": json.dumps({"source": tokenizer.to_dict(), "target": tokenizer.to_dict()})}
+                              "tokenizers": json.dumps({"source": source.to_dict(), "target": target.to_dict()})}
     encoded = json.dumps(header).encode()
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(encoded)) + encoded)

@@ -23,6 +23,22 @@ def test_a_config_that_claims_a_huge_model_gets_a_message_and_keeps_the_model(qt
     run_text(qtbot, window, "abc", max_len=3)  # still usable
 
 
+def test_a_recurrent_model_of_hidden_size_30000_gets_a_message_and_keeps_the_model(qtbot, window, tmp_path,  # noqa: F811
+                                                                                   random_checkpoint):
+    """Its weights (57 GB) are refused before anything is allocated: the window's process limited to what it uses
+    plus 1 GB meanwhile, an allocation of them would fail instead of passing unnoticed in virtual memory."""
+    from tests.test_fuzz_models import address_space_limited, huge_checkpoint
+
+    path = tmp_path / "gru-30000.safetensors"
+    huge_checkpoint(path, "gru-additive", {"hidden": 30000})
+    with address_space_limited():
+        window.open_path(str(path))
+        qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    assert str(path) in window.input_bar.result_text() and "the weights need ~" in window.input_bar.result_text()
+    assert window.session.model.path == random_checkpoint
+    run_text(qtbot, window, "abc", max_len=3)
+
+
 def test_nan_cells_are_painted_and_named(window):  # noqa: F811
     matrix = np.full((2, 3), 0.25, dtype=np.float32)
     matrix[1, 2] = np.nan

@@ -8,7 +8,7 @@ weight, a shape, a hyper-parameter the file does not hold), never a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,9 @@ from torch import Tensor, nn
 
 from ..errors import CheckpointError
 from ..nn.base import Seq2Seq
+from ..nn.validation import dtype_name
 from ..storage.checkpoint import _aliases as tied_names
-from ..storage.checkpoint import iter_safetensors
+from ..storage.checkpoint import check_memory_for_bytes, iter_safetensors, stored_bytes
 from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
 
@@ -158,17 +159,17 @@ def _convert(value: Any, kind: type, key: str, format_name: str) -> Any:
 
 def read_safetensors(path: Path) -> dict[str, Tensor]:
     """Every tensor of a safetensors file (no pickle involved), each read into memory of its own that a converted
-    model then takes as its weight (no copy of the file's bytes besides); unreadable files are one-line errors."""
+    model then takes as its weight (no copy of the file's bytes besides); unreadable files, and tensors that would
+    not fit in the free memory, are one-line errors before any is read."""
+    check_memory_for_bytes(path, stored_bytes(path))
     return dict(iter_safetensors(path))
 
 
 def tensor_dict(value: Any) -> dict[str, Tensor] | None:
-    """``value`` as a state dict (a mapping of tensors, or a module's ``state_dict()``), else None."""
+    """``value`` as a state dict (a mapping of tensors, or the tensors a module holds, named as its
+    ``state_dict()`` names them), else None."""
     if isinstance(value, nn.Module):
-        try:
-            value = value.state_dict()
-        except AttributeError:  # a stand-in built by a builtin's __new__ (a pickled int subclass) has no module state
-            return None
+        value = module_tensors(value)
     if isinstance(value, Mapping) and value and all(isinstance(k, str) for k in value) \
             and all(isinstance(v, Tensor) for v in value.values()):
         state = dict(value)
@@ -176,6 +177,59 @@ def tensor_dict(value: Any) -> dict[str, Tensor] | None:
             state = {key[len("module."):]: tensor for key, tensor in state.items()}
         return state
     return None
+
+
+MAX_MODULES = 1 << 16  # submodules read from one unpickled module (one shared in many places counts each time)
+
+
+def module_tensors(module: nn.Module) -> dict[str, Tensor] | None:
+    """What ``module.state_dict()`` would hold, read from the dictionaries a pickled module restores (its
+    ``_parameters``, persistent ``_buffers`` and ``_modules``) without calling any of its methods: a trusted
+    file's module may carry hooks or methods of its own (``state_dict()`` runs its state-dict hooks), and nothing
+    from a file is ever run. None when it holds no such dictionaries (a stand-in for a non-module object)."""
+    if _module_parts(module) is None:
+        return None
+    state: dict[str, Tensor] = {}
+    for prefix, inner in submodules(module):
+        parameters, buffers, _, transient = _module_parts(inner)
+        for name, tensor in [*parameters.items(), *((name, tensor) for name, tensor in buffers.items()
+                                                     if name not in transient)]:
+            if isinstance(name, str) and isinstance(tensor, Tensor):
+                state[prefix + name] = Tensor.detach(tensor)
+    return state
+
+
+def submodules(module: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """``module`` and every module under it, depth first as ``state_dict()`` names them (with the prefix of their
+    names: ``""``, ``"encoder."``...), found through the ``_modules`` dictionaries the pickle restored (no method
+    of theirs is called); a module inside itself is not followed, and at most :data:`MAX_MODULES` are given."""
+    pending: list[tuple[str, Any, tuple[int, ...]]] = [("", module, ())]
+    visited = 0
+    while pending and visited < MAX_MODULES:
+        prefix, current, ancestors = pending.pop()
+        parts = _module_parts(current)
+        if parts is None:
+            continue
+        visited += 1
+        yield prefix, current
+        inside = (*ancestors, id(current))
+        pending.extend(reversed([(f"{prefix}{name}.", child, inside) for name, child in parts[2].items()
+                                 if isinstance(name, str) and isinstance(child, nn.Module)
+                                 and id(child) not in inside]))
+
+
+def _module_parts(module: Any) -> tuple[dict, dict, dict, Collection] | None:
+    """A module's parameters, buffers, submodules and the names of its buffers not saved, as its ``__dict__``
+    holds them (read without attribute lookups that a class could redirect), or None."""
+    try:
+        attributes = object.__getattribute__(module, "__dict__")
+    except AttributeError:
+        return None
+    parts = [attributes.get(name) for name in ("_parameters", "_buffers", "_modules")]
+    if not all(isinstance(part, dict) for part in parts):
+        return None
+    transient = attributes.get("_non_persistent_buffers_set")
+    return parts[0], parts[1], parts[2], transient if isinstance(transient, (set, frozenset)) else set()
 
 
 WRAPPER_KEYS = ("state_dict", "model_state_dict", "model", "net", "module", "weights")
@@ -210,7 +264,11 @@ class WeightMap:
                 self.absent.append(key)
             return None
         self.taken.add(key)
-        return self.state[key].detach().float()
+        tensor = self.state[key]
+        if not tensor.is_floating_point():  # integers would be taken as numbers, complex ones lose a part
+            raise self.source.error(f"weight {key} is stored as {dtype_name(tensor.dtype)}; the {self.layout} "
+                                    f"layout needs floating-point numbers there")
+        return tensor.detach().float()
 
     def has(self, key: str) -> bool:
         return key in self.state
@@ -393,14 +451,14 @@ def read_vocabulary(path: str | Path, *, side: str = "src", trust: bool = False)
         raise CheckpointError(path, "no such vocabulary file")
     data = path.read_bytes()
     if data[:1] == b"\x80" or data.startswith(b"PK\x03\x04"):
-        return _tokens_from_object(path, safe_load.load(path, trust=trust), side)
+        return tokens_from_object(path, safe_load.load(path, trust=trust), side)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise CheckpointError(path, "a vocabulary file must be UTF-8 text, JSON or a pickle") from None
     if path.suffix == ".json":
         try:
-            return _tokens_from_object(path, json.loads(text), side)
+            return tokens_from_object(path, json.loads(text), side)
         except json.JSONDecodeError as error:
             raise CheckpointError(path, f"not valid JSON ({error})") from None
     tokens = text.split("\n")
@@ -412,7 +470,7 @@ def read_vocabulary(path: str | Path, *, side: str = "src", trust: bool = False)
     return tokens
 
 
-def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> list[str]:
+def tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> list[str]:
     """Follow the usual containers down to a token list: ``{'vocab': {'src': Field}}``, ``Field.vocab``..."""
     if isinstance(value, list) and value and all(isinstance(token, str) for token in value):
         return list(value)
@@ -421,7 +479,9 @@ def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> li
         return _from_ids(path, dict(value))
     attributes = vars(value) if hasattr(value, "__dict__") and not isinstance(value, Mapping) else {}
     if isinstance(attributes.get("index2word"), Mapping):  # the PyTorch tutorial's Lang
-        return _from_ids(path, {token: int(index) for index, token in attributes["index2word"].items()})
+        pairs = list(attributes["index2word"].items())
+        if all(isinstance(token, str) and type(index) is int for index, token in pairs):
+            return _from_ids(path, {token: index for index, token in pairs})
     if isinstance(attributes.get("itos"), list):  # a torchtext legacy Vocab
         return list(attributes["itos"])
     if depth < 4:
@@ -430,7 +490,7 @@ def _tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> li
             keys = ("src", "source", "vocab", "dict") if side == "src" else ("tgt", "trg", "target", "vocab", "dict")
             inner = next((value[key] for key in keys if key in value), None)
         if inner is not None:
-            return _tokens_from_object(path, inner, side=side, depth=depth + 1)
+            return tokens_from_object(path, inner, side=side, depth=depth + 1)
     raise CheckpointError(path, f"holds no vocabulary this reader knows ({type(value).__name__}); give a text "
                                 f"file with one token a line")
 

@@ -22,7 +22,7 @@ from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from .common import (
     WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
-    read_vocabularies, special_id, weight_rows,
+    read_vocabularies, special_id, submodules, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 
@@ -60,13 +60,25 @@ def _from_module(payload: Any) -> dict[str, Any]:
     """``nhead``, ``norm_first``.. when the file is a (trusted) pickled model holding an nn.Transformer."""
     if not isinstance(payload, nn.Module):
         return {}
-    for module in payload.modules():
+    for _, module in submodules(payload):
         if isinstance(module, nn.TransformerEncoderLayer):
-            found = {"nhead": module.self_attn.num_heads, "norm_first": bool(module.norm_first),
-                     "layer_norm_eps": float(module.norm1.eps)}
-            activation = {1: "relu", 2: "gelu"}.get(getattr(module, "activation_relu_or_gelu", 0))
-            return {**found, "activation": activation} if activation else found
+            return _layer_settings(module)
     return {}
+
+
+def _layer_settings(layer: nn.Module) -> dict[str, Any]:
+    """What an unpickled ``nn.TransformerEncoderLayer`` says, read from the values it restored (nothing of its is
+    called); a value missing or of another type says nothing."""
+    values, children = vars(layer), vars(layer).get("_modules", {})
+    attention, norm = children.get("self_attn"), children.get("norm1")
+    found = {"nhead": vars(attention).get("num_heads") if isinstance(attention, nn.Module) else None,
+             "norm_first": values.get("norm_first"),
+             "layer_norm_eps": vars(norm).get("eps") if isinstance(norm, nn.Module) else None}
+    kinds = {"nhead": int, "norm_first": bool, "layer_norm_eps": float}
+    found = {key: value for key, value in found.items() if type(value) is kinds[key]}
+    code = values.get("activation_relu_or_gelu")
+    activation = {1: "relu", 2: "gelu"}.get(code) if type(code) is int else None
+    return {**found, "activation": activation} if activation else found
 
 
 def inspect(source: Source, settings: Settings) -> Inspection:

@@ -33,7 +33,7 @@ from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from . import safe_load
 from .common import (
     WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_vocab_size, find_state_dict, read_safetensors,
-    read_vocabulary, refuse_unused, special_id, tensor_dict,
+    read_vocabulary, refuse_unused, special_id, tensor_dict, tokens_from_object,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 
@@ -172,7 +172,7 @@ def _vocabulary(source: Source, path: str | None, lang: Any, side: str) -> list[
     index2word = getattr(lang, "__dict__", {}).get("index2word")
     if not isinstance(index2word, Mapping):
         raise source.error(f"the {'input' if side == 'src' else 'output'}_lang object holds no index2word")
-    return [index2word[index] for index in range(len(index2word))]
+    return tokens_from_object(source.path, lang, side)  # ids from 0 without a gap, each a word
 
 
 def _map_weights(source: Source, state: dict[str, Tensor]) -> WeightMap:

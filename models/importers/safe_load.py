@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from ..errors import CheckpointError
+from ..storage.checkpoint import check_memory_for_bytes
 from .pickle_bounds import check_pickle_size, size_budget
 
 
@@ -300,6 +301,8 @@ def load(path: str | Path, *, trust: bool = False) -> Any:
             raise CheckpointError(path, "truncated or damaged: a torch.save zip archive without its directory "
                                         "(was the download or copy cut short?)")
         with zipfile.ZipFile(path) as archive:
+            # what torch.load unpacks: its storages at their unpacked size (a compressed one may claim gigabytes)
+            check_memory_for_bytes(path, sum(member.file_size for member in archive.infolist()))
             for member in archive.infolist():
                 if member.filename.endswith(".pkl"):
                     data = _read_member(path, archive, member)
@@ -307,6 +310,7 @@ def load(path: str | Path, *, trust: bool = False) -> Any:
                     check_pickle_size(path, data, budget)
         return _checked_tensors(path, _torch_load(path, trust))
     if head.startswith(_LEGACY_TORCH_MAGIC) or head[:1] == b"\x80":
+        check_memory_for_bytes(path, path.stat().st_size)
         data = path.read_bytes()
         refuse_hostile(path, data)
         check_pickle_size(path, data, budget)
@@ -330,7 +334,9 @@ MAX_WALK = 1 << 20  # objects looked at when checking what a file unpickled into
 
 def _checked_tensors(path: Path, payload: Any) -> Any:
     """Refuse a tensor that claims more elements than its storage holds (a view with zero strides would
-    turn a few bytes into gigabytes as soon as it is copied). Walks at most :data:`MAX_WALK` objects."""
+    turn a few bytes into gigabytes as soon as it is copied), and take from every tensor the attributes a pickle
+    gave it in place of torch's own (a parameter's saved state may set ``detach`` or ``float`` to anything),
+    so that reading a tensor only ever runs torch. Walks at most :data:`MAX_WALK` objects."""
     pending, seen = [payload], set()
     while pending and len(seen) < MAX_WALK:
         item = pending.pop()
@@ -338,9 +344,11 @@ def _checked_tensors(path: Path, payload: Any) -> Any:
             continue
         seen.add(id(item))
         if isinstance(item, torch.Tensor):
-            if item.numel() * item.element_size() > item.untyped_storage().nbytes():
+            _drop_shadowing(item)
+            stored = torch.Tensor.untyped_storage(item).nbytes()
+            if torch.Tensor.numel(item) * torch.Tensor.element_size(item) > stored:
                 raise CheckpointError(path, f"refused: a tensor of shape {tuple(item.shape)} made from "
-                                            f"{item.untyped_storage().nbytes():,} bytes of data")
+                                            f"{stored:,} bytes of data")
         elif isinstance(item, dict):
             pending.extend(item.values())
         elif isinstance(item, (list, tuple)):
@@ -348,6 +356,13 @@ def _checked_tensors(path: Path, payload: Any) -> Any:
         elif isinstance(getattr(item, "__dict__", None), dict):
             pending.extend(item.__dict__.values())
     return payload
+
+
+def _drop_shadowing(tensor: torch.Tensor) -> None:
+    """Remove the instance attributes of ``tensor`` that hide an attribute of its class (its methods)."""
+    attributes = object.__getattribute__(tensor, "__dict__")
+    for name in [name for name in attributes if not isinstance(name, str) or hasattr(type(tensor), name)]:
+        del attributes[name]
 
 
 def _torch_load(path: Path, trust: bool) -> Any:

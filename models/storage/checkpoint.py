@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..nn.base import Seq2Seq
 from ..nn.build import build_model
@@ -27,11 +28,11 @@ from ..nn.precisions import PRECISIONS
 from ..nn.config import config_to_dict
 from ..errors import CheckpointError, NumericalWarning
 from .files import existing_file, read_header
-from .metadata import FORMAT, FORMAT_VERSION, description, header_parts, read_metadata
+from .metadata import FORMAT, FORMAT_VERSION, data_bytes, description, header_parts, read_metadata, tensor_place
 from .metadata import SUFFIX, describe_file  # noqa: F401 (the checkpoint file's names, read without torch there)
-from .tensor_files import SAFETENSORS_DTYPES, write_safetensors
+from .tensor_files import write_safetensors
 from ..text.tokenizers import Tokenizer
-from ..nn.validation import check_shapes
+from ..nn.validation import check_dtypes, check_shapes
 
 
 
@@ -123,18 +124,34 @@ def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Se
     memory, no random initialisation; buffers computed from the config, the position tables, are real),
     checked against the header's shapes; and its two tokenizers."""
     config, source, target, shapes = header_parts(path, document)
+    dtypes = _stored_dtypes(path, shapes)
     with _parameters_on_meta():
         model = build_model(config)
     check_shapes(path, model, stored=shapes, aliases=_aliases(model))
+    check_dtypes(path, model, dtypes)
     return model, source, target
+
+
+class _EmptyOnMeta(TorchFunctionMode):
+    """``torch.empty`` without a device gives a meta tensor: what torch's modules (``nn.Linear``, ``nn.Embedding``,
+    ``nn.GRU``, ``nn.LSTMCell``...) make their parameters from, so that a config of a huge model costs no memory
+    while it is built (a GRU of hidden size 30,000 asks for 10.8 GB in one ``torch.empty``). The buffers a model
+    computes from its config (position tables) are made by other functions and stay real."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.empty and kwargs.get("device") is None:
+            kwargs = {**kwargs, "device": "meta"}
+        return func(*args, **kwargs)
 
 
 @contextlib.contextmanager
 def _parameters_on_meta():
-    """While building: each parameter a module registers moves to the meta device as it is registered, and
-    ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but seconds of
-    torch's decompositions), so building touches no weight memory. A parameter already on meta is registered
-    as it is, which keeps tied weights (``output.weight = embedding.weight``) one parameter."""
+    """While building: each parameter a module registers is made on (``_EmptyOnMeta``) or moved to the meta
+    device, and ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but
+    seconds of torch's decompositions), so building touches no weight memory, whatever sizes the config gives. A
+    parameter already on meta is registered as it is, which keeps tied weights (``output.weight =
+    embedding.weight``) one parameter."""
     register = nn.Module.register_parameter
     initialisers = {name: function for name, function in vars(nn.init).items()
                     if name.endswith("_") and not name.startswith("_") and callable(function)}
@@ -153,7 +170,8 @@ def _parameters_on_meta():
     for name, function in initialisers.items():
         setattr(nn.init, name, skipping_meta(function))
     try:
-        yield
+        with _EmptyOnMeta():
+            yield
     finally:
         nn.Module.register_parameter = register
         for name, function in initialisers.items():
@@ -176,9 +194,35 @@ def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
                                     f"{available / 2**30:.1f} GB of memory is free{hint}")
 
 
+def check_memory_for_bytes(path: Path, needed: int) -> None:
+    """Refuse in one line, before they are read, ``needed`` bytes of a file's tensors (a foreign checkpoint's, read
+    whole) that would not fit in the memory the system has left."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise CheckpointError(path, f"its tensors need ~{needed / 2**30:.1f} GB of memory, "
+                                    f"{available / 2**30:.1f} GB is free")
+
+
+def stored_bytes(path: Path) -> int:
+    """Bytes of all the tensors of a safetensors file, from its header (each checked to fit its place in the file)."""
+    data_size = data_bytes(path)
+    return sum(end - begin for begin, end, _, _ in (_tensor_place(path, name, entry, data_size=data_size)
+                                                   for name, entry in read_header(path).items()
+                                                   if name != "__metadata__"))
+
+
 def available_memory() -> int | None:
-    """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), or
-    None where that cannot be read."""
+    """Bytes of memory the system can still give this process without swapping (Linux: MemAvailable), and no
+    more than the process's own limits leave it (``ulimit -v``: its address space, ``ulimit -d``: its data), or
+    None where neither can be read."""
+    available = _system_available()
+    for limit, used in _process_limits():
+        left = max(0, limit - used)
+        available = left if available is None else min(available, left)
+    return available
+
+
+def _system_available() -> int | None:
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:
@@ -190,6 +234,34 @@ def available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _process_limits() -> list[tuple[int, int]]:
+    """(limit, bytes in use) of each memory limit set on this process (Linux: from /proc/self/status)."""
+    try:
+        import resource
+
+        limits = {"VmSize": resource.getrlimit(resource.RLIMIT_AS)[0],
+                  "VmData": resource.getrlimit(resource.RLIMIT_DATA)[0]}
+        with open("/proc/self/status", encoding="ascii") as status:
+            used = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in status
+                    if line.split(":")[0] in limits}
+    except (ImportError, OSError, ValueError, IndexError):
+        return []
+    return [(limit, used[name]) for name, limit in limits.items()
+            if limit != resource.RLIM_INFINITY and name in used]
+
+
+def _stored_dtypes(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.dtype]:
+    """The dtype of every tensor whose shape ``shapes`` gives (``header_parts`` checked their places)."""
+    header, data_size = read_header(path), data_bytes(path)
+    return {name: _tensor_place(path, name, header[name], data_size=data_size)[2] for name in shapes}
+
+
+def _tensor_place(path: Path, name: str, entry: Any, *, data_size: int) -> tuple[int, int, torch.dtype, int]:
+    """:func:`models.storage.metadata.tensor_place` with torch's dtype."""
+    begin, end, dtype_name, count = tensor_place(path, name, entry, data_size=data_size)
+    return begin, end, getattr(torch, dtype_name), count
 
 
 def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
@@ -261,27 +333,15 @@ def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[s
     a chunk at a time into the converted tensor (``CONVERT_CHUNK``: no whole stored copy beside it). A header
     that does not describe the file's bytes, or a file cut short, is one line."""
     path = existing_file(path)
-    header = read_header(path)
-    entries = sorted(((name, entry) for name, entry in header.items() if name != "__metadata__"),
-                     key=lambda item: _offsets(path, item)[0])
+    header, data_size = read_header(path), data_bytes(path)
+    entries = sorted(((name, entry, _tensor_place(path, name, entry, data_size=data_size))
+                      for name, entry in header.items() if name != "__metadata__"), key=lambda item: item[2][0])
     scratch = bytearray(CONVERT_CHUNK if dtype is not None else 0)
     try:
         with open(path, "rb") as handle:
-            file_size = handle.seek(0, os.SEEK_END)
             start = 8 + struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
-            data_size = file_size - start
-            for name, entry in entries:
-                begin, end = _offsets(path, (name, entry))
-                torch_dtype = getattr(torch, SAFETENSORS_DTYPES.get(entry.get("dtype"), ""), None)
-                if torch_dtype is None:
-                    raise CheckpointError(path, f"tensor {name[:60]!r} has an unknown dtype {entry.get('dtype')!r}")
-                shape = entry.get("shape")
-                count = 1
-                for size in shape:
-                    count *= size
-                if end > data_size or end - begin != count * torch.empty((), dtype=torch_dtype).element_size():
-                    raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
-                                                f"its place in the file: cut short?)")
+            for name, entry, (begin, end, torch_dtype, count) in entries:
+                shape = entry["shape"]
                 convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
                 if count == 0:
                     tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
@@ -314,17 +374,6 @@ def _read_converting(path: Path, handle, *, at: int, into: torch.Tensor, stored:
         count = min(per_chunk, into.numel() - first)
         _read_exactly(path, handle, at=at + first * itemsize, size=count * itemsize, into=scratch)
         into[first:first + count].copy_(torch.frombuffer(scratch, dtype=stored, count=count))
-
-
-def _offsets(path: Path, item: tuple[str, Any]) -> tuple[int, int]:
-    name, entry = item
-    offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-    if (not isinstance(offsets, list) or len(offsets) != 2
-            or not all(isinstance(value, int) and not isinstance(value, bool) for value in offsets)
-            or not 0 <= offsets[0] <= offsets[1] or not isinstance(entry.get("shape"), list)
-            or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in entry["shape"])):
-        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid place in the file)")
-    return offsets[0], offsets[1]
 
 
 def _read_exactly(path: Path, handle, *, at: int, size: int, into: bytearray | None = None) -> bytes | bytearray:

@@ -28,6 +28,10 @@ from typing import Any
 from ..errors import AttnvizError, CheckpointError
 
 HEADER_LIMIT = 100 * 1024 * 1024  # a safetensors header (JSON) longer than this is not one
+# Tensors in one safetensors file, and '{' in its header (every tensor is an object; strings may hold a few): far
+# beyond any model's (a large one has a few thousand tensors), far below what takes seconds to read.
+MAX_TENSORS = 1 << 16
+HEADER_OBJECTS = 1 << 17
 
 
 class WriteError(AttnvizError):
@@ -174,12 +178,19 @@ def safetensors_header(path: str | Path, data: bytes) -> dict[str, Any]:
     (size,) = struct.unpack("<Q", data[:8])
     if size > HEADER_LIMIT or size > len(data) - 8:
         raise CheckpointError(path, "not a readable safetensors file (its header length is wrong)")
+    objects = data.count(b"{", 8, 8 + size)  # counted in C: parsing a million small objects takes seconds
+    if objects > HEADER_OBJECTS:
+        raise CheckpointError(path, f"not a readable safetensors file (its header holds {objects:,} objects; at "
+                                    f"most {HEADER_OBJECTS:,})")
     try:
         header = json.loads(data[8:8 + size])
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise CheckpointError(path, f"not a readable safetensors file (its header is not JSON: {error})") from None
     if not isinstance(header, dict):
         raise CheckpointError(path, "not a readable safetensors file (its header is not a JSON object)")
+    if len(header) > MAX_TENSORS + 1:
+        raise CheckpointError(path, f"not a readable safetensors file (its header lists {len(header) - 1:,} tensors; "
+                                    f"at most {MAX_TENSORS:,})")
     return header
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,22 +124,73 @@ def header_parts(path: Path, document: dict[str, Any]) -> tuple[Any, Tokenizer, 
         raise CheckpointError(path, f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not "
                                     f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
     shapes = stored_shapes(path)
+    _check_floating(path)
     check_against_weights(path, config, shapes)
     return config, source, target, shapes
 
 
-def stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    """Name and shape of every tensor in the file, from its header only (no weights are read)."""
-    shapes = {}
+FLOATING = ("F64", "F32", "F16", "BF16")
+
+
+def _check_floating(path: Path) -> None:
+    """Every tensor an attnviz checkpoint stores is a model's floating weight (the models keep no other state):
+    integers, booleans or complex numbers in its place are one line naming the tensor."""
     for name, entry in read_header(path).items():
-        if name == "__metadata__":
-            continue
-        shape = entry.get("shape") if isinstance(entry, dict) else None
-        if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
-                                                  for size in shape):
-            raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
-        shapes[name] = tuple(shape)
-    return shapes
+        if name != "__metadata__" and entry["dtype"] not in FLOATING:
+            raise CheckpointError(path, f"weight {name} is stored as {SAFETENSORS_TYPES[entry['dtype']][0]}; the "
+                                        f"model needs floating-point numbers there")
+
+
+# safetensors' element types (little-endian on disk, as on every platform torch runs on here): torch's name for
+# each, and its bytes
+SAFETENSORS_TYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
+                     "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
+                     "U8": ("uint8", 1), "BOOL": ("bool", 1)}
+
+
+def stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """Name and shape of every tensor in the file, from its header only (no weights are read), each checked to be
+    of a known type and to describe bytes the file holds (``tensor_place``)."""
+    header, data_size = read_header(path), data_bytes(path)
+    return {name: tuple(entry["shape"]) for name, entry in header.items()
+            if name != "__metadata__" and tensor_place(path, name, entry, data_size=data_size)}
+
+
+def data_bytes(path: Path) -> int:
+    """Bytes of a safetensors file after its header (the tensors' data)."""
+    try:
+        with open(path, "rb") as handle:
+            length = handle.read(8)
+            file_size = handle.seek(0, os.SEEK_END)
+    except OSError as error:
+        raise CheckpointError(path, f"cannot be read ({error.strerror or error})") from None
+    if len(length) < 8:
+        raise CheckpointError(path, "the file ends early (cut short while copying, or rewritten while read)")
+    return file_size - 8 - struct.unpack("<Q", length)[0]
+
+
+def tensor_place(path: Path, name: str, entry: Any, *, data_size: int) -> tuple[int, int, str, int]:
+    """(first byte, end, torch's dtype name, element count) of one tensor of the header, checked to have a valid
+    shape and place and a known dtype whose bytes fill exactly that place, inside the file: a header cannot make
+    a model be built (or memory be asked for) that its file does not have."""
+    shape = entry.get("shape") if isinstance(entry, dict) else None
+    if not isinstance(shape, list) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 0
+                                              for size in shape):
+        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid shape)")
+    offsets = entry.get("data_offsets")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(value, int) and not isinstance(value, bool) for value in offsets)
+            or not 0 <= offsets[0] <= offsets[1]):
+        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} has no valid place in the file)")
+    known = SAFETENSORS_TYPES.get(entry.get("dtype"))
+    if known is None:
+        raise CheckpointError(path, f"tensor {name[:60]!r} has an unknown dtype {str(entry.get('dtype'))[:20]!r}")
+    begin, end = offsets
+    count = math.prod(shape)
+    if end > data_size or end - begin != count * known[1]:
+        raise CheckpointError(path, f"the weights cannot be read (tensor {name[:60]!r} does not fit "
+                                    f"its place in the file: cut short?)")
+    return begin, end, known[0], count
 
 
 def describe_file(path: str | Path) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from typing import Any
 import torch
 
 from .files import atomic_output
+from .metadata import SAFETENSORS_TYPES
 
 
-# The element types of safetensors' header (little-endian on disk, as on every platform torch runs on here).
-SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-                      "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+# The element types of safetensors' header by torch's names (models/storage/metadata.py gives their sizes).
+SAFETENSORS_DTYPES = {code: name for code, (name, _) in SAFETENSORS_TYPES.items()}
 _DTYPE_CODES = {name: code for code, name in SAFETENSORS_DTYPES.items()}
 
 
