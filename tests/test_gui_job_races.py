@@ -4,8 +4,11 @@ while a result is on screen, and how many traces the window keeps after many run
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 from attnviz.state.demos import demo_path
-from tests.test_gui import WAIT
+from tests.test_gui import WAIT, run_text
 from tests.test_gui_compare import compare, open_demo
 
 
@@ -67,3 +70,43 @@ def test_export_says_why_it_has_nothing_while_a_result_is_on_screen(qtbot, windo
     qtbot.waitUntil(lambda: not window.contributions.computing(), timeout=WAIT)
     window.exporting.export_focus_image(str(path))
     assert path.stat().st_size > 0 and window.statusBar().currentMessage() == f"Saved {path}"
+
+
+def test_the_window_keeps_the_newest_runs_results_and_traced_passes_only(qtbot, window):
+    """After runs with a method shown, beams, heads switched off, comparing and stopping: every result, trace and
+    traced pass (a pass holds logits [T, vocab], each block's tensors and its model) of an older run or of the
+    model B let go is freed; what stays is what the window shows."""
+    open_demo(qtbot, window, "en-es-transformer")
+    window.selector.set_show_name("value_norms")
+    results, passes = [], []
+    worker = window.worker
+    worker.finished.connect(lambda _job, answer: results.extend(weakref.ref(result) for result in answer))
+    worker.partner_finished.connect(lambda _job, answer: results.append(weakref.ref(answer)))
+    worker.original.connect(lambda _job, answer: results.append(weakref.ref(answer)))
+
+    def shown_everywhere():
+        qtbot.waitUntil(lambda: not window.contributions.computing(), timeout=WAIT)
+        passes.extend((key, weakref.ref(kept)) for key, kept in worker.captured.items())
+
+    for text in ("Jesus wept.", "And God said, let there be light.", "In the beginning was the word."):
+        run_text(qtbot, window, text, mode="beam", beam=4, max_len=20)
+        for hypothesis in range(len(window.session.results)):
+            window.viewing.choose_hypothesis(hypothesis)
+            shown_everywhere()
+    window.ablation.toggle_head(0, 0)  # runs again, and with every head on
+    qtbot.waitUntil(lambda: window.session.original is not None, timeout=WAIT)
+    shown_everywhere()
+    compare(qtbot, window, "en-es-transformer")
+    shown_everywhere()
+    assert any(key[0] == id(worker.partner.model) for key, _ in passes)
+    window.comparing.stop_comparing()
+    run_text(qtbot, window, "Blessed are the meek.", mode="greedy", max_len=20)
+    shown_everywhere()
+    gc.collect()
+    session = window.session
+    newest = session.request.id
+    kept = {id(result) for result in session.results} | {id(session.original)}
+    assert {id(ref()) for ref in results if ref() is not None} <= kept
+    alive = [key for key, ref in passes if ref() is not None]
+    assert alive and all(key[1] == newest for key in alive), alive
+    assert worker.partner is None and all(key[0] == id(worker.translator.model) for key in worker.captured)

@@ -112,7 +112,10 @@ def _one_unit(compute: Callable[[], object]):
     yield  # never reached: it makes this function a generator
 
 
-CAPTURED_KEPT = 8  # traced passes kept for switching among the forward methods (the newest results' hypotheses)
+# Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
+# logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
+# explains nothing a job can still ask for).
+CAPTURED_KEPT = 8
 
 
 def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:
@@ -353,6 +356,7 @@ class ModelWorker(QObject):
                 checkpoint = self._converted(path, inspection.format)
             if not self.jobs.is_current("partner", job_id):
                 return
+            self._forget_partner()
             self.partner = Translator(checkpoint, device or None)
             self.jobs.hold("partner", job_id)
             self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
@@ -361,8 +365,15 @@ class ModelWorker(QObject):
     def drop_partner(self, job_id: int) -> None:
         """Stop comparing: model B is let go (unless a newer partner is on its way)."""
         if self.jobs.is_current("partner", job_id):
-            self.partner = None
+            self._forget_partner()
             self.jobs.hold("partner", 0)
+
+    def _forget_partner(self) -> None:
+        """Model B and its traced passes are let go (a pass holds its model)."""
+        if self.partner is not None:
+            model = id(self.partner.model)
+            self.captured = {key: kept for key, kept in self.captured.items() if key[0] != model}
+        self.partner = None
 
     def _decode_partner(self, request: Request) -> None:
         """The same input, mode, target and limits on model B (its own languages, no heads switched off)."""
@@ -431,6 +442,7 @@ class ModelWorker(QObject):
         the other snapshots load again when a run asks for them."""
         translator = self.translator
         fresh = Translator(self._read(translator.checkpoint.path), translator.device)
+        self.captured.clear()  # a pass holds the model it ran
         if self.series:
             step = next(step for step, kept in self.series_translators.items() if kept is translator)
             self.series_translators = {step: fresh}
@@ -441,6 +453,7 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def run(self, request: Request) -> None:
+        self.captured = {key: kept for key, kept in self.captured.items() if key[1] >= request.id}
         if self.translator is None or not self.jobs.is_current("run", request.id):
             return
         with reporting_errors(lambda line: self.failed.emit(request.id, line)):
