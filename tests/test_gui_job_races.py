@@ -110,3 +110,18 @@ def test_the_window_keeps_the_newest_runs_results_and_traced_passes_only(qtbot, 
     alive = [key for key, ref in passes if ref() is not None]
     assert alive and all(key[1] == newest for key in alive), alive
     assert worker.partner is None and all(key[0] == id(worker.translator.model) for key in worker.captured)
+
+
+def test_model_b_opened_while_the_input_is_empty_says_it_has_not_run(qtbot, window):
+    """Model B opens and the window runs the input on both; an empty input runs nothing, so B's pane says what
+    to do instead of "model B is running…" with the worker idle."""
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    window.input_bar.text.setText("   ")
+    window.comparing.compare_with(str(demo_path("piglatin-gru-scaled-dot")))
+    qtbot.waitUntil(lambda: window.session.partner is not None, timeout=WAIT)
+    window.viewing.step_selection("head", 1)
+    assert window.compare_view.b.title.text() == "model B has not run this sentence: press Enter to run both"
+    window.input_bar.text.setText("team")
+    window.run()
+    qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
+    assert window.compare_view.b.title.text().startswith("<b>B</b>")

@@ -21,6 +21,8 @@ from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 from .jobs import JobBoard
 
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
+PARTNER_RUNNING = "model B is running…"
+PARTNER_NOT_RUN = "model B has not run this sentence: press Enter to run both"
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,8 @@ class Session:
     def accept_partner(self, job_id: int, info: ModelInfo) -> bool:
         if job_id != self.partner_job:
             return False
-        self.partner, self.partner_result, self.partner_error = info, None, ""
+        # the next run runs on it too; until then (an empty input runs nothing) its pane says so
+        self.partner, self.partner_result, self.partner_error = info, None, PARTNER_NOT_RUN
         return True
 
     def accept_partner_result(self, request_id: int, result: DecodeResult | str) -> bool:
@@ -206,6 +209,11 @@ class Session:
     @property
     def comparing(self) -> bool:
         return self.partner is not None
+
+    @property
+    def partner_missing(self) -> str:
+        """Why model B shows no result of the current run: it failed, has not run it, or is running it."""
+        return self.partner_error or PARTNER_RUNNING
 
     # --- switching heads off ------------------------------------------------------------------------------
     def _shape(self) -> dict[str, tuple[int, int]]:

@@ -87,7 +87,7 @@ class Contributions(QObject):
             return choice.reason if choice is not None else f"this model offers no {self.method}"
         key = self._shown_key(partner)
         if key is None:
-            return "model B is running…"
+            return self.session.partner_missing
         if key not in self.answers:
             self._ask(key)
             return f"Computing {choice.label}…"
@@ -95,7 +95,7 @@ class Contributions(QObject):
 
     def computing(self) -> bool:
         """The shown maps were asked for and have not come yet."""
-        return self.method != WEIGHTS and self._shown_key(False) in self.asked
+        return self.method != WEIGHTS and bool(self.session.results) and self._shown_key(False) in self.asked
 
     def _shown_key(self, partner: bool) -> tuple | None:
         session = self.session

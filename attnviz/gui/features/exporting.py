@@ -51,7 +51,7 @@ class Exporting(QObject):
         outputs = [(session.model.path.stem, session.result.text)]
         if session.comparing:
             partner = session.partner_result
-            waiting = session.partner_error or "model B is running…"
+            waiting = session.partner_missing
             outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
         return Caption(session.request.settings.text if session.request is not None else "", tuple(outputs))
 

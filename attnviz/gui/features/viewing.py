@@ -244,7 +244,7 @@ class Viewing(QObject):
         if trace is None or not session.comparing:
             return None
         if partner is None:
-            waiting = viewmodel.ComparePane(None, session.partner_error or "model B is running…")
+            waiting = viewmodel.ComparePane(None, session.partner_missing)
             return viewmodel.CompareState(a=viewmodel.compare_pane(trace, session.selection, name="A",
                                                                    options=session.options),
                                           b=waiting, diff=viewmodel.ComparePane(None, ""))
