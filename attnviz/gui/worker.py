@@ -356,8 +356,9 @@ class ModelWorker(QObject):
                 checkpoint = self._converted(path, inspection.format)
             if not self.jobs.is_current("partner", job_id):
                 return
+            partner = Translator(checkpoint, device or None)
             self._forget_partner()
-            self.partner = Translator(checkpoint, device or None)
+            self.partner = partner
             self.jobs.hold("partner", job_id)
             self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
 

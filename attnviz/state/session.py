@@ -122,6 +122,7 @@ class Session:
     snapshot_step: int | None = None  # a series: the training step the next run uses
     partner: ModelInfo | None = None  # the model compared with (model B): every run runs on it too
     partner_job: int = 0  # id of the newest partner open (a newer one, or stopping, makes older ones stale)
+    partner_opened_by: int = 0  # id of the partner open whose model B is compared with
     partner_result: DecodeResult | None = None  # model B's best result of the current run
     partner_error: str = ""  # why model B has no result for the current run
     jobs: JobBoard = field(default_factory=JobBoard)  # every job's id and whether it is current; the worker's too
@@ -136,7 +137,7 @@ class Session:
 
     def models_asked(self) -> dict[str, int]:
         """The models a job asked for now works on: the model job that opened model A and, while comparing, B."""
-        return {"model": self.model_opened_by, **({"partner": self.partner_job} if self.partner else {})}
+        return {"model": self.model_opened_by, **({"partner": self.partner_opened_by} if self.comparing else {})}
 
     # --- runs ----------------------------------------------------------------------------------------
     def new_request(self, settings: RunSettings) -> Request:
@@ -189,6 +190,7 @@ class Session:
             return False
         # the next run runs on it too; until then (an empty input runs nothing) its pane says so
         self.partner, self.partner_result, self.partner_error = info, None, PARTNER_NOT_RUN
+        self.partner_opened_by = job_id
         return True
 
     def accept_partner_result(self, request_id: int, result: DecodeResult | str) -> bool:
