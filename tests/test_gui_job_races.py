@@ -125,3 +125,24 @@ def test_model_b_opened_while_the_input_is_empty_says_it_has_not_run(qtbot, wind
     window.run()
     qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
     assert window.compare_view.b.title.text().startswith("<b>B</b>")
+
+
+def test_model_bs_contributions_job_never_runs_on_the_next_model_b(qtbot, window):
+    """While comparing, the run finishes after another model B was asked for: B's contributions job of that run
+    (a newer id than the new B's open) stops instead of running on the new B with the old B's token ids."""
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-scaled-dot")
+    window.selector.set_show_name("value_norms")
+    answers = []
+    window.worker.contributions_ready.connect(answers.append)
+    window.input_bar.text.setText("string")
+    window.run()
+    old_run = window.session.request.id
+    window.comparing.compare_with(str(demo_path("piglatin-gru-transformer-decoder")))  # at once
+    qtbot.waitUntil(lambda: window.session.partner.path.stem == "piglatin-gru-transformer-decoder"
+                    and window.session.partner_result is not None, timeout=WAIT)
+    qtbot.waitUntil(lambda: not window.contributions.computing(), timeout=WAIT)
+    old = [answer for answer in answers if answer.job.request_id == old_run and answer.job.partner]
+    assert old, "the finished run asked for model B's maps"
+    assert all(answer.stopped is not None and answer.value is None for answer in old), [a.line for a in old]
+    assert all(not answer.error for answer in answers), [answer.error for answer in answers]
