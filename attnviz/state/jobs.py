@@ -81,16 +81,12 @@ class JobBoard:
         self._last_id = 0
         self.closing = False
 
-    def next_id(self) -> int:
-        """A new id from the one counter (ids grow: a newer job has a larger id)."""
-        self._last_id += 1
-        return self._last_id
-
     def new(self, kind: str, because: str = "", *, of: dict[str, int] | None = None) -> int:
-        """A new job of ``kind``, posted: its id (see :meth:`post`)."""
-        job_id = self.next_id()
-        self.post(kind, job_id, because, of=of)
-        return job_id
+        """A new job of ``kind``, posted: its id, from the one counter (a newer job has a larger id; see
+        :meth:`post`)."""
+        self._last_id += 1
+        self.post(kind, self._last_id, because, of=of)
+        return self._last_id
 
     def post(self, kind: str, job_id: int, because: str = "", *, of: dict[str, int] | None = None) -> None:
         """``job_id`` is now the newest job of ``kind``; ``because`` says what it does to older ones when it

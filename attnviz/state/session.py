@@ -113,7 +113,6 @@ class Session:
     notices: list[str] = field(default_factory=list)
     selection: Selection = field(default_factory=Selection)
     options: ViewOptions = field(default_factory=ViewOptions)
-    model_job: int = 0  # id of the newest open/import/device move
     model_opened_by: int = 0  # id of the model job whose model is open (jobs of another model are stale)
     run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
     ablation: Ablation = NO_ABLATION  # the heads the next run switches off
@@ -121,14 +120,20 @@ class Session:
     show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
     snapshot_step: int | None = None  # a series: the training step the next run uses
     partner: ModelInfo | None = None  # the model compared with (model B): every run runs on it too
-    partner_job: int = 0  # id of the newest partner open (a newer one, or stopping, makes older ones stale)
     partner_opened_by: int = 0  # id of the partner open whose model B is compared with
     partner_result: DecodeResult | None = None  # model B's best result of the current run
     partner_error: str = ""  # why model B has no result for the current run
     jobs: JobBoard = field(default_factory=JobBoard)  # every job's id and whether it is current; the worker's too
 
-    def next_id(self) -> int:
-        return self.jobs.next_id()
+    @property
+    def model_job(self) -> int:
+        """The id of the newest open, import, device move or weights re-read."""
+        return self.jobs.newest("model")
+
+    @property
+    def partner_job(self) -> int:
+        """The id of the newest partner open (a newer one, or stopping, makes older ones stale)."""
+        return self.jobs.newest("partner")
 
     def new_job(self, kind: str, *, of_models: bool = False) -> int:
         """A new job of ``kind`` posted on the board; ``of_models``: it works on the open models' results, so it
@@ -182,8 +187,7 @@ class Session:
 
     # --- comparing with a second model (model B) -----------------------------------------------------
     def new_partner_job(self) -> int:
-        self.partner_job = self.jobs.new("partner")
-        return self.partner_job
+        return self.jobs.new("partner")
 
     def accept_partner(self, job_id: int, info: ModelInfo) -> bool:
         if job_id != self.partner_job:
@@ -205,7 +209,7 @@ class Session:
 
     def stop_comparing(self) -> None:
         """Back to one model; a partner open still under way becomes stale."""
-        self.partner_job = self.jobs.new("partner")
+        self.jobs.new("partner")
         self.partner, self.partner_result, self.partner_error = None, None, ""
 
     @property
@@ -248,8 +252,7 @@ class Session:
     def new_model_job(self, because: str = "") -> int:
         """An id for an open, import or device move; a newer one makes older ones stale (a corpus job it stops
         says ``because``: default, another model was opened)."""
-        self.model_job = self.jobs.new("model", because)
-        return self.model_job
+        return self.jobs.new("model", because)
 
     def is_current_model_job(self, job_id: int) -> bool:
         return job_id == self.model_job
