@@ -201,7 +201,7 @@ def missing_kind(choice: ShowChoice, kind: str) -> str:
     return f"{choice.label} gives no {viewmodel.KIND_LABELS[kind].lower()} map; it shows {kinds}."
 
 
-def lacking(trace: AttentionTrace, maps, kind: str, choice: ShowChoice) -> str:
+def lacking(trace: AttentionTrace, maps, kind: str, *, choice: ShowChoice) -> str:
     """Why ``choice``'s maps of ``kind`` cannot be shown on ``trace`` ("" when they can): the method gives no map
     of that kind, or the model has no such attention to lay it out by (:func:`shown_trace` keeps only the kinds
     both have)."""
@@ -231,7 +231,7 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
                          name: str = "") -> viewmodel.HeatmapState | str:
     """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method, its colour scale
     titled with its unit; or the line saying why the method has no such map. ``name``: a comparison pane's."""
-    missing = lacking(trace, maps, selection.kind, choice)
+    missing = lacking(trace, maps, selection.kind, choice=choice)
     if missing:
         return f"model {name}: {missing}" if name else missing
     shown, chosen, which = _shown_map(trace, maps, selection, choice=choice)
@@ -264,7 +264,7 @@ def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[Attention
                             options: ViewOptions = ViewOptions()) -> viewmodel.ComparePane:
     """B − A of the same method's maps (each model's own), as :func:`viewmodel.difference` takes it."""
     for (trace, maps), name in ((a, "A"), (b, "B")):
-        missing = lacking(trace, maps, selection.kind, choice)
+        missing = lacking(trace, maps, selection.kind, choice=choice)
         if missing:
             return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing}")
     shown_a, chosen, which = _shown_map(a[0], a[1], selection, choice=choice)
@@ -284,7 +284,7 @@ def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choi
     of a per-head method, the block's one map of a per-block one (in the first column, the others blank: the
     grid keeps the attention's shape, so switching back and forth relabels it instead of building it anew);
     None when the method has no map of the kind."""
-    if lacking(trace, maps, selection.kind, choice):
+    if lacking(trace, maps, selection.kind, choice=choice):
         return None
     shown = shown_trace(trace, maps)
     chosen = shown_selection(shown, selection, choice)
@@ -320,12 +320,12 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
     if maps.source is not None:
         values = np.asarray(maps.source[min(selection.step, len(maps.source) - 1)], dtype=np.float32)
         title = f"{choice.label} of each source token to this step (whole model)"
-    elif not lacking(trace, maps, "cross", choice):
+    elif not lacking(trace, maps, "cross", choice=choice):
         shown = shown_trace(trace, maps)
         bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
         values, title = bars.values, f"{choice.label}: {bars.title.replace('cross-attention of ', '')}"
     else:
-        return bars_saying(lacking(trace, maps, "cross", choice))
+        return bars_saying(lacking(trace, maps, "cross", choice=choice))
     strongest = int(np.argmax(values)) if len(values) else None
     top = 1.0 if choice.bounded else max(float(values.max()) if len(values) else 0.0, 1e-6)
     return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top)
