@@ -11,7 +11,7 @@ import pytest
 from attnviz.gui.features.importance import PRUNE_SEED, export_curve
 from attnviz.gui.worker import IMPORTANCE_PASS_TOKENS
 from attnviz.state.demos import demo_reference_pairs
-from attnviz.state.jobs import Stopped
+from attnviz.state.jobs import Answer, Stopped
 from models.analysis.importance import prune_curves, prune_orders
 from tests.test_gui_compare import open_demo
 from tests.test_gui_importance_methods import DEMO, scored, translator, wait_for  # noqa: F401 (a fixture)
@@ -54,7 +54,7 @@ def test_a_newer_curve_stops_the_older_and_a_device_switch_stops_it_visibly(qtbo
     panel = scored(window)
     worker = window.worker_thread.worker
     answers, progress = [], []
-    worker.prune_ready.connect(lambda job, answer: answers.append((job, answer)))
+    worker.prune_ready.connect(answers.append)
     worker.prune_progress.connect(lambda job, _done, _total: progress.append(job))
     panel.curve_view.button.click()
     first = panel.curve_job
@@ -63,10 +63,10 @@ def test_a_newer_curve_stops_the_older_and_a_device_switch_stops_it_visibly(qtbo
     panel.curve_view.button.click()
     second = panel.curve_job
     wait_for(lambda: panel.curves is not None)
-    assert (first, Stopped("a newer pruning curve was asked for", by=second)) in answers
+    assert Answer(first, stopped=Stopped("a newer pruning curve was asked for", by=second)) in answers
     assert panel.curves.seed == 5 and panel.curves.orders == prune_orders(panel.importance, seed=5)
     assert "random order (seed 5)" in panel.curve_view.readout.text()
-    assert [job for job, answer in answers if not isinstance(answer, Stopped)] == [second]
+    assert [answer.job for answer in answers if answer.stopped is None] == [second]
     panel.curve_view.button.click()
     third = panel.curve_job
     wait_for(lambda: third in progress)
@@ -82,13 +82,13 @@ def test_asking_for_importance_again_stops_the_curve_and_waits_for_the_new_ranki
     open_demo(qtbot, window, DEMO)
     panel = scored(window)
     answers, progress = [], []
-    window.worker_thread.worker.prune_ready.connect(lambda job, answer: answers.append(answer))
+    window.worker_thread.worker.prune_ready.connect(answers.append)
     window.worker_thread.worker.prune_progress.connect(lambda job, _done, _total: progress.append(job))
     panel.curve_view.button.click()
     wait_for(lambda: bool(progress))
     panel.view.run.setCurrentIndex(panel.view.run.findData(method))  # scores the corpus again
     wait_for(lambda: bool(answers))
-    assert answers[0].reason == "a newer head importance job was asked for"
+    assert answers[0].stopped.reason == "a newer head importance job was asked for"
     assert not panel.curve_view.button.isEnabled()  # no curve of a ranking being replaced
     wait_for(lambda: panel.importance is not None and panel.importance.metric == "exact")
     assert panel.curve_view.button.isEnabled() and panel.curves is None

@@ -101,25 +101,25 @@ def test_a_bad_corpus_is_said_in_the_view(qtbot, window, tmp_path):  # noqa: F81
 
 
 def test_the_worker_answers_only_the_newest_job_of_the_open_model(qtbot, random_checkpoint, corpus):
-    from attnviz.state.jobs import Stopped
+    from attnviz.state.jobs import Answer, Stopped
     from attnviz.gui.worker import ModelWorker
 
     worker = ModelWorker()  # lives on this thread: its units are queued on this thread's event loop
     worker.translator = Translator(load_checkpoint(random_checkpoint), "cpu")
     answers = []
-    worker.head_stats_ready.connect(lambda job, answer: answers.append((job, answer)))
+    worker.head_stats_ready.connect(answers.append)
     worker.jobs.post("model", 1)
     worker.jobs.post("stats", 2)
     worker.head_stats(2, str(corpus))
     qtbot.waitUntil(lambda: len(answers) == 1, timeout=WAIT)
-    assert answers[0][0] == 2 and answers[0][1].pairs == PAIRS
+    assert answers[0].job == 2 and answers[0].value.pairs == PAIRS
     worker.jobs.post("stats", 3)
     worker.head_stats(2, str(corpus))  # a newer statistics job was asked for
     worker.jobs.post("model", 4, because="the model moved to cpu")
     worker.head_stats(3, str(corpus))  # a newer model job was asked for
-    assert answers[1:] == [(2, Stopped("newer head statistics were asked for", by=3)),
-                           (3, Stopped("the model moved to cpu", by=4))]
+    assert answers[1:] == [Answer(2, stopped=Stopped("newer head statistics were asked for", by=3)),
+                           Answer(3, stopped=Stopped("the model moved to cpu", by=4))]
     worker.jobs.post("stats", 5)
     worker.head_stats(5, str(corpus.parent / "missing.tsv"))
     qtbot.waitUntil(lambda: len(answers) == 4, timeout=WAIT)
-    assert answers[3][0] == 5 and "no such file" in answers[3][1]
+    assert answers[3].job == 5 and "no such file" in answers[3].error and answers[3].value is None

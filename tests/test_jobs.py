@@ -130,3 +130,36 @@ def test_the_board_loads_neither_qt_nor_torch():
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'PySide6', 'pyqtgraph', 'shiboken6'}))")
     output = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert output.stdout.strip() == "[]"
+
+
+def test_a_job_asked_of_a_model_the_worker_no_longer_holds_is_stale_whatever_the_ids_order():
+    """A run finished after another model's open was asked for: its contributions job has the newer id, yet it
+    explains the old model's results; once the worker holds the new model it is stale. A model job that fails
+    (the old model stays held) leaves a later job of the old model current."""
+    board = JobBoard()
+    board.hold("model", board.new("model"))  # model 1 opened
+    run = board.new("run")
+    board.new("model")  # model 3 asked for: the run is still decoding on model 1
+    late = board.new("contributions", of={"model": 1})  # the finished run's job: a newer id than the open's
+    assert board.is_current("contributions", late)  # the worker still holds model 1
+    board.hold("model", 3)
+    assert board.overtaken("contributions", late) == Stopped("another model was opened", by=3)
+    board.hold("model", 1)  # say model 3 had failed to open: model 1 stays
+    assert board.is_current("contributions", late) and board.is_current("run", run)
+    board.hold("partner", board.new("partner"))
+    for_b = board.new("partner_contributions", of={"model": 1, "partner": 5})
+    assert board.is_current("partner_contributions", for_b)
+    board.hold("partner", 0)  # stopped comparing: model B let go
+    assert board.overtaken("partner_contributions", for_b).reason == "another model B was asked for"
+
+
+def test_the_session_owns_the_board_the_worker_reads():
+    from attnviz.state.session import RunSettings, Session
+
+    session = Session()
+    request = session.new_request(RunSettings(text="a"))
+    assert session.jobs.newest("run") == request.id
+    stats = session.new_job("stats")
+    model = session.new_model_job("the model moved to cpu")
+    assert session.jobs.overtaken("stats", stats).reason == "the model moved to cpu"
+    assert session.new_job("stats") > model == session.model_job == session.jobs.newest("model")

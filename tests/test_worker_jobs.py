@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 
 from attnviz.state.demos import demo_reference_pairs
-from attnviz.state.jobs import Stopped
+from attnviz.state.jobs import Answer, Stopped
 from tests.test_gui import WAIT
 from tests.test_gui_compare import open_demo
 
@@ -100,9 +100,9 @@ def test_a_device_switch_during_a_job_stops_it_and_the_panel_says_why(qtbot, win
 def test_opening_another_model_during_a_job_stops_it_and_the_panel_says_so(qtbot, window):
     start_importance(qtbot, window)
     answers = []
-    window.worker_thread.worker.importance_ready.connect(lambda job, answer: answers.append(answer))
+    window.worker_thread.worker.importance_ready.connect(answers.append)
     open_demo(qtbot, window, OTHER)
-    assert answers == [Stopped("another model was opened", by=window.session.model_job)]
+    assert [answer.stopped for answer in answers] == [Stopped("another model was opened", by=window.session.model_job)]
     assert summary(window) == "Stopped: another model was opened. View → Head importance… scores a corpus with it."
     assert window.importance_panel.importance is None and no_job_thread_left()
 
@@ -112,12 +112,12 @@ def test_a_second_job_during_a_job_stops_the_first_and_shows_its_own_scores(qtbo
     start_importance(qtbot, window, pairs)
     first = window.importance_panel.job
     answers = []
-    window.worker_thread.worker.importance_ready.connect(lambda job, answer: answers.append((job, answer)))
+    window.worker_thread.worker.importance_ready.connect(answers.append)
     window.importance.open(pairs[:3])
     second = window.importance_panel.job
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=JOB_WAIT)
-    assert answers[0] == (first, Stopped("a newer head importance job was asked for", by=second))
-    assert answers[1][0] == second and window.importance_panel.importance.examples == 3
+    assert answers[0] == Answer(first, stopped=Stopped("a newer head importance job was asked for", by=second))
+    assert answers[1].job == second and window.importance_panel.importance.examples == 3
     assert "3 sentences;" in summary(window)
 
 

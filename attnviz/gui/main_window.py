@@ -56,7 +56,7 @@ class MainWindow(QMainWindow):
 
         before = self.frameGeometry()
         setup_views(self, devices, self.demos)
-        self.worker_thread = WorkerThread()
+        self.worker_thread = WorkerThread(self.session.jobs)  # the session's job board
         self.viewing, self.ablation, self.opening = Viewing(self), Ablation(self), Opening(self)
         self.sessions, self.comparing, self.exporting = Sessions(self), Comparing(self), Exporting(self)
         self.presenting, self.stats, self.importance = Presenting(self), head_stats_tool(self), importance_tool(self)

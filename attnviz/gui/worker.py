@@ -2,9 +2,9 @@
 
 The GUI asks by calling the ``load``/``run`` slots through queued signals and learns the outcome from
 the signals below. Before it asks, the GUI thread posts the job's id on the worker's ``jobs`` board
-(attnviz/state/jobs.py): a job that is no longer the newest of its kind is skipped, a running decode stops at its
-next step, and a long job (corpus statistics, head importance) stops between two units and answers
-:class:`~attnviz.state.jobs.Stopped`, saying why.
+(attnviz/state/jobs.py, the session's own): a job that is no longer the newest of its kind, or asks for a model
+this thread no longer holds, is skipped, a running decode stops at its next step, and a long job (corpus
+statistics, head importance) stops between two units and answers why (:class:`~attnviz.state.jobs.Answer`).
 
 Nothing on this thread processes events from inside a job: a long job runs one unit (a batch, a head) per
 queued call and queues its next unit behind what was asked meanwhile, so a run, a model load or a device
@@ -38,7 +38,7 @@ from models.inference.translator import SourceInput, Translator, use_idle_cores
 
 from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice, show_choice
 from ..state.imports import ImportAnswer, ImportQuestion
-from ..state.jobs import JobBoard, Stopped, UnitSteps
+from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
 from ..state.session import NO_REQUEST, ModelInfo, Request, RunLabels
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
@@ -107,7 +107,10 @@ def _one_unit(compute: Callable[[], object]):
     yield  # never reached: it makes this function a generator
 
 
-CAPTURED_KEPT = 8  # traced passes kept for switching among the forward methods (the newest results' hypotheses)
+# Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
+# logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
+# explains nothing a job can still ask for).
+CAPTURED_KEPT = 8
 
 
 def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:
@@ -159,13 +162,12 @@ def trace_dtype(translator: Translator, request: Request, *, source: SourceInput
 @dataclasses.dataclass
 class LongJob:
     """A long job under way: its kind and id on the board, its units, and where its answers go (``answer``:
-    job id and the result, the line saying why not, or :class:`Stopped`; ``report``: job id and what the
-    work's progress callback was given after a unit)."""
+    an :class:`Answer`; ``report``: job id and what the work's progress callback was given after a unit)."""
 
     kind: str
     id: int
     units: UnitSteps
-    answer: Callable[[int, object], None]
+    answer: Callable[[Answer], None]
     report: Callable[..., None] | None = None
 
 
@@ -185,20 +187,18 @@ class ModelWorker(QObject):
     # that switch heads off
     failed = Signal(int, str)
     notice = Signal(int, str)  # request id (0: no run), message
-    # job id, and HeadStats (models/trace/head_summary.py) or the line saying why not
-    head_stats_ready = Signal(int, object)
+    head_stats_ready = Signal(object)  # Answer: HeadStats (models/trace/head_summary.py), or why not
     importance_progress = Signal(int, int, int)  # job id, heads scored, heads in all
-    # job id, and HeadImportance (models/analysis/importance.py) or the line saying why not
-    importance_ready = Signal(int, object)
+    importance_ready = Signal(object)  # Answer: HeadImportance (models/analysis/importance.py), or why not
     prune_progress = Signal(int, int, int)  # job id, points of the pruning curves scored, points in all
-    prune_ready = Signal(int, object)  # job id, PruneCurves (models/analysis/importance.py) or the line why not
+    prune_ready = Signal(object)  # Answer: PruneCurves (models/analysis/importance.py), or why not
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
     contributions_ready = Signal(object)  # ContributionAnswer: one hypothesis' maps, or the line saying why not
     _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
-    def __init__(self):
+    def __init__(self, jobs: JobBoard | None = None):
         super().__init__()
         self.translator: Translator | None = None
         self.series: dict[int, Path] = {}  # an open snapshot series: step → its checkpoint
@@ -206,7 +206,7 @@ class ModelWorker(QObject):
         self.series_translators: dict[int, Translator] = {}
         self.partner: Translator | None = None  # model B while comparing: every run runs on it too
         self.weights = "float32"  # the precision every model opens in (a WEIGHT_DTYPES name), set by the window
-        self.jobs = JobBoard()  # posted to by the GUI thread before it asks; read here
+        self.jobs = jobs or JobBoard()  # the session's: posted to by the GUI thread before it asks; read here
         self.long_jobs: dict[str, LongJob] = {}  # kind → the long job of that kind under way
         # (model, request id, hypothesis, ablation) → its traced pass (Captured)
         self.captured: dict[tuple, object] = {}
@@ -286,6 +286,7 @@ class ModelWorker(QObject):
         translator = Translator(checkpoint, device or None)
         self.translator, self.series, self.series_translators = translator, {}, {}
         self.captured.clear()
+        self.jobs.hold("model", job_id)
         self.loaded.emit(job_id, describe(translator, Path(path)))
 
     def _open_series(self, job_id: int, path: str, device: str) -> None:
@@ -300,6 +301,8 @@ class ModelWorker(QObject):
         self.translator = translator
         self.series = {snapshot.step: snapshot.path for snapshot in series.snapshots}
         self.series_translators = {last.step: translator}
+        self.captured.clear()
+        self.jobs.hold("model", job_id)
         self.loaded.emit(job_id, dataclasses.replace(describe(translator, Path(path)), snapshots=tuple(series.steps)))
 
     def _description(self) -> ModelInfo:
@@ -335,14 +338,25 @@ class ModelWorker(QObject):
                 checkpoint = self._converted(path, inspection.format)
             if not self.jobs.is_current("partner", job_id):
                 return
-            self.partner = Translator(checkpoint, device or None)
+            partner = Translator(checkpoint, device or None)
+            self._forget_partner()
+            self.partner = partner
+            self.jobs.hold("partner", job_id)
             self.partner_loaded.emit(job_id, describe(self.partner, Path(path)))
 
     @Slot(int)
     def drop_partner(self, job_id: int) -> None:
         """Stop comparing: model B is let go (unless a newer partner is on its way)."""
         if self.jobs.is_current("partner", job_id):
-            self.partner = None
+            self._forget_partner()
+            self.jobs.hold("partner", 0)
+
+    def _forget_partner(self) -> None:
+        """Model B and its traced passes are let go (a pass holds its model)."""
+        if self.partner is not None:
+            model = id(self.partner.model)
+            self.captured = {key: kept for key, kept in self.captured.items() if key[0] != model}
+        self.partner = None
 
     def _decode_partner(self, request: Request) -> None:
         """The same input, mode, target and limits on model B (its own languages, no heads switched off)."""
@@ -379,6 +393,7 @@ class ModelWorker(QObject):
         with reporting_errors(lambda line: self.notice.emit(NO_REQUEST, f"Could not move the model to {device}: "
                                                                         f"{line}")):
             self._move_models(device or "auto")
+            self.jobs.hold("model", job_id)
             self.device_changed.emit(job_id, self._description())
 
     @Slot(int, str)
@@ -402,6 +417,7 @@ class ModelWorker(QObject):
 
         with reporting_errors(say):
             self._reopen_in_precision()
+            self.jobs.hold("model", job_id)
             self.weights_changed.emit(job_id, self._description())
 
     def _reopen_in_precision(self) -> None:
@@ -409,6 +425,7 @@ class ModelWorker(QObject):
         the other snapshots load again when a run asks for them."""
         translator = self.translator
         fresh = Translator(self._read(translator.checkpoint.path), translator.device)
+        self.captured.clear()  # a pass holds the model it ran
         if self.series:
             step = next(step for step, kept in self.series_translators.items() if kept is translator)
             self.series_translators = {step: fresh}
@@ -419,6 +436,7 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def run(self, request: Request) -> None:
+        self.captured = {key: kept for key, kept in self.captured.items() if key[1] >= request.id}
         if self.translator is None or not self.jobs.is_current("run", request.id):
             return
         with reporting_errors(lambda line: self.failed.emit(request.id, line)):
@@ -439,10 +457,11 @@ class ModelWorker(QObject):
             stopped = self.jobs.overtaken(job.kind, job.id)
             if stopped is not None or translator is None:
                 self.contributions_ready.emit(ContributionAnswer(
-                    job, hypothesis, error=stopped.line if stopped else "no model is open", stopped=True))
+                    job, hypothesis=hypothesis, stopped=stopped or Stopped("no model is open")))
                 return
             answers = []
-            with reporting_errors(lambda line, h=hypothesis: answers.append(ContributionAnswer(job, h, error=line)),
+            with reporting_errors(lambda line, h=hypothesis: answers.append(ContributionAnswer(job, error=line,
+                                                                                                hypothesis=h)),
                                   unexpected=f"computing {job.method}"):
                 answers.append(self._contribution(translator, job, hypothesis=hypothesis, output_ids=output_ids))
             self.contributions_ready.emit(answers[-1])
@@ -461,7 +480,8 @@ class ModelWorker(QObject):
                                            output_ids=output_ids)
         maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured,
                              ablation=job.ablation)
-        return ContributionAnswer(job, hypothesis, maps=maps, coverage=source_coverage(maps) if job.coverage else None)
+        return ContributionAnswer(job, maps, hypothesis=hypothesis,
+                                  coverage=source_coverage(maps) if job.coverage else None)
 
     def _captured_pass(self, translator: Translator, result: tuple, *, src_ids, output_ids):
         """The traced pass of one result (request id, hypothesis, the heads it ran with switched off), kept:
@@ -513,7 +533,7 @@ class ModelWorker(QObject):
         self._stop_overtaken_jobs()
         stopped = self.jobs.overtaken(kind, job_id)
         if stopped is not None or self.translator is None:
-            answer(job_id, stopped or "no model is open")
+            answer(Answer(job_id, stopped=stopped or Stopped("no model is open")))
             return
         self.long_jobs[kind] = LongJob(kind, job_id, UnitSteps(steps), answer=answer, report=report)
         self._next_unit.emit(kind, job_id)
@@ -526,32 +546,32 @@ class ModelWorker(QObject):
             return
         stopped = self.jobs.overtaken(kind, job_id)
         if stopped is not None:
-            self._end_long_job(job, stopped)
+            self._end_long_job(job, Answer(job_id, stopped=stopped))
             return
         unit = None
-        with reporting_errors(lambda line: self._end_long_job(job, line)):  # the device running out of memory too
+        with reporting_errors(lambda line: self._end_long_job(job, Answer(job_id, error=line))):  # out of memory too
             unit = job.units.step()
         if unit is None:
             return
         if unit.done:
-            self._end_long_job(job, unit.value)
+            self._end_long_job(job, Answer(job_id, unit.value))
             return
         if job.report is not None:
             job.report(job_id, *unit.value)
         self._next_unit.emit(kind, job_id)
 
-    def _end_long_job(self, job: LongJob, answer) -> None:
+    def _end_long_job(self, job: LongJob, answer: Answer) -> None:
         job.units.stop()
         if self.long_jobs.get(job.kind) is job:
             del self.long_jobs[job.kind]
-        job.answer(job.id, answer)
+        job.answer(answer)
 
     def _stop_overtaken_jobs(self) -> None:
         """Before a model job changes the model: the long jobs it overtakes answer why they stopped."""
         for job in list(self.long_jobs.values()):
             stopped = self.jobs.overtaken(job.kind, job.id)
             if stopped is not None:
-                self._end_long_job(job, stopped)
+                self._end_long_job(job, Answer(job.id, stopped=stopped))
 
     def end_long_jobs(self) -> None:
         """The window is closing and this thread has ended: close the jobs' generators, answering no one."""
@@ -567,7 +587,8 @@ class ModelWorker(QObject):
 
     def _fall_back_to_the_cpu(self, request: Request) -> None:
         for job in list(self.long_jobs.values()):  # they started on the GPU: scores stay on one device
-            self._end_long_job(job, Stopped("the GPU ran out of memory; the model now runs on the CPU"))
+            self._end_long_job(job, Answer(job.id, stopped=Stopped("the GPU ran out of memory; the model now runs on "
+                                                                   "the CPU")))
         self._move_models("cpu")
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -635,10 +656,10 @@ class WorkerThread:
 
     live: "weakref.WeakSet[WorkerThread]" = weakref.WeakSet()  # lets tests prove no thread outlives its window
 
-    def __init__(self):
+    def __init__(self, jobs: JobBoard | None = None):
         self.thread = QThread()
         self.thread.setObjectName("attnviz-model")
-        self.worker = ModelWorker()
+        self.worker = ModelWorker(jobs)
         self.worker.moveToThread(self.thread)
         self.thread.start()
         WorkerThread.live.add(self)

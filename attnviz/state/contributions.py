@@ -19,6 +19,7 @@ from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 
 from . import viewmodel
+from .jobs import Answer
 from .session import Selection, ViewOptions
 
 WEIGHTS = "weights"  # attention weights: the trace itself, no job
@@ -65,22 +66,22 @@ class ContributionJob:
 
     @property
     def kind(self) -> str:
-        """Its kind on the job board (attnviz/state/jobs.py)."""
-        return "coverage" if self.coverage else "partner_contributions" if self.partner else "contributions"
+        return job_kind(coverage=self.coverage, partner=self.partner)
+
+
+def job_kind(*, coverage: bool, partner: bool) -> str:
+    """A contribution job's kind on the job board (attnviz/state/jobs.py)."""
+    return "coverage" if coverage else "partner_contributions" if partner else "contributions"
 
 
 @dataclass(frozen=True)
-class ContributionAnswer:
-    """The worker's answer for one hypothesis of a :class:`ContributionJob`: its ``maps`` (a
-    ``ContributionMaps``) and, for a coverage job, its ``coverage`` (a ``SourceCoverage``); or ``error``, the one
-    line saying why not."""
+class ContributionAnswer(Answer):
+    """The worker's answer (``job``: the :class:`ContributionJob`) for one of its hypotheses: its maps (``value``,
+    a ``ContributionMaps``) and, for a coverage job, its ``coverage`` (a ``SourceCoverage``); or ``error``, or
+    ``stopped``."""
 
-    job: ContributionJob
-    hypothesis: int
-    maps: object | None = None
+    hypothesis: int = 0
     coverage: object | None = None
-    error: str = ""
-    stopped: bool = False  # overtaken before it was computed (``error`` says why)
 
     @property
     def key(self) -> tuple[int, int, str, bool]:
@@ -201,6 +202,18 @@ def missing_kind(choice: ShowChoice, kind: str) -> str:
     return f"{choice.label} gives no {viewmodel.KIND_LABELS[kind].lower()} map; it shows {kinds}."
 
 
+def lacking(trace: AttentionTrace, maps, kind: str, *, choice: ShowChoice) -> str:
+    """Why ``choice``'s maps of ``kind`` cannot be shown on ``trace`` ("" when they can): the method gives no map
+    of that kind, or the model has no such attention to lay it out by (:func:`shown_trace` keeps only the kinds
+    both have)."""
+    if kind not in maps.layers or not maps.layers[kind]:
+        return missing_kind(choice, kind)
+    if kind not in trace.masks:
+        what = "no attention" if not trace.masks else f"no {viewmodel.KIND_LABELS[kind].lower()}"
+        return f"this model has {what}: {choice.label} has no {viewmodel.KIND_LABELS[kind].lower()} map to show."
+    return ""
+
+
 def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *, choice: ShowChoice) -> str:
     """How the title names the map shown and the method: a head, a rollout of the heads' maps, the block, or the
     whole model."""
@@ -220,8 +233,9 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method, its colour scale
     titled with its unit and its note saying how good the numbers are (integrated gradients' completeness, weights
     rounded to ``weights``); or the line saying why the method has no such map. ``name``: a comparison pane's."""
-    if selection.kind not in maps.layers or not maps.layers[selection.kind]:
-        return missing_kind(choice, selection.kind)
+    missing = lacking(trace, maps, selection.kind, choice=choice)
+    if missing:
+        return f"model {name}: {missing}" if name else missing
     shown, chosen, which = _shown_map(trace, maps, selection, choice=choice)
     drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
@@ -271,8 +285,9 @@ def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[Attention
                             options: ViewOptions = ViewOptions()) -> viewmodel.ComparePane:
     """B − A of the same method's maps (each model's own), as :func:`viewmodel.difference` takes it."""
     for (trace, maps), name in ((a, "A"), (b, "B")):
-        if selection.kind not in maps.layers or not maps.layers[selection.kind]:
-            return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing_kind(choice, selection.kind)}")
+        missing = lacking(trace, maps, selection.kind, choice=choice)
+        if missing:
+            return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing}")
     shown_a, chosen, which = _shown_map(a[0], a[1], selection, choice=choice)
     shown_b, _, _ = _shown_map(b[0], b[1], selection, choice=choice)
     pane = viewmodel.difference(shown_a, shown_b, chosen, options=options)
@@ -290,7 +305,7 @@ def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choi
     of a per-head method, the block's one map of a per-block one (in the first column, the others blank: the
     grid keeps the attention's shape, so switching back and forth relabels it instead of building it anew);
     None when the method has no map of the kind."""
-    if selection.kind not in maps.layers or not maps.layers[selection.kind]:
+    if lacking(trace, maps, selection.kind, choice=choice):
         return None
     shown = shown_trace(trace, maps)
     chosen = shown_selection(shown, selection, choice)
@@ -326,12 +341,12 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
     if maps.source is not None:
         values = np.asarray(maps.source[min(selection.step, len(maps.source) - 1)], dtype=np.float32)
         title = f"{choice.label} of each source token to this step (whole model)"
-    elif "cross" in maps.layers and maps.layers["cross"]:
+    elif not lacking(trace, maps, "cross", choice=choice):
         shown = shown_trace(trace, maps)
         bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
         values, title = bars.values, f"{choice.label}: {bars.title.replace('cross-attention of ', '')}"
     else:
-        return bars_saying(missing_kind(choice, "cross"))
+        return bars_saying(lacking(trace, maps, "cross", choice=choice))
     strongest = int(np.argmax(values)) if len(values) else None
     top = 1.0 if choice.bounded else max(float(values.max()) if len(values) else 0.0, 1e-6)
     return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top)

@@ -1,10 +1,13 @@
 """The worker's jobs as plain data (no Qt, no torch): which job of each kind is the newest, why an older one
 stopped, and a long job's generator of units that the worker thread steps one at a time.
 
-The one rule, newest wins: every job carries an id from the session's one counter; a job is current while
-its id is the newest of its kind and no job it depends on (a corpus job depends on the model) is newer,
-and until the window closes. The GUI thread posts a job's id before it queues the job; the worker thread
-asks before it starts a job and between a long job's units.
+The one rule, newest wins: every job carries an id from the board's one counter (:meth:`JobBoard.new`, owned
+by the session; the worker holds the same board); a job is current while its id is the newest of its kind and no
+job it depends on (a corpus job depends on the model) is newer, and until the window closes. A job that explains
+a model's results also names the model it was asked for (and model B's, for B's): the worker says on the board
+which models it holds (:meth:`JobBoard.hold`), and a job of a model it no longer holds is stale whatever the ids'
+order. The GUI thread posts a job before it queues it; the worker thread asks before it starts a job and
+between a long job's units. Every long job answers one :class:`Answer`: a value, an error line, or why it stopped.
 """
 
 from __future__ import annotations
@@ -47,18 +50,60 @@ class Stopped:
         return f"Stopped: {self.reason}."
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What a long job answers, in one form for every kind: its ``value``, or ``error`` (the one line saying why
+    it has none), or ``stopped`` (it was overtaken before it finished). ``job``: the id it answers."""
+
+    job: Any
+    value: Any = None
+    error: str = ""
+    stopped: Stopped | None = None
+
+    @property
+    def line(self) -> str:
+        """Why there is no value ("" when there is one)."""
+        return self.stopped.line if self.stopped is not None else self.error
+
+
+HELD = ("model", "partner")  # the kinds whose job puts a model in the worker's hands
+
+
 class JobBoard:
-    """Kind → the newest job's id and what it does (written by the GUI thread, read by the worker thread:
-    each kind's entry is one tuple, replaced in one assignment, so a reader never sees half of it)."""
+    """Kind → the newest job's id and what it does, and the jobs whose models the worker holds (written by the
+    GUI thread and the worker thread, read by both: each entry is one value, replaced in one assignment, so a
+    reader never sees half of it)."""
 
     def __init__(self):
         self._newest: dict[str, tuple[int, str]] = {kind: (0, NEWER[kind]) for kind in KINDS}
+        self._asked_of: dict[tuple[str, int], dict[str, int]] = {}  # (kind, id) → the models it was asked for
+        self._held: dict[str, int] = {kind: 0 for kind in HELD}
+        self._last_id = 0
         self.closing = False
 
-    def post(self, kind: str, job_id: int, because: str = "") -> None:
+    def new(self, kind: str, because: str = "", *, of: dict[str, int] | None = None) -> int:
+        """A new job of ``kind``, posted: its id, from the one counter (a newer job has a larger id; see
+        :meth:`post`)."""
+        self._last_id += 1
+        self.post(kind, self._last_id, because, of=of)
+        return self._last_id
+
+    def post(self, kind: str, job_id: int, because: str = "", *, of: dict[str, int] | None = None) -> None:
         """``job_id`` is now the newest job of ``kind``; ``because`` says what it does to older ones when it
-        is not the kind's usual ("the model moved to cpu" for a model job that is a device move)."""
+        is not the kind's usual ("the model moved to cpu" for a model job that is a device move); ``of``: the
+        models it was asked for (``{"model": id of the model job that opened it}``, and ``"partner"``)."""
+        if of:  # the dict is replaced whole: the worker thread reads it meanwhile
+            self._asked_of = {**{key: held for key, held in self._asked_of.items() if key[0] != kind},
+                              (kind, job_id): dict(of)}
         self._newest[kind] = (job_id, because or NEWER[kind])
+
+    def hold(self, kind: str, job_id: int) -> None:
+        """The worker now holds the model that job ``job_id`` of ``kind`` (``model``, ``partner``) opened (0:
+        none): every job asked for another model of that kind is stale."""
+        self._held[kind] = job_id
+
+    def held(self, kind: str) -> int:
+        return self._held[kind]
 
     def newest(self, kind: str) -> int:
         return self._newest[kind][0]
@@ -74,10 +119,13 @@ class JobBoard:
         newest, because = self._newest[kind]
         if newest != job_id:
             return Stopped(because, by=newest)
+        asked_of = self._asked_of.get((kind, job_id), {})
         for other in DEPENDS_ON.get(kind, ()):
             newest, because = self._newest[other]
             if newest > job_id:
                 return Stopped(because, by=newest)
+            if other in asked_of and asked_of[other] != self._held[other]:  # asked of a model the worker let go
+                return Stopped(NEWER[other], by=self._held[other])
         return None
 
     def is_current(self, kind: str, job_id: int) -> bool:

@@ -1,9 +1,10 @@
 """What the app has open and what it shows, with no widgets, no Qt and no torch: the model's description,
 the newest request and its results, notices, the view selection, and the rules that drop stale answers.
 
-Every job sent to the worker carries an id from one counter: runs (``Request``), and model jobs (open,
-import, device move). The newest run wins and so does the newest model job; an answer that carries an
-older id is dropped here, so it can never land on a newer run or model.
+Every job sent to the worker carries an id from the session's one job board (attnviz/state/jobs.py, which the
+worker holds too): runs (``Request``), model jobs (open, import, device move), model B's, the panels'. The newest
+run wins and so does the newest model job; an answer that carries an older id is dropped here, so it can never
+land on a newer run or model.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from models.nn.ablation import NO_ABLATION, Ablation
 from models.nn.precisions import EXACT
 from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 
+from .jobs import JobBoard
+
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
+PARTNER_RUNNING = "model B is running…"
+PARTNER_NOT_RUN = "model B has not run this sentence: press Enter to run both"
 
 
 @dataclass(frozen=True)
@@ -109,25 +114,40 @@ class Session:
     notices: list[str] = field(default_factory=list)
     selection: Selection = field(default_factory=Selection)
     options: ViewOptions = field(default_factory=ViewOptions)
-    model_job: int = 0  # id of the newest open/import/device move
+    model_opened_by: int = 0  # id of the model job whose model is open (jobs of another model are stale)
     run_settings: dict[str, RunSettings] = field(default_factory=dict)  # model path → its input bar
     ablation: Ablation = NO_ABLATION  # the heads the next run switches off
     original: DecodeResult | None = None  # with heads off: the same input's best result with every head on
     show_original: bool = False  # the views show ``original`` (every head on) instead of this run's result
     snapshot_step: int | None = None  # a series: the training step the next run uses
     partner: ModelInfo | None = None  # the model compared with (model B): every run runs on it too
-    partner_job: int = 0  # id of the newest partner open (a newer one, or stopping, makes older ones stale)
+    partner_opened_by: int = 0  # id of the partner open whose model B is compared with
     partner_result: DecodeResult | None = None  # model B's best result of the current run
     partner_error: str = ""  # why model B has no result for the current run
-    _next_id: int = 0
+    jobs: JobBoard = field(default_factory=JobBoard)  # every job's id and whether it is current; the worker's too
 
-    def next_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
+    @property
+    def model_job(self) -> int:
+        """The id of the newest open, import, device move or weights re-read."""
+        return self.jobs.newest("model")
+
+    @property
+    def partner_job(self) -> int:
+        """The id of the newest partner open (a newer one, or stopping, makes older ones stale)."""
+        return self.jobs.newest("partner")
+
+    def new_job(self, kind: str, *, of_models: bool = False) -> int:
+        """A new job of ``kind`` posted on the board; ``of_models``: it works on the open models' results, so it
+        is stale once the worker holds other ones."""
+        return self.jobs.new(kind, of=self.models_asked() if of_models else None)
+
+    def models_asked(self) -> dict[str, int]:
+        """The models a job asked for now works on: the model job that opened model A and, while comparing, B."""
+        return {"model": self.model_opened_by, **({"partner": self.partner_opened_by} if self.comparing else {})}
 
     # --- runs ----------------------------------------------------------------------------------------
     def new_request(self, settings: RunSettings) -> Request:
-        self.request = Request(self.next_id(), settings, ablation=self.ablation, snapshot=self.snapshot_step)
+        self.request = Request(self.jobs.new("run"), settings, ablation=self.ablation, snapshot=self.snapshot_step)
         self.steps, self.results, self.notices, self.original = [], [], [], None
         self.run_labels = None
         self.partner_result, self.partner_error = None, ""
@@ -168,13 +188,14 @@ class Session:
 
     # --- comparing with a second model (model B) -----------------------------------------------------
     def new_partner_job(self) -> int:
-        self.partner_job = self.next_id()
-        return self.partner_job
+        return self.jobs.new("partner")
 
     def accept_partner(self, job_id: int, info: ModelInfo) -> bool:
         if job_id != self.partner_job:
             return False
-        self.partner, self.partner_result, self.partner_error = info, None, ""
+        # the next run runs on it too; until then (an empty input runs nothing) its pane says so
+        self.partner, self.partner_result, self.partner_error = info, None, PARTNER_NOT_RUN
+        self.partner_opened_by = job_id
         return True
 
     def accept_partner_result(self, request_id: int, result: DecodeResult | str) -> bool:
@@ -189,12 +210,17 @@ class Session:
 
     def stop_comparing(self) -> None:
         """Back to one model; a partner open still under way becomes stale."""
-        self.partner_job = self.next_id()
+        self.jobs.new("partner")
         self.partner, self.partner_result, self.partner_error = None, None, ""
 
     @property
     def comparing(self) -> bool:
         return self.partner is not None
+
+    @property
+    def partner_missing(self) -> str:
+        """Why model B shows no result of the current run: it failed, has not run it, or is running it."""
+        return self.partner_error or PARTNER_RUNNING
 
     # --- switching heads off ------------------------------------------------------------------------------
     def _shape(self) -> dict[str, tuple[int, int]]:
@@ -224,10 +250,10 @@ class Session:
         return True
 
     # --- the model -----------------------------------------------------------------------------------
-    def new_model_job(self) -> int:
-        """An id for an open, import or device move; a newer one makes older ones stale."""
-        self.model_job = self.next_id()
-        return self.model_job
+    def new_model_job(self, because: str = "") -> int:
+        """An id for an open, import or device move; a newer one makes older ones stale (a corpus job it stops
+        says ``because``: default, another model was opened)."""
+        return self.jobs.new("model", because)
 
     def is_current_model_job(self, job_id: int) -> bool:
         return job_id == self.model_job
@@ -236,7 +262,7 @@ class Session:
         """A newly opened model replaces the old one, its results and its selection."""
         if not self.is_current_model_job(job_id):
             return False
-        self.model = info
+        self.model, self.model_opened_by = info, job_id
         self.request, self.results, self.steps, self.notices = None, [], [], []
         self.run_labels = None
         self.ablation, self.original, self.show_original = NO_ABLATION, None, False
@@ -280,6 +306,8 @@ class Session:
         if job_id != NO_REQUEST and not self.is_current_model_job(job_id):
             return False
         self.model = info
+        if job_id != NO_REQUEST:  # the worker holds it as this job's model now (attnviz/state/jobs.py)
+            self.model_opened_by = job_id
         return True
 
     # --- what is shown -------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def open_hf_folder(source: Source, settings: Settings, inspect: Callable[[Source
         raise source.error(f"{brings}; drop --src-vocab/--tgt-vocab")
     inspection = inspect(source, settings)
     state, weights_file = read_hf_weights(source)
-    return HfFolder(inspection, inspection.found, state, weights_file)
+    return HfFolder(inspection, inspection.found, state, weights_file=weights_file)
 
 
 def read_hf_weights(source: Source) -> tuple[dict[str, Tensor], Path]:

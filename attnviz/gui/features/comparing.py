@@ -47,13 +47,11 @@ class Comparing(QObject):
             self.window.show_error("Open a model first, then compare another one with it.")
             return
         job_id = self.session.new_partner_job()
-        self.window.worker.jobs.post("partner", job_id)
         self.window.statusBar().showMessage(f"Opening {path} to compare…")
         self.partner_requested.emit(job_id, str(path), self.window.model_panel.device_name())
 
     def stop_comparing(self) -> None:
         self.session.stop_comparing()
-        self.window.worker.jobs.post("partner", self.session.partner_job)
         self.partner_dropped.emit(self.session.partner_job)
         self.show_comparing()
         self.window.viewing.show_output()

@@ -14,7 +14,8 @@ from PySide6.QtCore import QObject, Signal
 from models.nn.ablation import NO_ABLATION
 
 from ...state.contributions import (
-    ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, restored_choice,
+    ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, job_kind,
+    restored_choice,
 )
 from ...state.session import ModelInfo
 
@@ -33,7 +34,7 @@ class Contributions(QObject):
         self.answers: dict[tuple, object] = {}
         self.asked: set[tuple] = set()  # keys asked for and not answered yet
         self.coverage: dict[int, str] = {}  # hypothesis of the newest run (or ORIGINAL) → its source contribution
-        self.coverage_next: ContributionJob | None = None  # the original's, once the run's hypotheses have theirs
+        self.coverage_next = None  # makes the original's job, once the run's hypotheses have theirs
         worker = window.worker
         self.requested.connect(worker.contributions)
         worker.contributions_ready.connect(self._on_answer)
@@ -86,7 +87,7 @@ class Contributions(QObject):
             return choice.reason if choice is not None else f"this model offers no {self.method}"
         key = self._shown_key(partner)
         if key is None:
-            return "model B is running…"
+            return self.session.partner_missing
         if key not in self.answers:
             self._ask(key)
             return f"Computing {choice.label}…"
@@ -94,7 +95,7 @@ class Contributions(QObject):
 
     def computing(self) -> bool:
         """The shown maps were asked for and have not come yet."""
-        return self.method != WEIGHTS and self._shown_key(False) in self.asked
+        return self.method != WEIGHTS and bool(self.session.results) and self._shown_key(False) in self.asked
 
     def _shown_key(self, partner: bool) -> tuple | None:
         session = self.session
@@ -113,9 +114,8 @@ class Contributions(QObject):
         session = self.session
         result = (session.partner_result if partner else session.original if hypothesis == ORIGINAL
                   else session.results[hypothesis])
-        job = self._job(method, hypotheses=(hypothesis,), outputs=(tuple(result.token_ids),), partner=partner)
-        self.window.worker.jobs.post(job.kind, job.id)
-        self.requested.emit(job)
+        self.requested.emit(self._job(method, hypotheses=(hypothesis,), outputs=(tuple(result.token_ids),),
+                                      partner=partner))
 
     def _job(self, method: str, *, hypotheses: tuple[int, ...], outputs: tuple, coverage: bool = False,
              partner: bool = False) -> ContributionJob:
@@ -123,7 +123,9 @@ class Contributions(QObject):
         run = request.settings
         # the maps of the model as it ran: model B and the run with every head on ran with none off
         ablation = NO_ABLATION if partner or ORIGINAL in hypotheses else request.ablation
-        return ContributionJob(self.session.next_id(), request.id, method, text=run.text, hypotheses=hypotheses,
+        # posted as a job of the open models: once the worker holds another one, it is stale
+        job_id = self.session.new_job(job_kind(coverage=coverage, partner=partner), of_models=True)
+        return ContributionJob(job_id, request.id, method, text=run.text, hypotheses=hypotheses,
                                outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, coverage=coverage,
                                partner=partner, ablation=ablation)
 
@@ -139,14 +141,11 @@ class Contributions(QObject):
             return
         results, original = self.session.results, self.session.original
         if original is not None:  # a job of its own (every head on); after the run's, which a second would stop
-            self.coverage_next = self._job(COVERAGE_METHOD, hypotheses=(ORIGINAL,),
-                                           outputs=(tuple(original.token_ids),), coverage=True)
-        self._post_coverage(self._job(COVERAGE_METHOD, hypotheses=tuple(range(len(results))),
+            outputs = (tuple(original.token_ids),)
+            self.coverage_next = lambda: self._job(COVERAGE_METHOD, hypotheses=(ORIGINAL,), outputs=outputs,
+                                                   coverage=True)
+        self.requested.emit(self._job(COVERAGE_METHOD, hypotheses=tuple(range(len(results))),
                                       outputs=tuple(tuple(result.token_ids) for result in results), coverage=True))
-
-    def _post_coverage(self, job: ContributionJob) -> None:
-        self.window.worker.jobs.post(job.kind, job.id)
-        self.requested.emit(job)
 
     def _coverage_answered(self, answer: ContributionAnswer) -> None:
         """A hypothesis' source coverage came (or its line): said on the output line; after the run's last
@@ -158,7 +157,7 @@ class Contributions(QObject):
         queued = self.coverage_next
         if queued is not None and answer.hypothesis == answer.job.hypotheses[-1] and not answer.stopped:
             self.coverage_next = None
-            self._post_coverage(queued)
+            self.requested.emit(queued())
 
     def _on_answer(self, answer: ContributionAnswer) -> None:
         if not self.session.is_current(answer.job.request_id):
@@ -169,6 +168,6 @@ class Contributions(QObject):
             self._coverage_answered(answer)
         if answer.stopped:
             return  # overtaken: asked again when it is shown again
-        self.answers[key] = answer.maps if answer.maps is not None else answer.error
+        self.answers[key] = answer.value if answer.value is not None else answer.error
         if key == self._shown_key(key[3]) and key[2] == self.method:
             self.window.viewing.refresh(rebuild=True)

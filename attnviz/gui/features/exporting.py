@@ -16,6 +16,9 @@ from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, witho
 from ..rendering import figure_image, save_figure
 
 IMAGE_FILTER = "PNG (*.png);;SVG (*.svg)"
+NOTHING_RUN_YET = "nothing to export yet; run a sentence first"
+RUN_UNDER_WAY = "a new run is under way; export once it has finished"
+NO_ATTENTION = "this model has no attention: only its outputs are shown"
 
 
 def ask_save_path(window, title: str, *, name: str, file_filter: str) -> str:
@@ -48,7 +51,7 @@ class Exporting(QObject):
         outputs = [(session.model.path.stem, session.result.text)]
         if session.comparing:
             partner = session.partner_result
-            waiting = session.partner_error or "model B is running…"
+            waiting = session.partner_missing
             outputs.append((session.partner.path.stem, partner.text if partner is not None else waiting))
         return Caption(session.request.settings.text if session.request is not None else "", tuple(outputs))
 
@@ -56,18 +59,36 @@ class Exporting(QObject):
         """A figure of attnviz/state/figures.py saved as PNG or SVG; a failure is one line in the window."""
         return self._write(save_figure, (figure, path))
 
+    def shown_state(self) -> viewmodel.HeatmapState | viewmodel.CompareState | str:
+        """What the focus view shows as a figure would draw it (while comparing, A | B | B − A, as long as one pane
+        has a map), or why there is nothing to draw: no run yet, a new run under way (the views still show the
+        last one, which no longer matches the input), or the line the focus view shows in place of a map."""
+        session, viewing = self.session, self.window.viewing
+        trace = session.trace
+        if trace is None:
+            return RUN_UNDER_WAY if session.request is not None else NOTHING_RUN_YET
+        if not trace.kinds:
+            return NO_ATTENTION
+        if session.comparing:
+            comparison = viewing.current_comparison()
+            panes = (comparison.a, comparison.b, comparison.diff)
+            if any(pane.state is not None for pane in panes):
+                return comparison
+            return f"nothing to export: {comparison.a.message or comparison.b.message}"
+        shown = viewing.focus_state()
+        return f"nothing to export: {shown}" if isinstance(shown, str) else shown
+
     def current_figure(self) -> str | None:
-        """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None before a run."""
+        """The focus heatmap as a slide-ready figure (while comparing, A | B | B − A), or None when
+        :meth:`shown_state` says why there is none."""
         from ..views.style import lookup_table
 
-        viewing, focus = self.window.viewing, self.window.focus
-        heatmap = viewing.current_heatmap()
-        if heatmap is None:
+        focus, shown = self.window.focus, self.shown_state()
+        if isinstance(shown, str):
             return None
-        shown = viewing.current_comparison() if self.session.comparing else heatmap
         if not self.window.selector.masks_visible():
             shown = without_masks(shown)
-        if not self.session.comparing:
+        if isinstance(shown, viewmodel.HeatmapState):
             return heatmap_svg(shown, focus.lut(), caption=self._caption())
         names = (self.session.model.path.stem, self.session.partner.path.stem)
         luts = (focus.lut(), lookup_table(viewmodel.DIVERGING_COLORMAP))
@@ -82,7 +103,7 @@ class Exporting(QObject):
             return
         figure = self.current_figure()
         if figure is None:
-            self.window.show_error("Export failed: nothing to export yet; run a sentence first")
+            self.window.show_error(f"Export failed: {self.shown_state()}")
             return
         self._write(save_figure, (figure, path))
 

@@ -2,9 +2,10 @@
 a corpus' statistics, keeps the newest answer and what is chosen in it (run, kind, head), and has the view
 draw what attnviz/state/stats_view.py computes.
 
-Jobs carry an id from the session's one counter (attnviz/state/jobs.py). The worker stops a job between batches once
+Jobs are posted on the session's job board (attnviz/state/jobs.py). The worker stops a job between batches once
 a newer statistics job or a newer model job exists (a device move is one) and answers why, which the view says;
-an answer for any job but the newest is dropped here, and a newly opened model clears the view.
+an answer for any job but the newest is dropped here, and a newly opened model clears the view. What the corpus
+panels share (a job, its one answer, a new model) is :class:`CorpusPanel`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from ...state import stats_view
 from ...state.demos import demo_reference_pairs
-from ...state.jobs import Stopped
+from ...state.jobs import Answer, Stopped
 from ..views.head_stats import HeadStatsView
 
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
@@ -66,67 +67,102 @@ class CorpusTool(QObject):
             self.panel.dock = window.docks.add(self.dock_title, self.panel.view, Qt.DockWidgetArea.RightDockWidgetArea,
                                                scrolls=True)
         window.docks.show(self.panel.dock)
-        self.panel.start(window.session.next_id(), corpus)
+        self.panel.start(corpus)
+
+
+def answered(answer: Answer, job_id: int, say: Callable[[str], None], *, again: str, none: str) -> object | None:
+    """``answer``'s value when it answers the job ``job_id``; else None, having told ``say`` why there is none
+    (``again``: how to ask again after it stopped; ``none``: what an error leaves without, "No head statistics")."""
+    if answer.job != job_id:
+        return None
+    if answer.stopped is not None:
+        say(f"{answer.stopped.line} {again}")
+    elif answer.error:
+        say(f"{none}: {answer.error}")
+    return answer.value if answer.line == "" else None
+
+
+class CorpusPanel(QObject):
+    """What a corpus panel does with its jobs: each asks the session's board for a new id of ``KIND``, keeps the
+    newest's id and its answer's value (or says why it has none), and a newly opened model clears the panel
+    (saying so, or that it stopped the job)."""
+
+    KIND = ""  # its jobs' kind on the board
+    MENU = ""  # the menu item that starts a job: "View → Corpus head statistics…"
+    AGAIN, WITH_IT, NONE = "", "", ""  # how the panel asks again, asks of a new model, and has no value
+
+    def __init__(self, worker, parent: QObject | None = None, *, new_job: Callable[[str], int]):
+        super().__init__(parent)
+        self.worker = worker
+        self.new_job = new_job  # the session's board: a new id, posted (read by the worker between units)
+        self.view = HeadStatsView()
+        self.job = 0
+        self.stopped: Stopped | None = None  # why the newest job stopped before it finished
+        worker.loaded.connect(self.model_changed)
+
+    def _new(self) -> int:
+        self.job, self.stopped = self.new_job(self.KIND), None
+        return self.job
+
+    def _value(self, answer: Answer) -> object | None:
+        if answer.job == self.job and answer.stopped is not None:
+            self.stopped = answer.stopped
+        return answered(answer, self.job, self.view.show_message, again=f"{self.MENU} {self.AGAIN}", none=self.NONE)
+
+    def model_changed(self, job_id: int = 0, _info=None) -> None:
+        stopped_by_it = self.stopped is not None and self.stopped.by == job_id
+        self.job = 0
+        self.forget()
+        self.view.show_message(f"{self.stopped.line} {self.MENU} {self.WITH_IT}" if stopped_by_it else
+                               f"A new model is open: {self.MENU} {self.WITH_IT}")
+        self.stopped = None
+
+    def forget(self) -> None:
+        """What the panel showed belonged to the model open until now."""
 
 
 def head_stats_tool(window) -> CorpusTool:
     """View → Corpus head statistics…: a typical sentence clicked in the panel runs in the window."""
 
     def make_panel(window) -> HeadStatsPanel:
-        panel = HeadStatsPanel(window.worker, window)
+        panel = HeadStatsPanel(window.worker, window, new_job=window.session.new_job)
         panel.view.sentence_chosen.connect(window.viewing.run_text)
         return panel
 
     return CorpusTool(window, title="Corpus head statistics", dock_title="Head statistics", make_panel=make_panel)
 
 
-class HeadStatsPanel(QObject):
+class HeadStatsPanel(CorpusPanel):
     requested = Signal(int, object)  # job id, corpus (a PAIRS.tsv path or the pairs) → worker
+    KIND, MENU, NONE = "stats", "View → Corpus head statistics…", "No head statistics"
+    AGAIN, WITH_IT = "runs a corpus again.", "runs a corpus through it."
 
-    def __init__(self, worker, parent: QObject | None = None):
-        super().__init__(parent)
-        self.worker = worker
-        self.view = HeadStatsView()
+    def __init__(self, worker, parent: QObject | None = None, *, new_job: Callable[[str], int]):
+        super().__init__(worker, parent, new_job=new_job)
         self.stats = None
-        self.job = 0
-        self.stopped: Stopped | None = None  # why the newest job stopped before it finished
         self.run, self.kind, self.head = "reference", "cross", None
         self.requested.connect(worker.head_stats)
         worker.head_stats_ready.connect(self.accept)
-        worker.loaded.connect(self.model_changed)
         self.view.choice_changed.connect(self.choose)
         self.view.head_clicked.connect(self.choose_head)
 
-    def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
+    def start(self, corpus: str | list[tuple[str, str]]) -> None:
         """Ask for the statistics of ``corpus`` (a PAIRS.tsv path, or the pairs); any older job still running
         stops at its next batch."""
-        self.job, self.stopped = job_id, None
-        self.worker.jobs.post("stats", job_id)  # read by the worker between batches
+        job_id = self._new()
         self.view.show_message(f"Running {stats_view.corpus_name(corpus)} through the model…")
         self.requested.emit(job_id, corpus)
 
-    def accept(self, job_id: int, answer) -> None:
+    def accept(self, answer: Answer) -> None:
         """The worker's answer: the statistics, or the line saying why there are none."""
-        if job_id != self.job:
-            return
-        if isinstance(answer, Stopped):
-            self.stopped = answer
-            self.view.show_message(f"{answer.line} View → Corpus head statistics… runs a corpus again.")
-            return
-        if isinstance(answer, str):
-            self.view.show_message(f"No head statistics: {answer}")
-            return
-        self.stats, self.head = answer, None
-        self.refresh()
+        stats = self._value(answer)
+        if stats is not None:
+            self.stats, self.head = stats, None
+            self.refresh()
 
-    def model_changed(self, job_id: int = 0, _info=None) -> None:
-        stopped_by_it = self.stopped is not None and self.stopped.by == job_id
-        self.stats, self.head, self.job = None, None, 0
+    def forget(self) -> None:
+        self.stats, self.head = None, None
         self.view.show_typical(None)
-        self.view.show_message(f"{self.stopped.line} View → Corpus head statistics… runs a corpus through it."
-                               if stopped_by_it else
-                               "A new model is open: View → Corpus head statistics… runs a corpus through it.")
-        self.stopped = None
 
     def choose(self, run: str, kind: str) -> None:
         self.run, self.kind, self.head = run, kind, None

@@ -6,7 +6,7 @@ method scores the same corpus again. Clicking a head shows it in the window. Onc
 curve" switches them off cumulatively in three orders of that ranking, as a job of its own, and plots the score
 under the grid (attnviz/state/prune_view.py computes what it shows); its Export… saves the figure.
 
-Jobs carry an id from the session's one counter (attnviz/state/jobs.py); the worker stops a job between two units
+Jobs are posted on the session's job board (attnviz/state/jobs.py); the worker stops a job between two units
 (a head, or a pass) once a newer job of its kind or a model job exists (a device move is one; a pruning curve also
 follows its ranking, so scoring heads again stops it) and answers why, which the view says; an answer for any
 other job is dropped here, and a newly opened model clears the view.
@@ -18,13 +18,14 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from models.nn.precisions import EXACT
+
 from ...state import stats_view
-from ...state.jobs import Stopped
+from ...state.jobs import Answer
 from ...state.prune_view import prune_curve_figure, prune_curve_state
-from ..views.head_stats import HeadStatsView
 from ..views.prune_curve import WAITING, PruneCurveView
 from .exporting import IMAGE_FILTER, ask_save_path
-from .head_stats import CorpusTool
+from .head_stats import CorpusPanel, CorpusTool, answered
 
 # Pairs scored in the window: decoding again costs a decoding of every pair per head, so the first fifty say
 # enough; the NLL methods score hundreds in a minute or less.
@@ -34,31 +35,27 @@ PRUNE_SEED = 0  # the random order's first seed: the CLI's default --seed
 CURVE_HEIGHT = 260  # px of the dock the pruning curve starts with, under the grid
 
 
-class ImportancePanel(QObject):
+class ImportancePanel(CorpusPanel):
     requested = Signal(int, object, int, str)  # job id, corpus (a PAIRS.tsv path or the pairs), pairs limit, method
     head_chosen = Signal(str, int, int)  # kind, layer, head: show it in the window
     curve_requested = Signal(int, object, object, int)  # job id, corpus, HeadImportance, seed
+    KIND, MENU, NONE = "importance", "View → Head importance…", "No head importance"
+    AGAIN, WITH_IT = "scores a corpus again.", "scores a corpus with it."
 
-    def __init__(self, worker, parent: QObject | None = None, *, next_id: Callable[[], int],
-                 weights: Callable[[], str] = lambda: "float32"):
-        super().__init__(parent)
-        self.worker = worker
-        self.next_id = next_id  # the session's one job counter: a method chosen here is a new job
+    def __init__(self, worker, parent: QObject | None = None, *, new_job: Callable[[str], int],
+                 weights: Callable[[], str] = lambda: EXACT):
+        super().__init__(worker, parent, new_job=new_job)  # a method chosen here is a new job
         self.weights = weights  # the precision the open model's weights are kept in
-        self.view = HeadStatsView()
         self.view.set_sentences_visible(False)  # importance has no typical sentences to list
         self.method = DEFAULT_METHOD
         self.view.show_run_choices("Method:", list(stats_view.IMPORTANCE_METHODS.items()), self.method)
         self.view.show_message("View → Head importance… scores a PAIRS.tsv corpus with each head switched off alone.")
         self.importance = None
         self.corpus: str | list[tuple[str, str]] | None = None
-        self.job = 0
-        self.stopped: Stopped | None = None  # why the newest job stopped before it finished
         self.kind, self.head = "cross", None
         self.requested.connect(worker.head_importance)
         worker.importance_ready.connect(self.accept)
         worker.importance_progress.connect(self.progress)
-        worker.loaded.connect(self.model_changed)
         self.view.choice_changed.connect(self.choose)
         self.view.head_clicked.connect(self.choose_head)
         self.curve_view = PruneCurveView()
@@ -71,10 +68,9 @@ class ImportancePanel(QObject):
         worker.prune_ready.connect(self.accept_curves)
         worker.prune_progress.connect(self.curve_progress)
 
-    def start(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:
+    def start(self, corpus: str | list[tuple[str, str]]) -> None:
         """Score ``corpus`` by the method chosen in the panel."""
-        self.job, self.stopped, self.corpus = job_id, None, corpus
-        self.worker.jobs.post("importance", job_id)  # read by the worker between units
+        job_id, self.corpus = self._new(), corpus
         limit = PAIRS_LIMITS[self.method]
         self.forget_curves(ready=False)
         self.view.show_message(f"{stats_view.IMPORTANCE_METHODS[self.method]}: scoring "
@@ -85,36 +81,25 @@ class ImportancePanel(QObject):
         if job_id == self.job:
             self.view.show_message(f"{stats_view.IMPORTANCE_METHODS[self.method]}: scored {done} of {total} heads…")
 
-    def accept(self, job_id: int, answer) -> None:
-        if job_id != self.job:
+    def accept(self, answer: Answer) -> None:
+        importance = self._value(answer)
+        if importance is None:
             return
-        if isinstance(answer, Stopped):
-            self.stopped = answer
-            self.view.show_message(f"{answer.line} View → Head importance… scores a corpus again.")
-            return
-        if isinstance(answer, str):
-            self.view.show_message(f"No head importance: {answer}")
-            return
-        self.importance, self.head = answer, None
+        self.importance, self.head = importance, None
         self.curve_view.clear("Pruning curve switches these heads off one after another and plots the score.",
                               ready=True)
         self.refresh()
 
-    def model_changed(self, job_id: int = 0, _info=None) -> None:
-        stopped_by_it = self.stopped is not None and self.stopped.by == job_id
-        self.importance, self.head, self.job, self.corpus = None, None, 0, None  # the corpus was the old model's
+    def forget(self) -> None:
+        self.importance, self.head, self.corpus = None, None, None  # the corpus was the old model's
         self.forget_curves(ready=False)
         self.view.show_note("")
-        self.view.show_message(f"{self.stopped.line} View → Head importance… scores a corpus with it." if stopped_by_it
-                               else "A new model is open: View → Head importance… scores a corpus with it.")
-        self.stopped = None
 
     def start_curve(self) -> None:
         """The pruning curves of the shown importance, on the pairs it scored (a newer one stops this one)."""
         if self.importance is None or self.corpus is None:
             return
-        self.curve_job, self.curves = self.next_id(), None
-        self.worker.jobs.post("prune", self.curve_job)  # read by the worker between units
+        self.curve_job, self.curves = self.new_job("prune"), None  # read by the worker between units
         heads = sum(table.size for table in self.importance.scores.values())
         self.curve_view.clear(f"Pruning curve: switching the {heads} heads off in three orders…", ready=True)
         self.curve_requested.emit(self.curve_job, self.corpus, self.importance, self.curve_view.seed.value())
@@ -123,17 +108,12 @@ class ImportancePanel(QObject):
         if job_id == self.curve_job:
             self.curve_view.show_message(f"Pruning curve: scored {done} of {total} points…")
 
-    def accept_curves(self, job_id: int, answer) -> None:
-        if job_id != self.curve_job:
-            return
-        if isinstance(answer, Stopped):
-            self.curve_view.show_message(f"{answer.line} Pruning curve asks again.")
-            return
-        if isinstance(answer, str):
-            self.curve_view.show_message(f"No pruning curve: {answer}")
-            return
-        self.curves = answer
-        self.curve_view.show_curves(prune_curve_state(answer))
+    def accept_curves(self, answer: Answer) -> None:
+        curves = answered(answer, self.curve_job, self.curve_view.show_message, again="Pruning curve asks again.",
+                          none="No pruning curve")
+        if curves is not None:
+            self.curves = curves
+            self.curve_view.show_curves(prune_curve_state(curves))
 
     def forget_curves(self, *, ready: bool) -> None:
         """The curves belonged to the ranking shown until now."""
@@ -152,7 +132,7 @@ class ImportancePanel(QObject):
         self.method = method
         self.view.show_run_choices("Method:", list(stats_view.IMPORTANCE_METHODS.items()), method)
         if self.corpus is not None:
-            self.start(self.next_id(), self.corpus)
+            self.start(self.corpus)
 
     def choose_head(self, layer: int, head: int) -> None:
         self.head = (layer, head)
@@ -173,8 +153,8 @@ def importance_tool(window) -> CorpusTool:
     """View → Head importance…: a head clicked in the panel is shown in the window."""
 
     def make_panel(window) -> ImportancePanel:
-        panel = ImportancePanel(window.worker, window, next_id=window.session.next_id,
-                                weights=lambda: window.session.model.weights if window.session.model else "float32")
+        panel = ImportancePanel(window.worker, window, new_job=window.session.new_job,
+                                weights=lambda: window.session.model.weights if window.session.model else EXACT)
         panel.head_chosen.connect(lambda kind, layer, head: window.viewing.select(kind=kind, layer=layer, head=head))
         panel.curve_view.export_requested.connect(lambda: export_curve(window, panel))
         return panel

@@ -148,9 +148,7 @@ class Opening(QObject):
     def _new_model_job(self, because: str = "") -> int:
         """An id for an open, import or device move; the worker skips any older one still queued, and a corpus
         job it overtakes stops, saying ``because`` (default: another model was opened)."""
-        job_id = self.session.new_model_job()
-        self.window.worker.jobs.post("model", job_id, because=because)
-        return job_id
+        return self.session.new_model_job(because)
 
     def _show_opening(self, path: Path) -> None:
         """Nothing of the open model stays on screen while another one loads (its steps, its next tokens,

@@ -62,8 +62,7 @@ class Viewing(QObject):
         if settings.mode == Mode.FORCED and not settings.target.strip():
             bar.ask_for_target()
             return
-        request = self.session.new_request(settings)
-        self.window.worker.jobs.post("run", request.id)  # the running decode stops at its next step
+        request = self.session.new_request(settings)  # posted: the running decode stops at its next step
         if not self.shows_run:  # the streamed rows of the run this one replaces are not left looking like its
             self.window.focus.clear(NOTHING_RUN)
         self.streamed_at = None
@@ -246,7 +245,7 @@ class Viewing(QObject):
         if trace is None or not session.comparing:
             return None
         if partner is None:
-            waiting = viewmodel.ComparePane(None, session.partner_error or "model B is running…")
+            waiting = viewmodel.ComparePane(None, session.partner_missing)
             return viewmodel.CompareState(a=viewmodel.compare_pane(trace, session.selection, name="A",
                                                                    options=session.options),
                                           b=waiting, diff=viewmodel.ComparePane(None, ""))
