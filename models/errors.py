@@ -54,3 +54,10 @@ class DataError(AttnvizError):
 class NumericalWarning(UserWarning):
     """The model computed NaN or infinite numbers: results go on but may be meaningless (a CLI prints it
     as ``attnviz: warning: ...``)."""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is a device running out of memory, as torch says it (``torch.cuda.OutOfMemoryError`` is
+    a RuntimeError saying "CUDA out of memory"; other devices say "out of memory" too): the one rule the command
+    line and the window answer it by."""
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QApplication
 from attnviz.state import stats_view
 from attnviz.state.demos import demo_path, demo_reference_pairs
 from attnviz.gui.features.importance import PAIRS_LIMITS
-from attnviz.gui.worker import IMPORTANCE_PASS_TOKENS
+from attnviz.gui.work import IMPORTANCE_PASS_TOKENS
 from models.storage.checkpoint import load_checkpoint
 from models.analysis.importance import ablation_importance, gradient_importance, head_importance
 from models.inference.translator import Translator

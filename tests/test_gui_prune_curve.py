@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnviz.gui.features.importance import PRUNE_SEED, export_curve
-from attnviz.gui.worker import IMPORTANCE_PASS_TOKENS
+from attnviz.gui.work import IMPORTANCE_PASS_TOKENS
 from attnviz.state.demos import demo_reference_pairs
 from attnviz.state.jobs import Answer, Stopped
 from models.analysis.importance import prune_curves, prune_orders

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from attnviz.cli.info import field_lines
 from attnviz.gui.views.controls import ModelPanel
-from attnviz.gui.worker import describe
+from attnviz.gui.work import describe
 from attnviz.state.fields import FieldRow, field_rows
 from models.importers import convert
 from models.inference.translator import Translator

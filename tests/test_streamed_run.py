@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QObject, Slot
 
-from attnviz.gui.worker import run_labels
+from attnviz.gui.work import run_labels
 from attnviz.state import viewmodel
 from attnviz.state.session import Selection, ViewOptions
 from models.inference.translator import Translator

@@ -30,7 +30,7 @@ import time
 import warnings
 from typing import Sequence
 
-from models.errors import AttnvizError, NumericalWarning
+from models.errors import AttnvizError, NumericalWarning, is_out_of_memory
 from models.nn.precisions import PRECISIONS
 
 from .. import __version__
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         error("interrupted")
         return 130
     except RuntimeError as failure:
-        if "out of memory" not in str(failure).lower():
+        if not is_out_of_memory(failure):
             raise
         error(f"the device ran out of memory ({str(failure).splitlines()[0]}); try --device cpu")
         return 1

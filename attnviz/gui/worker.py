@@ -13,13 +13,11 @@ move is handled between two units, never inside one.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
-import traceback
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,127 +25,34 @@ import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from models.storage.checkpoint import (
-    WEIGHT_DTYPES, describe_checkpoint, load_checkpoint, save_checkpoint, weights_name,
+    WEIGHT_DTYPES, load_checkpoint, save_checkpoint, weights_name,
 )
-from models.errors import AttnvizError, CheckpointError, NumericalWarning
+from models.errors import AttnvizError, CheckpointError, NumericalWarning, is_out_of_memory
 from models.importers import MissingSettingsError, TrustRequiredError, convert, inspect
 from models.storage.metadata import is_native
 from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
 from models.inference.translator import SourceInput, Translator, use_idle_cores
 
-from ..state.contributions import ContributionAnswer, ContributionJob, ShowChoice, show_choice
+from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
-from ..state.session import NO_REQUEST, ModelInfo, Request, RunLabels
+from ..state.session import NO_REQUEST, ModelInfo, Request
+from .work import (
+    corpus_pairs, describe, importance_steps, prune_steps, reporting_errors, run_labels,
+)
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
 
 
-# Padded tokens one NLL importance pass holds in the window: a pass is a unit, so this bounds how long a
-# sentence run asked for meanwhile waits (on the en-es demo 4,096 also beat one pass of every head: 2.4 s, not 3.3 s).
-IMPORTANCE_PASS_TOKENS = 4_096
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
-CLI_DTYPE_HINT = "try --dtype bfloat16"  # load_checkpoint's memory refusal speaks to the CLI; the window has a combo
-WINDOW_DTYPE_HINT = "choose Weights: bfloat16 in the Model panel"
-
-
-def in_window_words(failure: AttnvizError) -> str:
-    """The line a loading error shows in the window: the CLI's ``--dtype`` hint becomes the Model panel's combo."""
-    return str(failure).replace(CLI_DTYPE_HINT, WINDOW_DTYPE_HINT)
-
-
-@contextlib.contextmanager
-def reporting_errors(say: Callable[[str], None], *, unexpected: str = "internal error") -> Iterator[None]:
-    """The one way a job on this thread fails: an error of the block becomes the one line ``say`` is given, and
-    the thread goes on to the next job. An :class:`AttnvizError` (something the user can fix) is its own line in
-    the window's words; anything else is a bug or an odd file: ``unexpected`` (what was being done), its type and
-    message, with the traceback on stderr for a bug report."""
-    try:
-        yield
-    except AttnvizError as failure:
-        say(in_window_words(failure))
-    except Exception as failure:  # noqa: BLE001 (said in the window, never a dead thread)
-        traceback.print_exc()
-        say(f"{unexpected}: {type(failure).__name__}: {failure}")
-
-
-def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The (source, target) pairs of a corpus job: read from a PAIRS.tsv path, or given (a demo's own)."""
-    from models.text.pairs import read_pairs
-
-    return read_pairs(corpus) if isinstance(corpus, str) else list(corpus)
-
-
-def importance_steps(translator: Translator, pairs: list[tuple[str, str]], method: str):
-    """Head importance as a long job's generator (models/analysis/importance.py): ``nll`` one teacher-forced pass
-    per unit with as many heads off as fit ``IMPORTANCE_PASS_TOKENS``, ``gradient`` one unit in all, ``decode``
-    every pair decoded again per head (chrF, or exact match for a character-level target)."""
-    from models.analysis.importance import ablation_importance_steps, gradient_importance, head_importance_steps
-
-    if method == "nll":
-        return ablation_importance_steps(translator, pairs, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
-    if method == "gradient":
-        return _one_unit(lambda: gradient_importance(translator, pairs))
-    return head_importance_steps(translator, pairs)
-
-
-def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, *, seed: int):
-    """The pruning curves of ``importance``'s ranking as a long job's generator: one teacher-forced pass per unit
-    (the NLL, passes as short as the importance job's) or the pairs decoded again at one point (chrF / exact)."""
-    from models.analysis.importance import prune_curve_steps
-
-    return prune_curve_steps(translator, pairs, importance, seed=seed, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
-
-
-def _one_unit(compute: Callable[[], object]):
-    """``compute`` as a generator of one unit: its first step returns the result."""
-    return compute()
-    yield  # never reached: it makes this function a generator
 
 
 # Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
 # logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
 # explains nothing a job can still ask for).
 CAPTURED_KEPT = 8
-
-
-def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:
-    """Every contributions method as the model offers it, with the line saying why not where it cannot."""
-    from models.analysis.contributions import CONTRIBUTION_METHODS
-
-    return tuple(show_choice(method, method.unavailable(translator.model) or "")
-                 for method in CONTRIBUTION_METHODS.values())
-
-
-def describe(translator: Translator, path: Path) -> ModelInfo:
-    summary = describe_checkpoint(translator.checkpoint)
-
-    def tokenizer(side: dict) -> str:
-        characters = f": {side['characters']}" if "characters" in side else ""
-        languages = f", {len(side['languages'])} languages" if "languages" in side else ""
-        return f"{side['kind']}, {side['vocab_size']} tokens{characters}{languages}"
-
-    return ModelInfo(
-        path=path, arch=summary["arch"], parameters=summary["parameters"], kinds=tuple(summary["attention_kinds"]),
-        config=summary["config"], provenance=dict(summary["provenance"]),
-        source_tokenizer=tokenizer(summary["source_tokenizer"]),
-        target_tokenizer=tokenizer(summary["target_tokenizer"]),
-        device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
-        src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
-        weights=weights_name(translator.model), show_choices=show_choices(translator))
-
-
-def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
-    """The labels a run's trace gives the source tokens and the start token, so that its steps can be drawn
-    before it finishes."""
-    start = translator.target_tokenizer.token(translator.config.bos_id)
-    return RunLabels(tuple(translator.source_labels(source)), start)
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    return isinstance(error, torch.cuda.OutOfMemoryError) or "out of memory" in str(error).lower()
 
 
 def trace_dtype(translator: Translator, request: Request, *, source: SourceInput,
