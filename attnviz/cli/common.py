@@ -335,15 +335,12 @@ def unknown_mode(args: argparse.Namespace) -> str:
 def announce_unknown(source: SourceInput, label: str) -> None:
     """Say on stderr which characters became the unknown token (the output line stays clean)."""
     if source.unknown:
-        shown = " ".join(repr(character) for character in source.unknown[:10])
-        warn(f"{label}: the model's vocabulary has no token for {shown}; each became its unknown token (--strict "
-             "refuses such text)")
+        warn(f"{label}: {source.unknown_notice()} (--strict refuses such text)")
 
 
 def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
     if source.truncated:
-        warn(f"{label} has {source.original_length} tokens; only the first {limit} are used (the model's maximum "
-             "length)")
+        warn(f"{label} {source.truncation_notice(limit)}")
 
 
 def decode_one(args: argparse.Namespace, translator: Translator | None = None) -> DecodeResult:

@@ -507,12 +507,10 @@ class ModelWorker(QObject):
         translator.set_languages(run.src_lang or None, run.tgt_lang or None)
         source = translator.source(run.text)
         if source.unknown:
-            shown = " ".join(repr(character) for character in source.unknown[:10])
-            self.notice.emit(request.id, f"The model's vocabulary has no token for {shown}: each became its "
-                                         "unknown token, shown as ⟨…⟩.")
+            notice = source.unknown_notice()
+            self.notice.emit(request.id, f"{notice[0].upper()}{notice[1:]}, shown as ⟨…⟩.")
         if source.truncated:
-            self.notice.emit(request.id, f"The text has {source.original_length} tokens; only the first "
-                                         f"{translator.config.max_len} are used (the model's maximum).")
+            self.notice.emit(request.id, f"The text {source.truncation_notice(translator.config.max_len)}.")
         target_ids = translator.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
         dtype, size = trace_dtype(translator, request, source=source, target_ids=target_ids)
         if dtype == np.float16:

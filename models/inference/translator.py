@@ -110,6 +110,21 @@ class SourceInput:
     def truncated(self) -> bool:
         return self.original_length > len(self.ids)
 
+    def unknown_notice(self) -> str:
+        """What the command line and the window say of the characters that became the unknown token ("" when
+        none did)."""
+        if not self.unknown:
+            return ""
+        shown = " ".join(repr(character) for character in self.unknown[:10])
+        return f"the model's vocabulary has no token for {shown}; each became its unknown token"
+
+    def truncation_notice(self, limit: int) -> str:
+        """What the command line and the window say of a text cut to the model's ``limit`` tokens ("" when it was
+        not), after the text's name."""
+        if not self.truncated:
+            return ""
+        return f"has {self.original_length} tokens; only the first {limit} are used (the model's maximum length)"
+
 
 class Translator:
     def __init__(self, checkpoint: Checkpoint, device: str | torch.device | None = None, *, tf32: bool | None = None):
