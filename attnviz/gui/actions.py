@@ -97,6 +97,8 @@ ACTIONS = (
           tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical"),
     entry("View", "Head &importance…", "importance.open",
           tip="How much the score on a PAIRS.tsv corpus drops when each head is switched off alone"),
+    entry("View", "Reset &layout", "reset_layout", name="reset_layout",
+          tip="The window's size and panels as at the first launch (the saved layout is replaced at quit)"),
     entry("View", "Model", "model_dock.toggleViewAction", existing=True),
     entry("View", "Decoding", "decoding_dock.toggleViewAction", existing=True),
     entry("Help", "&What am I looking at?", "explain", shortcut="F1",

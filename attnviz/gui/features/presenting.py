@@ -3,17 +3,22 @@ steps beside the heatmap; the arrow keys walk the decoding steps (← →) and t
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QByteArray, QObject, Qt
 from PySide6.QtWidgets import QApplication
 
+from ...state.layout import DockPlace
+from ..saved_layout import dock_places, place_docks
+
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
+RESIZES_FOLLOWED = 6  # after presenting, the window's geometry is set again at most this often
 
 
 class Presenting(QObject):
     def __init__(self, window):
         super().__init__(window)
         self.window = window
-        self.before: dict | None = None  # while presenting: what to restore (window state, fonts, full screen)
+        self.before: dict | None = None  # while presenting: what to restore (geometry, docks, window state, fonts)
+        self.restoring = None  # once presenting ended: (the geometry it found, how often it may still be set)
 
     @property
     def on(self) -> bool:
@@ -36,8 +41,8 @@ class Presenting(QObject):
 
     def _start(self) -> None:
         window, app = self.window, QApplication.instance()
-        self.before = {"state": window.saveState(), "font": app.font(), "maximized": window.isMaximized(),
-                       "full_screen": window.isFullScreen()}
+        self.before = {"docks": dock_places(window), "geometry": window.saveGeometry(),
+                       "rect": window.geometry(), "window_state": window.windowState(), "font": app.font()}
         font = app.font()
         font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
         app.setFont(font)
@@ -53,11 +58,36 @@ class Presenting(QObject):
         window.focus.setFocus()
         window.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
 
+    def layout_to_save(self) -> tuple[QByteArray, list[DockPlace]]:
+        """The window's geometry and its docks' places as the user laid them out: while presenting, as they were
+        before it began."""
+        if self.before is not None:
+            return self.before["geometry"], self.before["docks"]
+        return self.window.saveGeometry(), dock_places(self.window)
+
     def _end(self) -> None:
+        """The window exactly as presenting found it: its state (normal, maximised, full screen), its geometry
+        and its docks."""
         window, saved, self.before = self.window, self.before, None
         QApplication.instance().setFont(saved["font"])
         window.focus.set_tick_font(None)
         window.grids.setVisible(not window.session.comparing)  # the comparison keeps the grids aside
-        window.restoreState(saved["state"])
-        if not saved["full_screen"]:
-            window.showMaximized() if saved["maximized"] else window.showNormal()
+        window.setWindowState(saved["window_state"])
+        place_docks(window, saved["docks"])
+        if not saved["window_state"] & (Qt.WindowState.WindowFullScreen | Qt.WindowState.WindowMaximized):
+            # restoreGeometry would move a window without a frame by a frame's size; and until the smaller fonts'
+            # minimum sizes apply, and the platform has left full screen, the window may come back larger: the
+            # geometry is set again at each of its next few resizes until it is the one presenting found
+            self.restoring = (saved["rect"], RESIZES_FOLLOWED)
+            self.window_resized()
+
+    def window_resized(self) -> None:
+        """The window's geometry changed: where presenting just ended, set the geometry it found again."""
+        if self.restoring is None:
+            return
+        rect, tries = self.restoring
+        if self.on or self.window.geometry() == rect or tries == 0:
+            self.restoring = None
+            return
+        self.restoring = (rect, tries - 1)
+        self.window.setGeometry(rect)
