@@ -46,6 +46,8 @@ class Comparing(QObject):
         if self.session.model is None:
             self.window.show_error("Open a model first, then compare another one with it.")
             return
+        # A demo's context menu made model B the Demos list's current item: the list marks the open model, A.
+        self.window.opening.show_open_demo(self.session.model.path)
         job_id = self.session.new_partner_job()
         self.window.worker.jobs.post("partner", job_id)
         self.window.statusBar().showMessage(f"Opening {path} to compare…")

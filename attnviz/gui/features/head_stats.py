@@ -123,6 +123,7 @@ class HeadStatsPanel(QObject):
         stopped_by_it = self.stopped is not None and self.stopped.by == job_id
         self.stats, self.head, self.job = None, None, 0
         self.view.show_typical(None)
+        self.view.clear_maps()  # the maps were the other model's
         self.view.show_message(f"{self.stopped.line} View → Corpus head statistics… runs a corpus through it."
                                if stopped_by_it else
                                "A new model is open: View → Corpus head statistics… runs a corpus through it.")

@@ -103,6 +103,7 @@ class ImportancePanel(QObject):
         self.importance, self.head, self.job, self.corpus = None, None, 0, None  # the corpus was the old model's
         self.forget_curves(ready=False)
         self.view.show_note("")
+        self.view.clear_maps()  # the tables were the other model's
         self.view.show_message(f"{self.stopped.line} View → Head importance… scores a corpus with it." if stopped_by_it
                                else "A new model is open: View → Head importance… scores a corpus with it.")
         self.stopped = None

@@ -160,9 +160,9 @@ class Opening(QObject):
         window.decoding.clear()
         window.input_bar.show_message(f"Opening {path.name}…")
         window.model_panel.show_note(f"Opening {path.name}…")
-        self._show_open_demo(path)
+        self.show_open_demo(path)
 
-    def _show_open_demo(self, path: Path | None) -> None:
+    def show_open_demo(self, path: Path | None) -> None:
         demo = Path(path).resolve() if path is not None and demo_name(path) is not None else None
         for demo_path, action in self.demo_actions.items():
             action.setChecked(demo_path.resolve() == demo)
@@ -171,7 +171,7 @@ class Opening(QObject):
     def _show_kept_model(self) -> None:
         """Another model did not open: the one still open is shown again, as it was."""
         model, window = self.session.model, self.window
-        self._show_open_demo(model.path if model is not None else None)
+        self.show_open_demo(model.path if model is not None else None)
         if model is None:
             window.model_panel.show_note("No model open.")
             window.viewing.clear_views("Open a model: File → Open (Ctrl+O), or a demo.")
@@ -245,7 +245,7 @@ class Opening(QObject):
         window.ablation.show_ablation()
         window.viewing.clear_views(NOTHING_RUN)
         window.decoding.clear()
-        self._show_open_demo(info.path)
+        self.show_open_demo(info.path)
         self._remember(str(info.path))
         window.input_bar.set_busy(False)
         window.model_panel.show_model(info)

@@ -360,6 +360,7 @@ class HeatmapView(QWidget):
         self.hline.hide()
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(DEFAULT_COLORMAP),
                                         interactive=False, width=14, colorMapMenu=False)
+        self.colorbar.axis.enableAutoSIPrefix(False)  # plain weights: B − A's ±0.0009 is not "±900 (x0.001)"
         self.graphics.addItem(self.colorbar, row=0, col=1)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
