@@ -18,6 +18,7 @@ from models.nn.ablation import Ablation
 from models.trace.aggregate import AGGREGATES, aggregate
 from models.trace.records import KINDS, AttentionTrace, DecodeResult, DecodeStep, stack_rows
 
+from .charts import fitted_top
 from .session import RunLabels, Selection, ViewOptions
 
 KIND_LABELS = {"enc_self": "Encoder self-attention", "dec_self": "Decoder self-attention", "cross": "Cross-attention"}
@@ -443,10 +444,13 @@ def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
 
 
 def top_k_bars(step: DecodeStep, row: int) -> BarsState:
+    """The step's most likely next tokens, the chosen one highlighted, on an axis fitted to the likeliest."""
     labels = step.top_tokens[row]
     chosen = labels.index(step.tokens[row]) if step.tokens[row] in labels else None
-    title = (f"next token ‘{step.tokens[row]}’: p = {step.probabilities[row]:.3f}, rank {step.ranks[row] + 1}")
-    return BarsState(labels=labels, values=np.asarray(step.top_probs[row], dtype=float), highlight=chosen, title=title)
+    title = f"next token ‘{step.tokens[row]}’: p = {step.probabilities[row]:.3f}, rank {step.ranks[row] + 1}"
+    values = np.asarray(step.top_probs[row], dtype=float)
+    return BarsState(labels=labels, values=values, highlight=chosen, title=title,
+                     top=fitted_top(float(values.max(initial=0.0))))
 
 
 def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:

@@ -8,8 +8,10 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QSplitter, QStyle, QVBoxLayout, QWidget
 
+from ...state.charts import bars_that_fit
 from ...state.viewmodel import BarsState, BeamState, StepState
 from .beam import BeamPanel
 from .heatmap import TokenAxis
@@ -102,12 +104,15 @@ class BarChart(pg.PlotWidget):
     cut); the source strip labels every source token in full, like the heatmap's columns."""
 
     labels: tuple[str, ...] = ()  # a class default: Qt may resize the chart before __init__ ends
+    state: BarsState | None = None  # what was asked to be drawn (a chart of tokens down the side draws what fits)
+    horizontal = False
 
     def __init__(self, horizontal: bool, parent: QWidget | None = None):
         side = "left" if horizontal else "bottom"
         axis = TokenAxis(side, most_lanes=1) if horizontal else TokenAxis(side)  # one column of bar labels
         super().__init__(parent, axisItems={side: axis})
         self.token_axis = axis  # kept: the plot item is gone while a closing chart is resized
+        axis.geometryChanged.connect(self._refit)  # its height is known once the plot is laid out
         self.horizontal = horizontal
         self.highlight: int | None = None
         self.setMenuEnabled(False)
@@ -121,8 +126,18 @@ class BarChart(pg.PlotWidget):
         self.brush, self.highlight_brush = pg.mkBrush(BAR), pg.mkBrush(HIGHLIGHT)
 
     def show_bars(self, state: BarsState) -> None:
+        """Draw ``state``; a chart with its tokens down the side draws as many bars as it can label."""
+        self.state = state
+        if self.horizontal:
+            state = bars_that_fit(state, self.rows_that_fit())
         self.set_bars(state.labels, state.values, highlight=state.highlight, title=html.escape(state.title),
                       top=state.top)
+
+    def rows_that_fit(self) -> int:
+        """How many bars the chart's height labels, one line of text each."""
+        axis = self.token_axis
+        line = QFontMetricsF(axis.tick_font()).lineSpacing()
+        return int((axis.height() or self.height() * 0.7) // max(line, 1.0))
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
                  title: str = "", top: float = 1.0) -> None:
@@ -152,8 +167,16 @@ class BarChart(pg.PlotWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
-        if self.labels:  # none yet while the chart is being built
+        if not self._refit() and self.labels:  # none yet while the chart is being built
             self._place_labels()
+
+    def _refit(self) -> bool:
+        """Draw the bars again where the token axis' height now labels more or fewer of them."""
+        if (self.horizontal and self.state is not None and not self.closed  # (a closing chart has no plot)
+                and len(self.labels) != min(len(self.state.labels), max(1, self.rows_that_fit()))):
+            self.show_bars(self.state)
+            return True
+        return False
 
 
 def short_label(label: str) -> str:
@@ -227,6 +250,7 @@ class DecodingPanel(QWidget):
         self.controls.set_count(0)
         self.prefix.clear()
         for chart in (self.source_strip, self.top_k):
+            chart.state = None
             chart.set_bars([], np.zeros(0))
         self.show_beam(None)
 
