@@ -170,19 +170,13 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         if self.built and event.size().height() != event.oldSize().height():
             self.input_bar.follow_window_height()
-        if self.built:
+        if self.built and not self.closed:
             self.presenting.window_resized()
 
     def moveEvent(self, event) -> None:  # noqa: N802
         super().moveEvent(event)
-        if self.built:
+        if self.built and not self.closed:
             self.presenting.window_resized()
-
-    def event(self, event) -> bool:
-        handled = super().event(event)
-        if self.built and event.type() == QEvent.Type.LayoutRequest:  # a minimum size may have shrunk
-            self.presenting.window_resized()
-        return handled
 
     def show_start_failure(self, line: str) -> None:
         """What the app needs could not be imported: the loading line says so instead of loading for ever."""
@@ -194,8 +188,7 @@ class MainWindow(QMainWindow):
             self.decoding.stop()
             self.input_bar.stop()
             self._save_settings()  # the layout saved is the user's own, never the presentation's
-            if self.presenting.on:
-                self.presenting.set_presenting(False)
+            self.presenting.window_closing()
             self.worker_thread.close()
         super().closeEvent(event)
 

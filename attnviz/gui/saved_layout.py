@@ -60,8 +60,9 @@ def dock_places(window: QMainWindow) -> list[DockPlace]:
     return places
 
 
-def place_docks(window: QMainWindow, places: list[DockPlace]) -> None:
-    """Put every dock at its place, then give the shown ones their sizes."""
+def place_docks(window: QMainWindow, places: list[DockPlace], *, starting: bool = False) -> None:
+    """Put every dock at its place, then give the shown ones their sizes (``starting``: in a window being built,
+    once more when it is laid out)."""
     docks = {dock.objectName(): dock for dock in all_docks(window)}
     for place in places:
         dock = docks[place.name]
@@ -72,9 +73,9 @@ def place_docks(window: QMainWindow, places: list[DockPlace]) -> None:
         if place.tab_of:
             window.tabifyDockWidget(docks[place.tab_of], docks[place.name])
     size_docks(window, places)
-    # Once more when the event loop has laid the docks out at their places: a window built after it was shown
-    # (attnviz's launch) has not computed that layout yet, and resizeDocks' sizes were lost in it.
-    QTimer.singleShot(0, window, lambda: size_docks(window, places))
+    if starting:  # a window built after it was shown (attnviz's launch) has not computed its layout yet, and
+        # resizeDocks' sizes were lost in it: once more when the event loop has laid the docks out
+        QTimer.singleShot(0, window, lambda: size_docks(window, places))
 
 
 def size_docks(window: QMainWindow, places: list[DockPlace]) -> None:
@@ -94,7 +95,7 @@ def restore_docks(window: QMainWindow) -> str:
     names = {dock.objectName() for dock in all_docks(window)}
     places, problem = read_places(window.stored.text("window/docks", ""), names)
     problem = problem or squeeze_problem(places, window.width(), window.height(), window.model_dock.objectName())
-    place_docks(window, places if places and not problem else default_places(window))
+    place_docks(window, places if places and not problem else default_places(window), starting=True)
     return problem
 
 

@@ -3,14 +3,14 @@ steps beside the heatmap; the arrow keys walk the decoding steps (← →) and t
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QObject, Qt
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
 from ...state.layout import DockPlace
-from ..saved_layout import dock_places, place_docks
+from ..saved_layout import dock_places, place_docks, size_docks
 
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
-RESIZES_FOLLOWED = 6  # after presenting, the window's geometry is set again at most this often
+RESIZES_FOLLOWED = 8  # after presenting, how often the window's geometry may be set again
 
 
 class Presenting(QObject):
@@ -19,6 +19,7 @@ class Presenting(QObject):
         self.window = window
         self.before: dict | None = None  # while presenting: what to restore (geometry, docks, window state, fonts)
         self.restoring = None  # once presenting ended: (the geometry it found, how often it may still be set)
+        self.docks_to_size: list[DockPlace] | None = None  # once presenting ended: the docks' places, sized again
 
     @property
     def on(self) -> bool:
@@ -74,20 +75,55 @@ class Presenting(QObject):
         window.grids.setVisible(not window.session.comparing)  # the comparison keeps the grids aside
         window.setWindowState(saved["window_state"])
         place_docks(window, saved["docks"])
+        self.docks_to_size = saved["docks"]  # again once laid out at the size the window comes back to
+        QTimer.singleShot(0, self, self._size_docks)
         if not saved["window_state"] & (Qt.WindowState.WindowFullScreen | Qt.WindowState.WindowMaximized):
             # restoreGeometry would move a window without a frame by a frame's size; and until the smaller fonts'
-            # minimum sizes apply, and the platform has left full screen, the window may come back larger: the
-            # geometry is set again at each of its next few resizes until it is the one presenting found
+            # minimum sizes apply and the platform has left full screen, the window may come back larger: its
+            # geometry is set again at its next resizes and layout requests, until the event loop finds it right
             self.restoring = (saved["rect"], RESIZES_FOLLOWED)
+            window.installEventFilter(self)  # its layout requests: a minimum size shrinks without a resize
             self.window_resized()
+            QTimer.singleShot(0, self, self._check_restored)
+
+    def _size_docks(self) -> None:
+        if self.docks_to_size is not None and not self.on:
+            size_docks(self.window, self.docks_to_size)
+        self.docks_to_size = None
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.window_resized()
+        return False
+
+    def window_closing(self) -> None:
+        """The window closes: the application's font as it was (the window itself is not laid out again)."""
+        if self.before is not None:
+            QApplication.instance().setFont(self.before["font"])
+            self.before = None
+        self.stop_following()
+
+    def stop_following(self) -> None:
+        """The window's geometry is no longer set again (it is back, or the window closes)."""
+        self.restoring = self.docks_to_size = None
+        self.window.removeEventFilter(self)
 
     def window_resized(self) -> None:
-        """The window's geometry changed: where presenting just ended, set the geometry it found again."""
+        """The window's geometry (or layout) changed: where presenting just ended, set the one it found again."""
+        if self.restoring is None or self.on:
+            return
+        rect, tries = self.restoring
+        if self.window.geometry() != rect and tries > 0:
+            self.restoring = (rect, tries - 1)
+            self.window.setGeometry(rect)
+
+    def _check_restored(self) -> None:
+        """The event loop is idle: the geometry is the one presenting found (or cannot be), or is set once more."""
         if self.restoring is None:
             return
         rect, tries = self.restoring
         if self.on or self.window.geometry() == rect or tries == 0:
-            self.restoring = None
+            self.stop_following()
             return
-        self.restoring = (rect, tries - 1)
-        self.window.setGeometry(rect)
+        self.window_resized()
+        QTimer.singleShot(0, self, self._check_restored)

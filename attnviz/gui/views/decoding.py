@@ -112,7 +112,6 @@ class BarChart(pg.PlotWidget):
         axis = TokenAxis(side, most_lanes=1) if horizontal else TokenAxis(side)  # one column of bar labels
         super().__init__(parent, axisItems={side: axis})
         self.token_axis = axis  # kept: the plot item is gone while a closing chart is resized
-        axis.geometryChanged.connect(self._refit)  # its height is known once the plot is laid out
         self.horizontal = horizontal
         self.highlight: int | None = None
         self.setMenuEnabled(False)
@@ -134,10 +133,12 @@ class BarChart(pg.PlotWidget):
                       top=state.top)
 
     def rows_that_fit(self) -> int:
-        """How many bars the chart's height labels, one line of text each."""
-        axis = self.token_axis
-        line = QFontMetricsF(axis.tick_font()).lineSpacing()
-        return int((axis.height() or self.height() * 0.7) // max(line, 1.0))
+        """How many bars the chart's height labels, one line of text each: the token axis' height, or before the
+        plot is laid out, the chart's less its title and value axis (their lines, and a margin)."""
+        line = max(QFontMetricsF(self.token_axis.tick_font()).lineSpacing(), 1.0)
+        estimate = self.height() - 4.5 * line - 8
+        height = min(self.token_axis.height(), estimate) if self.token_axis.height() > 0 else estimate
+        return int(height // line)
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
                  title: str = "", top: float = 1.0) -> None:
