@@ -37,3 +37,30 @@ def test_the_difference_colour_bar_reads_plain_weights(qtbot, window):
     bar.setLevels((-0.0009, 0.0009))
     assert "x0.001" not in bar.axis.labelString() and "(m" not in bar.axis.labelString()
     assert not bar.axis.autoSIPrefix
+
+
+def test_presenting_scales_the_charts_titles_keeps_the_colour_bar_name_clear_and_gives_the_beam_room(qtbot, window):
+    """Presenting drew the colour bar's name over its 0.4/0.6, left the step bars' and next-token titles at 9
+    points, and gave the beam's hypotheses one row."""
+    from PySide6.QtGui import QFontMetricsF
+    from PySide6.QtWidgets import QApplication
+
+    from attnviz.gui.features.presenting import PRESENTATION_FONT_SCALE
+    from tests.test_gui import run_text
+
+    run_text(qtbot, window, "abc", mode="beam", beam=3, max_len=6)
+    qtbot.waitUntil(lambda: window.decoding.beam.hypotheses.count() > 1, timeout=WAIT)
+    window.named_actions["present"].trigger()
+    qtbot.waitUntil(lambda: window.presenting.on, timeout=WAIT)
+    font = QApplication.font()
+    axis = window.focus.colorbar.axis
+    numbers = QFontMetricsF(font).horizontalAdvance("0.8")
+    qtbot.waitUntil(lambda: axis.width() >= numbers + axis.label.boundingRect().height() * 0.8,  # name beside them
+                    timeout=WAIT)
+    for chart in (window.decoding.top_k, window.decoding.source_strip):
+        assert chart.getPlotItem().titleLabel.opts["size"] == f"{9 * PRESENTATION_FONT_SCALE:g}pt"
+    line = QFontMetricsF(font).lineSpacing()
+    assert window.decoding.beam.hypotheses.minimumHeight() >= 3 * line
+    assert window.decoding.beam.graph.minimumHeight() >= 4 * line - 1
+    window.presenting.set_presenting(False)
+    assert window.decoding.top_k.getPlotItem().titleLabel.opts["size"] == "9pt"

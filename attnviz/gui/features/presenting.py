@@ -56,6 +56,7 @@ class Presenting(QObject):
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.decoding_dock)
         window.showFullScreen()
         window.resizeDocks([window.decoding_dock], [window.width() * 2 // 5], Qt.Orientation.Horizontal)
+        window.decoding.set_text_scale(PRESENTATION_FONT_SCALE)
         window.focus.setFocus()
         window.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
 
@@ -72,6 +73,7 @@ class Presenting(QObject):
         window, saved, self.before = self.window, self.before, None
         QApplication.instance().setFont(saved["font"])
         window.focus.set_tick_font(None)
+        window.decoding.set_text_scale(1.0)
         window.grids.setVisible(not window.session.comparing)  # the comparison keeps the grids aside
         window.setWindowState(saved["window_state"])
         place_docks(window, saved["docks"])

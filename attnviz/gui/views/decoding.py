@@ -19,6 +19,7 @@ from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
 CHART_MIN_HEIGHT = 130
+TITLE_POINTS = 9  # a chart's title, in points (times the text scale while presenting)
 PREFIX_WINDOW = 24  # decoder input tokens shown before the current step; earlier ones are counted
 LABEL_CHARS = 14  # a longer next-token label is cut, with "…" (the tooltip and the result line say it all)
 
@@ -106,6 +107,8 @@ class BarChart(pg.PlotWidget):
     labels: tuple[str, ...] = ()  # a class default: Qt may resize the chart before __init__ ends
     state: BarsState | None = None  # what was asked to be drawn (a chart of tokens down the side draws what fits)
     horizontal = False
+    text_scale = 1.0
+    title_text = ""
 
     def __init__(self, horizontal: bool, parent: QWidget | None = None):
         side = "left" if horizontal else "bottom"
@@ -156,7 +159,13 @@ class BarChart(pg.PlotWidget):
             self.setYRange(0, top, padding=0.02)
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         self._place_labels()
-        self.setTitle(title, size="9pt")
+        self.title_text = title
+        self.setTitle(title, size=f"{TITLE_POINTS * self.text_scale:g}pt")
+
+    def set_text_scale(self, scale: float) -> None:
+        """The title's size relative to its usual 9 points (presentation mode: larger, like every other text)."""
+        self.text_scale = scale
+        self.setTitle(self.title_text, size=f"{TITLE_POINTS * scale:g}pt")
 
     def _place_labels(self) -> None:
         """Labels laid out like the heatmap's: all when they fit, else evenly thinned around the highlighted bar
@@ -254,6 +263,16 @@ class DecodingPanel(QWidget):
             chart.state = None
             chart.set_bars([], np.zeros(0))
         self.show_beam(None)
+
+    def set_text_scale(self, scale: float) -> None:
+        """Presentation mode's larger text (1: the usual): the charts' titles, and the beam's list and tree tall
+        enough for it (in a column beside the heatmap, the beam gets half of the charts' height)."""
+        for chart in (self.source_strip, self.top_k):
+            chart.set_text_scale(scale)
+        self.beam.set_text_scale(scale)
+        charts = self.findChild(QSplitter, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        if scale > 1 and charts.orientation() == Qt.Orientation.Vertical:
+            charts.setSizes([1, 1, 2])
 
     def set_stacked(self, stacked: bool) -> None:
         """The charts one above the other (the panel in a tall, narrow dock beside the views) or side by side."""
