@@ -64,3 +64,21 @@ def test_presenting_scales_the_charts_titles_keeps_the_colour_bar_name_clear_and
     assert window.decoding.beam.graph.minimumHeight() >= 4 * line - 1
     window.presenting.set_presenting(False)
     assert window.decoding.top_k.getPlotItem().titleLabel.opts["size"] == "9pt"
+
+
+def test_compare_with_offers_the_demos_the_recent_files_and_browse(qtbot, window, random_checkpoint, tmp_path):
+    """File → Compare With… was a bare file dialog."""
+    import shutil
+
+    other = shutil.copy(random_checkpoint, tmp_path / "other.safetensors")
+    window.open_path(str(other))
+    qtbot.waitUntil(lambda: window.session.model.path.name == "other.safetensors", timeout=WAIT)
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    menu = window.named_actions["compare_with"]
+    menu.aboutToShow.emit()
+    texts = [action.text() for action in menu.actions()]
+    assert "piglatin-gru-scaled-dot" in texts and "piglatin-gru-additive" not in texts  # not the open model
+    assert str(other) in texts and texts[-1] == "Browse…"
+    next(action for action in menu.actions() if action.text() == "piglatin-gru-scaled-dot").trigger()
+    qtbot.waitUntil(lambda: window.session.partner is not None
+                    and window.session.partner.path.stem == "piglatin-gru-scaled-dot", timeout=WAIT)

@@ -59,9 +59,9 @@ ACTIONS = (
           tip="Save this view (model, sentence, decoding, head, colours) as a small .attnviz file"),
     entry("File", "&Demos", name="demos", submenu=True),
     separator("File"),
-    entry("File", "Compare &With…", "comparing.compare_dialog",
-          tip="Open a second model beside this one: the same sentence runs on both, one selection drives both, "
-              "and B − A is shown where their tokens agree"),
+    entry("File", "Compare &With", name="compare_with", submenu=True,
+          tip="Open a second model beside this one (a demo, a recent file, or any checkpoint): the same sentence "
+              "runs on both, one selection drives both, and B − A is shown where their tokens agree"),
     entry("File", "Stop &Comparing", "comparing.stop_comparing", tip="Back to one model", enabled=False,
           name="stop_compare"),
     separator("File"),

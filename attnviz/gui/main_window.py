@@ -62,6 +62,7 @@ class MainWindow(QMainWindow):
         self.contributions = Contributions(self)
         self.named_actions = build_menus(self)
         self.opening.fill_demos_menu(self.named_actions["demos"], self.demos)
+        self.named_actions["compare_with"].aboutToShow.connect(self.comparing.fill_compare_menu)
         self.window_keys = window_keys()
         for line in self.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
             line.installEventFilter(self)

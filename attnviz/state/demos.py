@@ -104,3 +104,13 @@ def initial_checkpoint(requested: str | None) -> str | None:
         return str(DEFAULT_DEMO)
     demos = demo_checkpoints()
     return str(demos[0]) if demos else None
+
+
+def compare_choices(model: Path | None, demos: list[Path], recent: list[str]) -> list[tuple[str, list[str]]]:
+    """What File → Compare With offers: the demos, then the recent files, each without the open ``model``."""
+    def other(path) -> bool:
+        return model is None or Path(path).resolve() != Path(model).resolve()
+
+    demo_paths = [str(path) for path in demos if other(path)]
+    recent_paths = [path for path in recent if other(path) and path not in demo_paths]
+    return [("Demos", demo_paths), ("Recent files", recent_paths)]

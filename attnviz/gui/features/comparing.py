@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
+from ...state.demos import compare_choices
 from ...state.open_plan import OpenPlan
 from ...state.session import ModelInfo
 
@@ -29,6 +30,24 @@ class Comparing(QObject):
         worker.partner_finished.connect(self._on_partner_finished)
         window.compare_bar.stop_requested.connect(self.stop_comparing)
         window.model_panel.compare_chosen.connect(self.compare_with)
+
+    def fill_compare_menu(self) -> None:
+        """File → Compare With: the demos and the recent files other than the open model, then Browse…."""
+        from ..actions import make_action
+
+        menu = self.window.named_actions["compare_with"]
+        menu.clear()
+        model = self.session.model.path if self.session.model is not None else None
+        for title, paths in compare_choices(model, self.window.demos, self.window.opening.recent_files()):
+            if paths:
+                menu.addSection(title)
+            for path in paths:
+                menu.addAction(make_action(menu, Path(path).stem if title == "Demos" else str(path),
+                                           lambda _=False, p=str(path): self.compare_with(p),
+                                           tip=f"Compare the open model with {path}"))
+        menu.addSeparator()
+        menu.addAction(make_action(menu, "Browse…", lambda _=False: self.compare_dialog(),
+                                   tip="Any checkpoint file to compare with"))
 
     def compare_dialog(self) -> None:
         if self.session.model is None:
