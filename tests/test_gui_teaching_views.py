@@ -82,3 +82,27 @@ def test_compare_with_offers_the_demos_the_recent_files_and_browse(qtbot, window
     next(action for action in menu.actions() if action.text() == "piglatin-gru-scaled-dot").trigger()
     qtbot.waitUntil(lambda: window.session.partner is not None
                     and window.session.partner.path.stem == "piglatin-gru-scaled-dot", timeout=WAIT)
+
+
+def test_outputs_that_differ_offer_forcing_b_to_a_and_the_action_does_it(qtbot, window):
+    """B − A in greedy mode said why it was empty but not what to do."""
+    from tests.test_gui import run_text
+    from tests.test_gui_compare import compare
+
+    open_demo(qtbot, window, "piglatin-gru-additive")
+    compare(qtbot, window, "piglatin-gru-scaled-dot")
+    run_text(qtbot, window, "strength rhythm queen", max_len=40)
+    qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
+    window.select(kind="cross", layer=0, head=0)
+    diff = window.compare_view.diff
+    assert "the outputs differ" in diff.title.text() and "Force B to A's Output" in diff.title.text()
+    a_output = window.session.result.text
+    force = window.named_actions["force_b"]
+    assert force.isEnabled()
+    force.trigger()
+    request = window.session.request
+    assert (request.settings.mode, request.settings.target) == ("forced", a_output)
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.partner_result is not None
+                    and window.session.request is request, timeout=WAIT)
+    qtbot.waitUntil(lambda: "not shown" not in diff.title.text(), timeout=WAIT)
+    assert diff.title.text().startswith("<b>B − A</b>")

@@ -64,6 +64,9 @@ ACTIONS = (
               "runs on both, one selection drives both, and B − A is shown where their tokens agree"),
     entry("File", "Stop &Comparing", "comparing.stop_comparing", tip="Back to one model", enabled=False,
           name="stop_compare"),
+    entry("File", "&Force B to A's Output", "comparing.force_b_to_a", enabled=False, name="force_b",
+          tip="Run again forced to model A's output: A keeps its output, B is decoded along it, and B − A is "
+              "shown wherever the source tokens agree"),
     separator("File"),
     entry("File/&Export", "Heatmap as &image…", "exporting.export_focus_image", shortcut=StandardKey.Save,
           tip="The focus view as PNG (2×) or SVG"),

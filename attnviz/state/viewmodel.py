@@ -608,6 +608,9 @@ def first_difference(a: list[str], b: list[str]) -> str:
     return f"from token {position} ({shown(a)} in A, {shown(b)} in B; {len(a)} vs {len(b)} tokens)"
 
 
+FORCE_B_HINT = "File → Force B to A's Output decodes B along A's output"
+
+
 def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
     """Why B − A cannot be taken cell by cell: the rows or columns are other tokens ("" when they agree).
     The source is named before the decoder's tokens, which follow from it."""
@@ -615,7 +618,8 @@ def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
         return (f"the source tokens differ {first_difference(a.src_tokens, b.src_tokens)}, "
                 "so the models' tokenizers differ")
     if kind != "enc_self" and a.tgt_tokens != b.tgt_tokens:
-        return f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries"
+        return (f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries "
+                f"({FORCE_B_HINT})")
     return ""
 
 

@@ -3,6 +3,7 @@ and the three maps (A | B | B − A) in the focus view's place; the Demos menu's
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -72,6 +73,17 @@ class Comparing(QObject):
         self.window.statusBar().showMessage(f"Opening {path} to compare…")
         self.partner_requested.emit(job_id, str(path), self.window.model_panel.device_name())
 
+    def force_b_to_a(self) -> None:
+        """Run the sentence again forced to model A's output (greedy or beam outputs that differ leave B − A
+        empty): A decodes its own output again, B is decoded along it, token by token."""
+        result = self.session.result
+        if not self.session.comparing or result is None or self.session.model is None:
+            return
+        bar = self.window.input_bar
+        forced = dataclasses.replace(bar.run_settings(), mode="forced", target=result.text)
+        bar.show_run_settings(forced, self.session.model.max_len)
+        self.window.viewing.run()
+
     def stop_comparing(self) -> None:
         self.session.stop_comparing()
         self.window.worker.jobs.post("partner", self.session.partner_job)
@@ -104,6 +116,7 @@ class Comparing(QObject):
         window.compare_bar.show_text(f"Comparing model A ({model.path.stem}) with model B ({partner.path.stem}): "
                                      "one selection drives both" if comparing and model is not None else None)
         window.named_actions["stop_compare"].setEnabled(comparing)
+        window.named_actions["force_b"].setEnabled(comparing)
         window.focus.setVisible(not comparing)
         window.compare_view.setVisible(comparing)
         window.grids.setVisible(not comparing)  # three maps need the width; the grids return with one model
