@@ -106,3 +106,21 @@ def test_outputs_that_differ_offer_forcing_b_to_a_and_the_action_does_it(qtbot, 
                     and window.session.request is request, timeout=WAIT)
     qtbot.waitUntil(lambda: "not shown" not in diff.title.text(), timeout=WAIT)
     assert diff.title.text().startswith("<b>B − A</b>")
+
+
+def test_a_snapshot_series_opens_with_examples_offered(qtbot, window, tmp_path):
+    """The bundled series (a demo's run) opened with an empty sentence; a series trained here offers its
+    corpus' first sources."""
+    from attnviz.state.demos import RESOURCES, demo_examples, demo_path, model_examples
+
+    series = RESOURCES / "series" / "piglatin-gru-additive.snapshots"
+    window.open_path(str(series))
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == series, timeout=WAIT)
+    examples = demo_examples(demo_path("piglatin-gru-additive"))
+    assert examples and window.input_bar.text.text() == examples[0]
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("abc\tcba\nhag\tgah\nabc\tcba\n", encoding="utf-8")
+    run = tmp_path / "run.snapshots"
+    run.mkdir()
+    assert model_examples(run, {"corpus": "pairs.tsv"}) == ["abc", "hag"]
+    assert model_examples(run, {"corpus": str(tmp_path / "gone.tsv")}) == []

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, MODE_NAMES
 
 from ...state import viewmodel
-from ...state.demos import demo_examples, demo_name, demo_pairs
+from ...state.demos import demo_name, demo_pairs, model_examples
 from ...state.open_plan import OpenPlan
 from ...state.session import NO_REQUEST, ModelInfo, RunSettings
 from ...state.session_file import SUFFIX as SESSION_SUFFIX
@@ -220,7 +220,7 @@ class Opening(QObject):
         plan = self.plan if self.plan is not None and self.plan.model_loaded(info.path) else None
         self._drop_finished_plan()
         saved = plan.saved if plan is not None else None
-        examples = demo_examples(info.path)
+        examples = model_examples(info.path, info.provenance)
         window.input_bar.set_examples(examples)
         window.input_bar.set_languages(info.languages)
         run = saved.run if saved is not None else self._run_settings_for(info, examples)
