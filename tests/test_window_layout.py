@@ -34,12 +34,12 @@ def test_saved_places_are_read_back_only_from_this_version():
 
 def test_a_layout_that_squeezes_the_views_or_leaves_the_screen_is_not_used():
     model, decoding = DockPlace("modelDock", "left", True, 300), DockPlace("decodingDock", "bottom", True, 240)
-    assert squeeze_problem([model, decoding], 1350, 728, "modelDock") == ""
+    assert squeeze_problem([model, decoding], 1350, 728, model="modelDock") == ""
     wide = DockPlace("modelDock", "left", True, int(MODEL_PANEL_SHARE * 1350) + 1)
-    assert "Model panel too much room" in squeeze_problem([wide, decoding], 1350, 728, "modelDock")
+    assert "Model panel too much room" in squeeze_problem([wide, decoding], 1350, 728, model="modelDock")
     tall = DockPlace("decodingDock", "bottom", True, 728 - CENTRAL_MINIMUM[1] + 1)
-    assert "too small" in squeeze_problem([model, tall], 1350, 728, "modelDock")
-    assert squeeze_problem([model, DockPlace("decodingDock", "bottom", False, 700)], 1350, 728, "modelDock") == ""
+    assert "too small" in squeeze_problem([model, tall], 1350, 728, model="modelDock")
+    assert squeeze_problem([model, DockPlace("decodingDock", "bottom", False, 700)], 1350, 728, model="modelDock") == ""
     screen = Box(0, 0, 1366, 768)
     assert frame_problem(Box(1, 25, 1350, 728), screen) == ""
     assert frame_problem(Box(0, 0, 1350, 906), screen) == ("the saved window (1350 × 906) does not fit this screen "

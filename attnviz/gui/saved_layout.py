@@ -20,7 +20,7 @@ AREAS = {name: area for area, name in AREA_NAMES.items()}
 
 
 def box(rect: QRect) -> Box:
-    return Box(rect.left(), rect.top(), rect.width(), rect.height())
+    return Box(left=rect.left(), top=rect.top(), width=rect.width(), height=rect.height())
 
 
 def restore_geometry(window: QMainWindow) -> str:
@@ -41,10 +41,11 @@ def all_docks(window: QMainWindow) -> list[QDockWidget]:
 
 def default_places(window: QMainWindow) -> list[DockPlace]:
     """The docks as a first launch has them."""
-    return [DockPlace(window.model_dock.objectName(), "left", True, MODEL_DOCK_WIDTH),
-            DockPlace(window.decoding_dock.objectName(), "bottom", True,
-                      min(DECODING_DOCK_HEIGHT, window.height() // 3)),
-            *(DockPlace(panel.objectName(), "right", False, DOCK_MINIMUM) for panel in window.docks.panel_docks)]
+    return [DockPlace(window.model_dock.objectName(), "left", shown=True, size=MODEL_DOCK_WIDTH),
+            DockPlace(window.decoding_dock.objectName(), "bottom", shown=True,
+                      size=min(DECODING_DOCK_HEIGHT, window.height() // 3)),
+            *(DockPlace(panel.objectName(), "right", shown=False, size=DOCK_MINIMUM)
+              for panel in window.docks.panel_docks)]
 
 
 def dock_places(window: QMainWindow) -> list[DockPlace]:
@@ -55,8 +56,8 @@ def dock_places(window: QMainWindow) -> list[DockPlace]:
         size = dock.width() if area in ("left", "right") else dock.height()
         tabs = window.tabifiedDockWidgets(dock)
         first = next((other for other in docks[:index] if other in tabs), None)  # the tab group's first dock
-        places.append(DockPlace(dock.objectName(), area, not dock.isHidden(), size,
-                                first.objectName() if first is not None else ""))
+        places.append(DockPlace(dock.objectName(), area, shown=not dock.isHidden(), size=size,
+                                tab_of=first.objectName() if first is not None else ""))
     return places
 
 
@@ -94,7 +95,8 @@ def restore_docks(window: QMainWindow) -> str:
     default): why not, or ''."""
     names = {dock.objectName() for dock in all_docks(window)}
     places, problem = read_places(window.stored.text("window/docks", ""), names)
-    problem = problem or squeeze_problem(places, window.width(), window.height(), window.model_dock.objectName())
+    problem = problem or squeeze_problem(places, window.width(), window.height(),
+                                         model=window.model_dock.objectName())
     place_docks(window, places if places and not problem else default_places(window), starting=True)
     return problem
 

@@ -79,7 +79,7 @@ def frame_problem(frame: Box, screen: Box) -> str:
                               f"({screen.width} × {screen.height})")
 
 
-def squeeze_problem(places: list[DockPlace], width: int, height: int, model: str) -> str:
+def squeeze_problem(places: list[DockPlace], width: int, height: int, *, model: str) -> str:
     """Why the docks shown at ``places`` leave the views of a ``width`` × ``height`` window less than their least
     useful size (or give the Model dock, named ``model``, more than its share), or ''."""
     shown = [place for place in places if place.shown and not place.tab_of]
