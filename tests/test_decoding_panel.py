@@ -153,3 +153,19 @@ def test_a_probability_axis_ends_at_a_round_value_over_the_largest_bar():
     fitted = bars_that_fit(state, 3)
     assert fitted.labels == ["a", "b", "f"] and fitted.highlight == 2 and fitted.top == pytest.approx(0.5)
     assert bars_that_fit(state, 10) is state
+
+
+def test_a_chart_title_grows_with_the_text_scale_as_far_as_the_chart_is_wide(qtbot):
+    chart = BarChart(horizontal=True)
+    qtbot.addWidget(chart)
+    chart.resize(700, 300)
+    chart.show()
+    chart.show_bars(BarsState(labels=["a", "b"], values=np.array([0.6, 0.3]), highlight=0,
+                              title="next token ‘a’: p = 0.600, rank 1"))
+    assert chart.getPlotItem().titleLabel.opts["size"] == "9pt"
+    chart.set_text_scale(1.6)
+    assert chart.getPlotItem().titleLabel.opts["size"] == "14.4pt"
+    chart.resize(240, 300)
+    chart.set_text_scale(1.6)
+    size = float(chart.getPlotItem().titleLabel.opts["size"].removesuffix("pt"))
+    assert 9 <= size < 14.4

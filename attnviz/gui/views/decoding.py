@@ -160,12 +160,24 @@ class BarChart(pg.PlotWidget):
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         self._place_labels()
         self.title_text = title
-        self.setTitle(title, size=f"{TITLE_POINTS * self.text_scale:g}pt")
+        self._fit_title()
 
     def set_text_scale(self, scale: float) -> None:
         """The title's size relative to its usual 9 points (presentation mode: larger, like every other text)."""
         self.text_scale = scale
-        self.setTitle(self.title_text, size=f"{TITLE_POINTS * scale:g}pt")
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        """The title at 9 points times the text scale, less where it would be wider than the chart (a title sets
+        the chart's least width: in a narrow dock the chart was cut), never under 9."""
+        points = TITLE_POINTS * self.text_scale
+        self.setTitle(self.title_text, size=f"{points:g}pt")
+        for _ in range(4):  # the label's width is not quite proportional to its size: a few steps down
+            wide = self.getPlotItem().titleLabel.boundingRect().width()
+            if points <= TITLE_POINTS or not self.title_text or wide <= self.width() - 8:
+                return
+            points = round(max(TITLE_POINTS, points * (self.width() - 8) / wide - 0.3), 1)
+            self.setTitle(self.title_text, size=f"{points:g}pt")
 
     def _place_labels(self) -> None:
         """Labels laid out like the heatmap's: all when they fit, else evenly thinned around the highlighted bar
@@ -179,6 +191,8 @@ class BarChart(pg.PlotWidget):
         super().resizeEvent(event)
         if not self._refit() and self.labels:  # none yet while the chart is being built
             self._place_labels()
+        if self.text_scale > 1 and not self.closed:
+            self._fit_title()
 
     def _refit(self) -> bool:
         """Draw the bars again where the token axis' height now labels more or fewer of them."""
