@@ -172,11 +172,16 @@ class BarChart(pg.PlotWidget):
         the chart's least width: in a narrow dock the chart was cut), never under 9."""
         points = TITLE_POINTS * self.text_scale
         self.setTitle(self.title_text, size=f"{points:g}pt")
+        # The title spans the plot's column only, beside the token axis; a chart widened by its title is wider than
+        # the splitter that shows it
+        parent = self.parentWidget()
+        side = self.getPlotItem().getAxis("left").width()
+        room = min(self.width(), parent.width() if parent is not None else self.width()) - side - 16
         for _ in range(4):  # the label's width is not quite proportional to its size: a few steps down
             wide = self.getPlotItem().titleLabel.boundingRect().width()
-            if points <= TITLE_POINTS or not self.title_text or wide <= self.width() - 8:
+            if points <= TITLE_POINTS or not self.title_text or wide <= room:
                 return
-            points = round(max(TITLE_POINTS, points * (self.width() - 8) / wide - 0.3), 1)
+            points = round(max(TITLE_POINTS, points * room / wide - 0.3), 1)
             self.setTitle(self.title_text, size=f"{points:g}pt")
 
     def _place_labels(self) -> None:
