@@ -290,8 +290,9 @@ class DecodingPanel(QWidget):
             chart.set_text_scale(scale)
         self.beam.set_text_scale(scale)
         charts = self.findChild(QSplitter, options=Qt.FindChildOption.FindDirectChildrenOnly)
-        if scale > 1 and charts.orientation() == Qt.Orientation.Vertical:
-            charts.setSizes([1, 1, 2])
+        if scale > 1 and charts.orientation() == Qt.Orientation.Vertical and self.beam.isVisibleTo(self):
+            total = max(sum(charts.sizes()), 3 * CHART_MIN_HEIGHT)
+            charts.setSizes([total // 4, total // 4, total // 2])
 
     def set_stacked(self, stacked: bool) -> None:
         """The charts one above the other (the panel in a tall, narrow dock beside the views) or side by side."""
