@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QFontMetrics
 
+from attnviz.state.charts import bars_that_fit, fitted_top
 from attnviz.state.viewmodel import BarsState
-from attnviz.gui.views.decoding import LABEL_CHARS, PREFIX_WINDOW, BarChart, DecodingPanel
+from attnviz.gui.views.decoding import LABEL_CHARS, PREFIX_WINDOW, BarChart, DecodingPanel, short_label
 
 
 def ticks(chart: BarChart) -> list[tuple[int, str]]:
@@ -123,3 +124,50 @@ def test_top_k_labels_stay_in_one_column_and_thin_out_when_the_chart_is_short(qt
     assert layout.lanes == 1
     shown = [index for index, _ in layout.ticks]
     assert 0 in shown and len(shown) < len(tokens)
+
+
+def test_the_next_token_chart_labels_every_bar_it_draws_on_an_axis_fitted_to_the_step(qtbot):
+    """At 1366×768 the chart labelled every second bar (the runner-up, p ≈ 0.15, unnamed) and kept a 0–1 axis
+    when the best token had p = 0.07: a short chart now draws the bars it can label, the chosen one among them."""
+    chart = BarChart(horizontal=True)
+    qtbot.addWidget(chart)
+    chart.resize(330, 110)
+    chart.show()
+    tokens = ["</s>", "_Amén", "_Y", "_Bienaventurados", "_En", "_Aleluya", "_¿", "_Yo", "_El", "."]
+    values = np.array([0.07, 0.05, 0.04, 0.03, 0.02, 0.02, 0.01, 0.01, 0.01, 0.005])
+    chart.show_bars(BarsState(labels=tokens, values=values, highlight=8, title="next token", top=fitted_top(0.07)))
+    qtbot.waitUntil(lambda: chart.token_axis.layout.ticks != [])
+    drawn = list(chart.labels)
+    assert 1 < len(drawn) < len(tokens) and drawn[-1] == "_El"  # the chosen token keeps its place in view
+    assert [label for _, label in chart.token_axis.layout.ticks] == [short_label(label) for label in drawn]
+    assert chart.getViewBox().viewRange()[0][1] == pytest.approx(0.1 * 1.02, abs=0.01)  # not 0–1
+    chart.resize(330, 400)
+    qtbot.waitUntil(lambda: len(chart.labels) == len(tokens))
+
+
+def test_a_probability_axis_ends_at_a_round_value_over_the_largest_bar():
+    assert [fitted_top(p) for p in (0.07, 0.15, 0.18, 0.22, 0.55, 0.95, 1.0, 0.0)] == \
+        pytest.approx([0.1, 0.2, 0.2, 0.25, 1.0, 1.0, 1.0, 1.0])
+    state = BarsState(labels=list("abcdef"), values=np.array([0.3, 0.2, 0.1, 0.05, 0.02, 0.01]), highlight=5,
+                      title="", top=1.0)
+    fitted = bars_that_fit(state, 3)
+    assert fitted.labels == ["a", "b", "f"] and fitted.highlight == 2 and fitted.top == pytest.approx(0.5)
+    assert bars_that_fit(state, 10) is state
+
+
+def test_a_chart_title_grows_with_the_text_scale_as_far_as_the_chart_is_wide(qtbot):
+    chart = BarChart(horizontal=True)
+    qtbot.addWidget(chart)
+    chart.resize(700, 300)
+    chart.show()
+    chart.show_bars(BarsState(labels=["a", "b"], values=np.array([0.6, 0.3]), highlight=0,
+                              title="next token ‘a’: p = 0.600, rank 1"))
+    assert chart.getPlotItem().titleLabel.opts["size"] == "9pt"
+    def points() -> float:
+        return float(chart.getPlotItem().titleLabel.opts["size"].removesuffix("pt"))
+
+    chart.set_text_scale(1.6)
+    wide = points()
+    assert 9 < wide <= 14.4
+    chart.resize(240, 300)
+    qtbot.waitUntil(lambda: 9 <= points() < wide)  # narrower: a smaller title, never under 9 points

@@ -249,12 +249,12 @@ def test_a_model_that_fails_to_open_leaves_the_open_one_shown_as_it_was(qtbot, w
 
 def test_a_cancelled_import_leaves_the_open_model_shown_as_it_was(qtbot, window, tutorial_files):
     run_text(qtbot, window, "abc", max_len=4)
-    labels = window.decoding.top_k.labels
+    labels = window.decoding.top_k.state.labels
     folder, _, _ = tutorial_files
     window.open_path(str(folder / "whole.pt"))
     assert window.decoding.top_k.labels == ()  # nothing of the open model while another one opens
     wait_for_dialog(qtbot, window).reject()
-    assert window.decoding.top_k.labels == labels and labels
+    assert window.decoding.top_k.state.labels == labels and labels
     np.testing.assert_array_equal(focus_data(window), window.viewing.current_heatmap().matrix)
     assert "random.safetensors" in window.model_panel.info.text()
 

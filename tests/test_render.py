@@ -6,8 +6,10 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from PySide6.QtGui import QImage
+from PySide6.QtSvg import QSvgRenderer
 
 from attnviz.cli import main
 
@@ -94,3 +96,29 @@ def test_render_prints_nothing_on_stderr(tmp_path, options):
                             capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert result.returncode == 0 and result.stderr == ""
     assert result.stdout.strip() == options[-1] and (tmp_path / options[-1]).stat().st_size > 1000
+
+
+def white_margin(path) -> float:
+    """The share of the image's area outside the smallest rectangle holding every pixel that is not white."""
+    image = QImage(str(path)).convertToFormat(QImage.Format.Format_RGB32)
+    pixels = np.frombuffer(image.constBits(), dtype=np.uint32).reshape(image.height(), image.bytesPerLine() // 4)
+    drawn = (pixels[:, : image.width()] & 0xFFFFFF) != 0xFFFFFF
+    rows, cols = np.flatnonzero(drawn.any(axis=1)), np.flatnonzero(drawn.any(axis=0))
+    inside = (rows[-1] - rows[0] + 1) * (cols[-1] - cols[0] + 1)
+    return 1 - inside / drawn.size
+
+
+def test_a_comparison_png_is_cut_to_its_figure(qapp, capsys, tmp_path):
+    """The three panes were drawn into three 900 × 700 boxes: 39 % of the PNG was white margin."""
+    path = tmp_path / "both.png"
+    code, _ = render(capsys, "-c", "en-es-transformer", "The Lord is my shepherd.", "--kind", "cross",
+                     "--compare", "en-es-transformer-postln", "-o", str(path))
+    assert code == 0
+    code, _ = render(capsys, "-c", "en-es-transformer", "The Lord is my shepherd.", "--kind", "cross",
+                     "--compare", "en-es-transformer-postln", "-o", str(tmp_path / "both.svg"))
+    svg = QSvgRenderer(str(tmp_path / "both.svg")).defaultSize()
+    image = QImage(str(path))
+    assert image.width() / image.height() == pytest.approx(svg.width() / svg.height(), rel=0.01)  # no white band
+    assert white_margin(path) < 0.08, white_margin(path)  # 0.12 in the boxes
+    assert image.width() <= 2 * 3 * 900 and image.height() <= 2 * 700
+    assert max(image.width() / (2 * 3 * 900), image.height() / (2 * 700)) > 0.99  # as large as the boxes allow

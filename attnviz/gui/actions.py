@@ -59,11 +59,14 @@ ACTIONS = (
           tip="Save this view (model, sentence, decoding, head, colours) as a small .attnviz file"),
     entry("File", "&Demos", name="demos", submenu=True),
     separator("File"),
-    entry("File", "Compare &With…", "comparing.compare_dialog",
-          tip="Open a second model beside this one: the same sentence runs on both, one selection drives both, "
-              "and B − A is shown where their tokens agree"),
+    entry("File", "Compare &With", name="compare_with", submenu=True,
+          tip="Open a second model beside this one (a demo, a recent file, or any checkpoint): the same sentence "
+              "runs on both, one selection drives both, and B − A is shown where their tokens agree"),
     entry("File", "Stop &Comparing", "comparing.stop_comparing", tip="Back to one model", enabled=False,
           name="stop_compare"),
+    entry("File", "&Force B to A's Output", "comparing.force_b_to_a", enabled=False, name="force_b",
+          tip="Run again forced to model A's output: A keeps its output, B is decoded along it, and B − A is "
+              "shown wherever the source tokens agree"),
     separator("File"),
     entry("File/&Export", "Heatmap as &image…", "exporting.export_focus_image", shortcut=StandardKey.Save,
           tip="The focus view as PNG (2×) or SVG"),
@@ -97,6 +100,8 @@ ACTIONS = (
           tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical"),
     entry("View", "Head &importance…", "importance.open",
           tip="How much the score on a PAIRS.tsv corpus drops when each head is switched off alone"),
+    entry("View", "Reset &layout", "reset_layout", name="reset_layout",
+          tip="The window's size and panels as at the first launch (the saved layout is replaced at quit)"),
     entry("View", "Model", "model_dock.toggleViewAction", existing=True),
     entry("View", "Decoding", "decoding_dock.toggleViewAction", existing=True),
     entry("Help", "&What am I looking at?", "explain", shortcut="F1",

@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
 
 from .docks import DockArea
+from .saved_layout import default_docks
 
 
 def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> None:
@@ -62,6 +63,4 @@ def _setup_docks(window: QMainWindow) -> None:
     window.decoding_dock.dockLocationChanged.connect(
         lambda area: window.decoding.set_stacked(area in (Qt.DockWidgetArea.LeftDockWidgetArea,
                                                           Qt.DockWidgetArea.RightDockWidgetArea)))
-    window.resizeDocks([window.model_dock], [300], Qt.Orientation.Horizontal)
-    # A third of a short window at most: on a 720-pixel screen the heatmap keeps the larger share.
-    window.resizeDocks([window.decoding_dock], [min(280, window.height() // 3)], Qt.Orientation.Vertical)
+    default_docks(window)

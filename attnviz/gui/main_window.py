@@ -18,7 +18,8 @@ from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox
 from .. import __version__
 from ..state.session import NO_REQUEST, Session
 from ..state.settings import SettingsReader
-from .docks import keep_on_screen, place_on_screen
+from .docks import keep_on_screen
+from .saved_layout import reset_layout, restore_docks, restore_geometry, save_layout, show_layout_note
 
 
 class MainWindow(QMainWindow):
@@ -31,9 +32,7 @@ class MainWindow(QMainWindow):
         self.built = False
         self.closed = False  # a window closed while torch was still being imported is never built
         self.setWindowTitle("attnviz")
-        geometry = self.stored.blob("window/geometry")
-        if geometry is None or not self.restoreGeometry(geometry):
-            place_on_screen(self)
+        self.layout_notes = [restore_geometry(self)]  # said in the status bar once the window is built
         loading = QLabel("Loading attnviz and the model…")
         loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setCentralWidget(loading)
@@ -63,6 +62,7 @@ class MainWindow(QMainWindow):
         self.contributions = Contributions(self)
         self.named_actions = build_menus(self)
         self.opening.fill_demos_menu(self.named_actions["demos"], self.demos)
+        self.named_actions["compare_with"].aboutToShow.connect(self.comparing.fill_compare_menu)
         self.window_keys = window_keys()
         for line in self.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
             line.installEventFilter(self)
@@ -104,9 +104,7 @@ class MainWindow(QMainWindow):
         from models.nn.precisions import PRECISIONS
         from .views.style import COLORMAPS
 
-        state = self.stored.blob("window/state")
-        if state is not None:
-            self.restoreState(state)
+        self.layout_notes.append(restore_docks(self))
         self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
         self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
         self.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
@@ -114,11 +112,11 @@ class MainWindow(QMainWindow):
         self.opening.weights_requested.emit(NO_REQUEST, self.model_panel.weights_name())  # before the first open
         if self.stored.problems:
             self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)
+        show_layout_note(self, "; ".join(note for note in self.layout_notes if note))
         self.opening.update_recent_menu()
 
     def _save_settings(self) -> None:
-        self.settings.setValue("window/geometry", self.saveGeometry())
-        self.settings.setValue("window/state", self.saveState())
+        save_layout(self, *self.presenting.layout_to_save())
         self.settings.setValue("view/colormap", self.selector.colormap_name())
         self.settings.setValue("view/masks", self.selector.masks_visible())
         self.settings.setValue("view/reveal_rows", self.selector.reveal_rows.isChecked())
@@ -149,6 +147,9 @@ class MainWindow(QMainWindow):
             event.acceptProposedAction()
             self.open_path(paths[0])
 
+    def reset_layout(self) -> None:
+        reset_layout(self)
+
     def explain(self) -> None:
         from .views.help import explanation_dialog
 
@@ -170,6 +171,13 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         if self.built and event.size().height() != event.oldSize().height():
             self.input_bar.follow_window_height()
+        if self.built and not self.closed:
+            self.presenting.window_resized()
+
+    def moveEvent(self, event) -> None:  # noqa: N802
+        super().moveEvent(event)
+        if self.built and not self.closed:
+            self.presenting.window_resized()
 
     def show_start_failure(self, line: str) -> None:
         """What the app needs could not be imported: the loading line says so instead of loading for ever."""
@@ -180,9 +188,8 @@ class MainWindow(QMainWindow):
         if self.built:  # closed while still loading: nothing to stop or save yet
             self.decoding.stop()
             self.input_bar.stop()
-            if self.presenting.on:  # the layout saved is the user's own, not the presentation's
-                self.presenting.set_presenting(False)
-            self._save_settings()
+            self._save_settings()  # the layout saved is the user's own, never the presentation's
+            self.presenting.window_closing()
             self.worker_thread.close()
         super().closeEvent(event)
 

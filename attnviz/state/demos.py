@@ -104,3 +104,49 @@ def initial_checkpoint(requested: str | None) -> str | None:
         return str(DEFAULT_DEMO)
     demos = demo_checkpoints()
     return str(demos[0]) if demos else None
+
+
+def compare_choices(model: Path | None, demos: list[Path], recent: list[str]) -> list[tuple[str, list[str]]]:
+    """What File → Compare With offers: the demos, then the recent files, each without the open ``model``."""
+    def other(path) -> bool:
+        return model is None or Path(path).resolve() != Path(model).resolve()
+
+    demo_paths = [str(path) for path in demos if other(path)]
+    recent_paths = [path for path in recent if other(path) and path not in demo_paths]
+    return [("Demos", demo_paths), ("Recent files", recent_paths)]
+
+
+SERIES_SUFFIX = ".snapshots"  # a snapshot series' folder beside its run's checkpoint (models/storage/snapshots.py)
+CORPUS_EXAMPLES = 8  # sentences a model trained here offers from its training corpus
+CORPUS_BYTES = 64_000  # read at most this much of that corpus for them
+
+
+def model_examples(path: str | Path, provenance: dict | None = None) -> list[str]:
+    """The example sentences offered for a model: a bundled demo's; a demo's snapshot series (``NAME.snapshots``,
+    ``attnviz train --snapshots``), that demo's; otherwise the first sources of the PAIRS.tsv corpus its
+    provenance names (``attnviz train`` records it), where that file is still there; else none."""
+    path = Path(path)
+    examples = demo_examples(path)
+    if not examples and path.name.endswith(SERIES_SUFFIX):
+        name = path.name[: -len(SERIES_SUFFIX)]
+        examples = list(demo_records().get(name, {}).get("examples", {})) if demo_path(name) else []
+    corpus = (provenance or {}).get("corpus")
+    if examples or not isinstance(corpus, str) or not corpus:
+        return examples
+    for place in dict.fromkeys((path.parent / corpus, Path(corpus))):  # beside the model, or from here
+        sources = _corpus_sources(place)
+        if sources:
+            return sources
+    return []
+
+
+def _corpus_sources(corpus: Path) -> list[str]:
+    try:
+        with corpus.open("r", encoding="utf-8", errors="replace") as file:
+            text = file.read(CORPUS_BYTES)
+    except OSError:
+        return []
+    lines = text.splitlines()
+    whole = lines if len(text) < CORPUS_BYTES else lines[:-1]  # a line cut by the limit is not offered
+    sources = [line.split("\t", 1)[0].strip() for line in whole if "\t" in line]
+    return [source for source in dict.fromkeys(sources) if source][:CORPUS_EXAMPLES]

@@ -18,6 +18,7 @@ from models.nn.ablation import Ablation
 from models.trace.aggregate import AGGREGATES, aggregate
 from models.trace.records import KINDS, AttentionTrace, DecodeResult, DecodeStep, stack_rows
 
+from .charts import fitted_top
 from .session import RunLabels, Selection, ViewOptions
 
 KIND_LABELS = {"enc_self": "Encoder self-attention", "dec_self": "Decoder self-attention", "cross": "Cross-attention"}
@@ -444,10 +445,13 @@ def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
 
 
 def top_k_bars(step: DecodeStep, row: int) -> BarsState:
+    """The step's most likely next tokens, the chosen one highlighted, on an axis fitted to the likeliest."""
     labels = step.top_tokens[row]
     chosen = labels.index(step.tokens[row]) if step.tokens[row] in labels else None
-    title = (f"next token ‘{step.tokens[row]}’: p = {step.probabilities[row]:.3f}, rank {step.ranks[row] + 1}")
-    return BarsState(labels=labels, values=np.asarray(step.top_probs[row], dtype=float), highlight=chosen, title=title)
+    title = f"next token ‘{step.tokens[row]}’: p = {step.probabilities[row]:.3f}, rank {step.ranks[row] + 1}"
+    values = np.asarray(step.top_probs[row], dtype=float)
+    return BarsState(labels=labels, values=values, highlight=chosen, title=title,
+                     top=fitted_top(float(values.max(initial=0.0))))
 
 
 def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:
@@ -605,6 +609,9 @@ def first_difference(a: list[str], b: list[str]) -> str:
     return f"from token {position} ({shown(a)} in A, {shown(b)} in B; {len(a)} vs {len(b)} tokens)"
 
 
+FORCE_B_HINT = "File → Force B to A's Output decodes B along A's output"
+
+
 def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
     """Why B − A cannot be taken cell by cell: the rows or columns are other tokens ("" when they agree).
     The source is named before the decoder's tokens, which follow from it."""
@@ -612,7 +619,8 @@ def _unequal_tokens(a: AttentionTrace, b: AttentionTrace, kind: str) -> str:
         return (f"the source tokens differ {first_difference(a.src_tokens, b.src_tokens)}, "
                 "so the models' tokenizers differ")
     if kind != "enc_self" and a.tgt_tokens != b.tgt_tokens:
-        return f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries"
+        return (f"the outputs differ {first_difference(a.tgt_tokens, b.tgt_tokens)}: the rows are other queries "
+                f"({FORCE_B_HINT})")
     return ""
 
 

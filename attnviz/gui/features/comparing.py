@@ -3,11 +3,13 @@ and the three maps (A | B | B − A) in the focus view's place; the Demos menu's
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
+from ...state.demos import compare_choices
 from ...state.open_plan import OpenPlan
 from ...state.session import ModelInfo
 
@@ -30,6 +32,24 @@ class Comparing(QObject):
         window.compare_bar.stop_requested.connect(self.stop_comparing)
         window.model_panel.compare_chosen.connect(self.compare_with)
 
+    def fill_compare_menu(self) -> None:
+        """File → Compare With: the demos and the recent files other than the open model, then Browse…."""
+        from ..actions import make_action
+
+        menu = self.window.named_actions["compare_with"]
+        menu.clear()
+        model = self.session.model.path if self.session.model is not None else None
+        for title, paths in compare_choices(model, self.window.demos, self.window.opening.recent_files()):
+            if paths:
+                menu.addSection(title)
+            for path in paths:
+                menu.addAction(make_action(menu, Path(path).stem if title == "Demos" else str(path),
+                                           lambda _=False, p=str(path): self.compare_with(p),
+                                           tip=f"Compare the open model with {path}"))
+        menu.addSeparator()
+        menu.addAction(make_action(menu, "Browse…", lambda _=False: self.compare_dialog(),
+                                   tip="Any checkpoint file to compare with"))
+
     def compare_dialog(self) -> None:
         if self.session.model is None:
             return
@@ -46,9 +66,22 @@ class Comparing(QObject):
         if self.session.model is None:
             self.window.show_error("Open a model first, then compare another one with it.")
             return
+        # A demo's context menu made model B the Demos list's current item: the list marks the open model, A.
+        self.window.opening.show_open_demo(self.session.model.path)
         job_id = self.session.new_partner_job()
         self.window.statusBar().showMessage(f"Opening {path} to compare…")
         self.partner_requested.emit(job_id, str(path), self.window.model_panel.device_name())
+
+    def force_b_to_a(self) -> None:
+        """Run the sentence again forced to model A's output (greedy or beam outputs that differ leave B − A
+        empty): A decodes its own output again, B is decoded along it, token by token."""
+        result = self.session.result
+        if not self.session.comparing or result is None or self.session.model is None:
+            return
+        bar = self.window.input_bar
+        forced = dataclasses.replace(bar.run_settings(), mode="forced", target=result.text)
+        bar.show_run_settings(forced, self.session.model.max_len)
+        self.window.viewing.run()
 
     def stop_comparing(self) -> None:
         self.session.stop_comparing()
@@ -81,6 +114,7 @@ class Comparing(QObject):
         window.compare_bar.show_text(f"Comparing model A ({model.path.stem}) with model B ({partner.path.stem}): "
                                      "one selection drives both" if comparing and model is not None else None)
         window.named_actions["stop_compare"].setEnabled(comparing)
+        window.named_actions["force_b"].setEnabled(comparing)
         window.focus.setVisible(not comparing)
         window.compare_view.setVisible(comparing)
         window.grids.setVisible(not comparing)  # three maps need the width; the grids return with one model

@@ -163,6 +163,7 @@ class HeadStatsPanel(CorpusPanel):
     def forget(self) -> None:
         self.stats, self.head = None, None
         self.view.show_typical(None)
+        self.view.clear_maps()  # the maps were the other model's
 
     def choose(self, run: str, kind: str) -> None:
         self.run, self.kind, self.head = run, kind, None

@@ -94,6 +94,7 @@ class ImportancePanel(CorpusPanel):
         self.importance, self.head, self.corpus = None, None, None  # the corpus was the old model's
         self.forget_curves(ready=False)
         self.view.show_note("")
+        self.view.clear_maps()  # the tables were the other model's
 
     def start_curve(self) -> None:
         """The pruning curves of the shown importance, on the pairs it scored (a newer one stops this one)."""

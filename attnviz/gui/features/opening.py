@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QFileDialog
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, MODE_NAMES
 
 from ...state import viewmodel
-from ...state.demos import demo_examples, demo_name, demo_pairs
+from ...state.demos import demo_name, demo_pairs, model_examples
 from ...state.open_plan import OpenPlan
 from ...state.session import NO_REQUEST, ModelInfo, RunSettings
 from ...state.session_file import SUFFIX as SESSION_SUFFIX
@@ -158,9 +158,9 @@ class Opening(QObject):
         window.decoding.clear()
         window.input_bar.show_message(f"Opening {path.name}…")
         window.model_panel.show_note(f"Opening {path.name}…")
-        self._show_open_demo(path)
+        self.show_open_demo(path)
 
-    def _show_open_demo(self, path: Path | None) -> None:
+    def show_open_demo(self, path: Path | None) -> None:
         demo = Path(path).resolve() if path is not None and demo_name(path) is not None else None
         for demo_path, action in self.demo_actions.items():
             action.setChecked(demo_path.resolve() == demo)
@@ -169,7 +169,7 @@ class Opening(QObject):
     def _show_kept_model(self) -> None:
         """Another model did not open: the one still open is shown again, as it was."""
         model, window = self.session.model, self.window
-        self._show_open_demo(model.path if model is not None else None)
+        self.show_open_demo(model.path if model is not None else None)
         if model is None:
             window.model_panel.show_note("No model open.")
             window.viewing.clear_views("Open a model: File → Open (Ctrl+O), or a demo.")
@@ -218,7 +218,7 @@ class Opening(QObject):
         plan = self.plan if self.plan is not None and self.plan.model_loaded(info.path) else None
         self._drop_finished_plan()
         saved = plan.saved if plan is not None else None
-        examples = demo_examples(info.path)
+        examples = model_examples(info.path, info.provenance)
         window.input_bar.set_examples(examples)
         window.input_bar.set_languages(info.languages)
         run = saved.run if saved is not None else self._run_settings_for(info, examples)
@@ -243,7 +243,7 @@ class Opening(QObject):
         window.ablation.show_ablation()
         window.viewing.clear_views(NOTHING_RUN)
         window.decoding.clear()
-        self._show_open_demo(info.path)
+        self.show_open_demo(info.path)
         self._remember(str(info.path))
         window.input_bar.set_busy(False)
         window.model_panel.show_model(info)

@@ -3,17 +3,23 @@ steps beside the heatmap; the arrow keys walk the decoding steps (← →) and t
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
+from ...state.layout import DockPlace
+from ..saved_layout import dock_places, place_docks, size_docks
+
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
+RESIZES_FOLLOWED = 8  # after presenting, how often the window's geometry may be set again
 
 
 class Presenting(QObject):
     def __init__(self, window):
         super().__init__(window)
         self.window = window
-        self.before: dict | None = None  # while presenting: what to restore (window state, fonts, full screen)
+        self.before: dict | None = None  # while presenting: what to restore (geometry, docks, window state, fonts)
+        self.restoring = None  # once presenting ended: (the geometry it found, how often it may still be set)
+        self.docks_to_size: list[DockPlace] | None = None  # once presenting ended: the docks' places, sized again
 
     @property
     def on(self) -> bool:
@@ -36,8 +42,8 @@ class Presenting(QObject):
 
     def _start(self) -> None:
         window, app = self.window, QApplication.instance()
-        self.before = {"state": window.saveState(), "font": app.font(), "maximized": window.isMaximized(),
-                       "full_screen": window.isFullScreen()}
+        self.before = {"docks": dock_places(window), "geometry": window.saveGeometry(),
+                       "rect": window.geometry(), "window_state": window.windowState(), "font": app.font()}
         font = app.font()
         font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
         app.setFont(font)
@@ -50,14 +56,76 @@ class Presenting(QObject):
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.decoding_dock)
         window.showFullScreen()
         window.resizeDocks([window.decoding_dock], [window.width() * 2 // 5], Qt.Orientation.Horizontal)
+        window.decoding.set_text_scale(PRESENTATION_FONT_SCALE)
         window.focus.setFocus()
         window.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
 
+    def layout_to_save(self) -> tuple[QByteArray, list[DockPlace]]:
+        """The window's geometry and its docks' places as the user laid them out: while presenting, as they were
+        before it began."""
+        if self.before is not None:
+            return self.before["geometry"], self.before["docks"]
+        return self.window.saveGeometry(), dock_places(self.window)
+
     def _end(self) -> None:
+        """The window exactly as presenting found it: its state (normal, maximised, full screen), its geometry
+        and its docks."""
         window, saved, self.before = self.window, self.before, None
         QApplication.instance().setFont(saved["font"])
         window.focus.set_tick_font(None)
+        window.decoding.set_text_scale(1.0)
         window.grids.setVisible(not window.session.comparing)  # the comparison keeps the grids aside
-        window.restoreState(saved["state"])
-        if not saved["full_screen"]:
-            window.showMaximized() if saved["maximized"] else window.showNormal()
+        window.setWindowState(saved["window_state"])
+        place_docks(window, saved["docks"])
+        self.docks_to_size = saved["docks"]  # again once laid out at the size the window comes back to
+        QTimer.singleShot(0, self, self._size_docks)
+        if not saved["window_state"] & (Qt.WindowState.WindowFullScreen | Qt.WindowState.WindowMaximized):
+            # restoreGeometry would move a window without a frame by a frame's size; and until the smaller fonts'
+            # minimum sizes apply and the platform has left full screen, the window may come back larger: its
+            # geometry is set again at its next resizes and layout requests, until the event loop finds it right
+            self.restoring = (saved["rect"], RESIZES_FOLLOWED)
+            window.installEventFilter(self)  # its layout requests: a minimum size shrinks without a resize
+            self.window_resized()
+            QTimer.singleShot(0, self, self._check_restored)
+
+    def _size_docks(self) -> None:
+        if self.docks_to_size is not None and not self.on:
+            size_docks(self.window, self.docks_to_size)
+        self.docks_to_size = None
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.window_resized()
+        return False
+
+    def window_closing(self) -> None:
+        """The window closes: the application's font as it was (the window itself is not laid out again)."""
+        if self.before is not None:
+            QApplication.instance().setFont(self.before["font"])
+            self.before = None
+        self.stop_following()
+
+    def stop_following(self) -> None:
+        """The window's geometry is no longer set again (it is back, or the window closes)."""
+        self.restoring = self.docks_to_size = None
+        self.window.removeEventFilter(self)
+
+    def window_resized(self) -> None:
+        """The window's geometry (or layout) changed: where presenting just ended, set the one it found again."""
+        if self.restoring is None or self.on:
+            return
+        rect, tries = self.restoring
+        if self.window.geometry() != rect and tries > 0:
+            self.restoring = (rect, tries - 1)
+            self.window.setGeometry(rect)
+
+    def _check_restored(self) -> None:
+        """The event loop is idle: the geometry is the one presenting found (or cannot be), or is set once more."""
+        if self.restoring is None:
+            return
+        rect, tries = self.restoring
+        if self.on or self.window.geometry() == rect or tries == 0:
+            self.stop_following()
+            return
+        self.window_resized()
+        QTimer.singleShot(0, self, self._check_restored)

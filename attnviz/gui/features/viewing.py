@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, Signal
 from models.inference.modes import Mode
 
 from ...state import contributions, viewmodel
+from ...state.progress import decoding_progress
 
 NOTHING_RUN = "The attention appears here once a sentence has run."
 # A streamed heatmap is redrawn at most this often: each redraw holds the GIL the decoding thread needs, and
@@ -78,8 +79,7 @@ class Viewing(QObject):
 
     def _on_steps(self, request_id: int, steps: list) -> None:
         if self.session.accept_steps(request_id, steps):
-            last = steps[-1]
-            self.window.statusBar().showMessage(f"decoding… step {last.step + 1}: {' '.join(last.tokens[:1])}")
+            self.window.statusBar().showMessage(decoding_progress(steps[-1]))
             self._show_streamed()
 
     def _show_streamed(self) -> None:

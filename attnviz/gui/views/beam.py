@@ -5,9 +5,9 @@ width 8 and depth 60: the view scrolls and zooms (wheel), and a double-click fit
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import (QGraphicsScene, QGraphicsSimpleTextItem, QGraphicsView, QLabel, QListWidget,
-                               QListWidgetItem, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import (QApplication, QGraphicsScene, QGraphicsSimpleTextItem, QGraphicsView, QLabel,
+                               QListWidget, QListWidgetItem, QSplitter, QVBoxLayout, QWidget)
 
 from ...state.viewmodel import BeamState
 from .style import HIGHLIGHT
@@ -120,6 +120,13 @@ class BeamPanel(QWidget):
         for view in (self.hypotheses, self.graph):  # showing the beam must not grow the window
             view.setMinimumHeight(40)
         self.hypotheses.currentRowChanged.connect(self._on_row)
+
+    def set_text_scale(self, scale: float) -> None:
+        """Presentation mode's larger text (1: the usual): the list shows three hypotheses at least, the tree four
+        rows of tokens high (they were one row and a 60-pixel strip)."""
+        line = QFontMetricsF(QApplication.font()).lineSpacing()  # the list's own font follows it only later
+        self.hypotheses.setMinimumHeight(40 if scale <= 1 else int(3.5 * line + 8))
+        self.graph.setMinimumHeight(40 if scale <= 1 else int(4 * line))
 
     def _on_row(self, row: int) -> None:
         if row >= 0:

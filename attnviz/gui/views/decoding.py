@@ -8,8 +8,10 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QSplitter, QStyle, QVBoxLayout, QWidget
 
+from ...state.charts import bars_that_fit
 from ...state.viewmodel import BarsState, BeamState, StepState
 from .beam import BeamPanel
 from .heatmap import TokenAxis
@@ -17,6 +19,7 @@ from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
 CHART_MIN_HEIGHT = 130
+TITLE_POINTS = 9  # a chart's title, in points (times the text scale while presenting)
 PREFIX_WINDOW = 24  # decoder input tokens shown before the current step; earlier ones are counted
 LABEL_CHARS = 14  # a longer next-token label is cut, with "…" (the tooltip and the result line say it all)
 
@@ -102,6 +105,10 @@ class BarChart(pg.PlotWidget):
     cut); the source strip labels every source token in full, like the heatmap's columns."""
 
     labels: tuple[str, ...] = ()  # a class default: Qt may resize the chart before __init__ ends
+    state: BarsState | None = None  # what was asked to be drawn (a chart of tokens down the side draws what fits)
+    horizontal = False
+    text_scale = 1.0
+    title_text = ""
 
     def __init__(self, horizontal: bool, parent: QWidget | None = None):
         side = "left" if horizontal else "bottom"
@@ -121,8 +128,20 @@ class BarChart(pg.PlotWidget):
         self.brush, self.highlight_brush = pg.mkBrush(BAR), pg.mkBrush(HIGHLIGHT)
 
     def show_bars(self, state: BarsState) -> None:
+        """Draw ``state``; a chart with its tokens down the side draws as many bars as it can label."""
+        self.state = state
+        if self.horizontal:
+            state = bars_that_fit(state, self.rows_that_fit())
         self.set_bars(state.labels, state.values, highlight=state.highlight, title=html.escape(state.title),
                       top=state.top)
+
+    def rows_that_fit(self) -> int:
+        """How many bars the chart's height labels, one line of text each: the token axis' height, or before the
+        plot is laid out, the chart's less its title and value axis (their lines, and a margin)."""
+        line = max(QFontMetricsF(self.token_axis.tick_font()).lineSpacing(), 1.0)
+        estimate = self.height() - 4.5 * line - 8
+        height = min(self.token_axis.height(), estimate) if self.token_axis.height() > 0 else estimate
+        return int(height // line)
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
                  title: str = "", top: float = 1.0) -> None:
@@ -140,7 +159,30 @@ class BarChart(pg.PlotWidget):
             self.setYRange(0, top, padding=0.02)
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         self._place_labels()
-        self.setTitle(title, size="9pt")
+        self.title_text = title
+        self._fit_title()
+
+    def set_text_scale(self, scale: float) -> None:
+        """The title's size relative to its usual 9 points (presentation mode: larger, like every other text)."""
+        self.text_scale = scale
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        """The title at 9 points times the text scale, less where it would be wider than the chart (a title sets
+        the chart's least width: in a narrow dock the chart was cut), never under 9."""
+        points = TITLE_POINTS * self.text_scale
+        self.setTitle(self.title_text, size=f"{points:g}pt")
+        # The title spans the plot's column only, beside the token axis; a chart widened by its title is wider than
+        # the splitter that shows it
+        parent = self.parentWidget()
+        side = self.getPlotItem().getAxis("left").width()
+        room = min(self.width(), parent.width() if parent is not None else self.width()) - side - 16
+        for _ in range(4):  # the label's width is not quite proportional to its size: a few steps down
+            wide = self.getPlotItem().titleLabel.boundingRect().width()
+            if points <= TITLE_POINTS or not self.title_text or wide <= room:
+                return
+            points = round(max(TITLE_POINTS, points * room / wide - 0.3), 1)
+            self.setTitle(self.title_text, size=f"{points:g}pt")
 
     def _place_labels(self) -> None:
         """Labels laid out like the heatmap's: all when they fit, else evenly thinned around the highlighted bar
@@ -152,8 +194,18 @@ class BarChart(pg.PlotWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
-        if self.labels:  # none yet while the chart is being built
+        if not self._refit() and self.labels:  # none yet while the chart is being built
             self._place_labels()
+        if self.text_scale > 1 and not self.closed:
+            self._fit_title()
+
+    def _refit(self) -> bool:
+        """Draw the bars again where the token axis' height now labels more or fewer of them."""
+        if (self.horizontal and self.state is not None and not self.closed  # (a closing chart has no plot)
+                and len(self.labels) != min(len(self.state.labels), max(1, self.rows_that_fit()))):
+            self.show_bars(self.state)
+            return True
+        return False
 
 
 def short_label(label: str) -> str:
@@ -227,8 +279,20 @@ class DecodingPanel(QWidget):
         self.controls.set_count(0)
         self.prefix.clear()
         for chart in (self.source_strip, self.top_k):
+            chart.state = None
             chart.set_bars([], np.zeros(0))
         self.show_beam(None)
+
+    def set_text_scale(self, scale: float) -> None:
+        """Presentation mode's larger text (1: the usual): the charts' titles, and the beam's list and tree tall
+        enough for it (in a column beside the heatmap, the beam gets half of the charts' height)."""
+        for chart in (self.source_strip, self.top_k):
+            chart.set_text_scale(scale)
+        self.beam.set_text_scale(scale)
+        charts = self.findChild(QSplitter, options=Qt.FindChildOption.FindDirectChildrenOnly)
+        if scale > 1 and charts.orientation() == Qt.Orientation.Vertical and self.beam.isVisibleTo(self):
+            total = max(sum(charts.sizes()), 3 * CHART_MIN_HEIGHT)
+            charts.setSizes([total // 4, total // 4, total // 2])
 
     def set_stacked(self, stacked: bool) -> None:
         """The charts one above the other (the panel in a tall, narrow dock beside the views) or side by side."""

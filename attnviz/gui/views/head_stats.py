@@ -154,7 +154,12 @@ class HeadStatsView(QWidget):
     def show_message(self, text: str) -> None:
         self.summary.setText(html.escape(text))
 
+    def clear_maps(self) -> None:
+        """No maps: the ones shown were of another model."""
+        self.panel_scroll.setVisible(False)
+
     def show_stats(self, state: HeadStatsState) -> None:
+        self.panel_scroll.setVisible(True)
         self._fill(self.run, state.runs, state.run)
         self._fill(self.kind, state.kinds, state.kind)
         self.summary.setText(html.escape(state.summary))

@@ -298,6 +298,9 @@ class TokenAxis(pg.AxisItem):
                 p.drawText(QRectF(point.x(), point.y(), 0, line), CENTRE_TOP, text)
 
 
+COLOUR_BAR_AXIS_WIDTH = 45  # px: pyqtgraph's ColorBarItem's axis, for the usual font
+
+
 class HeatmapView(QWidget):
     """Shows ``[query, key]`` weights in [0, 1]; rows are queries (top to bottom), columns keys."""
 
@@ -361,6 +364,7 @@ class HeatmapView(QWidget):
         self.hline.hide()
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=pg.colormap.get(DEFAULT_COLORMAP),
                                         interactive=False, width=14, colorMapMenu=False)
+        self.colorbar.axis.enableAutoSIPrefix(False)  # plain weights: B − A's ±0.0009 is not "±900 (x0.001)"
         self.graphics.addItem(self.colorbar, row=0, col=1)
         self.graphics.scene().sigMouseMoved.connect(self._on_mouse_moved)
         self.graphics.scene().sigMouseClicked.connect(self._on_mouse_clicked)
@@ -391,8 +395,27 @@ class HeatmapView(QWidget):
                 named.setPointSizeF(font.pointSizeF() * 0.8)
                 axis.label.setFont(named)
             axis.resizeEvent()  # room for the larger name
+        self._fit_colour_bar(font)
         self._keep_room_for_names()
         self._update_ticks()
+
+    def _fit_colour_bar(self, font) -> None:
+        """The colour bar's numbers and name in ``font`` (None: the default), its axis as wide as they need: with
+        the larger text of a presentation, the name was drawn over the numbers (the axis kept its width)."""
+        axis = self.colorbar.axis
+        axis.setTickFont(font)
+        tick_font = font if font is not None and font.pointSizeF() > 0 else axis.font()
+        original = self.__dict__.setdefault("_colour_bar_label_font", axis.label.font())
+        named = original if font is None or font.pointSizeF() <= 0 else type(font)(font)
+        if named is not original:
+            named.setPointSizeF(font.pointSizeF() * 0.8)
+        axis.label.setFont(named)
+        if named is original:
+            axis.setWidth(COLOUR_BAR_AXIS_WIDTH)  # pyqtgraph's ColorBarItem's own
+        else:  # as wide as the numbers, the ticks and the name need (pyqtgraph's sum)
+            axis.textWidth = QFontMetricsF(tick_font).horizontalAdvance("−0.000") + 2
+            axis.setWidth(None)
+        axis.resizeEvent()  # the name placed at the new width
 
     def show_heatmap(self, state: HeatmapState) -> None:
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
