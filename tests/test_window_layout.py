@@ -10,6 +10,7 @@ from PySide6.QtCore import QRect, QSettings, Qt
 from PySide6.QtWidgets import QLabel
 
 from attnviz.gui.app import build_window
+from attnviz.gui.features.presenting import PRESENTING_HINT
 from attnviz.gui.main_window import MainWindow
 from attnviz.state.demos import demo_checkpoints
 from attnviz.state.layout import (CENTRAL_MINIMUM, LAYOUT_VERSION, MODEL_PANEL_SHARE, Box, DockPlace, frame_problem,
@@ -129,10 +130,12 @@ def test_presenting_then_esc_returns_the_same_geometry_state_and_docks(qtbot, tm
     geometry, state, sizes = window.geometry(), window.windowState(), view_sizes(window)
     window.named_actions["present"].trigger()
     qtbot.waitUntil(lambda: window.isFullScreen(), timeout=WAIT)
+    assert window.statusBar().currentMessage() == PRESENTING_HINT
     next(action for action in window.named_actions["presenting"] if action.text() == "End presenting").trigger()
     qtbot.waitUntil(lambda: not window.isFullScreen(), timeout=WAIT)
     qtbot.wait(50)
     assert (window.geometry(), window.windowState(), view_sizes(window)) == (geometry, state, sizes)
+    assert window.statusBar().currentMessage() == ""  # the hint spoke of presenting
     window.named_actions["present"].trigger()  # closed while presenting: the layout saved is the one before
     qtbot.waitUntil(lambda: window.isFullScreen(), timeout=WAIT)
     window.close()

@@ -11,6 +11,7 @@ from ..saved_layout import dock_places, place_docks, size_docks
 
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
 RESIZES_FOLLOWED = 8  # after presenting, how often the window's geometry may be set again
+PRESENTING_HINT = "Presenting: ← → steps, ↑ ↓ layers, Esc ends"
 
 
 class Presenting(QObject):
@@ -58,7 +59,7 @@ class Presenting(QObject):
         window.resizeDocks([window.decoding_dock], [window.width() * 2 // 5], Qt.Orientation.Horizontal)
         window.decoding.set_text_scale(PRESENTATION_FONT_SCALE)
         window.focus.setFocus()
-        window.statusBar().showMessage("Presenting: ← → steps, ↑ ↓ layers, Esc ends", 8000)
+        window.statusBar().showMessage(PRESENTING_HINT, 8000)
 
     def layout_to_save(self) -> tuple[QByteArray, list[DockPlace]]:
         """The window's geometry and its docks' places as the user laid them out: while presenting, as they were
@@ -71,6 +72,8 @@ class Presenting(QObject):
         """The window exactly as presenting found it: its state (normal, maximised, full screen), its geometry
         and its docks."""
         window, saved, self.before = self.window, self.before, None
+        if window.statusBar().currentMessage() == PRESENTING_HINT:  # it spoke of presenting
+            window.statusBar().clearMessage()
         QApplication.instance().setFont(saved["font"])
         window.focus.set_tick_font(None)
         window.decoding.set_text_scale(1.0)
