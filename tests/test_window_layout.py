@@ -5,6 +5,13 @@ with a note, View → Reset layout brings the default back, and F11 then Esc ret
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 from PySide6.QtCore import QRect, QSettings, Qt
 from PySide6.QtWidgets import QLabel
@@ -16,6 +23,8 @@ from attnviz.state.demos import demo_checkpoints
 from attnviz.state.layout import (CENTRAL_MINIMUM, LAYOUT_VERSION, MODEL_PANEL_SHARE, Box, DockPlace, frame_problem,
                                   places_text, read_places, squeeze_problem)
 from tests.test_gui import WAIT, run_text
+
+ROOT = Path(__file__).resolve().parents[1]
 
 NAMES = {"modelDock", "decodingDock", "head statisticsDock"}
 
@@ -142,3 +151,47 @@ def test_presenting_then_esc_returns_the_same_geometry_state_and_docks(qtbot, tm
     again = launched(qtbot, settings, random_checkpoint)
     assert not again.isFullScreen() and view_sizes(again)["model"][0] == sizes["model"][0]
     again.close()
+
+
+NARROW_SCREEN = textwrap.dedent("""
+    import json, sys, time
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+    from attnviz.gui.app import launch
+    started = launch(sys.argv[1], "cpu", QSettings(sys.argv[2], QSettings.Format.IniFormat))
+    app, window = started.app, started.window
+    def wait(condition):
+        deadline = time.monotonic() + 120
+        while not condition() and time.monotonic() < deadline:
+            app.processEvents()
+            time.sleep(0.005)
+    wait(lambda: window.session.model is not None)
+    font = app.font().pointSizeF()
+    window.named_actions["present"].trigger()
+    wait(window.isFullScreen)
+    report = {"screen": window.screen().availableGeometry().width(), "minimum": window.minimumSizeHint().width(),
+              "width": window.width(), "dock_right": window.decoding_dock.geometry().right(),
+              "dock_shown": window.decoding_dock.isVisible(), "larger": app.font().pointSizeF() / font}
+    window.presenting.set_presenting(False)
+    report["font_back"] = app.font().pointSizeF() == font
+    print(json.dumps(report))
+    window.close()
+    window.shut_down()
+""")
+
+
+def test_presenting_on_a_1000_pixel_screen_keeps_the_window_on_it(tmp_path, random_checkpoint):
+    """Fonts 1.6× larger made the presenting window at least 1,192 pixels wide: on a 1000 × 650 screen the Decoding
+    dock ran off its edge. The fonts now grow as much as the screen's width allows."""
+    screen = tmp_path / "screen.json"
+    screen.write_text(json.dumps({"screens": [{"name": "narrow", "x": 0, "y": 0, "width": 1000, "height": 650,
+                                               "logicalDpi": 96, "logicalBaseDpi": 96, "dpr": 1}]}))
+    env = {**os.environ, "QT_QPA_PLATFORM": f"offscreen:configfile={screen}", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", NARROW_SCREEN, str(random_checkpoint), str(tmp_path / "s.ini")],
+                            capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["screen"] == 1000
+    assert report["minimum"] <= 1000 and report["width"] <= 1000, report
+    assert report["dock_shown"] and report["dock_right"] < 1000, report
+    assert 1.0 < report["larger"] < 1.6 and report["font_back"], report

@@ -4,13 +4,16 @@ steps beside the heatmap; the arrow keys walk the decoding steps (← →) and t
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QApplication
 
 from ...state.layout import DockPlace
 from ..saved_layout import dock_places, place_docks, size_docks
 
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
-RESIZES_FOLLOWED = 8  # after presenting, how often the window's geometry may be set again
+# ... or as large as still fits the screen's width, the largest first (and never less than the last)
+PRESENTATION_FONT_SCALES = (PRESENTATION_FONT_SCALE, 1.45, 1.3, 1.15)
+RESIZES_FOLLOWED = 16  # after presenting, how often the window's geometry may be set again
 PRESENTING_HINT = "Presenting: ← → steps, ↑ ↓ layers, Esc ends"
 
 
@@ -21,6 +24,7 @@ class Presenting(QObject):
         self.before: dict | None = None  # while presenting: what to restore (geometry, docks, window state, fonts)
         self.restoring = None  # once presenting ended: (the geometry it found, how often it may still be set)
         self.docks_to_size: list[DockPlace] | None = None  # once presenting ended: the docks' places, sized again
+        self.scale = 1.0  # while presenting: how much larger its fonts are
 
     @property
     def on(self) -> bool:
@@ -45,21 +49,37 @@ class Presenting(QObject):
         window, app = self.window, QApplication.instance()
         self.before = {"docks": dock_places(window), "geometry": window.saveGeometry(),
                        "rect": window.geometry(), "window_state": window.windowState(), "font": app.font()}
-        font = app.font()
-        font.setPointSizeF(font.pointSizeF() * PRESENTATION_FONT_SCALE)
-        app.setFont(font)
-        window.focus.set_tick_font(app.font())
         # The Decoding dock stays: its steps and next-token chart are what a class follows step by step.
         for dock in (window.model_dock, *window.docks.panel_docks):
             dock.hide()
         window.grids.hide()
         # Beside the heatmap, where the grids were: under it, the dock would take the heatmap's height.
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.decoding_dock)
+        self.scale = self._fitting_scale(self.before["font"])
+        window.focus.set_tick_font(app.font())
         window.showFullScreen()
         window.resizeDocks([window.decoding_dock], [window.width() * 2 // 5], Qt.Orientation.Horizontal)
-        window.decoding.set_text_scale(PRESENTATION_FONT_SCALE)
+        window.decoding.set_text_scale(self.scale)
         window.focus.setFocus()
         window.statusBar().showMessage(PRESENTING_HINT, 8000)
+
+    def _fitting_scale(self, font: QFont) -> float:
+        """The largest of ``PRESENTATION_FONT_SCALES`` at which the window, its fonts that much larger, still fits
+        its screen's width, else the smallest (at 1000 pixels, 1.6× made it 1,192 wide: the Decoding dock ran off
+        the screen); the application's font is left at that scale."""
+        app, screen = QApplication.instance(), self.window.screen()
+        available = screen.availableGeometry().width() if screen is not None else None
+        for scale in PRESENTATION_FONT_SCALES:
+            larger = QFont(font)
+            larger.setPointSizeF(font.pointSizeF() * scale)
+            app.setFont(larger)
+            QApplication.sendPostedEvents()  # the widgets' font changes, and the layouts' requests they make
+            self.window.layout().activate()
+            if available is None or self.window.minimumSizeHint().width() <= available:
+                break
+        if available is not None and self.window.width() > available:  # grown to a larger scale's minimum
+            self.window.resize(max(available, self.window.minimumSizeHint().width()), self.window.height())
+        return scale
 
     def layout_to_save(self) -> tuple[QByteArray, list[DockPlace]]:
         """The window's geometry and its docks' places as the user laid them out: while presenting, as they were
