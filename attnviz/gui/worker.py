@@ -373,14 +373,14 @@ class ModelWorker(QObject):
 
     def _contribution(self, translator: Translator, job: ContributionJob, *, hypothesis: int,
                       output_ids: tuple[int, ...]) -> ContributionAnswer:
-        from models.analysis.contributions import CONTRIBUTION_METHODS, source_coverage
+        from models.analysis.contributions import CONTRIBUTION_METHODS, source_coverage, traceable
         from models.analysis.methods import contributions
 
         if not job.partner:
             translator.set_languages(job.src_lang or None, job.tgt_lang or None)
         src_ids = translator.source(job.text).ids
         captured = None
-        if CONTRIBUTION_METHODS[job.method].from_forward and CONTRIBUTION_METHODS["alti"].applies(translator.model):
+        if CONTRIBUTION_METHODS[job.method].from_forward and traceable(translator.model):
             captured = self._captured_pass(translator, (job.request_id, hypothesis, job.ablation), src_ids=src_ids,
                                            output_ids=output_ids)
         maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured,

@@ -64,7 +64,7 @@ class ContributionMethod:
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
-        if self.needs == "transformer" and not _has_blocks(model):
+        if self.needs == "transformer" and not traceable(model):
             if _decoder_attentions(model):
                 return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm) "
                         f"throughout; this {model.config.arch} model's encoder is recurrent and its decoder "
@@ -233,7 +233,9 @@ def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
     return names
 
 
-def _has_blocks(model: Seq2Seq) -> bool:
+def traceable(model: Seq2Seq) -> bool:
+    """Whether ``model``'s forward pass can be traced block by block (Transformer blocks throughout): what
+    ``capture_forward`` keeps, and what ALTI+ and value zeroing read."""
     return bool(getattr(model, "encoder_layers", None)) and bool(getattr(model, "decoder_layers", None))
 
 
@@ -263,7 +265,7 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
     CONTRIBUTION_METHODS["value_norms"].check(model)
     if _decoder_attentions(model):
         return _decoder_value_norms(model, src_ids, output_ids, ablation=ablation)
-    if not _has_blocks(model):
+    if not traceable(model):
         return _recurrent_value_norms(model, src_ids, output_ids, ablation=ablation)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
     layers: dict[str, list[np.ndarray]] = {}
@@ -299,7 +301,7 @@ def _decoder_attentions(model: Seq2Seq) -> dict[tuple[str, int], nn.Module]:
 
 def _has_values(model: Seq2Seq) -> bool:
     """Whether value norms apply: some attention's value vectors can be read."""
-    return _has_blocks(model) or _recurrent_attention(model) is not None or bool(_decoder_attentions(model))
+    return traceable(model) or _recurrent_attention(model) is not None or bool(_decoder_attentions(model))
 
 
 def _decoder_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,

@@ -23,7 +23,7 @@ from ..nn.base import Seq2Seq
 from ..nn.intermediates import to_numpy
 from .contributions import (
     COMPLETENESS_FLOOR, COMPLETENESS_TOLERANCE, CONTRIBUTION_METHODS, ContributionError, ContributionMaps, _embeddings,
-    _evaluating, _has_blocks, decoder_input,
+    _evaluating, traceable, decoder_input,
 )
 
 # Tokens (copies × (source + target)) one batched gradient pass holds.
@@ -167,7 +167,7 @@ def _one_position_scored(model: Seq2Seq, chosen: Tensor) -> Iterator[bool]:
     """While inside, a Transformer's output projection reads only position ``chosen[b]`` of copy ``b`` (its
     logits come out ``[copies, 1, V]``): the other positions' logits, a vocabulary wide each, are never
     computed nor differentiated. Yields whether it does (False for other models)."""
-    output = getattr(model, "output", None) if _has_blocks(model) else None
+    output = getattr(model, "output", None) if traceable(model) else None
     if not isinstance(output, nn.Linear):
         yield False
         return
