@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.state import viewmodel
+from attnviz.state import compare_view, viewmodel
 from attnviz.state.demos import demo_path
 from attnviz.state.session import Selection
 from models.storage.checkpoint import load_checkpoint
@@ -30,7 +30,7 @@ def additive():
 
 
 def test_a_model_compared_with_itself_differs_by_exactly_zero(additive):
-    state = viewmodel.compare_state(additive.trace, additive.trace, Selection(kind="cross"))
+    state = compare_view.compare_state(additive.trace, additive.trace, Selection(kind="cross"))
     assert state.a.state is not None and state.b.state is not None
     assert state.diff.state is not None
     assert np.array_equal(state.diff.state.matrix, np.zeros_like(state.diff.state.matrix))
@@ -39,7 +39,7 @@ def test_a_model_compared_with_itself_differs_by_exactly_zero(additive):
 
 def test_same_tokenizers_give_a_difference_map(additive):
     other = decode("piglatin-gru-scaled-dot")
-    state = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross"))
+    state = compare_view.compare_state(additive.trace, other.trace, Selection(kind="cross"))
     diff = state.diff.state
     assert diff is not None and "B − A" in diff.title
     expected = other.trace.attention["cross"][0][0] - additive.trace.attention["cross"][0][0]
@@ -50,14 +50,14 @@ def test_same_tokenizers_give_a_difference_map(additive):
 
 def test_different_tokenizers_explain_instead_of_a_difference(additive):
     other = decode("en-es-transformer", text="The Lord is my shepherd.", target=None)
-    state = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross"))
+    state = compare_view.compare_state(additive.trace, other.trace, Selection(kind="cross"))
     assert state.a.state is not None and state.b.state is not None
     assert state.diff.state is None and state.diff.message.startswith("B − A not shown: the source tokens differ")
     # a kind and a head the GRU lacks: said in its pane, never an error
-    lacking = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="enc_self", head=3))
+    lacking = compare_view.compare_state(additive.trace, other.trace, Selection(kind="enc_self", head=3))
     assert lacking.a.state is None and lacking.a.message == "model A has no encoder self-attention"
     assert lacking.b.state is not None
-    head = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross", head=2))
+    head = compare_view.compare_state(additive.trace, other.trace, Selection(kind="cross", head=2))
     assert head.a.message == "model A has no head 2 (it has 1 head)" and head.b.state is not None
 
 
@@ -70,16 +70,17 @@ def test_result_line_shows_both_outputs(additive):
 def test_outputs_that_differ_are_never_called_no_difference(additive):
     # the same model forced on two targets of one length: equal shapes, other tokens in the rows
     other = decode("piglatin-gru-scaled-dot", target="eamtya")
-    diff = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross")).diff
+    diff = compare_view.compare_state(additive.trace, other.trace, Selection(kind="cross")).diff
     assert diff.state is None and "no difference" not in diff.message.lower()
     assert diff.message.startswith("B − A not shown: the outputs differ from token 5 (‘a’ in A, ‘y’ in B")
 
 
 def test_other_tokenizers_name_the_source_and_equal_maps_say_identical(additive):
     other = decode("en-es-transformer", text="The Lord is my shepherd.", target=None)
-    message = viewmodel.compare_state(additive.trace, other.trace, Selection(kind="cross")).diff.message
+    message = compare_view.compare_state(additive.trace, other.trace, Selection(kind="cross")).diff.message
     assert message.startswith("B − A not shown: the source tokens differ from token 0")
-    same = viewmodel.compare_state(additive.trace, additive.trace, Selection(kind="cross")).diff.state
+    same = compare_view.compare_state(additive.trace, additive.trace, Selection(kind="cross")).diff.state
     assert same.title.endswith("identical: every weight equal")
-    changed = viewmodel.compare_state(additive.trace, decode("piglatin-gru-scaled-dot").trace, Selection(kind="cross"))
+    scaled_dot = decode("piglatin-gru-scaled-dot").trace
+    changed = compare_view.compare_state(additive.trace, scaled_dot, Selection(kind="cross"))
     assert "identical" not in changed.diff.state.title

@@ -86,7 +86,7 @@ def test_a_caption_names_the_input_and_each_model_with_its_output_and_keeps_long
 
 
 def test_the_comparison_is_vector_cells_titled_with_the_models_names():
-    from attnviz.state.viewmodel import ComparePane, CompareState
+    from attnviz.state.compare_view import ComparePane, CompareState
 
     a, b = state(4), state(4)
     diff = dataclasses.replace(state(4), title="<b>B − A</b> · Cross-attention · layer 0 · head 0")

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from attnviz.state import viewmodel
+from attnviz.state import compare_view, viewmodel
 from attnviz.state.session import NO_REQUEST, ModelInfo, RunSettings, Selection, Session
 from models.trace.aggregate import aggregate
 from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
@@ -252,7 +252,7 @@ def test_revealing_rows_step_by_step_grows_the_decoder_maps(trace):
     first_row = trace.attention["cross"][0][0][0]
     assert own.levels == (float(first_row.min()), float(first_row.max()))
     # comparing: A, B and B − A are revealed alike
-    compared = viewmodel.compare_state(trace, trace, Selection(kind="cross", step=1), options=reveal)
+    compared = compare_view.compare_state(trace, trace, Selection(kind="cross", step=1), options=reveal)
     assert {pane.state.revealed for pane in (compared.a, compared.b, compared.diff)} == {(2, 3)}
 
 

@@ -14,7 +14,7 @@ from models.errors import InputError
 from models.storage.files import WriteError, write_bytes, write_text
 from models.trace.records import AttentionTrace
 
-from ..state import viewmodel
+from ..state import compare_view, viewmodel
 from ..state.contributions import contribution_heatmap
 from ..state.export import IMAGE_SUFFIXES, check_output
 from ..state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
@@ -61,10 +61,10 @@ def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, *, layer: in
     _application()
     from .views.style import lookup_table
 
-    state = viewmodel.compare_state(a, b, Selection(kind=kind, layer=layer, head=head))
+    state = compare_view.compare_state(a, b, Selection(kind=kind, layer=layer, head=head))
     if not masks:
         state = without_masks(state)
-    figure = compare_svg(state, names, luts=(lookup_table(colormap), lookup_table(viewmodel.DIVERGING_COLORMAP)),
+    figure = compare_svg(state, names, luts=(lookup_table(colormap), lookup_table(compare_view.DIVERGING_COLORMAP)),
                          caption=caption)
     # Three panes side by side are far wider than tall: as large as fits three ``size`` boxes, cut to the figure
     # (in the boxes themselves it was 39 % white margin).

@@ -18,7 +18,7 @@ from models.nn.precisions import EXACT, rounded_weights_notice
 from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 
-from . import viewmodel
+from . import compare_view, viewmodel
 from .jobs import Answer
 from .session import Selection, ViewOptions
 
@@ -282,21 +282,21 @@ def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,
 
 def contribution_difference(a: tuple[AttentionTrace, object], b: tuple[AttentionTrace, object],
                             selection: Selection, *, choice: ShowChoice,
-                            options: ViewOptions = ViewOptions()) -> viewmodel.ComparePane:
-    """B − A of the same method's maps (each model's own), as :func:`viewmodel.difference` takes it."""
+                            options: ViewOptions = ViewOptions()) -> compare_view.ComparePane:
+    """B − A of the same method's maps (each model's own), as :func:`compare_view.difference` takes it."""
     for (trace, maps), name in ((a, "A"), (b, "B")):
         missing = lacking(trace, maps, selection.kind, choice=choice)
         if missing:
-            return viewmodel.ComparePane(None, f"B − A not shown: model {name}: {missing}")
+            return compare_view.ComparePane(None, f"B − A not shown: model {name}: {missing}")
     shown_a, chosen, which = _shown_map(a[0], a[1], selection, choice=choice)
     shown_b, _, _ = _shown_map(b[0], b[1], selection, choice=choice)
-    pane = viewmodel.difference(shown_a, shown_b, chosen, options=options)
+    pane = compare_view.difference(shown_a, shown_b, chosen, options=options)
     if pane.state is None:
         return pane
     title = f"{pane.state.title} · <b>{choice.label}</b>"
     if selection.head == "rollout":  # not "attention rollout", nor the first layer's head 0 a rollout is held as
         title = f"<b>B − A</b> · {viewmodel.KIND_LABELS[selection.kind]} · {which}"
-    return viewmodel.ComparePane(dataclasses.replace(pane.state, title=title, scale_title=f"B − A: {choice.unit}"))
+    return compare_view.ComparePane(dataclasses.replace(pane.state, title=title, scale_title=f"B − A: {choice.unit}"))
 
 
 def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .viewmodel import CompareState, GridState, HeatmapState, thumbnail, unrevealed
+from .compare_view import CompareState
+from .viewmodel import GridState, HeatmapState, thumbnail, unrevealed
 
 XML = "<?xml version='1.0' encoding='UTF-8'?>"
 VECTOR_LIMIT = 64

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog
 
 from models.errors import AttnvizError
 
-from ...state import viewmodel
+from ...state import compare_view, viewmodel
 from ...state.export import write_csv, write_npz
 from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
 from ..rendering import figure_image, save_figure
@@ -59,7 +59,7 @@ class Exporting(QObject):
         """A figure of attnviz/state/figures.py saved as PNG or SVG; a failure is one line in the window."""
         return self._write(save_figure, (figure, path))
 
-    def shown_state(self) -> viewmodel.HeatmapState | viewmodel.CompareState | str:
+    def shown_state(self) -> viewmodel.HeatmapState | compare_view.CompareState | str:
         """What the focus view shows as a figure would draw it (while comparing, A | B | B − A, as long as one pane
         has a map), or why there is nothing to draw: no run yet, a new run under way (the views still show the
         last one, which no longer matches the input), or the line the focus view shows in place of a map."""
@@ -91,7 +91,7 @@ class Exporting(QObject):
         if isinstance(shown, viewmodel.HeatmapState):
             return heatmap_svg(shown, focus.lut(), caption=self._caption())
         names = (self.session.model.path.stem, self.session.partner.path.stem)
-        luts = (focus.lut(), lookup_table(viewmodel.DIVERGING_COLORMAP))
+        luts = (focus.lut(), lookup_table(compare_view.DIVERGING_COLORMAP))
         return compare_svg(shown, names, luts=luts, caption=self._caption())
 
     def export_focus_image(self, path: str | None = None) -> None:

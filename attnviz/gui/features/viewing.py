@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 from models.inference.modes import Mode
 
-from ...state import contributions, viewmodel
+from ...state import compare_view, contributions, viewmodel
 from ...state.progress import decoding_progress
 
 NOTHING_RUN = "The attention appears here once a sentence has run."
@@ -238,39 +238,40 @@ class Viewing(QObject):
         return contributions.contribution_heatmap(trace, maps, self.session.selection, choice=feature.choice,
                                                   options=self.session.options, outputs=result.tokens, weights=weights)
 
-    def current_comparison(self) -> viewmodel.CompareState | None:
+    def current_comparison(self) -> compare_view.CompareState | None:
         """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""
         session = self.session
         trace, partner = session.trace, session.partner_result
         if trace is None or not session.comparing:
             return None
         if partner is None:
-            waiting = viewmodel.ComparePane(None, session.partner_missing)
-            return viewmodel.CompareState(a=viewmodel.compare_pane(trace, session.selection, name="A",
+            waiting = compare_view.ComparePane(None, session.partner_missing)
+            return compare_view.CompareState(a=compare_view.compare_pane(trace, session.selection, name="A",
                                                                    options=session.options),
-                                          b=waiting, diff=viewmodel.ComparePane(None, ""))
+                                          b=waiting, diff=compare_view.ComparePane(None, ""))
         if self.window.contributions.choice is not None:
             return self._contribution_comparison(trace, partner.trace)
-        return viewmodel.compare_state(trace, partner.trace, selection=session.selection, options=session.options)
+        return compare_view.compare_state(trace, partner.trace, selection=session.selection, options=session.options)
 
-    def _contribution_comparison(self, trace, partner_trace) -> viewmodel.CompareState:
+    def _contribution_comparison(self, trace, partner_trace) -> compare_view.CompareState:
         """A, B and B − A of the shown method: each model's own maps of it."""
         feature, session = self.window.contributions, self.session
         panes, pairs = [], []
         sides = (("A", trace, feature.maps_for()), ("B", partner_trace, feature.maps_for(partner=True)))
         for name, shown, maps in sides:
             if isinstance(maps, str):
-                panes.append(viewmodel.ComparePane(None, f"model {name}: {maps}"))
+                panes.append(compare_view.ComparePane(None, f"model {name}: {maps}"))
                 continue
             state = contributions.contribution_heatmap(shown, maps, session.selection, choice=feature.choice,
                                                        options=session.options, name=name)
-            panes.append(viewmodel.ComparePane(None, state) if isinstance(state, str) else viewmodel.ComparePane(state))
+            pane = compare_view.ComparePane
+            panes.append(pane(None, state) if isinstance(state, str) else pane(state))
             pairs.append((shown, maps))
-        diff = viewmodel.ComparePane(None, "B − A: waiting for both models' maps")
+        diff = compare_view.ComparePane(None, "B − A: waiting for both models' maps")
         if len(pairs) == 2:
             diff = contributions.contribution_difference(pairs[0], pairs[1], session.selection, choice=feature.choice,
                                                          options=session.options)
-        return viewmodel.CompareState(a=panes[0], b=panes[1], diff=diff)
+        return compare_view.CompareState(a=panes[0], b=panes[1], diff=diff)
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
         window, trace, selection = self.window, self.session.trace, self.session.selection

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
-from ...state.viewmodel import DIVERGING_COLORMAP, ComparePane, CompareState
+from ...state.compare_view import DIVERGING_COLORMAP, ComparePane, CompareState
 from .heatmap import HeatmapView
 
 
