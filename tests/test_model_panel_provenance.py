@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnviz.cli.info import field_lines
-from attnviz.gui.views.controls import ModelPanel
+from attnviz.gui.views.model_panel import ModelPanel
 from attnviz.gui.work import describe
 from attnviz.state.fields import FieldRow, field_rows
 from models.importers import convert

@@ -11,7 +11,8 @@ import pytest
 from attnviz.state import viewmodel
 from attnviz.state.demos import demo_path
 from attnviz.state.session import Selection
-from attnviz.gui.views.heatmap import HeatmapView, TokenLabels, column_ticks, row_ticks
+from attnviz.gui.views.heatmap import HeatmapView
+from attnviz.gui.views.token_axis import TokenLabels, column_ticks, row_ticks
 from models.storage.checkpoint import load_checkpoint
 from models.inference.translator import Translator
 

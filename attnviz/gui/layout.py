@@ -15,7 +15,8 @@ from .saved_layout import default_docks
 
 def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> None:
     from .views.compare import CompareBar, CompareView
-    from .views.controls import AblationBar, InputBar, ModelPanel, SelectorBar, SnapshotBar
+    from .views.controls import AblationBar, InputBar, SelectorBar, SnapshotBar
+    from .views.model_panel import ModelPanel
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.thumbnails import ThumbnailGrid

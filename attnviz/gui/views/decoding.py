@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QSplitt
 from ...state.charts import bars_that_fit
 from ...state.viewmodel import BarsState, BeamState, StepState
 from .beam import BeamPanel
-from .heatmap import TokenAxis
+from .token_axis import TokenAxis
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
