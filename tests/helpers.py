@@ -66,10 +66,10 @@ def write_sparse_checkpoint(path: Path, config, source, target=None) -> int:
 
     from models import build_model
     from models.nn.config import config_to_dict
-    from models.storage.checkpoint import _parameters_on_meta
+    from models.nn.build import parameters_on_meta
 
     target = target or source
-    with _parameters_on_meta():
+    with parameters_on_meta():
         model = build_model(config)
     header, offset = {}, 0
     for name, tensor in model.state_dict().items():

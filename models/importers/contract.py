@@ -18,10 +18,10 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from torch import Tensor
 
-from ..nn.build import build_model
+from ..nn.build import build_model, parameters_on_meta
 from ..nn.config import ModelConfig
 from ..nn.validation import check_against_weights
-from ..storage.checkpoint import Checkpoint, _parameters_on_meta
+from ..storage.checkpoint import Checkpoint
 from ..text.tokenizers import Tokenizer
 from .common import Inspection, Settings, Source, WeightMap
 
@@ -99,7 +99,7 @@ def checkpoint_from(converted: Converted, *, format_name: str, settings: Setting
     """The one pipeline: check shapes → build (on meta: the model takes the foreign tensors as its weights instead
     of initialising a copy only to overwrite it) → load weights → tokenizers → provenance → Checkpoint."""
     check_against_weights(converted.weights_file, converted.config, converted.state)
-    with _parameters_on_meta():
+    with parameters_on_meta():
         model = build_model(converted.config)
     converted.weights().load_into(model)
     tokenizers = converted.tokenizers()

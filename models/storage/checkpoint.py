@@ -9,7 +9,6 @@ Weights shared between modules (tied embeddings) are stored once.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import struct
@@ -20,10 +19,9 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from ..nn.base import Seq2Seq
-from ..nn.build import build_model
+from ..nn.build import build_model, parameters_on_meta
 from ..nn.precisions import PRECISIONS
 from ..nn.config import config_to_dict
 from ..errors import CheckpointError, NumericalWarning
@@ -125,57 +123,11 @@ def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Se
     checked against the header's shapes; and its two tokenizers."""
     config, source, target, shapes = header_parts(path, document)
     dtypes = _stored_dtypes(path, shapes)
-    with _parameters_on_meta():
+    with parameters_on_meta():
         model = build_model(config)
     check_shapes(path, model, stored=shapes, aliases=_aliases(model))
     check_dtypes(path, model, dtypes)
     return model, source, target
-
-
-class _EmptyOnMeta(TorchFunctionMode):
-    """``torch.empty`` without a device gives a meta tensor: what torch's modules (``nn.Linear``, ``nn.Embedding``,
-    ``nn.GRU``, ``nn.LSTMCell``...) make their parameters from, so that a config of a huge model costs no memory
-    while it is built (a GRU of hidden size 30,000 asks for 10.8 GB in one ``torch.empty``). The buffers a model
-    computes from its config (position tables) are made by other functions and stay real."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.empty and kwargs.get("device") is None:
-            kwargs = {**kwargs, "device": "meta"}
-        return func(*args, **kwargs)
-
-
-@contextlib.contextmanager
-def _parameters_on_meta():
-    """While building: each parameter a module registers is made on (``_EmptyOnMeta``) or moved to the meta
-    device, and ``torch.nn.init``'s functions leave meta tensors alone (initialising them would cost nothing but
-    seconds of torch's decompositions), so building touches no weight memory, whatever sizes the config gives. A
-    parameter already on meta is registered as it is, which keeps tied weights (``output.weight =
-    embedding.weight``) one parameter."""
-    register = nn.Module.register_parameter
-    initialisers = {name: function for name, function in vars(nn.init).items()
-                    if name.endswith("_") and not name.startswith("_") and callable(function)}
-
-    def on_meta(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
-        if param is not None and param.device.type != "meta":
-            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
-        register(module, name, param)
-
-    def skipping_meta(function):
-        def initialise(tensor, *args, **kwargs):
-            return tensor if tensor.device.type == "meta" else function(tensor, *args, **kwargs)
-        return initialise
-
-    nn.Module.register_parameter = on_meta
-    for name, function in initialisers.items():
-        setattr(nn.init, name, skipping_meta(function))
-    try:
-        with _EmptyOnMeta():
-            yield
-    finally:
-        nn.Module.register_parameter = register
-        for name, function in initialisers.items():
-            setattr(nn.init, name, function)
 
 
 def check_memory_for(path: Path, model: Seq2Seq, *, dtype: torch.dtype) -> None:
