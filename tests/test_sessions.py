@@ -149,6 +149,8 @@ def test_dropping_a_session_file_opens_it(qtbot, window, tmp_path, random_checkp
 def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qtbot, window):
     from PySide6.QtWidgets import QApplication
 
+    from attnviz.gui.features.presenting import PRESENTATION_FONT_SCALES
+
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
     window.select(kind="cross", layer=0, head=0, step=0)
     size = QApplication.font().pointSizeF()
@@ -156,9 +158,11 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     window.named_actions["present"].trigger()
     assert window.presenting.before is not None and window.named_actions["present"].isChecked()
     assert not window.model_dock.isVisible() and window.decoding_dock.isVisible()  # the steps stay in view
-    assert QApplication.font().pointSizeF() == pytest.approx(size * 1.6)
-    assert window.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * 1.6)
-    assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(size * 1.6 * 0.8)
+    scale = window.presenting.scale  # as large as fits the screen (the offscreen one is 800 pixels wide)
+    assert scale in PRESENTATION_FONT_SCALES
+    assert QApplication.font().pointSizeF() == pytest.approx(size * scale)
+    assert window.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * scale)
+    assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(size * scale * 0.8)
     window.focus.setFocus()
     qtbot.keyClick(window.focus, Qt.Key.Key_Right)
     assert window.session.selection.step == 1
