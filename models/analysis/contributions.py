@@ -20,6 +20,7 @@ The methods that read the traced forward share one ``Captured`` pass (``capture_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
@@ -61,6 +62,9 @@ class ContributionMethod:
     bounded: bool = False  # its values are shares between 0 and 1
     rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
     whole_model: bool = False  # one map per kind, of the whole model (no layer's)
+    # Its computation, ``compute(model, src_ids, output_ids, captured=, ablation=, ig_steps=)`` → ContributionMaps,
+    # registered by the module that computes it (``computes``); None for the attention weights, the trace itself.
+    compute: Callable[..., ContributionMaps] | None = field(default=None, compare=False, repr=False)
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
@@ -105,6 +109,15 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
                        kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings",
                        whole_model=True),
 )}
+
+
+def computes(name: str):
+    """Register the decorated function as the computation of ``CONTRIBUTION_METHODS[name]``: every method is then
+    computed the same way (``models.analysis.methods.contributions``), by whoever iterates the registry."""
+    def register(function: Callable[..., ContributionMaps]) -> Callable[..., ContributionMaps]:
+        CONTRIBUTION_METHODS[name] = dataclasses.replace(CONTRIBUTION_METHODS[name], compute=function)
+        return function
+    return register
 
 
 # Integrated gradients' completeness: the error each step may keep, relative to its log-probability change, and the
@@ -519,3 +532,16 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
                                   least_covered_token=token, source_ids=tuple(source_ids),
                                   output_ids=tuple(output_ids)))
     return sorted(found, key=lambda pair: pair.coverage.avg_source)
+
+
+def _from_the_traced_pass(function: Callable[..., ContributionMaps]) -> Callable[..., ContributionMaps]:
+    """A method read from the traced pass, as the registry calls it (integrated gradients' steps are not its)."""
+    def compute(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                captured: Captured | None = None, ablation: Ablation = NO_ABLATION,
+                ig_steps: int | None = None) -> ContributionMaps:
+        return function(model, src_ids, output_ids, captured=captured, ablation=ablation)
+    return compute
+
+
+for _name, _function in (("value_norms", value_norms), ("alti", alti), ("value_zeroing", value_zeroing)):
+    computes(_name)(_from_the_traced_pass(_function))

@@ -23,6 +23,7 @@ from ..nn.base import Seq2Seq
 from ..nn.intermediates import to_numpy
 from .contributions import (
     COMPLETENESS_FLOOR, COMPLETENESS_TOLERANCE, CONTRIBUTION_METHODS, ContributionError, ContributionMaps, _embeddings,
+    computes,
     _evaluating, traceable, decoder_input,
 )
 
@@ -255,3 +256,17 @@ def _maps(name: str, source: Tensor, target: Tensor, **fields) -> ContributionMa
     source_map, target_map = to_numpy(source.norm(dim=-1).float()), to_numpy(target.norm(dim=-1).float())
     return ContributionMaps(name, per_head=False, layers={"cross": [source_map], "dec_self": [target_map]},
                             source=source_map, target=target_map, **fields)
+
+
+@computes("input_x_gradient")
+def _input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured=None,
+                      ablation: Ablation = NO_ABLATION, ig_steps: int | None = None) -> ContributionMaps:
+    """As the registry calls it: the gradients take passes of their own (``captured`` is not read)."""
+    return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
+
+
+@computes("integrated_gradients")
+def _integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured=None,
+                          ablation: Ablation = NO_ABLATION, ig_steps: int | None = None) -> ContributionMaps:
+    """As the registry calls it: ``ig_steps`` fixes the node count (None: adapted)."""
+    return integrated_gradients(model, src_ids, output_ids, steps=ig_steps, ablation=ablation)

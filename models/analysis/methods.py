@@ -1,5 +1,6 @@
-"""Every contribution method by its registry name (models/analysis/contributions.py ``CONTRIBUTION_METHODS``):
-``contributions`` computes one for a sentence, ``contribution_arrays`` the NPZ export's arrays."""
+"""Every contribution method by its registry name (models/analysis/contributions.py ``CONTRIBUTION_METHODS``, each
+entry carrying its computation once its module is imported, as here): ``contributions`` computes one for a
+sentence, ``contribution_arrays`` the NPZ export's arrays."""
 
 from __future__ import annotations
 
@@ -9,11 +10,8 @@ import numpy as np
 
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
-from .contributions import (
-    CONTRIBUTION_METHODS, Captured, ContributionError, ContributionMaps, alti, capture_forward, value_norms,
-    value_zeroing,
-)
-from .gradients import input_x_gradient, integrated_gradients
+from . import gradients  # noqa: F401 (importing it registers the gradient methods' computations)
+from .contributions import CONTRIBUTION_METHODS, Captured, ContributionError, ContributionMaps, capture_forward
 
 
 def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
@@ -23,15 +21,11 @@ def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_id
     ran, with the heads ``ablation`` names switched off; ``captured``: the traced pass (with that ablation),
     reused by the methods that need no other; ``ig_steps``: integrated gradients' fixed node count (None: adapted
     until complete)."""
-    if method not in CONTRIBUTION_METHODS or method == "weights":
+    entry = CONTRIBUTION_METHODS.get(method)
+    if entry is None or entry.compute is None:
         raise ContributionError(f"unknown contribution method {method!r}; choose one of "
-                                f"{', '.join(name for name in CONTRIBUTION_METHODS if name != 'weights')}")
-    if method == "integrated_gradients":
-        return integrated_gradients(model, src_ids, output_ids, steps=ig_steps, ablation=ablation)
-    if method == "input_x_gradient":
-        return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
-    compute = {"value_norms": value_norms, "alti": alti, "value_zeroing": value_zeroing}[method]
-    return compute(model, src_ids, output_ids, captured=captured, ablation=ablation)
+                                f"{', '.join(name for name, known in CONTRIBUTION_METHODS.items() if known.compute)}")
+    return entry.compute(model, src_ids, output_ids, captured=captured, ablation=ablation, ig_steps=ig_steps)
 
 
 # The NPZ's name of each method's arrays.
