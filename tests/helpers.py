@@ -190,3 +190,18 @@ def torchrun(program: Sequence[str], *, processes: int, log_dir: Path, succeeds:
     logs = "".join(out + err for out, err in outputs)
     assert (result.returncode == 0) == succeeds, result.stderr[-3000:] + logs[-3000:]
     return outputs
+
+
+def write_pairs(path: Path, pairs: Sequence[tuple[str, str]]) -> Path:
+    """A PAIRS.tsv file of ``pairs`` (source<TAB>target a line), as `attnviz train` and the corpus jobs read it."""
+    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    return path
+
+
+def open_corpus_panels(qtbot, window, folder: Path, *, timeout: int) -> None:
+    """Head statistics and head importance of a two-pair corpus, both panels shown with their results."""
+    corpus = write_pairs(folder / "pairs.tsv", [("abc", "cba"), ("hag", "gah")])
+    window.stats.open(str(corpus))
+    qtbot.waitUntil(lambda: window.head_stats.stats is not None, timeout=timeout)
+    window.importance.open(str(corpus))
+    qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=max(timeout, 60_000))

@@ -15,6 +15,7 @@ from models.analysis.gradients import input_x_gradient, integrated_gradients
 from models.analysis.importance import encode_references
 from models.inference.translator import Translator
 from tests.test_cli import assert_one_line_error, cli
+from tests.helpers import write_pairs
 
 DEMO = "en-es-transformer"
 
@@ -25,7 +26,7 @@ def mixed_pairs(tmp_path_factory):
     pairs = demo_reference_pairs(DEMO)[:4]
     planted = [(source, pairs[(index + 1) % len(pairs)][1]) for index, (source, _) in enumerate(pairs)]
     path = tmp_path_factory.mktemp("pairs") / "mixed.tsv"
-    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs + planted), encoding="utf-8")
+    write_pairs(path, pairs + planted)
     return path, pairs + planted
 
 

@@ -14,6 +14,7 @@ from models.analysis.evaluation import _aligned, evaluate
 from models.text.tokenizers import CharTokenizer
 from models.training.trainer import TrainingConfig, train
 from models.inference.translator import Translator
+from tests.helpers import write_pairs
 
 
 def test_alignment_counts_copied_tokens_attending_their_source():
@@ -60,7 +61,7 @@ def test_a_trained_reversal_model_scores_and_aligns(reversal):
 def test_evaluate_command(capsys, tmp_path, reversal):
     path, pairs = reversal
     data = tmp_path / "test.tsv"
-    data.write_text("".join(f"{source}\t{target}\n" for source, target in pairs[:20]), encoding="utf-8")
+    write_pairs(data, pairs[:20])
     assert main(["evaluate", "-c", str(path), "--data", str(data), "--beam", "2"]) == 0
     out = capsys.readouterr().out
     assert "examples 20" in out and "exact match" in out and "chrF" in out

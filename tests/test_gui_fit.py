@@ -10,6 +10,7 @@ from attnviz.gui.app import create_window
 from attnviz.gui.docks import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
 from tests.test_gui import WAIT, run_text
 from tests.test_gui_compare import open_demo
+from tests.helpers import open_corpus_panels
 
 
 def test_the_first_size_is_the_preferred_one_where_it_fits_and_leaves_room_for_the_frame_where_not():
@@ -36,12 +37,7 @@ def test_the_window_and_the_docks_opened_later_stay_inside_the_screen(qtbot, qse
     available = window.screen().availableGeometry()
     assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)
     views = window.centralWidget().width()
-    corpus = tmp_path / "pairs.tsv"
-    corpus.write_text("abc\tcba\nhag\tgah\n", encoding="utf-8")
-    window.stats.open(str(corpus))
-    qtbot.waitUntil(lambda: window.head_stats.stats is not None, timeout=WAIT)
-    window.importance.open(str(corpus))
-    qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=60_000)
+    open_corpus_panels(qtbot, window, tmp_path, timeout=WAIT)
     qtbot.wait(50)  # the panels drawn
     assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)
     stats, importance = window.head_stats.dock, window.importance_panel.dock

@@ -15,15 +15,14 @@ from models.storage.checkpoint import load_checkpoint
 from models.analysis.head_stats import corpus_head_stats
 from models.inference.translator import Translator
 from tests.test_gui import WAIT
+from tests.helpers import write_pairs
 
 PAIRS = [("abc", "ba"), ("a", "hgfedcba"), ("abcdefgh abc", "c"), ("ab", "ab"), ("hh a", "a h"), ("bad", "dab")]
 
 
 @pytest.fixture
 def corpus(tmp_path):
-    path = tmp_path / "pairs.tsv"
-    path.write_text("".join(f"{source}\t{target}\n" for source, target in PAIRS), encoding="utf-8")
-    return path
+    return write_pairs(tmp_path / "pairs.tsv", PAIRS)
 
 
 def test_the_state_holds_one_panel_per_statistic(random_checkpoint):

@@ -12,6 +12,7 @@ from models.nn.config import make_config
 from models.storage.checkpoint import load_checkpoint
 from models.text.scores import corpus_scores
 from models.training.trainer import progress_line
+from tests.helpers import write_pairs
 
 PIG_LATIN = [("hello", "ellohay"), ("world", "orldway"), ("the", "ethay"), ("air", "airway"), ("joy", "oyjay"),
              ("strength", "engthstray"), ("impress", "impressway"), ("mat", "atmay"), ("cat", "atcay"),
@@ -20,9 +21,7 @@ PIG_LATIN = [("hello", "ellohay"), ("world", "orldway"), ("the", "ethay"), ("air
 
 @pytest.fixture
 def pairs(tmp_path):
-    path = tmp_path / "pairs.tsv"
-    path.write_text("".join(f"{source}\t{target}\n" for source, target in PIG_LATIN), encoding="utf-8")
-    return path
+    return write_pairs(tmp_path / "pairs.tsv", PIG_LATIN)
 
 
 def test_train_help_lists_the_set_keys_of_the_chosen_architecture_with_defaults(capsys):

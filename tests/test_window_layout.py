@@ -23,6 +23,7 @@ from attnviz.state.demos import demo_checkpoints
 from attnviz.state.layout import (CENTRAL_MINIMUM, LAYOUT_VERSION, MODEL_PANEL_SHARE, Box, DockPlace, frame_problem,
                                   places_text, read_places, squeeze_problem)
 from tests.test_gui import WAIT, run_text
+from tests.helpers import open_corpus_panels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,12 +82,7 @@ def test_every_view_keeps_its_room_after_the_corpus_panels_were_open_at_quit(qtb
     first = launched(qtbot, settings, random_checkpoint)
     default = view_sizes(first)
     run_text(qtbot, first, "abc", max_len=4)
-    corpus = tmp_path / "pairs.tsv"
-    corpus.write_text("abc\tcba\nhag\tgah\n", encoding="utf-8")
-    first.stats.open(str(corpus))
-    qtbot.waitUntil(lambda: first.head_stats.stats is not None, timeout=WAIT)
-    first.importance.open(str(corpus))
-    qtbot.waitUntil(lambda: first.importance_panel.importance is not None, timeout=60_000)
+    open_corpus_panels(qtbot, first, tmp_path, timeout=WAIT)
     at_quit = view_sizes(first)
     first.close()
     second = launched(qtbot, settings, random_checkpoint)
