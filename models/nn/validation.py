@@ -141,20 +141,6 @@ def check_shapes(path: str | Path, model: Any, stored: Mapping[str, Any],
                                         f"{tuple(expected[name].shape)}")
 
 
-def check_dtypes(path: str | Path, model: Any, stored: Mapping[str, Any]) -> None:
-    """Every tensor ``stored`` (name → its torch dtype) can become the model's weight of that name: a floating
-    weight from floating numbers of any precision (converted as they are read), any other from its own dtype.
-    Integers, booleans or complex numbers in place of a floating weight are one line naming the tensor."""
-    expected = model.state_dict()
-    for name, dtype in stored.items():
-        wanted = expected[name].dtype if name in expected else None
-        if wanted is None or dtype == wanted or (wanted.is_floating_point and dtype.is_floating_point):
-            continue
-        raise CheckpointError(path, f"weight {name} is stored as {dtype_name(dtype)}; the model needs "
-                                    f"{'floating-point numbers' if wanted.is_floating_point else dtype_name(wanted)}"
-                                    f" there")
-
-
 def dtype_name(dtype: Any) -> str:
     """``torch.int64`` → ``int64``."""
     return str(dtype).rpartition(".")[2]

@@ -30,7 +30,7 @@ from .metadata import FORMAT, FORMAT_VERSION, data_bytes, description, header_pa
 from .metadata import SUFFIX, describe_file  # noqa: F401 (the checkpoint file's names, read without torch there)
 from .tensor_files import write_safetensors
 from ..text.tokenizers import Tokenizer
-from ..nn.validation import check_dtypes, check_shapes
+from ..nn.validation import check_shapes
 
 
 
@@ -121,12 +121,10 @@ def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Se
     """The model a checkpoint's metadata describes, with its parameters on the meta device (shapes only: no
     memory, no random initialisation; buffers computed from the config, the position tables, are real),
     checked against the header's shapes; and its two tokenizers."""
-    config, source, target, shapes = header_parts(path, document)
-    dtypes = _stored_dtypes(path, shapes)
+    config, source, target, shapes = header_parts(path, document)  # every stored tensor floating, in its place
     with parameters_on_meta():
         model = build_model(config)
     check_shapes(path, model, stored=shapes, aliases=_aliases(model))
-    check_dtypes(path, model, dtypes)
     return model, source, target
 
 
@@ -202,12 +200,6 @@ def _process_limits() -> list[tuple[int, int]]:
         return []
     return [(limit, used[name]) for name, limit in limits.items()
             if limit != resource.RLIM_INFINITY and name in used]
-
-
-def _stored_dtypes(path: Path, shapes: dict[str, tuple[int, ...]]) -> dict[str, torch.dtype]:
-    """The dtype of every tensor whose shape ``shapes`` gives (``header_parts`` checked their places)."""
-    header, data_size = read_header(path), data_bytes(path)
-    return {name: _tensor_place(path, name, header[name], data_size=data_size)[2] for name in shapes}
 
 
 def _tensor_place(path: Path, name: str, entry: Any, *, data_size: int) -> tuple[int, int, torch.dtype, int]:

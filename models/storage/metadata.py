@@ -124,21 +124,11 @@ def header_parts(path: Path, document: dict[str, Any]) -> tuple[Any, Tokenizer, 
         raise CheckpointError(path, f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not "
                                     f"match the model's ({config.src_vocab_size}, {config.tgt_vocab_size})")
     shapes = stored_shapes(path)
-    _check_floating(path)
     check_against_weights(path, config, shapes)
     return config, source, target, shapes
 
 
 FLOATING = ("F64", "F32", "F16", "BF16")
-
-
-def _check_floating(path: Path) -> None:
-    """Every tensor an attnviz checkpoint stores is a model's floating weight (the models keep no other state):
-    integers, booleans or complex numbers in its place are one line naming the tensor."""
-    for name, entry in read_header(path).items():
-        if name != "__metadata__" and entry["dtype"] not in FLOATING:
-            raise CheckpointError(path, f"weight {name} is stored as {SAFETENSORS_TYPES[entry['dtype']][0]}; the "
-                                        f"model needs floating-point numbers there")
 
 
 # safetensors' element types (little-endian on disk, as on every platform torch runs on here): torch's name for
@@ -150,10 +140,20 @@ SAFETENSORS_TYPES = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("floa
 
 def stored_shapes(path: Path) -> dict[str, tuple[int, ...]]:
     """Name and shape of every tensor in the file, from its header only (no weights are read), each checked to be
-    of a known type and to describe bytes the file holds (``tensor_place``)."""
+    of a known type and to describe bytes the file holds (``tensor_place``), and to be floating: every tensor an
+    attnviz checkpoint stores is a model's floating weight (the models keep no other state), so integers,
+    booleans or complex numbers in its place are one line naming the tensor."""
     header, data_size = read_header(path), data_bytes(path)
-    return {name: tuple(entry["shape"]) for name, entry in header.items()
-            if name != "__metadata__" and tensor_place(path, name, entry, data_size=data_size)}
+    shapes = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = tensor_place(path, name, entry, data_size=data_size)[2]
+        if entry["dtype"] not in FLOATING:
+            raise CheckpointError(path, f"weight {name} is stored as {dtype}; the model needs floating-point "
+                                        f"numbers there")
+        shapes[name] = tuple(entry["shape"])
+    return shapes
 
 
 def data_bytes(path: Path) -> int:
