@@ -21,12 +21,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import SHAPES, big_transformer, median_seconds, median_times  # noqa: E402
-from models.inference.decoding import finish, greedy
+from models.inference.decoding import Capture, finish, greedy
 from models.inference.transfer import HostReads
 
 
 def decode(model, source, steps: int, **options) -> None:
-    results = finish(greedy(model, source, max_len=steps, **options))
+    results = finish(greedy(model, source, Capture(max_len=steps, **options)))
     assert len(results[0].token_ids) == steps
 
 

@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import big_transformer  # noqa: E402
-from models.inference.decoding import beam_search, finish, forced, greedy  # noqa: E402
+from models.inference.decoding import Capture, beam_search, finish, forced, greedy  # noqa: E402
 from models.inference.translator import float32_precision  # noqa: E402
 from models.storage.checkpoint import load_checkpoint  # noqa: E402
 
@@ -44,9 +44,9 @@ def decodings(checkpoint, sentence: str, device: str) -> dict[str, object]:
     model = checkpoint.model.to(device)
     source = checkpoint.source_tokenizer.encode(sentence)
     label = checkpoint.target_tokenizer.token
-    best = finish(greedy(model, source, label=label, max_len=60))[0]
-    results = {"greedy": best, "beam": finish(beam_search(model, source, beam=4, label=label, max_len=60))[0],
-               "forced": finish(forced(model, source, best.token_ids[:-1], label=label))[0]}
+    best = finish(greedy(model, source, Capture(label=label, max_len=60)))[0]
+    results = {"greedy": best, "beam": finish(beam_search(model, source, Capture(label=label, max_len=60), beam=4))[0],
+               "forced": finish(forced(model, source, best.token_ids[:-1], Capture(label=label)))[0]}
     checkpoint.model.to("cpu")
     return results
 
@@ -89,14 +89,14 @@ def waits_per_step(device: str, steps: int = 20) -> bool:
         return True
     model = big_transformer(device=device, shape="tc-big")
     source = list(range(4, 34))
-    finish(greedy(model, source, max_len=2))  # kernels loaded and the caching allocator warm
+    finish(greedy(model, source, Capture(max_len=2)))  # kernels loaded and the caching allocator warm
     counts = {}
     for max_len in (steps, 2 * steps):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
             try:
-                finish(greedy(model, source, max_len=max_len))
+                finish(greedy(model, source, Capture(max_len=max_len)))
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         counts[max_len] = sum("synchroniz" in str(warning.message) for warning in caught)

@@ -140,7 +140,7 @@ def assert_greedy_equals_generate(checkpoint, original, sentences, encode, *, ge
     folder's own tokenizer, whose ids our source encoding must equal too), and some outputs end early."""
     import torch
 
-    from models.inference.decoding import finish, greedy
+    from models.inference.decoding import Capture, finish, greedy
     from models.inference.translator import Translator
 
     translator = Translator(checkpoint)
@@ -149,7 +149,7 @@ def assert_greedy_equals_generate(checkpoint, original, sentences, encode, *, ge
         ids = encode(text)
         with torch.no_grad():
             expected = original.generate(torch.tensor([ids]), generation_config=generation_config)[0, 1:].tolist()
-        ours = finish(greedy(checkpoint.model, ids, max_len=max_new))[0].token_ids
+        ours = finish(greedy(checkpoint.model, ids, Capture(max_len=max_new)))[0].token_ids
         assert ours == expected, text
         assert translator.source(text).ids == ids
         lengths.add(len(ours))

@@ -17,7 +17,7 @@ from models import ARCHS
 from models.nn.ablation import Ablation, AblationError
 from models.storage.checkpoint import load_checkpoint
 from models.nn.config import TRANSFORMER_ARCHS
-from models.inference.decoding import beam_search, finish, forced, forced_step_by_step, greedy, run
+from models.inference.decoding import Capture, beam_search, finish, forced, forced_step_by_step, greedy, run
 from models.inference.translator import Translator
 from attnviz.state.demos import demo_path
 from tests.test_decoding import EOS, LABELS, MAX_LEN, SOURCE, eos_ending_model, tiny_model
@@ -110,7 +110,7 @@ def test_a_gru_has_one_cross_head_and_no_attention_means_nothing_to_ablate():
     with pytest.raises(AblationError, match="cross layer 0 has heads 0 to 0"):
         Ablation.parse(["cross:0:1"]).validate(tiny_model("gru-scaled-dot").attention_shape())
     with pytest.raises(AblationError, match="this model has no attention heads to switch off"):
-        list(greedy(tiny_model("gru-none"), SOURCE, **LABELS, ablation=Ablation.parse(["cross:0:0"])))
+        list(greedy(tiny_model("gru-none"), SOURCE, Capture(**LABELS, ablation=Ablation.parse(["cross:0:0"]))))
 
 
 def test_toggling_spells_a_whole_layer_out():
@@ -137,8 +137,8 @@ def test_ablating_nothing_is_bit_identical(arch):
         for a, b in zip(layers, none_inter.attention[kind]):
             assert torch.equal(a, b)
     for decode in (greedy, beam_search):
-        (a,) = finish(decode(model, SOURCE, **LABELS, max_len=MAX_LEN))[:1]
-        (b,) = finish(decode(model, SOURCE, **LABELS, max_len=MAX_LEN, ablation=Ablation()))[:1]
+        (a,) = finish(decode(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))[:1]
+        (b,) = finish(decode(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, ablation=Ablation())))[:1]
         assert a.token_ids == b.token_ids and a.log_prob == b.log_prob and b.trace.ablated == ()
         for kind in a.trace.attention:
             for x, y in zip(a.trace.attention[kind], b.trace.attention[kind]):
@@ -174,13 +174,14 @@ def test_every_decoding_path_applies_the_ablation(arch):
     model = tiny_model(arch, seed=5)
     kind = "cross"
     ablation = Ablation.of([(kind, 0, None)])
-    cached = finish(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, ablation=ablation))[0]
-    recomputed = finish(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, ablation=ablation, use_cache=False))[0]
-    beam = finish(beam_search(model, SOURCE, **LABELS, beam=1, max_len=MAX_LEN, ablation=ablation))[0]
+    cached = finish(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, ablation=ablation)))[0]
+    recomputed = finish(greedy(model, SOURCE,
+                               Capture(**LABELS, max_len=MAX_LEN, ablation=ablation, use_cache=False)))[0]
+    beam = finish(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, ablation=ablation), beam=1))[0]
     target = cached.token_ids[:-1] if cached.token_ids[-1] == EOS else cached.token_ids
-    one_pass = finish(forced(model, SOURCE, target, **LABELS, ablation=ablation))[0]
-    stepwise = finish(forced_step_by_step(model, SOURCE, target, **LABELS, ablation=ablation))[0]
-    plain = finish(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))[0]
+    one_pass = finish(forced(model, SOURCE, target, Capture(**LABELS, ablation=ablation)))[0]
+    stepwise = finish(forced_step_by_step(model, SOURCE, target, Capture(**LABELS, ablation=ablation)))[0]
+    plain = finish(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))[0]
     assert cached.token_ids == recomputed.token_ids == beam.token_ids
     assert abs(cached.log_prob - recomputed.log_prob) < 1e-4 and abs(cached.log_prob - beam.log_prob) < 1e-4
     heads = model.attention_shape()[kind][1]
@@ -188,8 +189,8 @@ def test_every_decoding_path_applies_the_ablation(arch):
         assert result.trace.ablated == tuple((kind, 0, head) for head in range(heads))
         assert result.trace.is_ablated(kind, 0, 0) and not result.trace.is_ablated(kind, 0, heads)
     np.testing.assert_allclose(one_pass.trace.attention[kind][0], stepwise.trace.attention[kind][0], atol=1e-5)
-    steps, _ = run(forced(model, SOURCE, target, **LABELS, ablation=ablation))
-    unablated, _ = run(forced(model, SOURCE, target, **LABELS))
+    steps, _ = run(forced(model, SOURCE, target, Capture(**LABELS, ablation=ablation)))
+    unablated, _ = run(forced(model, SOURCE, target, Capture(**LABELS)))
     probabilities = [step.probability for step in steps]
     assert probabilities != [step.probability for step in unablated]
     assert (cached.token_ids, cached.log_prob) != (plain.token_ids, plain.log_prob)

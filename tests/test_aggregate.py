@@ -6,7 +6,7 @@ import torch
 
 from models import build_model
 from models.trace.aggregate import aggregate, self_rollout
-from models.inference.decoding import finish, greedy
+from models.inference.decoding import Capture, finish, greedy
 from tests.helpers import tiny_config
 
 
@@ -14,7 +14,7 @@ from tests.helpers import tiny_config
 def trace():
     torch.manual_seed(0)
     model = build_model(tiny_config("transformer-preln")).eval()
-    return finish(greedy(model, [5, 6, 7, 8, 3], max_len=6))[0].trace
+    return finish(greedy(model, [5, 6, 7, 8, 3], Capture(max_len=6)))[0].trace
 
 
 def test_mean_and_max_over_heads(trace):

@@ -15,7 +15,7 @@ import torch
 
 from models import ARCHS, build_model, make_config
 from models.nn.config import TRANSFORMER_ARCHS
-from models.inference.decoding import beam_search, forced, forced_step_by_step, greedy, run
+from models.inference.decoding import Capture, beam_search, forced, forced_step_by_step, greedy, run
 from models.nn.intermediates import keeping_attention, trace_from_intermediates
 from models.trace.records import AttentionTrace, DecodeStep
 
@@ -59,7 +59,7 @@ def source_label(token_id: int) -> str:
     return f"s{token_id}"
 
 
-LABELS = {"label": label, "source_label": source_label}
+LABELS = {"label": label, "source_tokens": [source_label(i) for i in SOURCE]}
 
 
 def forward_trace(model, token_ids: list[int]) -> AttentionTrace:
@@ -97,7 +97,7 @@ def eos_ending_model(arch: str):
     """
     for seed in range(20):
         model = tiny_model(arch, seed=seed)
-        steps, results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, top_k=TGT_VOCAB))
+        steps, results = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, top_k=TGT_VOCAB)))
         if results[0].token_ids[-1] == EOS and len(steps) >= 4:
             return model, results[0]
         margins = [float(np.log(step.top_probs[0, 0]) - np.log(step.top_probs[0, list(step.top_ids[0]).index(EOS)]))
@@ -106,7 +106,7 @@ def eos_ending_model(arch: str):
             gap = min(margins[:stop]) - margins[stop]
             if gap > 0.02:
                 model = with_eos_bias(model, margins[stop] + gap / 2)
-                _, results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
+                _, results = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))
                 assert results[0].token_ids[-1] == EOS and len(results[0].token_ids) == stop + 1
                 return model, results[0]
     pytest.fail(f"no seeded {arch} model stops after 3-{MAX_LEN - 1} tokens")
@@ -119,8 +119,8 @@ def eos_ending_model(arch: str):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_cached_greedy_equals_recomputation_and_full_forward(arch):
     model = tiny_model(arch, seed=5 if arch == "rnn-luong" else 1)  # seed 1's rnn-luong ends at once
-    cached_steps, cached = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
-    plain_steps, plain = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, use_cache=False))
+    cached_steps, cached = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))
+    plain_steps, plain = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, use_cache=False)))
     assert len(cached) == len(plain) == 1
     assert cached[0].token_ids == plain[0].token_ids
     assert len(cached[0].token_ids) == len(cached_steps) >= 3
@@ -138,7 +138,7 @@ def test_cached_greedy_equals_recomputation_and_full_forward(arch):
 def test_cached_greedy_equals_full_forward_when_the_output_ends(arch):
     model, result = eos_ending_model(arch)
     assert_same_trace(result.trace, forward_trace(model, result.token_ids), model)
-    _, plain = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN, use_cache=False))
+    _, plain = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, use_cache=False)))
     assert plain[0].token_ids == result.token_ids
 
 
@@ -146,7 +146,7 @@ def test_cached_greedy_equals_full_forward_when_the_output_ends(arch):
 def test_greedy_logits_equal_forward_logits(arch):
     """Each step's distribution is the teacher-forced forward's at that position."""
     model = tiny_model(arch, seed=2)
-    steps, results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
+    steps, results = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))
     tgt_in = [BOS] + results[0].token_ids[:-1]
     with torch.no_grad():
         logits, _ = model(torch.tensor([SOURCE]), torch.tensor([tgt_in]))
@@ -165,8 +165,9 @@ def test_greedy_logits_equal_forward_logits(arch):
 @pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
 def test_beam_of_one_is_greedy(arch, ends):
     model = eos_ending_model(arch)[0] if ends else never_ending_model(arch, seed=4)
-    greedy_steps, greedy_results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
-    beam_steps, beam_results = run(beam_search(model, SOURCE, **LABELS, beam=1, max_len=MAX_LEN, length_penalty=0.0))
+    greedy_steps, greedy_results = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))
+    beam_steps, beam_results = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN), beam=1,
+                                               length_penalty=0.0))
     assert len(beam_steps) == len(greedy_steps)
     assert beam_results[0].token_ids == greedy_results[0].token_ids
     assert (beam_results[0].token_ids[-1] == EOS) == ends
@@ -180,7 +181,7 @@ def test_beam_of_one_is_greedy(arch, ends):
     assert beam_results[0].score == greedy_results[0].score == greedy_results[0].log_prob  # no length penalty
     assert greedy_results[0].log_prob == pytest.approx(float(greedy_steps[-1].scores[0]))
     # The default length penalty changes the ranking score only.
-    _, penalised = run(beam_search(model, SOURCE, **LABELS, beam=1, max_len=MAX_LEN))
+    _, penalised = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN), beam=1))
     length = len(greedy_results[0].token_ids)
     assert penalised[0].log_prob == greedy_results[0].log_prob
     assert penalised[0].score == pytest.approx(greedy_results[0].log_prob / ((5 + length) / 6) ** 0.6)
@@ -190,11 +191,11 @@ def test_beam_of_one_is_greedy(arch, ends):
 @pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
 def test_forced_on_greedy_output_reproduces_greedy(arch, ends):
     model = eos_ending_model(arch)[0] if ends else never_ending_model(arch, seed=5)
-    greedy_steps, greedy_results = run(greedy(model, SOURCE, **LABELS, max_len=MAX_LEN))
+    greedy_steps, greedy_results = run(greedy(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN)))
     tokens = greedy_results[0].token_ids
     assert (tokens[-1] == EOS) == ends
     target = tokens[:-1] if ends else tokens
-    forced_steps, forced_results = run(forced(model, SOURCE, target, **LABELS))
+    forced_steps, forced_results = run(forced(model, SOURCE, target, Capture(**LABELS)))
     assert forced_results[0].token_ids == target + [EOS]
     assert len(forced_steps) == len(target) + 1
     for g, f in zip(greedy_steps, forced_steps):  # the steps greedy took
@@ -215,8 +216,8 @@ FORCED_TARGET = [4, 7, 7, 10, 5, 9, 4, 8]  # not what a random model would choos
 def test_one_pass_forced_equals_step_by_step_forced(arch):
     """The one teacher-forced pass gives every step's numbers and the trace the incremental loop gives."""
     model = tiny_model(arch, seed=7)
-    one_steps, (one,) = run(forced(model, SOURCE, FORCED_TARGET, **LABELS, top_k=5))
-    loop_steps, (loop,) = run(forced_step_by_step(model, SOURCE, FORCED_TARGET, **LABELS, top_k=5))
+    one_steps, (one,) = run(forced(model, SOURCE, FORCED_TARGET, Capture(**LABELS, top_k=5)))
+    loop_steps, (loop,) = run(forced_step_by_step(model, SOURCE, FORCED_TARGET, Capture(**LABELS, top_k=5)))
     assert one.token_ids == loop.token_ids == FORCED_TARGET + [EOS] and one.tokens == loop.tokens
     assert one.log_prob == pytest.approx(loop.log_prob, abs=ATOL) and one.score == pytest.approx(loop.score, abs=ATOL)
     assert one.rows == loop.rows and len(one_steps) == len(loop_steps) == len(FORCED_TARGET) + 1
@@ -320,8 +321,8 @@ def test_each_attention_matrix_is_held_once(arch):
     """A step's attention row is a view into its result's trace, for forced and greedy decoding (one run
     to ``max_len``, one that stopped early and so got compact arrays)."""
     model = never_ending_model(arch, seed=2)
-    runs = [run(forced(model, SOURCE, FORCED_TARGET)), run(greedy(model, SOURCE, max_len=MAX_LEN)),
-            run(greedy(eos_ending_model(arch)[0], SOURCE, max_len=MAX_LEN + 5))]
+    runs = [run(forced(model, SOURCE, FORCED_TARGET)), run(greedy(model, SOURCE, Capture(max_len=MAX_LEN))),
+            run(greedy(eos_ending_model(arch)[0], SOURCE, Capture(max_len=MAX_LEN + 5)))]
     assert len(runs[2][0]) < MAX_LEN + 5
     for steps, (result,) in runs:
         for arrays in result.trace.attention.values():
@@ -340,11 +341,11 @@ def test_a_float16_trace_keeps_the_numbers_to_three_digits(arch, mode):
     """The app keeps long runs at half precision: every mode gives the same tokens and probabilities, and
     the same attention to three digits, in float16 arrays (the steps' rows too)."""
     model = never_ending_model(arch, seed=3)
-    decode = {"greedy": functools.partial(greedy, model, SOURCE, max_len=MAX_LEN),
-              "beam": functools.partial(beam_search, model, SOURCE, beam=3, max_len=MAX_LEN),
-              "forced": functools.partial(forced, model, SOURCE, FORCED_TARGET)}[mode]
-    half_steps, (half, *_) = run(decode(dtype=np.float16))
-    full_steps, (full, *_) = run(decode())
+    decode = {"greedy": lambda capture: greedy(model, SOURCE, capture),
+              "beam": lambda capture: beam_search(model, SOURCE, capture, beam=3),
+              "forced": lambda capture: forced(model, SOURCE, FORCED_TARGET, capture)}[mode]
+    half_steps, (half, *_) = run(decode(Capture(max_len=MAX_LEN, dtype=np.float16)))
+    full_steps, (full, *_) = run(decode(Capture(max_len=MAX_LEN)))
     assert half.token_ids == full.token_ids and half.log_prob == pytest.approx(full.log_prob, abs=1e-6)
     assert half.trace.half_precision and not full.trace.half_precision
     for kind in full.trace.kinds:
@@ -380,7 +381,7 @@ def test_a_half_precision_pass_keeps_each_layer_as_float16_as_it_finishes(arch):
 @pytest.mark.parametrize("arch", ["transformer-preln", "gru-additive"])
 def test_forced_reports_rank_of_a_non_greedy_target(arch):
     model = tiny_model(arch, seed=6)
-    greedy_steps, _ = run(greedy(model, SOURCE, **LABELS, max_len=3))
+    greedy_steps, _ = run(greedy(model, SOURCE, Capture(**LABELS, max_len=3)))
     second = int(greedy_steps[0].top_ids[0, 1])  # the runner-up of the first step
     steps, _ = run(forced(model, SOURCE, [second]))
     assert steps[0].rank == 1
@@ -410,7 +411,7 @@ def _follow(steps: list[DecodeStep], row: int) -> tuple[list[int], float]:
 @pytest.mark.parametrize("ends", [False, True], ids=["max_len", "eos"])
 def test_beam_of_four(arch, ends):
     model = eos_ending_model(arch)[0] if ends else never_ending_model(arch, seed=7)
-    steps, results = run(beam_search(model, SOURCE, **LABELS, beam=4, max_len=MAX_LEN))
+    steps, results = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN), beam=4))
     assert len(results) == 4
     scores = [result.score for result in results]
     assert scores == sorted(scores, reverse=True)
@@ -447,7 +448,7 @@ def test_beam_of_four(arch, ends):
 def test_beam_results_are_ranked_by_penalised_score(arch):
     """A strong length penalty favours long hypotheses: the ranking differs from the raw log-probability's."""
     model = eos_ending_model(arch)[0]
-    _, results = run(beam_search(model, SOURCE, **LABELS, beam=4, max_len=MAX_LEN, length_penalty=3.0))
+    _, results = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN), beam=4, length_penalty=3.0))
     scores = [result.score for result in results]
     assert scores == sorted(scores, reverse=True)
     for result in results:
@@ -459,8 +460,8 @@ def test_beam_results_are_ranked_by_penalised_score(arch):
 @pytest.mark.parametrize("arch", ["transformer-postln", "gru-transformer-decoder", "gru-causal-scaled-dot"])
 def test_cached_beam_equals_recomputed_beam(arch):
     model = eos_ending_model(arch)[0]
-    cached_steps, cached = run(beam_search(model, SOURCE, **LABELS, beam=3, max_len=MAX_LEN))
-    plain_steps, plain = run(beam_search(model, SOURCE, **LABELS, beam=3, max_len=MAX_LEN, use_cache=False))
+    cached_steps, cached = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN), beam=3))
+    plain_steps, plain = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=MAX_LEN, use_cache=False), beam=3))
     assert [r.token_ids for r in cached] == [r.token_ids for r in plain]
     for a, b in zip(cached_steps, plain_steps):
         np.testing.assert_array_equal(a.parents, b.parents)
@@ -473,7 +474,8 @@ def test_mask_rows_that_allow_every_key_share_one_read_only_array():
     """One sentence has no padding: its steps' mask rows are views of one all-True array (a small array per
     step and kind, kept for the whole run, kept a long beam search's freed memory from being reused)."""
     model = never_ending_model("transformer-preln", seed=4)
-    runs = (run(beam_search(model, SOURCE, beam=3, max_len=MAX_LEN)), run(greedy(model, SOURCE, max_len=MAX_LEN)))
+    capture = Capture(max_len=MAX_LEN)
+    runs = (run(beam_search(model, SOURCE, capture, beam=3)), run(greedy(model, SOURCE, capture)))
     for steps, _ in runs:
         rows = [step.masks[kind] for step in steps for kind in ("dec_self", "cross")]
         assert all(row.all() and not row.flags.writeable for row in rows)
@@ -497,7 +499,7 @@ def test_a_beam_holds_each_attention_row_once(arch):
     trace (the steps only it passed through then look into it) and the others' only when asked for; each
     of those equals the teacher-forced forward over its tokens."""
     model = never_ending_model(arch, seed=11)
-    steps, results = run(beam_search(model, SOURCE, **LABELS, beam=3, max_len=20))
+    steps, results = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=20), beam=3))
     live = set(range(3))  # the rows at each step that some final hypothesis passes through
     for step in reversed(steps):
         if len(live) == 1:  # every hypothesis passes through this row: the step keeps no other
@@ -538,11 +540,11 @@ def test_a_beam_holds_each_attention_row_once(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_max_len_stops_decoding(arch):
     model = never_ending_model(arch, seed=8)
-    steps, results = run(greedy(model, SOURCE, **LABELS, max_len=5))
+    steps, results = run(greedy(model, SOURCE, Capture(**LABELS, max_len=5)))
     assert len(steps) == 5 and len(results[0].token_ids) == 5 and EOS not in results[0].token_ids
-    steps, results = run(beam_search(model, SOURCE, **LABELS, beam=2, max_len=4))
+    steps, results = run(beam_search(model, SOURCE, Capture(**LABELS, max_len=4), beam=2))
     assert len(steps) == 4 and all(len(result.token_ids) == 4 for result in results)
-    steps, _ = run(greedy(model, SOURCE, **LABELS, max_len=1000))  # capped by the model's own max_len
+    steps, _ = run(greedy(model, SOURCE, Capture(**LABELS, max_len=1000)))  # capped by the model's own max_len
     assert len(steps) == model.config.max_len
 
 
@@ -552,11 +554,11 @@ def test_decode_step_fields(arch, mode):
     model = tiny_model(arch, seed=9)
     top_k = 5
     if mode == "greedy":
-        generator = greedy(model, SOURCE, label=label, max_len=MAX_LEN, top_k=top_k)
+        generator = greedy(model, SOURCE, Capture(label=label, max_len=MAX_LEN, top_k=top_k))
     elif mode == "beam":
-        generator = beam_search(model, SOURCE, beam=3, label=label, max_len=MAX_LEN, top_k=top_k)
+        generator = beam_search(model, SOURCE, Capture(label=label, max_len=MAX_LEN, top_k=top_k), beam=3)
     else:
-        generator = forced(model, SOURCE, [4, 5, 6, 7], label=label, top_k=top_k)
+        generator = forced(model, SOURCE, [4, 5, 6, 7], Capture(label=label, top_k=top_k))
     steps, _ = run(generator)
     if arch in TRANSFORMER_ARCHS or arch == "gru-transformer-decoder":
         heads = {"dec_self": [2, 2], "cross": [2, 2]}  # per layer

@@ -93,7 +93,7 @@ def test_the_beam_tree_is_built_for_a_beam_only(qtbot):
     import torch
 
     from models import build_model
-    from models.inference.decoding import beam_search, greedy, run
+    from models.inference.decoding import Capture, beam_search, greedy, run
     from tests.helpers import tiny_config
 
     torch.manual_seed(0)
@@ -102,10 +102,10 @@ def test_the_beam_tree_is_built_for_a_beam_only(qtbot):
     qtbot.addWidget(panel)
     from attnviz.state.viewmodel import beam_state
 
-    run(greedy(model, [5, 6, 7, 3], max_len=30))
+    run(greedy(model, [5, 6, 7, 3], Capture(max_len=30)))
     panel.show_beam(None)  # what the window passes when the mode is not beam search: nothing is laid out
     assert panel.beam.graph.labels == [] and panel.beam.isHidden()
-    steps, results = run(beam_search(model, [5, 6, 7, 3], beam=2, max_len=6))
+    steps, results = run(beam_search(model, [5, 6, 7, 3], Capture(max_len=6), beam=2))
     panel.show_beam(beam_state(results, steps))
     assert len(panel.beam.graph.state.roots) == 2 and panel.beam.hypotheses.count() == len(results)
 

@@ -14,7 +14,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from attnviz.state.demos import demo_path
-from models.inference.decoding import beam_search, forced_step_by_step, greedy, run
+from models.inference.decoding import Capture, beam_search, forced_step_by_step, greedy, run
+from models.inference.traces import TraceAssembly
 from models.inference.transfer import HostReads, HostTransfer, called_from
 from models.nn.attention import masked_softmax
 from models.storage.checkpoint import load_checkpoint
@@ -48,8 +49,8 @@ def demo(request):
 
 
 def decodings(model, source):
-    yield greedy(model, source, max_len=STEPS)
-    yield beam_search(model, source, beam=4, max_len=STEPS)
+    yield greedy(model, source, Capture(max_len=STEPS))
+    yield beam_search(model, source, Capture(max_len=STEPS), beam=4)
     yield forced_step_by_step(model, source, [7] * (STEPS - 1))
 
 
@@ -97,26 +98,27 @@ def test_masked_softmax_reads_nothing_off_the_cpu():
 def test_a_beam_wider_than_the_choices_keeps_only_finite_hypotheses(demo):
     """The first step of a beam that must start with one token has one hypothesis, not the beam's width."""
     model, source = demo
-    steps, results = run(beam_search(model, source, beam=8, max_len=4, first=[7]))
+    steps, results = run(beam_search(model, source, Capture(max_len=4), beam=8, first=[7]))
     assert steps[0].beam_size == 1 and steps[0].token_ids.tolist() == [7]
     assert all(step.beam_size == 8 and np.isfinite(step.scores).all() for step in steps[1:])
     assert results[0].token_ids[0] == 7
 
 
 def test_a_finished_beam_holds_neither_its_cache_nor_its_transfer_buffer(demo):
-    """The hypotheses after the best build their traces when asked for, through the decoder: its key/value
-    cache (device memory on a GPU) and its pinned transfer buffer are let go when the results are made."""
+    """The hypotheses after the best build their traces when asked for, through the run's trace assembly alone:
+    the decoder's key/value cache (device memory on a GPU) and its pinned transfer buffer are not kept."""
     model, source = demo
-    results = run(beam_search(model, source, beam=4, max_len=STEPS))[1]
-    decoder = results[1].__dict__["_trace"].func.__self__  # what a later hypothesis' trace, not built yet, keeps
-    assert decoder.state is None and decoder.transfer is None
+    results = run(beam_search(model, source, Capture(max_len=STEPS), beam=4))[1]
+    kept = results[1].__dict__["_trace"].func.__self__  # what a later hypothesis' trace, not built yet, keeps
+    assert isinstance(kept, TraceAssembly)
+    assert not any(isinstance(value, (torch.Tensor, HostTransfer)) for value in vars(kept).values())
     assert results[1].trace.attention.keys() == results[0].trace.attention.keys()  # still built when asked
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_a_beam_keeps_its_trace_in_the_number_type_asked_for(demo, dtype):
     model, source = demo
-    best = run(beam_search(model, source, beam=3, max_len=4, dtype=dtype))[1][0]
+    best = run(beam_search(model, source, Capture(max_len=4, dtype=dtype), beam=3))[1][0]
     assert all(layer.dtype == dtype for layers in best.trace.attention.values() for layer in layers)
 
 

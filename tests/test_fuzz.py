@@ -395,11 +395,11 @@ def test_nan_weights_open_with_a_warning_and_beam_search_survives(capsys, tmp_pa
     assert code == 0 and len(lines) == 2 and all(line.startswith("attnviz: warning: ") for line in lines)
     assert "output.bias" in lines[0] and "NaN or infinite" in lines[0]
     assert "the model produced NaN at step 1" in lines[1]
-    from models.inference.decoding import forced, greedy, run
+    from models.inference.decoding import Capture, forced, greedy, run
     from models.errors import NumericalWarning
 
     model = load_checkpoint(path).model
-    for decoding in (greedy(model, [5, 6, 7, 3], max_len=4), forced(model, [5, 6, 7, 3], [6, 5])):
+    for decoding in (greedy(model, [5, 6, 7, 3], Capture(max_len=4)), forced(model, [5, 6, 7, 3], [6, 5])):
         with pytest.warns(NumericalWarning, match="the model produced NaN at step 1"):
             steps, results = run(decoding)  # greedy and forced survive NaN too, and say so
         assert len(results) == 1 and steps

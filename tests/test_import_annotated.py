@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.inference.decoding import finish, greedy
+from models.inference.decoding import Capture, finish, greedy
 from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format
 
@@ -191,7 +191,7 @@ def test_greedy_output_is_the_originals(annotated):
             ys = torch.cat([ys, torch.tensor([[next_word]])], dim=1)
             if next_word == EOS:
                 break
-    assert finish(greedy(ours, src[0].tolist(), max_len=8))[0].token_ids == ys[0, 1:].tolist()
+    assert finish(greedy(ours, src[0].tolist(), Capture(max_len=8)))[0].token_ids == ys[0, 1:].tolist()
 
 
 def test_an_extra_weight_is_refused_by_name(annotated, tmp_path):

@@ -107,7 +107,7 @@ def test_no_search_ends_before_the_first_token_as_fairseqs_min_len(beam, tmp_pat
     token: ours must pick the best other token instead, in the converted and in the saved checkpoint. (Written
     from fairseq's rule, as no fairseq runs here; the fixtures' own outputs are compared above.)"""
     from models.storage.checkpoint import load_checkpoint, save_checkpoint
-    from models.inference.decoding import beam_search, finish, greedy
+    from models.inference.decoding import Capture, beam_search, finish, greedy
 
     checkpoint = convert(DATA / "transformer-postln")
     path = save_checkpoint(tmp_path / "fairseq.safetensors", checkpoint.model, checkpoint.source_tokenizer,
@@ -120,7 +120,8 @@ def test_no_search_ends_before_the_first_token_as_fairseqs_min_len(beam, tmp_pat
         first = model(torch.tensor([src]), torch.tensor([[model.config.bos_id]]))[0][0, 0]
     assert int(first.argmax()) == eos  # the case the rule is for
     first[eos] = float("-inf")
-    search = greedy(model, src, max_len=MAX_LEN) if beam == 1 else beam_search(model, src, beam=beam, max_len=MAX_LEN)
+    capture = Capture(max_len=MAX_LEN)
+    search = greedy(model, src, capture) if beam == 1 else beam_search(model, src, capture, beam=beam)
     ids = finish(search)[0].token_ids
     assert ids[-1] == eos and len(ids) > 1
     if beam == 1:

@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
 
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
-from models.inference.decoding import beam_search, finish, greedy
+from models.inference.decoding import Capture, beam_search, finish, greedy
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from tests.helpers import assert_same_forward  # noqa: E402
@@ -195,7 +195,7 @@ def greedy_pairs(model, original, tokenizer, pad: int) -> list[tuple[list[int], 
         with torch.no_grad():
             expected = original.generate(torch.tensor([ids]),
                                          generation_config=generation(original.config, 1))[0, 1:].tolist()
-        pairs.append((finish(greedy(model, ids, max_len=MAX_NEW))[0].token_ids, expected))
+        pairs.append((finish(greedy(model, ids, Capture(max_len=MAX_NEW)))[0].token_ids, expected))
     return pairs
 
 
@@ -213,7 +213,7 @@ def test_greedy_and_beam_outputs_equal_generate(marian):
         with torch.no_grad():
             expected_beam = original.generate(torch.tensor([ids]),
                                               generation_config=generation(original.config, 4))[0, 1:].tolist()
-        ours_beam = finish(beam_search(model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
+        ours_beam = finish(beam_search(model, ids, Capture(max_len=MAX_NEW), beam=4, length_penalty=0.0))[0].token_ids
         assert ours_greedy == expected_greedy, text
         assert ours_beam == expected_beam, text
         differs |= ours_beam != ours_greedy

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from models.inference.decoding import finish, greedy
+from models.inference.decoding import Capture, finish, greedy
 from models.errors import CheckpointError
 from models.importers import MissingSettingsError, convert, detect_format, inspect
 
@@ -202,7 +202,7 @@ def test_greedy_output_is_the_tutorials_and_the_trace_has_every_layer_and_head(t
         max_len = len(src) + 5
         with torch.no_grad():
             expected = tutorial_greedy(original, torch.tensor(src)[:, None], max_len)
-        result = finish(greedy(model, src, max_len=max_len - 1))[0]
+        result = finish(greedy(model, src, Capture(max_len=max_len - 1)))[0]
         assert result.token_ids == expected
         lengths.append(len(expected))
         trace = result.trace

@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
-from models.inference.decoding import finish, greedy
+from models.inference.decoding import Capture, finish, greedy
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.inference.translator import Translator
@@ -158,4 +158,4 @@ def test_a_folder_with_spiece_model_alone_tokenises_and_computes_the_same(pegasu
     ids = tokenizer(SENTENCES[2]).input_ids
     with torch.no_grad():
         expected = original.generate(torch.tensor([ids]), generation_config=generation())[0, 1:].tolist()
-    assert finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids == expected
+    assert finish(greedy(checkpoint.model, ids, Capture(max_len=MAX_NEW)))[0].token_ids == expected

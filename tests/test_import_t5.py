@@ -25,7 +25,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")  # a test extra: pip install -e ".[test]"
 
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
-from models.inference.decoding import beam_search, finish, forced, greedy
+from models.inference.decoding import Capture, beam_search, finish, forced, greedy
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.inference.translator import Translator
@@ -196,7 +196,7 @@ def test_greedy_equals_generate_and_the_cached_trace_equals_the_forced_pass(fami
         with torch.no_grad():
             generated = original.generate(torch.tensor([ids]), generation_config=generation(original.config))
         expected = generated[0, 1:].tolist()
-        result = finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0]
+        result = finish(greedy(checkpoint.model, ids, Capture(max_len=MAX_NEW)))[0]
         assert result.token_ids == expected, text
         outputs.append(tuple(result.token_ids))
         target = result.token_ids[:-1] if result.token_ids[-1] == EOS else result.token_ids
@@ -219,9 +219,10 @@ def test_beam_search_equals_generate(family):
         with torch.no_grad():
             generated = original.generate(torch.tensor([ids]), generation_config=generation(original.config, 4))
         expected = generated[0, 1:].tolist()
-        ours = finish(beam_search(checkpoint.model, ids, beam=4, length_penalty=0.0, max_len=MAX_NEW))[0].token_ids
+        ours = finish(beam_search(checkpoint.model, ids, Capture(max_len=MAX_NEW), beam=4,
+                                  length_penalty=0.0))[0].token_ids
         assert ours == expected, text
-        differs_from_greedy += ours != finish(greedy(checkpoint.model, ids, max_len=MAX_NEW))[0].token_ids
+        differs_from_greedy += ours != finish(greedy(checkpoint.model, ids, Capture(max_len=MAX_NEW)))[0].token_ids
     assert differs_from_greedy  # the beams were really searched
 
 

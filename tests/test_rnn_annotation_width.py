@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from models.nn.config import config_from_dict, config_to_dict
-from models.inference.decoding import finish, greedy
+from models.inference.decoding import Capture, finish, greedy
 from models.errors import ConfigError
 from models.nn.rnn import RNNSeq2Seq
 from tests.helpers import tiny_config
@@ -42,7 +42,7 @@ def test_a_wider_encoder_is_read_through_maps_sized_for_it(init_hidden, cell):
         logits, intermediates = model(src, tgt_in, need_weights=True)
         state, _ = model.start(src)
         steps = [model.step(tgt_in[:, position], state) for position in range(tgt_in.shape[1])]
-        assert finish(greedy(model, src[0].tolist(), max_len=6))[0].token_ids  # decodes
+        assert finish(greedy(model, src[0].tolist(), Capture(max_len=6)))[0].token_ids  # decodes
     # the cached steps and the teacher-forced pass agree; one head over every source token
     assert torch.allclose(torch.stack([step.logits for step in steps], dim=1), logits, atol=1e-6)
     weights = intermediates.attention["cross"][0]

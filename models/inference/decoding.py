@@ -1,11 +1,16 @@
 """Greedy, beam and forced decoding as generators of ``DecodeStep``; each returns its final results.
 
-    steps = greedy(model, src_ids, label=tokenizer.token)
+    steps = greedy(model, src_ids, Capture(label=tokenizer.token))
     for step in steps: ...               # a GUI shows each step as it is produced
     results = finish(steps)              # or: steps, results = run(greedy(...))
 
+What a run records (labels, top-k, weights, cache, length limit, number type, ablation) is one frozen
+``Capture``; how it searches is each function's own keywords; ``DECODERS`` maps each mode
+(models/inference/modes.py) to its function, called alike with a ``Search``.
+
 A generator's return value (``StopIteration.value``) is the list of ``DecodeResult`` (best first), each
-with its own ``AttentionTrace`` assembled from the steps through the beam parents. Stopping iteration
+with its own ``AttentionTrace`` assembled from the steps through the beam parents (``TraceAssembly``,
+models/inference/traces.py). Stopping iteration
 early is how a caller aborts. Incremental decoding uses the models' key/value caches; ``use_cache=False``
 recomputes the whole prefix at every step (the reference the cache is tested and benchmarked against).
 
@@ -23,8 +28,10 @@ copy, so a GPU never waits for its queued kernels more than once a step.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
+from dataclasses import dataclass
 from typing import Callable, Generator, Sequence
 
 import numpy as np
@@ -33,16 +40,47 @@ from torch import Tensor
 
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
-from ..errors import InputError, NumericalWarning
-from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention, trace_from_intermediates
-from ..trace.records import AttentionTrace, DecodeResult, DecodeStep, stack_rows
-from .modes import check_beam
+from ..errors import EmptyInputError, InputError, NumericalWarning
+from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention
+from ..trace.records import DecodeResult, DecodeStep
+from .modes import Mode, check_beam
+from .traces import TraceAssembly
 from .transfer import HostTransfer
 
 TRACE_DTYPES = {np.dtype(np.float16): torch.float16, np.dtype(np.float64): torch.float64}  # else float32
 Label = Callable[[int], str]
 Steps = Generator[DecodeStep, None, list[DecodeResult]]
 NextToken = Callable[[int, Tensor], Tensor]  # (step index, log-probabilities [1, V]) -> the token fed next [1]
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What one decoding run records and how, whatever its mode: the labels of the output tokens (``label``) and
+    of the source positions (``source_tokens``; None: each id through ``label``), the ``top_k`` alternatives each
+    step reports, whether attention is kept (``need_weights``), the key/value cache (``use_cache=False``
+    recomputes the whole prefix each step: the reference the cache is tested against), the output's length limit
+    (``max_len``; None: the model's), the trace's number type (``dtype``) and the heads switched off."""
+
+    label: Label = str
+    source_tokens: Sequence[str] | None = None
+    top_k: int = 10
+    need_weights: bool = True
+    use_cache: bool = True
+    max_len: int | None = None
+    dtype: type = np.float32
+    ablation: Ablation = NO_ABLATION
+
+
+@dataclass(frozen=True)
+class Search:
+    """How a run of any mode searches: the ``beam`` width and ``length_penalty`` (beam search), the tokens every
+    output starts with (``first``: a target language's code) and forced decoding's ``target`` (without the end
+    token)."""
+
+    beam: int = 4
+    length_penalty: float = 0.6
+    first: Sequence[int] = ()
+    target: Sequence[int] | None = None
 
 
 def run(steps: Steps) -> tuple[list[DecodeStep], list[DecodeResult]]:
@@ -62,27 +100,29 @@ def finish(steps: Steps) -> list[DecodeResult]:
 class _Decoder:
     """Shared state of one decoding run: the model, the encoded source and the capture settings."""
 
-    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], *, label: Label, source_label: Label | None,
-                 top_k: int, need_weights: bool, use_cache: bool, max_len: int | None, dtype: type = np.float32,
-                 ablation: Ablation = NO_ABLATION, source_tokens: Sequence[str] | None = None):
+    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], capture: Capture, *, start: int | None = None):
+        """``start``: the token fed first (None: the model's start token; a decoder-only model's run feeds its
+        prompt's last token there, the rest of the prompt being the source its ``start`` prefills)."""
         if len(src_ids) == 0:
             raise InputError("the source has no tokens")
+        ablation = capture.ablation
         self.ablation = ablation.validate(model.attention_shape()) if ablation else NO_ABLATION
-        self.ablated = self.ablation.heads(model.attention_shape()) if ablation else ()
-        self.model, self.label, self.top_k, self.dtype = model, label, top_k, dtype
-        self.need_weights, self.use_cache = need_weights, use_cache
+        ablated = self.ablation.heads(model.attention_shape()) if ablation else ()
+        self.model, self.label, self.top_k, self.dtype = model, capture.label, capture.top_k, capture.dtype
+        self.need_weights, self.use_cache = capture.need_weights, capture.use_cache
         config = model.config
-        self.max_len = min(max_len or config.max_len, config.max_len)
+        self.max_len = min(capture.max_len or config.max_len, config.max_len)
         device = next(model.parameters()).device
         self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
+        self.start = self.bos if start is None else start
         self.suppress_bos = config.suppress_bos and self.bos != self.eos
         self.min_output_len = config.min_output_len
-        self.src_tokens = list(source_tokens) if source_tokens is not None else [
-            (source_label or label)(int(i)) for i in src_ids]
-        if len(self.src_tokens) != len(src_ids):
-            raise ValueError(f"{len(self.src_tokens)} source labels for {len(src_ids)} source tokens")
-        self.encoder_trace: AttentionTrace | None = None  # the encoder's part of every hypothesis' trace
+        src_tokens = list(capture.source_tokens) if capture.source_tokens is not None else [
+            capture.label(int(i)) for i in src_ids]
+        if len(src_tokens) != len(src_ids):
+            raise ValueError(f"{len(src_tokens)} source labels for {len(src_ids)} source tokens")
+        self.traces = TraceAssembly(src_tokens, capture.label, dtype=capture.dtype, ablated=ablated)
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
         self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
@@ -90,16 +130,14 @@ class _Decoder:
         self.live: dict[int, int] = {}  # per unsettled beam step: how many of its rows a hypothesis still descends from
         self._open = np.ones((0, 0), dtype=bool)  # see _shared_if_open
         self.transfer = HostTransfer()  # a step's one copy to the host
-        self.weights_dtype = TRACE_DTYPES.get(np.dtype(dtype), torch.float32)  # the rows' type on the way over
+        self.weights_dtype = TRACE_DTYPES.get(np.dtype(self.dtype), torch.float32)  # the rows' type on the way over
         self.reported = False  # whether the run has warned of NaN
 
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
-            self.state, encoder = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
-        if encoder.attention:  # converted once, shared by all hypotheses; the model's tensors are let go layer by layer
-            self.encoder_trace = trace_from_intermediates(encoder, 0, src_tokens=self.src_tokens, tgt_tokens=[],
-                                                          dtype=self.dtype, release=True)
-        self.prefix = torch.full((1, 0), self.bos, dtype=torch.long, device=self.src.device)
+            self.state, started = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
+        self.traces.begin(started)
+        self.prefix = torch.full((1, 0), self.start, dtype=torch.long, device=self.src.device)
 
     def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
         """Feed ``tokens`` ``[K]``; returns log-probabilities ``[K, V]``, attention rows and mask rows."""
@@ -228,9 +266,9 @@ class _Decoder:
         hypotheses.sort(key=lambda result: -result.score)
         best = hypotheses[0]
         if self.need_weights:
-            best.trace = self._trace(list(zip(best.steps, best.rows)), best.token_ids, self._written(best))
-        # the other hypotheses' traces, built when asked for, keep this decoder: not its cache or transfer buffer
-        self.state = self.prefix = self.transfer = None
+            best.trace = self.traces.of_path(list(zip(best.steps, best.rows)), best.token_ids, self.start,
+                                             self._written(best))
+        self.state = self.prefix = self.transfer = None  # the other hypotheses' traces keep only the assembly
         return hypotheses
 
     def _written(self, result: DecodeResult) -> dict[str, list[np.ndarray]]:
@@ -281,49 +319,10 @@ class _Decoder:
         path, ids = path[:length], ids[:length]
         log_prob = float(path[-1][0].scores[path[-1][1]])
         score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
-        trace = functools.partial(self._trace, path, ids) if self.need_weights else None  # built when asked for
+        # built when asked for
+        trace = functools.partial(self.traces.of_path, path, ids, self.start) if self.need_weights else None
         return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
                             score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
-
-    def _trace(self, path: list[tuple[DecodeStep, int]], ids: list[int],
-               written: dict[str, list[np.ndarray]] | None = None) -> AttentionTrace:
-        """One hypothesis' attention rows as ``[heads, T, K]`` arrays (dec_self padded to T keys): those
-        ``written`` as it ran where given, else stacked from the steps' rows."""
-        tgt_tokens = [self.label(self.bos)] + [self.label(i) for i in ids[:-1]]
-        length = len(path)
-        written = written or {}
-        attention: dict[str, list[np.ndarray]] = {}
-        masks: dict[str, np.ndarray] = {}
-        if self.encoder_trace is not None:
-            attention.update(self.encoder_trace.attention)
-            masks.update(self.encoder_trace.masks)
-        for kind in ("dec_self", "cross"):
-            if kind not in path[0][0].attention:
-                continue
-            key_len = length if kind == "dec_self" else len(self.src_tokens)
-            attention[kind] = written.get(kind) or [self._stack(path, kind, layer, key_len=key_len)
-                                                    for layer in range(len(path[0][0].attention[kind]))]
-            mask_rows = [step.masks[kind][row][None] for step, row in path]
-            masks[kind] = stack_rows(mask_rows, key_len)[0].astype(bool)
-        return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
-
-    def _stack(self, path: list[tuple[DecodeStep, int]], kind: str, layer: int, *, key_len: int) -> np.ndarray:
-        """``[heads, len(path), key_len]``: the rows of one hypothesis, zero-filled on the right; a beam's
-        settled steps (a prefix of every path) are copied from the shared prefix in one block."""
-        shared = self.beam_rows.shared.arrays.get(kind) if self.beam_rows is not None else None
-        settled = 0
-        while shared and settled < min(len(path), shared[layer].shape[1]) and path[settled][0].kept is not None:
-            settled += 1
-        first = path[0][0].attention_row(kind, layer, path[0][1])
-        stacked = np.zeros((first.shape[0], len(path), key_len), dtype=first.dtype)
-        if settled:
-            width = settled if kind == "dec_self" else key_len  # settled row t has t + 1 decoder keys
-            stacked[:, :settled, :width] = shared[layer][:, :settled, :width]
-        for index in range(settled, len(path)):
-            step, row = path[index]
-            weights = step.attention_row(kind, layer, row)
-            stacked[:, index, : weights.shape[-1]] = weights
-        return stacked
 
     def forced_result(self, target: list[int], logits: Tensor,
                       inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
@@ -334,12 +333,8 @@ class _Decoder:
         scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0)
         host, _ = self.transfer({**self.choices(log_probs, tokens), "scores": scores, "broken": broken}, {})
         choices, scores = self.labelled(host), host["scores"]
-        tgt_tokens = [self.label(self.bos)] + choices["tokens"][:-1]
-        trace = None
-        if self.need_weights:
-            trace = trace_from_intermediates(inter, 0, src_tokens=self.src_tokens, tgt_tokens=tgt_tokens,
-                                             dtype=self.dtype, release=True)
-            trace.ablated = self.ablated
+        tgt_tokens = [self.label(self.start)] + choices["tokens"][:-1]
+        trace = self.traces.of_pass(inter, tgt_tokens) if self.need_weights else None
         if host["broken"].any():
             _report_not_finite(int(np.argmax(host["broken"])), trace.attention if trace is not None else {})
         steps = []
@@ -348,7 +343,7 @@ class _Decoder:
             attention, masks = {}, {}
             for kind in ("dec_self", "cross") if trace is not None else ():
                 if kind in trace.attention:
-                    key_len = index + 1 if kind == "dec_self" else len(self.src_tokens)
+                    key_len = index + 1 if kind == "dec_self" else len(self.traces.src_tokens)
                     attention[kind] = [layer[None, :, index, :key_len] for layer in trace.attention[kind]]
                     masks[kind] = trace.masks[kind][index: index + 1, :key_len]
             steps.append(DecodeStep(step=index, **one, parents=np.zeros(1, dtype=np.int64),
@@ -360,15 +355,11 @@ class _Decoder:
         return steps, result
 
 
-def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source_label: Label | None = None,
-           source_tokens: Sequence[str] | None = None, max_len: int | None = None, top_k: int = 10,
-           need_weights: bool = True, use_cache: bool = True, dtype: type = np.float32, first: Sequence[int] = (),
-           ablation: Ablation = NO_ABLATION) -> Steps:
-    """Take the most likely token at every step until the end token or ``max_len`` tokens; the first
+def greedy(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Capture(), *,
+           first: Sequence[int] = ()) -> Steps:
+    """Take the most likely token at every step until the end token or ``capture.max_len`` tokens; the first
     steps take ``first`` instead (a target language's code), reporting what the model gave them."""
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
-                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
-                       ablation=ablation)
+    decoder = _Decoder(model, src_ids, capture)
     first_ids = torch.tensor(list(first), dtype=torch.long, device=decoder.src.device)  # copied to the device once
 
     def next_token(index: int, log_probs: Tensor) -> Tensor:
@@ -380,36 +371,28 @@ def greedy(model: Seq2Seq, src_ids: Sequence[int], *, label: Label = str, source
     return decoder.results(steps)
 
 
-def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
-           source_label: Label | None = None, source_tokens: Sequence[str] | None = None, top_k: int = 10,
-           need_weights: bool = True, dtype: type = np.float32, ablation: Ablation = NO_ABLATION) -> Steps:
+def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], capture: Capture = Capture()) -> Steps:
     """Feed the user's target (the end token is appended) and report each token's probability and rank.
 
     One teacher-forced forward pass computes every step (a recurrent decoder still runs its cell once
-    per token inside that pass, but nothing is searched).
+    per token inside that pass, but nothing is searched); ``capture.use_cache`` and ``max_len`` do not apply.
     """
     target = _forced_target(model, target_ids)
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
-                       top_k=top_k, need_weights=need_weights, use_cache=True, max_len=len(target), dtype=dtype,
-                       ablation=ablation)
-    tgt_in = torch.tensor([[decoder.bos] + target[:-1]], dtype=torch.long, device=decoder.src.device)
-    with torch.inference_mode(), keeping_attention(dtype):
-        logits, inter = model(decoder.src, tgt_in, need_weights=need_weights, ablation=decoder.ablation)
+    decoder = _Decoder(model, src_ids, dataclasses.replace(capture, use_cache=True, max_len=len(target)))
+    tgt_in = torch.tensor([[decoder.start] + target[:-1]], dtype=torch.long, device=decoder.src.device)
+    with torch.inference_mode(), keeping_attention(decoder.dtype):
+        logits, inter = model(decoder.src, tgt_in, need_weights=decoder.need_weights, ablation=decoder.ablation)
     steps, result = decoder.forced_result(target, logits[0], inter)
     del inter, logits  # the trace now owns the attention the pass computed
     yield from steps
     return [result]
 
 
-def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], *, label: Label = str,
-                        source_label: Label | None = None, source_tokens: Sequence[str] | None = None,
-                        top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
-                        ablation: Ablation = NO_ABLATION) -> Steps:
+def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int],
+                        capture: Capture = Capture()) -> Steps:
     """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
     target = _forced_target(model, target_ids)
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
-                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=len(target),
-                       ablation=ablation)
+    decoder = _Decoder(model, src_ids, dataclasses.replace(capture, max_len=len(target)))
     fed = torch.tensor(target, dtype=torch.long, device=decoder.src.device)  # copied to the device once
     steps = yield from _one_by_one(decoder, lambda index, log_probs: fed[index: index + 1])
     return decoder.results(steps)
@@ -428,7 +411,7 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     decoder.begin()
     decoder.rows = RowBuffer(decoder.max_len, decoder.dtype) if decoder.need_weights else None
     device = decoder.src.device
-    tokens = torch.tensor([decoder.bos], device=device)
+    tokens = torch.tensor([decoder.start], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)
     zero = torch.zeros(1, dtype=torch.long, device=device)
     steps = []
@@ -446,10 +429,8 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     return steps
 
 
-def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length_penalty: float = 0.6,
-                label: Label = str, source_label: Label | None = None, source_tokens: Sequence[str] | None = None,
-                max_len: int | None = None, top_k: int = 10, need_weights: bool = True, use_cache: bool = True,
-                dtype: type = np.float32, first: Sequence[int] = (), ablation: Ablation = NO_ABLATION) -> Steps:
+def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Capture(), *, beam: int = 4,
+                length_penalty: float = 0.6, first: Sequence[int] = ()) -> Steps:
     """Keep the ``beam`` best partial hypotheses by summed log-probability; every hypothesis starts with
     ``first`` (a target language's code).
 
@@ -458,13 +439,13 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
     hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty``.
     """
     check_beam(beam)
-    decoder = _Decoder(model, src_ids, label=label, source_label=source_label, source_tokens=source_tokens,
-                       top_k=top_k, need_weights=need_weights, use_cache=use_cache, max_len=max_len, dtype=dtype,
-                       ablation=ablation)
+    decoder = _Decoder(model, src_ids, capture)
     decoder.begin()
-    decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype) if need_weights else None
+    if decoder.need_weights:
+        decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype)
+        decoder.traces.settled = decoder.beam_rows.shared
     device = decoder.src.device
-    tokens = torch.tensor([decoder.bos], device=device)
+    tokens = torch.tensor([decoder.start], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
     finished = torch.zeros(1, dtype=torch.bool, device=device)
     steps: list[DecodeStep] = []
@@ -489,13 +470,28 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], *, beam: int = 4, length
                                        frozen=frozen))
         kept = steps[-1].beam_size
         parents, tokens, scores, finished = parents[:kept], tokens[:kept], best.values[:kept], finished[:kept]
-        if need_weights:
+        if decoder.need_weights:
             decoder.let_go(steps)
         yield steps[-1]
         if steps[-1].finished.all():
             break
         decoder.reorder(parents, steps[-1].parents)
     return decoder.results(steps, length_penalty)
+
+
+def _forced_run(model: Seq2Seq, src_ids: Sequence[int], capture: Capture, search: Search) -> Steps:
+    if search.target is None:
+        raise EmptyInputError("forced decoding needs a target text")
+    return forced(model, src_ids, list(search.first) + list(search.target), capture)
+
+
+Decode = Callable[[Seq2Seq, Sequence[int], Capture, Search], Steps]
+DECODERS: dict[Mode, Decode] = {  # every mode's run, called alike (Translator.decode reads this)
+    Mode.GREEDY: lambda model, src_ids, capture, search: greedy(model, src_ids, capture, first=search.first),
+    Mode.BEAM: lambda model, src_ids, capture, search: beam_search(
+        model, src_ids, capture, beam=search.beam, length_penalty=search.length_penalty, first=search.first),
+    Mode.FORCED: _forced_run,
+}
 
 
 def _without_nan(log_probs: Tensor) -> tuple[Tensor, Tensor]:

@@ -15,7 +15,7 @@ import torch
 
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..storage.checkpoint import Checkpoint
-from .decoding import Steps, beam_search, finish, forced, greedy
+from .decoding import DECODERS, Capture, Search, Steps, finish
 from .modes import MODE_NAMES, Mode, decoding_mode
 from ..errors import AttnvizError, EmptyInputError
 
@@ -211,21 +211,14 @@ class Translator:
         switches heads off (models/nn/ablation.py) and is checked against the model before anything runs.
         ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`)."""
         ablation.validate(self.model.attention_shape())
-        common = dict(label=self.target_tokenizer.token, source_tokens=self.source_labels(source), top_k=top_k,
-                      need_weights=need_weights, ablation=ablation, dtype=dtype)
-        first = self.target_tokenizer.first_tokens()  # the target language's code, where the model needs one
-        if mode == Mode.GREEDY:
-            steps = greedy(self.model, source.ids, max_len=max_len, first=first, **common)
-        elif mode == Mode.BEAM:
-            steps = beam_search(self.model, source.ids, beam=beam, length_penalty=length_penalty,
-                                max_len=max_len, first=first, **common)
-        elif mode == Mode.FORCED:
-            if target_ids is None:
-                raise EmptyInputError("forced decoding needs a target text")
-            steps = forced(self.model, source.ids, first + list(target_ids), **common)
-        else:
+        if mode not in DECODERS:
             raise ValueError(f"mode must be one of {MODE_NAMES}")
-        return self._with_text(steps, source)
+        capture = Capture(label=self.target_tokenizer.token, source_tokens=self.source_labels(source), top_k=top_k,
+                          need_weights=need_weights, max_len=max_len, dtype=dtype, ablation=ablation)
+        # the target language's code, where the model needs one, starts every output
+        search = Search(beam=beam, length_penalty=length_penalty, first=self.target_tokenizer.first_tokens(),
+                        target=target_ids)
+        return self._with_text(DECODERS[Mode(mode)](self.model, source.ids, capture, search), source)
 
     def source_labels(self, source: SourceInput) -> list[str]:
         """How a run's trace labels the encoder positions: the tokens, an unknown one as the text it stands for."""
