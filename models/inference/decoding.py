@@ -43,6 +43,7 @@ from ..nn.base import Seq2Seq
 from ..errors import EmptyInputError, InputError, NumericalWarning
 from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention
 from ..trace.records import DecodeResult, DecodeStep
+from .choices import Choices
 from .modes import Mode, check_beam
 from .traces import TraceAssembly
 from .transfer import HostTransfer
@@ -108,7 +109,8 @@ class _Decoder:
         ablation = capture.ablation
         self.ablation = ablation.validate(model.attention_shape()) if ablation else NO_ABLATION
         ablated = self.ablation.heads(model.attention_shape()) if ablation else ()
-        self.model, self.label, self.top_k, self.dtype = model, capture.label, capture.top_k, capture.dtype
+        self.model, self.label, self.dtype = model, capture.label, capture.dtype
+        self.choices = Choices(capture.label, capture.top_k)
         self.need_weights, self.use_cache = capture.need_weights, capture.use_cache
         config = model.config
         self.max_len = min(capture.max_len or config.max_len, config.max_len)
@@ -202,7 +204,7 @@ class _Decoder:
 
         Everything the host needs of the step comes in one transfer; hypotheses whose score is not finite (a
         beam wider than what could be chosen) are dropped here, so the step may have fewer rows than given."""
-        kept = {**self.choices(log_probs.index_select(0, parents), tokens, frozen), "parents": parents,
+        kept = {**self.choices.on_device(log_probs.index_select(0, parents), tokens, frozen), "parents": parents,
                 "scores": scores.double(), "finished": finished}
         passing = {("mask", kind): mask for kind, mask in masks.items()}
         if self.rows is not None or self.beam_rows is not None:
@@ -221,7 +223,7 @@ class _Decoder:
         else:  # nothing asked for the weights
             attention_rows = {}
         mask_rows = {kind: self._shared_if_open(rows[("mask", kind)][parents_host]) for kind in masks}
-        return DecodeStep(step=index, **self.labelled(host), parents=parents_host, scores=host["scores"],
+        return DecodeStep(step=index, **self.choices.labelled(host), parents=parents_host, scores=host["scores"],
                           finished=host["finished"], attention=attention_rows, masks=mask_rows)
 
     def _shared_if_open(self, rows: np.ndarray) -> np.ndarray:
@@ -235,27 +237,6 @@ class _Decoder:
             self._open = np.ones((max(rows.shape[0], shape[0]), max(rows.shape[1], shape[1], self.max_len)), bool)
             self._open.setflags(write=False)
         return self._open[: rows.shape[0], : rows.shape[1]]
-
-    def choices(self, log_probs: Tensor, tokens: Tensor, frozen: Tensor | None = None) -> dict[str, Tensor]:
-        """Per row of ``log_probs`` ``[N, V]``, on the device: the chosen token's probability and rank, and
-        the top-k (see :meth:`labelled` for the host's side).
-
-        Rows are a beam's hypotheses at one step, or all the steps of one forced pass.
-        """
-        chosen = log_probs.gather(1, tokens[:, None])[:, 0]  # [N]
-        ranks = (log_probs > chosen[:, None]).sum(dim=1)
-        if frozen is not None:
-            chosen, ranks = chosen.masked_fill(frozen, 0.0), ranks.masked_fill(frozen, 0)
-        top = log_probs.topk(min(self.top_k, log_probs.shape[1]), dim=1)
-        return dict(token_ids=tokens, probabilities=chosen.exp(), ranks=ranks, top_ids=top.indices,
-                    top_probs=top.values.exp())
-
-    def labelled(self, host: dict[str, np.ndarray]) -> dict:
-        """The host arrays of :meth:`choices` with their tokens' labels: ``DecodeStep``'s choice fields."""
-        token_ids, top_ids = host["token_ids"], host["top_ids"]
-        return dict(token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
-                    probabilities=host["probabilities"], ranks=host["ranks"], top_ids=top_ids,
-                    top_tokens=[[self.label(int(t)) for t in row] for row in top_ids], top_probs=host["top_probs"])
 
     def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
         """The hypotheses of the last step, best first. The best one's trace is built now, in the arrays its
@@ -331,8 +312,8 @@ class _Decoder:
         tokens = torch.tensor(target, device=logits.device)
         log_probs, broken = _without_nan(self.log_probs(logits))
         scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0)
-        host, _ = self.transfer({**self.choices(log_probs, tokens), "scores": scores, "broken": broken}, {})
-        choices, scores = self.labelled(host), host["scores"]
+        host, _ = self.transfer({**self.choices.on_device(log_probs, tokens), "scores": scores, "broken": broken}, {})
+        choices, scores = self.choices.labelled(host), host["scores"]
         tgt_tokens = [self.label(self.start)] + choices["tokens"][:-1]
         trace = self.traces.of_pass(inter, tgt_tokens) if self.need_weights else None
         if host["broken"].any():
