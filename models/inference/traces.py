@@ -36,7 +36,7 @@ class TraceAssembly:
         self.src_tokens, self.label, self.dtype, self.ablated = list(src_tokens), label, dtype, ablated
         self.shared: dict[str, list[np.ndarray]] = {}  # complete kinds every hypothesis shares (enc_self)
         self.shared_masks: dict[str, np.ndarray] = {}
-        self.first: dict[str, list[np.ndarray]] = {}  # per step kind its first rows [heads, P, P], before any step
+        self.first: dict[str, list[np.ndarray]] = {}  # per step kind its first rows [heads, P, keys], before any step
         self.first_masks: dict[str, np.ndarray] = {}
         self.first_tokens: list[str] = []  # the labels of the first rows' positions
         self.settled: RowBuffer | None = None  # a beam's settled rows: the prefix of every hypothesis' path
@@ -55,13 +55,13 @@ class TraceAssembly:
             layers = start.attention.get(kind)
             if not layers:
                 continue
-            length = layers[0].shape[-2]
+            length, keys = layers[0].shape[-2:]
             if length != len(self.first_tokens):
                 raise ValueError(f"{len(self.first_tokens)} labels for {length} first {kind} rows")
             self.first[kind] = [to_numpy(layer[0], self.dtype) for layer in layers]
             layers.clear()
-            mask = expand_for_trace(start.masks.get(kind), 0, query_len=length, key_len=length)
-            self.first_masks[kind] = mask[:length, :length].numpy().copy()
+            mask = expand_for_trace(start.masks.get(kind), 0, query_len=length, key_len=keys)
+            self.first_masks[kind] = mask[:length, :keys].numpy().copy()
 
     def of_pass(self, intermediates: Intermediates, tgt_tokens: list[str]) -> AttentionTrace:
         """The trace of one teacher-forced pass over the whole output (its tensors let go as they are converted)."""
@@ -82,7 +82,7 @@ class TraceAssembly:
         for kind in STEP_KINDS:
             if kind not in path[0][0].attention:
                 continue
-            before = self.first[kind][0].shape[-1] if kind in self.first else 0
+            before = self.first[kind][0].shape[-2] if kind in self.first else 0
             key_len = before + len(path) if kind == "dec_self" else len(self.src_tokens)
             rows = written.get(kind) or [self._stack(path, kind, layer, key_len=key_len)
                                          for layer in range(len(path[0][0].attention[kind]))]
@@ -114,10 +114,10 @@ class TraceAssembly:
 
 
 def _below(block: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The first rows ``block`` ``[..., P, P]`` and the rows after them ``[..., T, P + T]`` as one square
-    ``[..., P + T, P + T]`` (the block zero-filled on the right, as a causal square is)."""
-    before, after = block.shape[-1], rows.shape[-2]
-    square = np.zeros(block.shape[:-2] + (before + after, before + after), dtype=rows.dtype)
-    square[..., :before, :before] = block
-    square[..., before:, : rows.shape[-1]] = rows
-    return square
+    """The first rows ``block`` ``[..., P, K]`` and the rows after them ``[..., T, K']`` as one array
+    ``[..., P + T, max(K, K')]``, zero-filled on the right: for ``dec_self`` (K = P, K' = P + T) the causal square."""
+    before, after = block.shape[-2], rows.shape[-2]
+    joined = np.zeros(block.shape[:-2] + (before + after, max(block.shape[-1], rows.shape[-1])), dtype=rows.dtype)
+    joined[..., :before, : block.shape[-1]] = block
+    joined[..., before:, : rows.shape[-1]] = rows
+    return joined
