@@ -10,9 +10,9 @@ What a run records (labels, top-k, weights, cache, length limit, number type, ab
 
 A generator's return value (``StopIteration.value``) is the list of ``DecodeResult`` (best first), each
 with its own ``AttentionTrace`` assembled from the steps through the beam parents (``TraceAssembly``,
-models/inference/traces.py). Stopping iteration
-early is how a caller aborts. Incremental decoding uses the models' key/value caches; ``use_cache=False``
-recomputes the whole prefix at every step (the reference the cache is tested and benchmarked against).
+models/inference/traces.py). Stopping iteration early is how a caller aborts. Incremental decoding uses the
+models' key/value caches; ``use_cache=False`` recomputes the whole prefix at every step (the reference the cache
+is tested and benchmarked against).
 
 Forced decoding knows every decoder input in advance, so it runs one teacher-forced forward pass and
 derives its steps from that pass; ``forced_step_by_step`` feeds the target one token at a time through
@@ -99,7 +99,9 @@ def finish(steps: Steps) -> list[DecodeResult]:
 
 
 class _Decoder:
-    """Shared state of one decoding run: the model, the encoded source and the capture settings."""
+    """One decoding run: feeds the model (cached, or recomputing the prefix), takes each step's one transfer to
+    the host, keeps the attention rows and ranks the final hypotheses; its ``choices`` describe each step's
+    choices and its ``traces`` assemble each result's trace."""
 
     def __init__(self, model: Seq2Seq, src_ids: Sequence[int], capture: Capture, *, start: int | None = None):
         """``start``: the token fed first (None: the model's start token; a decoder-only model's run feeds its
