@@ -51,7 +51,7 @@ from .common import add_output_option
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
-                "opennmt", "joeynmt", "fairseq", "sockeye")
+                "opennmt", "joeynmt", "fairseq", "sockeye", "hf-causal")
 
 
 def add_parser(subparsers) -> None:
