@@ -72,7 +72,7 @@ def build(folder, family: str, **overrides):
     config_class, model_class, settings = FAMILIES[family]
     folder.mkdir(parents=True, exist_ok=True)
     vocab_size = write_tokenizer(folder, with_bos=family != "gpt2") + EXTRA
-    config = getattr(transformers, config_class)(vocab_size=vocab_size, **{**settings, **overrides})
+    config = getattr(transformers, config_class)(**{"vocab_size": vocab_size, **settings, **overrides})
     torch.manual_seed(0)
     model = getattr(transformers, model_class)(config).eval()
     model.config._attn_implementation = "eager"
