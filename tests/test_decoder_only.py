@@ -22,7 +22,7 @@ transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
 from models.importers import convert, detect_format  # noqa: E402
-from models.nn.ablation import Ablation  # noqa: E402
+from models.nn.ablation import Ablation, HeadGates  # noqa: E402
 from models.storage.checkpoint import load_checkpoint, save_checkpoint  # noqa: E402
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
@@ -239,3 +239,36 @@ def test_the_converted_checkpoint_saves_and_loads(imported, tmp_path):
         logits, _ = loaded.model(torch.tensor([ids[:2]]), torch.tensor([ids[2:]]))
     assert (logits - theirs(original, ids).logits[:, 2:]).abs().max() < 1e-4
     assert loaded.source_tokenizer.encode(SENTENCES[1]) == ids  # framed as the folder's tokenizer frames it
+
+
+def test_head_gates_switch_a_head_off_in_their_copy_of_the_batch(imported):
+    """HeadGates as head importance uses them: the batch runs once below the first gated layer, then once per copy,
+    each copy with its own gate; a gate of 0 is the same as ablating the head."""
+    family, _, checkpoint, folder = imported
+    prompts = [encode(folder, SENTENCES[3]), encode(folder, SENTENCES[1])]
+    width = max(map(len, prompts))
+    src = torch.tensor([prompt + [checkpoint.model.pad_id] * (width - len(prompt)) for prompt in prompts])
+    tgt = torch.tensor([encode(folder, SENTENCES[0])[:5], encode(folder, SENTENCES[2])[:5]])
+    gate = torch.ones(4, 4)
+    gate[2:, 3] = 0.0  # copy 1 (rows 2, 3) switches layer 1's head 3 off
+    gates = HeadGates({("dec_self", 1): gate}, copies=2, widen_at=("dec_self", 1))
+    with torch.no_grad():
+        gated, _ = checkpoint.model(src, tgt, ablation=gates)
+        plain, _ = checkpoint.model(src, tgt)
+        ablated, _ = checkpoint.model(src, tgt, ablation=Ablation.of([("dec_self", 1, 3)]))
+    assert gated.shape[0] == 4
+    assert (gated[:2] - plain).abs().max() < 1e-5 and (gated[2:] - ablated).abs().max() < 1e-5
+
+
+def test_a_one_token_prompt_starts_from_nothing(imported):
+    family, original, checkpoint, folder = imported
+    ids = encode(folder, SENTENCES[2])
+    expected = theirs(original, ids)
+    with torch.no_grad():
+        state, prefix = checkpoint.model.start(torch.tensor([ids[:0]]))
+        assert [weights.shape for weights in prefix.attention["dec_self"]] == [(1, 4, 0, 0)] * 3
+        for t, token in enumerate(ids):
+            out = checkpoint.model.step(torch.tensor([token]), state)
+            assert (out.logits[0] - expected.logits[0, t]).abs().max() < 1e-4
+            for layer, row in enumerate(out.attention["dec_self"]):
+                assert (row[0] - expected.attentions[layer][0, :, t, : t + 1]).abs().max() < 1e-5

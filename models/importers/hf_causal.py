@@ -102,7 +102,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     hf = inspection.found
     state, weights_file = _read_weights(source)
     prefix = _prefix(state, hf["family"])
-    config = _our_config(source, hf, state, prefix)
+    config = _our_config(source, hf, state, prefix=prefix)
     return Converted(config, state, weights_file=weights_file,
                      weights=partial(_map_weights, source, state, config=config, family=hf["family"], prefix=prefix,
                                      file=weights_file),
@@ -159,9 +159,9 @@ def _special_ids(source: Source, hf: dict[str, Any], vocab_size: int) -> dict[st
     return {"bos_id": bos, "eos_id": ends[0], "stop_ids": tuple(ends[1:]), "pad_id": pad}
 
 
-def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], prefix: str) -> DecoderOnlyConfig:
+def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, prefix: str) -> DecoderOnlyConfig:
     family = hf["family"]
-    sizes = _gpt2_sizes(source, hf) if family == "gpt2" else _llama_sizes(source, hf, state, prefix)
+    sizes = _gpt2_sizes(source, hf) if family == "gpt2" else _llama_sizes(source, hf, state, prefix=prefix)
     vocab_size = hf["vocab_size"]
     tied = _output_key(state, family, prefix) is None
     try:
@@ -224,7 +224,7 @@ def _windows(hf: dict[str, Any], layers: int) -> dict[str, Any]:
     return {"sliding_window": int(window), "window_layers": pattern} if "L" in pattern or not pattern else {}
 
 
-def _llama_sizes(source: Source, hf: dict[str, Any], state: dict[str, Tensor], prefix: str) -> dict[str, Any]:
+def _llama_sizes(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *, prefix: str) -> dict[str, Any]:
     family = hf["family"]
     gemma = family == "gemma2"
     act_key = "hidden_activation" if gemma and hf.get("hidden_activation") else "hidden_act"
@@ -275,10 +275,9 @@ def _map_weights(source: Source, state: dict[str, Tensor], *, config: DecoderOnl
     return weights
 
 
-def _norm(weights: WeightMap, ours: str, theirs: str, with_bias: bool) -> None:
+def _norm(weights: WeightMap, ours: str, theirs: str) -> None:
     weights.copy(f"{ours}.weight", f"{theirs}.weight")
-    if with_bias:
-        weights.copy(f"{ours}.bias", f"{theirs}.bias")
+    weights.copy(f"{ours}.bias", f"{theirs}.bias")
 
 
 def _map_gpt2(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> None:
@@ -288,8 +287,8 @@ def _map_gpt2(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> Non
     weights.copy("positions.weight", f"{prefix}wpe.weight")
     for index in range(config.layers):
         theirs, ours = f"{prefix}h.{index}.", f"layers.{index}."
-        _norm(weights, f"{ours}attention_norm", f"{theirs}ln_1", True)
-        _norm(weights, f"{ours}feed_forward_norm", f"{theirs}ln_2", True)
+        _norm(weights, f"{ours}attention_norm", f"{theirs}ln_1")
+        _norm(weights, f"{ours}feed_forward_norm", f"{theirs}ln_2")
         for part, name in enumerate(("query", "key", "value")):
             weights.copy(f"{ours}attention.{name}.weight", f"{theirs}attn.c_attn.weight",
                          lambda w, part=part: w[:, part * d:(part + 1) * d].t().contiguous())
@@ -300,7 +299,7 @@ def _map_gpt2(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> Non
             weights.copy(f"{ours}{mine}.weight", f"{theirs}{theirs_name}.weight", lambda w: w.t().contiguous())
             weights.copy(f"{ours}{mine}.bias", f"{theirs}{theirs_name}.bias")
         weights.ignore(f"{theirs}attn.bias", f"{theirs}attn.masked_bias")  # causal-mask buffers of old files
-    _norm(weights, "norm", f"{prefix}ln_f", True)
+    _norm(weights, "norm", f"{prefix}ln_f")
 
 
 def _map_llama(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> None:

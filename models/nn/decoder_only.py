@@ -284,7 +284,7 @@ class DecoderOnlyLM(Seq2Seq):
         after = real.sum(1, keepdim=True) + torch.arange(fed, device=real.device)
         return torch.cat([prompt, after], dim=1)
 
-    def _mask(self, positions: Tensor, keys: Tensor, query_len: int, window: int) -> Tensor:
+    def _mask(self, positions: Tensor, keys: Tensor, query_len: int, *, window: int) -> Tensor:
         """``[B, 1, Q, K]`` for the last ``query_len`` of the indices ``positions`` ``[B, K]``: real keys at or
         before the query, fewer than ``window`` positions back (0: any); a padding query sees itself, so that no
         row is empty."""
@@ -321,8 +321,8 @@ class DecoderOnlyLM(Seq2Seq):
         query_len = ids.shape[1]
         x = self._embed(ids, positions[:, -query_len:])
         rotary = self._rotary(positions[:, -query_len:], x.dtype)
-        full = self._mask(positions, keys, query_len, 0)
-        windowed = {window: self._mask(positions, keys, query_len, window)
+        full = self._mask(positions, keys, query_len, window=0)
+        windowed = {window: self._mask(positions, keys, query_len, window=window)
                     for window in set(self.sliding_windows()) if window}
         weights = []
         for index, layer in enumerate(self.layers):
