@@ -101,6 +101,7 @@ def _one_line(error) -> str:
      "llava is a multimodal model"),
     ({"architectures": ["LlamaForSequenceClassification", "LlamaForCausalLMX"]}, "attnviz imports the language model"),
     ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}}, "rope scaling 'yarn'"),
+    ({"partial_rotary_factor": 0.5}, "partial_rotary_factor 0.5 is not supported"),
 ])
 def test_folders_it_cannot_import_are_one_line_each(tmp_path, changes, expected):
     folder = tmp_path / "llama"
@@ -176,3 +177,31 @@ def test_a_model_of_real_size_is_built_on_meta_and_its_config_saves_verbatim():
 def test_a_bad_config_is_one_line(changes, expected):
     with pytest.raises(ConfigError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         DecoderOnlyConfig(**{**LLAMA_1B, **changes}).validate()
+
+
+def test_a_transformers_4_config_reads_the_same(tmp_path):
+    """config.json as transformers 4 wrote it: ``rope_theta`` and ``rope_scaling`` at the top, no ``layer_types``."""
+    folder = tmp_path / "llama"
+    original = build(folder, "llama")
+    data = json.loads((folder / "config.json").read_text())
+    parameters = data.pop("rope_parameters")
+    data["rope_theta"] = parameters.pop("rope_theta")
+    data["rope_scaling"] = parameters
+    (folder / "config.json").write_text(json.dumps(data))
+    checkpoint = convert(folder)
+    assert checkpoint.model.config.rope_scaling == "llama3" and same_logits(checkpoint, original, folder)
+    gemma = tmp_path / "gemma2"
+    original = build(gemma, "gemma2")
+    _rewrite_config(gemma, layer_types=None)
+    checkpoint = convert(gemma)
+    assert checkpoint.model.sliding_windows() == [4, 0, 4] and same_logits(checkpoint, original, gemma)
+
+
+def test_learned_positions_end_in_one_line(tmp_path):
+    from models.errors import InputError
+
+    folder = tmp_path / "gpt2"
+    build(folder, "gpt2")
+    model = convert(folder).model
+    with pytest.raises(InputError, match="reach position 65; this model has 64 positions"):
+        model(torch.zeros(1, 60, dtype=torch.long) + 5, torch.zeros(1, 5, dtype=torch.long) + 5)

@@ -192,6 +192,9 @@ def _rope(source: Source, hf: dict[str, Any]) -> dict[str, Any]:
     scaling = dict(hf.get("rope_scaling") or {})
     theta = parameters.get("rope_theta", hf.get("rope_theta", 10000.0))
     merged = {**scaling, **parameters}
+    partial = merged.get("partial_rotary_factor", hf.get("partial_rotary_factor", 1.0))
+    if partial not in (None, 1, 1.0):
+        raise source.error(f"partial_rotary_factor {str(partial)[:20]} is not supported (RoPE over whole heads only)")
     kind = merged.get("rope_type", merged.get("type", "default"))
     if kind == "default":
         return {"rope_theta": float(theta)}

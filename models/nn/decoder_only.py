@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..errors import InputError
 from .ablation import NO_ABLATION, Ablation
 from .attention import masked_softmax, switch_heads
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput
@@ -303,6 +304,9 @@ class DecoderOnlyLM(Seq2Seq):
         if self.config.scale_embedding:
             x = x * torch.tensor(self.config.d_model ** 0.5, dtype=x.dtype)
         if self.positions is not None:
+            if positions.numel() and int(positions.max()) >= self.config.max_len:
+                raise InputError(f"the prompt and its continuation reach position {int(positions.max()) + 1}; this "
+                                 f"model has {self.config.max_len} positions")
             x = x + self.positions(positions)
         return self.dropout(x)
 
