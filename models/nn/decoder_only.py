@@ -38,6 +38,7 @@ from .attention import masked_softmax, switch_heads
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput
 from .config import DecoderOnlyConfig, attention_shape
 from .intermediates import Intermediates, kept
+from .masks import causal_mask
 from .transformer import ACTIVATIONS
 
 
@@ -290,13 +291,12 @@ class DecoderOnlyLM(Seq2Seq):
         before the query, fewer than ``window`` positions back (0: any); a padding query sees itself, so that no
         row is empty."""
         key_len = positions.shape[1]
-        index = torch.arange(key_len, device=keys.device)
-        query_index = index[key_len - query_len:]
-        mask = keys[:, None, :] & (index[None, None, :] <= query_index[None, :, None])  # [B, Q, K]
+        mask = keys[:, None, :] & causal_mask(query_len, key_len, device=keys.device)  # [B, Q, K]
         if window:
             query_pos = positions[:, key_len - query_len:]
             mask = mask & (query_pos[:, :, None] - positions[:, None, :] < window)
-        itself = (index[None, :] == query_index[:, None])[None] & ~keys[:, key_len - query_len:, None]
+        index = torch.arange(key_len, device=keys.device)
+        itself = (index[None, :] == index[key_len - query_len:, None])[None] & ~keys[:, key_len - query_len:, None]
         return (mask | itself)[:, None]
 
     def _embed(self, ids: Tensor, positions: Tensor) -> Tensor:
@@ -314,7 +314,9 @@ class DecoderOnlyLM(Seq2Seq):
         """cos and sin ``[B, 1, L, D]`` at ``positions`` ``[B, L]`` (computed in float32)."""
         if self.inverse_frequencies is None:
             return None
-        angles = positions[..., None].float() * self.inverse_frequencies.to(positions.device)
+        if self.inverse_frequencies.device != positions.device:  # a plain tensor: moved once, not with the model
+            self.inverse_frequencies = self.inverse_frequencies.to(positions.device)
+        angles = positions[..., None].float() * self.inverse_frequencies
         angles = torch.cat([angles, angles], dim=-1)[:, None]
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
