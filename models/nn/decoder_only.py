@@ -220,6 +220,10 @@ class DecoderOnlyLM(Seq2Seq):
     def attention_shape(self) -> dict[str, tuple[int, int]]:
         return attention_shape(self.config)
 
+    def source_mask(self, src_ids: Tensor) -> Tensor:
+        """The prompt's real tokens ``[B, 1, 1, S]`` (each row's trailing run of ``pad_id`` is padding)."""
+        return prompt_tokens(src_ids, self.pad_id)[:, None, None, :]
+
     def kv_groups(self) -> list[int]:
         """The key/value head each query head reads."""
         group = self.config.heads // self.config.key_value_heads
@@ -250,7 +254,7 @@ class DecoderOnlyLM(Seq2Seq):
         real = prompt_tokens(src_ids, self.pad_id)
         batch, prompt_len = src_ids.shape
         caches = [LayerCache() for _ in self.layers]
-        state = DecoderState(self.tokens.weight.new_zeros(batch, prompt_len, 0), real[:, None, None, :],
+        state = DecoderState(self.tokens.weight.new_zeros(batch, prompt_len, 0), self.source_mask(src_ids),
                              caches=caches, ablation=ablation)
         positions = self._positions(real, prompt_len, 0)
         if prompt_len:
