@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import AttnvizError, CheckpointError, ConfigError, InputError
-from .nn.config import ARCHS, ModelConfig, RNNConfig, TransformerConfig, make_config
+from .nn.config import ARCHS, DecoderOnlyConfig, ModelConfig, RNNConfig, TransformerConfig, make_config
 
 if TYPE_CHECKING:
     from .inference.decoding import run
@@ -34,6 +34,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'models' has no attribute {name!r}")
 
 
-__all__ = ["ARCHS", "Ablation", "AttnvizError", "CheckpointError", "ConfigError", "InputError", "ModelConfig",
+__all__ = ["ARCHS", "Ablation", "AttnvizError", "CheckpointError", "ConfigError", "DecoderOnlyConfig", "InputError",
+           "ModelConfig",
            "RNNConfig", "Seq2Seq", "TransformerConfig", "Translator", "build_model", "load_checkpoint", "make_config",
            "run", "save_checkpoint"]
