@@ -3,11 +3,14 @@ offers), the worker's contribution jobs (newest wins; the traced pass of a resul
 among the forward methods re-runs nothing), the maps of every result and hypothesis kept here while its run is
 the newest, and the hallucination signal (ALTI+'s source coverage) of every hypothesis of a Transformer's run.
 
-What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature asks
-:meth:`Contributions.maps_for` what to draw.
+What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature reads
+:meth:`Contributions.maps_for` (its ``ShownMaps``) to know what to draw, and redraws when ``shown_changed`` or
+``coverage_changed`` says so: this feature never reaches the views' drawing.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -17,17 +20,23 @@ from ...state.contributions import (
     ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, job_kind,
     restored_choice,
 )
-from ...state.session import ModelInfo
+from ...state.session import ModelInfo, Session
+from ..layout import Views
+
+if TYPE_CHECKING:
+    from ..worker import ModelWorker
 
 COVERAGE_METHOD = "alti"
 
 
 class Contributions(QObject):
     requested = Signal(object)  # ContributionJob → worker
+    shown_changed = Signal()  # another method is shown, or the shown maps came: the views draw them again
+    coverage_changed = Signal()  # a hypothesis' source coverage came: the output line and the beam say it
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window, self.session = window, window.session
+    def __init__(self, session: Session, views: Views, worker: ModelWorker, parent: QObject | None = None):
+        super().__init__(parent)
+        self.session, self.views = session, views
         self.method = WEIGHTS
         self.choices: tuple[ShowChoice, ...] = ()
         # (request id, hypothesis or ORIGINAL, method, model B's) → maps or a line
@@ -35,13 +44,12 @@ class Contributions(QObject):
         self.asked: set[tuple] = set()  # keys asked for and not answered yet
         self.coverage: dict[int, str] = {}  # hypothesis of the newest run (or ORIGINAL) → its source contribution
         self.coverage_next = None  # makes the original's job, once the run's hypotheses have theirs
-        worker = window.worker
         self.requested.connect(worker.contributions)
         worker.contributions_ready.connect(self._on_answer)
         worker.loaded.connect(self._on_model)
         worker.weights_changed.connect(self._on_model)
         worker.finished.connect(self._on_run_finished)
-        window.selector.show_changed.connect(self.choose)
+        views.selector.show_changed.connect(self.choose)
 
     @property
     def choice(self) -> ShowChoice | None:
@@ -56,7 +64,7 @@ class Contributions(QObject):
         current = choice_named(self.choices, self.method)
         if current is None or current.reason:
             self.method = WEIGHTS  # the new model cannot give it: its maps are the weights again
-        self.window.selector.set_show_choices(self.choices, self.method)
+        self.views.selector.set_show_choices(self.choices, self.method)
         self.answers, self.asked, self.coverage, self.coverage_next = {}, set(), {}, None
 
     def restore(self, name: str, info: ModelInfo) -> str:
@@ -64,17 +72,17 @@ class Contributions(QObject):
         weights are shown instead ("" when shown as saved)."""
         self.choices = info.show_choices
         self.method, problem = restored_choice(self.choices, name)
-        self.window.selector.set_show_choices(self.choices, self.method)
+        self.views.selector.set_show_choices(self.choices, self.method)
         return problem
 
     def choose(self, name: str) -> None:
         """Show ``name``'s maps (``weights``: the attention weights); a method the model cannot give says why
         in place of the heatmap, and the run stays."""
         self.method = name or WEIGHTS
-        if self.window.selector.show_name() != self.method:
-            self.window.selector.set_show_name(self.method)
+        if self.views.selector.show_name() != self.method:
+            self.views.selector.set_show_name(self.method)
             return  # the box's signal comes back here
-        self.window.viewing.refresh(rebuild=True)
+        self.shown_changed.emit()
 
     # --- the maps ---------------------------------------------------------------------------------------
     def maps_for(self, *, partner: bool = False) -> object | str | None:
@@ -153,7 +161,7 @@ class Contributions(QObject):
         if answer.coverage is not None:
             source_tokens = self.session.results[0].trace.src_tokens  # every hypothesis reads the same source
             self.coverage[answer.hypothesis] = coverage_text(answer.coverage, source_tokens)
-            self.window.viewing.show_coverage()
+            self.coverage_changed.emit()
         queued = self.coverage_next
         if queued is not None and answer.hypothesis == answer.job.hypotheses[-1] and not answer.stopped:
             self.coverage_next = None
@@ -170,4 +178,4 @@ class Contributions(QObject):
             return  # overtaken: asked again when it is shown again
         self.answers[key] = answer.value if answer.value is not None else answer.error
         if key == self._shown_key(key[3]) and key[2] == self.method:
-            self.window.viewing.refresh(rebuild=True)
+            self.shown_changed.emit()
