@@ -87,7 +87,8 @@ def test_switching_kind_layer_head_and_aggregate(qtbot, window):
     assert window.views.head_grid.selected == (0, 2) and window.views.model_view.selected == (1, 2)
     # a layer or head switch reuses every plot item: nothing is rebuilt
     assert [image for _, image in window.views.head_grid.cells] == grid_items
-    assert [image for _, image in window.views.model_view.cells] == model_items and window.views.focus.image is focus_item
+    assert [image for _, image in window.views.model_view.cells] == model_items
+    assert window.views.focus.image is focus_item
     window.select(kind="enc_self", head="mean")
     np.testing.assert_allclose(focus_data(window), trace.attention["enc_self"][1].mean(axis=0), atol=1e-7)
     assert window.views.focus.query_tokens == trace.src_tokens
@@ -323,7 +324,8 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
 def test_export_to_a_bad_path_says_so(qtbot, window, tmp_path):
     run_text(qtbot, window, "abc", max_len=4)
     window.exporting.export_focus_image(str(tmp_path / "focus.gif"))
-    assert "Export failed" in window.views.input_bar.result_text() and ".png or .svg" in window.views.input_bar.result_text()
+    result = window.views.input_bar.result_text()
+    assert "Export failed" in result and ".png or .svg" in result
 
 
 def test_drop_a_checkpoint_on_the_window(qtbot, window, gru_checkpoint):
@@ -472,7 +474,8 @@ def test_a_model_without_attention_clears_the_heatmaps(qtbot, window, char_token
     path = save_checkpoint(tmp_path / "none.safetensors", model, char_tokenizer, char_tokenizer)
     window.open_path(str(path))
     qtbot.waitUntil(lambda: window.session.model.arch == "gru-none", timeout=WAIT)
-    assert window.views.focus.image.image is None and not window.views.head_grid.cells  # the old model's attention is gone
+    views = window.views
+    assert views.focus.image.image is None and not views.head_grid.cells  # the old model's attention is gone
     run_text(qtbot, window, "abc", max_len=3)
     assert "no attention" in window.views.focus.title.text() and window.views.focus.image.image is None
     assert window.views.decoding.top_k.values.size > 0  # its decoding steps are still shown

@@ -34,7 +34,8 @@ def test_a_recurrent_model_of_hidden_size_30000_gets_a_message_and_keeps_the_mod
     with address_space_limited():
         window.open_path(str(path))
         qtbot.waitUntil(lambda: "Cannot open it" in window.views.input_bar.result_text(), timeout=WAIT)
-    assert str(path) in window.views.input_bar.result_text() and "the weights need ~" in window.views.input_bar.result_text()
+    result = window.views.input_bar.result_text()
+    assert str(path) in result and "the weights need ~" in result
     assert window.session.model.path == random_checkpoint
     run_text(qtbot, window, "abc", max_len=3)
 

@@ -57,7 +57,8 @@ def test_presenting_scales_the_charts_titles_keeps_the_colour_bar_name_clear_and
     numbers = QFontMetricsF(font).horizontalAdvance("0.8")
     qtbot.waitUntil(lambda: axis.width() >= numbers + axis.label.boundingRect().height() * 0.8,  # name beside them
                     timeout=WAIT)
-    for chart in (window.views.decoding.top_k, window.views.decoding.source_strip):  # larger, as far as the chart is wide
+    decoding = window.views.decoding
+    for chart in (decoding.top_k, decoding.source_strip):  # larger, as far as the chart is wide
         size = float(chart.getPlotItem().titleLabel.opts["size"].removesuffix("pt"))
         assert 9 <= size <= 9 * PRESENTATION_FONT_SCALE
         assert size == 9 or chart.getPlotItem().titleLabel.boundingRect().width() <= chart.width()

@@ -70,9 +70,10 @@ def launched(qtbot, settings: QSettings, checkpoint) -> MainWindow:
 
 
 def view_sizes(window) -> dict[str, tuple[int, int]]:
+    views = window.views
     return {name: (view.width(), view.height()) for name, view in
-            (("model", window.views.model_dock), ("decoding", window.views.decoding_dock), ("focus", window.views.focus),
-             ("grids", window.views.grids))}
+            (("model", views.model_dock), ("decoding", views.decoding_dock), ("focus", views.focus),
+             ("grids", views.grids))}
 
 
 def test_every_view_keeps_its_room_after_the_corpus_panels_were_open_at_quit(qtbot, tmp_path, random_checkpoint):

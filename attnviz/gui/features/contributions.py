@@ -5,7 +5,9 @@ the newest, and the hallucination signal (ALTI+'s source coverage) of every hypo
 
 What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature reads
 :meth:`Contributions.maps_for` (its ``ShownMaps``) to know what to draw, and redraws when ``shown_changed`` or
-``coverage_changed`` says so: this feature never reaches the views' drawing.
+``coverage_changed`` says so: this feature reaches no other feature. The features that accept a model and a run
+say when the session holds a new one (:meth:`model_changed` from opening, :meth:`run_shown` from viewing), so its
+maps always follow the session's model and run.
 """
 
 from __future__ import annotations
@@ -46,9 +48,6 @@ class Contributions(QObject):
         self.coverage_next = None  # makes the original's job, once the run's hypotheses have theirs
         self.requested.connect(worker.contributions)
         worker.contributions_ready.connect(self._on_answer)
-        worker.loaded.connect(self._on_model)
-        worker.weights_changed.connect(self._on_model)
-        worker.finished.connect(self._on_run_finished)
         views.selector.show_changed.connect(self.choose)
 
     @property
@@ -57,7 +56,9 @@ class Contributions(QObject):
         return None if self.method == WEIGHTS else choice_named(self.choices, self.method)
 
     # --- the model and the choice ---------------------------------------------------------------------
-    def _on_model(self, job_id: int, info: ModelInfo) -> None:
+    def model_changed(self, job_id: int, info: ModelInfo) -> None:
+        """A model opened, or its weights changed (the opening feature says so, once the session holds it): its
+        Show choices; the maps of the model before go."""
         if not self.session.is_current_model_job(job_id) and self.session.model is not info:
             return
         self.choices = info.show_choices
@@ -137,8 +138,9 @@ class Contributions(QObject):
                                outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, coverage=coverage,
                                partner=partner, ablation=ablation)
 
-    def _on_run_finished(self, request_id: int, _results) -> None:
-        """A new run: the older runs' maps go; a Transformer's hypotheses get their source coverage (ALTI+)."""
+    def run_shown(self, request_id: int) -> None:
+        """A new run is shown (the viewing feature says so): the older runs' maps go; a Transformer's hypotheses get
+        their source coverage (ALTI+)."""
         if not self.session.is_current(request_id) or not self.session.results:
             return
         self.answers = {key: found for key, found in self.answers.items() if key[0] == request_id}

@@ -264,6 +264,7 @@ class Opening(QObject):
         for problem in (saved.compare_problem, show_problem) if saved is not None else ():
             if problem:
                 self.session.accept_notice(NO_REQUEST, problem)  # shown with this run's output
+        self.contributions.model_changed(job_id, info)
 
     def _show_model(self, info: ModelInfo) -> None:
         views = self.views
@@ -326,6 +327,7 @@ class Opening(QObject):
         if self.session.accept_device(job_id, info):
             self.views.model_panel.show_model(info)
             self.views.status_bar.showMessage(f"The model's weights are now {info.weights}", 5000)
+            self.contributions.model_changed(job_id, info)
 
     def _on_device_changed(self, job_id: int, info: ModelInfo) -> None:
         if self.session.accept_device(job_id, info):

@@ -50,6 +50,8 @@ class ShownMaps(Protocol):
 
     def computing(self) -> bool: ...
 
+    def run_shown(self, request_id: int) -> None: ...  # the newest run is on screen: its maps and coverage follow
+
 
 class Viewing(QObject):
     run_requested = Signal(object)  # Request → worker
@@ -141,6 +143,7 @@ class Viewing(QObject):
         self.run_arrived.emit()
         self.show_output()
         self.show_run()
+        self.contributions.run_shown(request_id)
 
     def _on_failed(self, request_id: int, message: str) -> None:
         if self.session.is_current(request_id):
