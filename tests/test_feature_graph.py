@@ -1,5 +1,5 @@
 """The window's features (attnviz/gui/features/) reach one another in one direction only (docs/ARCHITECTURE.md,
-"What each feature may touch"): the graph of features reaching features, read from the source, has no cycle.
+"The window's features"): the graph of features reaching features, read from the source, has no cycle.
 
 A feature A reaches a feature B when A's module imports B's, when A names the window's B (``window.viewing``),
 when a function of A takes B as a parameter (``viewing``), or when the main window hands B to A's constructor.

@@ -1,6 +1,6 @@
 """The main window: composes the views (layout.py: one frozen ``Views``), the worker thread, the features
 (features/: each owns its widgets and signal wiring, and is handed the session, the views, the worker and the few
-features it uses: docs/ARCHITECTURE.md, "What each feature may touch") and the menus (actions.py: one table); keeps
+features it uses: docs/ARCHITECTURE.md, "The window's features") and the menus (actions.py: one table); keeps
 the settings and the window's events.
 
 The window is made in two steps so that it can appear at once: the constructor shows the window with a
