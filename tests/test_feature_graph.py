@@ -8,6 +8,8 @@ Signals a feature emits reach nobody: whoever connects to them reaches the featu
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FEATURES = ROOT / "attnviz" / "gui" / "features"
 MAIN_WINDOW = ROOT / "attnviz" / "gui" / "main_window.py"
@@ -114,7 +116,8 @@ def test_features_reach_one_another_in_one_direction():
     graph = feature_graph()
     assert {"viewing", "contributions", "opening", "comparing", "sessions"} <= set(graph)
     cycle = find_cycle(graph)
-    assert cycle is None, f"features reach one another in a cycle: {' → '.join(cycle)}"
+    mutual = sorted(f"{a} ↔ {b}" for a in graph for b in graph[a] if a < b and a in graph.get(b, ()))
+    assert cycle is None, f"features reach one another in a cycle: {' → '.join(cycle)} (both ways: {mutual})"
 
 
 def test_the_graph_sees_what_features_receive():
@@ -122,3 +125,20 @@ def test_the_graph_sees_what_features_receive():
     graph = feature_graph()
     for feature in ("ablation", "opening", "comparing", "exporting", "presenting"):
         assert "viewing" in graph[feature], feature
+
+
+def test_the_window_keeps_its_views_as_one_frozen_value(window):
+    """The views are the window's one ``views`` value, made by ``setup_views``: nothing sets a view on the window
+    from outside, and no feature replaces one."""
+    import dataclasses
+
+    from attnviz.gui.layout import Views
+
+    views = window.views
+    assert isinstance(views, Views)
+    for field in dataclasses.fields(Views):
+        assert getattr(views, field.name) is not None, field.name
+        assert not hasattr(window, field.name), field.name
+    assert views.status_bar is window.statusBar() and views.model_dock is views.docks.model_dock
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        views.focus = None
