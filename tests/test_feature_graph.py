@@ -127,6 +127,14 @@ def test_the_graph_sees_what_features_receive():
         assert "viewing" in graph[feature], feature
 
 
+def test_only_presenting_is_handed_the_window_itself():
+    """Features are handed the views and a ``parent`` widget for dialogs; the window itself only where it is what
+    the feature lays out (presenting: full screen, the docks)."""
+    handed = {name for name, tree in _modules().items() for node in ast.walk(tree)
+              if isinstance(node, ast.arg) and node.arg in ("window", "main_window")}
+    assert handed == {"presenting"}
+
+
 def test_the_window_keeps_its_views_as_one_frozen_value(window):
     """The views are the window's one ``views`` value, made by ``setup_views``: nothing sets a view on the window
     from outside, and no feature replaces one."""
