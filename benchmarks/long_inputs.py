@@ -73,7 +73,7 @@ def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:
     window.resize(1400, 900)
     window.show()
     wait_for(application, lambda: window.session.model is not None)
-    bar = window.input_bar
+    bar = window.views.input_bar
     bar.text.setText(text_of(tokens))
     bar.target.setText(text_of(tokens))
     bar.mode.setCurrentIndex(bar.mode.findData(mode))
@@ -92,7 +92,7 @@ def one_case(mode: str, tokens: int, device: str, repeats: int) -> dict:
         first_peak = first_peak or peak_rss_mb()
     result = window.session.result
     assert len(result.token_ids) == tokens, (len(result.token_ids), tokens)
-    frames = pan_and_zoom(application, window.focus)
+    frames = pan_and_zoom(application, window.views.focus)
     window.close()
     window.shut_down()
     window.deleteLater()  # torn down while the application exists, as the app's own exit does

@@ -179,7 +179,7 @@ def window_case(checkpoint: str, device: str, text: str, launched: float) -> dic
     worker.steps.connect(lambda *_: mark("first steps arrived"))
     worker.finished.connect(lambda *_: mark("run finished"))
     wait_for(application, lambda: window.session.model is not None)
-    bar = window.input_bar
+    bar = window.views.input_bar
     bar.text.setText(text)
     bar.mode.setCurrentIndex(bar.mode.findData("greedy"))
     bar.max_len.setValue(TOKENS)
@@ -187,7 +187,7 @@ def window_case(checkpoint: str, device: str, text: str, launched: float) -> dic
     window.run()
     mark("run asked for")
     request = window.session.request
-    wait_for(application, lambda: window.focus.image.image is not None)
+    wait_for(application, lambda: window.views.focus.image.image is not None)
     application.processEvents()  # its paint
     mark("first heatmap drawn")
     wait_for(application, lambda: window.session.is_current(request.id) and bool(window.session.results))

@@ -79,12 +79,12 @@ def main() -> None:
             window.viewing.refresh(rebuild=True)
 
         run_time = timed(application, update, args.repeats)
-        items = [image for _, image in window.head_grid.cells + window.model_view.cells]
+        items = [image for _, image in window.views.head_grid.cells + window.views.model_view.cells]
         layer = iter(range(10_000))
         layer_time = timed(application, lambda: window.select(layer=next(layer) % 6), args.repeats)
         head = iter(range(10_000))
         head_time = timed(application, lambda: window.select(head=next(head) % 8), args.repeats)
-        rebuilt = items != [image for _, image in window.head_grid.cells + window.model_view.cells]
+        rebuilt = items != [image for _, image in window.views.head_grid.cells + window.views.model_view.cells]
         print(f"{length:6d} | {run_time * 1e3:15.1f} ms | {layer_time * 1e3:9.1f} ms | {head_time * 1e3:8.1f} ms | "
               f"{'YES (bug)' if rebuilt else 'no'}")
     window.close()

@@ -51,7 +51,7 @@ def test_opening_a_demo_runs_its_example_at_once(qtbot, qsettings):
     window = create_window(str(FOLDER / f"{name}.safetensors"), "cpu", qsettings)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.session.result is not None, timeout=20_000)
-    assert window.input_bar.text.text() == source and window.session.result.text == expected
+    assert window.views.input_bar.text.text() == source and window.session.result.text == expected
     window.close()
 
 

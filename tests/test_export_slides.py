@@ -57,7 +57,7 @@ def test_the_all_heads_figure_hatches_the_decoders_future(qtbot, window, tmp_pat
     text = hatched_svg.read_text(encoding="utf-8")
     future = int((~trace.masks["dec_self"]).sum())
     assert future > 0 and text.count("fill='url(#masked)'") == trace.heads("dec_self") * future
-    window.selector.set_masks_visible(False)
+    window.views.selector.set_masks_visible(False)
     window.exporting.export_grid_image(str(plain))
     masked = next(rect for rect in ElementTree.fromstring(text).iter(f"{SVG}rect")
                   if rect.get("fill") == "url(#masked)")

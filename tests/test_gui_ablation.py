@@ -36,9 +36,9 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     qtbot.waitUntil(lambda: window.session.model.path.stem == DEMO, timeout=WAIT)
     run_text(qtbot, window, "strength through joy", max_len=40)
     original = window.session.result.text
-    assert original == "engthstray oughthray oyjay" and not window.ablation_bar.isVisible()
+    assert original == "engthstray oughthray oyjay" and not window.views.ablation_bar.isVisible()
     window.select(kind="cross", layer=0, head=0)
-    grid = window.model_view
+    grid = window.views.model_view
     assert menu_texts(grid, 0, 0) == ["Switch head off", "Switch layer off"]
 
     trigger(grid, 0, 0, "Switch head off")
@@ -48,9 +48,9 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     assert session.trace.ablated == (("cross", 0, 0),)
     ablated = session.result.text
     assert ablated != original and session.original.text == original
-    assert window.ablation_bar.isVisible() and window.ablation_bar.label.text() == "1 head off —"
-    assert "cross-attention L0 H0" in window.ablation_bar.label.toolTip()
-    shown = window.input_bar.result_text()
+    assert window.views.ablation_bar.isVisible() and window.views.ablation_bar.label.text() == "1 head off —"
+    assert "cross-attention L0 H0" in window.views.ablation_bar.label.toolTip()
+    shown = window.views.input_bar.result_text()
     assert f"with every head on: {original}" in shown and f"<b>{ablated}</b>" in shown
     diff = viewmodel.token_diff(session.original.tokens, session.result.tokens)
     deleted, inserted = ([token for token, change in diff if change == kind] for kind in ("deleted", "inserted"))
@@ -58,10 +58,10 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     # the marks: crossed-out thumbnail in both grids, "switched off" in the focus title
     assert [cross.isVisible() for cross in grid.crosses] == [True, False, False]
     window.select(layer=0, head=0)
-    assert window.head_grid.crosses[0].isVisible()
-    assert "switched off" in window.focus.title.text()
+    assert window.views.head_grid.crosses[0].isVisible()
+    assert "switched off" in window.views.focus.title.text()
     window.select(layer=1)
-    assert not window.head_grid.crosses[0].isVisible() and "switched off" not in window.focus.title.text()
+    assert not window.views.head_grid.crosses[0].isVisible() and "switched off" not in window.views.focus.title.text()
     # the weights the switched-off head computed are still shown, and still sum to one per row
     np.testing.assert_allclose(session.trace.attention["cross"][0][0].sum(axis=-1), 1.0, atol=1e-5)
     assert menu_texts(grid, 0, 0) == ["Switch head on", "Switch layer on"]  # one head is the whole layer here
@@ -69,44 +69,45 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     # the traces of both: every view can show the run with every head on, and back
     window.select(layer=0, head=0)
     ablated_matrix = session.trace.attention["cross"][0][0]
-    window.ablation_bar.compare.setChecked(True)
+    window.views.ablation_bar.compare.setChecked(True)
     assert session.trace is session.original.trace and session.trace.ablated == ()
-    np.testing.assert_array_equal(window.focus.image.image, session.original.trace.attention["cross"][0][0])
-    assert not np.array_equal(window.focus.image.image, ablated_matrix)
-    assert not any(cross.isVisible() for cross in grid.crosses) and "switched off" not in window.focus.title.text()
-    assert f"<b>{ablated}</b>" in window.input_bar.result_text()  # the result line still shows this run
-    window.ablation_bar.compare.setChecked(False)
-    np.testing.assert_array_equal(window.focus.image.image, ablated_matrix)
+    np.testing.assert_array_equal(window.views.focus.image.image, session.original.trace.attention["cross"][0][0])
+    assert not np.array_equal(window.views.focus.image.image, ablated_matrix)
+    assert not any(cross.isVisible() for cross in grid.crosses)
+    assert "switched off" not in window.views.focus.title.text()
+    assert f"<b>{ablated}</b>" in window.views.input_bar.result_text()  # the result line still shows this run
+    window.views.ablation_bar.compare.setChecked(False)
+    np.testing.assert_array_equal(window.views.focus.image.image, ablated_matrix)
     assert grid.crosses[0].isVisible()
 
-    window.ablation_bar.restore.click()
+    window.views.ablation_bar.restore.click()
     wait_for_run(qtbot, window, ablated=False)
-    assert window.session.result.text == original and not window.ablation_bar.isVisible()
-    assert "with every head on" not in window.input_bar.result_text()
+    assert window.session.result.text == original and not window.views.ablation_bar.isVisible()
+    assert "with every head on" not in window.views.input_bar.result_text()
     assert not any(cross.isVisible() for cross in grid.crosses)
 
 
 def test_switching_a_layer_off_from_the_head_grid(qtbot, window):
     run_text(qtbot, window, "abc", max_len=5)
     window.select(kind="cross", layer=1, head=2)
-    trigger(window.head_grid, 0, 2, "Switch layer off")
+    trigger(window.views.head_grid, 0, 2, "Switch layer off")
     wait_for_run(qtbot, window, ablated=True)
     assert window.session.trace.ablated == tuple(("cross", 1, head) for head in range(4))
-    assert window.ablation_bar.label.text() == "4 heads off —"
-    assert all(cross.isVisible() for cross in window.head_grid.crosses)
-    assert [cross.isVisible() for cross in window.model_view.crosses] == [False] * 4 + [True] * 4
+    assert window.views.ablation_bar.label.text() == "4 heads off —"
+    assert all(cross.isVisible() for cross in window.views.head_grid.crosses)
+    assert [cross.isVisible() for cross in window.views.model_view.crosses] == [False] * 4 + [True] * 4
     window.select(head="mean")
-    assert "4 of 4 heads off" in window.focus.title.text()
-    assert menu_texts(window.head_grid, 0, 1) == ["Switch head on", "Switch layer on"]
-    trigger(window.head_grid, 0, 1, "Switch head on")  # one back on: three stay off
+    assert "4 of 4 heads off" in window.views.focus.title.text()
+    assert menu_texts(window.views.head_grid, 0, 1) == ["Switch head on", "Switch layer on"]
+    trigger(window.views.head_grid, 0, 1, "Switch head on")  # one back on: three stay off
     wait_for_run(qtbot, window, ablated=True)
     assert window.session.trace.ablated == (("cross", 1, 0), ("cross", 1, 2), ("cross", 1, 3))
-    assert window.ablation_bar.label.text() == "3 heads off —"
+    assert window.views.ablation_bar.label.text() == "3 heads off —"
 
 
 def test_a_right_click_on_a_thumbnail_opens_the_menu(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
-    grid = window.model_view
+    grid = window.views.model_view
     view, _ = grid.cells[5]  # layer 1, head 1
     point = grid.mapFromScene(view.sceneBoundingRect().center())
     event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, point, grid.mapToGlobal(point))
@@ -163,7 +164,7 @@ def test_a_sentence_run_during_head_importance_is_answered_between_heads(qtbot, 
     worker.importance_ready.connect(lambda *_: answers.append("importance"))
     worker.finished.connect(lambda *_: answers.append("run"))
     window.importance.open(str(corpus))
-    window.input_bar.text.setText("bad")
+    window.views.input_bar.text.setText("bad")
     window.run()
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=60_000)
     assert answers == ["run", "importance"]
@@ -178,7 +179,7 @@ def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, t
 
     run_text(qtbot, window, "abc", max_len=5)
     window.select(kind="cross", layer=1, head=3)
-    trigger(window.model_view, 1, 3, "Switch head off")
+    trigger(window.views.model_view, 1, 3, "Switch head off")
     wait_for_run(qtbot, window, ablated=True)
     path = tmp_path / "ablated.attnviz"
     window.sessions.save_session(str(path))
@@ -195,12 +196,12 @@ def test_a_session_file_keeps_the_switched_off_heads(qtbot, window, qsettings, t
     qtbot.waitUntil(lambda: other.session.model.path == random_checkpoint and bool(other.session.results)
                     and other.opening.plan is None, timeout=WAIT)
     assert other.session.trace.ablated == tuple(("enc_self", 0, head) for head in range(4)) + (("cross", 1, 3),)
-    assert other.ablation_bar.isVisible() and other.ablation_bar.label.text() == "5 heads off —"
+    assert other.views.ablation_bar.isVisible() and other.views.ablation_bar.label.text() == "5 heads off —"
     window.session.toggle_layer("enc_self", 0)
     window.run()
     wait_for_run(qtbot, window, ablated=True)
     assert window.session.result.text == other.session.result.text
-    np.testing.assert_array_equal(other.focus.image.image, window.focus.image.image)
+    np.testing.assert_array_equal(other.views.focus.image.image, window.views.focus.image.image)
     other.close()
 
     document = json.loads(path.read_text(encoding="utf-8"))

@@ -44,6 +44,6 @@ def test_a_session_gives_way_to_a_model_opened_before_its_own_loads(qtbot, windo
     window.open_path(str(other))
     assert window.opening.plan is None  # the session's steps are not applied to another model
     qtbot.waitUntil(lambda: window.session.model.path.name == "other.safetensors", timeout=WAIT)
-    assert window.input_bar.run_settings().mode != "beam"  # the session's input stayed in the session
+    assert window.views.input_bar.run_settings().mode != "beam"  # the session's input stayed in the session
     run_text(qtbot, window, "abc")
     assert window.session.selection.head != "mean" and window.opening.plan is None

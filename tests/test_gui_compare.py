@@ -47,11 +47,11 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     compare(qtbot, window, "piglatin-gru-scaled-dot")
     run_text(qtbot, window, "team", mode="forced", target="eamtay", max_len=20)
     qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
-    view = window.compare_view
-    assert view.isVisible() and not window.focus.isVisible() and window.compare_bar.isVisible()
-    assert "piglatin-gru-scaled-dot" in window.compare_bar.label.text()
-    assert window.named_actions["stop_compare"].isEnabled() and not window.grids.isVisible()
-    shown = window.input_bar.result_text()
+    view = window.views.compare_view
+    assert view.isVisible() and not window.views.focus.isVisible() and window.views.compare_bar.isVisible()
+    assert "piglatin-gru-scaled-dot" in window.views.compare_bar.label.text()
+    assert window.named_actions["stop_compare"].isEnabled() and not window.views.grids.isVisible()
+    shown = window.views.input_bar.result_text()
     assert "model A: <b>eamtay</b>" in shown and "model B (piglatin-gru-scaled-dot): eamtay · score" in shown
     a, b = window.session.trace, window.session.partner_result.trace
     assert np.array_equal(view.a.matrix, a.attention["cross"][0][0])
@@ -66,18 +66,18 @@ def test_two_grus_with_the_same_tokenizers_show_a_synchronised_difference(qtbot,
     # Stop comparing (the × in the bar): back to one model
     view_title = view.a.title.text()
     assert "<b>A</b>" in view_title
-    window.compare_bar.close_button.click()
-    assert window.session.partner is None and not window.compare_bar.isVisible()
-    assert window.focus.isVisible() and not view.isVisible()
-    assert not window.named_actions["stop_compare"].isEnabled() and window.grids.isVisible()
-    assert "model B" not in window.input_bar.result_text()
+    window.views.compare_bar.close_button.click()
+    assert window.session.partner is None and not window.views.compare_bar.isVisible()
+    assert window.views.focus.isVisible() and not view.isVisible()
+    assert not window.named_actions["stop_compare"].isEnabled() and window.views.grids.isVisible()
+    assert "model B" not in window.views.input_bar.result_text()
     qtbot.waitUntil(lambda: window.worker_thread.worker.partner is None, timeout=WAIT)
 
 
 def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, window):
     open_demo(qtbot, window, "piglatin-gru-additive")
     compare(qtbot, window, "en-es-transformer")
-    view = window.compare_view
+    view = window.views.compare_view
     window.select(kind="cross", layer=0, head=0)
     assert view.a.title.text().startswith("<b>A</b>") and view.b.title.text().startswith("<b>B</b>")
     assert view.diff.title.text().startswith("B − A not shown: the source tokens differ")
@@ -96,19 +96,19 @@ def test_a_gru_and_a_transformer_explain_why_there_is_no_difference(qtbot, windo
     window.select(kind="cross", head=3)
     assert view.b.title.text() == "model B has no head 3 (it has 1 head)"
     assert view.diff.title.text().startswith("B − A not shown: model B has no head 3")
-    assert "Cannot" not in window.input_bar.result_text()
+    assert "Cannot" not in window.views.input_bar.result_text()
 
 
 def test_a_model_compared_with_itself_differs_by_exactly_zero(qtbot, window):
     open_demo(qtbot, window, "piglatin-gru-additive")
     compare(qtbot, window, "piglatin-gru-additive")
-    assert window.compare_view.diff.matrix.shape == window.session.trace.attention["cross"][0][0].shape
-    assert not window.compare_view.diff.matrix.any()
+    assert window.views.compare_view.diff.matrix.shape == window.session.trace.attention["cross"][0][0].shape
+    assert not window.views.compare_view.diff.matrix.any()
 
 
 def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tmp_path):
     open_demo(qtbot, window, "piglatin-gru-additive")
-    panel = window.model_panel
+    panel = window.views.model_panel
     item = next(panel.demos.item(row) for row in range(panel.demos.count())
                 if panel.demos.item(row).text() == "piglatin-gru-scaled-dot")
     (action,) = [action for action in panel.demo_actions(item).actions()
@@ -120,7 +120,7 @@ def test_the_demos_list_compares_and_a_bad_partner_is_one_line(qtbot, window, tm
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes(b"not a checkpoint")
     window.comparing.compare_with(str(broken))
-    qtbot.waitUntil(lambda: "Cannot compare with it" in window.input_bar.result_text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "Cannot compare with it" in window.views.input_bar.result_text(), timeout=WAIT)
     assert window.session.model.path.stem == "piglatin-gru-additive"
 
 
@@ -149,17 +149,17 @@ def test_a_session_keeps_the_partner_and_reopening_restores_the_comparison(qtbot
     window.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: window.session.partner is not None and window.session.partner_result is not None
                     and window.opening.plan is None, timeout=WAIT)
-    assert window.session.partner.path.name == "b.safetensors" and window.compare_view.isVisible()
-    assert not window.compare_view.diff.matrix.any()  # the same weights: B − A is all zeros
+    assert window.session.partner.path.name == "b.safetensors" and window.views.compare_view.isVisible()
+    assert not window.views.compare_view.diff.matrix.any()  # the same weights: B − A is all zeros
 
     # a moved partner is one line; model A still opens, without comparing
     Path(partner).unlink()
     window.comparing.stop_comparing()
     window.sessions.open_session(str(path))
-    qtbot.waitUntil(lambda: "Not comparing: the session" in window.input_bar.result_text(),
+    qtbot.waitUntil(lambda: "Not comparing: the session" in window.views.input_bar.result_text(),
                     timeout=WAIT)
     assert window.session.model.path.name == "a.safetensors" and not window.session.comparing
-    assert "is not there (moved or deleted?)" in window.input_bar.result_text()
+    assert "is not there (moved or deleted?)" in window.views.input_bar.result_text()
 
 
 def test_a_bad_compare_field_is_one_line(tmp_path, random_checkpoint):
@@ -187,10 +187,10 @@ def test_the_demos_menu_opens_the_pre_and_post_ln_pair_side_by_side(qtbot, windo
                     and window.session.partner is not None
                     and window.session.partner.path.stem == "en-es-transformer-postln"
                     and window.session.partner_result is not None and bool(window.session.results), timeout=WAIT)
-    assert window.compare_view.isVisible() and "en-es-transformer-postln" in window.compare_bar.label.text()
+    assert window.views.compare_view.isVisible() and "en-es-transformer-postln" in window.views.compare_bar.label.text()
     from attnviz.state.demos import demo_example
 
-    assert window.input_bar.text_value() == demo_example(demo_path("en-es-transformer"))
+    assert window.views.input_bar.text_value() == demo_example(demo_path("en-es-transformer"))
     assert window.session.result.text and window.session.partner_result.text  # both models translated it
 
 
@@ -213,7 +213,7 @@ def test_model_b_follows_model_a_when_the_gpu_runs_out_of_memory(qtbot, window):
     worker.translator.decode = decode_once_out_of_memory
     worker.translator.device = worker.partner.device = torch.device("cuda")  # what the worker sees on a GPU machine
     run_text(qtbot, window, "the cat", max_len=8)
-    assert "ran out of memory" in window.input_bar.result_text()
+    assert "ran out of memory" in window.views.input_bar.result_text()
     assert worker.translator.device.type == "cpu" and worker.partner.device.type == "cpu"
     assert window.session.partner_result is not None
 

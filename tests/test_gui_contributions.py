@@ -24,13 +24,13 @@ def show(qtbot, window, name: str) -> float:
     """Choose ``name`` in the Show box and wait for its map, in an event loop (qWait would keep the GIL from
     the worker); the seconds it took."""
     started = time.perf_counter()
-    window.selector.set_show_name(name)
+    window.views.selector.set_show_name(name)
     label = f"<b>{window.contributions.choice.label}</b>" if name != "weights" else None  # not "Computing …"
-    while label is not None and label not in window.focus.title.text():
+    while label is not None and label not in window.views.focus.title.text():
         loop = QEventLoop()
         QTimer.singleShot(5, loop.quit)
         loop.exec()
-        assert time.perf_counter() - started < WAIT / 1000, window.focus.title.text()
+        assert time.perf_counter() - started < WAIT / 1000, window.views.focus.title.text()
     return time.perf_counter() - started
 
 
@@ -50,7 +50,7 @@ def test_every_method_shows_the_cores_map_and_forward_methods_rerun_nothing(qtbo
     run_id = window.worker.jobs.newest("run")
     show(qtbot, window, "value_norms")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][1][2], rtol=1e-5)
-    assert window.focus.colorbar.axis.labelText == "‖α·f(x)‖"
+    assert window.views.focus.colorbar.axis.labelText == "‖α·f(x)‖"
     captured = dict(window.worker.captured)
     assert sum(key[1] == run_id for key in captured) == 1  # the shown result's traced pass
     timings = [show(qtbot, window, name) for name in ("alti", "weights", "value_norms", "alti")]
@@ -61,17 +61,17 @@ def test_every_method_shows_the_cores_map_and_forward_methods_rerun_nothing(qtbo
     show(qtbot, window, "input_x_gradient")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "input_x_gradient").source, rtol=1e-4, atol=1e-6)
     window.select(kind="enc_self")
-    assert window.focus.title.text().startswith("input × gradient gives no encoder self-attention map")
-    assert window.head_grid.shape == (0, 0)
+    assert window.views.focus.title.text().startswith("input × gradient gives no encoder self-attention map")
+    assert window.views.head_grid.shape == (0, 0)
     show(qtbot, window, "value_zeroing")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_zeroing").layers["enc_self"][1],
                                atol=1e-6)
-    assert window.model_view.shape == (3, 4)
+    assert window.views.model_view.shape == (3, 4)
 
 
 def test_a_gru_offers_what_it_has_and_says_what_it_lacks_in_place_of_the_heatmap(qtbot, window):
     open_demo(qtbot, window, "piglatin-gru-additive")
-    box = window.selector.show_box
+    box = window.views.selector.show_box
     alti_index = box.findData("alti")
     assert not box.model().item(alti_index).isEnabled()
     reason = box.itemData(alti_index, Qt.ItemDataRole.ToolTipRole)
@@ -79,9 +79,9 @@ def test_a_gru_offers_what_it_has_and_says_what_it_lacks_in_place_of_the_heatmap
     assert box.model().item(box.findData("value_norms")).isEnabled()
     results = window.session.results
     window.contributions.choose("alti")
-    assert window.focus.title.text() == reason and window.session.results is results
+    assert window.views.focus.title.text() == reason and window.session.results is results
     assert window.contributions.coverage == {}  # no ALTI+ signal for a model without Transformer blocks
-    strip = window.decoding.source_strip  # the step's bars are no attention weights posing as ALTI+ either
+    strip = window.views.decoding.source_strip  # the step's bars are no attention weights posing as ALTI+ either
     assert strip.labels == () and not strip.values.size and strip.getPlotItem().titleLabel.text == reason
     show(qtbot, window, "value_norms")
     np.testing.assert_allclose(focus_data(window), core_maps(window, "value_norms").layers["cross"][0][0], rtol=1e-5)
@@ -95,11 +95,11 @@ def test_beam_hypotheses_each_show_their_own_source_contribution(qtbot, window):
     translator = window.worker.translator
     source = translator.source(window.session.request.settings.text)
     expected = [source_coverage(alti(translator.model, source.ids, result.token_ids)) for result in results]
-    lines = [window.decoding.beam.hypotheses.item(row).text() for row in range(3)]
+    lines = [window.views.decoding.beam.hypotheses.item(row).text() for row in range(3)]
     for line, coverage in zip(lines, expected):
         assert f"source contribution {coverage.avg_source:.2f}" in line
-    window.decoding.beam.hypotheses.setCurrentRow(2)
-    assert f"source contribution {expected[2].avg_source:.2f}" in window.input_bar.output.text()
+    window.views.decoding.beam.hypotheses.setCurrentRow(2)
+    assert f"source contribution {expected[2].avg_source:.2f}" in window.views.input_bar.output.text()
     show(qtbot, window, "alti")
     window.select(kind="cross", layer=2)
     np.testing.assert_allclose(focus_data(window), core_maps(window, "alti", results[2]).layers["cross"][2], atol=1e-6)
@@ -109,7 +109,7 @@ def test_comparing_shows_both_models_maps_of_the_same_method(qtbot, window):
     open_demo(qtbot, window, "en-es-transformer")
     compare(qtbot, window, "en-es-transformer-postln")
     window.select(kind="cross", layer=0)
-    window.selector.set_show_name("alti")
+    window.views.selector.set_show_name("alti")
     comparison = window.viewing.current_comparison
     qtbot.waitUntil(lambda: comparison().a.state is not None and comparison().b.state is not None, timeout=WAIT)
     panes = comparison()
@@ -156,9 +156,9 @@ def test_an_ablated_run_shows_the_contributions_of_the_model_as_it_ran_and_the_o
     show(qtbot, window, "alti")
     np.testing.assert_allclose(focus_data(window), expected.layers["cross"][1], atol=1e-6)
     assert not np.allclose(focus_data(window), core_maps(window, "alti").layers["cross"][1], atol=1e-4)
-    window.ablation_bar.compare.setChecked(True)  # the same input with every head on: its own maps
+    window.views.ablation_bar.compare.setChecked(True)  # the same input with every head on: its own maps
     expected = core_maps(window, "alti", window.session.original).layers["cross"][1]
-    qtbot.waitUntil(lambda: "Computing" not in window.focus.title.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "Computing" not in window.views.focus.title.text(), timeout=WAIT)
     np.testing.assert_allclose(focus_data(window), expected, atol=1e-6)
 
 
@@ -169,8 +169,8 @@ def test_the_rollout_aggregate_of_alti_shows_alti_own_rollout_titled_so(qtbot, w
     show(qtbot, window, "alti")
     maps = core_maps(window, "alti")
     np.testing.assert_allclose(focus_data(window), maps.source, atol=1e-6)
-    assert "whole model · <b>ALTI+</b> rollout" in window.focus.title.text()
-    head_box = window.selector.head
+    assert "whole model · <b>ALTI+</b> rollout" in window.views.focus.title.text()
+    head_box = window.views.selector.head
     assert head_box.currentText() == "ALTI+ rollout"  # the box names what the title does
     assert [head_box.itemText(index) for index in range(head_box.count())] == ["ALTI+ per layer", "ALTI+ rollout"]
     window.select(kind="dec_self")
@@ -196,14 +196,14 @@ def test_the_output_lines_source_contribution_follows_the_run_shown_with_heads_o
                                    ablation=session.request.ablation)).avg_source
     original = source_coverage(alti(translator.model, source.ids, session.original.token_ids)).avg_source
     assert f"{ablated:.2f}" != f"{original:.2f}"  # this head moves the output's share from the source
-    assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()
-    window.ablation_bar.compare.setChecked(True)  # the views show the run with every head on
-    line = window.input_bar.output.text()
+    assert f"source contribution {ablated:.2f}" in window.views.input_bar.output.text()
+    window.views.ablation_bar.compare.setChecked(True)  # the views show the run with every head on
+    line = window.views.input_bar.output.text()
     beside_original = line.split(f"with every head on: {session.original.text}")[1]
     assert beside_original.split("changes:")[0].count(f"ALTI+ source contribution {original:.2f}") == 1
     assert f"source contribution {ablated:.2f}" not in line
-    window.ablation_bar.compare.setChecked(False)
-    assert f"source contribution {ablated:.2f}" in window.input_bar.output.text()
+    window.views.ablation_bar.compare.setChecked(False)
+    assert f"source contribution {ablated:.2f}" in window.views.input_bar.output.text()
 
 
 def test_integrated_gradients_say_how_complete_they_are_on_the_colour_bar_and_under_the_heatmap(qtbot, window):
@@ -214,7 +214,7 @@ def test_integrated_gradients_say_how_complete_they_are_on_the_colour_bar_and_un
     maps = core_maps(window, "integrated_gradients")
     assert maps.incomplete == [] and maps.completeness.max() <= 0.05
     line = maps.completeness_line(window.session.result.tokens)
-    assert window.focus.colorbar.toolTip() == line and line.startswith("completeness: within 5% at every step")
-    assert line in window.focus.legend.text()
+    assert window.views.focus.colorbar.toolTip() == line and line.startswith("completeness: within 5% at every step")
+    assert line in window.views.focus.legend.text()
     show(qtbot, window, "alti")
-    assert window.focus.colorbar.toolTip() == "" and "completeness" not in window.focus.legend.text()
+    assert window.views.focus.colorbar.toolTip() == "" and "completeness" not in window.views.focus.legend.text()

@@ -36,7 +36,7 @@ def parameter_dtypes(translator) -> set[torch.dtype]:
 
 def choose_weights(window, name: str) -> None:
     """As the user does: pick the entry in the Model panel's combo."""
-    combo = window.model_panel.weights
+    combo = window.views.model_panel.weights
     combo.setCurrentIndex(combo.findText(name))
     combo.activated.emit(combo.currentIndex())
 
@@ -51,7 +51,7 @@ def test_choosing_bfloat16_reopens_the_demo_in_bfloat16_and_translates_the_same(
     run_text(qtbot, window, SENTENCE, max_len=20)
     full = window.session.result.text
     assert parameter_dtypes(worker.translator) == {torch.float32}
-    assert "weights float32" in window.model_panel.info.text()
+    assert "weights float32" in window.views.model_panel.info.text()
 
     request = window.session.request
     choose_weights(window, "bfloat16")
@@ -59,7 +59,7 @@ def test_choosing_bfloat16_reopens_the_demo_in_bfloat16_and_translates_the_same(
                     and bool(window.session.results), timeout=WAIT)
     assert parameter_dtypes(worker.translator) == {torch.bfloat16}
     assert window.session.result.text == full == "El Señor es mi pastor."
-    assert "weights bfloat16" in window.model_panel.info.text()
+    assert "weights bfloat16" in window.views.model_panel.info.text()
     assert window.session.trace.attention["cross"][0].dtype.name == "float32"  # attention is still traced as float32
     qsettings.sync()
     assert qsettings.value("model/weights") == "bfloat16"
@@ -73,7 +73,7 @@ def test_the_precision_survives_a_restart_and_a_bad_stored_value_falls_back(qtbo
     first.close()
 
     second = open_window(qtbot, qsettings, random_checkpoint)  # a restart: a new window on the same settings file
-    assert second.model_panel.weights_name() == "float16"
+    assert second.views.model_panel.weights_name() == "float16"
     assert second.session.model.weights == "float16"
     assert parameter_dtypes(second.worker_thread.worker.translator) == {torch.float16}
     second.close()
@@ -81,7 +81,7 @@ def test_the_precision_survives_a_restart_and_a_bad_stored_value_falls_back(qtbo
     qsettings.setValue("model/weights", "float8")
     qsettings.sync()
     third = open_window(qtbot, qsettings, random_checkpoint)
-    assert third.model_panel.weights_name() == "float32"
+    assert third.views.model_panel.weights_name() == "float32"
     assert third.session.model.weights == "float32"
     assert parameter_dtypes(third.worker_thread.worker.translator) == {torch.float32}
     assert "model/weights='float8' is not valid; using 'float32'" in third.stored.problems
@@ -101,7 +101,7 @@ def test_model_b_and_a_snapshot_series_follow_the_precision(qtbot, window, copy_
     open_series(qtbot, window, copy_run)  # opened in the chosen precision
     assert window.session.model.weights == "bfloat16" and parameter_dtypes(worker.translator) == {torch.bfloat16}
     run_text(qtbot, window, "cafe", max_len=10)
-    window.snapshot_bar.slider.setValue(0)  # another snapshot loads when a run first asks for it
+    window.views.snapshot_bar.slider.setValue(0)  # another snapshot loads when a run first asks for it
     qtbot.waitUntil(lambda: window.session.request.snapshot == 15 and bool(window.session.results), timeout=WAIT)
     assert parameter_dtypes(worker.translator) == {torch.bfloat16}
 
@@ -115,8 +115,8 @@ def test_weights_too_large_for_the_memory_point_at_the_combo(qtbot, window, tmp_
     path = tmp_path / "huge.safetensors"
     write_checkpoint_twice_the_free_memory(path, char_tokenizer)
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
-    line = window.input_bar.result_text()
+    qtbot.waitUntil(lambda: "Cannot open it" in window.views.input_bar.result_text(), timeout=WAIT)
+    line = window.views.input_bar.result_text()
     assert "choose Weights: bfloat16 in the Model panel" in line and "--dtype" not in line
     assert "still showing random.safetensors" in line
 
@@ -138,7 +138,7 @@ def test_an_imported_model_converts_in_the_precision_and_says_when_a_change_appl
     assert window.session.model.weights == "bfloat16" and parameter_dtypes(worker.translator) == {torch.bfloat16}
 
     choose_weights(window, "float32")  # converted in memory: there is no file of it to read again
-    qtbot.waitUntil(lambda: "applies from the next open" in window.input_bar.result_text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "applies from the next open" in window.views.input_bar.result_text(), timeout=WAIT)
     assert parameter_dtypes(worker.translator) == {torch.bfloat16} and window.session.model.weights == "bfloat16"
 
 

@@ -20,9 +20,9 @@ def test_a_checkpoint_that_cannot_be_built_is_reported_in_the_window(qtbot, wind
     path = tmp_path / "impossible.safetensors"
     save_file(tensors, str(path), metadata={**metadata, "config": json.dumps(config)})
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
-    assert "impossible.safetensors" in window.input_bar.result_text()
-    assert "still showing random.safetensors" in window.input_bar.result_text()
+    qtbot.waitUntil(lambda: "Cannot open it" in window.views.input_bar.result_text(), timeout=WAIT)
+    assert "impossible.safetensors" in window.views.input_bar.result_text()
+    assert "still showing random.safetensors" in window.views.input_bar.result_text()
 
 
 @pytest.mark.parametrize("name, export", [("focus.svg", "export_focus_image"), ("focus.png", "export_focus_image"),
@@ -40,7 +40,7 @@ def test_an_export_into_a_read_only_folder_says_so_and_not_saved(qtbot, window, 
         folder.write_text("a file where the folder should be")
     try:
         getattr(window.exporting, export)(str(folder / name))
-        shown = html.unescape(window.input_bar.result_text())
+        shown = html.unescape(window.views.input_bar.result_text())
         assert f"Export failed: {folder / name}: cannot write in {folder}" in shown and "\n" not in shown
         assert not window.statusBar().currentMessage().startswith("Saved")
         assert not (folder / name).exists()
@@ -63,7 +63,7 @@ def test_a_model_that_computes_nan_says_so_in_the_window(qtbot, window, tmp_path
     window.open_path(str(path))
     qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == path, timeout=WAIT)
     run_text(qtbot, window, "abc", max_len=3)
-    qtbot.waitUntil(lambda: "The model produced NaN at step 1" in window.input_bar.result_text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "The model produced NaN at step 1" in window.views.input_bar.result_text(), timeout=WAIT)
 
 
 def test_a_run_the_model_cannot_make_is_one_line_and_the_next_run_works(qtbot, window):
@@ -72,15 +72,15 @@ def test_a_run_the_model_cannot_make_is_one_line_and_the_next_run_works(qtbot, w
     from tests.test_gui import run_text
 
     window.session.ablation = Ablation.parse(["cross:9:0"])  # the random model has 2 layers
-    window.input_bar.text.setText("abc")
+    window.views.input_bar.text.setText("abc")
     window.run()
-    qtbot.waitUntil(lambda: "cannot ablate" in window.input_bar.result_text(), timeout=WAIT)
-    shown = window.input_bar.result_text()
+    qtbot.waitUntil(lambda: "cannot ablate" in window.views.input_bar.result_text(), timeout=WAIT)
+    shown = window.views.input_bar.result_text()
     assert "cannot ablate cross:9:0: cross has layers 0 to 1" in shown and "\n" not in shown
-    assert "internal error" not in shown and window.input_bar.busy.isHidden()
+    assert "internal error" not in shown and window.views.input_bar.busy.isHidden()
     window.session.restore_heads()
     run_text(qtbot, window, "abc")  # the worker still answers
-    assert window.session.results and "cannot ablate" not in window.input_bar.result_text()
+    assert window.session.results and "cannot ablate" not in window.views.input_bar.result_text()
 
 
 def test_a_bug_on_the_worker_thread_is_said_in_the_window_and_the_next_run_works(qtbot, window, capfd):
@@ -88,7 +88,7 @@ def test_a_bug_on_the_worker_thread_is_said_in_the_window_and_the_next_run_works
     stderr for a report, and the worker thread lives on."""
     from tests.test_gui import run_text
 
-    bar = window.input_bar
+    bar = window.views.input_bar
     greedy = bar.mode.findData("greedy")
     bar.mode.setItemData(greedy, "sideways")  # a mode no decoder knows reaches the core: a ValueError there
     bar.mode.setCurrentIndex(greedy)

@@ -55,29 +55,29 @@ def test_at_1000_by_650_the_rows_axis_name_and_the_output_line_with_its_coverage
     and the output with its scores and ALTI+ source contribution is one line."""
     open_demo(qtbot, window, "en-es-transformer")
     run_text(qtbot, window, "The house is small and the river is cold.", max_len=30)
-    area = window.input_bar.output_area
+    area = window.views.input_bar.output_area
     qtbot.waitUntil(lambda: bool(window.contributions.coverage), timeout=WAIT)
     assert "source contribution" in area.text()
-    name = window.focus.plot.getAxis("left").label
+    name = window.views.focus.plot.getAxis("left").label
     assert name.toPlainText().strip() == "decoder input (queries)"
     for height in (650, window.minimumSizeHint().height()):
         window.resize(1000, height)
         qtbot.waitUntil(lambda h=height: window.height() == max(h, window.minimumHeight()), timeout=WAIT)
         qtbot.wait(20)  # the plot laid out at its new size
-        graphics = window.focus.graphics
+        graphics = window.views.focus.graphics
         shown = graphics.mapToScene(graphics.viewport().rect()).boundingRect()
         assert shown.contains(name.sceneBoundingRect()), (height, shown, name.sceneBoundingRect())
     window.resize(1000, 650)
     qtbot.waitUntil(lambda: window.height() == 650, timeout=WAIT)
-    window.resizeDocks([window.model_dock], [300], Qt.Orientation.Horizontal)  # as a window opened at this size
-    qtbot.waitUntil(lambda: window.model_dock.width() == 300, timeout=WAIT)
+    window.resizeDocks([window.views.model_dock], [300], Qt.Orientation.Horizontal)  # as a window opened at this size
+    qtbot.waitUntil(lambda: window.views.model_dock.width() == 300, timeout=WAIT)
     qtbot.wait(20)
     assert area.document().size().height() < 1.5 * area.fontMetrics().lineSpacing(), (area.width(), area.text())
     # ALTI+'s rollout has the longest title: it wraps instead of pushing the window past 1,000 pixels
     window.select(head="rollout")
     window.contributions.choose("alti")
-    qtbot.waitUntil(lambda: "ALTI+</b> rollout" in window.focus.title.text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "ALTI+</b> rollout" in window.views.focus.title.text(), timeout=WAIT)
     qtbot.wait(20)
-    title = window.focus.title
+    title = window.views.focus.title
     assert window.minimumSizeHint().width() <= 1000 and window.width() == 1000
     assert title.minimumSizeHint().width() <= title.width() <= window.centralWidget().width()  # whole, wrapped

@@ -74,8 +74,8 @@ def test_a_state_dict_asks_once_then_opens_and_saves_with_the_answers(qtbot, win
     again.accept()
     qtbot.waitUntil(lambda: opened(window, "transformer.pt"), timeout=WAIT)
     assert window.session.model.arch == "transformer-postln"
-    window.input_bar.text.setText(" ".join(SRC_WORDS[:3]))
-    window.input_bar.max_len.setValue(5)
+    window.views.input_bar.text.setText(" ".join(SRC_WORDS[:3]))
+    window.views.input_bar.max_len.setValue(5)
     window.run()
     qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == HEADS,
                     timeout=WAIT)
@@ -118,7 +118,7 @@ def test_a_hostile_pickle_is_refused_in_the_window(qtbot, window, tmp_path, layo
     else:
         path.write_bytes(pickle.dumps(payload, protocol=4))
     window.open_path(str(path))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
+    qtbot.waitUntil(lambda: "Cannot open it" in window.views.input_bar.result_text(), timeout=WAIT)
     assert not target.exists() and opened(window, "random.safetensors")
     assert window.opening.import_dialog is None  # no "trust" offer for a file that would run code
 
@@ -131,8 +131,8 @@ def test_a_dropped_t5_folder_opens_without_questions_and_shows_every_head(qtbot,
     drop(window, folder)
     qtbot.waitUntil(lambda: opened(window, folder.name), timeout=WAIT)
     assert window.opening.import_dialog is None or not window.opening.import_dialog.isVisible()
-    window.input_bar.text.setText(SENTENCES[1])
-    window.input_bar.max_len.setValue(5)
+    window.views.input_bar.text.setText(SENTENCES[1])
+    window.views.input_bar.max_len.setValue(5)
     window.run()
     qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 4,
                     timeout=WAIT)
@@ -157,7 +157,7 @@ def test_a_dropped_fairseq_folder_asks_which_dictionary_is_the_source_then_opens
     dialog.vocabularies["tgt"].setText(str(folder / "dict.de.txt"))
     dialog.accept()
     qtbot.waitUntil(lambda: opened(window, "fairseq"), timeout=WAIT)
-    window.input_bar.text.setText("the cat sees a big house")
+    window.views.input_bar.text.setText("the cat sees a big house")
     window.run()
     qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 4,
                     timeout=WAIT)

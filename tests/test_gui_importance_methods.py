@@ -105,7 +105,7 @@ def test_a_device_switch_during_an_nll_job_stops_it_and_says_why(qtbot, window):
     window.importance.open(demo_reference_pairs(DEMO))
     panel = window.importance_panel
     wait_for(lambda: bool(progress))  # the first pass has finished, the second is under way
-    window.model_panel.device_chosen.emit("cpu")
+    window.views.model_panel.device_chosen.emit("cpu")
     wait_for(lambda: "Stopped" in panel.view.summary.text())
     assert panel.view.summary.text() == ("Stopped: the model moved to cpu. "
                                          "View → Head importance… scores a corpus again.")

@@ -16,11 +16,11 @@ def test_a_contributions_job_of_the_replaced_model_never_runs_on_the_new_one(qtb
     """The run finishes after another model's open was asked for: its contributions job (a newer id than the
     open's) is stopped, not run on the new model with the old run's token ids."""
     open_demo(qtbot, window, "en-es-transformer")
-    window.selector.set_show_name("value_norms")
+    window.views.selector.set_show_name("value_norms")
     answers = []
     window.worker.contributions_ready.connect(answers.append)
     old_model = window.session.model_opened_by
-    bar = window.input_bar
+    bar = window.views.input_bar
     bar.debounce.stop()
     bar.text.setText("Jesus wept.")
     window.run()
@@ -42,10 +42,10 @@ def test_model_b_without_attention_says_what_it_lacks_while_a_method_is_shown(qt
     """Input × gradient on the en-es demo, compared with a GRU without attention: B's pane says what B lacks,
     the worker is idle, and refreshing again raises nothing."""
     open_demo(qtbot, window, "en-es-transformer")
-    window.selector.set_show_name("input_x_gradient")
+    window.views.selector.set_show_name("input_x_gradient")
     qtbot.waitUntil(lambda: not window.contributions.computing(), timeout=WAIT)
     compare(qtbot, window, "piglatin-gru-no-attention")
-    view = window.compare_view
+    view = window.views.compare_view
     qtbot.waitUntil(lambda: "Computing" not in view.b.title.text(), timeout=WAIT)
     said = view.b.title.text()
     assert "model B" in said and "no attention" in said, said
@@ -58,13 +58,13 @@ def test_export_says_why_it_has_nothing_while_a_result_is_on_screen(qtbot, windo
     """Export's "run a sentence first" only before any run: while a new run is under way (the last one still
     on screen) or a method computes, it says so; once the map is there, it writes it."""
     open_demo(qtbot, window, "en-es-transformer")
-    path, bar = tmp_path / "focus.png", window.input_bar
+    path, bar = tmp_path / "focus.png", window.views.input_bar
     bar.text.setText("Jesus wept.")
     window.run()  # the views still show the last run until this one finishes
     window.exporting.export_focus_image(str(path))
     assert "Export failed: a new run is under way; export once it has finished" in bar.result_text()
     qtbot.waitUntil(lambda: bool(window.session.results), timeout=WAIT)
-    window.selector.set_show_name("value_zeroing")
+    window.views.selector.set_show_name("value_zeroing")
     window.exporting.export_focus_image(str(path))
     assert "Export failed: nothing to export: Computing value zeroing" in bar.result_text(), bar.result_text()
     qtbot.waitUntil(lambda: not window.contributions.computing(), timeout=WAIT)
@@ -77,7 +77,7 @@ def test_the_window_keeps_the_newest_runs_results_and_traced_passes_only(qtbot, 
     traced pass (a pass holds logits [T, vocab], each block's tensors and its model) of an older run or of the
     model B let go is freed; what stays is what the window shows."""
     open_demo(qtbot, window, "en-es-transformer")
-    window.selector.set_show_name("value_norms")
+    window.views.selector.set_show_name("value_norms")
     results, passes = [], []
     worker = window.worker
     worker.finished.connect(lambda _job, answer: results.extend(weakref.ref(result) for result in answer))
@@ -118,15 +118,15 @@ def test_model_b_opened_while_the_input_is_empty_says_it_has_not_run(qtbot, wind
     """Model B opens and the window runs the input on both; an empty input runs nothing, so B's pane says what
     to do instead of "model B is running…" with the worker idle."""
     open_demo(qtbot, window, "piglatin-gru-additive")
-    window.input_bar.text.setText("   ")
+    window.views.input_bar.text.setText("   ")
     window.comparing.compare_with(str(demo_path("piglatin-gru-scaled-dot")))
     qtbot.waitUntil(lambda: window.session.partner is not None, timeout=WAIT)
     window.viewing.step_selection("head", 1)
-    assert window.compare_view.b.title.text() == "model B has not run this sentence: press Enter to run both"
-    window.input_bar.text.setText("team")
+    assert window.views.compare_view.b.title.text() == "model B has not run this sentence: press Enter to run both"
+    window.views.input_bar.text.setText("team")
     window.run()
     qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
-    assert window.compare_view.b.title.text().startswith("<b>B</b>")
+    assert window.views.compare_view.b.title.text().startswith("<b>B</b>")
 
 
 def test_model_bs_contributions_job_never_runs_on_the_next_model_b(qtbot, window):
@@ -134,10 +134,10 @@ def test_model_bs_contributions_job_never_runs_on_the_next_model_b(qtbot, window
     (a newer id than the new B's open) stops instead of running on the new B with the old B's token ids."""
     open_demo(qtbot, window, "piglatin-gru-additive")
     compare(qtbot, window, "piglatin-gru-scaled-dot")
-    window.selector.set_show_name("value_norms")
+    window.views.selector.set_show_name("value_norms")
     answers = []
     window.worker.contributions_ready.connect(answers.append)
-    window.input_bar.text.setText("string")
+    window.views.input_bar.text.setText("string")
     window.run()
     old_run = window.session.request.id
     window.comparing.compare_with(str(demo_path("piglatin-gru-transformer-decoder")))  # at once

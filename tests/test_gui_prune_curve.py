@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnviz.gui.features.importance import PRUNE_SEED, export_curve
+from attnviz.gui.features.importance import PRUNE_SEED
 from attnviz.gui.work import IMPORTANCE_PASS_TOKENS
 from attnviz.state.demos import demo_reference_pairs
 from attnviz.state.jobs import Answer, Stopped
@@ -42,10 +42,10 @@ def test_the_curve_plots_the_cores_curves_of_the_scored_ranking(qtbot, window, t
     view._on_move(view.plot.plotItem.vb.mapViewToScene(view.plot.plotItem.vb.viewRect().center()))
     assert "3 of 6 heads off" in view.readout.text()
     assert f"{expected.curves['decreasing'][3]:.4g}" in view.readout.text()
-    export_curve(window, panel, str(tmp_path / "curve.svg"))
+    window.importance.export_curve(str(tmp_path / "curve.svg"))
     svg = (tmp_path / "curve.svg").read_text(encoding="utf-8")
     assert svg.count("<polyline") == 3 and f"{DEMO} (random order: seed 0)" in svg
-    export_curve(window, panel, str(tmp_path / "curve.png"))
+    window.importance.export_curve(str(tmp_path / "curve.png"))
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -70,7 +70,7 @@ def test_a_newer_curve_stops_the_older_and_a_device_switch_stops_it_visibly(qtbo
     panel.curve_view.button.click()
     third = panel.curve_job
     wait_for(lambda: third in progress)
-    window.model_panel.device_chosen.emit("cpu")
+    window.views.model_panel.device_chosen.emit("cpu")
     wait_for(lambda: "Stopped" in panel.curve_view.message.text())
     assert panel.curve_view.message.text() == "Stopped: the model moved to cpu. Pruning curve asks again."
     assert panel.curves is None and not panel.curve_view.plot.isVisible() and "prune" not in worker.long_jobs

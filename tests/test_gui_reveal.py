@@ -13,8 +13,8 @@ from tests.test_gui import WAIT, run_text
 
 def test_stepping_reveals_the_decoder_rows_one_by_one(qtbot, window):
     run_text(qtbot, window, "abc", mode="forced", target="bad")
-    focus = window.focus
-    reveal = window.selector.reveal_rows
+    focus = window.views.focus
+    reveal = window.views.selector.reveal_rows
     view_menu = next(action.menu() for action in window.menuBar().actions() if action.text() == "&View")
     assert reveal in view_menu.actions() and not reveal.isChecked()
     window.select(kind="dec_self", layer=0, head=0, step=0)
@@ -47,10 +47,10 @@ def test_the_reveal_choice_is_kept_like_the_other_view_settings(qtbot, qsettings
     first = create_window(str(random_checkpoint), "cpu", qsettings)
     qtbot.addWidget(first)
     qtbot.waitUntil(lambda: first.session.model is not None, timeout=WAIT)
-    first.selector.reveal_rows.setChecked(True)
+    first.views.selector.reveal_rows.setChecked(True)
     first.close()
     second = create_window(str(random_checkpoint), "cpu", qsettings)
     qtbot.addWidget(second)
     qtbot.waitUntil(lambda: second.session.model is not None, timeout=WAIT)
-    assert second.selector.reveal_rows.isChecked() and second.session.options.reveal_rows
+    assert second.views.selector.reveal_rows.isChecked() and second.session.options.reveal_rows
     second.close()

@@ -46,7 +46,7 @@ def test_the_slider_walks_the_snapshots_and_the_output_changes(qtbot, window, co
     open_series(qtbot, window, copy_run)
     steps = tuple(load_series(copy_run).steps)
     assert window.session.model.snapshots == steps == (15, 30, 45, 60)
-    bar = window.snapshot_bar
+    bar = window.views.snapshot_bar
     assert bar.isVisible() and bar.slider.value() == 3 and bar.label.text() == "step 60 of 60"
     run_text(qtbot, window, "cafe", max_len=10)
     learned = window.session.result.text
@@ -56,7 +56,7 @@ def test_the_slider_walks_the_snapshots_and_the_output_changes(qtbot, window, co
         bar.slider.setValue(index)
         wait_for_step(qtbot, window, step)
         outputs[step] = window.session.result.text
-        assert window.input_bar.result_text().startswith(f"<b>{window.session.result.text}</b>")  # that output
+        assert window.views.input_bar.result_text().startswith(f"<b>{window.session.result.text}</b>")  # that output
         assert bar.label.text() == f"step {step} of 60"
         assert window.session.request.settings.text == "cafe"  # the same sentence and settings
     assert outputs[60] == learned and outputs[15] != learned
@@ -76,19 +76,19 @@ def test_newest_snapshot_request_wins(qtbot, window, copy_run):
     open_series(qtbot, window, copy_run)
     run_text(qtbot, window, "abcd", max_len=10)
     for index in (0, 1, 2, 0, 1):
-        window.snapshot_bar.slider.setValue(index)
+        window.views.snapshot_bar.slider.setValue(index)
     wait_for_step(qtbot, window, 30)
-    assert window.session.request.snapshot == 30 and window.snapshot_bar.label.text() == "step 30 of 60"
+    assert window.session.request.snapshot == 30 and window.views.snapshot_bar.label.text() == "step 30 of 60"
 
 
 def test_a_single_checkpoint_hides_the_slider(qtbot, window):
-    assert not window.snapshot_bar.isVisible() and window.session.snapshot_step is None
+    assert not window.views.snapshot_bar.isVisible() and window.session.snapshot_step is None
 
 
 def test_the_session_keeps_the_snapshot_step(qtbot, window, copy_run, tmp_path, random_checkpoint):
     open_series(qtbot, window, copy_run)
     run_text(qtbot, window, "bead", max_len=10)
-    window.snapshot_bar.slider.setValue(1)
+    window.views.snapshot_bar.slider.setValue(1)
     wait_for_step(qtbot, window, 30)
     path = tmp_path / "lesson.attnviz"
     window.sessions.save_session(str(path))
@@ -99,7 +99,7 @@ def test_the_session_keeps_the_snapshot_step(qtbot, window, copy_run, tmp_path, 
     window.sessions.open_session(str(path))
     qtbot.waitUntil(lambda: window.session.model.path == copy_run and bool(window.session.results)
                     and window.session.request.snapshot == 30, timeout=WAIT)
-    assert window.snapshot_bar.slider.value() == 1 and window.session.request.settings.text == "bead"
+    assert window.views.snapshot_bar.slider.value() == 1 and window.session.request.settings.text == "bead"
     path.write_text(path.read_text().replace('"snapshot_step": 30', '"snapshot_step": "thirty"'))
     with pytest.raises(SessionFileError, match='"snapshot_step" must be an integer'):
         read_session(path)
@@ -112,7 +112,7 @@ def test_a_bad_series_is_one_line_in_the_window(qtbot, window, copy_run, random_
     shutil.copytree(copy_run, folder)
     shutil.copy(random_checkpoint, folder / "step-000020.safetensors")
     window.open_path(str(folder))
-    qtbot.waitUntil(lambda: "step-000020.safetensors" in window.input_bar.result_text(), timeout=WAIT)
-    text = window.input_bar.result_text()
+    qtbot.waitUntil(lambda: "step-000020.safetensors" in window.views.input_bar.result_text(), timeout=WAIT)
+    text = window.views.input_bar.result_text()
     assert "without its training step" in text and "Cannot open it" in text
     assert "Traceback" not in text and "\n" not in text

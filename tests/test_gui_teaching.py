@@ -40,7 +40,7 @@ def open_and_wait(qtbot, window, path) -> None:
 
 def test_each_model_keeps_its_own_length_limit_text_mode_and_target(qtbot, window, random_checkpoint,
                                                                     short_checkpoint):
-    bar = window.input_bar
+    bar = window.views.input_bar
     assert bar.max_len.value() == 64  # the model's own limit, not a fixed 100
     run_text(qtbot, window, "abc", mode="forced", target="cba", max_len=64)
     open_and_wait(qtbot, window, short_checkpoint)
@@ -58,7 +58,7 @@ def test_a_run_cut_at_the_length_limit_says_so(qtbot, window):
     run_text(qtbot, window, "abcabc", max_len=2)
     result = window.session.result
     stopped = result.token_ids[-1] != window.session.model.config["eos_id"]
-    assert ("length limit (2 tokens)" in window.input_bar.result_text()) == stopped
+    assert ("length limit (2 tokens)" in window.views.input_bar.result_text()) == stopped
 
 
 def test_the_result_line_says_when_the_limit_cut_the_output():
@@ -71,12 +71,12 @@ def test_the_result_line_says_when_the_limit_cut_the_output():
 
 
 def test_a_demo_offers_its_examples_and_opens_with_one_click(qtbot, window):
-    panel = window.model_panel.demos
+    panel = window.views.model_panel.demos
     item = next(panel.item(row) for row in range(panel.count()) if panel.item(row).text() == "piglatin-gru-additive")
     qtbot.mouseClick(panel.viewport(), Qt.MouseButton.LeftButton, pos=panel.visualItemRect(item).center())
     path = DEMO_FOLDER / "piglatin-gru-additive.safetensors"
     qtbot.waitUntil(lambda: window.session.model.path == path and bool(window.session.results), timeout=WAIT)
-    menu = window.input_bar.examples.menu()
+    menu = window.views.input_bar.examples.menu()
     assert [action.text() for action in menu.actions()] == demo_examples(path)
     menu.actions()[2].trigger()
     qtbot.waitUntil(lambda: window.session.request.settings.text == demo_examples(path)[2]
@@ -85,18 +85,18 @@ def test_a_demo_offers_its_examples_and_opens_with_one_click(qtbot, window):
 
 
 def hover(window, key: int, query: int) -> None:
-    window.focus._on_mouse_moved(window.focus.plot.getViewBox().mapViewToScene(QPointF(key, query)))
+    window.views.focus._on_mouse_moved(window.views.focus.plot.getViewBox().mapViewToScene(QPointF(key, query)))
 
 
 def test_the_hover_readout_and_crosshair_go_when_the_data_changes(qtbot, window):
     run_text(qtbot, window, "abcd", max_len=4)
     hover(window, 3, 0)
-    assert "‘d’" in window.focus.readout.text() and window.focus.vline.isVisible()
+    assert "‘d’" in window.views.focus.readout.text() and window.views.focus.vline.isVisible()
     run_text(qtbot, window, "ab", max_len=4)  # key 3 no longer exists
-    assert "‘d’" not in window.focus.readout.text() and not window.focus.vline.isVisible()
+    assert "‘d’" not in window.views.focus.readout.text() and not window.views.focus.vline.isVisible()
     hover(window, 1, 0)
     window.select(layer=1)
-    assert window.focus.readout.text().startswith("Hover") and not window.focus.hline.isVisible()
+    assert window.views.focus.readout.text().startswith("Hover") and not window.views.focus.hline.isVisible()
 
 
 def test_exports_leave_out_the_crosshair_and_readout(qtbot, window, tmp_path):
@@ -105,14 +105,14 @@ def test_exports_leave_out_the_crosshair_and_readout(qtbot, window, tmp_path):
     window.exporting.export_focus_image(str(clean))
     hover(window, 2, 1)
     window.exporting.export_focus_image(str(hovered))
-    assert window.focus.vline.isVisible()  # still there in the window after the export
+    assert window.views.focus.vline.isVisible()  # still there in the window after the export
     assert QImage(str(clean)) == QImage(str(hovered))
 
 
 def test_navigation_keys_work_while_the_sentence_box_has_the_focus(qtbot, window):
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
     window.select(layer=0, head=0, step=0)
-    box = window.input_bar.text
+    box = window.views.input_bar.text
     box.setFocus()
     qtbot.keyClick(box, Qt.Key.Key_Right, Qt.KeyboardModifier.ControlModifier)
     qtbot.keyClick(box, Qt.Key.Key_Down, Qt.KeyboardModifier.ControlModifier)
@@ -123,29 +123,29 @@ def test_navigation_keys_work_while_the_sentence_box_has_the_focus(qtbot, window
 
 def test_first_and_last_step_buttons_and_zoom_reset(qtbot, window):
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
-    controls = window.decoding.controls
+    controls = window.views.decoding.controls
     controls.first.click()
     assert window.session.selection.step == 0
     controls.last.click()
     assert window.session.selection.step == len(window.session.trace.tgt_tokens) - 1
-    view = window.focus.plot.getViewBox()
+    view = window.views.focus.plot.getViewBox()
     view.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
-    window.focus.reset_zoom()
+    window.views.focus.reset_zoom()
     (x_low, x_high), (y_low, y_high) = view.viewRange()
-    rows, cols = window.focus.matrix.shape
+    rows, cols = window.views.focus.matrix.shape
     np.testing.assert_allclose([x_low, x_high, y_low, y_high], [-0.5, cols - 0.5, -0.5, rows - 0.5], atol=1e-6)
 
 
 def test_the_colour_bar_shows_the_maps_own_range_on_request(qtbot, window):
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
     window.select(kind="cross", head="mean")
-    assert window.focus.colorbar.levels() == (0.0, 1.0)
-    window.selector.colour_range.setCurrentIndex(window.selector.colour_range.findData("own"))
+    assert window.views.focus.colorbar.levels() == (0.0, 1.0)
+    window.views.selector.colour_range.setCurrentIndex(window.views.selector.colour_range.findData("own"))
     matrix = window.session.trace.attention["cross"][window.session.selection.layer].mean(axis=0)
-    np.testing.assert_allclose(window.focus.colorbar.levels(), (matrix.min(), matrix.max()), rtol=1e-5)
-    np.testing.assert_allclose(window.focus.image.getLevels(), (matrix.min(), matrix.max()), rtol=1e-5)
-    window.selector.predicted.setChecked(True)
-    assert window.focus.query_tokens[0] == f"<s> → {window.session.result.tokens[0]}"
+    np.testing.assert_allclose(window.views.focus.colorbar.levels(), (matrix.min(), matrix.max()), rtol=1e-5)
+    np.testing.assert_allclose(window.views.focus.image.getLevels(), (matrix.min(), matrix.max()), rtol=1e-5)
+    window.views.selector.predicted.setChecked(True)
+    assert window.views.focus.query_tokens[0] == f"<s> → {window.session.result.tokens[0]}"
 
 
 def test_help_explains_the_screen_and_lists_the_shortcuts(qtbot, window):
@@ -159,7 +159,7 @@ def test_help_explains_the_screen_and_lists_the_shortcuts(qtbot, window):
     window.explain()
     text = window.findChildren(QDialog)[-1].findChild(QTextBrowser).toPlainText()
     assert "Masks" in text and "rollout" in text and "Beam" in text
-    assert "masked" in window.focus.legend.text() and "current decoding step" in window.focus.legend.text()
+    assert "masked" in window.views.focus.legend.text() and "current decoding step" in window.views.focus.legend.text()
 
 
 def test_copy_image_puts_the_heatmap_on_the_clipboard_without_the_crosshair(qtbot, window, qapp, tmp_path):
@@ -168,7 +168,7 @@ def test_copy_image_puts_the_heatmap_on_the_clipboard_without_the_crosshair(qtbo
     hover(window, 1, 0)
     qtbot.keyClick(window, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
     copied = qapp.clipboard().image()
-    window.focus.clear_hover()
+    window.views.focus.clear_hover()
     window.exporting.export_focus_image(str(tmp_path / "clean.png"))
     clean = QImage(str(tmp_path / "clean.png"))
     assert not copied.isNull() and copied.convertToFormat(clean.format()) == clean
@@ -183,16 +183,16 @@ def test_the_layout_holds_at_1000_by_650_and_beam_mode_does_not_grow_the_window(
     qtbot.wait(50)
     assert (window.width(), window.height()) == (1000, 650)
     assert window.minimumSizeHint().height() <= 650 and window.minimumSizeHint().width() <= 1000
-    for chart in (window.decoding.source_strip, window.decoding.top_k, window.decoding.beam):
+    for chart in (window.views.decoding.source_strip, window.views.decoding.top_k, window.views.decoding.beam):
         assert chart.height() >= CHART_MIN_HEIGHT  # readable, not collapsed to a few pixels
-    tabs = window.grids.tabBar()  # both grid tabs in view (shortened if need be), no scroll arrows to find one
+    tabs = window.views.grids.tabBar()  # both grid tabs in view (shortened if need be), no scroll arrows to find one
     assert all(tabs.tabRect(index).right() <= tabs.width() for index in range(tabs.count()))
     assert [tabs.tabToolTip(index) for index in range(tabs.count())] == ["Heads of this layer", "All layers × heads"]
 
 
 def test_forced_without_a_target_asks_for_the_target_instead_of_running(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
-    ran, bar = window.session.request, window.input_bar
+    ran, bar = window.session.request, window.views.input_bar
     bar.mode.setCurrentIndex(bar.mode.findData("forced"))
     bar.debounce.stop()
     window.activateWindow()
@@ -211,13 +211,13 @@ def test_forced_without_a_target_asks_for_the_target_instead_of_running(qtbot, w
 
 
 def test_opening_another_model_clears_the_old_ones_steps_beam_and_demo(qtbot, window, random_checkpoint):
-    panel = window.model_panel.demos
+    panel = window.views.model_panel.demos
     demo = DEMO_FOLDER / "piglatin-gru-additive.safetensors"
     item = next(panel.item(row) for row in range(panel.count()) if panel.item(row).text() == demo.stem)
     qtbot.mouseClick(panel.viewport(), Qt.MouseButton.LeftButton, pos=panel.visualItemRect(item).center())
     qtbot.waitUntil(lambda: window.session.model.path == demo and bool(window.session.results), timeout=WAIT)
     run_text(qtbot, window, "hello", mode="beam", beam=3, max_len=8)
-    decoding = window.decoding
+    decoding = window.views.decoding
     assert decoding.top_k.labels and decoding.beam.isVisibleTo(window) and decoding.controls.isEnabled()
     assert panel.selectedItems() == [item] and window.opening.demo_actions[demo].isChecked()
 
@@ -227,7 +227,7 @@ def test_opening_another_model_clears_the_old_ones_steps_beam_and_demo(qtbot, wi
         assert focus_data(window) is None or focus_data(window).size == 0
         demo_actions = window.opening.demo_actions.values()
         assert panel.selectedItems() == [] and not any(action.isChecked() for action in demo_actions)
-        assert "El" not in decoding.prefix.text() and "piglatin" not in window.model_panel.info.text()
+        assert "El" not in decoding.prefix.text() and "piglatin" not in window.views.model_panel.info.text()
 
     window.open_path(str(random_checkpoint))
     nothing_of_the_demo()  # at once, while the other model loads
@@ -237,42 +237,42 @@ def test_opening_another_model_clears_the_old_ones_steps_beam_and_demo(qtbot, wi
 
 def test_a_model_that_fails_to_open_leaves_the_open_one_shown_as_it_was(qtbot, window, tmp_path):
     run_text(qtbot, window, "abc", max_len=4)
-    labels = window.decoding.top_k.labels
+    labels = window.views.decoding.top_k.labels
     bad = tmp_path / "broken.safetensors"
     bad.write_bytes(b"\x00" * 40)
     window.open_path(str(bad))
-    qtbot.waitUntil(lambda: "Cannot open it" in window.input_bar.result_text(), timeout=WAIT)
-    assert window.decoding.top_k.labels == labels and labels
+    qtbot.waitUntil(lambda: "Cannot open it" in window.views.input_bar.result_text(), timeout=WAIT)
+    assert window.views.decoding.top_k.labels == labels and labels
     np.testing.assert_array_equal(focus_data(window), window.viewing.current_heatmap().matrix)
-    assert "random.safetensors" in window.model_panel.info.text()
+    assert "random.safetensors" in window.views.model_panel.info.text()
 
 
 def test_a_cancelled_import_leaves_the_open_model_shown_as_it_was(qtbot, window, tutorial_files):
     run_text(qtbot, window, "abc", max_len=4)
-    labels = window.decoding.top_k.state.labels
+    labels = window.views.decoding.top_k.state.labels
     folder, _, _ = tutorial_files
     window.open_path(str(folder / "whole.pt"))
-    assert window.decoding.top_k.labels == ()  # nothing of the open model while another one opens
+    assert window.views.decoding.top_k.labels == ()  # nothing of the open model while another one opens
     wait_for_dialog(qtbot, window).reject()
-    assert window.decoding.top_k.state.labels == labels and labels
+    assert window.views.decoding.top_k.state.labels == labels and labels
     np.testing.assert_array_equal(focus_data(window), window.viewing.current_heatmap().matrix)
-    assert "random.safetensors" in window.model_panel.info.text()
+    assert "random.safetensors" in window.views.model_panel.info.text()
 
 
 def test_presenting_keeps_the_steps_and_the_next_token_chart_in_view(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
-    decoding = window.decoding
+    decoding = window.views.decoding
     window.named_actions["present"].trigger()
     qtbot.wait(50)
     assert decoding.top_k.isVisible() and decoding.controls.isVisible()
-    assert decoding.top_k.labels and not window.model_dock.isVisible()
+    assert decoding.top_k.labels and not window.views.model_dock.isVisible()
     # Beside the heatmap (where the grids were), its charts one above the other: the heatmap keeps its height.
-    assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.RightDockWidgetArea
+    assert window.dockWidgetArea(window.views.decoding_dock) == Qt.DockWidgetArea.RightDockWidgetArea
     assert decoding.top_k.geometry().top() >= decoding.source_strip.geometry().bottom()
     window.presenting.set_presenting(False)
     qtbot.wait(50)
-    assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
-    assert window.dockWidgetArea(window.decoding_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
+    assert window.views.model_dock.isVisible() and window.views.decoding_dock.isVisible()
+    assert window.dockWidgetArea(window.views.decoding_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
     assert decoding.top_k.geometry().left() >= decoding.source_strip.geometry().right()
 
 
@@ -287,14 +287,14 @@ def test_a_window_closed_while_presenting_opens_next_time_as_it_was_before(qtbot
     qtbot.waitUntil(lambda: first.session.model is not None, timeout=WAIT)
     font = first.font().pointSizeF()
     first.named_actions["present"].trigger()
-    qtbot.waitUntil(lambda: not first.model_dock.isVisible(), timeout=WAIT)
+    qtbot.waitUntil(lambda: not first.views.model_dock.isVisible(), timeout=WAIT)
     first.close()
     second = create_window(str(random_checkpoint), "cpu", qsettings)
     qtbot.addWidget(second)
     second.show()
     qtbot.waitUntil(lambda: second.session.model is not None, timeout=WAIT)
     qtbot.wait(50)
-    assert second.model_dock.isVisible() and second.decoding_dock.isVisible()
+    assert second.views.model_dock.isVisible() and second.views.decoding_dock.isVisible()
     assert not second.presenting.on and second.font().pointSizeF() == font
     second.close()
 

@@ -11,10 +11,10 @@ from tests.test_gui_compare import open_demo
 
 def test_comparing_from_the_demos_list_keeps_model_a_marked(qtbot, window):
     open_demo(qtbot, window, "piglatin-gru-additive")
-    demos = window.model_panel.demos
+    demos = window.views.model_panel.demos
     item = next(demos.item(row) for row in range(demos.count()) if demos.item(row).text() == "piglatin-gru-scaled-dot")
     demos.setCurrentItem(item)  # a right click makes the clicked demo the list's current item
-    (action,) = [action for action in window.model_panel.demo_actions(item).actions()
+    (action,) = [action for action in window.views.model_panel.demo_actions(item).actions()
                  if action.text() == "Compare with the open model"]
     action.trigger()
     qtbot.waitUntil(lambda: window.session.partner is not None, timeout=WAIT)
@@ -33,7 +33,7 @@ def test_the_head_importance_tables_go_when_another_model_opens(qtbot, window):
 
 
 def test_the_difference_colour_bar_reads_plain_weights(qtbot, window):
-    bar = window.compare_view.diff.colorbar
+    bar = window.views.compare_view.diff.colorbar
     bar.setLevels((-0.0009, 0.0009))
     assert "x0.001" not in bar.axis.labelString() and "(m" not in bar.axis.labelString()
     assert not bar.axis.autoSIPrefix
@@ -49,23 +49,24 @@ def test_presenting_scales_the_charts_titles_keeps_the_colour_bar_name_clear_and
     from tests.test_gui import run_text
 
     run_text(qtbot, window, "abc", mode="beam", beam=3, max_len=6)
-    qtbot.waitUntil(lambda: window.decoding.beam.hypotheses.count() > 1, timeout=WAIT)
+    qtbot.waitUntil(lambda: window.views.decoding.beam.hypotheses.count() > 1, timeout=WAIT)
     window.named_actions["present"].trigger()
     qtbot.waitUntil(lambda: window.presenting.on, timeout=WAIT)
     font = QApplication.font()
-    axis = window.focus.colorbar.axis
+    axis = window.views.focus.colorbar.axis
     numbers = QFontMetricsF(font).horizontalAdvance("0.8")
     qtbot.waitUntil(lambda: axis.width() >= numbers + axis.label.boundingRect().height() * 0.8,  # name beside them
                     timeout=WAIT)
-    for chart in (window.decoding.top_k, window.decoding.source_strip):  # larger, as far as the chart is wide
+    decoding = window.views.decoding
+    for chart in (decoding.top_k, decoding.source_strip):  # larger, as far as the chart is wide
         size = float(chart.getPlotItem().titleLabel.opts["size"].removesuffix("pt"))
         assert 9 <= size <= 9 * PRESENTATION_FONT_SCALE
         assert size == 9 or chart.getPlotItem().titleLabel.boundingRect().width() <= chart.width()
     line = QFontMetricsF(font).lineSpacing()
-    assert window.decoding.beam.hypotheses.minimumHeight() >= 3 * line
-    assert window.decoding.beam.graph.minimumHeight() >= 4 * line - 1
+    assert window.views.decoding.beam.hypotheses.minimumHeight() >= 3 * line
+    assert window.views.decoding.beam.graph.minimumHeight() >= 4 * line - 1
     window.presenting.set_presenting(False)
-    assert window.decoding.top_k.getPlotItem().titleLabel.opts["size"] == "9pt"
+    assert window.views.decoding.top_k.getPlotItem().titleLabel.opts["size"] == "9pt"
 
 
 def test_compare_with_offers_the_demos_the_recent_files_and_browse(qtbot, window, random_checkpoint, tmp_path):
@@ -96,7 +97,7 @@ def test_outputs_that_differ_offer_forcing_b_to_a_and_the_action_does_it(qtbot, 
     run_text(qtbot, window, "strength rhythm queen", max_len=40)
     qtbot.waitUntil(lambda: window.session.partner_result is not None, timeout=WAIT)
     window.select(kind="cross", layer=0, head=0)
-    diff = window.compare_view.diff
+    diff = window.views.compare_view.diff
     assert "the outputs differ" in diff.title.text() and "Force B to A's Output" in diff.title.text()
     a_output = window.session.result.text
     force = window.named_actions["force_b"]
@@ -119,7 +120,7 @@ def test_a_snapshot_series_opens_with_examples_offered(qtbot, window, tmp_path):
     window.open_path(str(series))
     qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == series, timeout=WAIT)
     examples = demo_examples(demo_path("piglatin-gru-additive"))
-    assert examples and window.input_bar.text.text() == examples[0]
+    assert examples and window.views.input_bar.text.text() == examples[0]
     corpus = tmp_path / "pairs.tsv"
     corpus.write_text("abc\tcba\nhag\tgah\nabc\tcba\n", encoding="utf-8")
     run = tmp_path / "run.snapshots"

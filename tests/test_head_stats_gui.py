@@ -82,7 +82,7 @@ def test_clicking_a_head_lists_its_sentences_and_double_clicking_runs_one(qtbot,
     view.sentences.itemDoubleClicked.emit(item)
     qtbot.waitUntil(lambda: window.session.request is not None and window.session.request.settings.text == source
                     and bool(window.session.results), timeout=WAIT)
-    assert window.input_bar.text_value() == source
+    assert window.views.input_bar.text_value() == source
 
     view.kind.setCurrentIndex(view.kind.findData("dec_self"))
     assert [plot.titleLabel.text.split(" ")[0] for plot, _, _ in view.plots] == \

@@ -196,7 +196,7 @@ def test_the_window_offers_the_languages_and_rewrites_in_the_one_chosen(qtbot, w
     text = SENTENCES[3]
     window.open_path(str(folder))
     qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == folder, timeout=20_000)
-    bar = window.input_bar
+    bar = window.views.input_bar
     assert bar.source_language.isVisibleTo(window) and bar.target_language.isVisibleTo(window)
     assert [bar.target_language.itemText(i) for i in range(bar.target_language.count())] == LANGUAGES
     assert (bar.source_language.currentText(), bar.target_language.currentText()) == ("en_XX", "es_XX")

@@ -309,8 +309,8 @@ def test_dropping_it_on_the_window_opens_it_without_a_question(qtbot, window, pl
     drop(window, plain)
     qtbot.waitUntil(lambda: opened(window, plain.name), timeout=20_000)
     assert window.opening.import_dialog is None or not window.opening.import_dialog.isVisible()
-    window.input_bar.text.setText("the cat sees a dog")
-    window.input_bar.max_len.setValue(5)
+    window.views.input_bar.text.setText("the cat sees a dog")
+    window.views.input_bar.max_len.setValue(5)
     window.run()
     qtbot.waitUntil(lambda: window.session.trace is not None and window.session.trace.heads("cross") == 2,
                     timeout=20_000)

@@ -75,7 +75,7 @@ def test_the_gui_starts_and_quits_cleanly(tmp_path, random_checkpoint):
             window.close()
             app.quit()
         def start():
-            window.input_bar.text.setText("abc")
+            window.views.input_bar.text.setText("abc")
             window.run()
             QTimer.singleShot(3000, finish)
         QTimer.singleShot(1000, start)

@@ -89,9 +89,9 @@ def test_a_newer_sessions_extra_fields_are_named_not_fatal(tmp_path):
 def _view(window):
     """What the window shows, as plain data: compared between the saved and the reopened window."""
     heatmap = window.viewing.current_heatmap()
-    return {"selection": window.session.selection, "run": window.input_bar.run_settings(),
-            "colormap": window.selector.colormap_name(), "masks": window.selector.masks_visible(),
-            "options": window.selector.view_options(), "title": heatmap.title, "queries": heatmap.query_labels,
+    return {"selection": window.session.selection, "run": window.views.input_bar.run_settings(),
+            "colormap": window.views.selector.colormap_name(), "masks": window.views.selector.masks_visible(),
+            "options": window.views.selector.view_options(), "title": heatmap.title, "queries": heatmap.query_labels,
             "keys": heatmap.key_labels, "output": window.session.result.tokens,
             "hypothesis": window.session.selection.hypothesis}
 
@@ -102,14 +102,14 @@ def test_a_saved_session_reopens_the_same_view(qtbot, window, qsettings, tmp_pat
     run_text(qtbot, window, "abcd", mode="beam", beam=3, max_len=6)
     window.select(kind="dec_self", layer=1, head=1, step=2)
     window.viewing.choose_hypothesis(1)
-    window.selector.set_colormap_name("magma")
-    window.selector.set_masks_visible(False)
-    window.selector.colour_range.setCurrentIndex(1)
-    window.selector.predicted.setChecked(True)
+    window.views.selector.set_colormap_name("magma")
+    window.views.selector.set_masks_visible(False)
+    window.views.selector.colour_range.setCurrentIndex(1)
+    window.views.selector.predicted.setChecked(True)
     path = tmp_path / "lesson.attnviz"
     window.sessions.save_session(str(path))
     assert path.exists()
-    saved_view, saved_image = _view(window), window.focus.image.image.copy()
+    saved_view, saved_image = _view(window), window.views.focus.image.image.copy()
 
     other = create_window(None, "cpu", qsettings)  # the default demo: another model is open before
     qtbot.addWidget(other)
@@ -119,9 +119,9 @@ def test_a_saved_session_reopens_the_same_view(qtbot, window, qsettings, tmp_pat
     qtbot.waitUntil(lambda: other.session.model.path == random_checkpoint and bool(other.session.results)
                     and other.opening.plan is None, timeout=WAIT)
     assert _view(other) == saved_view
-    np.testing.assert_array_equal(other.focus.image.image, saved_image)
-    assert not other.focus.overlay.isVisible()
-    assert other.decoding.beam.hypotheses.currentRow() == 1  # the reopened hypothesis is the one picked
+    np.testing.assert_array_equal(other.views.focus.image.image, saved_image)
+    assert not other.views.focus.overlay.isVisible()
+    assert other.views.decoding.beam.hypotheses.currentRow() == 1  # the reopened hypothesis is the one picked
     other.close()
 
 
@@ -130,7 +130,7 @@ def test_a_session_whose_checkpoint_moved_is_one_line_and_keeps_the_model(qtbot,
     path = _save(tmp_path / "old.attnviz", checkpoint)
     (tmp_path / "gone.safetensors").unlink()
     window.sessions.open_session(str(path))
-    message = window.input_bar.result_text()
+    message = window.views.input_bar.result_text()
     assert "Cannot open the session" in message and "is not there (moved or deleted?)" in message
     assert "still showing random.safetensors" in message
     assert window.session.model.path == random_checkpoint and window.opening.plan is None
@@ -143,7 +143,7 @@ def test_dropping_a_session_file_opens_it(qtbot, window, tmp_path, random_checkp
     last_step = len(window.session.trace.tgt_tokens) - 1  # a saved step past this output's end is clamped
     assert window.session.selection == Selection(kind="dec_self", layer=1, head="mean", step=min(2, last_step),
                                                  hypothesis=1)
-    assert window.input_bar.run_settings().mode == "beam"
+    assert window.views.input_bar.run_settings().mode == "beam"
 
 
 def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qtbot, window):
@@ -154,28 +154,28 @@ def test_presenting_hides_the_docks_enlarges_text_and_walks_steps_with_arrows(qt
     run_text(qtbot, window, "abcd", mode="forced", target="dcba")
     window.select(kind="cross", layer=0, head=0, step=0)
     size = QApplication.font().pointSizeF()
-    axis_name = window.focus.plot.getAxis("bottom").label.font().pointSizeF()
+    axis_name = window.views.focus.plot.getAxis("bottom").label.font().pointSizeF()
     window.named_actions["present"].trigger()
     assert window.presenting.before is not None and window.named_actions["present"].isChecked()
-    assert not window.model_dock.isVisible() and window.decoding_dock.isVisible()  # the steps stay in view
+    assert not window.views.model_dock.isVisible() and window.views.decoding_dock.isVisible()  # the steps stay in view
     scale = window.presenting.scale  # as large as fits the screen (the offscreen one is 800 pixels wide)
     assert scale in PRESENTATION_FONT_SCALES
     assert QApplication.font().pointSizeF() == pytest.approx(size * scale)
-    assert window.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * scale)
-    assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(size * scale * 0.8)
-    window.focus.setFocus()
-    qtbot.keyClick(window.focus, Qt.Key.Key_Right)
+    assert window.views.focus.plot.getAxis("left").style["tickFont"].pointSizeF() == pytest.approx(size * scale)
+    assert window.views.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(size * scale * 0.8)
+    window.views.focus.setFocus()
+    qtbot.keyClick(window.views.focus, Qt.Key.Key_Right)
     assert window.session.selection.step == 1
-    qtbot.keyClick(window.focus, Qt.Key.Key_Down)
+    qtbot.keyClick(window.views.focus, Qt.Key.Key_Down)
     assert window.session.selection.layer == 1
-    qtbot.keyClick(window.focus, Qt.Key.Key_Left)
+    qtbot.keyClick(window.views.focus, Qt.Key.Key_Left)
     assert window.session.selection.step == 0
-    qtbot.keyClick(window.focus, Qt.Key.Key_Escape)
+    qtbot.keyClick(window.views.focus, Qt.Key.Key_Escape)
     assert window.presenting.before is None and not window.named_actions["present"].isChecked()
-    assert window.model_dock.isVisible() and window.decoding_dock.isVisible()
+    assert window.views.model_dock.isVisible() and window.views.decoding_dock.isVisible()
     assert QApplication.font().pointSizeF() == pytest.approx(size)
-    assert window.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(axis_name)
-    qtbot.keyClick(window.focus, Qt.Key.Key_Right)  # outside presenting the bare arrows are not the window's
+    assert window.views.focus.plot.getAxis("bottom").label.font().pointSizeF() == pytest.approx(axis_name)
+    qtbot.keyClick(window.views.focus, Qt.Key.Key_Right)  # outside presenting the bare arrows are not the window's
     assert window.session.selection.step == 0
 
 
@@ -221,9 +221,9 @@ def test_a_reopened_session_shows_its_method_and_an_unknown_one_falls_back_to_th
     window.sessions.save_session(str(path))
     assert read_session(path).show == "alti"
     other = _reopened(qtbot, window, qsettings, path)
-    assert other.contributions.method == "alti" and other.selector.show_name() == "alti"
-    qtbot.waitUntil(lambda: "<b>ALTI+</b>" in other.focus.title.text(), timeout=WAIT)
-    np.testing.assert_allclose(other.focus.image.image, window.focus.image.image, atol=1e-6)
+    assert other.contributions.method == "alti" and other.views.selector.show_name() == "alti"
+    qtbot.waitUntil(lambda: "<b>ALTI+</b>" in other.views.focus.title.text(), timeout=WAIT)
+    np.testing.assert_allclose(other.views.focus.image.image, window.views.focus.image.image, atol=1e-6)
     other.close()
 
     document = json.loads(path.read_text(encoding="utf-8"))
@@ -231,8 +231,8 @@ def test_a_reopened_session_shows_its_method_and_an_unknown_one_falls_back_to_th
     newer.write_text(json.dumps({**document, "demo": "en-es-transformer", "show": "sparkles"}), encoding="utf-8")
     assert read_session(newer).checkpoint == demo_path("en-es-transformer")
     other = _reopened(qtbot, window, qsettings, newer)
-    assert other.contributions.method == "weights" and other.selector.show_name() == "weights"
+    assert other.contributions.method == "weights" and other.views.selector.show_name() == "weights"
     notice = "‘sparkles’, a method this attnviz does not know: showing the attention weights"
-    assert notice in other.input_bar.result_text()
-    assert "<b>Cross-attention</b> · layer 1 · head 0" in other.focus.title.text()
+    assert notice in other.views.input_bar.result_text()
+    assert "<b>Cross-attention</b> · layer 1 · head 0" in other.views.focus.title.text()
     other.close()

@@ -78,13 +78,13 @@ class Soak:
     def working(self) -> str:
         """What still says it is working ("" when nothing)."""
         window = self.window
-        if window.input_bar.busy.isVisibleTo(window.input_bar):
+        if window.views.input_bar.busy.isVisibleTo(window.views.input_bar):
             return "the input bar is busy"
         if window.session.model is not None and window.contributions.computing():
             return "the contributions feature is computing"
-        titles = [window.focus.title.text()] if window.focus.isVisibleTo(window) else []
-        if window.compare_view.isVisibleTo(window):
-            titles += [pane.title.text() for pane in (window.compare_view.a, window.compare_view.b)]
+        titles = [window.views.focus.title.text()] if window.views.focus.isVisibleTo(window) else []
+        if window.views.compare_view.isVisibleTo(window):
+            titles += [pane.title.text() for pane in (window.views.compare_view.a, window.views.compare_view.b)]
         return next((title for title in titles if any(word in title for word in WORKING)), "")
 
     # --- checks ---------------------------------------------------------------------------------------
@@ -139,7 +139,7 @@ class Soak:
     def type_and_enter(self) -> None:
         text = self.random.choice(SENTENCES)
         self.actions.append(f"type {text!r} + Enter")
-        bar = self.window.input_bar
+        bar = self.window.views.input_bar
         bar.debounce.stop()
         bar.text.setText(text)
         if bar.mode.currentData() == Mode.FORCED.value:
@@ -148,7 +148,7 @@ class Soak:
         self.qtbot.keyClick(bar.text, Qt.Key.Key_Return)
 
     def choose_mode(self) -> None:
-        bar = self.window.input_bar
+        bar = self.window.views.input_bar
         mode = self.random.choice([Mode.GREEDY.value, Mode.BEAM.value, Mode.FORCED.value])
         self.actions.append(f"mode {mode}")
         bar.mode.setCurrentIndex(bar.mode.findData(mode))
@@ -160,7 +160,7 @@ class Soak:
         name = self.random.choice(SHOW)
         self.actions.append(f"show {name}")
         if self.window.session.model is not None:
-            self.window.selector.set_show_name(name)
+            self.window.views.selector.set_show_name(name)
 
     def navigate(self) -> None:
         viewing = self.window.viewing

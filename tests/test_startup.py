@@ -28,7 +28,7 @@ LAUNCH = textwrap.dedent("""
         app.processEvents()
         time.sleep(0.005)
     from models.inference.translator import available_devices
-    box = window.model_panel.device
+    box = window.views.model_panel.device
     print(json.dumps({"shown": shown, "importers": [name for name, _ in importers],
                       # the import began once the window was shown and drawn (launch starts it then)
                       "torch after shown": importers[0][1] >= started.importing.started,

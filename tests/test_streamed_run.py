@@ -79,7 +79,7 @@ def test_what_cannot_be_drawn_before_the_run_ends_waits_for_it(greedy_run):
 
 
 def focus_rows(window) -> tuple[int, str]:
-    return window.focus.matrix.shape[0], window.focus.title.text()
+    return window.views.focus.matrix.shape[0], window.views.focus.title.text()
 
 
 class FocusAtSteps(QObject):
@@ -101,7 +101,7 @@ def test_the_first_run_draws_its_rows_as_they_arrive(window, qtbot):
     far, said to be decoding; the finished run then replaces it whole."""
     recorder = FocusAtSteps(window)
     run_text(qtbot, window, "abcabc", max_len=12)
-    assert recorder.seen and window.focus.image.image is not None
+    assert recorder.seen and window.views.focus.image.image is not None
     steps, rows, title = recorder.seen[0]
     assert rows == steps and "decoding…" in title
     assert focus_rows(window)[0] == len(window.session.trace.tgt_tokens)
@@ -129,7 +129,7 @@ class BeamOnFirstSteps(QObject):
     def replace(self, *_) -> None:
         if self.titles:
             return
-        bar = self.window.input_bar
+        bar = self.window.views.input_bar
         self.titles.append(focus_rows(self.window)[1])
         bar.mode.setCurrentIndex(bar.mode.findData(Mode.BEAM))
         bar.text.setText("abc")
@@ -141,7 +141,7 @@ def test_a_run_replacing_a_streaming_one_does_not_keep_its_rows(window, qtbot):
     """A beam run (which draws when it ends) started while the first run still streams: the focus no longer
     shows the first run's rows, which belong to another sentence."""
     replacing = BeamOnFirstSteps(window)
-    bar = window.input_bar
+    bar = window.views.input_bar
     bar.max_len.setValue(12)
     bar.debounce.stop()
     bar.text.setText("hgfedcbahgfedcba")

@@ -70,9 +70,10 @@ def launched(qtbot, settings: QSettings, checkpoint) -> MainWindow:
 
 
 def view_sizes(window) -> dict[str, tuple[int, int]]:
+    views = window.views
     return {name: (view.width(), view.height()) for name, view in
-            (("model", window.model_dock), ("decoding", window.decoding_dock), ("focus", window.focus),
-             ("grids", window.grids))}
+            (("model", views.model_dock), ("decoding", views.decoding_dock), ("focus", views.focus),
+             ("grids", views.grids))}
 
 
 def test_every_view_keeps_its_room_after_the_corpus_panels_were_open_at_quit(qtbot, tmp_path, random_checkpoint):
@@ -115,11 +116,11 @@ def test_reset_layout_brings_the_first_launch_docks_back(qtbot, tmp_path, random
     settings = QSettings(str(tmp_path / "attnviz.ini"), QSettings.Format.IniFormat)
     window = launched(qtbot, settings, random_checkpoint)
     default = view_sizes(window)
-    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.model_dock)
-    window.decoding_dock.hide()
+    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.views.model_dock)
+    window.views.decoding_dock.hide()
     window.named_actions["reset_layout"].trigger()
     qtbot.waitUntil(lambda: view_sizes(window) == default, timeout=WAIT)
-    assert window.dockWidgetArea(window.model_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
+    assert window.dockWidgetArea(window.views.model_dock) == Qt.DockWidgetArea.LeftDockWidgetArea
     window.close()
 
 
@@ -166,8 +167,8 @@ NARROW_SCREEN = textwrap.dedent("""
     window.named_actions["present"].trigger()
     wait(window.isFullScreen)
     report = {"screen": window.screen().availableGeometry().width(), "minimum": window.minimumSizeHint().width(),
-              "width": window.width(), "dock_right": window.decoding_dock.geometry().right(),
-              "dock_shown": window.decoding_dock.isVisible(), "larger": app.font().pointSizeF() / font}
+              "width": window.width(), "dock_right": window.views.decoding_dock.geometry().right(),
+              "dock_shown": window.views.decoding_dock.isVisible(), "larger": app.font().pointSizeF() / font}
     window.presenting.set_presenting(False)
     report["font_back"] = app.font().pointSizeF() == font
     print(json.dumps(report))

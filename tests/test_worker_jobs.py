@@ -68,7 +68,7 @@ def test_a_run_asked_for_during_a_job_is_answered_between_two_heads(qtbot, windo
     worker.finished.connect(run_finished, direct)
     worker.importance_progress.connect(lambda *_: events.append("head"), direct)
     worker.importance_ready.connect(lambda *_: events.append("importance"), direct)
-    window.input_bar.text.setText("green apple")
+    window.views.input_bar.text.setText("green apple")
     window.run()
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=JOB_WAIT)
     assert nested == [[]]  # the run was answered from the thread's queue, not from inside a head
@@ -84,7 +84,7 @@ def test_a_device_switch_during_a_job_stops_it_and_the_panel_says_why(qtbot, win
     worker = window.worker_thread.worker
     moved = []
     worker.device_changed.connect(lambda job, info: moved.append(info.device))
-    window.model_panel.device_chosen.emit("cpu")  # the user picks a device in the Model panel
+    window.views.model_panel.device_chosen.emit("cpu")  # the user picks a device in the Model panel
     qtbot.waitUntil(lambda: "Stopped" in summary(window), timeout=JOB_WAIT)
     assert summary(window) == "Stopped: the model moved to cpu. View → Head importance… scores a corpus again."
     qtbot.waitUntil(lambda: moved == ["cpu"], timeout=WAIT)

@@ -2,7 +2,7 @@
 shortcuts lists the same table.
 
 ``handler`` names what an entry calls, as a dotted path on the window ("opening.open_dialog": the Opening
-feature's slot; "focus.reset_zoom": a view's), called with ``args``. ``name`` keeps the action in the window's
+feature's slot; "views.focus.reset_zoom": a view's), called with ``args``. ``name`` keeps the action in the window's
 ``actions`` (checked or enabled by a feature). An entry without a ``menu`` belongs to the window alone: the
 presenting keys, which act only while presenting (elsewhere the bare arrow keys and Esc belong to the widgets).
 """
@@ -89,9 +89,9 @@ ACTIONS = (
           tip="A snapshot series: the next snapshot of the training run"),
     entry("View", "Previous training step", "viewing.step_snapshot", args=(-1,), shortcut="Ctrl+Shift+Left",
           tip="A snapshot series: the previous snapshot of the training run"),
-    entry("View", "Toggle masks", "selector.toggle_masks", shortcut="Ctrl+M"),
-    entry("View", "Reveal rows", "selector.reveal_rows", existing=True),
-    entry("View", "Reset zoom", "focus.reset_zoom", shortcut="Ctrl+0",
+    entry("View", "Toggle masks", "views.selector.toggle_masks", shortcut="Ctrl+M"),
+    entry("View", "Reveal rows", "views.selector.reveal_rows", existing=True),
+    entry("View", "Reset zoom", "views.focus.reset_zoom", shortcut="Ctrl+0",
           tip="Show the whole heatmap again (or double-click it)"),
     entry("View", "&Present", "presenting.toggle", shortcut="F11", checkable=True, name="present",
           tip="Full screen, large text, the decoding beside the heatmap; ← → walk the steps, ↑ ↓ the layers, Esc ends"),
@@ -102,8 +102,8 @@ ACTIONS = (
           tip="How much the score on a PAIRS.tsv corpus drops when each head is switched off alone"),
     entry("View", "Reset &layout", "reset_layout", name="reset_layout",
           tip="The window's size and panels as at the first launch (the saved layout is replaced at quit)"),
-    entry("View", "Model", "model_dock.toggleViewAction", existing=True),
-    entry("View", "Decoding", "decoding_dock.toggleViewAction", existing=True),
+    entry("View", "Model", "views.model_dock.toggleViewAction", existing=True),
+    entry("View", "Decoding", "views.decoding_dock.toggleViewAction", existing=True),
     entry("Help", "&What am I looking at?", "explain", shortcut="F1",
           tip="Attention kinds, masks, aggregates, decoding steps and beams, on one page"),
     entry("Help", "&Keyboard shortcuts", "show_shortcuts"),

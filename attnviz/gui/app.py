@@ -37,7 +37,7 @@ def _probe_startup(started, launched: float) -> None:
         if window.built and not built:  # said at once: a test waits for it before it interrupts the app
             built.append(time.time() - launched)
             print(f"built {built[0]:.3f}", flush=True)
-        if window.built and window.session.results and window.focus.image.image is not None:
+        if window.built and window.session.results and window.views.focus.image.image is not None:
             app.processEvents()  # the heatmap's paint
             print(f"heatmap {time.time() - launched:.3f}", flush=True)
             print(f"torch {started.importing.ended - launched:.3f}", flush=True)
@@ -109,9 +109,9 @@ def build_window(window, checkpoint: str | None, device: str | None, *, weights:
     follow_palette()
     window.build(["auto", *available_devices()])
     if device:
-        window.model_panel.set_device_name(device)
+        window.views.model_panel.set_device_name(device)
     if weights:
-        window.model_panel.set_weights_name(weights)
+        window.views.model_panel.set_weights_name(weights)
         window.opening.weights_requested.emit(NO_REQUEST, weights)  # before the first open, as a stored choice
     path = initial_checkpoint(checkpoint)
     if path:

@@ -52,11 +52,13 @@ def keep_on_screen(window: QMainWindow, before: QRect) -> None:
 
 
 class DockArea:
-    """The window's docks: ``add`` makes one, ``show`` shows a panel made on first use beside the views."""
+    """The window's docks (the Model and Decoding docks, and the panels made on first use): ``add`` makes one,
+    ``show`` shows a panel made on first use beside the views."""
 
     def __init__(self, window: QMainWindow):
         self.window = window
         self.model_dock: QDockWidget | None = None  # the column a panel shares where the screen has no room
+        self.decoding_dock: QDockWidget | None = None
         self.panel_docks: list[QDockWidget] = []  # the panels made on first use, in the order they were made
 
     def add(self, title: str, widget: QWidget, area: Qt.DockWidgetArea, *, scrolls: bool = False) -> QDockWidget:

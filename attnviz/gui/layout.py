@@ -1,67 +1,104 @@
 """Where the views sit: the input bars over the focus heatmap (or the comparison) beside the grids, the Model dock
-on the left and the Decoding dock below. ``setup_views`` makes the views as the window's attributes (the pattern
-of Qt Designer's ``setupUi``); the features connect their signals."""
+on the left and the Decoding dock below. ``setup_views`` makes the views and returns them as one frozen ``Views``,
+which the window keeps (``window.views``) and hands to each feature; the features connect their signals."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QMainWindow, QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QStatusBar, QTabWidget, QVBoxLayout, QWidget
 
 from .docks import DockArea
 from .saved_layout import default_docks
 
-
-def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> None:
+if TYPE_CHECKING:  # the views load pyqtgraph: imported when ``setup_views`` runs
     from .views.compare import CompareBar, CompareView
     from .views.controls import AblationBar, InputBar, SelectorBar, SnapshotBar
-    from .views.model_panel import ModelPanel
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
+    from .views.model_panel import ModelPanel
     from .views.thumbnails import ThumbnailGrid
 
-    window.input_bar, window.ablation_bar, window.snapshot_bar = InputBar(), AblationBar(), SnapshotBar()
-    window.selector = SelectorBar()
-    window.selector.setEnabled(False)  # nothing to choose from until a trace exists
-    window.focus = HeatmapView()
-    window.compare_bar = CompareBar()
-    window.compare_view = CompareView()  # model A | model B | B − A, in the focus view's place while comparing
-    window.compare_view.hide()
-    window.head_grid, window.model_view = ThumbnailGrid(), ThumbnailGrid()
-    window.decoding = DecodingPanel()
-    window.model_panel = ModelPanel(devices, demos)
+
+@dataclass(frozen=True)
+class Views:
+    """The views the window holds: what the features show states in and take the user's choices from."""
+
+    input_bar: InputBar  # the sentence, the decoding settings, the output line and the one-line errors
+    ablation_bar: AblationBar
+    snapshot_bar: SnapshotBar
+    selector: SelectorBar  # kind, layer, head, Show, colours, masks
+    focus: HeatmapView
+    compare_bar: CompareBar
+    compare_view: CompareView  # model A | model B | B − A, in the focus view's place while comparing
+    grids: QTabWidget  # the two thumbnail grids' tabs
+    head_grid: ThumbnailGrid  # the heads of the selected layer
+    model_view: ThumbnailGrid  # every layer × head
+    decoding: DecodingPanel
+    model_panel: ModelPanel
+    docks: DockArea  # the docks: the two below and the corpus panels made on first use
+    model_dock: QDockWidget
+    decoding_dock: QDockWidget
+    status_bar: QStatusBar
+
+    def show_error(self, message: str) -> None:
+        """One line saying what went wrong, under the sentence box."""
+        self.input_bar.show_error(message)
+
+
+def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> Views:
+    """Make the views in ``window``: the central widget, the docks and their default places."""
+    from .views.compare import CompareBar, CompareView
+    from .views.controls import AblationBar, InputBar, SelectorBar, SnapshotBar
+    from .views.decoding import DecodingPanel
+    from .views.heatmap import HeatmapView
+    from .views.model_panel import ModelPanel
+    from .views.thumbnails import ThumbnailGrid
+
+    bars = {"input_bar": InputBar(), "ablation_bar": AblationBar(), "snapshot_bar": SnapshotBar(),
+            "compare_bar": CompareBar()}
+    selector, focus, compare_view = SelectorBar(), HeatmapView(), CompareView()
+    selector.setEnabled(False)  # nothing to choose from until a trace exists
+    compare_view.hide()
+    head_grid, model_view = ThumbnailGrid(), ThumbnailGrid()
     focus_area = QWidget()
     focus_layout = QVBoxLayout(focus_area)
     focus_layout.setContentsMargins(4, 4, 4, 4)
-    for view, stretch in ((window.selector, 0), (window.focus, 1), (window.compare_view, 1)):
+    for view, stretch in ((selector, 0), (focus, 1), (compare_view, 1)):
         focus_layout.addWidget(view, stretch)
-    window.grids = QTabWidget()
+    grids = QTabWidget()
     # In a narrow panel both tabs stay in view, their titles shortened ("Heads of th…"), not behind arrows.
-    window.grids.setUsesScrollButtons(False)
-    window.grids.setElideMode(Qt.TextElideMode.ElideRight)
-    for view, title in ((window.head_grid, "Heads of this layer"), (window.model_view, "All layers × heads")):
-        window.grids.setTabToolTip(window.grids.addTab(view, title), title)
+    grids.setUsesScrollButtons(False)
+    grids.setElideMode(Qt.TextElideMode.ElideRight)
+    for view, title in ((head_grid, "Heads of this layer"), (model_view, "All layers × heads")):
+        grids.setTabToolTip(grids.addTab(view, title), title)
     splitter = QSplitter(Qt.Orientation.Horizontal)
     splitter.addWidget(focus_area)
-    splitter.addWidget(window.grids)
+    splitter.addWidget(grids)
     splitter.setSizes([700, 420])
     central = QWidget()
     layout = QVBoxLayout(central)
     layout.setContentsMargins(0, 0, 0, 0)
-    for bar in (window.input_bar, window.ablation_bar, window.snapshot_bar, window.compare_bar):
-        layout.addWidget(bar)
+    for name in ("input_bar", "ablation_bar", "snapshot_bar", "compare_bar"):
+        layout.addWidget(bars[name])
     layout.addWidget(splitter, 1)
     window.setCentralWidget(central)
-    _setup_docks(window)
+    decoding, model_panel = DecodingPanel(), ModelPanel(devices, demos)
+    docks = _setup_docks(window, model_panel, decoding)
+    return Views(**bars, selector=selector, focus=focus, compare_view=compare_view, grids=grids,
+                 head_grid=head_grid, model_view=model_view, decoding=decoding, model_panel=model_panel, docks=docks,
+                 model_dock=docks.model_dock, decoding_dock=docks.decoding_dock, status_bar=window.statusBar())
 
 
-def _setup_docks(window: QMainWindow) -> None:
-    window.docks = DockArea(window)
-    window.model_dock = window.docks.add("Model", window.model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
-    window.docks.model_dock = window.model_dock
-    window.decoding_dock = window.docks.add("Decoding", window.decoding, Qt.DockWidgetArea.BottomDockWidgetArea)
-    window.decoding_dock.dockLocationChanged.connect(
-        lambda area: window.decoding.set_stacked(area in (Qt.DockWidgetArea.LeftDockWidgetArea,
-                                                          Qt.DockWidgetArea.RightDockWidgetArea)))
-    default_docks(window)
+def _setup_docks(window: QMainWindow, model_panel: QWidget, decoding) -> DockArea:
+    docks = DockArea(window)
+    docks.model_dock = docks.add("Model", model_panel, Qt.DockWidgetArea.LeftDockWidgetArea)
+    docks.decoding_dock = docks.add("Decoding", decoding, Qt.DockWidgetArea.BottomDockWidgetArea)
+    docks.decoding_dock.dockLocationChanged.connect(
+        lambda area: decoding.set_stacked(area in (Qt.DockWidgetArea.LeftDockWidgetArea,
+                                                   Qt.DockWidgetArea.RightDockWidgetArea)))
+    default_docks(docks)
+    return docks

@@ -1,5 +1,7 @@
-"""The main window: composes the views (layout.py), the worker thread, the features (features/: each owns its
-widgets and signal wiring) and the menus (actions.py: one table); keeps the settings and the window's events.
+"""The main window: composes the views (layout.py: one frozen ``Views``), the worker thread, the features
+(features/: each owns its widgets and signal wiring, and is handed the session, the views, the worker and the few
+features it uses: docs/ARCHITECTURE.md, "The window's features") and the menus (actions.py: one table); keeps
+the settings and the window's events.
 
 The window is made in two steps so that it can appear at once: the constructor shows the window with a
 "loading" line (Qt only), and ``build`` — which loads pyqtgraph and torch — makes the views and the
@@ -32,20 +34,19 @@ class MainWindow(QMainWindow):
         self.built = False
         self.closed = False  # a window closed while torch was still being imported is never built
         self.setWindowTitle("attnviz")
-        self.layout_notes = [restore_geometry(self)]  # said in the status bar once the window is built
+        self.layout_notes = [restore_geometry(self, self.stored)]  # said in the status bar once the window is built
         loading = QLabel("Loading attnviz and the model…")
         loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setCentralWidget(loading)
 
     def build(self, devices: list[str]) -> None:
         """Make the views, the worker thread, the features and the menus (this loads pyqtgraph and torch)."""
-        from .actions import build_menus, window_keys
         from .features.ablation import Ablation
         from .features.comparing import Comparing
         from .features.contributions import Contributions
         from .features.exporting import Exporting
         from .features.head_stats import head_stats_tool
-        from .features.importance import importance_tool
+        from .features.importance import ImportanceTool
         from .features.opening import Opening
         from .features.presenting import Presenting
         from .features.sessions import Sessions
@@ -54,22 +55,45 @@ class MainWindow(QMainWindow):
         from .worker import WorkerThread
 
         before = self.frameGeometry()
-        setup_views(self, devices, self.demos)
+        self.views = views = setup_views(self, devices, self.demos)
         self.worker_thread = WorkerThread(self.session.jobs)  # the session's job board
-        self.viewing, self.ablation, self.opening = Viewing(self), Ablation(self), Opening(self)
-        self.sessions, self.comparing, self.exporting = Sessions(self), Comparing(self), Exporting(self)
-        self.presenting, self.stats, self.importance = Presenting(self), head_stats_tool(self), importance_tool(self)
-        self.contributions = Contributions(self)
-        self.named_actions = build_menus(self)
-        self.opening.fill_demos_menu(self.named_actions["demos"], self.demos)
-        self.named_actions["compare_with"].aboutToShow.connect(self.comparing.fill_compare_menu)
-        self.window_keys = window_keys()
-        for line in self.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
+        session, worker, stored = self.session, self.worker, self.stored
+        # Each feature is handed the features it uses, made before it: they reach one another in one direction.
+        self.contributions = Contributions(session, views, worker, parent=self)
+        self.viewing = Viewing(session, views, worker, contributions=self.contributions, parent=self)
+        self.ablation = Ablation(session, views, worker, viewing=self.viewing, parent=self)
+        self.opening = Opening(session, views, worker, viewing=self.viewing, ablation=self.ablation,
+                               contributions=self.contributions, parent=self, stored=stored)
+        self.comparing = Comparing(session, views, worker, viewing=self.viewing, opening=self.opening,
+                                   demos=self.demos, parent=self)
+        self.sessions = Sessions(session, views, opening=self.opening, comparing=self.comparing,
+                                 contributions=self.contributions, parent=self, stored=stored)
+        self.exporting = Exporting(session, views, viewing=self.viewing, parent=self, stored=stored)
+        self.presenting = Presenting(session, views, viewing=self.viewing, window=self)
+        self.stats = head_stats_tool(session, views, worker, viewing=self.viewing, parent=self)
+        self.importance = ImportanceTool(session, views, worker, viewing=self.viewing, exporting=self.exporting,
+                                         parent=self, stored=stored)
+        self._build_menus()
+        for line in views.input_bar.line_edits():  # the sentence box has the focus at start: the keys work there too
             line.installEventFilter(self)
         self._restore_settings()
         self.setAcceptDrops(True)
         self.built = True
         keep_on_screen(self, before)
+
+    def _build_menus(self) -> None:
+        """The menu bar from actions.py's table; the menus the features fill, and the entries their state checks."""
+        from .actions import build_menus, window_keys
+
+        self.named_actions = named = build_menus(self)
+        self.opening.fill_menus(recent=named["recent"], demos=named["demos"], demo_paths=self.demos)
+        named["compare_with"].aboutToShow.connect(lambda: self.comparing.fill_compare_menu(named["compare_with"]))
+        for action in (named["stop_compare"], named["force_b"]):
+            self.comparing.comparing_changed.connect(action.setEnabled)
+        for action in named["presenting"]:  # the bare keys act only while presenting
+            self.presenting.presenting_changed.connect(action.setEnabled)
+        self.presenting.presenting_changed.connect(named["present"].setChecked)
+        self.window_keys = window_keys()
 
     @property
     def worker(self):
@@ -97,31 +121,33 @@ class MainWindow(QMainWindow):
         self.viewing.select(**changes)
 
     def show_error(self, message: str) -> None:
-        self.input_bar.show_error(message)
+        self.views.show_error(message)
 
     # --- settings -------------------------------------------------------------------------------------
     def _restore_settings(self) -> None:
         from models.nn.precisions import PRECISIONS
         from .views.style import COLORMAPS
 
-        self.layout_notes.append(restore_docks(self))
-        self.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
-        self.selector.set_masks_visible(self.stored.boolean("view/masks", True))
-        self.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
-        self.model_panel.set_weights_name(self.stored.choice("model/weights", PRECISIONS[0], PRECISIONS))
-        self.opening.weights_requested.emit(NO_REQUEST, self.model_panel.weights_name())  # before the first open
+        views = self.views
+        self.layout_notes.append(restore_docks(views.docks, self.stored))
+        views.selector.set_colormap_name(self.stored.choice("view/colormap", "viridis", COLORMAPS))
+        views.selector.set_masks_visible(self.stored.boolean("view/masks", True))
+        views.selector.reveal_rows.setChecked(self.stored.boolean("view/reveal_rows", False))
+        views.model_panel.set_weights_name(self.stored.choice("model/weights", PRECISIONS[0], PRECISIONS))
+        self.opening.weights_requested.emit(NO_REQUEST, views.model_panel.weights_name())  # before the first open
         if self.stored.problems:
             self.statusBar().showMessage("Settings ignored: " + "; ".join(self.stored.problems), 15000)
         show_layout_note(self, "; ".join(note for note in self.layout_notes if note))
         self.opening.update_recent_menu()
 
     def _save_settings(self) -> None:
-        save_layout(self, *self.presenting.layout_to_save())
-        self.settings.setValue("view/colormap", self.selector.colormap_name())
-        self.settings.setValue("view/masks", self.selector.masks_visible())
-        self.settings.setValue("view/reveal_rows", self.selector.reveal_rows.isChecked())
+        selector = self.views.selector
+        save_layout(self.settings, *self.presenting.layout_to_save())
+        self.settings.setValue("view/colormap", selector.colormap_name())
+        self.settings.setValue("view/masks", selector.masks_visible())
+        self.settings.setValue("view/reveal_rows", selector.reveal_rows.isChecked())
         if self.session.model is not None:  # the open model's input, restored when it is opened next
-            run = self.input_bar.run_settings()
+            run = self.views.input_bar.run_settings()
             self.settings.setValue("run/model", str(self.session.model.path))
             for key in ("text", "mode", "beam", "target"):
                 self.settings.setValue(f"run/{key}", getattr(run, key))
@@ -148,7 +174,9 @@ class MainWindow(QMainWindow):
             self.open_path(paths[0])
 
     def reset_layout(self) -> None:
-        reset_layout(self)
+        """View → Reset layout: presenting ends, then the first launch's window and docks."""
+        self.presenting.set_presenting(False)
+        reset_layout(self.views.docks)
 
     def explain(self) -> None:
         from .views.help import explanation_dialog
@@ -170,7 +198,7 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)
         if self.built and event.size().height() != event.oldSize().height():
-            self.input_bar.follow_window_height()
+            self.views.input_bar.follow_window_height()
         if self.built and not self.closed:
             self.presenting.window_resized()
 
@@ -186,8 +214,8 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:  # noqa: N802
         self.closed = True
         if self.built:  # closed while still loading: nothing to stop or save yet
-            self.decoding.stop()
-            self.input_bar.stop()
+            self.views.decoding.stop()
+            self.views.input_bar.stop()
             self._save_settings()  # the layout saved is the user's own, never the presentation's
             self.presenting.window_closing()
             self.worker_thread.close()

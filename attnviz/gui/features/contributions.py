@@ -3,11 +3,16 @@ offers), the worker's contribution jobs (newest wins; the traced pass of a resul
 among the forward methods re-runs nothing), the maps of every result and hypothesis kept here while its run is
 the newest, and the hallucination signal (ALTI+'s source coverage) of every hypothesis of a Transformer's run.
 
-What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature asks
-:meth:`Contributions.maps_for` what to draw.
+What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature reads
+:meth:`Contributions.maps_for` (its ``ShownMaps``) to know what to draw, and redraws when ``shown_changed`` or
+``coverage_changed`` says so: this feature reaches no other feature. The features that accept a model and a run
+say when the session holds a new one (:meth:`model_changed` from opening, :meth:`run_shown` from viewing), so its
+maps always follow the session's model and run.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
@@ -17,17 +22,23 @@ from ...state.contributions import (
     ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, job_kind,
     restored_choice,
 )
-from ...state.session import ModelInfo
+from ...state.session import ModelInfo, Session
+from ..layout import Views
+
+if TYPE_CHECKING:
+    from ..worker import ModelWorker
 
 COVERAGE_METHOD = "alti"
 
 
 class Contributions(QObject):
     requested = Signal(object)  # ContributionJob → worker
+    shown_changed = Signal()  # another method is shown, or the shown maps came: the views draw them again
+    coverage_changed = Signal()  # a hypothesis' source coverage came: the output line and the beam say it
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window, self.session = window, window.session
+    def __init__(self, session: Session, views: Views, worker: ModelWorker, parent: QObject | None = None):
+        super().__init__(parent)
+        self.session, self.views = session, views
         self.method = WEIGHTS
         self.choices: tuple[ShowChoice, ...] = ()
         # (request id, hypothesis or ORIGINAL, method, model B's) → maps or a line
@@ -35,13 +46,9 @@ class Contributions(QObject):
         self.asked: set[tuple] = set()  # keys asked for and not answered yet
         self.coverage: dict[int, str] = {}  # hypothesis of the newest run (or ORIGINAL) → its source contribution
         self.coverage_next = None  # makes the original's job, once the run's hypotheses have theirs
-        worker = window.worker
         self.requested.connect(worker.contributions)
         worker.contributions_ready.connect(self._on_answer)
-        worker.loaded.connect(self._on_model)
-        worker.weights_changed.connect(self._on_model)
-        worker.finished.connect(self._on_run_finished)
-        window.selector.show_changed.connect(self.choose)
+        views.selector.show_changed.connect(self.choose)
 
     @property
     def choice(self) -> ShowChoice | None:
@@ -49,14 +56,16 @@ class Contributions(QObject):
         return None if self.method == WEIGHTS else choice_named(self.choices, self.method)
 
     # --- the model and the choice ---------------------------------------------------------------------
-    def _on_model(self, job_id: int, info: ModelInfo) -> None:
+    def model_changed(self, job_id: int, info: ModelInfo) -> None:
+        """A model opened, or its weights changed (the opening feature says so, once the session holds it): its
+        Show choices; the maps of the model before go."""
         if not self.session.is_current_model_job(job_id) and self.session.model is not info:
             return
         self.choices = info.show_choices
         current = choice_named(self.choices, self.method)
         if current is None or current.reason:
             self.method = WEIGHTS  # the new model cannot give it: its maps are the weights again
-        self.window.selector.set_show_choices(self.choices, self.method)
+        self.views.selector.set_show_choices(self.choices, self.method)
         self.answers, self.asked, self.coverage, self.coverage_next = {}, set(), {}, None
 
     def restore(self, name: str, info: ModelInfo) -> str:
@@ -64,17 +73,17 @@ class Contributions(QObject):
         weights are shown instead ("" when shown as saved)."""
         self.choices = info.show_choices
         self.method, problem = restored_choice(self.choices, name)
-        self.window.selector.set_show_choices(self.choices, self.method)
+        self.views.selector.set_show_choices(self.choices, self.method)
         return problem
 
     def choose(self, name: str) -> None:
         """Show ``name``'s maps (``weights``: the attention weights); a method the model cannot give says why
         in place of the heatmap, and the run stays."""
         self.method = name or WEIGHTS
-        if self.window.selector.show_name() != self.method:
-            self.window.selector.set_show_name(self.method)
+        if self.views.selector.show_name() != self.method:
+            self.views.selector.set_show_name(self.method)
             return  # the box's signal comes back here
-        self.window.viewing.refresh(rebuild=True)
+        self.shown_changed.emit()
 
     # --- the maps ---------------------------------------------------------------------------------------
     def maps_for(self, *, partner: bool = False) -> object | str | None:
@@ -129,8 +138,9 @@ class Contributions(QObject):
                                outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, coverage=coverage,
                                partner=partner, ablation=ablation)
 
-    def _on_run_finished(self, request_id: int, _results) -> None:
-        """A new run: the older runs' maps go; a Transformer's hypotheses get their source coverage (ALTI+)."""
+    def run_shown(self, request_id: int) -> None:
+        """A new run is shown (the viewing feature says so): the older runs' maps go; a Transformer's hypotheses get
+        their source coverage (ALTI+)."""
         if not self.session.is_current(request_id) or not self.session.results:
             return
         self.answers = {key: found for key, found in self.answers.items() if key[0] == request_id}
@@ -153,7 +163,7 @@ class Contributions(QObject):
         if answer.coverage is not None:
             source_tokens = self.session.results[0].trace.src_tokens  # every hypothesis reads the same source
             self.coverage[answer.hypothesis] = coverage_text(answer.coverage, source_tokens)
-            self.window.viewing.show_coverage()
+            self.coverage_changed.emit()
         queued = self.coverage_next
         if queued is not None and answer.hypothesis == answer.job.hypotheses[-1] and not answer.stopped:
             self.coverage_next = None
@@ -170,4 +180,4 @@ class Contributions(QObject):
             return  # overtaken: asked again when it is shown again
         self.answers[key] = answer.value if answer.value is not None else answer.error
         if key == self._shown_key(key[3]) and key[2] == self.method:
-            self.window.viewing.refresh(rebuild=True)
+            self.shown_changed.emit()

@@ -4,45 +4,47 @@ a layer's heads as one figure, the run's attention as NPZ, the heatmap as CSV. A
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtWidgets import QApplication, QWidget
 
 from models.errors import AttnvizError
 
 from ...state import compare_view, viewmodel
 from ...state.export import write_csv, write_npz
 from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
+from ...state.session import Session
+from ...state.settings import SettingsReader
+from ..dialogs import IMAGE_FILTER, ask_save_path
+from ..layout import Views
 from ..rendering import figure_image, save_figure
 
-IMAGE_FILTER = "PNG (*.png);;SVG (*.svg)"
+if TYPE_CHECKING:
+    from .viewing import Viewing
+
 NOTHING_RUN_YET = "nothing to export yet; run a sentence first"
 RUN_UNDER_WAY = "a new run is under way; export once it has finished"
 NO_ATTENTION = "this model has no attention: only its outputs are shown"
 
 
-def ask_save_path(window, title: str, *, name: str, file_filter: str) -> str:
-    """Where to save, asked in the folder of the last save ('' when the user cancels)."""
-    folder = window.stored.text("files/export_folder", str(Path.home()))
-    path, _ = QFileDialog.getSaveFileName(window, title, str(Path(folder) / name), file_filter)
-    if path:
-        window.settings.setValue("files/export_folder", str(Path(path).parent))
-    return path
-
-
 class Exporting(QObject):
-    def __init__(self, window):
-        super().__init__(window)
-        self.window, self.session = window, window.session
+    def __init__(self, session: Session, views: Views, *, viewing: Viewing, parent: QWidget, stored: SettingsReader):
+        super().__init__(parent)
+        self.session, self.views, self.viewing = session, views, viewing
+        self.parent_widget, self.stored = parent, stored
+
+    def _ask(self, title: str, *, name: str, file_filter: str) -> str:
+        return ask_save_path(self.parent_widget, self.stored, title, name=name, file_filter=file_filter)
 
     def _write(self, write, *paths_and_data, saved: str = "") -> bool:
         """Run ``write`` on each tuple of arguments in turn; the first failure is one line in the window."""
         try:
             written = [write(*arguments) for arguments in paths_and_data]
         except AttnvizError as failure:  # the writers' one line (attnviz/state/export.py)
-            self.window.show_error(f"Export failed: {failure}")
+            self.views.show_error(f"Export failed: {failure}")
             return False
-        self.window.statusBar().showMessage(saved or f"Saved {written[0]}", 5000)
+        self.views.status_bar.showMessage(saved or f"Saved {written[0]}", 5000)
         return True
 
     def _caption(self) -> Caption:
@@ -63,7 +65,7 @@ class Exporting(QObject):
         """What the focus view shows as a figure would draw it (while comparing, A | B | B − A, as long as one pane
         has a map), or why there is nothing to draw: no run yet, a new run under way (the views still show the
         last one, which no longer matches the input), or the line the focus view shows in place of a map."""
-        session, viewing = self.session, self.window.viewing
+        session, viewing = self.session, self.viewing
         trace = session.trace
         if trace is None:
             return RUN_UNDER_WAY if session.request is not None else NOTHING_RUN_YET
@@ -83,10 +85,10 @@ class Exporting(QObject):
         :meth:`shown_state` says why there is none."""
         from ..views.style import lookup_table
 
-        focus, shown = self.window.focus, self.shown_state()
+        focus, shown = self.views.focus, self.shown_state()
         if isinstance(shown, str):
             return None
-        if not self.window.selector.masks_visible():
+        if not self.views.selector.masks_visible():
             shown = without_masks(shown)
         if isinstance(shown, viewmodel.HeatmapState):
             return heatmap_svg(shown, focus.lut(), caption=self._caption())
@@ -98,12 +100,12 @@ class Exporting(QObject):
         """The focus heatmap; while comparing, the three maps (A | B | B − A). PNG and SVG are one figure."""
         selection = self.session.selection
         name = viewmodel.export_name(selection.kind, selection.layer, selection.head) + ".png"
-        path = path or ask_save_path(self.window, "Export heatmap", name=name, file_filter=IMAGE_FILTER)
+        path = path or self._ask("Export heatmap", name=name, file_filter=IMAGE_FILTER)
         if not path:
             return
         figure = self.current_figure()
         if figure is None:
-            self.window.show_error(f"Export failed: {self.shown_state()}")
+            self.views.show_error(f"Export failed: {self.shown_state()}")
             return
         self._write(save_figure, (figure, path))
 
@@ -113,27 +115,25 @@ class Exporting(QObject):
         if figure is None:
             return
         QApplication.clipboard().setImage(figure_image(figure))
-        self.window.statusBar().showMessage("The heatmap is on the clipboard", 5000)
+        self.views.status_bar.showMessage("The heatmap is on the clipboard", 5000)
 
     def export_grid_image(self, path: str | None = None) -> None:
         trace, selection = self.session.trace, self.session.selection
         name = f"{selection.kind}-L{selection.layer}-heads.png"
-        path = path or ask_save_path(self.window, "Export all heads of this layer", name=name,
-                                     file_filter=IMAGE_FILTER)
+        path = path or self._ask("Export all heads of this layer", name=name, file_filter=IMAGE_FILTER)
         if path and trace is not None and selection.kind in trace.attention:
-            mask = trace.masks[selection.kind] if self.window.selector.masks_visible() else None
+            mask = trace.masks[selection.kind] if self.views.selector.masks_visible() else None
             figure = heads_svg(viewmodel.head_grid(trace, selection),
                                viewmodel.heads_title(selection.kind, selection.layer),
                                query_labels=trace.query_tokens(selection.kind),
-                               key_labels=trace.key_tokens(selection.kind), lut=self.window.focus.lut(), mask=mask,
+                               key_labels=trace.key_tokens(selection.kind), lut=self.views.focus.lut(), mask=mask,
                                caption=self._caption())
             self._write(save_figure, (figure, path))
 
     def export_npz(self, path: str | None = None) -> None:
         if self.session.result is None or self.session.trace is None:
             return
-        path = path or ask_save_path(self.window, "Export attention data", name="attention.npz",
-                                     file_filter="NumPy archive (*.npz)")
+        path = path or self._ask("Export attention data", name="attention.npz", file_filter="NumPy archive (*.npz)")
         if not path:
             return
         partner = self.session.partner_result if self.session.comparing else None
@@ -145,14 +145,13 @@ class Exporting(QObject):
                     saved=f"Saved {path} (model A) and {beside} (model B)")
 
     def export_csv(self, path: str | None = None) -> None:
-        current = self.window.viewing.current_heatmap()
+        current = self.viewing.current_heatmap()
         if current is None:
             return
-        path = path or ask_save_path(self.window, "Export this heatmap", name=current.file_stem + ".csv",
-                                     file_filter="CSV (*.csv)")
+        path = path or self._ask("Export this heatmap", name=current.file_stem + ".csv", file_filter="CSV (*.csv)")
         if not path:
             return
-        comparison = self.window.viewing.current_comparison() if self.session.comparing else None
+        comparison = self.viewing.current_comparison() if self.session.comparing else None
         if comparison is None:
             self._write(write_csv, (path, current.matrix, current.query_labels, current.key_labels))
             return

@@ -11,6 +11,7 @@ panels share (a job, its one answer, a new model) is :class:`CorpusPanel`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
@@ -18,7 +19,14 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 from ...state import stats_view
 from ...state.demos import demo_reference_pairs
 from ...state.jobs import Answer, Stopped
+from ...state.session import Session
+from ..docks import DockArea
+from ..layout import Views
 from ..views.head_stats import HeadStatsView
+
+if TYPE_CHECKING:
+    from ..worker import ModelWorker
+    from .viewing import Viewing
 
 PAIRS_FILTER = "Sentence pairs (*.tsv *.txt);;All files (*)"
 
@@ -45,28 +53,29 @@ def choose_corpus(parent: QWidget, title: str, checkpoint) -> str | list[tuple[s
 
 class CorpusTool(QObject):
     """A corpus tool of the View menu: asks which corpus, then runs it in its panel, whose dock is made on first
-    use (most sessions never need it). ``make_panel(window)`` makes the panel and connects what it asks of the
-    window."""
+    use (most sessions never need it). ``make_panel()`` makes the panel and connects what it asks of the other
+    features."""
 
-    def __init__(self, window, *, title: str, dock_title: str, make_panel: Callable[[QWidget], QObject]):
-        super().__init__(window)
-        self.window, self.title, self.dock_title, self.make_panel = window, title, dock_title, make_panel
+    def __init__(self, session: Session, docks: DockArea, *, title: str, dock_title: str,
+                 make_panel: Callable[[], QObject], parent: QWidget):
+        super().__init__(parent)
+        self.session, self.docks, self.parent_widget = session, docks, parent
+        self.title, self.dock_title, self.make_panel = title, dock_title, make_panel
         self.panel = None
 
     def open(self, corpus: str | list[tuple[str, str]] | None = None) -> None:
         """Run ``corpus`` (a PAIRS.tsv path, or the pairs; asked for when None) on the worker; the panel shows the
         answer."""
-        window = self.window
-        if window.session.model is None:
+        if self.session.model is None:
             return
-        corpus = corpus or choose_corpus(window, self.title, checkpoint=window.session.model.path)
+        corpus = corpus or choose_corpus(self.parent_widget, self.title, checkpoint=self.session.model.path)
         if not corpus:
             return
         if self.panel is None:
-            self.panel = self.make_panel(window)
-            self.panel.dock = window.docks.add(self.dock_title, self.panel.view, Qt.DockWidgetArea.RightDockWidgetArea,
-                                               scrolls=True)
-        window.docks.show(self.panel.dock)
+            self.panel = self.make_panel()
+            self.panel.dock = self.docks.add(self.dock_title, self.panel.view, Qt.DockWidgetArea.RightDockWidgetArea,
+                                             scrolls=True)
+        self.docks.show(self.panel.dock)
         self.panel.start(corpus)
 
 
@@ -121,15 +130,17 @@ class CorpusPanel(QObject):
         """What the panel showed belonged to the model open until now."""
 
 
-def head_stats_tool(window) -> CorpusTool:
+def head_stats_tool(session: Session, views: Views, worker: ModelWorker, *, viewing: Viewing,
+                    parent: QWidget) -> CorpusTool:
     """View → Corpus head statistics…: a typical sentence clicked in the panel runs in the window."""
 
-    def make_panel(window) -> HeadStatsPanel:
-        panel = HeadStatsPanel(window.worker, window, new_job=window.session.new_job)
-        panel.view.sentence_chosen.connect(window.viewing.run_text)
+    def make_panel() -> HeadStatsPanel:
+        panel = HeadStatsPanel(worker, parent, new_job=session.new_job)
+        panel.view.sentence_chosen.connect(viewing.run_text)
         return panel
 
-    return CorpusTool(window, title="Corpus head statistics", dock_title="Head statistics", make_panel=make_panel)
+    return CorpusTool(session, views.docks, title="Corpus head statistics", dock_title="Head statistics",
+                      make_panel=make_panel, parent=parent)
 
 
 class HeadStatsPanel(CorpusPanel):

@@ -15,17 +15,27 @@ other job is dropped here, and a newly opened model clears the view.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QWidget
 
 from models.nn.precisions import EXACT
 
 from ...state import stats_view
 from ...state.jobs import Answer
 from ...state.prune_view import prune_curve_figure, prune_curve_state
+from ...state.session import Session
+from ...state.settings import SettingsReader
+from ..dialogs import IMAGE_FILTER, ask_save_path
+from ..layout import Views
 from ..views.prune_curve import WAITING, PruneCurveView
-from .exporting import IMAGE_FILTER, ask_save_path
 from .head_stats import CorpusPanel, CorpusTool, answered
+
+if TYPE_CHECKING:
+    from ..worker import ModelWorker
+    from .exporting import Exporting
+    from .viewing import Viewing
 
 # Pairs scored in the window: decoding again costs a decoding of every pair per head, so the first fifty say
 # enough; the NLL methods score hundreds in a minute or less.
@@ -150,26 +160,30 @@ class ImportancePanel(CorpusPanel):
         self.view.show_note(note)
 
 
-def importance_tool(window) -> CorpusTool:
-    """View → Head importance…: a head clicked in the panel is shown in the window."""
+class ImportanceTool(CorpusTool):
+    """View → Head importance…: a head clicked in the panel is shown in the window; the pruning curve exports."""
 
-    def make_panel(window) -> ImportancePanel:
-        panel = ImportancePanel(window.worker, window, new_job=window.session.new_job,
-                                weights=lambda: window.session.model.weights if window.session.model else EXACT)
-        panel.head_chosen.connect(lambda kind, layer, head: window.viewing.select(kind=kind, layer=layer, head=head))
-        panel.curve_view.export_requested.connect(lambda: export_curve(window, panel))
+    def __init__(self, session: Session, views: Views, worker: ModelWorker, *, viewing: Viewing,
+                 exporting: Exporting, parent: QWidget, stored: SettingsReader):
+        super().__init__(session, views.docks, title="Head importance", dock_title="Head importance",
+                         make_panel=self._make_panel, parent=parent)
+        self.worker, self.viewing, self.exporting, self.stored = worker, viewing, exporting, stored
+
+    def _make_panel(self) -> ImportancePanel:
+        session = self.session
+        panel = ImportancePanel(self.worker, self.parent_widget, new_job=session.new_job,
+                                weights=lambda: session.model.weights if session.model else EXACT)
+        panel.head_chosen.connect(lambda kind, layer, head: self.viewing.select(kind=kind, layer=layer, head=head))
+        panel.curve_view.export_requested.connect(lambda: self.export_curve())
         return panel
 
-    return CorpusTool(window, title="Head importance", dock_title="Head importance", make_panel=make_panel)
-
-
-def export_curve(window, panel: ImportancePanel, path: str | None = None) -> None:
-    """The panel's pruning curves as PNG or SVG: the figure ``attnviz importance --prune-curve -o`` draws, titled
-    with the model's name."""
-    if panel.curves is None:
-        return
-    model = window.session.model.path.stem
-    path = path or ask_save_path(window, "Export pruning curve", name=f"{model}-pruning-curve.png",
-                                 file_filter=IMAGE_FILTER)
-    if path:
-        window.exporting.write_figure(prune_curve_figure(prune_curve_state(panel.curves), model=model), path)
+    def export_curve(self, path: str | None = None) -> None:
+        """The panel's pruning curves as PNG or SVG: the figure ``attnviz importance --prune-curve -o`` draws,
+        titled with the model's name."""
+        if self.panel is None or self.panel.curves is None:
+            return
+        model = self.session.model.path.stem
+        path = path or ask_save_path(self.parent_widget, self.stored, "Export pruning curve",
+                                     name=f"{model}-pruning-curve.png", file_filter=IMAGE_FILTER)
+        if path:
+            self.exporting.write_figure(prune_curve_figure(prune_curve_state(self.panel.curves), model=model), path)

@@ -3,12 +3,19 @@ steps beside the heatmap; the arrow keys walk the decoding steps (← →) and t
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMainWindow
 
 from ...state.layout import DockPlace
+from ...state.session import Session
+from ..layout import Views
 from ..saved_layout import dock_places, place_docks, size_docks
+
+if TYPE_CHECKING:
+    from .viewing import Viewing
 
 PRESENTATION_FONT_SCALE = 1.6  # presentation mode: text readable from the back of a classroom
 # ... or as large as still fits the screen's width, the largest first (and never less than the last)
@@ -18,9 +25,12 @@ PRESENTING_HINT = "Presenting: ← → steps, ↑ ↓ layers, Esc ends"
 
 
 class Presenting(QObject):
-    def __init__(self, window):
+    presenting_changed = Signal(bool)  # View → Present's check mark, and the keys that act only while presenting
+
+    def __init__(self, session: Session, views: Views, *, viewing: Viewing, window: QMainWindow):
+        """``window``: the main window as the QMainWindow it lays out (full screen, its geometry, its docks)."""
         super().__init__(window)
-        self.window = window
+        self.session, self.views, self.viewing, self.window = session, views, viewing, window
         self.before: dict | None = None  # while presenting: what to restore (geometry, docks, window state, fonts)
         self.restoring = None  # once presenting ended: (the geometry it found, how often it may still be set)
         self.docks_to_size: list[DockPlace] | None = None  # once presenting ended: the docks' places, sized again
@@ -40,28 +50,26 @@ class Presenting(QObject):
             self._start()
         else:
             self._end()
-        for action in self.window.named_actions["presenting"]:  # the bare keys act only while presenting
-            action.setEnabled(on)
-        self.window.named_actions["present"].setChecked(on)
-        self.window.viewing.refresh(rebuild=True)
+        self.presenting_changed.emit(on)
+        self.viewing.refresh(rebuild=True)
 
     def _start(self) -> None:
-        window, app = self.window, QApplication.instance()
-        self.before = {"docks": dock_places(window), "geometry": window.saveGeometry(),
+        window, views, app = self.window, self.views, QApplication.instance()
+        self.before = {"docks": dock_places(views.docks), "geometry": window.saveGeometry(),
                        "rect": window.geometry(), "window_state": window.windowState(), "font": app.font()}
         # The Decoding dock stays: its steps and next-token chart are what a class follows step by step.
-        for dock in (window.model_dock, *window.docks.panel_docks):
+        for dock in (views.model_dock, *views.docks.panel_docks):
             dock.hide()
-        window.grids.hide()
+        views.grids.hide()
         # Beside the heatmap, where the grids were: under it, the dock would take the heatmap's height.
-        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, window.decoding_dock)
+        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, views.decoding_dock)
         self.scale = self._fitting_scale(self.before["font"])
-        window.focus.set_tick_font(app.font())
+        views.focus.set_tick_font(app.font())
         window.showFullScreen()
-        window.resizeDocks([window.decoding_dock], [window.width() * 2 // 5], Qt.Orientation.Horizontal)
-        window.decoding.set_text_scale(self.scale)
-        window.focus.setFocus()
-        window.statusBar().showMessage(PRESENTING_HINT, 8000)
+        window.resizeDocks([views.decoding_dock], [window.width() * 2 // 5], Qt.Orientation.Horizontal)
+        views.decoding.set_text_scale(self.scale)
+        views.focus.setFocus()
+        views.status_bar.showMessage(PRESENTING_HINT, 8000)
 
     def _fitting_scale(self, font: QFont) -> float:
         """The largest of ``PRESENTATION_FONT_SCALES`` at which the window, its fonts that much larger, still fits
@@ -86,20 +94,20 @@ class Presenting(QObject):
         before it began."""
         if self.before is not None:
             return self.before["geometry"], self.before["docks"]
-        return self.window.saveGeometry(), dock_places(self.window)
+        return self.window.saveGeometry(), dock_places(self.views.docks)
 
     def _end(self) -> None:
         """The window exactly as presenting found it: its state (normal, maximised, full screen), its geometry
         and its docks."""
-        window, saved, self.before = self.window, self.before, None
-        if window.statusBar().currentMessage() == PRESENTING_HINT:  # it spoke of presenting
-            window.statusBar().clearMessage()
+        window, views, saved, self.before = self.window, self.views, self.before, None
+        if views.status_bar.currentMessage() == PRESENTING_HINT:  # it spoke of presenting
+            views.status_bar.clearMessage()
         QApplication.instance().setFont(saved["font"])
-        window.focus.set_tick_font(None)
-        window.decoding.set_text_scale(1.0)
-        window.grids.setVisible(not window.session.comparing)  # the comparison keeps the grids aside
+        views.focus.set_tick_font(None)
+        views.decoding.set_text_scale(1.0)
+        views.grids.setVisible(not self.session.comparing)  # the comparison keeps the grids aside
         window.setWindowState(saved["window_state"])
-        place_docks(window, saved["docks"])
+        place_docks(views.docks, saved["docks"])
         self.docks_to_size = saved["docks"]  # again once laid out at the size the window comes back to
         QTimer.singleShot(0, self, self._size_docks)
         if not saved["window_state"] & (Qt.WindowState.WindowFullScreen | Qt.WindowState.WindowMaximized):
@@ -113,7 +121,7 @@ class Presenting(QObject):
 
     def _size_docks(self) -> None:
         if self.docks_to_size is not None and not self.on:
-            size_docks(self.window, self.docks_to_size)
+            size_docks(self.views.docks, self.docks_to_size)
         self.docks_to_size = None
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt's name)

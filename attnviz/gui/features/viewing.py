@@ -1,18 +1,30 @@
 """Running a sentence and showing it: the input bar's runs on the worker, what each view shows of the newest run
 (computed by attnviz/state/viewmodel.py), the selection (kind, layer, head, step, hypothesis) and a snapshot
-series' training step."""
+series' training step.
+
+Viewing reaches no other feature but the shown contributions method, read through ``ShownMaps``; the features that
+act on a run (opening, ablation, …) reach it, and ``run_arrived`` tells them a run's results were accepted."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, Signal
 
 from models.inference.modes import Mode
 
 from ...state import compare_view, contributions, viewmodel
+from ...state.contributions import ShowChoice
 from ...state.progress import decoding_progress
+from ...state.session import Session
+from ..layout import Views
+
+if TYPE_CHECKING:
+    from PySide6.QtCore import SignalInstance
+
+    from ..worker import ModelWorker
 
 NOTHING_RUN = "The attention appears here once a sentence has run."
 # A streamed heatmap is redrawn at most this often: each redraw holds the GIL the decoding thread needs, and
@@ -21,13 +33,36 @@ STREAMED_REDRAW_SECONDS = 0.5
 NO_ATTENTION = "This model has no attention (a GRU decoder without attention): only its outputs are shown."
 
 
+class ShownMaps(Protocol):
+    """What the views draw in place of the attention weights (attnviz/gui/features/contributions.py): the method
+    shown, its maps, and the source coverage of each hypothesis; its two signals say when to draw again."""
+
+    shown_changed: SignalInstance  # the method shown changed, or its maps came
+    coverage_changed: SignalInstance  # a hypothesis' source coverage came
+
+    @property
+    def choice(self) -> ShowChoice | None: ...  # None: the attention weights
+
+    @property
+    def coverage(self) -> dict[int, str]: ...
+
+    def maps_for(self, *, partner: bool = False) -> object | str | None: ...
+
+    def computing(self) -> bool: ...
+
+    def run_shown(self, request_id: int) -> None: ...  # the newest run is on screen: its maps and coverage follow
+
+
 class Viewing(QObject):
     run_requested = Signal(object)  # Request → worker
+    # A run's results were accepted, before the views show it: a reopened session's selection is set, the ablation
+    # bar counts a whole layer's heads (connected slots run at once, in the order they were connected).
+    run_arrived = Signal()
 
-    def __init__(self, window):
-        super().__init__(window)
-        self.window, self.session = window, window.session
-        worker = window.worker
+    def __init__(self, session: Session, views: Views, worker: ModelWorker, *, contributions: ShownMaps,
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self.session, self.views, self.contributions = session, views, contributions
         self.shows_run = False  # the views show a finished run (not a message, nor a run still streaming in)
         self.streamed_at: float | None = None  # when the streaming run's heatmap was last drawn
         self.run_requested.connect(worker.run)
@@ -36,24 +71,26 @@ class Viewing(QObject):
         worker.finished.connect(self._on_finished)
         worker.failed.connect(self._on_failed)
         worker.notice.connect(self._on_notice)
-        window.input_bar.run_requested.connect(self.run)
-        selector = window.selector
+        views.input_bar.run_requested.connect(self.run)
+        contributions.shown_changed.connect(lambda: self.refresh(rebuild=True))
+        contributions.coverage_changed.connect(self.show_coverage)
+        selector = views.selector
         selector.changed.connect(self._on_selector_changed)
         selector.colormap_changed.connect(self.set_colormap)
-        selector.masks_toggled.connect(window.focus.set_masks_visible)
-        selector.masks_toggled.connect(window.compare_view.set_masks_visible)
+        selector.masks_toggled.connect(views.focus.set_masks_visible)
+        selector.masks_toggled.connect(views.compare_view.set_masks_visible)
         selector.options_changed.connect(self._on_options_changed)
-        window.head_grid.clicked.connect(lambda _, head: self.select(head=head))
-        window.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
-        window.snapshot_bar.index_chosen.connect(self.choose_snapshot)
-        window.decoding.step_changed.connect(lambda step: self.select(step=step))
-        window.decoding.hypothesis_chosen.connect(self.choose_hypothesis)
-        for view in (window.focus, window.compare_view):
-            view.hovered.connect(lambda text: window.statusBar().showMessage(text))
+        views.head_grid.clicked.connect(lambda _, head: self.select(head=head))
+        views.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
+        views.snapshot_bar.index_chosen.connect(self.choose_snapshot)
+        views.decoding.step_changed.connect(lambda step: self.select(step=step))
+        views.decoding.hypothesis_chosen.connect(self.choose_hypothesis)
+        for view in (views.focus, views.compare_view):
+            view.hovered.connect(lambda text: views.status_bar.showMessage(text))
 
     # --- running --------------------------------------------------------------------------------------
     def run(self) -> None:
-        bar = self.window.input_bar
+        bar = self.views.input_bar
         settings = bar.run_settings()
         if self.session.model is None:
             return
@@ -65,13 +102,13 @@ class Viewing(QObject):
             return
         request = self.session.new_request(settings)  # posted: the running decode stops at its next step
         if not self.shows_run:  # the streamed rows of the run this one replaces are not left looking like its
-            self.window.focus.clear(NOTHING_RUN)
+            self.views.focus.clear(NOTHING_RUN)
         self.streamed_at = None
         bar.set_busy(True)
         self.run_requested.emit(request)
 
     def run_text(self, text: str) -> None:
-        self.window.input_bar.set_text(text)
+        self.views.input_bar.set_text(text)
         self.run()
 
     def _on_labels(self, request_id: int, labels) -> None:
@@ -79,7 +116,7 @@ class Viewing(QObject):
 
     def _on_steps(self, request_id: int, steps: list) -> None:
         if self.session.accept_steps(request_id, steps):
-            self.window.statusBar().showMessage(decoding_progress(steps[-1]))
+            self.views.status_bar.showMessage(decoding_progress(steps[-1]))
             self._show_streamed()
 
     def _show_streamed(self) -> None:
@@ -87,7 +124,7 @@ class Viewing(QObject):
         waiting for the whole run. A run replacing one on screen, a comparison, a contributions method or
         heads switched off wait for the finished run: the views stay one run's."""
         session = self.session
-        if self.shows_run or session.comparing or session.request.ablation or self.window.contributions.choice:
+        if self.shows_run or session.comparing or session.request.ablation or self.contributions.choice:
             return
         now = time.monotonic()
         if self.streamed_at is not None and now - self.streamed_at < STREAMED_REDRAW_SECONDS:
@@ -95,32 +132,30 @@ class Viewing(QObject):
         state = viewmodel.streamed_heatmap(session.run_labels, session.steps, session.selection,
                                            options=session.options)
         if state is not None:
-            self.window.focus.show_heatmap(state)
+            self.views.focus.show_heatmap(state)
             self.streamed_at = now
 
     def _on_finished(self, request_id: int, results) -> None:
         if not self.session.accept_results(request_id, results):
             return
-        self.window.input_bar.set_busy(False)
-        self.window.statusBar().clearMessage()
-        selection = self.window.opening.run_arrived()  # a reopened session's selection
-        if selection is not None:
-            self.session.replace_selection(**dataclasses.asdict(selection))
-        self.window.ablation.show_ablation()  # a whole layer's entry is counted in heads once the shape is known
+        self.views.input_bar.set_busy(False)
+        self.views.status_bar.clearMessage()
+        self.run_arrived.emit()
         self.show_output()
         self.show_run()
+        self.contributions.run_shown(request_id)
 
     def _on_failed(self, request_id: int, message: str) -> None:
         if self.session.is_current(request_id):
             if not self.shows_run:  # the rows of a run that failed part way are not left looking like one
-                self.window.focus.clear(NOTHING_RUN)
-            self.window.input_bar.set_busy(False)
-            self.window.show_error(message)
+                self.views.focus.clear(NOTHING_RUN)
+            self.views.input_bar.set_busy(False)
+            self.views.show_error(message)
 
     def _on_notice(self, request_id: int, message: str) -> None:
         if not self.session.accept_notice(request_id, message):
             return
-        self.window.statusBar().showMessage(message, 8000)
+        self.views.status_bar.showMessage(message, 8000)
         self.show_output()
 
     def show_run(self) -> None:
@@ -132,8 +167,8 @@ class Viewing(QObject):
 
     def _show_beam(self) -> None:
         beam = self.session.request.settings.mode == Mode.BEAM
-        coverage = self.window.contributions.coverage
-        self.window.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps,
+        coverage = self.contributions.coverage
+        self.views.decoding.show_beam(viewmodel.beam_state(self.session.results, self.session.steps,
                                                             coverage=coverage) if beam else None,
                                        self.session.selection.hypothesis)
 
@@ -144,7 +179,7 @@ class Viewing(QObject):
             self._show_beam()
 
     def show_output(self) -> None:
-        session, bar = self.session, self.window.input_bar
+        session, bar = self.session, self.views.input_bar
         result = session.run_result
         if result is not None:
             run = session.request.settings
@@ -154,7 +189,7 @@ class Viewing(QObject):
             if session.comparing:
                 partner = viewmodel.partner_line(session.partner_result or session.partner_error or None,
                                                  session.partner.path.stem)
-            coverage = self.window.contributions.coverage
+            coverage = self.contributions.coverage
             bar.show_result(viewmodel.result_line(
                 result, session.notices, limit=limit, eos_id=eos_id, original=session.original, partner=partner,
                 coverage=coverage.get(min(session.selection.hypothesis, len(session.results) - 1), ""),
@@ -170,7 +205,7 @@ class Viewing(QObject):
         self.refresh(rebuild=True)
 
     def _on_selector_changed(self) -> None:
-        chosen = self.window.selector.selection()
+        chosen = self.views.selector.selection()
         if chosen["kind"] is not None:
             self.select(**chosen)
 
@@ -205,16 +240,16 @@ class Viewing(QObject):
 
     def show_snapshot_bar(self) -> None:
         steps = self.session.model.snapshots if self.session.model is not None else ()
-        self.window.snapshot_bar.show_state(viewmodel.snapshot_bar(steps, self.session.snapshot_step))
+        self.views.snapshot_bar.show_state(viewmodel.snapshot_bar(steps, self.session.snapshot_step))
 
     # --- what the views show --------------------------------------------------------------------------
     def _on_options_changed(self) -> None:
-        self.session.options = self.window.selector.view_options()
+        self.session.options = self.views.selector.view_options()
         current = self.current_heatmap()
         if current is not None:
-            self.window.focus.show_heatmap(current)
+            self.views.focus.show_heatmap(current)
         if self.session.comparing and current is not None:
-            self.window.compare_view.show_compare(self.current_comparison())
+            self.views.compare_view.show_compare(self.current_comparison())
 
     def current_heatmap(self) -> viewmodel.HeatmapState | None:
         """The focus heatmap of the shown method, or None (nothing run, or the method has no map: see
@@ -228,7 +263,7 @@ class Viewing(QObject):
         trace, result = self.session.trace, self.session.result
         if trace is None:
             return None
-        feature = self.window.contributions
+        feature = self.contributions
         maps = feature.maps_for()
         if maps is None:
             return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
@@ -249,13 +284,13 @@ class Viewing(QObject):
             return compare_view.CompareState(a=compare_view.compare_pane(trace, session.selection, name="A",
                                                                    options=session.options),
                                           b=waiting, diff=compare_view.ComparePane(None, ""))
-        if self.window.contributions.choice is not None:
+        if self.contributions.choice is not None:
             return self._contribution_comparison(trace, partner.trace)
         return compare_view.compare_state(trace, partner.trace, selection=session.selection, options=session.options)
 
     def _contribution_comparison(self, trace, partner_trace) -> compare_view.CompareState:
         """A, B and B − A of the shown method: each model's own maps of it."""
-        feature, session = self.window.contributions, self.session
+        feature, session = self.contributions, self.session
         panes, pairs = [], []
         sides = (("A", trace, feature.maps_for()), ("B", partner_trace, feature.maps_for(partner=True)))
         for name, shown, maps in sides:
@@ -274,30 +309,30 @@ class Viewing(QObject):
         return compare_view.CompareState(a=panes[0], b=panes[1], diff=diff)
 
     def refresh(self, rebuild: bool = False, layer_changed: bool = True) -> None:
-        window, trace, selection = self.window, self.session.trace, self.session.selection
+        views, trace, selection = self.views, self.session.trace, self.session.selection
         if trace is None:
             return
         if not trace.kinds:
             self.clear_views(NO_ATTENTION)
         else:
-            window.selector.show_state(contributions.selector_state(trace, selection, self.window.contributions.choice))
+            views.selector.show_state(contributions.selector_state(trace, selection, self.contributions.choice))
             if self.session.comparing:
-                window.compare_view.show_compare(self.current_comparison())
+                views.compare_view.show_compare(self.current_comparison())
             else:
                 self._show_focus()
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
-        window.decoding.show_state(self._step_state())
+        views.decoding.show_state(self._step_state())
         self.shows_run = True
 
     def _show_focus(self) -> None:
         shown = self.focus_state()
         if isinstance(shown, str):
-            self.window.focus.clear(shown)  # the run stays: the other methods and views still show it
+            self.views.focus.clear(shown)  # the run stays: the other methods and views still show it
         elif shown is not None:
-            self.window.focus.show_heatmap(shown)
+            self.views.focus.show_heatmap(shown)
 
     def _step_state(self) -> viewmodel.StepState:
-        trace, selection, feature = self.session.trace, self.session.selection, self.window.contributions
+        trace, selection, feature = self.session.trace, self.session.selection, self.contributions
         state = viewmodel.step_state(self.session.result, trace, selection)
         maps = feature.maps_for() if trace.kinds else None
         if maps is None:
@@ -311,23 +346,23 @@ class Viewing(QObject):
         trace, selection = self.session.trace, self.session.selection
         # Revealing rows step by step, a step changes what the thumbnails may show too.
         reveal_step = selection.step if self.session.options.reveal_rows else None
-        if self.window.contributions.choice is not None:
+        if self.contributions.choice is not None:
             self._show_contribution_grids(reveal_step)
             return
         images = rebuild or layer_changed or reveal_step is not None
-        self.window.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step),
+        self.views.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step),
                                         images=images)
         everything = rebuild or reveal_step is not None
-        self.window.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
+        self.views.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
                                                               reveal_step=reveal_step), images=everything)
 
     def _show_contribution_grids(self, reveal_step: int | None) -> None:
         """The shown method's thumbnails (every head, or each block's one map), or none while they compute."""
-        trace, selection, feature = self.session.trace, self.session.selection, self.window.contributions
+        trace, selection, feature = self.session.trace, self.session.selection, self.contributions
         maps = feature.maps_for()
         if feature.computing():
             return  # the thumbnails stay as they are until the maps come (one build, not two)
-        for grid, whole_kind in ((self.window.head_grid, False), (self.window.model_view, True)):
+        for grid, whole_kind in ((self.views.head_grid, False), (self.views.model_view, True)):
             state = None if isinstance(maps, str) else contributions.contribution_grid(
                 trace, maps, selection, choice=feature.choice, whole_kind=whole_kind, reveal_step=reveal_step)
             if state is None:
@@ -337,13 +372,13 @@ class Viewing(QObject):
 
     def clear_views(self, message: str) -> None:
         self.shows_run = False
-        window = self.window
-        window.focus.clear(message)
-        window.compare_view.clear(message)
-        for grid in (window.head_grid, window.model_view):
+        views = self.views
+        views.focus.clear(message)
+        views.compare_view.clear(message)
+        for grid in (views.head_grid, views.model_view):
             grid.build(0, 0, row_names=[], col_names=[])
-        window.selector.setEnabled(False)
+        views.selector.setEnabled(False)
 
     def set_colormap(self, name: str) -> None:
-        for view in (self.window.focus, self.window.head_grid, self.window.model_view, self.window.compare_view):
+        for view in (self.views.focus, self.views.head_grid, self.views.model_view, self.views.compare_view):
             view.set_colormap(name)
