@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from models.analysis.catalogue import ALTI
 from models.nn.ablation import NO_ABLATION
 
 from ...state.contributions import (
@@ -19,7 +20,7 @@ from ...state.contributions import (
 )
 from ...state.session import ModelInfo
 
-COVERAGE_METHOD = "alti"
+COVERAGE_METHOD = ALTI
 
 
 class Contributions(QObject):
