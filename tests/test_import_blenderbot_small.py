@@ -26,6 +26,7 @@ from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, saved_random_model
 
 SENTENCES = ["the cat sat on the mat.", "where is the house?", "i like green apples!", "the dog's ball (red)",
              "we are going to the beach, now", "she reads a book every night", "the water is cold"]
@@ -60,22 +61,10 @@ def build_blenderbot(folder):
     vocab_size = write_bpe_files(folder)
     tokenizer = transformers.BlenderbotSmallTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
     tokenizer.save_pretrained(folder)
-    config = transformers.BlenderbotSmallConfig(vocab_size=vocab_size + 2, d_model=16, encoder_layers=2,  # ids beyond
-                                                decoder_layers=2, encoder_attention_heads=4,  # the tokenizer's
-                                                decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                                                max_position_embeddings=40, scale_embedding=True,
-                                                forced_eos_token_id=None)
-    torch.manual_seed(0)
-    model = transformers.BlenderbotSmallForConditionalGeneration(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "layernorm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, END] += 3.0  # some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = transformers.BlenderbotSmallForConditionalGeneration.from_pretrained(
-        str(folder), attn_implementation="eager").eval()
+    config = transformers.BlenderbotSmallConfig(**TINY_SEQ2SEQ, vocab_size=vocab_size + 2,  # ids beyond the tokenizer's
+                                                scale_embedding=True, forced_eos_token_id=None)
+    original = saved_random_model(folder, transformers.BlenderbotSmallForConditionalGeneration, config,
+                                  keep=("layer_norm", "layernorm"), end_bias=(END, 3.0))
     return folder, original, tokenizer
 
 

@@ -23,6 +23,7 @@ from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, saved_random_model
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -54,22 +55,11 @@ def build(folder, kind: str, **overrides):
     config_class = transformers.BartConfig if kind == "bart" else transformers.MBartConfig
     model_class = transformers.BartForConditionalGeneration if kind == "bart" else \
         transformers.MBartForConditionalGeneration
-    settings = dict(vocab_size=vocab_size + 3, d_model=16, encoder_layers=2, decoder_layers=2,  # ids beyond the
-                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,  # tokenizer's
-                    decoder_ffn_dim=32, max_position_embeddings=40, pad_token_id=PAD, bos_token_id=0,
-                    eos_token_id=EOS, decoder_start_token_id=EOS, forced_bos_token_id=None,
+    settings = dict(TINY_SEQ2SEQ, vocab_size=vocab_size + 3, pad_token_id=PAD, bos_token_id=0,  # ids beyond the
+                    eos_token_id=EOS, decoder_start_token_id=EOS, forced_bos_token_id=None,  # tokenizer's
                     forced_eos_token_id=None, scale_embedding=kind == "mbart")
     config = config_class(**{**settings, **overrides})
-    torch.manual_seed(0)
-    model = model_class(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "layernorm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, EOS] += 4.5  # some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = model_class.from_pretrained(str(folder), attn_implementation="eager").eval()
+    original = saved_random_model(folder, model_class, config, keep=("layer_norm", "layernorm"), end_bias=(EOS, 4.5))
     return folder, original, tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
 
 

@@ -1,0 +1,41 @@
+"""The Hugging Face models the importer tests convert: tiny ``transformers`` models with seeded random weights far from
+their initialisation, written with ``save_pretrained`` as the library writes them and read back as the reference."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+# The sizes of the tiny encoder-decoders of the BART family (BART, mBART, M2M100, Pegasus, BlenderbotSmall, FSMT).
+TINY_SEQ2SEQ = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                    decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40)
+
+
+def saved_random_model(folder: Path, model_class, config, *, seed: int = 0, keep: tuple[str, ...] = ("layer_norm",),
+                       spread: float = 0.3, scale: float = 2.0, end_bias: tuple[int, float] | None = None,
+                       prepare: Callable[[torch.nn.Module], None] | None = None,
+                       adjust: Callable[[torch.nn.Module], None] | None = None):
+    """A ``model_class(config)`` seeded with ``seed``, its weights moved far from the 0.02-std init so that its outputs
+    depend on the input: every parameter whose name holds none of ``keep`` gets noise of std ``spread`` and is then
+    multiplied by ``scale``. ``end_bias`` (token id, bump): the final logits' bias drawn from N(0, 0.5) and that
+    token's raised, so that some outputs end early and some run to the limit. ``prepare`` and ``adjust`` change the
+    model (without gradients) before and after that. Saved into ``folder`` with ``save_pretrained`` and read back with
+    eager attention (which returns every head's weights), in eval mode."""
+    torch.manual_seed(seed)
+    model = model_class(config)
+    with torch.no_grad():
+        if prepare is not None:
+            prepare(model)
+        for name, parameter in model.named_parameters():
+            if not any(part in name for part in keep):
+                parameter.add_(torch.randn_like(parameter) * spread).mul_(scale)
+        if end_bias is not None:
+            token, bump = end_bias
+            model.final_logits_bias.normal_(0.0, 0.5)
+            model.final_logits_bias[0, token] += bump
+        if adjust is not None:
+            adjust(model)
+    model.save_pretrained(folder)
+    return model_class.from_pretrained(str(folder), attn_implementation="eager").eval()
