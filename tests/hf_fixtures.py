@@ -3,10 +3,13 @@ their initialisation, written with ``save_pretrained`` as the library writes the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+
+from models.storage.checkpoint import load_checkpoint, save_checkpoint
+from tests.helpers import assert_same_forward
 
 # The sizes of the tiny encoder-decoders of the BART family (BART, mBART, M2M100, Pegasus, BlenderbotSmall, FSMT).
 TINY_SEQ2SEQ = dict(d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
@@ -39,3 +42,27 @@ def saved_random_model(folder: Path, model_class, config, *, seed: int = 0, keep
             adjust(model)
     model.save_pretrained(folder)
     return model_class.from_pretrained(str(folder), attn_implementation="eager").eval()
+
+
+def assert_converted_forward_equal(checkpoint, original, sources: Sequence[Sequence[int]], *, pad: int,
+                                   start: Sequence[int], lowest: int, vocab: int | None = None,
+                                   saved: Path | None = None, heads: dict[str, int] | None = None) -> None:
+    """The converted ``checkpoint``'s model gives ``original``'s logits and every head's weights on ``sources``
+    (padded with ``pad``) and a seeded random forced target of 6 tokens (ids from ``lowest`` to ``vocab``, default
+    the original's vocabulary, starting with ``start``); so does the same checkpoint saved to ``saved`` and read
+    again, where given. ``heads``: each kind's heads where the sides differ."""
+    width = max(map(len, sources))
+    src = torch.tensor([list(ids) + [pad] * (width - len(ids)) for ids in sources])
+    tgt = torch.randint(lowest, vocab or original.config.vocab_size, (len(sources), 6),
+                        generator=torch.Generator().manual_seed(3))
+    tgt[:, :len(start)] = torch.tensor(start)
+    models = [checkpoint.model]
+    if saved is not None:
+        models.append(load_checkpoint(save_checkpoint(saved, checkpoint.model, checkpoint.source_tokenizer,
+                                                      checkpoint.target_tokenizer, checkpoint.provenance)).model)
+    with torch.no_grad():
+        expected = original(input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=tgt,
+                            output_attentions=True, use_cache=False)
+        for model in models:
+            logits, intermediates = model(src, tgt, need_weights=True)
+            assert_same_forward(expected, logits, intermediates, **({} if heads is None else {"heads": heads}))

@@ -25,8 +25,8 @@ sacremoses = pytest.importorskip("sacremoses")
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
-from tests.hf_fixtures import TINY_SEQ2SEQ, saved_random_model
+from tests.helpers import assert_greedy_equals_generate, learn_bpe  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 ENGLISH = ["The cat sat on the mat.", "Where is the house?", "I like green apples!", "The dog's ball is red.",
            "We are going to the beach, now.", "She reads a book every night.", "The water is cold."]
@@ -116,17 +116,8 @@ def test_the_folder_is_detected_and_tokenises_as_transformers(fsmt):
 
 def test_logits_and_every_head_equal_transformers(fsmt):
     folder, original, tokenizer = fsmt
-    checkpoint = convert(folder)
-    batch = [tokenizer(text).input_ids for text in ENGLISH[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(4, original.config.tgt_vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = EOS
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True, use_cache=False)
-        logits, intermediates = checkpoint.model(src, tgt, need_weights=True)
-    assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(convert(folder), original, [tokenizer(text).input_ids for text in ENGLISH[:3]],
+                                   pad=PAD, start=[EOS], lowest=4, vocab=original.config.tgt_vocab_size)
 
 
 def test_greedy_outputs_equal_generate(fsmt):

@@ -19,11 +19,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
-from tests.hf_fixtures import TINY_SEQ2SEQ, saved_random_model
+from tests.helpers import assert_greedy_equals_generate  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -90,25 +89,14 @@ def test_the_folder_is_detected_and_its_tokenizer_frames_sources(family):
 
 def test_logits_and_every_head_equal_transformers(family, tmp_path):
     _, folder, original, tokenizer = family
-    assert_converted_forward_equal(convert(folder), original, tokenizer, tmp_path / "bart.safetensors")
+    assert_forward_equal(convert(folder), original, tokenizer, tmp_path / "bart.safetensors")
 
 
-def assert_converted_forward_equal(checkpoint, original, tokenizer, path, heads=None) -> None:
+def assert_forward_equal(checkpoint, original, tokenizer, path, heads=None) -> None:
     """The converted model, and the same saved and loaded again, give transformers' logits and every head's
     weights on three sentences and a random forced target."""
-    batch = [tokenizer.encode(text).ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(3, original.config.vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = EOS
-    path = save_checkpoint(path, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
-                           checkpoint.provenance)
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert_same_forward(expected, logits, intermediates, **({} if heads is None else {"heads": heads}))
+    assert_converted_forward_equal(checkpoint, original, [tokenizer.encode(text).ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[EOS], lowest=3, saved=path, heads=heads)
 
 
 def test_greedy_outputs_equal_generate(family):
@@ -174,7 +162,7 @@ def test_heads_and_feed_forward_widths_may_differ_per_side(kind, tmp_path):
                                         encoder_ffn_dim=24, decoder_ffn_dim=40)
     checkpoint = convert(folder)
     assert checkpoint.model.attention_shape() == {"enc_self": (2, 4), "dec_self": (2, 8), "cross": (2, 8)}
-    assert_converted_forward_equal(checkpoint, original, tokenizer, tmp_path / "sided.safetensors",
-                                   heads={"enc_self": 4, "dec_self": 8, "cross": 8})
+    assert_forward_equal(checkpoint, original, tokenizer, tmp_path / "sided.safetensors",
+                         heads={"enc_self": 4, "dec_self": 8, "cross": 8})
     assert_greedy_equals_generate(checkpoint, original, SENTENCES, lambda sentence: tokenizer.encode(sentence).ids,
                                   generation_config=generation(), max_new=MAX_NEW)

@@ -22,7 +22,7 @@ from models.errors import AttnvizError, CheckpointError
 from models.importers import convert
 from models.inference.translator import Translator
 from tests.helpers import assert_same_forward  # noqa: E402
-from tests.hf_fixtures import TINY_SEQ2SEQ, saved_random_model
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night"]
@@ -258,19 +258,9 @@ def test_an_nllb_folder_computes_what_transformers_computes(nllb, tmp_path):
     config = checkpoint.config
     assert (config.positions, config.position_offset, config.embedding_norm) == ("fairseq", 2, False)
     assert Translator(checkpoint).languages == NLLB_LANGUAGES
-    batch = [tokenizer.encode(text).ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids_ + [PAD] * (width - len(ids_)) for ids_ in batch])
-    tgt = torch.randint(7, config.tgt_vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0], tgt[:, 1] = EOS, ids["spa_Latn"]
-    path = save_checkpoint(tmp_path / "nllb.safetensors", checkpoint.model, checkpoint.source_tokenizer,
-                           checkpoint.target_tokenizer, checkpoint.provenance)
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(checkpoint, original, [tokenizer.encode(text).ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[EOS, ids["spa_Latn"]], lowest=7, vocab=config.tgt_vocab_size,
+                                   saved=tmp_path / "nllb.safetensors")
 
 
 def test_nllb_greedy_equals_generate_in_each_target_language(nllb):

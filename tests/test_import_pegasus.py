@@ -20,13 +20,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 
-from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.inference.decoding import finish, greedy
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.inference.translator import Translator
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
-from tests.hf_fixtures import TINY_SEQ2SEQ, saved_random_model
+from tests.helpers import assert_greedy_equals_generate  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -87,20 +86,8 @@ def test_the_folder_is_detected_and_tokenises_as_transformers(pegasus):
 
 def test_logits_and_every_head_equal_transformers(pegasus, tmp_path):
     folder, original, tokenizer = pegasus
-    checkpoint = convert(folder)
-    batch = [tokenizer(text).input_ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(2, original.config.vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = PAD
-    path = save_checkpoint(tmp_path / "pegasus.safetensors", checkpoint.model, checkpoint.source_tokenizer,
-                           checkpoint.target_tokenizer, checkpoint.provenance)
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(convert(folder), original, [tokenizer(text).input_ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[PAD], lowest=2, saved=tmp_path / "pegasus.safetensors")
 
 
 def test_greedy_outputs_equal_generate(pegasus):
