@@ -66,3 +66,22 @@ def assert_converted_forward_equal(checkpoint, original, sources: Sequence[Seque
         for model in models:
             logits, intermediates = model(src, tgt, need_weights=True)
             assert_same_forward(expected, logits, intermediates, **({} if heads is None else {"heads": heads}))
+
+
+def write_byte_level_bpe(folder: Path, sentences: Sequence[str], specials: Sequence[str], single: Sequence[str]):
+    """A byte-level BPE ``tokenizer.json`` (as BART, mBART and NLLB folders hold) trained on ``sentences`` with the
+    ``specials`` first, framing a source as the template ``single`` says (``$A`` the text); written into ``folder``
+    and returned."""
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=list(specials),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tokenizer.train_from_iterator(sentences, trainer)
+    framing = [(token, tokenizer.token_to_id(token)) for token in single if token != "$A"]
+    tokenizer.post_processor = processors.TemplateProcessing(single=list(single), special_tokens=framing)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return tokenizer

@@ -22,7 +22,9 @@ tokenizers = pytest.importorskip("tokenizers")
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from tests.helpers import assert_greedy_equals_generate  # noqa: E402
-from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
+from tests.hf_fixtures import (
+    TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model, write_byte_level_bpe,
+)
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -32,21 +34,11 @@ MAX_NEW = 12
 
 
 def write_tokenizer(folder, language_code: str | None) -> int:
-    """A byte-level BPE tokenizer.json; returns its vocabulary size."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + ([language_code] if language_code else []),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(SENTENCES, trainer)
+    """A byte-level BPE tokenizer.json (mBART: sources end with ``</s>`` and the language code); returns its
+    vocabulary size."""
     code = language_code
     single = ["$A", "</s>", code] if code else ["<s>", "$A", "</s>"]
-    specials = [(token, tokenizer.token_to_id(token)) for token in ({*single} - {"$A"})]
-    tokenizer.post_processor = processors.TemplateProcessing(single=single, special_tokens=specials)
-    tokenizer.save(str(folder / "tokenizer.json"))
-    return tokenizer.get_vocab_size()
+    return write_byte_level_bpe(folder, SENTENCES, SPECIALS + ([code] if code else []), single).get_vocab_size()
 
 
 def build(folder, kind: str, **overrides):

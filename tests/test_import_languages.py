@@ -22,7 +22,9 @@ from models.errors import AttnvizError, CheckpointError
 from models.importers import convert
 from models.inference.translator import Translator
 from tests.helpers import assert_same_forward  # noqa: E402
-from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
+from tests.hf_fixtures import (
+    TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model, write_byte_level_bpe,
+)
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night"]
@@ -35,18 +37,8 @@ MAX_NEW = 10
 @pytest.fixture(scope="module")
 def mbart50(tmp_path_factory):
     """An mBART-50-style folder: sources framed ``en_XX … </s>``, outputs forced to start with es_XX."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
     folder = tmp_path_factory.mktemp("mbart50")
-    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + LANGUAGES,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(SENTENCES, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=["en_XX", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("en_XX", "</s>")])
-    tokenizer.save(str(folder / "tokenizer.json"))
+    tokenizer = write_byte_level_bpe(folder, SENTENCES, SPECIALS + LANGUAGES, ["en_XX", "$A", "</s>"])
     ids = {code: tokenizer.token_to_id(code) for code in LANGUAGES}
     config = transformers.MBartConfig(**TINY_SEQ2SEQ, vocab_size=tokenizer.get_vocab_size(), pad_token_id=PAD,
                                       bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
@@ -219,17 +211,7 @@ def nllb(tmp_path_factory):
 
 def build_nllb(folder):
     """An NLLB-style M2M100 folder: fairseq sinusoidal positions, sources framed ``eng_Latn … </s>``."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + NLLB_LANGUAGES,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(SENTENCES, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=["eng_Latn", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("eng_Latn", "</s>")])
-    tokenizer.save(str(folder / "tokenizer.json"))
+    tokenizer = write_byte_level_bpe(folder, SENTENCES, SPECIALS + NLLB_LANGUAGES, ["eng_Latn", "$A", "</s>"])
     ids = {code: tokenizer.token_to_id(code) for code in NLLB_LANGUAGES}
     original = tiny_m2m100(folder, tokenizer.get_vocab_size(), seed=1, forced=ids["spa_Latn"])
     return folder, original, tokenizer, ids
