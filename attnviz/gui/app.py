@@ -206,7 +206,7 @@ def launch(checkpoint: str | None = None, device: str | None = None, settings=No
     importing = import_torch_in_background(
         lambda: _build_once_imported(window, checkpoint, device, importing=importing, weights=weights,
                                      signals=signals))
-    return Launch(app, window, importing, signals)
+    return Launch(app, window, importing, signals=signals)
 
 
 def _build_once_imported(window, checkpoint: str | None, device: str | None, *,
