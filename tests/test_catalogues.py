@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from attnviz.cli import build_parser
+from attnviz.cli import COMMANDS, build_parser
 from attnviz.state import stats_view
 from attnviz.state.contributions import show_choice
 from attnviz.state.demos import demo_path, demo_reference_pairs
@@ -65,6 +65,8 @@ def test_the_cli_and_the_panel_offer_the_catalogues_importance_methods():
     assert importance_method("gradient", "chrf") is None  # a decoded score has no gradient: the CLI refuses it
     assert importance_method(options["--method"].default, options["--metric"].default).name == "nll"
     assert stats_view.IMPORTANCE_METHODS == {name: method.label for name, method in IMPORTANCE_METHODS.items()}
+    synopsis = " ".join(COMMANDS["importance"].__doc__.split("\n\n")[0].split())  # --help's literal, held equal
+    assert f"--metric {'|'.join(metrics)}" in synopsis and f"--method {'|'.join(estimates)}" in synopsis
 
 
 @pytest.mark.parametrize("name", list(IMPORTANCE_METHODS))
