@@ -8,7 +8,7 @@
 
     QT_QPA_PLATFORM=offscreen python benchmarks/startup.py [--repeats 5]
 
-The app reports its own times when ATTNVIZ_STARTUP_PROBE holds the launch time (attnviz/gui/app.py).
+The app's own times come from benchmarks/startup_probe.py, which launches it and follows the launcher's signals.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBED = ("shown", "torch", "built", "heatmap")  # what the app prints under ATTNVIZ_STARTUP_PROBE
+sys.path.insert(0, ROOT)
+
+from benchmarks.startup_probe import PROBED  # noqa: E402
 
 
 def load_average() -> str:
@@ -44,8 +46,7 @@ def main() -> None:
     probed = {name: [] for name in PROBED}
     helps, floors = [], []
     for _ in range(args.repeats):
-        env["ATTNVIZ_STARTUP_PROBE"] = repr(time.time())
-        _, out = launch([sys.executable, "-m", "attnviz"], env)
+        _, out = launch([sys.executable, "-m", "benchmarks.startup_probe", repr(time.time())], env)
         times = dict(line.split() for line in out.splitlines() if line.split()[0] in PROBED)
         for name in PROBED:
             probed[name].append(float(times[name]))

@@ -205,3 +205,43 @@ def open_corpus_panels(qtbot, window, folder: Path, *, timeout: int) -> None:
     qtbot.waitUntil(lambda: window.head_stats.stats is not None, timeout=timeout)
     window.importance.open(str(corpus))
     qtbot.waitUntil(lambda: window.importance_panel.importance is not None, timeout=max(timeout, 60_000))
+
+
+def settled(qtbot, snapshot, *, polls: int = 3, timeout: int = 5_000):
+    """``snapshot()`` (what the test reads: geometries, a plot's layout, labels) once it has settled: not empty (None,
+    or any false value, is "not laid out yet") and the same at ``polls`` polls of the event loop in a row. A layout
+    settles over several passes of the event loop (pyqtgraph's after new data or a resize, a dock's after it shows);
+    one that never stops changing fails here."""
+    seen = []
+
+    def same() -> bool:
+        seen.append(snapshot())
+        recent = seen[-polls:]
+        return len(recent) == polls and bool(recent[-1]) and all(value == recent[-1] for value in recent)
+
+    qtbot.waitUntil(same, timeout=timeout)
+    return seen[-1]
+
+
+def plot_layout(plot) -> tuple | None:
+    """What a pyqtgraph plot's layout decides: its view box's place and range and its axes' sizes and names; None
+    while the view box has no size yet."""
+    box = plot.vb.sceneBoundingRect()
+    if box.isEmpty():
+        return None
+    axes = tuple((plot.getAxis(side).width(), plot.getAxis(side).height(), plot.getAxis(side).labelString())
+                 for side in ("left", "bottom"))
+    return box.getRect(), tuple(tuple(span) for span in plot.viewRange()), axes
+
+
+def worker_idle(qtbot, window, *, timeout: int) -> None:
+    """Wait until the window's worker thread has done everything queued on it so far, and its answers meanwhile
+    have reached the GUI thread (twice: a unit done may queue the next one)."""
+    from PySide6.QtCore import QTimer
+
+    for _ in range(2):
+        reached, came = [], []
+        QTimer.singleShot(0, window.worker, lambda: reached.append(True))  # on the worker thread, after its queue
+        qtbot.waitUntil(lambda: bool(reached), timeout=timeout)
+        QTimer.singleShot(0, window, lambda: came.append(True))  # on the GUI thread, after the answers before it
+        qtbot.waitUntil(lambda: bool(came), timeout=timeout)

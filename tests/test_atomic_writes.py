@@ -142,10 +142,9 @@ def test_damaged_settings_fall_back_to_defaults_and_the_app_starts(tmp_path):
     (config / "attnviz.conf").write_text("[run]\nbeam=abc\nmax_len=abc\nmode=sideways\n"
                                          "[window]\ngeometry=hello\nstate=@ByteArray(garbage)\n"
                                          "[view]\nmasks=perhaps\ncolormap=42\n[files]\nrecent=7\n")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen",
-           "ATTNVIZ_STARTUP_PROBE": repr(time.time())}
-    result = subprocess.run([sys.executable, "-m", "attnviz"], capture_output=True, text=True, env=env, cwd=ROOT,
-                            timeout=300)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen"}
+    result = subprocess.run([sys.executable, "-m", "benchmarks.startup_probe", repr(time.time())], capture_output=True,
+                            text=True, env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "heatmap" in result.stdout and "Traceback" not in result.stderr
 
@@ -208,9 +207,10 @@ def test_a_resumed_training_removes_what_a_killed_save_left_behind(tmp_path):
 @pytest.mark.parametrize("built", [False, True], ids=["while-building", "while-loading"])
 def test_ctrl_c_closes_the_app_cleanly_and_saves_its_settings(tmp_path, random_checkpoint, built):
     config = tmp_path / "config"
-    env = {**os.environ, "XDG_CONFIG_HOME": str(config), "QT_QPA_PLATFORM": "offscreen",
-           "ATTNVIZ_STARTUP_PROBE": repr(time.time())}  # it says when the window is shown (no example: no run)
-    process = subprocess.Popen([sys.executable, "-m", "attnviz", str(random_checkpoint), "--device", "cpu"],
+    env = {**os.environ, "XDG_CONFIG_HOME": str(config), "QT_QPA_PLATFORM": "offscreen"}
+    # launched as `attnviz CHECKPOINT --device cpu`, the probe saying when the window is shown (no example: no run)
+    process = subprocess.Popen([sys.executable, "-m", "benchmarks.startup_probe", repr(time.time()),
+                                str(random_checkpoint), "--device", "cpu"],
                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline().startswith("shown")

@@ -140,9 +140,9 @@ def test_attnviz_dtype_opens_the_window_with_weights_in_that_precision(tmp_path)
     import time
 
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "QT_QPA_PLATFORM": "offscreen",
-           "ATTNVIZ_STARTUP_PROBE": repr(time.time()), "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "attnviz", "--dtype", "bfloat16", "piglatin-gru-additive"],
-                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+           "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "benchmarks.startup_probe", repr(time.time()), "--dtype", "bfloat16",
+                             "piglatin-gru-additive"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "weights bfloat16" in result.stdout.splitlines()
     settings = (tmp_path / "config" / "attnviz" / "attnviz.conf").read_text()

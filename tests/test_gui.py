@@ -21,7 +21,7 @@ from attnviz.gui.app import create_window
 from models import build_model
 from models.trace.aggregate import aggregate
 from models.storage.checkpoint import save_checkpoint
-from tests.helpers import tiny_config
+from tests.helpers import settled, tiny_config
 
 WAIT = 20_000  # ms; decoding a tiny model takes milliseconds, CI machines can be slow
 
@@ -307,15 +307,16 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
     monkeypatch.setattr(attnviz.gui.worker, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
     target = "abc defgh " * 40
     run_text(qtbot, window, "abc", mode="forced", target=target, max_len=100)
-    qtbot.wait(50)
     bar = window.views.input_bar
+    settled(qtbot, lambda: (bar.output_area.geometry(), bar.notices.geometry(), window.views.focus.graphics.geometry()),
+            timeout=WAIT)  # the output line grown to its lines, the notices under it
     lines = bar.output_area.height() / bar.output.fontMetrics().lineSpacing()
     assert 1.5 < lines <= 3.5 and bar.output_area.verticalScrollBar().maximum() > 0
     assert target.strip() in bar.output.text().replace("&nbsp;", " ")
     assert bar.notices.isVisible() and "half precision" in bar.notices.text()
     assert window.views.focus.graphics.height() >= 150
     run_text(qtbot, window, "abc", mode="forced", target="abcdefgh" * 50)  # one word, as a character model writes
-    qtbot.wait(50)
+    settled(qtbot, lambda: (bar.output_area.geometry(), bar.output.document().size()), timeout=WAIT)
     assert bar.output.document().idealWidth() <= bar.output.viewport().width()  # wrapped inside the word
     assert bar.output_area.verticalScrollBar().maximum() > 0
     window.close()

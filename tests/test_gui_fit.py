@@ -10,7 +10,7 @@ from attnviz.gui.app import create_window
 from attnviz.gui.docks import FRAME_ALLOWANCE, PREFERRED_SIZE, fit_inside, initial_size
 from tests.test_gui import WAIT, run_text
 from tests.test_gui_compare import open_demo
-from tests.helpers import open_corpus_panels
+from tests.helpers import open_corpus_panels, plot_layout, settled
 
 
 def test_the_first_size_is_the_preferred_one_where_it_fits_and_leaves_room_for_the_frame_where_not():
@@ -38,7 +38,8 @@ def test_the_window_and_the_docks_opened_later_stay_inside_the_screen(qtbot, qse
     assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)
     views = window.centralWidget().width()
     open_corpus_panels(qtbot, window, tmp_path, timeout=WAIT)
-    qtbot.wait(50)  # the panels drawn
+    settled(qtbot, lambda: (window.frameGeometry(), window.head_stats.dock.geometry(),  # the panels laid out
+                            window.importance_panel.dock.geometry()), timeout=WAIT)
     assert available.contains(window.frameGeometry()), (window.frameGeometry(), available)
     stats, importance = window.head_stats.dock, window.importance_panel.dock
     assert importance.isVisible()
@@ -63,21 +64,22 @@ def test_at_1000_by_650_the_rows_axis_name_and_the_output_line_with_its_coverage
     for height in (650, window.minimumSizeHint().height()):
         window.resize(1000, height)
         qtbot.waitUntil(lambda h=height: window.height() == max(h, window.minimumHeight()), timeout=WAIT)
-        qtbot.wait(20)  # the plot laid out at its new size
         graphics = window.views.focus.graphics
+        settled(qtbot, lambda: plot_layout(window.views.focus.plot) and (graphics.viewport().rect(),  # laid out anew
+                                                                   name.sceneBoundingRect()), timeout=WAIT)
         shown = graphics.mapToScene(graphics.viewport().rect()).boundingRect()
         assert shown.contains(name.sceneBoundingRect()), (height, shown, name.sceneBoundingRect())
     window.resize(1000, 650)
     qtbot.waitUntil(lambda: window.height() == 650, timeout=WAIT)
     window.resizeDocks([window.views.model_dock], [300], Qt.Orientation.Horizontal)  # as a window opened at this size
     qtbot.waitUntil(lambda: window.views.model_dock.width() == 300, timeout=WAIT)
-    qtbot.wait(20)
+    settled(qtbot, lambda: (area.width(), area.document().size()), timeout=WAIT)  # the output line wrapped anew
     assert area.document().size().height() < 1.5 * area.fontMetrics().lineSpacing(), (area.width(), area.text())
     # ALTI+'s rollout has the longest title: it wraps instead of pushing the window past 1,000 pixels
     window.select(head="rollout")
     window.contributions.choose("alti")
     qtbot.waitUntil(lambda: "ALTI+</b> rollout" in window.views.focus.title.text(), timeout=WAIT)
-    qtbot.wait(20)
     title = window.views.focus.title
+    settled(qtbot, lambda: (window.geometry(), title.geometry(), window.centralWidget().width()), timeout=WAIT)
     assert window.minimumSizeHint().width() <= 1000 and window.width() == 1000
     assert title.minimumSizeHint().width() <= title.width() <= window.centralWidget().width()  # whole, wrapped

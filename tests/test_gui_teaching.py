@@ -15,7 +15,7 @@ from attnviz.state.demos import DEMO_FOLDER, demo_examples
 from models import build_model
 from models.storage.checkpoint import save_checkpoint
 from models.trace.records import DecodeResult
-from tests.helpers import tiny_config
+from tests.helpers import settled, tiny_config
 from tests.test_gui import WAIT, focus_data, run_text
 from tests.test_gui_import import wait_for_dialog
 
@@ -180,7 +180,9 @@ def test_the_layout_holds_at_1000_by_650_and_beam_mode_does_not_grow_the_window(
     window.resize(1000, 650)
     qtbot.waitUntil(lambda: (window.width(), window.height()) == (1000, 650), timeout=WAIT)
     run_text(qtbot, window, "abcabc " * 6, mode="beam", beam=8, max_len=20)
-    qtbot.wait(50)
+    charts = (window.views.decoding.source_strip, window.views.decoding.top_k, window.views.decoding.beam)
+    settled(qtbot, lambda: (window.geometry(), [chart.geometry() for chart in charts],  # the beam's panels laid out
+                            window.views.grids.tabBar().geometry()), timeout=WAIT)
     assert (window.width(), window.height()) == (1000, 650)
     assert window.minimumSizeHint().height() <= 650 and window.minimumSizeHint().width() <= 1000
     for chart in (window.views.decoding.source_strip, window.views.decoding.top_k, window.views.decoding.beam):
@@ -263,14 +265,18 @@ def test_presenting_keeps_the_steps_and_the_next_token_chart_in_view(qtbot, wind
     run_text(qtbot, window, "abc", max_len=4)
     decoding = window.views.decoding
     window.named_actions["present"].trigger()
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: not window.views.model_dock.isVisible(), timeout=WAIT)
+    settled(qtbot, lambda: (window.geometry(), decoding.top_k.geometry(), decoding.source_strip.geometry()),
+            timeout=WAIT)  # the presentation's layout
     assert decoding.top_k.isVisible() and decoding.controls.isVisible()
     assert decoding.top_k.labels and not window.views.model_dock.isVisible()
     # Beside the heatmap (where the grids were), its charts one above the other: the heatmap keeps its height.
     assert window.dockWidgetArea(window.views.decoding_dock) == Qt.DockWidgetArea.RightDockWidgetArea
     assert decoding.top_k.geometry().top() >= decoding.source_strip.geometry().bottom()
     window.presenting.set_presenting(False)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: window.views.model_dock.isVisible(), timeout=WAIT)
+    settled(qtbot, lambda: (window.geometry(), decoding.top_k.geometry(), decoding.source_strip.geometry()),
+            timeout=WAIT)  # the layout from before
     assert window.views.model_dock.isVisible() and window.views.decoding_dock.isVisible()
     assert window.dockWidgetArea(window.views.decoding_dock) == Qt.DockWidgetArea.BottomDockWidgetArea
     assert decoding.top_k.geometry().left() >= decoding.source_strip.geometry().right()
@@ -293,7 +299,9 @@ def test_a_window_closed_while_presenting_opens_next_time_as_it_was_before(qtbot
     qtbot.addWidget(second)
     second.show()
     qtbot.waitUntil(lambda: second.session.model is not None, timeout=WAIT)
-    qtbot.wait(50)
+    views = second.views
+    settled(qtbot, lambda: (second.geometry(), views.model_dock.isVisible(), views.decoding_dock.isVisible()),
+            timeout=WAIT)  # the layout restored
     assert second.views.model_dock.isVisible() and second.views.decoding_dock.isVisible()
     assert not second.presenting.on and second.font().pointSizeF() == font
     second.close()

@@ -25,7 +25,8 @@ pytest.importorskip("tokenizers")
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate, learn_bpe  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 SENTENCES = ["the cat sat on the mat.", "where is the house?", "i like green apples!", "the dog's ball (red)",
              "we are going to the beach, now", "she reads a book every night", "the water is cold"]
@@ -60,22 +61,10 @@ def build_blenderbot(folder):
     vocab_size = write_bpe_files(folder)
     tokenizer = transformers.BlenderbotSmallTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
     tokenizer.save_pretrained(folder)
-    config = transformers.BlenderbotSmallConfig(vocab_size=vocab_size + 2, d_model=16, encoder_layers=2,  # ids beyond
-                                                decoder_layers=2, encoder_attention_heads=4,  # the tokenizer's
-                                                decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                                                max_position_embeddings=40, scale_embedding=True,
-                                                forced_eos_token_id=None)
-    torch.manual_seed(0)
-    model = transformers.BlenderbotSmallForConditionalGeneration(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "layernorm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, END] += 3.0  # some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = transformers.BlenderbotSmallForConditionalGeneration.from_pretrained(
-        str(folder), attn_implementation="eager").eval()
+    config = transformers.BlenderbotSmallConfig(**TINY_SEQ2SEQ, vocab_size=vocab_size + 2,  # ids beyond the tokenizer's
+                                                scale_embedding=True, forced_eos_token_id=None)
+    original = saved_random_model(folder, transformers.BlenderbotSmallForConditionalGeneration, config,
+                                  keep=("layer_norm", "layernorm"), end_bias=(END, 3.0))
     return folder, original, tokenizer
 
 
@@ -110,17 +99,8 @@ def test_the_folder_is_detected_and_tokenises_as_transformers(blenderbot):
 
 def test_logits_and_every_head_equal_transformers(blenderbot):
     folder, original, tokenizer = blenderbot
-    checkpoint = convert(folder)
-    batch = [tokenizer(text).input_ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(4, original.config.vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = START
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        logits, intermediates = checkpoint.model(src, tgt, need_weights=True)
-    assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(convert(folder), original, [tokenizer(text).input_ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[START], lowest=4)
 
 
 def test_greedy_outputs_equal_generate(blenderbot):

@@ -94,7 +94,7 @@ def test_the_cli_offers_every_format():
     from models.importers import FORMATS
 
     assert command.FORMAT_NAMES == tuple(FORMATS)
-    listed = [line.split()[0] for line in command.__doc__.splitlines() if line.startswith("  ") and line[2] != " "]
+    listed = [line.split()[0] for line in command.DESCRIPTION.splitlines() if line.startswith("  ") and line[2] != " "]
     assert listed == list(FORMATS)  # --help describes each format, in the registry's order
 
 

@@ -25,7 +25,8 @@ sacremoses = pytest.importorskip("sacremoses")
 from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward, learn_bpe  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate, learn_bpe  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 ENGLISH = ["The cat sat on the mat.", "Where is the house?", "I like green apples!", "The dog's ball is red.",
            "We are going to the beach, now.", "She reads a book every night.", "The water is cold."]
@@ -66,23 +67,17 @@ def build_fsmt(folder):
                                            tgt_vocab_file=str(folder / "vocab-tgt.json"),
                                            merges_file=str(folder / "merges.txt"))
     tokenizer.save_pretrained(folder)
-    config = transformers.FSMTConfig(langs=["en", "de"], src_vocab_size=src_size, tgt_vocab_size=tgt_size,
-                                     d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                                     decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                                     max_position_embeddings=40, forced_eos_token_id=None)
-    torch.manual_seed(0)
-    model = transformers.FSMTForConditionalGeneration(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "embed_positions" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
+    config = transformers.FSMTConfig(**TINY_SEQ2SEQ, langs=["en", "de"], src_vocab_size=src_size,
+                                     tgt_vocab_size=tgt_size, forced_eos_token_id=None)
+
+    def end_bias(model) -> None:  # FSMT has no final logits' bias: the last norm's bias raises </s> instead
         projection = model.model.decoder.output_projection.weight
         norm = model.model.decoder.layers[-1].final_layer_norm
         norm.bias.normal_(0.0, 0.5)
         projection[EOS] += 1.5 * norm.bias  # some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = transformers.FSMTForConditionalGeneration.from_pretrained(str(folder),
-                                                                         attn_implementation="eager").eval()
+
+    original = saved_random_model(folder, transformers.FSMTForConditionalGeneration, config,
+                                  keep=("layer_norm", "embed_positions"), adjust=end_bias)
     return folder, original, tokenizer
 
 
@@ -121,17 +116,8 @@ def test_the_folder_is_detected_and_tokenises_as_transformers(fsmt):
 
 def test_logits_and_every_head_equal_transformers(fsmt):
     folder, original, tokenizer = fsmt
-    checkpoint = convert(folder)
-    batch = [tokenizer(text).input_ids for text in ENGLISH[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(4, original.config.tgt_vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = EOS
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True, use_cache=False)
-        logits, intermediates = checkpoint.model(src, tgt, need_weights=True)
-    assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(convert(folder), original, [tokenizer(text).input_ids for text in ENGLISH[:3]],
+                                   pad=PAD, start=[EOS], lowest=4, vocab=original.config.tgt_vocab_size)
 
 
 def test_greedy_outputs_equal_generate(fsmt):

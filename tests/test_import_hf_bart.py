@@ -19,10 +19,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate  # noqa: E402
+from tests.hf_fixtures import (
+    TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model, write_byte_level_bpe,
+)
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -32,21 +34,11 @@ MAX_NEW = 12
 
 
 def write_tokenizer(folder, language_code: str | None) -> int:
-    """A byte-level BPE tokenizer.json; returns its vocabulary size."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + ([language_code] if language_code else []),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(SENTENCES, trainer)
+    """A byte-level BPE tokenizer.json (mBART: sources end with ``</s>`` and the language code); returns its
+    vocabulary size."""
     code = language_code
     single = ["$A", "</s>", code] if code else ["<s>", "$A", "</s>"]
-    specials = [(token, tokenizer.token_to_id(token)) for token in ({*single} - {"$A"})]
-    tokenizer.post_processor = processors.TemplateProcessing(single=single, special_tokens=specials)
-    tokenizer.save(str(folder / "tokenizer.json"))
-    return tokenizer.get_vocab_size()
+    return write_byte_level_bpe(folder, SENTENCES, SPECIALS + ([code] if code else []), single).get_vocab_size()
 
 
 def build(folder, kind: str, **overrides):
@@ -54,22 +46,11 @@ def build(folder, kind: str, **overrides):
     config_class = transformers.BartConfig if kind == "bart" else transformers.MBartConfig
     model_class = transformers.BartForConditionalGeneration if kind == "bart" else \
         transformers.MBartForConditionalGeneration
-    settings = dict(vocab_size=vocab_size + 3, d_model=16, encoder_layers=2, decoder_layers=2,  # ids beyond the
-                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,  # tokenizer's
-                    decoder_ffn_dim=32, max_position_embeddings=40, pad_token_id=PAD, bos_token_id=0,
-                    eos_token_id=EOS, decoder_start_token_id=EOS, forced_bos_token_id=None,
+    settings = dict(TINY_SEQ2SEQ, vocab_size=vocab_size + 3, pad_token_id=PAD, bos_token_id=0,  # ids beyond the
+                    eos_token_id=EOS, decoder_start_token_id=EOS, forced_bos_token_id=None,  # tokenizer's
                     forced_eos_token_id=None, scale_embedding=kind == "mbart")
     config = config_class(**{**settings, **overrides})
-    torch.manual_seed(0)
-    model = model_class(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "layernorm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, EOS] += 4.5  # some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = model_class.from_pretrained(str(folder), attn_implementation="eager").eval()
+    original = saved_random_model(folder, model_class, config, keep=("layer_norm", "layernorm"), end_bias=(EOS, 4.5))
     return folder, original, tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
 
 
@@ -100,25 +81,14 @@ def test_the_folder_is_detected_and_its_tokenizer_frames_sources(family):
 
 def test_logits_and_every_head_equal_transformers(family, tmp_path):
     _, folder, original, tokenizer = family
-    assert_converted_forward_equal(convert(folder), original, tokenizer, tmp_path / "bart.safetensors")
+    assert_forward_equal(convert(folder), original, tokenizer, tmp_path / "bart.safetensors")
 
 
-def assert_converted_forward_equal(checkpoint, original, tokenizer, path, heads=None) -> None:
+def assert_forward_equal(checkpoint, original, tokenizer, path, heads=None) -> None:
     """The converted model, and the same saved and loaded again, give transformers' logits and every head's
     weights on three sentences and a random forced target."""
-    batch = [tokenizer.encode(text).ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(3, original.config.vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = EOS
-    path = save_checkpoint(path, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
-                           checkpoint.provenance)
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert_same_forward(expected, logits, intermediates, **({} if heads is None else {"heads": heads}))
+    assert_converted_forward_equal(checkpoint, original, [tokenizer.encode(text).ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[EOS], lowest=3, saved=path, heads=heads)
 
 
 def test_greedy_outputs_equal_generate(family):
@@ -184,7 +154,7 @@ def test_heads_and_feed_forward_widths_may_differ_per_side(kind, tmp_path):
                                         encoder_ffn_dim=24, decoder_ffn_dim=40)
     checkpoint = convert(folder)
     assert checkpoint.model.attention_shape() == {"enc_self": (2, 4), "dec_self": (2, 8), "cross": (2, 8)}
-    assert_converted_forward_equal(checkpoint, original, tokenizer, tmp_path / "sided.safetensors",
-                                   heads={"enc_self": 4, "dec_self": 8, "cross": 8})
+    assert_forward_equal(checkpoint, original, tokenizer, tmp_path / "sided.safetensors",
+                         heads={"enc_self": 4, "dec_self": 8, "cross": 8})
     assert_greedy_equals_generate(checkpoint, original, SENTENCES, lambda sentence: tokenizer.encode(sentence).ids,
                                   generation_config=generation(), max_new=MAX_NEW)

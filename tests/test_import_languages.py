@@ -22,6 +22,9 @@ from models.errors import AttnvizError, CheckpointError
 from models.importers import convert
 from models.inference.translator import Translator
 from tests.helpers import assert_same_forward  # noqa: E402
+from tests.hf_fixtures import (
+    TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model, write_byte_level_bpe,
+)
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night"]
@@ -34,36 +37,19 @@ MAX_NEW = 10
 @pytest.fixture(scope="module")
 def mbart50(tmp_path_factory):
     """An mBART-50-style folder: sources framed ``en_XX … </s>``, outputs forced to start with es_XX."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
     folder = tmp_path_factory.mktemp("mbart50")
-    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + LANGUAGES,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(SENTENCES, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=["en_XX", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("en_XX", "</s>")])
-    tokenizer.save(str(folder / "tokenizer.json"))
+    tokenizer = write_byte_level_bpe(folder, SENTENCES, SPECIALS + LANGUAGES, ["en_XX", "$A", "</s>"])
     ids = {code: tokenizer.token_to_id(code) for code in LANGUAGES}
-    config = transformers.MBartConfig(vocab_size=tokenizer.get_vocab_size(), d_model=16, encoder_layers=2,
-                                      decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                                      encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
-                                      pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
+    config = transformers.MBartConfig(**TINY_SEQ2SEQ, vocab_size=tokenizer.get_vocab_size(), pad_token_id=PAD,
+                                      bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
                                       scale_embedding=True, forced_eos_token_id=None)
-    torch.manual_seed(0)
-    model = transformers.MBartForConditionalGeneration(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input and the language
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "layernorm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, EOS] += 4.0
-    model.generation_config.forced_bos_token_id = ids["es_XX"]
-    model.save_pretrained(folder)
-    original = transformers.MBartForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager")
-    return folder, original.eval(), tokenizer, ids
+
+    def into_spanish(model) -> None:
+        model.generation_config.forced_bos_token_id = ids["es_XX"]
+
+    original = saved_random_model(folder, transformers.MBartForConditionalGeneration, config,  # outputs depend on
+                                  keep=("layer_norm", "layernorm"), end_bias=(EOS, 4.0), adjust=into_spanish)  # it
+    return folder, original, tokenizer, ids
 
 
 def generate(original, input_ids: list[int], forced: int) -> list[int]:
@@ -225,17 +211,7 @@ def nllb(tmp_path_factory):
 
 def build_nllb(folder):
     """An NLLB-style M2M100 folder: fairseq sinusoidal positions, sources framed ``eng_Latn … </s>``."""
-    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=SPECIALS + NLLB_LANGUAGES,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tokenizer.train_from_iterator(SENTENCES, trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=["eng_Latn", "$A", "</s>"], special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("eng_Latn", "</s>")])
-    tokenizer.save(str(folder / "tokenizer.json"))
+    tokenizer = write_byte_level_bpe(folder, SENTENCES, SPECIALS + NLLB_LANGUAGES, ["eng_Latn", "$A", "</s>"])
     ids = {code: tokenizer.token_to_id(code) for code in NLLB_LANGUAGES}
     original = tiny_m2m100(folder, tokenizer.get_vocab_size(), seed=1, forced=ids["spa_Latn"])
     return folder, original, tokenizer, ids
@@ -244,22 +220,15 @@ def build_nllb(folder):
 def tiny_m2m100(folder, vocab_size: int, seed: int, forced: int | None = None):
     """A small M2M100ForConditionalGeneration with seeded, widened random weights, saved to ``folder`` and read
     back with eager attention (so that it returns every head)."""
-    config = transformers.M2M100Config(vocab_size=vocab_size, d_model=16, encoder_layers=2,
-                                       decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                                       encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,
-                                       pad_token_id=PAD, bos_token_id=0, eos_token_id=EOS, decoder_start_token_id=EOS,
-                                       scale_embedding=True, forced_eos_token_id=None)
-    torch.manual_seed(seed)
-    model = transformers.M2M100ForConditionalGeneration(config)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-    if forced is not None:
-        model.generation_config.forced_bos_token_id = forced
-    model.save_pretrained(folder)
-    original = transformers.M2M100ForConditionalGeneration.from_pretrained(str(folder), attn_implementation="eager")
-    return original.eval()
+    config = transformers.M2M100Config(**TINY_SEQ2SEQ, vocab_size=vocab_size, pad_token_id=PAD, bos_token_id=0,
+                                       eos_token_id=EOS, decoder_start_token_id=EOS, scale_embedding=True,
+                                       forced_eos_token_id=None)
+
+    def forcing(model) -> None:
+        if forced is not None:
+            model.generation_config.forced_bos_token_id = forced
+
+    return saved_random_model(folder, transformers.M2M100ForConditionalGeneration, config, seed=seed, adjust=forcing)
 
 
 def test_an_nllb_folder_computes_what_transformers_computes(nllb, tmp_path):
@@ -271,19 +240,9 @@ def test_an_nllb_folder_computes_what_transformers_computes(nllb, tmp_path):
     config = checkpoint.config
     assert (config.positions, config.position_offset, config.embedding_norm) == ("fairseq", 2, False)
     assert Translator(checkpoint).languages == NLLB_LANGUAGES
-    batch = [tokenizer.encode(text).ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids_ + [PAD] * (width - len(ids_)) for ids_ in batch])
-    tgt = torch.randint(7, config.tgt_vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0], tgt[:, 1] = EOS, ids["spa_Latn"]
-    path = save_checkpoint(tmp_path / "nllb.safetensors", checkpoint.model, checkpoint.source_tokenizer,
-                           checkpoint.target_tokenizer, checkpoint.provenance)
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(checkpoint, original, [tokenizer.encode(text).ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[EOS, ids["spa_Latn"]], lowest=7, vocab=config.tgt_vocab_size,
+                                   saved=tmp_path / "nllb.safetensors")
 
 
 def test_nllb_greedy_equals_generate_in_each_target_language(nllb):

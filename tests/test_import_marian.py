@@ -36,6 +36,7 @@ from models.inference.decoding import Capture, beam_search, finish, greedy
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from tests.helpers import assert_same_forward  # noqa: E402
+from tests.hf_fixtures import saved_random_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # "Recommended: pip install sacremoses."
 
@@ -109,16 +110,8 @@ def build_marian(folder, separate: bool = False, **overrides) -> tuple:
                     pad_token_id=vocab_size - 1, decoder_start_token_id=start, eos_token_id=0, forced_eos_token_id=0,
                     scale_embedding=True)
     config = transformers.MarianConfig(**{**settings, **overrides})
-    torch.manual_seed(0)
-    model = transformers.MarianMTModel(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "embed_positions" not in name and "layer_norm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, 0] += 3.0  # </s>: some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = transformers.MarianMTModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+    original = saved_random_model(folder, transformers.MarianMTModel, config, keep=("embed_positions", "layer_norm"),
+                                  end_bias=(0, 3.0))  # </s>
     original.generation_config.forced_eos_token_id = None
     tokenizer = transformers.MarianTokenizer.from_pretrained(str(folder))
     return folder, original, tokenizer, start

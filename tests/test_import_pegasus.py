@@ -20,12 +20,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 spm = pytest.importorskip("sentencepiece")
 
-from models.storage.checkpoint import load_checkpoint, save_checkpoint
 from models.inference.decoding import Capture, finish, greedy
 from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.inference.translator import Translator
-from tests.helpers import assert_greedy_equals_generate, assert_same_forward  # noqa: E402
+from tests.helpers import assert_greedy_equals_generate  # noqa: E402
+from tests.hf_fixtures import TINY_SEQ2SEQ, assert_converted_forward_equal, saved_random_model
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -55,21 +55,10 @@ def build_pegasus(folder):
     tokenizer, spiece = pegasus_tokenizer()
     tokenizer.save_pretrained(folder)
     (folder / "spiece.model").write_bytes(spiece)
-    config = transformers.PegasusConfig(vocab_size=len(tokenizer) + 2, d_model=16, encoder_layers=2,  # ids beyond
-                                        decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,  # the
-                                        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=40,  # tokenizer
+    config = transformers.PegasusConfig(**TINY_SEQ2SEQ, vocab_size=len(tokenizer) + 2,  # ids beyond the tokenizer's
                                         scale_embedding=True, forced_eos_token_id=None)
-    torch.manual_seed(0)
-    model = transformers.PegasusForConditionalGeneration(config)
-    with torch.no_grad():  # far from the 0.02-std init, so that outputs depend on the input
-        for name, parameter in model.named_parameters():
-            if "layer_norm" not in name and "embed_positions" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3).mul_(2.0)
-        model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, EOS] += 4.0  # some outputs end early, some run to the limit
-    model.save_pretrained(folder)
-    original = transformers.PegasusForConditionalGeneration.from_pretrained(str(folder),
-                                                                            attn_implementation="eager").eval()
+    original = saved_random_model(folder, transformers.PegasusForConditionalGeneration, config,
+                                  keep=("layer_norm", "embed_positions"), end_bias=(EOS, 4.0))
     return folder, original, tokenizer
 
 
@@ -97,20 +86,8 @@ def test_the_folder_is_detected_and_tokenises_as_transformers(pegasus):
 
 def test_logits_and_every_head_equal_transformers(pegasus, tmp_path):
     folder, original, tokenizer = pegasus
-    checkpoint = convert(folder)
-    batch = [tokenizer(text).input_ids for text in SENTENCES[:3]]
-    width = max(map(len, batch))
-    src = torch.tensor([ids + [PAD] * (width - len(ids)) for ids in batch])
-    tgt = torch.randint(2, original.config.vocab_size, (3, 6), generator=torch.Generator().manual_seed(3))
-    tgt[:, 0] = PAD
-    path = save_checkpoint(tmp_path / "pegasus.safetensors", checkpoint.model, checkpoint.source_tokenizer,
-                           checkpoint.target_tokenizer, checkpoint.provenance)
-    with torch.no_grad():
-        expected = original(input_ids=src, attention_mask=(src != PAD).long(), decoder_input_ids=tgt,
-                            output_attentions=True)
-        for model in (checkpoint.model, load_checkpoint(path).model):
-            logits, intermediates = model(src, tgt, need_weights=True)
-            assert_same_forward(expected, logits, intermediates)
+    assert_converted_forward_equal(convert(folder), original, [tokenizer(text).input_ids for text in SENTENCES[:3]],
+                                   pad=PAD, start=[PAD], lowest=2, saved=tmp_path / "pegasus.safetensors")
 
 
 def test_greedy_outputs_equal_generate(pegasus):

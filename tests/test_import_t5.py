@@ -30,6 +30,7 @@ from models.errors import CheckpointError
 from models.importers import convert, detect_format
 from models.inference.translator import Translator
 from tests.helpers import assert_same_forward  # noqa: E402
+from tests.hf_fixtures import saved_random_model
 
 SENTENCES = ["the cat sat on the mat", "where is the house", "i like green apples", "the dog runs in the park",
              "we are going to the beach", "she reads a book every night", "the water is cold"]
@@ -65,17 +66,13 @@ def build(folder, version: str):
         relative_attention_num_buckets=8, relative_attention_max_distance=8, dropout_rate=0.1,
         feed_forward_proj="gated-gelu" if v11 else "relu", tie_word_embeddings=not v11, pad_token_id=PAD,
         eos_token_id=EOS, decoder_start_token_id=PAD)
-    torch.manual_seed(0 if v11 else 1)
-    model = model_class(config)
-    with torch.no_grad():
-        if v11:
-            model.lm_head.weight = torch.nn.Parameter(torch.randn(config.vocab_size, config.d_model) * 0.5)
-        for name, parameter in model.named_parameters():  # far from the init, so outputs depend on the input
-            if "layer_norm" not in name:
-                parameter.add_(torch.randn_like(parameter) * 0.3)
-    model.save_pretrained(folder)
-    original = model_class.from_pretrained(str(folder), attn_implementation="eager")
-    return folder, original.eval(), processor
+
+    def untied_head(model) -> None:
+        model.lm_head.weight = torch.nn.Parameter(torch.randn(config.vocab_size, config.d_model) * 0.5)
+
+    original = saved_random_model(folder, model_class, config, seed=0 if v11 else 1, scale=1.0,
+                                  prepare=untied_head if v11 else None)
+    return folder, original, processor
 
 
 @pytest.fixture(scope="module", params=["v1.0", "v1.1"])

@@ -16,6 +16,7 @@ from attnviz.state.session import Selection, ViewOptions
 from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
 from models.inference.modes import Mode
+from tests.helpers import plot_layout, settled
 from tests.test_gui import WAIT, run_text
 
 DEMO = Path(__file__).resolve().parents[1] / "resources" / "checkpoints" / "en-es-transformer.safetensors"
@@ -163,6 +164,6 @@ def test_a_one_row_map_names_its_axes_without_a_scale(qtbot):
     view.resize(600, 400)
     view.show()
     view.show_matrix(np.full((1, 5), 0.2, np.float32), None, ["<s>"], list("abcde"), axis_names=("queries", "keys"))
-    qtbot.wait(50)
+    settled(qtbot, lambda: plot_layout(view.plot))  # the axes' names as the plot's range and sizes left them
     names = [view.plot.getAxis(side).labelString() for side in ("left", "bottom")]
     assert "queries" in names[0] and "keys" in names[1] and not any("(x" in name for name in names)

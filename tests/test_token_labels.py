@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from attnviz.state import viewmodel
 from attnviz.state.demos import demo_path
@@ -15,6 +16,8 @@ from attnviz.gui.views.heatmap import HeatmapView
 from attnviz.gui.views.token_axis import TokenLabels, column_ticks, row_ticks
 from models.storage.checkpoint import load_checkpoint
 from models.inference.translator import Translator
+
+from .helpers import plot_layout, settled
 
 FOCUS_SIZE = (640, 300)  # the focus heatmap's size in a 1366 × 768 window
 RENDER_SIZE = (900, 700)  # `attnviz render`'s default
@@ -70,8 +73,14 @@ def shown_heatmap(qtbot, trace, kind: str, size: tuple[int, int]) -> HeatmapView
     view.resize(*size)
     view.show()
     qtbot.waitExposed(view)
-    qtbot.wait(50)  # the axes' new sizes settle the plot's layout
+    settled(qtbot, lambda: drawn(view))  # the axes' new sizes settle the plot's layout
     return view
+
+
+def drawn(view: HeatmapView) -> tuple | None:
+    """The plot's layout with the token labels its axes draw; None until it is laid out."""
+    layout = plot_layout(view.plot)
+    return layout and (layout, axis_labels(view, "left"), axis_labels(view, "bottom"))
 
 
 def axis_labels(view: HeatmapView, name: str) -> list[str]:
@@ -141,16 +150,10 @@ def test_a_small_heatmap_settles_on_one_layout_of_both_axes(qtbot):
     view.resize(530, 150)  # the focus heatmap in a 1000 × 650 window
     view.show()
     view.show_matrix(np.random.default_rng(0).random((11, 11)).astype(np.float32), None, rows, columns)
-    qtbot.wait(100)
-    left, bottom = view.plot.getAxis("left"), view.plot.getAxis("bottom")
-
-    def drawn():
-        return axis_labels(view, "left"), axis_labels(view, "bottom"), left.width(), bottom.height()
-
-    settled = drawn()
-    for _ in range(10):
-        qtbot.wait(20)
-        assert drawn() == settled
+    layout = settled(qtbot, lambda: drawn(view))  # an axis that changes the other's labels for ever never settles
+    for _ in range(10):  # nor does it start again at the next passes of the event loop
+        QApplication.processEvents()
+        assert drawn(view) == layout
     assert axis_labels(view, "bottom") == columns
 
 
@@ -167,10 +170,11 @@ def test_a_new_name_of_the_colour_scale_is_centred_on_its_bar(qtbot):
     state = viewmodel.HeatmapState(matrix=matrix, mask=None, query_labels=list("abcd"), key_labels=list("vwxyz"),
                                    title="", axis_names=("queries", "keys"), levels=(0.0, 1.0), step_row=None,
                                    file_stem="map")
+    scale = view.colorbar.axis
     for name in ("attention weight", "share of output"):
         view.show_heatmap(dataclasses.replace(state, scale_title=name))
-        qtbot.wait(20)
-    scale = view.colorbar.axis
+        settled(qtbot, lambda name=name: scale.labelText == name and (scale.label.pos(), scale.label.boundingRect(),
+                                                                        scale.size()))
     top, bottom = scale.label.pos().y() - scale.label.boundingRect().width(), scale.label.pos().y()
     assert 0 <= top and bottom <= scale.size().height(), (top, bottom, scale.size().height())
     assert abs((top + bottom) / 2 - scale.size().height() / 2) <= 2

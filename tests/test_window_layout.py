@@ -23,7 +23,7 @@ from attnviz.state.demos import demo_checkpoints
 from attnviz.state.layout import (CENTRAL_MINIMUM, LAYOUT_VERSION, MODEL_PANEL_SHARE, Box, DockPlace, frame_problem,
                                   places_text, read_places, squeeze_problem)
 from tests.test_gui import WAIT, run_text
-from tests.helpers import open_corpus_panels
+from tests.helpers import open_corpus_panels, settled
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def launched(qtbot, settings: QSettings, checkpoint) -> MainWindow:
     qtbot.waitExposed(window)
     build_window(window, str(checkpoint), "cpu")
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
-    qtbot.wait(50)  # laid out
+    settled(qtbot, lambda: (window.geometry(), view_sizes(window)), timeout=WAIT)  # laid out
     return window
 
 
@@ -132,14 +132,14 @@ def test_presenting_then_esc_returns_the_same_geometry_state_and_docks(qtbot, tm
         window.showMaximized()
     else:
         window.setGeometry(QRect(20, 30, 700, 560))
-    qtbot.wait(50)
+    settled(qtbot, lambda: (window.geometry(), window.windowState(), view_sizes(window)), timeout=WAIT)
     geometry, state, sizes = window.geometry(), window.windowState(), view_sizes(window)
     window.named_actions["present"].trigger()
     qtbot.waitUntil(lambda: window.isFullScreen(), timeout=WAIT)
     assert window.statusBar().currentMessage() == PRESENTING_HINT
     next(action for action in window.named_actions["presenting"] if action.text() == "End presenting").trigger()
     qtbot.waitUntil(lambda: not window.isFullScreen(), timeout=WAIT)
-    qtbot.wait(50)
+    settled(qtbot, lambda: (window.geometry(), window.windowState(), view_sizes(window)), timeout=WAIT)
     assert (window.geometry(), window.windowState(), view_sizes(window)) == (geometry, state, sizes)
     assert window.statusBar().currentMessage() == ""  # the hint spoke of presenting
     window.named_actions["present"].trigger()  # closed while presenting: the layout saved is the one before

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt
 
 from attnviz.state.demos import demo_reference_pairs
 from attnviz.state.jobs import Answer, Stopped
+from tests.helpers import worker_idle
 from tests.test_gui import WAIT
 from tests.test_gui_compare import open_demo
 
@@ -89,7 +90,7 @@ def test_a_device_switch_during_a_job_stops_it_and_the_panel_says_why(qtbot, win
     assert summary(window) == "Stopped: the model moved to cpu. View → Head importance… scores a corpus again."
     qtbot.waitUntil(lambda: moved == ["cpu"], timeout=WAIT)
     assert window.importance_panel.importance is None and not worker.long_jobs and no_job_thread_left()
-    qtbot.wait(500)  # no head is scored any more: nothing overwrites the outcome
+    worker_idle(qtbot, window, timeout=WAIT)  # no head is scored any more: nothing overwrites the outcome
     assert summary(window).startswith("Stopped: the model moved to cpu.")
 
     window.importance.open(demo_reference_pairs(DEMO)[:4])  # asked for again: it scores on the new device

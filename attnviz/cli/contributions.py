@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from models.analysis.catalogue import ALTI
+
 from .common import (
     add_corpus_options, add_ig_steps_option, add_model_options, corpus_pairs, model_shape, open_translator,
     say_if_rounded,
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         listed = [{**pair.to_json(), **completeness_json(complete.get(pair.number))} for pair in scored]
         ig = {"ig_tolerance": COMPLETENESS_TOLERANCE} if complete else {}
-        print(json.dumps({"corpus": corpus, "method": "alti", "scored": run_name, **ig, "pairs": listed},
+        print(json.dumps({"corpus": corpus, "method": ALTI, "scored": run_name, **ig, "pairs": listed},
                          ensure_ascii=False))
     else:
         print("\n".join(table_lines(scored, corpus=corpus, decoded=args.decoded, complete=complete)))

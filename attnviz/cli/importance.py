@@ -28,6 +28,9 @@ import os
 import sys
 import time
 
+from models.analysis.catalogue import (
+    ABLATION, GRADIENT, IMPORTANCE_ESTIMATES, IMPORTANCE_METRICS, NLL, importance_method,
+)
 from models.trace.records import KINDS
 
 from .common import (
@@ -54,11 +57,11 @@ def add_parser(subparsers) -> None:
 
 
 def add_importance_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--metric", choices=("nll", "chrf", "exact"), default="nll",
+    parser.add_argument("--metric", choices=tuple(IMPORTANCE_METRICS), default=NLL,
                         help="nll (default): the references' mean NLL per token under teacher forcing, many heads "
                              "per forward pass; chrf/exact: decode every pair again per head and score the outputs "
                              "(slow; --beam and --max-len apply)")
-    parser.add_argument("--method", choices=("ablation", "gradient"), default="ablation",
+    parser.add_argument("--method", choices=IMPORTANCE_ESTIMATES, default=ABLATION,
                         help="ablation (default): switch each head off; gradient (NLL only): one forward and "
                              "backward pass, the first-order NLL change and Michel et al.'s importance |∂L/∂ξ|")
     parser.add_argument("--prune-curve", action="store_true",
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from models.analysis.importance import ImportanceError
     from models.inference.distributed import joined
 
-    if args.method == "gradient" and args.metric != "nll":
+    if importance_method(args.method, args.metric) is None:  # a gradient of a score that decodes
         raise ImportanceError(f"--method gradient differentiates the NLL: it cannot score {args.metric}")
     if args.output is not None:
         if not args.prune_curve:
@@ -131,14 +134,15 @@ def score(args: argparse.Namespace, pairs, *, corpus: str, shape, processes):
     heads = sum(layers * count for kind, (layers, count) in shape.items() if not args.kind or kind in args.kind)
     # Decoding again per head, the first progress line comes after two runs: say what is under way. (The NLL's
     # passes report at once, and a reference too long for them must stay a one-line error.)
-    if processes.main and args.metric != "nll" and heads and all(kind in shape for kind in args.kind or ()):
+    decodes = importance_method(args.method, args.metric).decodes
+    if processes.main and decodes and heads and all(kind in shape for kind in args.kind or ()):
         print(f"attnviz: importance: scoring {corpus} with every head on, then with each of {heads} heads off",
               file=sys.stderr, flush=True)
     progress = ProgressReport()
     importance = score_heads(args, translator, pairs, progress=progress if processes.main else None,
                              processes=processes)
     # Decoding again per head, the run with every head on is a run of its own; the NLL's passes share it.
-    baseline = progress.baseline_seconds(heads, importance.seconds) if args.metric != "nll" else None
+    baseline = progress.baseline_seconds(heads, importance.seconds) if decodes else None
     curves = (prune_curves_for(args, translator, pairs, importance=importance, processes=processes)
               if args.prune_curve else None)
     return importance, baseline, curves
@@ -171,11 +175,10 @@ def prune_curves_for(args: argparse.Namespace, translator, pairs, *, importance,
 
 def curve_lines(curves) -> list[str]:
     """Each order's score at 0, ¼, ½, ¾ and every head switched off."""
-    from models.analysis.importance import METRICS
-
     heads = len(next(iter(curves.curves.values()))) - 1
     marks = sorted({round(heads * fraction) for fraction in (0, 0.25, 0.5, 0.75, 1)})
-    lines = ["", f"pruning curves: {METRICS[curves.metric]} with the first k heads off ({curves.seconds:.1f} s)",
+    lines = ["", f"pruning curves: {IMPORTANCE_METRICS[curves.metric]} with the first k heads off "
+                 f"({curves.seconds:.1f} s)",
              "k".rjust(24) + "".join(f"{mark:>9d}" for mark in marks)]
     names = {"increasing": "least important first", "decreasing": "most important first",
              "random": f"random (seed {curves.seed})"}
@@ -188,12 +191,10 @@ def draw_curves(args: argparse.Namespace, curves, *, corpus: str) -> None:
     """The figure (SVG as is; PNG drawn by Qt, loaded only now)."""
     from pathlib import Path
 
-    from models.analysis.importance import METRICS
-
     from ..state.figures import prune_curve_svg
 
     svg = prune_curve_svg(curves.curves, title=f"Heads switched off cumulatively: {Path(args.checkpoint).stem}",
-                          metric_name=METRICS[curves.metric])
+                          metric_name=IMPORTANCE_METRICS[curves.metric])
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..gui.rendering import render_figure
@@ -204,15 +205,12 @@ def draw_curves(args: argparse.Namespace, curves, *, corpus: str) -> None:
 
 def score_heads(args: argparse.Namespace, translator, pairs, progress, *, processes):
     """The importance ``--metric`` and ``--method`` ask for."""
-    from models.analysis.importance import ablation_importance, gradient_importance, head_importance
+    from models.analysis.importance_methods import importance_steps
+    from models.analysis.steps import drive
 
-    if args.method == "gradient":  # on the NLL: run() refused any other metric before the model loaded
-        importance = gradient_importance(translator, pairs, kinds=args.kind, processes=processes)
-    elif args.metric == "nll":
-        importance = ablation_importance(translator, pairs, kinds=args.kind, progress=progress, processes=processes)
-    else:
-        importance = head_importance(translator, pairs, kinds=args.kind, beam=args.beam, max_len=args.max_len,
-                                     progress=progress, metric=args.metric, processes=processes)
+    method = importance_method(args.method, args.metric)  # run() refused a pair no method computes
+    importance = drive(importance_steps(translator, pairs, method.name, metric=args.metric, kinds=args.kind,
+                                        beam=args.beam, max_len=args.max_len, processes=processes), progress)
     if importance.unknown_pairs and processes.main:
         warn(f"{importance.unknown_pairs} of {importance.examples} pairs have characters the vocabulary lacks; each "
              "was scored as its unknown token")
@@ -222,15 +220,13 @@ def score_heads(args: argparse.Namespace, translator, pairs, progress, *, proces
 def table_lines(importance, *, corpus: str, baseline_seconds: float | None, normalize: str = "none") -> list[str]:
     """The baseline, one drop table per kind (and, for gradients, one importance table), and the five heads
     whose loss costs most."""
-    from models.analysis.importance import METRICS
-
-    name = METRICS[importance.metric]
+    name = IMPORTANCE_METRICS[importance.metric]
     timing = (f"that run ≈{baseline_seconds:.1f} s; all {importance.seconds:.1f} s" if baseline_seconds is not None
               else f"{importance.seconds:.1f} s")
     lines = [f"{importance.examples} sentences ({corpus}), {name} {importance.baseline:.2f} with every head on "
              f"({timing})"]
-    change = "rise" if importance.metric == "nll" else "drop"
-    estimated = "first-order estimate of the " if importance.method == "gradient" else ""
+    change = "rise" if importance.metric == NLL else "drop"
+    estimated = "first-order estimate of the " if importance.method == GRADIENT else ""
     magnitudes = importance.normalized() if normalize == "layer" else importance.magnitudes
     for kind, table in importance.drops.items():
         lines += ["", f"{KIND_NAMES[kind]}: {estimated}{name} {change} with the head off (positive = the head helps)"]

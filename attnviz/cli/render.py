@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from models.analysis.catalogue import CONTRIBUTION_NAMES, WEIGHTS
 from models.trace.aggregate import AGGREGATES
 from models.errors import InputError
 from models.storage.files import check_output_folder
@@ -51,9 +52,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("text", help="the source sentence")
     parser.add_argument("--target", help="force decoding to this target text (default: the model's own output)")
     add_selection_options(parser, required=True)
-    parser.add_argument("--show", default="weights", metavar="METHOD",
-                        help="what the map shows: weights, value_norms, alti, value_zeroing, input_x_gradient or "
-                             "integrated_gradients (default: %(default)s)")
+    parser.add_argument("--show", default=WEIGHTS, metavar="METHOD",
+                        help=f"what the map shows: {', '.join(CONTRIBUTION_NAMES[:-1])} or {CONTRIBUTION_NAMES[-1]} "
+                             "(default: %(default)s)")
     add_ig_steps_option(parser)
     parser.add_argument("--colormap", default="viridis",
                         help="the colour map: viridis, cividis, magma, inferno or CET-L1")
@@ -100,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
     if (args.checkpoint is None) == (args.snapshots is None):
         raise InputError("give either -c CHECKPOINT or --snapshots FOLDER")
     head, size = parse_head(args.head), parse_size(args.size)
-    if args.snapshots is not None and args.show != "weights":
+    if args.snapshots is not None and args.show != WEIGHTS:
         raise InputError("--show draws one heatmap of one checkpoint: not with --snapshots")
     if args.snapshots is not None:
         return render_series(args, head, size)
     output = check_output(args.output, IMAGE_SUFFIXES)
-    if args.show != "weights":
+    if args.show != WEIGHTS:
         return run_contribution(args, head=head, size=size, output=output)
     if args.compare is not None:
         return run_compare(args, head=head, size=size, output=output)

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 
 from ..state.demos import ICON, demo_checkpoints, initial_checkpoint
 
@@ -17,36 +18,6 @@ from ..state.demos import ICON, demo_checkpoints, initial_checkpoint
 XCB_LIBRARIES = {"xcb-cursor": "libxcb-cursor0", "xcb-icccm": "libxcb-icccm4", "xcb-keysyms": "libxcb-keysyms1",
                  "xkbcommon-x11": "libxkbcommon-x11-0"}
 HEADLESS = "or run headless with QT_QPA_PLATFORM=offscreen, or draw images with `attnviz render`"
-
-
-STARTUP_PROBE = "ATTNVIZ_STARTUP_PROBE"  # benchmarks/startup.py: the launch time; the app reports and quits
-
-
-def _probe_startup(started, launched: float) -> None:
-    """Print when the window was shown, torch imported, the window built and the first heatmap drawn (seconds
-    since ``launched``, an epoch time), then the precision the model opened in, and quit: what
-    benchmarks/startup.py measures."""
-    from PySide6.QtCore import QTimer
-
-    app, window = started.app, started.window
-    print(f"shown {time.time() - launched:.3f}", flush=True)
-    timer = QTimer(window)
-    built = []
-
-    def check() -> None:
-        if window.built and not built:  # said at once: a test waits for it before it interrupts the app
-            built.append(time.time() - launched)
-            print(f"built {built[0]:.3f}", flush=True)
-        if window.built and window.session.results and window.views.focus.image.image is not None:
-            app.processEvents()  # the heatmap's paint
-            print(f"heatmap {time.time() - launched:.3f}", flush=True)
-            print(f"torch {started.importing.ended - launched:.3f}", flush=True)
-            print(f"weights {window.session.model.weights}", flush=True)  # the precision the model opened in
-            timer.stop()
-            window.close()
-
-    timer.timeout.connect(check)
-    timer.start(5)
 
 
 def _quit_on_interrupt(app, window) -> None:
@@ -185,13 +156,28 @@ def import_torch_in_background(then) -> BackgroundImport:
     return importing
 
 
+def _launch_signals():
+    """The signals a launch emits (made once a QApplication exists)."""
+    from PySide6.QtCore import QObject, Signal
+
+    class LaunchSignals(QObject):
+        """What a launch says as it goes, for whoever follows it from outside (benchmarks/startup_probe.py and the
+        tests that launch the app connect to these through ``run_app(watch=)``)."""
+
+        built = Signal()  # the window is built (views, worker, menus) and opening its checkpoint
+
+    return LaunchSignals()
+
+
 @dataclasses.dataclass
 class Launch:
-    """The app as ``run_app`` starts it: the window on screen saying it is loading, being built."""
+    """The app as ``run_app`` starts it: the window on screen saying it is loading, being built; ``signals`` says
+    when it is built, ``importing.ended`` when torch was imported."""
 
     app: object
     window: object
     importing: BackgroundImport
+    signals: object
 
 
 def launch(checkpoint: str | None = None, device: str | None = None, settings=None, *,
@@ -216,13 +202,15 @@ def launch(checkpoint: str | None = None, device: str | None = None, settings=No
     # (loading libtorch), so torch imported from the very start kept the window from showing for 0.4-1 s more,
     # and importing pyqtgraph and the views beside it, or looking whether it is done every few milliseconds,
     # made both slower on a loaded machine (each hand-over of the GIL waits for the scheduler).
+    signals = _launch_signals()
     importing = import_torch_in_background(
-        lambda: _build_once_imported(window, checkpoint, device, importing=importing, weights=weights))
-    return Launch(app, window, importing)
+        lambda: _build_once_imported(window, checkpoint, device, importing=importing, weights=weights,
+                                     signals=signals))
+    return Launch(app, window, importing, signals=signals)
 
 
 def _build_once_imported(window, checkpoint: str | None, device: str | None, *,
-                         importing: BackgroundImport, weights: str | None = None) -> None:
+                         importing: BackgroundImport, signals, weights: str | None = None) -> None:
     """Build the window now that torch is imported; not one closed meanwhile (no model thread, no model
     opened for a window nobody sees), and not after a failed import, which the window says instead."""
     if window.closed:
@@ -231,17 +219,21 @@ def _build_once_imported(window, checkpoint: str | None, device: str | None, *,
         window.show_start_failure(importing.error)
         return
     build_window(window, checkpoint, device, weights=weights)
+    signals.built.emit()
 
 
-def run_app(checkpoint: str | None = None, device: str | None = None, *, weights: str | None = None) -> int:
+def run_app(checkpoint: str | None = None, device: str | None = None, *, weights: str | None = None,
+            watch: Callable[[Launch], None] | None = None) -> int:
+    """Run the app until its window closes; ``watch`` (a benchmark's or a test's) is given the :class:`Launch` once
+    the window shows, before the event loop starts, to connect to its signals."""
     problem = platform_problem()
     if problem:
         print(f"attnviz: error: {problem}", file=sys.stderr)
         return 1
     started = launch(checkpoint, device, weights=weights)
     app, window = started.app, started.window
-    if os.environ.get(STARTUP_PROBE):
-        _probe_startup(started, float(os.environ[STARTUP_PROBE]))
+    if watch is not None:
+        watch(started)
     # closed before the event loop began (Ctrl+C at launch): the loop would never hear that its last window went
     code = 0 if window.closed else app.exec()
     window.shut_down()  # whatever ended the loop, the model thread stops before Python tears Qt down

@@ -52,16 +52,12 @@ def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def importance_steps(translator: Translator, pairs: list[tuple[str, str]], method: str):
-    """Head importance as a long job's generator (models/analysis/importance.py): ``nll`` one teacher-forced pass
-    per unit with as many heads off as fit ``IMPORTANCE_PASS_TOKENS``, ``gradient`` one unit in all, ``decode``
-    every pair decoded again per head (chrF, or exact match for a character-level target)."""
-    from models.analysis.importance import ablation_importance_steps, gradient_importance, head_importance_steps
+    """Head importance by ``method`` (a name of models/analysis/catalogue.py ``IMPORTANCE_METHODS``) as a long job's
+    generator, through the dispatcher ``attnviz importance`` uses too; the NLL's passes hold
+    ``IMPORTANCE_PASS_TOKENS``, a decoding method scores in the model's own metric."""
+    from models.analysis.importance_methods import importance_steps as steps
 
-    if method == "nll":
-        return ablation_importance_steps(translator, pairs, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
-    if method == "gradient":
-        return _one_unit(lambda: gradient_importance(translator, pairs))
-    return head_importance_steps(translator, pairs)
+    return steps(translator, pairs, method, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
 
 
 def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, *, seed: int):
@@ -70,12 +66,6 @@ def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance
     from models.analysis.importance import prune_curve_steps
 
     return prune_curve_steps(translator, pairs, importance, seed=seed, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
-
-
-def _one_unit(compute: Callable[[], object]):
-    """``compute`` as a generator of one unit: its first step returns the result."""
-    return compute()
-    yield  # never reached: it makes this function a generator
 
 
 def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.analysis.catalogue import CONTRIBUTION_METHODS, WEIGHTS, ContributionMethod, method_fields
 from models.nn.precisions import EXACT, rounded_weights_notice
 from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
@@ -22,25 +23,16 @@ from . import compare_view, viewmodel
 from .jobs import Answer
 from .session import Selection, ViewOptions
 
-WEIGHTS = "weights"  # attention weights: the trace itself, no job
 ORIGINAL = -1  # in place of a hypothesis: a run's best result with every head on (``Session.original``)
 
 
 @dataclass(frozen=True)
-class ShowChoice:
-    """One entry of the selector bar's Show box: a method of the contributions registry as the open model
+class ShowChoice(ContributionMethod):
+    """One entry of the selector bar's Show box: a method of the catalogue (models/analysis/catalogue.py: its
+    label, unit, kinds, whether its maps are per head, bounded, rolled out or of the whole model) as the open model
     offers it (``reason``: why it cannot, one line; "" when it can)."""
 
-    name: str
-    label: str
-    unit: str
-    per_head: bool
-    from_forward: bool
-    kinds: tuple[str, ...]
     reason: str = ""
-    bounded: bool = False  # shares (0–1): one fixed colour range compares maps; else each map's own range
-    rolls_out: bool = False  # the "rollout" aggregate shows the method's own rollout, not a block's map
-    whole_model: bool = False  # one map per kind, of the whole model: no layer or head to choose
 
 
 @dataclass(frozen=True)
@@ -89,11 +81,10 @@ class ContributionAnswer(Answer):
         return self.job.request_id, self.hypothesis, self.job.method, self.job.partner
 
 
-def show_choice(method, reason: str = "") -> ShowChoice:
-    """The Show entry of a ``ContributionMethod`` of the registry (models/analysis/contributions.py)."""
-    return ShowChoice(method.name, method.label, method.unit, per_head=method.per_head,
-                      from_forward=method.from_forward, kinds=method.kinds, reason=reason, bounded=method.bounded,
-                      rolls_out=method.rolls_out, whole_model=method.whole_model)
+def show_choice(method: ContributionMethod | str, reason: str = "") -> ShowChoice:
+    """The Show entry of a method of the catalogue (an entry, or its name)."""
+    entry = CONTRIBUTION_METHODS[method] if isinstance(method, str) else method
+    return ShowChoice(**method_fields(entry), reason=reason)
 
 
 def choice_named(choices: tuple[ShowChoice, ...], name: str) -> ShowChoice | None:

@@ -1,11 +1,15 @@
 """What each contribution method computes, in words: one definition per method of the registry
-(models/analysis/contributions.py ``CONTRIBUTION_METHODS``), shown by Help → "What am I looking at?" and written
+(models/analysis/catalogue.py ``CONTRIBUTION_METHODS``), shown by Help → "What am I looking at?" and written
 as the table of docs/contributions.md (a test keeps the two the same). Plain text; no Qt, no torch."""
 
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+
+from models.analysis.catalogue import (
+    ALTI, INPUT_X_GRADIENT, INTEGRATED_GRADIENTS, VALUE_NORMS, VALUE_ZEROING, WEIGHTS,
+)
 
 
 @dataclass(frozen=True)
@@ -24,13 +28,13 @@ class MethodDefinition:
 
 DEFINITIONS = (
     MethodDefinition(
-        "weights", "attention weights",
+        WEIGHTS, "attention weights",
         attributed="each key position, per head: α_ij, the softmax weight query i puts on key j",
         measure="the weight itself; each row sums to 1",
         baseline="none: one forward pass",
         departures="none (the toolkits' own weights, bit-identical to transformers on converted models)"),
     MethodDefinition(
-        "value_norms", "value-weighted norms (Kobayashi et al. 2020)",
+        VALUE_NORMS, "value-weighted norms (Kobayashi et al. 2020)",
         attributed="each key token, per head: α_ij f_h(x_j), with f_h(x) = (x W_V + b_V)_h W_O,h — the value "
                    "bias is included, the output projection's bias is not (it is no token's)",
         measure="L2 norm over the model dimension, ‖α_ij f_h(x_j)‖, in the model's units (not normalised)",
@@ -38,7 +42,7 @@ DEFINITIONS = (
         departures="none for Transformer blocks; a recurrent decoder's one head is α_ij ‖v_j‖ over what its "
                    "context adds up (the annotations or their value projection), which the paper does not cover"),
     MethodDefinition(
-        "alti", "ALTI+ (Ferrando et al. 2022)",
+        ALTI, "ALTI+ (Ferrando et al. 2022)",
         attributed="each input token of every attention block: the block's output y_i, biases included, is "
                    "split into T_i(x_j) = Σ_h α_ij f_h(x_j) (value bias included) plus the residual x_i — on its "
                    "own token in self-attention, the target side's own share in cross-attention; a post-LN "
@@ -54,7 +58,7 @@ DEFINITIONS = (
                    "1/std(z + eps) with the unbiased std; a row where no token's closeness is positive (0/0 in "
                    "their code) goes whole to the token of largest closeness"),
     MethodDefinition(
-        "value_zeroing", "value zeroing (Mohebbi et al. 2023)",
+        VALUE_ZEROING, "value zeroing (Mohebbi et al. 2023)",
         attributed="each key token's value vector, zeroed in every head of one attention",
         measure="the cosine distance 1 − cos(y_i, y_i without x_j's value) of the whole layer's output (after "
                 "its feed-forward block; in a decoder layer after self-attention, cross-attention and "
@@ -64,7 +68,7 @@ DEFINITIONS = (
                    "and flagged, not rounding noise normalised into shares; the decoder's self- and "
                    "cross-attention are zeroed the same way as the paper's encoder layers"),
     MethodDefinition(
-        "input_x_gradient", "input × gradient",
+        INPUT_X_GRADIENT, "input × gradient",
         attributed="the token embeddings x as the table gives them, before the embedding scale and the "
                    "positions are added (x ⊙ ∇x is the same for the scaled vector): the source tokens and the "
                    "target prefix (the decoder's inputs)",
@@ -72,7 +76,7 @@ DEFINITIONS = (
         baseline="none: one gradient at x",
         departures="each token's score is the L2 norm of its per-dimension attribution (Captum gives the vector)"),
     MethodDefinition(
-        "integrated_gradients", "integrated gradients (Sundararajan et al. 2017)",
+        INTEGRATED_GRADIENTS, "integrated gradients (Sundararajan et al. 2017)",
         attributed="the same token embeddings as input × gradient",
         measure="L2 norm over the embedding of x ⊙ the mean gradient of log p(y_t) along the straight path "
                 "from the baseline to x",

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.analysis.catalogue import NLL
+
 from .figures import CURVE_COLOURS, CURVE_NAMES, prune_curve_svg
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ def prune_curve_state(curves: PruneCurves) -> PruneCurveState:
                             scores=np.asarray(curve, dtype=float))
                   for order, curve in curves.curves.items())
     heads = max(len(line.scores) for line in lines) - 1
-    better = "Lower is better" if curves.metric == "nll" else "Higher is better"
+    better = "Lower is better" if curves.metric == NLL else "Higher is better"
     summary = f"{better}; the {heads} heads switched off one by one ({curves.seconds:.1f} s)."
     return PruneCurveState(lines, heads=heads, x_title=HEADS_AXIS, y_title=curves.metric_name, summary=summary,
                            seed=curves.seed)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models.analysis import catalogue
+from models.analysis.catalogue import DECODE, GRADIENT, NLL
 from models.nn.precisions import EXACT, rounded_weights_notice
 from models.trace.head_summary import STATISTICS, TYPICAL_BY, HeadStats
 
@@ -140,19 +142,14 @@ def typical_sentences(stats: HeadStats, run: str, kind: str, layer: int, head: i
                         [entry(index) for index in most], [entry(index) for index in least])
 
 
-IMPORTANCE_METHODS = {  # the Head importance panel's choices: method → what the user reads
-    "nll": "NLL, each head off",
-    "gradient": "NLL, gradient estimate",
-    "decode": "chrF / exact match, decoding again",
-}
+# The Head importance panel's choices, the catalogue's methods: name → what the user reads.
+IMPORTANCE_METHODS = {name: method.label for name, method in catalogue.IMPORTANCE_METHODS.items()}
 NLL_DECIMALS = (3, 2)  # nats per token: a head's rise is often a few hundredths
 
 
 def importance_method(importance: HeadImportance) -> str:
-    """Which of :data:`IMPORTANCE_METHODS` computed ``importance``."""
-    if importance.method == "gradient":
-        return "gradient"
-    return "nll" if importance.metric == "nll" else "decode"
+    """Which of the catalogue's methods computed ``importance``."""
+    return catalogue.importance_method(importance.method, importance.metric).name
 
 
 def importance_panels(importance: HeadImportance, kind: str) -> list[StatPanel]:
@@ -161,19 +158,19 @@ def importance_panels(importance: HeadImportance, kind: str) -> list[StatPanel]:
     estimate Michel et al.'s E|∂L/∂ξ|."""
     drops, scores = importance.drops[kind], importance.scores[kind]
     name, method = importance.metric_name, importance_method(importance)
-    decimals = SCORE_DECIMALS if method == "decode" else NLL_DECIMALS
-    lost = "gained (estimated to first order)" if method == "gradient" else \
-        "gained" if method == "nll" else "lost"
-    drop = StatPanel("est. drop" if method == "gradient" else "drop",
+    decimals = SCORE_DECIMALS if method == DECODE else NLL_DECIMALS
+    lost = "gained (estimated to first order)" if method == GRADIENT else \
+        "gained" if method == NLL else "lost"
+    drop = StatPanel("est. drop" if method == GRADIENT else "drop",
                      f"{name} {lost} when this head alone is switched off", matrix=drops,
                      levels=(min(0.0, float(drops.min())), max(float(drops.max()), 1e-6)), unit=name,
                      texts=cell_texts(drops, decimals))
-    if method == "gradient":
+    if method == GRADIENT:
         magnitudes = importance.magnitudes[kind]
         return [drop, StatPanel("|∂L/∂ξ|", "Michel et al.'s importance: the mean |∂NLL/∂ξ| per token, ξ the head's "
                                 "gate", matrix=magnitudes, levels=(0.0, max(float(magnitudes.max()), 1e-6)),
                                 unit="nats/token", texts=cell_texts(magnitudes, NLL_DECIMALS))]
-    levels = (0.0, 100.0) if method == "decode" else (float(scores.min()), max(float(scores.max()),
+    levels = (0.0, 100.0) if method == DECODE else (float(scores.min()), max(float(scores.max()),
                                                                                float(scores.min()) + 1e-6))
     return [drop, StatPanel("left", f"{name} with this head alone switched off", matrix=scores, levels=levels,
                             unit=name, texts=cell_texts(scores, decimals))]
@@ -189,8 +186,8 @@ def importance_state(importance: HeadImportance, kind: str, selected: tuple[int,
     panels = importance_panels(importance, kind)
     name, method = importance.metric_name, importance_method(importance)
     layers, heads = panels[0].matrix.shape
-    baseline = f"{importance.baseline:.3f}" if importance.metric == "nll" else f"{importance.baseline:.2f}"
-    helps = "the NLL rises without the head" if importance.metric == "nll" else "the model loses much without the head"
+    baseline = f"{importance.baseline:.3f}" if importance.metric == NLL else f"{importance.baseline:.2f}"
+    helps = "the NLL rises without the head" if importance.metric == NLL else "the model loses much without the head"
     return HeadStatsState(
         runs=list(IMPORTANCE_METHODS.items()), run=method,
         kinds=[(name_, KIND_LABELS[name_]) for name_ in kinds], kind=kind, layers=layers, heads=heads, panels=panels,
@@ -205,7 +202,7 @@ def importance_note(importance: HeadImportance, kind: str, layer: int, head: int
     """One head's line: its score with it off, the drop, and its rank among every head scored."""
     ranking = [(k, l, h) for k, l, h, _ in importance.ranking()]
     name = importance.metric_name
-    estimated = " (estimated)" if importance.method == "gradient" else ""
+    estimated = " (estimated)" if importance.method == GRADIENT else ""
     return (f"{KIND_LABELS[kind]}, layer {layer}, head {head}: {name} {importance.scores[kind][layer, head]:.3g} "
             f"with it off{estimated} (drop {importance.drops[kind][layer, head]:+.3g}); rank "
             f"{ranking.index((kind, layer, head)) + 1} of {len(ranking)}")

@@ -32,6 +32,7 @@ from ..errors import InputError
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from ..nn.intermediates import noting_blocks, to_numpy
+from . import catalogue
 from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, transformed_values  # noqa: F401
 
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
@@ -47,42 +48,17 @@ class ContributionError(InputError):
 
 
 @dataclass(frozen=True)
-class ContributionMethod:
-    """One way of saying how much each input token shaped each output: what the window and the CLI call it,
-    the unit of its colour scale, the kinds it gives maps for, whether its maps are per head, whether it
-    comes from the traced forward pass alone (switching to it re-runs nothing), and what it needs."""
+class ContributionMethod(catalogue.ContributionMethod):
+    """A method of the catalogue (models/analysis/catalogue.py: name, label, unit, kinds, what it needs) with what
+    only a model can answer: whether this one can give it (``unavailable``) and its computation."""
 
-    name: str
-    label: str
-    unit: str
-    kinds: tuple[str, ...]
-    per_head: bool
-    from_forward: bool
-    needs: str  # "attention", "transformer", "values" (attention whose value vectors the model exposes) or "embeddings"
-    bounded: bool = False  # its values are shares between 0 and 1
-    rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
-    whole_model: bool = False  # one map per kind, of the whole model (no layer's)
     # Its computation, ``compute(model, src_ids, output_ids, captured=, ablation=, ig_steps=)`` → ContributionMaps,
     # registered by the module that computes it (``computes``); None for the attention weights, the trace itself.
     compute: Callable[..., ContributionMaps] | None = field(default=None, compare=False, repr=False)
 
     def unavailable(self, model: Seq2Seq) -> str | None:
         """Why ``model`` cannot give this method (one line), or None when it can."""
-        if self.needs == "transformer" and not traceable(model):
-            if _decoder_attentions(model):
-                return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm) "
-                        f"throughout; this {model.config.arch} model's encoder is recurrent and its decoder "
-                        "blocks have no norm")
-            return (f"{self.label} needs Transformer blocks (attention sublayers with a residual and a norm); "
-                    f"this {model.config.arch} model has none")
-        if self.needs == "values" and not _has_values(model):
-            return (f"{self.label} need Transformer blocks or a recurrent decoder's attention over the annotations; "
-                    f"this {model.config.arch} model has neither")
-        if self.needs == "embeddings" and _embeddings(model) is None:
-            return f"{self.label} needs the model's token embeddings; this {model.config.arch} model exposes none"
-        if self.needs == "attention" and not model.kinds:
-            return f"{self.label} needs attention; this {model.config.arch} model has none"
-        return None
+        return _LACKS[self.needs](model, self.label)
 
     def applies(self, model: Seq2Seq) -> bool:
         return self.unavailable(model) is None
@@ -93,22 +69,41 @@ class ContributionMethod:
             raise ContributionError(reason)
 
 
-ALL_KINDS = ("enc_self", "dec_self", "cross")
-CONTRIBUTION_METHODS = {method.name: method for method in (
-    ContributionMethod("weights", "attention weights", "attention weight", kinds=ALL_KINDS, per_head=True,
-                       from_forward=True, needs="attention", bounded=True),
-    ContributionMethod("value_norms", "value-weighted norms", "‖α·f(x)‖", kinds=ALL_KINDS,
-                       per_head=True, from_forward=True, needs="values"),
-    ContributionMethod("alti", "ALTI+", "share of output", kinds=ALL_KINDS, per_head=False,
-                       from_forward=True, needs="transformer", bounded=True, rolls_out=True),
-    ContributionMethod("value_zeroing", "value zeroing", "share of change", kinds=ALL_KINDS,
-                       per_head=False, from_forward=False, needs="transformer", bounded=True),
-    ContributionMethod("input_x_gradient", "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
-                       per_head=False, from_forward=False, needs="embeddings", whole_model=True),
-    ContributionMethod("integrated_gradients", "integrated gradients", "‖x ⊙ mean ∇ log p‖",
-                       kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs="embeddings",
-                       whole_model=True),
-)}
+def _lacks_transformer(model: Seq2Seq, label: str) -> str | None:
+    if traceable(model):
+        return None
+    if _decoder_attentions(model):
+        return (f"{label} needs Transformer blocks (attention sublayers with a residual and a norm) "
+                f"throughout; this {model.config.arch} model's encoder is recurrent and its decoder "
+                "blocks have no norm")
+    return (f"{label} needs Transformer blocks (attention sublayers with a residual and a norm); "
+            f"this {model.config.arch} model has none")
+
+
+def _lacks_values(model: Seq2Seq, label: str) -> str | None:
+    if _has_values(model):
+        return None
+    return (f"{label} need Transformer blocks or a recurrent decoder's attention over the annotations; "
+            f"this {model.config.arch} model has neither")
+
+
+def _lacks_embeddings(model: Seq2Seq, label: str) -> str | None:
+    if _embeddings(model) is not None:
+        return None
+    return f"{label} needs the model's token embeddings; this {model.config.arch} model exposes none"
+
+
+def _lacks_attention(model: Seq2Seq, label: str) -> str | None:
+    return None if model.kinds else f"{label} needs attention; this {model.config.arch} model has none"
+
+
+# What the model lacks for each of the catalogue's needs (one line), or None.
+_LACKS = {catalogue.NEEDS_TRANSFORMER: _lacks_transformer, catalogue.NEEDS_VALUES: _lacks_values,
+          catalogue.NEEDS_EMBEDDINGS: _lacks_embeddings, catalogue.NEEDS_ATTENTION: _lacks_attention}
+
+# The catalogue's methods, each carrying its computation once the module computing it is imported.
+CONTRIBUTION_METHODS = {name: ContributionMethod(**catalogue.method_fields(method))
+                        for name, method in catalogue.CONTRIBUTION_METHODS.items()}
 
 
 def computes(name: str):
@@ -175,7 +170,7 @@ class ContributionMaps:
     @property
     def source_contribution(self) -> np.ndarray | None:
         """``[target]``: how much of each prediction comes from the source (ALTI+), or None."""
-        return None if self.source is None or self.method != "alti" else self.source.sum(axis=1)
+        return None if self.source is None or self.method != catalogue.ALTI else self.source.sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -275,7 +270,7 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
                 captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """Per kind, layer and head ‖α_ij f(x_j)‖ ``[heads, query, key]`` (no pass beyond the traced one); a head
     ``ablation`` switches off contributes nothing."""
-    CONTRIBUTION_METHODS["value_norms"].check(model)
+    CONTRIBUTION_METHODS[catalogue.VALUE_NORMS].check(model)
     if _decoder_attentions(model):
         return _decoder_value_norms(model, src_ids, output_ids, ablation=ablation)
     if not traceable(model):
@@ -285,7 +280,7 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
     for (kind, _layer), block in sorted(captured.blocks.items(), key=_block_order):
         norms = transformed_values(block).norm(dim=-1)  # [H, K]
         layers.setdefault(kind, []).append(to_numpy(block["weights"][0].float() * norms[:, None, :]))
-    return ContributionMaps("value_norms", per_head=True, layers=layers)
+    return ContributionMaps(catalogue.VALUE_NORMS, per_head=True, layers=layers)
 
 
 def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
@@ -342,7 +337,7 @@ def _decoder_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
                                  heads_off=ablation.heads_off(kind, layer, attention.heads))
             weights = intermediates.attention[kind][layer][0].float()  # [H, Q, K]
             layers.setdefault(kind, []).append(to_numpy(weights * moved.norm(dim=-1)[:, None, :]))
-    return ContributionMaps("value_norms", per_head=True, layers=layers)
+    return ContributionMaps(catalogue.VALUE_NORMS, per_head=True, layers=layers)
 
 
 def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
@@ -366,12 +361,13 @@ def _recurrent_value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: S
         if ablation.heads_off("cross", 0, norms.shape[0]):
             norms = torch.zeros_like(norms)
         weights = intermediates.attention["cross"][0][0].float()  # [H, T, S]
-    return ContributionMaps("value_norms", per_head=True, layers={"cross": [to_numpy(weights * norms[:, None, :])]})
+    return ContributionMaps(catalogue.VALUE_NORMS, per_head=True,
+                            layers={"cross": [to_numpy(weights * norms[:, None, :])]})
 
 
 def _block_order(item) -> tuple[int, int]:
     (kind, layer), _ = item
-    return ALL_KINDS.index(kind), layer
+    return catalogue.ALL_KINDS.index(kind), layer
 
 
 # ------------------------------------------------------------------------------------------------- ALTI+
@@ -381,9 +377,9 @@ def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
          captured: Captured | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
     """ALTI+ (models/analysis/alti.py): every block's contributions and the rollout through the model
     (``source``, ``target``), with the heads ``ablation`` names switched off."""
-    CONTRIBUTION_METHODS["alti"].check(model)
+    CONTRIBUTION_METHODS[catalogue.ALTI].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
-    return ContributionMaps("alti", per_head=False, **alti_maps(captured))
+    return ContributionMaps(catalogue.ALTI, per_head=False, **alti_maps(captured))
 
 
 # ---------------------------------------------------------------------------------------------- value zeroing
@@ -414,7 +410,7 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
     2023); a row whose every change is at rounding level is 0, and ``rounding_rows`` says which. Each layer runs
     again from its captured input, the keys as a batch (chunked), with the heads of the captured pass's ablation
     switched off."""
-    CONTRIBUTION_METHODS["value_zeroing"].check(model)
+    CONTRIBUTION_METHODS[catalogue.VALUE_ZEROING].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
     found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
@@ -438,7 +434,7 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
                                                   keys=captured.tgt_in.shape[1]))
             found["cross"].append(_zeroing_map(run, block["x"], module.cross_attention.attention.value,
                                                keys=captured.src_ids.shape[1]))
-    return ContributionMaps("value_zeroing", per_head=False,
+    return ContributionMaps(catalogue.VALUE_ZEROING, per_head=False,
                             layers={kind: [shares for shares, _ in maps] for kind, maps in found.items()},
                             rounding_rows={kind: [rows for _, rows in maps] for kind, maps in found.items()})
 
@@ -514,7 +510,7 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
     lowest ``avg_source`` first."""
     from .importance import encode_references
 
-    CONTRIBUTION_METHODS["alti"].check(translator.model)
+    CONTRIBUTION_METHODS[catalogue.ALTI].check(translator.model)
     scored = []
     if decoded:
         for number, (source_text, _) in enumerate(pairs, start=1):
@@ -543,5 +539,6 @@ def _from_the_traced_pass(function: Callable[..., ContributionMaps]) -> Callable
     return compute
 
 
-for _name, _function in (("value_norms", value_norms), ("alti", alti), ("value_zeroing", value_zeroing)):
+for _name, _function in ((catalogue.VALUE_NORMS, value_norms), (catalogue.ALTI, alti),
+                         (catalogue.VALUE_ZEROING, value_zeroing)):
     computes(_name)(_from_the_traced_pass(_function))

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from ..nn.intermediates import to_numpy
+from .catalogue import INPUT_X_GRADIENT, INTEGRATED_GRADIENTS
 from .contributions import (
     COMPLETENESS_FLOOR, COMPLETENESS_TOLERANCE, CONTRIBUTION_METHODS, ContributionError, ContributionMaps, _embeddings,
     computes,
@@ -193,10 +194,10 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
     """‖x ⊙ ∇_x log p(y_t)‖ per target step over the source (``source`` ``[T, S]``, also the cross map) and
     the target prefix (``target`` ``[T, T]``, also the dec_self map): x the token embeddings, before positions
     are added, and the norm L2 over the embedding."""
-    CONTRIBUTION_METHODS["input_x_gradient"].check(model)
+    CONTRIBUTION_METHODS[INPUT_X_GRADIENT].check(model)
     found = weighted_gradients(model, src_ids, output_ids,
                                points=[(step, 1.0, 1.0) for step in range(len(output_ids))], ablation=ablation)
-    return _maps("input_x_gradient", *found.attributions())
+    return _maps(INPUT_X_GRADIENT, *found.attributions())
 
 
 def check_ig_steps(steps: int | None) -> None:
@@ -221,7 +222,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
 
     ``steps`` None: ``IG_FIRST_STEPS`` nodes, doubled for the steps whose error is over
     ``COMPLETENESS_TOLERANCE`` until none is or ``IG_ADAPTED_MAX`` is reached; else exactly ``steps`` nodes."""
-    CONTRIBUTION_METHODS["integrated_gradients"].check(model)
+    CONTRIBUTION_METHODS[INTEGRATED_GRADIENTS].check(model)
     check_ig_steps(steps)
     count = len(output_ids)
     ends = weighted_gradients(model, src_ids, output_ids,
@@ -248,7 +249,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
         pending = [step for step in pending if errors[step] > COMPLETENESS_TOLERANCE]
         points *= 2
     attributions = ends.source_x[None] * source, ends.target_x[None] * target
-    return _maps("integrated_gradients", *attributions, completeness=to_numpy(errors.float()), ig_steps=used)
+    return _maps(INTEGRATED_GRADIENTS, *attributions, completeness=to_numpy(errors.float()), ig_steps=used)
 
 
 def _maps(name: str, source: Tensor, target: Tensor, **fields) -> ContributionMaps:
@@ -258,14 +259,14 @@ def _maps(name: str, source: Tensor, target: Tensor, **fields) -> ContributionMa
                             source=source_map, target=target_map, **fields)
 
 
-@computes("input_x_gradient")
+@computes(INPUT_X_GRADIENT)
 def _input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured=None,
                       ablation: Ablation = NO_ABLATION, ig_steps: int | None = None) -> ContributionMaps:
     """As the registry calls it: the gradients take passes of their own (``captured`` is not read)."""
     return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
 
 
-@computes("integrated_gradients")
+@computes(INTEGRATED_GRADIENTS)
 def _integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured=None,
                           ablation: Ablation = NO_ABLATION, ig_steps: int | None = None) -> ContributionMaps:
     """As the registry calls it: ``ig_steps`` fixes the node count (None: adapted)."""

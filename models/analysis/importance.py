@@ -28,6 +28,7 @@ from torch import Tensor
 
 from ..nn.ablation import Ablation, AblationError, HeadGates
 from ..errors import EmptyInputError, InputError
+from .catalogue import ABLATION, GRADIENT, IMPORTANCE_METRICS, NLL
 from .evaluation import Evaluation, decoded, output_scores
 from .steps import Steps, drive
 from ..trace.records import KINDS
@@ -36,8 +37,6 @@ from ..inference.translator import Translator
 
 # (heads done, heads in all, the head just scored as KIND:LAYER:HEAD); returning False stops the run
 Progress = Callable[[int, int, str], "bool | None"]
-METRICS = {"exact": "exact match %", "chrf": "chrF", "nll": "NLL (nats/token)"}
-METHODS = ("ablation", "gradient")
 NORMALIZATIONS = ("none", "layer")
 # Padded tokens (rows × (source + target)) one forward pass holds: bounds the logits' memory
 # (rows × target × vocabulary floats) while still putting many heads' copies of a small corpus in one pass.
@@ -75,18 +74,18 @@ class HeadImportance:
     examples: int
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     seconds: float = 0.0
-    method: str = "ablation"
+    method: str = ABLATION
     gradients: dict[str, np.ndarray] = field(default_factory=dict)
     magnitudes: dict[str, np.ndarray] = field(default_factory=dict)
     unknown_pairs: int = 0
 
     @property
     def metric_name(self) -> str:
-        return METRICS[self.metric]
+        return IMPORTANCE_METRICS[self.metric]
 
     @property
     def drops(self) -> dict[str, np.ndarray]:
-        if self.metric == "nll":
+        if self.metric == NLL:
             return {kind: table - self.baseline for kind, table in self.scores.items()}
         return {kind: self.baseline - table for kind, table in self.scores.items()}
 
@@ -106,12 +105,12 @@ class HeadImportance:
 
     def to_json(self) -> dict:
         tables = lambda tables: {kind: table.tolist() for kind, table in tables.items()}  # noqa: E731
-        document = {"metric": self.metric, "metric_name": METRICS[self.metric], "method": self.method,
+        document = {"metric": self.metric, "metric_name": IMPORTANCE_METRICS[self.metric], "method": self.method,
                     "baseline": self.baseline, "examples": self.examples, "seconds": round(self.seconds, 3),
                     "unknown_pairs": self.unknown_pairs, "scores": tables(self.scores), "drops": tables(self.drops),
                     "ranking": [{"kind": kind, "layer": layer, "head": head, "drop": drop}
                                 for kind, layer, head, drop in self.ranking()]}
-        if self.method == "gradient":
+        if self.method == GRADIENT:
             document.update(gradient=tables(self.gradients), importance=tables(self.magnitudes),
                             normalized=tables(self.normalized()))
         return document
@@ -358,7 +357,7 @@ def ablation_importance_steps(translator: Translator, pairs: Sequence[tuple[str,
                               kinds: Sequence[str] | None = None, tokens_per_pass: int = TOKENS_PER_PASS,
                               processes: Processes = ONE_PROCESS) -> Steps:
     """The pooled NLL of the references with every head on, then with each head of ``kinds`` alone off, as
-    ``HeadImportance(metric="nll")``. As many heads as fit ``tokens_per_pass`` padded tokens share one forward
+    ``HeadImportance(metric=NLL)``. As many heads as fit ``tokens_per_pass`` padded tokens share one forward
     pass (each in its own copy of the pairs); yields ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
     pass (models/analysis/steps.py). Over several ``processes`` each scores its share of the pairs and the NLL
     sums and token counts are added up before the means."""
@@ -384,7 +383,7 @@ def ablation_importance_steps(translator: Translator, pairs: Sequence[tuple[str,
         if done:
             yield done, len(heads), "{}:{}:{}".format(*heads[done - 1])
     means = pooled_means(totals, batches, processes)
-    result = HeadImportance(metric="nll", baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)
+    result = HeadImportance(metric=NLL, baseline=float(means[0]), examples=len(pairs), unknown_pairs=unknown)
     for kind in chosen:
         result.scores[kind] = np.array([means[1 + heads.index(head)] for head in _every_head(shape, [kind])]
                                        ).reshape(shape[kind])
@@ -421,8 +420,8 @@ def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
                           tokens_per_pass=tokens_per_pass, processes=processes)
     sums = dict(zip(sums, processes.sum_arrays(list(sums.values()))))
     tokens = sum(len(target) - skipped for _, target, skipped in encoded)
-    result = HeadImportance(metric="nll", baseline=float(sums["loss"]) / tokens, examples=len(pairs),
-                            method="gradient", unknown_pairs=unknown)
+    result = HeadImportance(metric=NLL, baseline=float(sums["loss"]) / tokens, examples=len(pairs),
+                            method=GRADIENT, unknown_pairs=unknown)
     for kind in chosen:
         _check_gradients(sums[f"missing.{kind}"], sums[f"signed.{kind}"], kind=kind)
         result.gradients[kind] = sums[f"signed.{kind}"] / tokens
@@ -488,7 +487,7 @@ class PruneCurves:
 
     @property
     def metric_name(self) -> str:
-        return METRICS[self.metric]
+        return IMPORTANCE_METRICS[self.metric]
 
     def to_json(self) -> dict:
         return {"metric": self.metric, "seed": self.seed, "seconds": round(self.seconds, 3),
@@ -524,14 +523,14 @@ def prune_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], 
     result = PruneCurves(metric=importance.metric, seed=seed, orders=prune_orders(importance, seed))
     total = sum(len(heads) + 1 for heads in result.orders.values())
     done = 0
-    if importance.metric == "nll":
+    if importance.metric == NLL:
         encoded, _ = encode_references(translator, pairs)
         batches = shared_batches(translator, encoded, tokens_per_pass=tokens_per_pass, processes=processes)
     else:
         max_len = max_len or output_max_len(translator, pairs)
     for order, heads in result.orders.items():
         scores = (_nll_curve_steps(translator, batches, heads, tokens_per_pass=tokens_per_pass, processes=processes)
-                  if importance.metric == "nll" else
+                  if importance.metric == NLL else
                   _output_curve_steps(translator, pairs, heads, metric=importance.metric, beam=beam, max_len=max_len,
                                       processes=processes))
         while True:

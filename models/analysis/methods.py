@@ -28,9 +28,8 @@ def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_id
     return entry.compute(model, src_ids, output_ids, captured=captured, ablation=ablation, ig_steps=ig_steps)
 
 
-# The NPZ's name of each method's arrays.
-ARRAY_PREFIXES = {"value_norms": "norm", "alti": "alti", "value_zeroing": "zeroing", "input_x_gradient": "ixg",
-                  "integrated_gradients": "ig"}
+# The NPZ's name of each method's arrays (the catalogue's ``array_prefix``), every method but the weights.
+ARRAY_PREFIXES = {name: method.array_prefix for name, method in CONTRIBUTION_METHODS.items() if method.array_prefix}
 
 
 def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,

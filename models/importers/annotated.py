@@ -24,8 +24,9 @@ from .common import (
     read_vocabularies, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "annotated"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=6)  # when detection asks this format (contract.py)
 ANCHOR = "encoder.layers.0.self_attn.linears.0.weight"
 ACCEPTED = {

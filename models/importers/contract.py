@@ -79,7 +79,7 @@ class Detection:
 
 @runtime_checkable
 class Importer(Protocol):
-    """A format module (``models/importers/<name>.py``), registered in ``FORMATS``."""
+    """A format module (``models/importers/<name>.py``), registered in the catalogue (formats.py)."""
 
     NAME: str
     DETECTION: Detection

@@ -43,10 +43,11 @@ from .common import (
     Inspection, Settings, Source, WeightMap, layer_count, subword_nmt_tokenizer, tensor_dict, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 from .hf_common import map_layers
 from .safe_load import TrustRequiredError
 
-NAME = "fairseq"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=3, folder=7)  # when detection asks this format (contract.py)
 ACCEPTED = {
     "bpe": "the sentencepiece model or subword-nmt codes the training text was split with (found beside the "

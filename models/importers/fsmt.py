@@ -24,11 +24,12 @@ from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import TokenizerJsonTokenizer
 from .common import Inspection, Settings, Source, WeightMap
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 from .hf_common import (
     bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, open_hf_folder,
 )
 
-NAME = "fsmt"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=3, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("fsmt",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json and tokenizer_config.json say everything

@@ -35,12 +35,13 @@ from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, TokenizerJsonTokenizer
 from .common import Inspection, Settings, Source, WeightMap
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 from .hf_common import (
     bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_config,
     open_hf_folder, tokenizer_json_pair,
 )
 
-NAME = "hf-bart"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=2, hf_folder=True)  # when detection asks this format (contract.py)
 
 

@@ -26,9 +26,10 @@ from ..nn.config import DecoderOnlyConfig
 from ..storage.files import peek_json, read_json
 from .common import Inspection, Settings, Source, WeightMap, read_safetensors
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 from .hf_common import HF_ACTIVATIONS, read_hf_config, read_hf_weights, tokenizer_json_pair
 
-NAME = "hf-causal"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=9, hf_folder=True)  # when detection asks this format (contract.py): after the others
 MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2")  # config.json's model_type
 CLASSES = {"GPT2LMHeadModel": "gpt2", "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",

@@ -27,9 +27,10 @@ from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, saved_as_one
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, open_hf_folder, tokenizer_json_pair
 
-NAME = "hf-t5"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=4, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("t5", "mt5")
 PROJECTIONS = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output"))

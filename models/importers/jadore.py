@@ -36,8 +36,9 @@ from .common import (
     special_id, tensor_dict, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "jadore"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=4)  # when detection asks this format (contract.py)
 ANCHOR = "encoder.layer_stack.0.slf_attn.w_qs.weight"
 V3_MARKERS = ("scale_emb_or_prj", "output_dir", "use_tb")

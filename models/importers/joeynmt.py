@@ -35,8 +35,9 @@ from .common import (
     read_vocabulary, subword_nmt_tokenizer, tensor_dict,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "joeynmt"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=1, folder=5)  # when detection asks this format (contract.py)
 ACCEPTED: dict[str, str] = {}  # config.yaml says everything; --src-vocab/--tgt-vocab replace the vocabulary files
 CHECKPOINTS = ("best.ckpt", "latest.ckpt")

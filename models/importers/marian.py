@@ -26,9 +26,10 @@ from ..errors import CheckpointError
 from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, saved_as_one
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, open_hf_folder
 
-NAME = "marian"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=8, folder=1, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("marian",)  # config.json's model_type
 ACCEPTED: dict[str, str] = {}  # config.json says everything

@@ -25,8 +25,9 @@ from .common import (
     read_vocabularies, special_id, submodules, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "nn-transformer"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=5)  # when detection asks this format (contract.py)
 ANCHOR = "encoder.layers.0.self_attn.in_proj_weight"
 ACCEPTED = {

@@ -47,8 +47,9 @@ from .common import (
     read_safetensors, saved_as_one, tensor_dict, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "opennmt"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=2)  # when detection asks this format (contract.py)
 KEYS = ("model", "generator", "vocab", "opt")
 ACCEPTED = {

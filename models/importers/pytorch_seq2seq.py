@@ -36,8 +36,9 @@ from .common import (
     read_vocabulary, refuse_unused, special_id, tensor_dict, tokens_from_object,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "pytorch-seq2seq"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=7, folder=8)  # when detection asks this format (contract.py)
 ACCEPTED = {
     "SOS_token": "id of SOS (default 0, as in the tutorial)",

@@ -32,8 +32,9 @@ from ..errors import CheckpointError
 from ..text.tokenizers import WordTokenizer
 from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, tensor_dict
 from .contract import Converted, Detection, Provenance, Tokenizers
+from .formats import format_name
 
-NAME = "sockeye"
+NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=6)  # when detection asks this format (contract.py)
 ACCEPTED: dict[str, str] = {}  # the folder says everything
 SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
+from models.analysis.catalogue import ALTI
 from models.nn.ablation import NO_ABLATION
 
 from ...state.contributions import (
@@ -28,7 +29,7 @@ from ..layout import Views
 if TYPE_CHECKING:
     from ..worker import ModelWorker
 
-COVERAGE_METHOD = "alti"
+COVERAGE_METHOD = ALTI
 
 
 class Contributions(QObject):

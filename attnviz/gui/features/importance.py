@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QWidget
 
+from models.analysis.catalogue import DECODE, GRADIENT, NLL
 from models.nn.precisions import EXACT
 
 from ...state import stats_view
@@ -39,8 +40,8 @@ if TYPE_CHECKING:
 
 # Pairs scored in the window: decoding again costs a decoding of every pair per head, so the first fifty say
 # enough; the NLL methods score hundreds in a minute or less.
-PAIRS_LIMITS = {"nll": 200, "gradient": 200, "decode": 50}
-DEFAULT_METHOD = "nll"  # a corpus always has its references: their NLL is the fast, fine-grained measure
+PAIRS_LIMITS = {NLL: 200, GRADIENT: 200, DECODE: 50}
+DEFAULT_METHOD = NLL  # a corpus always has its references: their NLL is the fast, fine-grained measure
 PRUNE_SEED = 0  # the random order's first seed: the CLI's default --seed
 CURVE_HEIGHT = 260  # px of the dock the pruning curve starts with, under the grid
 

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel
                                QPushButton, QSizePolicy, QSlider, QSpinBox, QStyle, QTextBrowser, QToolButton,
                                QVBoxLayout, QWidget)
 
+from models.analysis.catalogue import CONTRIBUTION_METHODS, WEIGHTS
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
 
 from ...state.contributions import ShowChoice
@@ -380,7 +381,7 @@ class SelectorBar(QWidget):
     colormap_changed = Signal(str)
     masks_toggled = Signal(bool)
     options_changed = Signal()
-    show_changed = Signal(str)  # a contributions method's name ("weights": the attention weights)
+    show_changed = Signal(str)  # a contributions method's name (WEIGHTS: the attention weights)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -397,7 +398,7 @@ class SelectorBar(QWidget):
         self.show_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.show_box.setToolTip("What the maps show: where the heads looked (attention weights), or how much each "
                                  "token shaped the output (value norms, ALTI+, value zeroing, gradients)")
-        self.show_box.addItem("Show: attention weights", "weights")
+        self.show_box.addItem(f"Show: {CONTRIBUTION_METHODS[WEIGHTS].label}", WEIGHTS)
         self.colormap = QComboBox()
         self.colormap.addItems(COLORMAPS)
         self.colormap.setToolTip("Colormap (all perceptually uniform; viridis and cividis are colour-blind safe)")
@@ -498,7 +499,7 @@ class SelectorBar(QWidget):
         self.show_box.blockSignals(False)
 
     def show_name(self) -> str:
-        return self.show_box.currentData() or "weights"
+        return self.show_box.currentData() or WEIGHTS
 
     def set_show_name(self, name: str) -> None:
         """Choose a method (emits ``show_changed`` when it changes)."""
