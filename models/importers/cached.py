@@ -18,15 +18,17 @@ from .common import MissingSettingsError
 CONVERT_HINT = "convert it once with: attnviz convert {path} -o MODEL.safetensors"
 
 
-def converted_file(path: str | Path, cache: str | Path) -> Path:
+def converted_file(path: str | Path, cache: str | Path, *, name: str | None = None,
+                   origin: dict[str, str] | None = None) -> Path:
     """The attnviz checkpoint made from the foreign checkpoint ``path``: from ``cache`` when it was converted
     before and its files have not changed since, else converted now (``convert`` without settings) and kept
-    there. A file that lacks settings or vocabularies is a one-line ``CheckpointError`` naming
+    there (as ``name``, ``cached_path``; ``origin``: what else the provenance says of where it came from, e.g. a
+    Hugging Face model id). A file that lacks settings or vocabularies is a one-line ``CheckpointError`` naming
     ``attnviz convert``; one that needs trust, the importers' ``TrustRequiredError``."""
     from . import convert
 
     path = Path(path)
-    cached = cached_path(path, cache)
+    cached = cached_path(path, cache, name=name)
     if cached.is_file():
         return cached
     try:
@@ -35,6 +37,6 @@ def converted_file(path: str | Path, cache: str | Path) -> Path:
         raise CheckpointError(failure.path, f"{failure.reason}; {CONVERT_HINT.format(path=path)} and those "
                                             "options") from None
     cached.parent.mkdir(parents=True, exist_ok=True)
-    provenance = {**checkpoint.provenance, "converted_from": str(path.resolve())}
+    provenance = {**checkpoint.provenance, **(origin or {}), "converted_from": str(path.resolve())}
     return save_checkpoint(cached, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
                            target_tokenizer=checkpoint.target_tokenizer, provenance=provenance)
