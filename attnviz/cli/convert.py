@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from models.storage.checkpoint import SUFFIX, save_checkpoint
     from models.storage.files import check_output_folder
     from models.importers import convert
+    from models.importers.cached import chat_template_entry
 
     output = Path(args.output)
     if output.suffix != SUFFIX:
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
                          tgt_vocab=args.tgt_vocab, trust=args.trust)
     provenance = {**checkpoint.provenance, "command": _command(args)}
     save_checkpoint(output, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
-                    target_tokenizer=checkpoint.target_tokenizer, provenance=provenance)
+                    target_tokenizer=checkpoint.target_tokenizer, provenance=provenance,
+                    chat_template=chat_template_entry(source))
     config = checkpoint.config
     record = checkpoint.provenance.get("imported_from", {})
     print(f"saved {output}: {record.get('format', '?')} → {config.arch}, {checkpoint.model.parameter_count():,} "

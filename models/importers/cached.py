@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Any
+
 from ..storage.checkpoint import save_checkpoint
 from ..storage.converted import cached_path
-from ..errors import CheckpointError
+from ..errors import ChatTemplateError, CheckpointError
+from ..text.chat import load_chat_template
 from .common import MissingSettingsError
 
 CONVERT_HINT = "convert it once with: attnviz convert {path} -o MODEL.safetensors"
@@ -39,4 +42,18 @@ def converted_file(path: str | Path, cache: str | Path, *, name: str | None = No
     cached.parent.mkdir(parents=True, exist_ok=True)
     provenance = {**checkpoint.provenance, **(origin or {}), "converted_from": str(path.resolve())}
     return save_checkpoint(cached, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
-                           target_tokenizer=checkpoint.target_tokenizer, provenance=provenance)
+                           target_tokenizer=checkpoint.target_tokenizer, provenance=provenance,
+                           chat_template=chat_template_entry(path))
+
+
+def chat_template_entry(path: str | Path) -> dict[str, Any] | None:
+    """The chat template of the foreign model folder ``path`` with its special tokens, as a converted checkpoint
+    keeps it (models/text/chat.py); None for a file, a folder without one, or one whose template files cannot be
+    read (the model converts all the same: only a chat prompt needs the template)."""
+    if not Path(path).is_dir():
+        return None
+    try:
+        template = load_chat_template(path)
+    except ChatTemplateError:
+        return None
+    return template.to_dict() if template is not None else None
