@@ -253,3 +253,103 @@ def test_the_window_opens_a_model_id(tmp_path, marian_folder):
     converted = list((tmp_path / "cache").rglob("*.safetensors"))
     assert [path.name for path in converted] == ["opus-mt-en-es.safetensors"]
     assert opened == {"path": str(converted[0]), "model_id": MODEL_ID}
+
+
+class LocalHub:
+    """A Hugging Face Hub on a local port, serving one repository's files as the Hub's HTTP interface does (the
+    model's API document, its file tree, HEAD and GET of each file), and recording every request: what
+    ``--download`` really asks for, with no network."""
+
+    def __init__(self, model_id: str, files: dict[str, bytes], commit: str = REVISION) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[str] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_HEAD(self):  # noqa: N802 (http.server's names)
+                hub.answer(self, body=False)
+
+            def do_GET(self):  # noqa: N802
+                hub.answer(self, body=True)
+
+            def log_message(self, *args):
+                pass
+
+        self.model_id, self.files, self.commit = model_id, files, commit
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def answer(self, handler, *, body: bool) -> None:
+        from urllib.parse import unquote, urlsplit
+
+        path = unquote(urlsplit(handler.path).path)
+        self.requests.append(f"{handler.command} {path}")
+        api = f"/api/models/{self.model_id}"
+        resolve = f"/{self.model_id}/resolve/"
+        if path in (api, f"{api}/revision/main", f"{api}/revision/{self.commit}"):
+            self.send(handler, json.dumps({"id": self.model_id, "sha": self.commit, "private": False,
+                                           "siblings": [{"rfilename": name} for name in self.files]}).encode(),
+                      body=body)
+        elif path.startswith(f"{api}/tree/"):
+            tree = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
+                    for name, data in self.files.items()]
+            self.send(handler, json.dumps(tree).encode(), body=body)
+        elif path.startswith(resolve) and path[len(resolve):].split("/", 1)[-1] in self.files:
+            name = path[len(resolve):].split("/", 1)[1]
+            data = self.files[name]
+            self.send(handler, data, body=body, headers={"X-Repo-Commit": self.commit,
+                                                         "ETag": f'"{hashlib.sha256(data).hexdigest()}"'})
+        else:
+            handler.send_response(404)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+
+    @staticmethod
+    def send(handler, data: bytes, *, body: bool, headers: dict[str, str] | None = None) -> None:
+        handler.send_response(200)
+        for key, value in {"Content-Length": str(len(data)), **(headers or {})}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if body:
+            handler.wfile.write(data)
+
+    def downloaded(self) -> list[str]:
+        prefix = f"GET /{self.model_id}/resolve/"
+        return sorted(request[len(prefix):].split("/", 1)[1] for request in self.requests if request.startswith(prefix))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_download_fetches_the_model_folder_alone_then_opens_it_from_the_cache(capsys, monkeypatch, tmp_path,
+                                                                             marian_folder):
+    """``--download`` from a Hub (a local one): only the files a model folder needs come down (not the other
+    frameworks' weights, nor the pickled copy beside the safetensors), into the Hugging Face cache, where the next
+    run finds them without asking."""
+    folder = marian_folder[0]
+    files = {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()}
+    files |= {"README.md": b"# a model\n", "tf_model.h5": b"not needed", "pytorch_model.bin": b"not needed either",
+              "onnx/model.safetensors": b"nor this"}
+    hub = LocalHub(MODEL_ID, files)
+    try:
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        expected = cli(capsys, "translate", "-c", marian_folder[1], "--max-len", "6", SENTENCE)
+        code, out, err = cli(capsys, "translate", "-c", MODEL_ID, "--download", "--max-len", "6", SENTENCE)
+        assert (code, out) == expected[:2], err
+        assert f"attnviz: note: downloading {MODEL_ID} from {hub.url}" in err
+        wanted = folder_files(list(files))
+        assert hub.downloaded() == sorted(wanted) and "pytorch_model.bin" not in wanted
+        snapshot = tmp_path / "hf-cache" / f"models--{MODEL_ID.replace('/', '--')}" / "snapshots" / REVISION
+        assert sorted(path.name for path in snapshot.iterdir()) == sorted(wanted)
+        asked = len(hub.requests)
+        assert cli(capsys, "translate", "-c", MODEL_ID, "--download", "--max-len", "6", SENTENCE)[:2] == expected[:2]
+        assert len(hub.requests) == asked  # found in the cache: the Hub is not asked again
+    finally:
+        hub.close()

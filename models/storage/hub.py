@@ -130,7 +130,7 @@ def folder_files(names: list[str]) -> list[str]:
 
 
 def download_model(model_id: str) -> Path:
-    """Download ``model_id``'s model folder (``folder_files`` of its newest commit) into the local cache, with
+    """Download ``model_id``'s model folder (``folder_files`` of its main branch) into the local cache, with
     huggingface_hub's progress bars, and return it. Any failure (no network, an unknown or gated model, a
     disk that filled up) is one line."""
     from huggingface_hub import HfApi, snapshot_download
@@ -143,8 +143,7 @@ def download_model(model_id: str) -> Path:
         if not any(SAFETENSORS_WEIGHTS.fullmatch(name) or PICKLED_WEIGHTS.fullmatch(name) for name in files):
             raise CheckpointError(model_id, f"the Hub's {model_id} has no model.safetensors nor "
                                                   "pytorch_model.bin at its top: not a model folder attnviz reads")
-        folder = snapshot_download(model_id, revision=info.sha, allow_patterns=files, cache_dir=hub_cache(),
-                                   endpoint=source)
+        folder = snapshot_download(model_id, allow_patterns=files, cache_dir=hub_cache(), endpoint=source)
     except GatedRepoError:
         raise CheckpointError(model_id, f"is a gated model: accept its terms at {source}/{model_id}, then "
                                               "log in (hf auth login) and download again") from None
