@@ -353,3 +353,38 @@ def test_download_fetches_the_model_folder_alone_then_opens_it_from_the_cache(ca
         assert len(hub.requests) == asked  # found in the cache: the Hub is not asked again
     finally:
         hub.close()
+
+
+@pytest.mark.parametrize("family, model_id", [("bart", "facebook/bart-base"), ("t5", "google-t5/t5-small")])
+def test_every_family_opens_by_its_id(capsys, tmp_path, hub, family, model_id):
+    """Other families attnviz imports, from the same cache layout: each opens by its id as its folder does."""
+    cache, listener = hub
+    folder = tmp_path / family
+    folder.mkdir()
+    if family == "bart":
+        from tests.test_import_hf_bart import build
+        build(folder, "bart")
+    else:
+        from tests.test_import_t5 import build
+        build(folder, "v1.1")
+    expected = cli(capsys, "translate", "-c", folder, "--max-len", "4", "the cat sat")
+    move_into_hub_cache(folder, cache, model_id)
+    assert expected[0] == 0 and cli(capsys, "translate", "-c", model_id, "--max-len", "4", "the cat sat")[:2] == \
+        expected[:2]
+    assert listener.connections() == 0
+
+
+def test_the_hugging_face_cache_is_where_huggingface_hub_puts_it(tmp_path):
+    """HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub: as huggingface_hub's own rule says, read
+    in a fresh interpreter for each environment."""
+    program = ("import json, huggingface_hub.constants as c; from models.storage.hub import hub_cache; "
+               "print(json.dumps([c.HF_HUB_CACHE, str(hub_cache())]))")
+    cleared = {key: value for key, value in os.environ.items()
+               if key not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")}
+    for settings in ({"HF_HUB_CACHE": str(tmp_path / "a"), "HF_HOME": str(tmp_path / "b")},
+                     {"HF_HOME": str(tmp_path / "b"), "XDG_CACHE_HOME": str(tmp_path / "c")},
+                     {"XDG_CACHE_HOME": str(tmp_path / "c")}, {"HOME": str(tmp_path / "home")}):
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60,
+                              env={**cleared, "PYTHONPATH": str(ROOT), **settings})
+        theirs, ours = json.loads(done.stdout)
+        assert Path(theirs) == Path(ours), settings
