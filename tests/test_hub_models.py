@@ -303,8 +303,9 @@ class LocalHub:
             data = self.files[name]
             self.send(handler, data, body=body, headers={"X-Repo-Commit": self.commit,
                                                          "ETag": f'"{hashlib.sha256(data).hexdigest()}"'})
-        else:
+        else:  # as the Hub answers for a repository it does not have
             handler.send_response(404)
+            handler.send_header("X-Error-Code", "RepoNotFound")
             handler.send_header("Content-Length", "0")
             handler.end_headers()
 
@@ -351,6 +352,10 @@ def test_download_fetches_the_model_folder_alone_then_opens_it_from_the_cache(ca
         asked = len(hub.requests)
         assert cli(capsys, "translate", "-c", MODEL_ID, "--download", "--max-len", "6", SENTENCE)[:2] == expected[:2]
         assert len(hub.requests) == asked  # found in the cache: the Hub is not asked again
+        code, out, err = cli(capsys, "translate", "-c", "Helsinki-NLP/opus-mt-xx-yy", "--download", SENTENCE)
+        assert code == 1 and err.strip().splitlines()[1:] == [
+            f"attnviz: error: Helsinki-NLP/opus-mt-xx-yy: no such model on {hub.url} (or a private one: log in with "
+            "hf auth login)"]
     finally:
         hub.close()
 

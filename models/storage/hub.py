@@ -89,9 +89,13 @@ def cached_model_folder(model_id: str) -> Path | None:
     return max(folders, key=lambda folder: folder.stat().st_mtime_ns, default=None)
 
 
+def is_weights(name: str) -> bool:
+    """Whether a model folder's file ``name`` holds (part of) its weights, or their index."""
+    return bool(SAFETENSORS_WEIGHTS.fullmatch(name) or PICKLED_WEIGHTS.fullmatch(name))
+
+
 def has_weights(folder: Path) -> bool:
-    return any(SAFETENSORS_WEIGHTS.fullmatch(item.name) or PICKLED_WEIGHTS.fullmatch(item.name)
-               for item in folder.iterdir())
+    return any(is_weights(item.name) for item in folder.iterdir())
 
 
 def model_folder(model_id: str, *, download: bool = False,
@@ -140,16 +144,16 @@ def download_model(model_id: str) -> Path:
     try:
         info = HfApi(endpoint=source).model_info(model_id)
         files = folder_files([entry.rfilename for entry in info.siblings or []])
-        if not any(SAFETENSORS_WEIGHTS.fullmatch(name) or PICKLED_WEIGHTS.fullmatch(name) for name in files):
-            raise CheckpointError(model_id, f"the Hub's {model_id} has no model.safetensors nor "
-                                                  "pytorch_model.bin at its top: not a model folder attnviz reads")
+        if not any(is_weights(name) for name in files):
+            raise CheckpointError(model_id, f"on {source}, it has no model.safetensors nor pytorch_model.bin at its "
+                                            "top: not a model folder attnviz reads")
         folder = snapshot_download(model_id, allow_patterns=files, cache_dir=hub_cache(), endpoint=source)
     except GatedRepoError:
-        raise CheckpointError(model_id, f"is a gated model: accept its terms at {source}/{model_id}, then "
-                                              "log in (hf auth login) and download again") from None
+        raise CheckpointError(model_id, f"a gated model: accept its terms at {source}/{model_id}, then log in "
+                                        "(hf auth login) and add --download again") from None
     except (RepositoryNotFoundError, RevisionNotFoundError):
         raise CheckpointError(model_id, f"no such model on {source} (or a private one: log in with "
-                                              "hf auth login)") from None
+                                        "hf auth login)") from None
     except CheckpointError:
         raise
     except Exception as failure:  # the network, the server, the disk: whatever stopped it, in one line
