@@ -177,6 +177,24 @@ def test_a_template_that_refuses_the_conversation_is_one_line(tmp_path):
     assert "\n" not in str(refused.value)
 
 
+def test_a_models_own_named_special_tokens_reach_the_template(tmp_path):
+    """Special tokens a model names itself (``extra_special_tokens`` by name, other ``*_token`` entries of its
+    config) are variables of the template, as transformers gives them."""
+    save_tokenizer(tmp_path, "gemma")
+    config_path = tmp_path / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "extra_special_tokens": {"image_token": "<image_soft_token>"},
+                                       "boi_token": "<start_of_image>", "audio_token": {"content": "<audio>"},
+                                       "eoi_token": {"content": "<end_of_image>", "__type": "AddedToken"}}))
+    (tmp_path / "chat_template.jinja").write_text("{{ bos_token }}{{ boi_token }}{{ image_token }}{{ eoi_token }}"
+                                                  "{{ audio_token }}{{ messages[0].content }}", encoding="utf-8")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    template = load_chat_template(tmp_path)
+    assert template.special_tokens == tokenizer.special_tokens_map and "audio_token" not in template.special_tokens
+    messages = chat_messages("hi")
+    assert template.render(messages) == expected(tokenizer, messages, True)
+
+
 def test_the_sandbox_keeps_a_template_to_its_data():
     escapes = ["{{ messages.__class__.__mro__ }}", "{% set ns = namespace(_hidden=1) %}{{ ns }}",
                "{{ messages.append(1) }}", "{{ cycler.__init__.__globals__.os }}"]

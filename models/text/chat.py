@@ -109,19 +109,29 @@ def load_chat_template(folder: str | Path) -> ChatTemplate | None:
 
 
 def special_tokens_of(folder: Path, config: dict[str, Any]) -> dict[str, str]:
-    """The named special tokens a template is given, as transformers' ``special_tokens_map`` has them: from
-    ``tokenizer_config.json``; an older folder's ``special_tokens_map.json`` (one whose config has no
-    ``added_tokens_decoder``) overrides them."""
+    """The named special tokens a template is given, as transformers' ``special_tokens_map`` has them: the standard
+    ones from ``tokenizer_config.json`` (an older folder's ``special_tokens_map.json``, one whose config has no
+    ``added_tokens_decoder``, overrides them), then a model's own (its config's other ``*_token`` entries and an
+    ``extra_special_tokens`` given by name, else its ``model_specific_special_tokens``)."""
     entries = {name: config.get(name) for name in SPECIAL_TOKEN_NAMES}
     if "added_tokens_decoder" not in config and (folder / SPECIAL_TOKENS_MAP).is_file():
         legacy = _json_file(folder / SPECIAL_TOKENS_MAP)
         entries.update({name: legacy[name] for name in SPECIAL_TOKEN_NAMES if name in legacy})
-    tokens = {}
-    for name, value in entries.items():
-        content = value.get("content") if isinstance(value, dict) else value
-        if isinstance(content, str):
-            tokens[name] = content
-    return tokens
+    own = {key: value for key, value in config.items()  # transformers takes a dict here only as an added token
+           if key.endswith("_token") and key not in SPECIAL_TOKEN_NAMES and _token_text(value) is not None
+           and (not isinstance(value, dict) or value.get("__type") == "AddedToken")}
+    if isinstance(config.get("extra_special_tokens"), dict):
+        own.update(config["extra_special_tokens"])
+    if not own and isinstance(config.get("model_specific_special_tokens"), dict):
+        own = dict(config["model_specific_special_tokens"])
+    tokens = {name: _token_text(value) for name, value in {**entries, **own}.items()}
+    return {name: text for name, text in tokens.items() if text is not None}
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token as a config writes it: its text, or an added token's ``{"content": ...}``."""
+    content = value.get("content") if isinstance(value, dict) else value
+    return content if isinstance(content, str) else None
 
 
 def _default_template(value: Any, path: Path) -> str:
