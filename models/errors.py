@@ -34,6 +34,10 @@ class UnknownCharactersError(InputError):
         super().__init__(f"the model's vocabulary has no token for {shown}{more}")
 
 
+class ChatTemplateError(AttnvizError, ValueError):
+    """A model's chat template that cannot be read, or that refuses the conversation it is given (its own words)."""
+
+
 class CheckpointError(AttnvizError):
     """A checkpoint file that is missing, unreadable, foreign or inconsistent."""
 

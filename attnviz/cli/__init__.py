@@ -16,8 +16,10 @@ misspelt checkpoint) import no torch either.
     attnviz convert                  import a checkpoint trained with other code
     attnviz demos                    list the bundled demos
 
-Every ``-c`` takes an attnviz checkpoint, a demo's name, or a foreign checkpoint (a Hugging Face folder, a
-toolkit's file) converted once and cached. User errors (bad text, bad files, impossible settings) print one
+Every ``-c`` takes an attnviz checkpoint, a demo's name, a foreign checkpoint (a Hugging Face folder, a
+toolkit's file) or a Hugging Face model id in the local Hugging Face cache, converted once and cached (a path that
+exists wins over a demo's name, and a demo's name over a model id; ``--download`` fetches a model id the cache
+lacks). User errors (bad text, bad files, impossible settings) print one
 line on stderr and exit 1; argparse usage errors exit 2. A traceback means a bug.
 """
 
@@ -35,13 +37,15 @@ from models.nn.precisions import PRECISIONS
 
 from .. import __version__
 from . import contributions, convert, demos, evaluate, export, importance, info, render, stats, train, translate
-from .common import HelpFormatter, checkpoint_path, error, open_checkpoint_arguments, warn
+from .common import (HelpFormatter, add_download_option, checkpoint_path, error, open_checkpoint_arguments, warn,
+                     window_checkpoint)
 
 USAGE = "attnviz [CHECKPOINT|FOLDER|DEMO] [--device D] [--dtype T]\n       attnviz COMMAND [options]"
 DESCRIPTION = ("See what the attention of a seq2seq model did.\n\n"
                "attnviz CHECKPOINT|FOLDER|DEMO opens the window on an attnviz checkpoint, a Hugging Face or other\n"
-               "toolkit's model folder, a snapshot folder, a session file or a bundled demo's name (attnviz demos);\n"
-               "with nothing, the bundled demo. COMMAND runs headless; attnviz COMMAND --help says how.")
+               "toolkit's model folder, a snapshot folder, a session file, a bundled demo's name (attnviz demos) or\n"
+               "a Hugging Face model id in the local Hugging Face cache (--download fetches one); with nothing, the\n"
+               "bundled demo. COMMAND runs headless; attnviz COMMAND --help says how.")
 ANOTHER_RANKS_WAIT = 10.0  # seconds a process other than rank 0 gives rank 0 to say a user error first
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
                                                  stats, train, convert, demos)}
@@ -75,12 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     gui = subparsers.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument("checkpoint", nargs="?", type=checkpoint_path,
                      help="a checkpoint, a bundled demo's name (see attnviz demos), another toolkit's checkpoint "
-                          "or Hugging Face folder, a snapshot folder or a session file to open (default: the bundled "
-                          "demo)")
+                          "or Hugging Face folder, a Hugging Face model id in the local Hugging Face cache, a snapshot "
+                          "folder or a session file to open (default: the bundled demo)")
     gui.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     gui.add_argument("--dtype", choices=PRECISIONS,
                      help="open models with their weights in this precision (the window's Weights box; bfloat16 or "
                           "float16 halve the memory; default: the box's last choice, at first float32)")
+    add_download_option(gui)
     for module in COMMANDS.values():
         module.add_parser(subparsers)
     for command in subparsers.choices.values():  # one help layout everywhere: descriptions as written, defaults shown
@@ -96,9 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.showwarning = _show_warning
     try:
         if args.command == "gui":
+            checkpoint = window_checkpoint(args.checkpoint, download=args.download)
             from ..gui.app import run_app
 
-            return run_app(args.checkpoint, args.device, weights=args.dtype)
+            return run_app(checkpoint, args.device, weights=args.dtype)
         open_checkpoint_arguments(args)
         return COMMANDS[args.command].run(args)
     except AttnvizError as failure:

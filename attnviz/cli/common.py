@@ -27,13 +27,22 @@ if TYPE_CHECKING:
     from models.inference.translator import SourceInput, Translator
 
 MAX_OUTPUT_TOKENS = 100_000
-CHECKPOINT_HELP = ("an attnviz .safetensors checkpoint, a bundled demo's name (see attnviz demos), or another "
-                   "toolkit's checkpoint or Hugging Face folder (converted once, then read from the cache)")
+CHECKPOINT_HELP = ("an attnviz .safetensors checkpoint, a bundled demo's name (see attnviz demos), another "
+                   "toolkit's checkpoint or Hugging Face folder, or a Hugging Face model id such as "
+                   "Helsinki-NLP/opus-mt-en-de found in the local Hugging Face cache (converted once, then read from "
+                   "attnviz's cache)")
+DOWNLOAD_HELP = ("fetch a Hugging Face model id that the local Hugging Face cache lacks from the Hub (its config, "
+                 "weights and tokenizer files, with a progress bar; default: never download)")
 
 
 def error(message: str) -> None:
     """A user error's one line on stderr (the command then exits 1)."""
     print(f"attnviz: error: {message}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """A note's one line on stderr: what the command is doing that takes a while (downloading, converting)."""
+    print(f"attnviz: note: {message}", file=sys.stderr)
 
 
 def warn(message: str) -> None:
@@ -133,6 +142,7 @@ def terminal_text(text: str) -> str:
 
 def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path, help=CHECKPOINT_HELP)
+    add_download_option(parser)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
     parser.add_argument("--src-lang", metavar="CODE", help="source language of a multilingual model (e.g. en_XX, "
                                                            "eng_Latn; default: the one chosen when it was converted)")
@@ -143,6 +153,10 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
     parser.add_argument("--tf32", action="store_true",
                         help="on a GPU, let float32 use TF32: faster, numbers about 1e-4 to 1e-3 apart from the "
                              "CPU's (default: exact, unless the environment sets ATTNVIZ_TF32=1)")
+
+
+def add_download_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--download", action="store_true", help=DOWNLOAD_HELP)
 
 
 def add_ig_steps_option(parser: argparse.ArgumentParser) -> None:
@@ -193,7 +207,8 @@ def unknown_checkpoint(text: str) -> InputError:
     names = [path.stem for path in demo_checkpoints()]
     nearest = difflib.get_close_matches(text, names, n=1, cutoff=0.5)
     guess = f"did you mean {nearest[0]}? " if nearest else ""
-    return InputError(f"{text}: no such file, nor a bundled demo's name; {guess}(demos: {', '.join(names)})")
+    return InputError(f"{text}: no such file, nor a bundled demo's name, nor a model in the local Hugging Face cache "
+                      f"(--download fetches one); {guess}(demos: {', '.join(names)})")
 
 
 def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
@@ -220,25 +235,27 @@ CHECKPOINT_ARGUMENTS = ("checkpoint", "path", "compare")  # what names a model t
 
 def open_checkpoint_arguments(args: argparse.Namespace) -> None:
     """Each checkpoint a command was given (``CHECKPOINT_ARGUMENTS``) made the attnviz checkpoint to open:
-    a misspelt name is one line with the demos' names (no torch imported for it); a Hugging Face folder or
-    another toolkit's file is converted once and read from the cache after that (``model_file``)."""
+    a misspelt name is one line with the demos' names (no torch imported for it); a Hugging Face folder,
+    a Hugging Face model id or another toolkit's file is converted once and read from the cache after that
+    (``model_file``)."""
     for name in CHECKPOINT_ARGUMENTS:
         value = getattr(args, name, None)
         if isinstance(value, str):
-            setattr(args, name, model_file(value))
+            setattr(args, name, model_file(value, download=getattr(args, "download", False)))
 
 
-def model_file(text: str) -> str:
-    """The attnviz checkpoint ``text`` names: an attnviz checkpoint or a demo's file as it is; a foreign one (a
-    Hugging Face folder, a toolkit's file) converted once into the cache folder (``converted_cache``), as the
-    window opens it; neither a file nor a folder, one line (the nearest demo's name when it looks like one)."""
+def model_file(text: str, *, download: bool = False) -> str:
+    """The attnviz checkpoint ``text`` names, in this order: a file or folder of that name (an attnviz checkpoint
+    or a demo's file as it is; a foreign one, a Hugging Face folder or a toolkit's file, converted once into the
+    cache folder ``converted_cache``, as the window opens it); a bundled demo's name (``checkpoint_path`` has
+    made it the demo's file already); a Hugging Face model id in the local Hugging Face cache (converted once
+    too), or, with ``download``, fetched into that cache first. Anything else is one line (the nearest demo's
+    name when it looks like one)."""
     from models.storage.metadata import is_native
 
     path = Path(text)
     if not path.exists():
-        if path.suffix == "" and os.sep not in text and "/" not in text:
-            raise unknown_checkpoint(text)
-        raise CheckpointError(path, "no such file")  # the words scripts match, as every missing file gets
+        return hub_model_file(text, download=download)
     if is_native(path):
         return text
     from models.storage.snapshots import is_series
@@ -247,15 +264,61 @@ def model_file(text: str) -> str:
         last = sorted(path.glob("*.safetensors"))[-1]
         raise CheckpointError(path, f"a folder of snapshots (attnviz checkpoints): give one of them, e.g. {last}; "
                                     f"attnviz render --snapshots {text} draws every one")
+    return converted_model_file(path, text)
+
+
+def hub_model_file(text: str, *, download: bool) -> str:
+    """The attnviz checkpoint made once from the Hugging Face model id ``text`` (``hub_model_folder``)."""
+    folder = hub_model_folder(text, download=download)
+    return converted_model_file(folder, text, name=text.rsplit("/", 1)[-1], origin={"model_id": text})
+
+
+def hub_model_folder(text: str, *, download: bool) -> Path:
+    """The model folder of the Hugging Face model id ``text`` (``models/storage/hub.py``): found in the local Hugging
+    Face cache, or downloaded with ``download``. ``text`` that is no model id, or one the cache lacks without
+    ``download``, is one line."""
+    from models.storage.hub import is_model_id, looks_like_file, model_folder, not_cached_reason
+
+    bare = "/" not in text and os.sep not in text
+    if is_model_id(text) and not looks_like_file(text):
+        folder = model_folder(text, download=download, announce=note)
+        if folder is not None:
+            return folder
+        if not bare:
+            raise CheckpointError(text, f"no such file, and {not_cached_reason(text)}")
+    if bare and Path(text).suffix == "":  # a bare name is more often a misspelt demo than a model of the Hub
+        raise unknown_checkpoint(text)
+    raise CheckpointError(text, "no such file")  # the words scripts match, as every missing file gets
+
+
+def window_checkpoint(text: str | None, *, download: bool = False) -> str | None:
+    """What the window opens for ``attnviz CHECKPOINT``: ``text`` as it is (a file, a folder, a demo's file, a
+    session), unless it names nothing here and is a Hugging Face model id in the local Hugging Face cache (or to be
+    downloaded): then the attnviz checkpoint converted from it once, as every command opens it (``model_file``)."""
+    if text is None or Path(text).exists():
+        return text
+    from models.storage.hub import cached_model_folder, is_model_id, looks_like_file
+
+    if not is_model_id(text) or looks_like_file(text):
+        return text  # the window says what is wrong with it
+    if "/" not in text and not download and cached_model_folder(text) is None:
+        return text
+    return model_file(text, download=download)
+
+
+def converted_model_file(path: Path, text: str, *, name: str | None = None,
+                         origin: dict[str, str] | None = None) -> str:
+    """The attnviz checkpoint converted from the foreign checkpoint ``path`` (given as ``text``): from the cache
+    without torch when it was converted before, else converted now and kept."""
     from models.storage.converted import cached_path
 
-    cached = cached_path(path, converted_cache())
+    cached = cached_path(path, converted_cache(), name=name)
     if cached.is_file():  # converted before: no torch until the model loads
         return str(cached)
     from models.importers.cached import converted_file
 
     try:
-        return str(converted_file(path, converted_cache()))
+        return str(converted_file(path, converted_cache(), name=name, origin=origin))
     except CheckpointError as failure:
         if "attnviz convert" in failure.reason:
             raise

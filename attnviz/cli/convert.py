@@ -18,7 +18,7 @@ from models.importers.formats import FORMAT_NAMES, formats_help
 from models.nn.config import parse_settings
 from models.errors import InputError
 
-from .common import add_output_option
+from .common import add_download_option, add_output_option, hub_model_folder
 
 
 NAME = "convert"
@@ -30,7 +30,8 @@ DESCRIPTION = f"{_FIRST}\n\nFormats (auto-detected when --format is omitted):\n{
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="import a checkpoint trained with other code",
                                    description=DESCRIPTION)
-    parser.add_argument("source", metavar="SRC", help="the foreign checkpoint file or folder")
+    parser.add_argument("source", metavar="SRC", help="the foreign checkpoint file or folder, or a Hugging Face model "
+                                                      "id in the local Hugging Face cache")
     add_output_option(parser, "the attnviz checkpoint to write (.safetensors)")
     parser.add_argument("--format", choices=FORMAT_NAMES, help="the source format (default: detected)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -43,12 +44,14 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--tgt-vocab", metavar="FILE", help="target vocabulary, one token a line")
     parser.add_argument("--trust", action="store_true",
                         help="allow whole pickled models (classes become inert stubs); trusted files only")
+    add_download_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from models.storage.checkpoint import SUFFIX, save_checkpoint
     from models.storage.files import check_output_folder
     from models.importers import convert
+    from models.importers.cached import chat_template_entry
 
     output = Path(args.output)
     if output.suffix != SUFFIX:
@@ -58,11 +61,13 @@ def run(args: argparse.Namespace) -> int:
     for key, value in (("src_lang", args.src_lang), ("tgt_lang", args.tgt_lang)):
         if value is not None:
             settings[key] = value
-    checkpoint = convert(args.source, args.format, settings=settings, src_vocab=args.src_vocab,
+    source = args.source if Path(args.source).exists() else hub_model_folder(args.source, download=args.download)
+    checkpoint = convert(source, args.format, settings=settings, src_vocab=args.src_vocab,
                          tgt_vocab=args.tgt_vocab, trust=args.trust)
     provenance = {**checkpoint.provenance, "command": _command(args)}
     save_checkpoint(output, checkpoint.model, source_tokenizer=checkpoint.source_tokenizer,
-                    target_tokenizer=checkpoint.target_tokenizer, provenance=provenance)
+                    target_tokenizer=checkpoint.target_tokenizer, provenance=provenance,
+                    chat_template=chat_template_entry(source))
     config = checkpoint.config
     record = checkpoint.provenance.get("imported_from", {})
     print(f"saved {output}: {record.get('format', '?')} → {config.arch}, {checkpoint.model.parameter_count():,} "

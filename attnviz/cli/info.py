@@ -12,7 +12,7 @@ from typing import Any
 from models.errors import InputError
 
 from ..state.fields import FieldRow, field_rows
-from .common import CHECKPOINT_HELP, checkpoint_path, model_shape, terminal_text
+from .common import CHECKPOINT_HELP, add_download_option, checkpoint_path, model_shape, terminal_text
 
 NAME = "info"
 SUMMARISED = ("steps", "snapshot")  # provenance entries the "trained" line already says
@@ -23,6 +23,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("-c", "--checkpoint", type=checkpoint_path, help=CHECKPOINT_HELP)
     parser.add_argument("path", nargs="?", type=checkpoint_path, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_download_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:

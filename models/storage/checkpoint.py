@@ -2,7 +2,8 @@
 
 Metadata keys (all strings, as safetensors requires): ``format`` = ``"attnviz"``, ``format_version``,
 ``config`` (the architecture config), ``tokenizers`` (``{"source": ..., "target": ...}``, each the
-tokenizer's ``to_dict``), ``provenance`` (corpus, steps, metrics, command...). Loading reads only this
+tokenizer's ``to_dict``), ``provenance`` (corpus, steps, metrics, command...), and for a model converted from a
+folder with a chat template, ``chat_template`` (models/text/chat.py ``ChatTemplate.to_dict``). Loading reads only this
 file, never unpickles, and reports every problem as a one-line ``CheckpointError`` naming the file.
 Weights shared between modules (tied embeddings) are stored once.
 """
@@ -57,8 +58,10 @@ def describe_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
-                    provenance: dict[str, Any] | None = None, *, dtype: torch.dtype = torch.float32) -> Path:
-    """Write ``path`` atomically (models/storage/files.py: a crash or a full disk never leaves half a file)."""
+                    provenance: dict[str, Any] | None = None, *, dtype: torch.dtype = torch.float32,
+                    chat_template: dict[str, Any] | None = None) -> Path:
+    """Write ``path`` atomically (models/storage/files.py: a crash or a full disk never leaves half a file);
+    ``chat_template``: the model's chat template with its special tokens (``ChatTemplate.to_dict``), if it has one."""
     path = Path(path)
     tensors = unique_tensors(model, dtype)
     metadata = {
@@ -68,6 +71,8 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenize
         "tokenizers": json.dumps({"source": source_tokenizer.to_dict(), "target": target_tokenizer.to_dict()}),
         "provenance": json.dumps(provenance or {}),
     }
+    if chat_template is not None:
+        metadata["chat_template"] = json.dumps(chat_template)
     return write_safetensors(path, tensors, metadata)
 
 

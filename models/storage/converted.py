@@ -15,10 +15,11 @@ from .metadata import FORMAT_VERSION, SUFFIX
 MAX_FINGERPRINT_FILES = 10_000  # files past this many (sorted by name) are not looked at
 
 
-def cached_path(path: str | Path, cache: str | Path) -> Path:
-    """The file the checkpoint converted from ``path`` has (or will have) in ``cache``."""
+def cached_path(path: str | Path, cache: str | Path, *, name: str | None = None) -> Path:
+    """The file the checkpoint converted from ``path`` has (or will have) in ``cache``, called ``name`` (a Hugging
+    Face model id's last part: its folder in the Hugging Face cache is named by a commit) or by ``path``'s name."""
     path = Path(path)
-    return Path(cache) / fingerprint(path) / f"{_safe_name(path)}{SUFFIX}"
+    return Path(cache) / fingerprint(path) / f"{_safe_name(name or path.name)}{SUFFIX}"
 
 
 def fingerprint(path: Path) -> str:
@@ -38,8 +39,8 @@ def fingerprint(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _safe_name(path: Path) -> str:
-    """``path``'s last name, kept to letters, digits, ``-``, ``_`` and ``.`` (a cache file's readable part)."""
-    name = "".join(char if char.isascii() and (char.isalnum() or char in "-_.") else "_" for char in path.name)
+def _safe_name(text: str) -> str:
+    """``text`` kept to letters, digits, ``-``, ``_`` and ``.`` (a cache file's readable part)."""
+    name = "".join(char if char.isascii() and (char.isalnum() or char in "-_.") else "_" for char in text)
     return (name or "model")[:60].lstrip(".") or "model"
 

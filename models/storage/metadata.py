@@ -50,6 +50,8 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         if not isinstance(document[key], kind):
             raise CheckpointError(path, f"the metadata entry '{key}' must be a JSON object; got "
                                         f"{type(document[key]).__name__}")
+    if "chat_template" in raw:  # a chat-tuned model's template (models/text/chat.py ChatTemplate.to_dict)
+        document["chat_template"] = _json_entry(path, "chat_template", raw["chat_template"])
     return document
 
 
