@@ -32,6 +32,8 @@ Formats (auto-detected when --format is omitted):
   hf-causal        a Hugging Face decoder-only language model folder (GPT-2, Llama, Mistral, Qwen2, Qwen3,
                    Gemma 2: config.json, model.safetensors, sharded safetensors with their index, or
                    pytorch_model.bin, tokenizer.json, generation_config.json)
+  nanogpt          a nanoGPT ckpt.pt (model_args, model; compiled or not) with its character meta.pkl beside it,
+                   or --set tokenizer=PATH (a folder with meta.pkl, or GPT-2's tokenizer.json for a BPE model)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -54,7 +56,7 @@ from .common import add_output_option
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
-                "opennmt", "joeynmt", "fairseq", "sockeye", "hf-causal")
+                "opennmt", "joeynmt", "fairseq", "sockeye", "hf-causal", "nanogpt")
 
 
 def add_parser(subparsers) -> None:
