@@ -20,7 +20,7 @@ import torch
 from attnviz.cli import main
 from models import load_checkpoint
 from models.errors import CheckpointError
-from models.importers import convert, detect_format
+from models.importers import convert, detect_format, inspect
 
 CHARS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # shakespeare_char's 65
 N_LAYER, N_HEAD, N_EMBD, BLOCK = 2, 4, 32, 64
@@ -265,7 +265,9 @@ def test_a_missing_meta_pkl_is_one_line_naming_it(tmp_path):
     with pytest.raises(CheckpointError) as error:
         convert(path)
     text = str(error.value)
-    assert "\n" not in text and "needs the meta.pkl its prepare.py wrote (data/shakespeare_char/meta.pkl)" in text
+    assert "\n" not in text and "give --set tokenizer=PATH (the meta.pkl its prepare.py wrote, " \
+                                 "data/shakespeare_char/meta.pkl, or its folder" in text
+    assert inspect(path).missing == {"tokenizer": text.split("tokenizer=")[1].split(" (read from")[0]}
 
 
 def test_meta_pkl_in_a_folder_the_user_names(tmp_path):
@@ -297,3 +299,57 @@ def test_attnviz_convert_then_info(imported, tmp_path, capsys):
     with torch.no_grad():
         logits, _ = loaded.model(torch.tensor([ids[:3]]), torch.tensor([ids[3:]]))
     assert (logits[0].double() - reference(state, ids)[0][3:]).abs().max() < 1e-4
+
+
+def test_the_checkpoint_opens_where_a_model_is_asked_for(imported, capsys):
+    """``attnviz info ckpt.pt`` (as ``-c ckpt.pt``): converted once with the meta.pkl beside it."""
+    _, _, path = imported
+    assert main(["info", str(path)]) == 0, capsys.readouterr().err
+    assert "nanogpt" in capsys.readouterr().out
+
+
+def test_a_checkpoint_without_its_tokenizer_is_one_line_on_the_cli(tmp_path, capsys):
+    path, _ = write_ckpt(tmp_path / "out", meta=False)
+    assert main(["info", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnviz: error:") and "\n" not in err and "data/shakespeare_char/meta.pkl" in err
+
+
+def write_gpt2_tokenizer(folder) -> None:
+    """A byte-level BPE tokenizer.json laid out as GPT-2's: 50,257 ids, ``<|endoftext|>`` the last (50256)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {piece: index for index, piece in enumerate(sorted(alphabet))}
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("o", "r"), ("Ġw", "or")]
+    for first, second in merges:
+        vocab.setdefault(first, len(vocab))
+        vocab.setdefault(second, len(vocab))
+        vocab.setdefault(first + second, len(vocab))
+    vocab.update({f"filler{index}": index for index in range(len(vocab), 50256)})
+    tokenizer = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(["<|endoftext|>"])
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+
+
+def test_a_gpt2_bpe_model_reads_the_tokenizer_json_it_is_given(tmp_path):
+    """train.py's GPT-2 vocabulary rounded up to 50304: the end token is ``<|endoftext|>``, text is encoded as the
+    tokenizer.json encodes it, and the logits are nanoGPT's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    path, state = write_ckpt(tmp_path / "out", vocab_size=50304, meta=False)
+    write_gpt2_tokenizer(tmp_path / "gpt2")
+    assert tokenizers.Tokenizer.from_file(str(tmp_path / "gpt2" / "tokenizer.json")).token_to_id("<|endoftext|>") \
+        == 50256
+    checkpoint = convert(path, settings={"tokenizer": str(tmp_path / "gpt2" / "tokenizer.json")})
+    config = checkpoint.model.config
+    assert config.eos_id == config.pad_id == 50256 and config.vocab_size == 50304
+    text = "the world turns"
+    ids = tokenizers.Tokenizer.from_file(str(tmp_path / "gpt2" / "tokenizer.json")).encode(text).ids
+    assert checkpoint.source_tokenizer.encode(text) == ids and len(ids) > 3
+    with torch.no_grad():
+        logits, _ = checkpoint.model(torch.tensor([ids[:2]]), torch.tensor([ids[2:]]))
+    assert (logits[0].double() - reference(state, ids)[0][2:]).abs().max() < 1e-4

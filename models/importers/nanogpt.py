@@ -45,8 +45,13 @@ NORM_EPS = 1e-5  # model.py's LayerNorm: F.layer_norm(..., 1e-5)
 
 
 def claims(source: Source) -> bool:
-    """A file holding the dict train.py saves: ``model_args`` beside ``model``."""
-    payload = source.payload if source.path.is_file() else None
+    """A file holding the dict train.py saves: ``model_args`` beside ``model`` (only a torch.save file or a pickle
+    is read: a toolkit's config.yaml beside its weights is another format's)."""
+    if not source.path.is_file():
+        return False
+    with open(source.path, "rb") as handle:
+        head = handle.read(4)
+    payload = source.payload if head.startswith((b"PK\x03\x04", b"\x80")) else None
     return isinstance(payload, Mapping) and isinstance(payload.get("model_args"), Mapping) and "model" in payload
 
 
@@ -79,14 +84,27 @@ def inspect(source: Source, settings: Settings) -> Inspection:
              **{key: _number(payload[key]) for key in ("iter_num", "best_val_loss")
                 if _number(payload.get(key)) is not None},
              **{key: config[key] for key in ("dataset", "init_from") if isinstance(config.get(key), str)}}
-    return Inspection(NAME, source.path, shown, accepted=ACCEPTED,
-                      found={"args": args, "state": state, "config": dict(config)})
+    inspection = Inspection(NAME, source.path, shown, accepted=ACCEPTED,
+                            found={"args": args, "state": state, "config": dict(config)})
+    if not settings.has("tokenizer") and not (source.path.parent / "meta.pkl").is_file():
+        inspection.missing["tokenizer"] = _tokenizer_needed(args["vocab_size"], config)
+    return inspection
+
+
+def _tokenizer_needed(vocab_size: int, config: Mapping[str, Any]) -> str:
+    """What to give as ``tokenizer`` when no meta.pkl lies beside the checkpoint: which tokenizer the model needs."""
+    if vocab_size in GPT2_VOCABULARIES:
+        return (f"PATH (a Hugging Face gpt2 tokenizer folder or its tokenizer.json: GPT-2's BPE, which nanoGPT "
+                f"encodes with tiktoken's gpt2, vocab_size {vocab_size})")
+    dataset = config.get("dataset") if isinstance(config.get("dataset"), str) else "DATASET"
+    return (f"PATH (the meta.pkl its prepare.py wrote, data/{dataset[:40]}/meta.pkl, or its folder: this character "
+            f"model's vocabulary of {vocab_size}; or copy it beside the checkpoint)")
 
 
 def _number(value: Any) -> int | float | None:
     """A training count or loss as a plain number (train.py saves ``best_val_loss`` as a one-element tensor)."""
     if isinstance(value, Tensor) and value.numel() == 1:
-        value = value.item()
+        value = round(value.item(), 6) if value.is_floating_point() else value.item()
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
@@ -95,9 +113,10 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
         raise source.error("a nanoGPT model's tokenizer is its meta.pkl or a tokenizer.json: give --set "
                            "tokenizer=PATH, not --src-vocab/--tgt-vocab")
     inspection = inspect(source, settings)
+    inspection.require()
     found = inspection.found
     args = found["args"]
-    tokenizer = _find_tokenizer(source, settings, args["vocab_size"], found["config"])
+    tokenizer = _find_tokenizer(source, settings)
     specials = _specials(source, settings, tokenizer, args["vocab_size"])
     try:
         config = DecoderOnlyConfig(
@@ -120,9 +139,9 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 
 # The tokenizer
 
-def _find_tokenizer(source: Source, settings: Settings, vocab_size: int, config: Mapping[str, Any]) -> Path:
-    """meta.pkl or tokenizer.json: where ``--set tokenizer`` points, else meta.pkl beside the checkpoint; else one
-    line saying which tokenizer the model needs."""
+def _find_tokenizer(source: Source, settings: Settings) -> Path:
+    """meta.pkl or tokenizer.json: where ``--set tokenizer`` points, else meta.pkl beside the checkpoint (inspect
+    asked for the setting when there is none)."""
     named = settings.value("tokenizer", str)
     if named is not None:
         path = Path(named).expanduser()
@@ -136,17 +155,7 @@ def _find_tokenizer(source: Source, settings: Settings, vocab_size: int, config:
             return path
         raise CheckpointError(path, "no such folder, meta.pkl or tokenizer.json" if not path.exists()
                               else "is neither a folder, a meta.pkl nor a tokenizer.json")
-    beside = source.path.parent / "meta.pkl"
-    if beside.is_file():
-        return beside
-    if vocab_size in GPT2_VOCABULARIES:
-        raise source.error(f"a model of GPT-2's BPE (vocab_size {vocab_size}; nanoGPT encodes with tiktoken's "
-                           f"gpt2): give a Hugging Face gpt2 tokenizer folder or its tokenizer.json with --set "
-                           f"tokenizer=PATH")
-    dataset = config.get("dataset") if isinstance(config.get("dataset"), str) else "DATASET"
-    raise source.error(f"no meta.pkl beside it: this character model (vocab_size {vocab_size}) needs the meta.pkl "
-                       f"its prepare.py wrote (data/{dataset[:40]}/meta.pkl); copy it beside the checkpoint or give "
-                       f"--set tokenizer=PATH")
+    return source.path.parent / "meta.pkl"
 
 
 def _characters(path: Path, vocab_size: int) -> list[str]:
