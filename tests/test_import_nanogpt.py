@@ -353,3 +353,17 @@ def test_a_gpt2_bpe_model_reads_the_tokenizer_json_it_is_given(tmp_path):
     with torch.no_grad():
         logits, _ = checkpoint.model(torch.tensor([ids[:2]]), torch.tensor([ids[2:]]))
     assert (logits[0].double() - reference(state, ids)[0][2:]).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_model_args_without_bias_read_it_from_the_tensors(tmp_path, bias):
+    """Checkpoints from before nanoGPT's ``bias`` setting: the biases the file holds say it."""
+    args = model_args(bias=bias)
+    del args["bias"]
+    path, state = write_ckpt(tmp_path / "out", bias=bias, model_args=args)
+    checkpoint = convert(path)
+    assert checkpoint.model.config.norm_bias is checkpoint.model.config.qkv_bias is bias
+    ids = encode(PROMPTS[0])
+    with torch.no_grad():
+        logits, _ = checkpoint.model(torch.tensor([ids[:3]]), torch.tensor([ids[3:]]))
+    assert (logits[0].double() - reference(state, ids)[0][3:]).abs().max() < 1e-4

@@ -55,8 +55,11 @@ def claims(source: Source) -> bool:
     return isinstance(payload, Mapping) and isinstance(payload.get("model_args"), Mapping) and "model" in payload
 
 
-def _model_args(source: Source, payload: Mapping[str, Any]) -> dict[str, Any]:
+def _model_args(source: Source, payload: Mapping[str, Any], state: Mapping[str, Tensor]) -> dict[str, Any]:
+    """model_args, checked; ``bias`` (added to nanoGPT in February 2023) read from the tensors when it is absent."""
     args = dict(payload["model_args"])
+    if "bias" not in args:
+        args["bias"] = "transformer.ln_f.bias" in state
     absent = [key for key in MODEL_ARGS if key not in args]
     if absent:
         raise source.error(f"model_args lacks {', '.join(absent)} (train.py saves n_layer, n_head, n_embd, "
@@ -73,12 +76,12 @@ def inspect(source: Source, settings: Settings) -> Inspection:
     payload = source.payload
     if not claims(source):
         raise source.error("not a nanoGPT checkpoint (train.py saves a dict with model_args and model)")
-    args = _model_args(source, payload)
     state = tensor_dict(payload["model"])
     if state is None:
         raise source.error("its model entry is not a state dict of tensors")
     state = {key[len(COMPILED_PREFIX):] if key.startswith(COMPILED_PREFIX) else key: tensor
              for key, tensor in state.items()}
+    args = _model_args(source, payload, state)
     config = payload.get("config") if isinstance(payload.get("config"), Mapping) else {}
     shown = {**{key: args[key] for key in (*MODEL_ARGS, "dropout") if key in args},
              **{key: _number(payload[key]) for key in ("iter_num", "best_val_loss")
