@@ -120,7 +120,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     found = inspection.found
     args = found["args"]
     tokenizer = _find_tokenizer(source, settings)
-    specials = _specials(source, settings, tokenizer, args["vocab_size"])
+    specials = _specials(source, settings, tokenizer, vocab_size=args["vocab_size"])
     try:
         config = DecoderOnlyConfig(
             arch="decoder-only", vocab_size=args["vocab_size"], d_model=args["n_embd"], layers=args["n_layer"],
@@ -178,7 +178,7 @@ def _characters(path: Path, vocab_size: int) -> list[str]:
     return [itos[index] for index in range(len(itos))]
 
 
-def _specials(source: Source, settings: Settings, tokenizer: Path, vocab_size: int) -> dict[str, int]:
+def _specials(source: Source, settings: Settings, tokenizer: Path, *, vocab_size: int) -> dict[str, int]:
     """nanoGPT has no special tokens: a continuation runs as long as asked. Ours needs an end token (a character
     model's ``end``, a newline unless set; GPT-2's ``<|endoftext|>``), which also starts and pads."""
     if tokenizer.suffix == ".json":
