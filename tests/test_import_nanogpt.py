@@ -367,3 +367,12 @@ def test_model_args_without_bias_read_it_from_the_tensors(tmp_path, bias):
     with torch.no_grad():
         logits, _ = checkpoint.model(torch.tensor([ids[:3]]), torch.tensor([ids[3:]]))
     assert (logits[0].double() - reference(state, ids)[0][3:]).abs().max() < 1e-4
+
+
+def test_a_meta_pkl_that_is_not_nanogpts_is_one_line(tmp_path):
+    path, _ = write_ckpt(tmp_path / "out", meta=False)
+    with open(tmp_path / "out" / "meta.pkl", "wb") as handle:
+        pickle.dump({"vocab_size": 2, "itos": {0: "a", "1": "b"}, "stoi": {"a": 0, "b": 1}}, handle)
+    with pytest.raises(CheckpointError) as error:
+        convert(path)
+    assert "itos must map the ids 0..N-1 to single characters" in str(error.value)

@@ -15,6 +15,7 @@ Hugging Face ``tokenizer.json``; ``--set tokenizer=PATH`` names a folder holding
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -168,7 +169,8 @@ def _characters(path: Path, vocab_size: int) -> list[str]:
     stoi = meta.get("stoi") if isinstance(meta, Mapping) else None
     if not isinstance(itos, Mapping) or not isinstance(stoi, Mapping):
         raise CheckpointError(path, "is not nanoGPT's meta.pkl (a dict with itos and stoi)")
-    if sorted(itos) != list(range(len(itos))) or not all(isinstance(c, str) and len(c) == 1 for c in itos.values()):
+    if not all(type(index) is int for index in itos) or sorted(itos) != list(range(len(itos))) \
+            or not all(isinstance(c, str) and len(c) == 1 for c in itos.values()):
         raise CheckpointError(path, "itos must map the ids 0..N-1 to single characters")
     if any(stoi.get(character) != index for index, character in itos.items()) or len(stoi) != len(itos):
         raise CheckpointError(path, "its stoi and itos disagree")
@@ -195,8 +197,7 @@ def _specials(source: Source, settings: Settings, tokenizer: Path, *, vocab_size
 
 
 def _tokenizer_json_id(path: Path, piece: str) -> int | None:
-    import json
-
+    """The id of ``piece`` in a tokenizer.json (its added tokens first, then its model's vocabulary), or None."""
     try:
         definition = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
