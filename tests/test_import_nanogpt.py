@@ -5,8 +5,9 @@ weights under model.py's names, ``lm_head`` tied to ``wte``; ``model_args``; an 
 ``config``; ``iter_num``; ``best_val_loss``), once with the ``_orig_mod.`` prefix torch.compile adds, with a
 ``meta.pkl`` as shakespeare_char's prepare.py writes it. Checked: logits (1e-4) and every head's attention (1e-5)
 against the reference in float64, 20 greedy tokens through start/step against a loop over the reference, LayerNorms
-without bias (``bias=False``), the refusals (a pickled object of another class never runs; a missing meta.pkl;
-a GPT-2 BPE model without its tokenizer) and ``attnviz convert`` then ``attnviz info`` on the real CLI.
+without bias (``bias=False``, and ``model_args`` without ``bias``), a GPT-2 BPE model read with the tokenizer.json
+it is given, the refusals (a pickled object of another class never runs; a missing meta.pkl; a GPT-2 BPE model
+without its tokenizer) and ``attnviz convert`` then ``attnviz info`` on the real CLI.
 """
 
 from __future__ import annotations
