@@ -109,8 +109,8 @@ def test_every_format_is_detected_and_documented():
         ranks = [rank for rank in ranks if rank is not None]
         assert len(set(ranks)) == len(ranks), kind
     # Pinned: a change of rank changes which format a file is taken for.
-    assert FILE_ORDER == ("joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated", "pytorch-seq2seq",
-                          "marian")
+    assert FILE_ORDER == ("nanogpt", "joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated",
+                          "pytorch-seq2seq", "marian")
     assert FOLDER_ORDER == ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq",
                             "hf-causal")
     assert HF_FOLDERS == ("marian", "hf-bart", "fsmt", "hf-t5", "hf-causal")

@@ -67,6 +67,9 @@ FORMAT_CATALOGUE = (
            "a Hugging Face decoder-only language model folder (GPT-2, Llama, Mistral, Qwen2, Qwen3,\n"
            "Gemma 2: config.json, model.safetensors, sharded safetensors with their index, or\n"
            "pytorch_model.bin, tokenizer.json, generation_config.json)"),
+    Format("nanogpt", "nanogpt",
+           "a nanoGPT ckpt.pt (model_args, model; compiled or not) with its character meta.pkl beside it,\n"
+           "or --set tokenizer=PATH (a folder with meta.pkl, or GPT-2's tokenizer.json for a BPE model)"),
 )
 FORMAT_NAMES = tuple(entry.name for entry in FORMAT_CATALOGUE)
 

@@ -312,7 +312,8 @@ class DecoderOnlyConfig:
     ``rope_factor``, ``rope_low_freq_factor``, ``rope_high_freq_factor`` and ``rope_original_max_len``).
     ``kv_heads`` (0: ``heads``): key/value heads, each shared by ``heads // kv_heads`` query heads (grouped-query;
     1: multi-query). ``norm_kind`` ``layer_norm`` or ``rms``; an RMS norm multiplies by ``norm_offset + weight``
-    (Gemma: 1). ``gated_ffn``: ``linear_out(act(linear_in(h)) · linear_gate(h))`` (SwiGLU, GeGLU), else
+    (Gemma: 1); ``norm_bias=False``: LayerNorms with a weight and no bias (nanoGPT's ``bias=False``).
+    ``gated_ffn``: ``linear_out(act(linear_in(h)) · linear_gate(h))`` (SwiGLU, GeGLU), else
     ``linear_out(act(linear_in(h)))``. ``qkv_bias``, ``out_bias``, ``ffn_bias``: biases of the projections.
     ``qk_norm``: an RMS norm over each head's query and key before the rotation (Qwen3). ``sandwich_norms``: the
     attention and feed-forward outputs are normalised again before their residual (Gemma 2).
@@ -343,6 +344,7 @@ class DecoderOnlyConfig:
     norm_kind: str = "rms"
     norm_eps: float = 1e-6
     norm_offset: float = 0.0
+    norm_bias: bool = True  # layer_norm only: whether each LayerNorm adds a bias
     activation: str = "swish"
     gated_ffn: bool = True
     qkv_bias: bool = False
@@ -414,6 +416,8 @@ class DecoderOnlyConfig:
                  "rope_high_freq_factor > rope_low_freq_factor > 0")
         _check_choice("norm_kind", self.norm_kind, ("layer_norm", "rms"))
         _require(self.norm_eps > 0, f"norm_eps must be positive; got {self.norm_eps}")
+        _require(self.norm_bias or self.norm_kind == "layer_norm", "norm_bias=False applies to layer_norm only (an "
+                                                                   "RMS norm has no bias)")
         _check_choice("activation", self.activation, ACTIVATIONS)
         _require(set(self.window_layers) <= {"L", "G"} and len(self.window_layers) in (0, self.layers),
                  f"window_layers must hold one L (local) or G (global) per layer ({self.layers}); "

@@ -16,7 +16,8 @@ How it keeps the ``Seq2Seq`` protocol (the prompt plays the source's part, so th
   ``tgt_in`` positions ``[B, T, V]``, ``dec_self`` ``[B, H, S + T, S + T]`` per layer.
 
 Prompts of different lengths in one batch are right-padded: the trailing run of ``pad_id`` in each row of
-``src_ids`` is padding (a pad id inside the prompt is a real token). Padding is masked as keys and takes no
+``src_ids`` beyond the shortest such run among the rows is padding (a pad id inside the prompt is a real token, and
+so is one that ends every prompt; see ``prompt_tokens``). Padding is masked as keys and takes no
 position: the tokens after it continue from the row's last real token, so every row gets the numbers it gets
 alone. Masks are boolean, True = may attend; ``Intermediates.masks["dec_self"]`` is causal and blocks padding;
 a local layer (``sliding_windows()``) also blocks the keys ``window`` or more positions back (its weights there
@@ -61,7 +62,7 @@ def make_norm(config: DecoderOnlyConfig, size: int | None = None) -> nn.Module:
     size = size or config.d_model
     if config.norm_kind == "rms":
         return OffsetRMSNorm(size, config.norm_eps, config.norm_offset)
-    return nn.LayerNorm(size, eps=config.norm_eps)
+    return nn.LayerNorm(size, eps=config.norm_eps, bias=config.norm_bias)
 
 
 def rotary_frequencies(config: DecoderOnlyConfig) -> Tensor:
@@ -187,10 +188,17 @@ class DecoderOnlyLayer(nn.Module):
 
 
 def prompt_tokens(src_ids: Tensor, pad_id: int) -> Tensor:
-    """Which positions of right-padded prompts are real: all but each row's trailing run of ``pad_id``.
+    """Which positions of right-padded prompts are real. Padding only lengthens a row to the longest one, so some
+    row has none: a row's padding is its trailing run of ``pad_id`` beyond the shortest such run among the rows (one
+    prompt alone is never padded, and prompts that all end in the pad token keep it: a model without a padding
+    token of its own pads with a real one, nanoGPT's character models with the newline).
     Shape: ``[B, S]`` → bool ``[B, S]``."""
-    real = src_ids != pad_id
-    return real.flip(1).cummax(1).values.flip(1) if real.shape[1] else real
+    length = src_ids.shape[1]
+    if not length:
+        return src_ids != pad_id
+    run = length - (src_ids != pad_id).flip(1).cummax(1).values.sum(1)  # [B] each row's trailing run of pad_id
+    padding = run - run.min()
+    return torch.arange(length, device=src_ids.device) < (length - padding)[:, None]
 
 
 class DecoderOnlyLM(Seq2Seq):

@@ -12,7 +12,8 @@ from .moses import Moses
 from .tokenizer import UNKNOWN_SURFACE
 from .vocabulary import VocabularyTokenizer
 
-WORD_SPLITS = ("whitespace", "punct", "basic", "seq2seq-tutorial", "characters")
+WORD_SPLITS = ("whitespace", "punct", "basic", "seq2seq-tutorial", "characters", "characters-exact")
+LINE_LABELS = {"\n": "↵", "\t": "⇥", "\r": "␍"}  # how a whitespace character token reads as an axis label
 
 
 class WordTokenizer(VocabularyTokenizer):
@@ -22,7 +23,8 @@ class WordTokenizer(VocabularyTokenizer):
     case kept: close to spaCy's tokenizers), ``basic`` (the same, lower-cased, like torchtext's
     ``basic_english``) or ``seq2seq-tutorial`` (the PyTorch seq2seq tutorial's
     ``normalizeString``: lower case, ASCII, ``!``/``?`` kept as words, everything else not a letter dropped)
-    or ``characters`` (every character a token, spaces written ``▁``: JoeyNMT's char level).
+    or ``characters`` (every character a token, spaces written ``▁``: JoeyNMT's char level) or ``characters-exact``
+    (every character a token as typed, newlines and spaces included, nothing stripped: nanoGPT's character models).
     ``add_bos`` starts every encoding with ``bos_id`` (a source side trained as ``<bos> words <eos>``).
     ``moses``: Moses' tokenizer makes the words (the settings of :class:`models.text.moses.Moses`, with
     ``split`` ``whitespace``: JoeyNMT's word level after its Moses pretokenizer), and its detokenizer joins them.
@@ -51,6 +53,8 @@ class WordTokenizer(VocabularyTokenizer):
             return re.sub(r"[^a-zA-Z!?]+", " ", re.sub(r"([.!?])", r" \1", folded)).split()
         if self.split == "characters":
             return list(text.strip().replace(" ", "▁"))
+        if self.split == "characters-exact":
+            return list(text)
         return text.split()
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,7 +83,13 @@ class WordTokenizer(VocabularyTokenizer):
     def _decode(self, ids: list[int]) -> str:
         if self.split == "characters":
             return "".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids).replace("▁", " ")
+        if self.split == "characters-exact":
+            return "".join(UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids)
         words = [UNKNOWN_SURFACE if i == self.unk_id else self._vocabulary[i] for i in ids]
         return self.moses.detokenize(words) if self.moses is not None else " ".join(words)
 
-
+    def _label(self, token_id: int) -> str:
+        entry = self._vocabulary[token_id]
+        if self.split == "characters-exact" and entry in LINE_LABELS:
+            return LINE_LABELS[entry]
+        return super()._label(token_id)
