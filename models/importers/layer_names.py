@@ -6,8 +6,8 @@ foreign names inside one of that format's layers (``self_attn.q_proj.weight``), 
 not ours as saved, a :class:`From` naming it with the transform that makes ours of it (one part of a fused q/k/v
 matrix, a transposed Conv1D weight), or :class:`Zeros` for a bias the format does not have (a zero bias adds
 nothing). The stacks' prefixes (and the names, where a layout numbers them so: ``rnn.weight_ih_l{layer}``) hold
-``{layer}``, the layer's number. :func:`both`, :func:`attention` and
-:func:`recurrent` write the entries most tables repeat.
+``{layer}``, the layer's number. :func:`both`, :func:`attention` and :func:`recurrent` write the entries most
+tables repeat.
 """
 
 from __future__ import annotations
