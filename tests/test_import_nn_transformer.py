@@ -245,3 +245,18 @@ def test_a_trusted_whole_pickled_model_says_nhead_and_norm_first_itself(tutorial
     src, tgt = random_batch(torch.Generator().manual_seed(9))
     with torch.no_grad():
         assert (checkpoint.model(src, tgt)[0] - original(src.T, tgt.T).transpose(0, 1)).abs().max() < 1e-4
+
+
+def test_a_half_precision_file_keeps_one_float32_copy_of_each_packed_projection(tutorial, tmp_path):
+    """q, k and v of a layer are three parts of ``in_proj_weight``: read as float32 once, the three parameters are
+    views of that one copy, and hold exactly the saved halves."""
+    original, norm_first, _, src_vocab, tgt_vocab = tutorial
+    path = tmp_path / "half.pt"
+    torch.save({name: tensor.half() for name, tensor in original.state_dict().items()}, path)
+    model = convert(path, settings={"nhead": HEADS, "norm_first": norm_first}, src_vocab=src_vocab,
+                    tgt_vocab=tgt_vocab).model
+    attention = model.encoder_layers[0].self_attention.attention
+    parts = [attention.query.weight, attention.key.weight, attention.value.weight]
+    assert len({part.untyped_storage().data_ptr() for part in parts}) == 1
+    packed = original.transformer.encoder.layers[0].self_attn.in_proj_weight.detach().half().float()
+    assert torch.equal(torch.cat(parts), packed)

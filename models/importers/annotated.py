@@ -20,11 +20,12 @@ from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
-    read_vocabularies, weight_rows,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, find_state_dict, layer_count, read_vocabularies,
+    weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import attention, both, fixed_positions, map_names, map_stacks
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=6)  # when detection asks this format (contract.py)
@@ -34,8 +35,23 @@ ACCEPTED = {
     "tokenize": f"how text becomes words: {', '.join(WORD_SPLITS)} (default punct, close to spaCy)",
     "src_bos": "start every source with <s> (default true, as its collate_batch)",
 }
-PROJECTIONS = ("query", "key", "value", "output")  # linears.0-3
+PROJECTIONS = {name: f"linears.{number}" for number, name in enumerate(("query", "key", "value", "output"))}
 SPECIALS = (("bos", "<s>", 0), ("eos", "</s>", 1), ("pad", "<blank>", 2), ("unk", "<unk>", 3))  # its vocab.pt order
+
+
+def _norm(ours: str, theirs: str) -> dict[str, str]:
+    """Its LayerNorm's gain ``a_2`` and bias ``b_2``."""
+    return {f"{ours}.weight": f"{theirs}.a_2", f"{ours}.bias": f"{theirs}.b_2"}
+
+
+FEED_FORWARD = {**both("feed_forward.linear_in", "feed_forward.w_1"),
+                **both("feed_forward.linear_out", "feed_forward.w_2")}
+# sublayer.0 normalises self-attention, .1 the FFN (encoder) or cross-attention, .2 the FFN
+ENCODER_LAYER = {**attention("self_attention", "self_attn.", PROJECTIONS),
+                 **_norm("self_attention.norm", "sublayer.0.norm"), **FEED_FORWARD,
+                 **_norm("feed_forward.norm", "sublayer.1.norm")}
+DECODER_LAYER = {**ENCODER_LAYER, **attention("cross_attention", "src_attn.", PROJECTIONS),
+                 **_norm("cross_attention.norm", "sublayer.1.norm"), **_norm("feed_forward.norm", "sublayer.2.norm")}
 
 
 def claims(source: Source) -> bool:
@@ -101,34 +117,12 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
 
 def _map_weights(source: Source, state: dict, config: TransformerConfig) -> WeightMap:
     weights = WeightMap(source, state, NAME)
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        blocks = ["self_attn"] + (["src_attn"] if side == "decoder" else [])
-        ours_blocks = ["self_attention"] + (["cross_attention"] if side == "decoder" else [])
-        for index in range(count):
-            theirs, ours = f"{side}.layers.{index}.", f"{side}_layers.{index}."
-            for their_block, our_block in zip(blocks, ours_blocks):
-                for number, name in enumerate(PROJECTIONS):
-                    for kind in ("weight", "bias"):
-                        weights.copy(f"{ours}{our_block}.attention.{name}.{kind}",
-                                     f"{theirs}{their_block}.linears.{number}.{kind}")
-            # sublayer.0 normalises self-attention, .1 the FFN (encoder) or cross-attention, .2 the FFN
-            for number, our_block in enumerate([*ours_blocks, "feed_forward"]):
-                _norm(weights, f"{ours}{our_block}.norm", f"{theirs}sublayer.{number}.norm")
-            for kind in ("weight", "bias"):
-                weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}feed_forward.w_1.{kind}")
-                weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}feed_forward.w_2.{kind}")
-        _norm(weights, f"{side}_norm", f"{side}.norm")
+    map_stacks(weights, config, {"encoder": ("encoder.layers.{layer}.", ENCODER_LAYER),
+                                 "decoder": ("decoder.layers.{layer}.", DECODER_LAYER)})
+    for side in ("encoder", "decoder"):
+        map_names(weights, _norm(f"{side}_norm", f"{side}.norm"))
     for side in ("src", "tgt"):
         weights.copy(f"{side}_embedding.tokens.weight", f"{side}_embed.0.lut.weight")
-        table = f"{side}_embed.1.pe"
-        if weights.has(table):
-            weights.ignore(table)
-            check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model), what=table)
-    weights.copy("output.weight", "generator.proj.weight")
-    weights.copy("output.bias", "generator.proj.bias")
+        fixed_positions(weights, f"{side}_embed.1.pe", expected=sinusoid_table(config.max_len, config.d_model))
+    map_names(weights, both("output", "generator.proj"))
     return weights
-
-
-def _norm(weights: WeightMap, ours: str, theirs: str) -> None:
-    weights.copy(f"{ours}.weight", f"{theirs}.a_2")  # gain
-    weights.copy(f"{ours}.bias", f"{theirs}.b_2")

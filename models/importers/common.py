@@ -256,6 +256,7 @@ class WeightMap:
         self.assigned: dict[str, tuple[str, Tensor]] = {}  # our name → (foreign name, tensor)
         self.taken: set[str] = set()
         self.absent: list[str] = []
+        self.read: dict[str, Tensor] = {}  # foreign name → its values as float32
 
     def get(self, key: str) -> Tensor | None:
         """The foreign tensor ``key`` (marked as used), or None (recorded as missing)."""
@@ -268,7 +269,9 @@ class WeightMap:
         if not tensor.is_floating_point():  # integers would be taken as numbers, complex ones lose a part
             raise self.source.error(f"weight {key} is stored as {dtype_name(tensor.dtype)}; the {self.layout} "
                                     f"layout needs floating-point numbers there")
-        return tensor.detach().float()
+        if key not in self.read:  # one float32 copy of a half-precision tensor that several of ours read parts of
+            self.read[key] = tensor.detach().float()
+        return self.read[key]
 
     def has(self, key: str) -> bool:
         return key in self.state

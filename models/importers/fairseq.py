@@ -33,7 +33,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from ..nn.config import RNNConfig, TransformerConfig
@@ -44,7 +43,8 @@ from .common import (
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
-from .hf_common import map_layers
+from .hf_common import map_bart_layers
+from .layer_names import Zeros, both, map_layers, map_names, recurrent
 from .safe_load import TrustRequiredError
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
@@ -401,14 +401,9 @@ def _transformer_config(inferred: Mapping[str, Any]) -> TransformerConfig:
 
 def _map_transformer(file: Source, state: Mapping[str, Tensor], config: TransformerConfig) -> WeightMap:
     weights = WeightMap(file, state, NAME)
-    map_layers(weights, "", config)
-    for side, ours in (("encoder", "src"), ("decoder", "tgt")):
+    map_bart_layers(weights, "", config)
+    for side in ("encoder", "decoder"):
         weights.ignore(f"{side}.embed_positions._float_tensor")  # fairseq's sinusoid buffer, saved by old versions
-        for kind in ("weight", "bias"):
-            if config.embedding_norm:
-                weights.copy(f"{ours}_embedding.norm.{kind}", f"{side}.layernorm_embedding.{kind}")
-            if config.final_norm:
-                weights.copy(f"{side}_norm.{kind}", f"{side}.layer_norm.{kind}")
     output = "decoder.output_projection.weight" if "decoder.output_projection.weight" in state else "decoder.embed_out"
     weights.token_tables(config, "encoder.embed_tokens.weight", target="decoder.embed_tokens.weight", output=output)
     return weights
@@ -427,27 +422,25 @@ def _lstm_config(inferred: Mapping[str, Any]) -> RNNConfig:
 
 def _map_lstm(file: Source, state: Mapping[str, Tensor], config: RNNConfig, shared_output: bool) -> WeightMap:
     weights = WeightMap(file, state, NAME)
-    weights.copy("encoder.embedding.weight", "encoder.embed_tokens.weight")
-    weights.copy("decoder.embedding.weight", "decoder.embed_tokens.weight")
     directions = ("", "_reverse") if config.bidirectional else ("",)
-    for layer in range(config.decoder_layers):
-        for direction in directions:
-            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                weights.copy(f"encoder.gru.{kind}_l{layer}{direction}", f"encoder.lstm.{kind}_l{layer}{direction}")
-        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            weights.copy(f"decoder.cells.{layer}.{kind}", f"decoder.layers.{layer}.{kind}")
+    map_layers(weights, recurrent("gru.{kind}_l{layer}{direction}", "lstm.{kind}_l{layer}{direction}", directions),
+               ours="encoder.", theirs="encoder.", count=config.decoder_layers)
+    map_layers(weights, recurrent("{kind}", "{kind}"), ours="decoder.cells.{layer}.", theirs="decoder.layers.{layer}.",
+               count=config.decoder_layers)
+    names: dict[str, str | Zeros] = {
+        "encoder.embedding.weight": "encoder.embed_tokens.weight",
+        "decoder.embedding.weight": "decoder.embed_tokens.weight",
+        "decoder.query.weight": "decoder.attention.input_proj.weight",
+        "decoder.combine.weight": "decoder.attention.output_proj.weight"}
     if config.annotation_width != config.hidden:  # the encoder's final states made as wide as the decoder's
-        for kind in ("weight", "bias"):
-            weights.copy(f"decoder.hidden_projection.{kind}", f"decoder.encoder_hidden_proj.{kind}")
-            weights.copy(f"decoder.cell_projection.{kind}", f"decoder.encoder_cell_proj.{kind}")
-    weights.copy("decoder.query.weight", "decoder.attention.input_proj.weight")
-    weights.copy("decoder.combine.weight", "decoder.attention.output_proj.weight")
+        names |= both("decoder.hidden_projection", "decoder.encoder_hidden_proj")
+        names |= both("decoder.cell_projection", "decoder.encoder_cell_proj")
     if shared_output:  # fairseq's F.linear(x, embed_tokens.weight): no bias
-        weights.copy("decoder.output.weight", "decoder.embed_tokens.weight")
-        weights.put("decoder.output.bias", "decoder.fc_out.bias", torch.zeros(config.tgt_vocab_size))
+        names |= {"decoder.output.weight": "decoder.embed_tokens.weight",
+                  "decoder.output.bias": Zeros("decoder.fc_out.bias", config.tgt_vocab_size)}
     else:
-        weights.copy("decoder.output.weight", "decoder.fc_out.weight")
-        weights.copy("decoder.output.bias", "decoder.fc_out.bias")
+        names |= both("decoder.output", "decoder.fc_out")
+    map_names(weights, names)
     return weights
 
 

@@ -26,7 +26,7 @@ from .common import Inspection, Settings, Source, WeightMap
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .hf_common import (
-    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, open_hf_folder,
+    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_bart_layers, piece_ids, open_hf_folder,
 )
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
@@ -103,7 +103,7 @@ def _our_config(source: Source, hf: dict[str, Any]) -> TransformerConfig:
 def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path) -> WeightMap:
     prefix = key_prefix(state)
     weights = WeightMap(Source(file), state, NAME)
-    map_layers(weights, prefix, config)
+    map_bart_layers(weights, prefix, config)
     encoder, decoder = f"{prefix}encoder.embed_tokens.weight", f"{prefix}decoder.embed_tokens.weight"
     output = f"{prefix}decoder.output_projection.weight"
     if config.tie_output:  # transformers ties the encoder's table and the projection to the decoder's table

@@ -37,7 +37,7 @@ from .common import Inspection, Settings, Source, WeightMap
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .hf_common import (
-    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_layers, piece_ids, read_hf_config,
+    bpe_tokenizer, hf_activation, hf_model_type, hf_sizes, key_prefix, map_bart_layers, piece_ids, read_hf_config,
     open_hf_folder, tokenizer_json_pair,
 )
 
@@ -195,15 +195,9 @@ def _our_config(source: Source, hf: dict[str, Any], state: dict[str, Tensor], *,
 def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path, kind: str) -> WeightMap:
     prefix = key_prefix(state)
     weights = WeightMap(Source(file), state, kind)
-    map_layers(weights, prefix, config)
+    map_bart_layers(weights, prefix, config)
     for side in ("encoder", "decoder"):
         weights.ignore(f"{prefix}{side}.embed_positions.weights")  # M2M100's sinusoid, saved by some versions
-        for kind_ in ("weight", "bias"):
-            if config.embedding_norm:
-                ours_side = "src" if side == "encoder" else "tgt"
-                weights.copy(f"{ours_side}_embedding.norm.{kind_}", f"{prefix}{side}.layernorm_embedding.{kind_}")
-            if config.final_norm:
-                weights.copy(f"{side}_norm.{kind_}", f"{prefix}{side}.layer_norm.{kind_}")
     shared = f"{prefix}shared.weight"
     kept = shared if shared in state else f"{prefix}encoder.embed_tokens.weight"
     weights.ignore_copies(kept, shared, f"{prefix}encoder.embed_tokens.weight", f"{prefix}decoder.embed_tokens.weight")

@@ -28,6 +28,7 @@ from .common import Inspection, Settings, Source, WeightMap, read_safetensors
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .hf_common import HF_ACTIVATIONS, read_hf_config, read_hf_weights, tokenizer_json_pair
+from .layer_names import From, both, map_layers, map_names
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=9, hf_folder=True)  # when detection asks this format (contract.py): after the others
@@ -279,62 +280,51 @@ def _map_weights(source: Source, state: dict[str, Tensor], *, config: DecoderOnl
     return weights
 
 
-def _norm(weights: WeightMap, ours: str, theirs: str) -> None:
-    weights.copy(f"{ours}.weight", f"{theirs}.weight")
-    weights.copy(f"{ours}.bias", f"{theirs}.bias")
+def _transposed(weight: Tensor) -> Tensor:
+    return weight.t().contiguous()
 
 
 def _map_gpt2(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> None:
     """GPT-2's Conv1D layers store ``[in, out]``: transposed into ours; ``c_attn`` holds q, k, v side by side."""
     d = config.d_model
-    weights.copy("tokens.weight", f"{prefix}wte.weight")
-    weights.copy("positions.weight", f"{prefix}wpe.weight")
-    for index in range(config.layers):
-        theirs, ours = f"{prefix}h.{index}.", f"layers.{index}."
-        _norm(weights, f"{ours}attention_norm", f"{theirs}ln_1")
-        _norm(weights, f"{ours}feed_forward_norm", f"{theirs}ln_2")
-        for part, name in enumerate(("query", "key", "value")):
-            weights.copy(f"{ours}attention.{name}.weight", f"{theirs}attn.c_attn.weight",
-                         lambda w, part=part: w[:, part * d:(part + 1) * d].t().contiguous())
-            weights.copy(f"{ours}attention.{name}.bias", f"{theirs}attn.c_attn.bias",
-                         lambda b, part=part: b[part * d:(part + 1) * d].clone())
-        for mine, theirs_name in (("attention.output", "attn.c_proj"), ("feed_forward.linear_in", "mlp.c_fc"),
-                                  ("feed_forward.linear_out", "mlp.c_proj")):
-            weights.copy(f"{ours}{mine}.weight", f"{theirs}{theirs_name}.weight", lambda w: w.t().contiguous())
-            weights.copy(f"{ours}{mine}.bias", f"{theirs}{theirs_name}.bias")
-        weights.ignore(f"{theirs}attn.bias", f"{theirs}attn.masked_bias")  # causal-mask buffers of old files
-    _norm(weights, "norm", f"{prefix}ln_f")
+    layer: dict[str, str | From] = {**both("attention_norm", "ln_1"), **both("feed_forward_norm", "ln_2")}
+    for part, name in enumerate(("query", "key", "value")):
+        layer[f"attention.{name}.weight"] = From("attn.c_attn.weight",
+                                                 lambda w, part=part: w[:, part * d:(part + 1) * d].t().contiguous())
+        layer[f"attention.{name}.bias"] = From("attn.c_attn.bias",
+                                               lambda b, part=part: b[part * d:(part + 1) * d].clone())
+    for mine, theirs in (("attention.output", "attn.c_proj"), ("feed_forward.linear_in", "mlp.c_fc"),
+                         ("feed_forward.linear_out", "mlp.c_proj")):
+        layer |= {f"{mine}.weight": From(f"{theirs}.weight", _transposed), f"{mine}.bias": f"{theirs}.bias"}
+    map_layers(weights, layer, ours="layers.{layer}.", theirs=prefix + "h.{layer}.", count=config.layers)
+    for index in range(config.layers):  # causal-mask buffers of old files
+        weights.ignore(f"{prefix}h.{index}.attn.bias", f"{prefix}h.{index}.attn.masked_bias")
+    map_names(weights, {"tokens.weight": f"{prefix}wte.weight", "positions.weight": f"{prefix}wpe.weight",
+                        **both("norm", f"{prefix}ln_f")})
 
 
 def _map_llama(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> None:
     """Llama's layout (Mistral, Qwen2, Qwen3 and Gemma 2 name their layers alike)."""
-    weights.copy("tokens.weight", f"{prefix}embed_tokens.weight")
-    projections = (("q_proj", "query", config.qkv_bias), ("k_proj", "key", config.qkv_bias),
-                   ("v_proj", "value", config.qkv_bias), ("o_proj", "output", config.out_bias))
-    norms = [("attention_norm", "input_layernorm")]
+    layer: dict[str, str] = {"attention_norm.weight": "input_layernorm.weight"}
+    for name, theirs, bias in (("query", "q_proj", config.qkv_bias), ("key", "k_proj", config.qkv_bias),
+                               ("value", "v_proj", config.qkv_bias), ("output", "o_proj", config.out_bias)):
+        layer |= both(f"attention.{name}", f"self_attn.{theirs}", kinds=("weight", "bias") if bias else ("weight",))
+    if config.qk_norm:
+        layer |= {"attention.q_norm.weight": "self_attn.q_norm.weight",
+                  "attention.k_norm.weight": "self_attn.k_norm.weight"}
     if config.sandwich_norms:
-        norms += [("post_attention_norm", "post_attention_layernorm"),
-                  ("feed_forward_norm", "pre_feedforward_layernorm"),
-                  ("post_feed_forward_norm", "post_feedforward_layernorm")]
+        layer |= {"post_attention_norm.weight": "post_attention_layernorm.weight",
+                  "feed_forward_norm.weight": "pre_feedforward_layernorm.weight",
+                  "post_feed_forward_norm.weight": "post_feedforward_layernorm.weight"}
     else:
-        norms.append(("feed_forward_norm", "post_attention_layernorm"))
+        layer["feed_forward_norm.weight"] = "post_attention_layernorm.weight"
+    for mine, theirs in (("linear_in", "gate_proj"), ("linear_gate", "up_proj"), ("linear_out", "down_proj")):
+        layer |= both(f"feed_forward.{mine}", f"mlp.{theirs}", kinds=("weight", "bias") if config.ffn_bias
+                      else ("weight",))
+    map_layers(weights, layer, ours="layers.{layer}.", theirs=prefix + "layers.{layer}.", count=config.layers)
     for index in range(config.layers):
-        theirs, ours = f"{prefix}layers.{index}.", f"layers.{index}."
-        for proj, name, bias in projections:
-            weights.copy(f"{ours}attention.{name}.weight", f"{theirs}self_attn.{proj}.weight")
-            if bias:
-                weights.copy(f"{ours}attention.{name}.bias", f"{theirs}self_attn.{proj}.bias")
-        if config.qk_norm:
-            weights.copy(f"{ours}attention.q_norm.weight", f"{theirs}self_attn.q_norm.weight")
-            weights.copy(f"{ours}attention.k_norm.weight", f"{theirs}self_attn.k_norm.weight")
-        for mine, their_name in norms:
-            weights.copy(f"{ours}{mine}.weight", f"{theirs}{their_name}.weight")
-        for mine, their_name in (("linear_in", "gate_proj"), ("linear_gate", "up_proj"), ("linear_out", "down_proj")):
-            weights.copy(f"{ours}feed_forward.{mine}.weight", f"{theirs}mlp.{their_name}.weight")
-            if config.ffn_bias:
-                weights.copy(f"{ours}feed_forward.{mine}.bias", f"{theirs}mlp.{their_name}.bias")
-        weights.ignore(f"{theirs}self_attn.rotary_emb.inv_freq")  # rebuilt from the config
-    weights.copy("norm.weight", f"{prefix}norm.weight")
+        weights.ignore(f"{prefix}layers.{index}.self_attn.rotary_emb.inv_freq")  # rebuilt from the config
+    map_names(weights, {"tokens.weight": f"{prefix}embed_tokens.weight", "norm.weight": f"{prefix}norm.weight"})
     weights.ignore(f"{prefix}rotary_emb.inv_freq")
 
 

@@ -20,9 +20,17 @@ from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
-from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, read_safetensors
+from .common import Inspection, Settings, Source, WeightMap, read_safetensors
+from .layer_names import attention, both, fixed_positions, map_names, map_stacks
 
-PROJECTIONS = (("q_proj", "query"), ("k_proj", "key"), ("v_proj", "value"), ("out_proj", "output"))
+PROJECTIONS = {"query": "q_proj", "key": "k_proj", "value": "v_proj", "output": "out_proj"}
+# One layer of each stack, our name → BART's (under ``{prefix}{encoder,decoder}.layers.N.``).
+_ENCODER_LAYER = {**attention("self_attention", "self_attn.", PROJECTIONS),
+                  **both("self_attention.norm", "self_attn_layer_norm"), **both("feed_forward.linear_in", "fc1"),
+                  **both("feed_forward.linear_out", "fc2"), **both("feed_forward.norm", "final_layer_norm")}
+BART_LAYERS = {"encoder": _ENCODER_LAYER,
+               "decoder": {**_ENCODER_LAYER, **attention("cross_attention", "encoder_attn.", PROJECTIONS),
+                           **both("cross_attention.norm", "encoder_attn_layer_norm")}}
 
 
 # transformers' ACT2FN name → ours. The tanh approximations of GELU are one function written four ways (they
@@ -146,37 +154,27 @@ def key_prefix(state: dict[str, Tensor]) -> str:
     return "model." if any(key.startswith("model.") for key in state) else ""
 
 
-def map_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
-    """The layers and position tables every family of this layout (and FSMT) names alike:
-    ``{prefix}{encoder,decoder}.layers.N.{self_attn,encoder_attn}.{q,k,v,out}_proj``, their ``…_layer_norm``,
-    ``fc1``, ``fc2``, ``final_layer_norm``; ``{prefix}{side}.embed_positions.weight`` (learned: loaded; a
-    sinusoid: checked against ours and rebuilt); ``{prefix}{side}.version`` (a format marker)."""
-    state = weights.state
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
-            blocks = [("self_attn", "self_attention")] + ([("encoder_attn", "cross_attention")]
-                                                          if side == "decoder" else [])
-            for their_block, our_block in blocks:
-                for kind_ in ("weight", "bias"):
-                    for proj, name in PROJECTIONS:
-                        weights.copy(f"{ours}{our_block}.attention.{name}.{kind_}",
-                                     f"{theirs}{their_block}.{proj}.{kind_}")
-                    weights.copy(f"{ours}{our_block}.norm.{kind_}", f"{theirs}{their_block}_layer_norm.{kind_}")
-            for kind_ in ("weight", "bias"):
-                weights.copy(f"{ours}feed_forward.linear_in.{kind_}", f"{theirs}fc1.{kind_}")
-                weights.copy(f"{ours}feed_forward.linear_out.{kind_}", f"{theirs}fc2.{kind_}")
-                weights.copy(f"{ours}feed_forward.norm.{kind_}", f"{theirs}final_layer_norm.{kind_}")
-        ours_side = "src" if side == "encoder" else "tgt"
+def map_bart_layers(weights: WeightMap, prefix: str, config: TransformerConfig) -> None:
+    """The layers and position tables every family of this layout (and FSMT, and fairseq's transformer) names
+    alike: :data:`BART_LAYERS` under ``{prefix}{encoder,decoder}.layers.N.``; ``{prefix}{side}.embed_positions.weight``
+    (learned: loaded; a sinusoid: checked against ours and rebuilt); the norms of the embeddings
+    (``layernorm_embedding``) and after each stack (``layer_norm``) where the config has them;
+    ``{prefix}{side}.version`` (a format marker)."""
+    map_stacks(weights, config, {side: (f"{prefix}{side}.layers.{{layer}}.", names)
+                                 for side, names in BART_LAYERS.items()})
+    for side, ours in (("encoder", "src"), ("decoder", "tgt")):
         positions = f"{prefix}{side}.embed_positions.weight"
         if config.positions == "learned":
-            weights.copy(f"{ours_side}_embedding.learned_positions.weight", positions)
+            weights.copy(f"{ours}_embedding.learned_positions.weight", positions)
         else:  # a fixed table: rebuilt from the config, a saved copy must be the same sinusoid
             table = sinusoid_table(config.max_len + config.position_offset, config.d_model, config.positions)
             if config.positions == "fairseq":
                 table[config.pad_id] = 0.0  # fairseq's row for padding tokens
-            check_sinusoid(weights.source, state.get(positions), expected=table, what=positions)
-            weights.ignore(positions)
+            fixed_positions(weights, positions, expected=table)
+        if config.embedding_norm:
+            map_names(weights, both(f"{ours}_embedding.norm", f"{prefix}{side}.layernorm_embedding"))
+        if config.final_norm_of(side):
+            map_names(weights, both(f"{side}_norm", f"{prefix}{side}.layer_norm"))
         weights.ignore(f"{prefix}{side}.version")  # a format marker
 
 

@@ -28,12 +28,13 @@ from ..text.tokenizers import SentencePieceVocabTokenizer
 from .common import Inspection, Settings, Source, WeightMap, saved_as_one
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import Names, attention, map_names, map_stacks
 from .hf_common import HF_ACTIVATIONS, hf_model_type, read_hf_config, open_hf_folder, tokenizer_json_pair
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=4, hf_folder=True)  # when detection asks this format (contract.py)
 MODEL_TYPES = ("t5", "mt5")
-PROJECTIONS = (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output"))
+PROJECTIONS = {"query": "q", "key": "k", "value": "v", "output": "o"}
 ACCEPTED: dict[str, str] = {}  # config.json says everything
 CONFIG_FIELDS = ("model_type", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads",
                  "relative_attention_num_buckets", "relative_attention_max_distance", "dropout_rate",
@@ -145,36 +146,33 @@ def _tied_output(state: dict[str, Tensor]) -> bool:
 
 def _map_weights(state: dict[str, Tensor], config: TransformerConfig, file: Path) -> WeightMap:
     weights = WeightMap(Source(file), state, "T5")
-    ffn = (("wi_0", "linear_in"), ("wi_1", "linear_gate"), ("wo", "linear_out")) if config.gated_ffn else \
-        (("wi", "linear_in"), ("wo", "linear_out"))
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        blocks = [("SelfAttention", "self_attention")] + ([("EncDecAttention", "cross_attention")]
-                                                          if side == "decoder" else [])
-        for index in range(count):
-            theirs, ours = f"{side}.block.{index}.layer.", f"{side}_layers.{index}."
-            for number, (their_block, our_block) in enumerate(blocks):
-                for proj, name in PROJECTIONS:
-                    weights.copy(f"{ours}{our_block}.attention.{name}.weight",
-                                 f"{theirs}{number}.{their_block}.{proj}.weight")
-                weights.copy(f"{ours}{our_block}.norm.weight", f"{theirs}{number}.layer_norm.weight")
-            last = len(blocks)
-            for their_linear, our_linear in ffn:
-                weights.copy(f"{ours}feed_forward.{our_linear}.weight",
-                             f"{theirs}{last}.DenseReluDense.{their_linear}.weight")
-            weights.copy(f"{ours}feed_forward.norm.weight", f"{theirs}{last}.layer_norm.weight")
-        # The first layer's table serves every layer of the stack.
-        weights.copy(f"{side}_relative_bias.weight",
-                     f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
-        weights.copy(f"{side}_norm.weight", f"{side}.final_layer_norm.weight")
+    map_stacks(weights, config, {side: (f"{side}.block.{{layer}}.layer.", _layer_names(config, side))
+                                 for side in ("encoder", "decoder")})
+    for side in ("encoder", "decoder"):  # the first layer's table serves every layer of the stack
+        map_names(weights, {f"{side}_relative_bias.weight":
+                            f"{side}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                            f"{side}_norm.weight": f"{side}.final_layer_norm.weight"})
     # Old files may carry a table on the first cross-attention too; transformers never reads it.
     weights.ignore("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")
     weights.ignore_copies("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
-    weights.copy("src_embedding.tokens.weight", "shared.weight")
-    if config.tie_output:
-        weights.ignore_copies("shared.weight", "lm_head.weight")
-    else:
-        weights.copy("output.weight", "lm_head.weight")
+    weights.token_tables(config, "shared.weight", target="shared.weight", output="lm_head.weight")
     return weights
+
+
+def _layer_names(config: TransformerConfig, side: str) -> Names:
+    """A T5 block: its sublayers numbered in order (self-attention, the decoder's cross-attention, the feed-forward),
+    each with its own RMS norm; no biases."""
+    blocks = {"self_attention": "SelfAttention"} | ({"cross_attention": "EncDecAttention"} if side == "decoder" else {})
+    names: dict[str, str] = {}
+    for number, (ours, theirs) in enumerate(blocks.items()):
+        names |= attention(ours, f"{number}.{theirs}.", PROJECTIONS, kinds=("weight",))
+        names[f"{ours}.norm.weight"] = f"{number}.layer_norm.weight"
+    last = len(blocks)
+    linears = {"linear_in": "wi_0", "linear_gate": "wi_1", "linear_out": "wo"} if config.gated_ffn else \
+        {"linear_in": "wi", "linear_out": "wo"}
+    names |= {f"feed_forward.{ours}.weight": f"{last}.DenseReluDense.{theirs}.weight"
+              for ours, theirs in linears.items()}
+    return names | {"feed_forward.norm.weight": f"{last}.layer_norm.weight"}
 
 
 def _spiece_tokenizer(source: Source, config: TransformerConfig) -> SentencePieceVocabTokenizer:

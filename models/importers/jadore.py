@@ -31,12 +31,12 @@ from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, layer_count, read_vocabularies,
-    saved_as_one,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, layer_count, read_vocabularies, saved_as_one,
     special_id, tensor_dict, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import From, Names, both, fixed_positions, map_names, map_stacks
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=4)  # when detection asks this format (contract.py)
@@ -198,36 +198,25 @@ def _specials(source: Source, src_tokens: list[str], tgt_tokens: list[str], sett
 def _map_weights(source: Source, state: Mapping[str, Tensor], config: TransformerConfig, d_k: int,
                  d_v: int) -> WeightMap:
     weights = WeightMap(source, state, NAME)
+    encoder_layer = {**_attention("self_attention", "slf_attn", heads=config.heads, d_k=d_k, d_v=d_v), **FEED_FORWARD}
+    decoder_layer = {**encoder_layer, **_attention("cross_attention", "enc_attn", heads=config.heads, d_k=d_k, d_v=d_v)}
+    map_stacks(weights, config, {"encoder": ("encoder.layer_stack.{layer}.", encoder_layer),
+                                 "decoder": ("decoder.layer_stack.{layer}.", decoder_layer)})
     post = config.norm_position == "post"
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            theirs, ours = f"{side}.layer_stack.{index}.", f"{side}_layers.{index}."
-            blocks = [("slf_attn", "self_attention")] + ([("enc_attn", "cross_attention")] if side == "decoder" else [])
-            for their_block, our_block in blocks:
-                _attention(weights, theirs + their_block + ".", ours=ours + our_block + ".", heads=config.heads,
-                           d_k=d_k, d_v=d_v)
-            for kind in ("weight", "bias"):
-                weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}pos_ffn.w_1.{kind}")
-                weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}pos_ffn.w_2.{kind}")
-                weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}pos_ffn.layer_norm.{kind}")
-        stack_norm = ("src_embedding" if side == "encoder" else "tgt_embedding") + ".norm" if post else f"{side}_norm"
-        for kind in ("weight", "bias"):
-            weights.copy(f"{stack_norm}.{kind}", f"{side}.layer_norm.{kind}")
-        table = f"{side}.position_enc.pos_table"
-        if weights.has(table):
-            weights.ignore(table)
-            check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model), what=table)
-    weights.copy("src_embedding.tokens.weight", "encoder.src_word_emb.weight")
-    weights.copy("tgt_embedding.tokens.weight", "decoder.trg_word_emb.weight")
-    weights.copy("output.weight", "trg_word_prj.weight")
-    if config.share_embeddings:  # both names are saved; ours holds one
-        weights.assigned.pop("tgt_embedding.tokens.weight")
-    if config.tie_output:
-        weights.assigned.pop("output.weight")
+    for side, ours in (("encoder", "src"), ("decoder", "tgt")):  # v3 normalises the embeddings, v2 the stack's end
+        map_names(weights, both(f"{ours}_embedding.norm" if post else f"{side}_norm", f"{side}.layer_norm"))
+        fixed_positions(weights, f"{side}.position_enc.pos_table",
+                        expected=sinusoid_table(config.max_len, config.d_model))
+    weights.token_tables(config, "encoder.src_word_emb.weight", target="decoder.trg_word_emb.weight",
+                         output="trg_word_prj.weight")
     return weights
 
 
-def _attention(weights: WeightMap, theirs: str, ours: str, *, heads: int, d_k: int, d_v: int) -> None:
+FEED_FORWARD = {**both("feed_forward.linear_in", "pos_ffn.w_1"), **both("feed_forward.linear_out", "pos_ffn.w_2"),
+                **both("feed_forward.norm", "pos_ffn.layer_norm")}
+
+
+def _attention(ours: str, theirs: str, *, heads: int, d_k: int, d_v: int) -> Names:
     """w_qs/w_ks/w_vs/fc without biases. With d_k ≠ d_v every head is zero-padded to ``max(d_k, d_v)``:
     padded key dims add 0 to q·k, padded value dims meet zero columns of ``fc``; when the keys grow, q is
     scaled by √(size/d_k) so q·k/√size stays q·k/√d_k."""
@@ -239,9 +228,9 @@ def _attention(weights: WeightMap, theirs: str, ours: str, *, heads: int, d_k: i
         return torch.cat([blocks, padding], dim=1).reshape(heads * size, -1)
 
     query_scale = math.sqrt(size / d_k)
-    weights.copy(ours + "attention.query.weight", theirs + "w_qs.weight", lambda w: heads_padded(w, d_k, query_scale))
-    weights.copy(ours + "attention.key.weight", theirs + "w_ks.weight", lambda w: heads_padded(w, d_k))
-    weights.copy(ours + "attention.value.weight", theirs + "w_vs.weight", lambda w: heads_padded(w, d_v))
-    weights.copy(ours + "attention.output.weight", theirs + "fc.weight", lambda w: heads_padded(w.t(), d_v).t())
-    for kind in ("weight", "bias"):
-        weights.copy(ours + f"norm.{kind}", theirs + f"layer_norm.{kind}")
+    return {f"{ours}.attention.query.weight": From(f"{theirs}.w_qs.weight",
+                                                   lambda w: heads_padded(w, d_k, query_scale)),
+            f"{ours}.attention.key.weight": From(f"{theirs}.w_ks.weight", lambda w: heads_padded(w, d_k)),
+            f"{ours}.attention.value.weight": From(f"{theirs}.w_vs.weight", lambda w: heads_padded(w, d_v)),
+            f"{ours}.attention.output.weight": From(f"{theirs}.fc.weight", lambda w: heads_padded(w.t(), d_v).t()),
+            **both(f"{ours}.norm", f"{theirs}.layer_norm")}

@@ -31,23 +31,35 @@ from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
-    read_vocabulary, subword_nmt_tokenizer, tensor_dict,
+    Inspection, Settings, Source, WeightMap, check_vocab_size, layer_count, read_vocabulary, subword_nmt_tokenizer,
+    tensor_dict,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import (
+    From, Names, Zeros, attention, both, fixed_positions, map_layers, map_names, map_stacks, recurrent,
+)
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=1, folder=5)  # when detection asks this format (contract.py)
 ACCEPTED: dict[str, str] = {}  # config.yaml says everything; --src-vocab/--tgt-vocab replace the vocabulary files
 CHECKPOINTS = ("best.ckpt", "latest.ckpt")
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}  # JoeyNMT's name → ours
-PROJECTIONS = (("q_layer", "query"), ("k_layer", "key"), ("v_layer", "value"), ("output_layer", "output"))
+PROJECTIONS = {"query": "q_layer", "key": "k_layer", "value": "v_layer", "output": "output_layer"}
 SPECIAL_DEFAULTS = {"unk": ("<unk>", 0), "pad": ("<pad>", 1), "bos": ("<s>", 2), "eos": ("</s>", 3)}
 SUPPORTED = ("Transformer encoder and decoder (layer_norm pre/post, any alpha, relu/gelu/swish), and a recurrent "
              "bidirectional GRU/LSTM encoder with a RecurrentDecoder (bahdanau or luong attention, input feeding on "
              "or off, init_hidden bridge/last/zero, tanh attentional layer)")
 LAYER_NORM_EPS = 1e-6
+FEED_FORWARD = {**both("feed_forward.linear_in", "feed_forward.pwff_layer.0"),
+                **both("feed_forward.linear_out", "feed_forward.pwff_layer.3"),
+                **both("feed_forward.norm", "feed_forward.layer_norm")}
+ENCODER_LAYER = {**attention("self_attention", "src_src_att.", PROJECTIONS),
+                 **both("self_attention.norm", "layer_norm"), **FEED_FORWARD}
+DECODER_LAYER = {**attention("self_attention", "trg_trg_att.", PROJECTIONS),
+                 **both("self_attention.norm", "x_layer_norm"),
+                 **attention("cross_attention", "src_trg_att.", PROJECTIONS),
+                 **both("cross_attention.norm", "dec_layer_norm"), **FEED_FORWARD}
 
 
 def _files(path: Path) -> tuple[Path, Path] | None:
@@ -389,38 +401,15 @@ def _norm_settings(values: dict[str, Any]) -> dict[str, Any]:
 
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig) -> WeightMap:
     weights = WeightMap(source, state, "JoeyNMT Transformer")
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        blocks = [("src_src_att", "self_attention", "layer_norm")] if side == "encoder" else \
-            [("trg_trg_att", "self_attention", "x_layer_norm"), ("src_trg_att", "cross_attention", "dec_layer_norm")]
-        for index in range(count):
-            theirs, ours = f"{side}.layers.{index}.", f"{side}_layers.{index}."
-            for attention, block, norm in blocks:
-                for kind in ("weight", "bias"):
-                    for their_name, our_name in PROJECTIONS:
-                        weights.copy(f"{ours}{block}.attention.{our_name}.{kind}",
-                                     f"{theirs}{attention}.{their_name}.{kind}")
-                    weights.copy(f"{ours}{block}.norm.{kind}", f"{theirs}{norm}.{kind}")
-            for kind in ("weight", "bias"):
-                weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}feed_forward.pwff_layer.0.{kind}")
-                weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}feed_forward.pwff_layer.3.{kind}")
-                weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}feed_forward.layer_norm.{kind}")
+    map_stacks(weights, config, {"encoder": ("encoder.layers.{layer}.", ENCODER_LAYER),
+                                 "decoder": ("decoder.layers.{layer}.", DECODER_LAYER)})
+    for side in ("encoder", "decoder"):
         if config.final_norm_of(side):
-            for kind in ("weight", "bias"):
-                weights.copy(f"{side}_norm.{kind}", f"{side}.layer_norm.{kind}")
-        table = f"{side}.pe.pe"
-        check_sinusoid(source, state.get(table), expected=sinusoid_table(config.max_len, config.d_model,
-                                                                         config.positions),
-                       what=table)
-        weights.ignore(table)  # rebuilt from the config
-    weights.copy("src_embedding.tokens.weight", "src_embed.lut.weight")
-    if config.share_embeddings:  # one module saved under both names
-        weights.ignore_copies("src_embed.lut.weight", "trg_embed.lut.weight")
-    else:
-        weights.copy("tgt_embedding.tokens.weight", "trg_embed.lut.weight")
-    if config.tie_output:
-        weights.ignore_copies("trg_embed.lut.weight", "decoder.output_layer.weight")
-    else:
-        weights.copy("output.weight", "decoder.output_layer.weight")
+            map_names(weights, both(f"{side}_norm", f"{side}.layer_norm"))
+        fixed_positions(weights, f"{side}.pe.pe", expected=sinusoid_table(config.max_len, config.d_model,
+                                                                          config.positions))
+    weights.token_tables(config, "src_embed.lut.weight", target="trg_embed.lut.weight",
+                         output="decoder.output_layer.weight")
     return weights
 
 
@@ -441,40 +430,38 @@ def _rnn_config(values: dict[str, Any], ids: dict[str, int], vocabularies: dict[
 def _map_rnn_weights(source: Source, state: dict[str, Tensor], config: RNNConfig, values: dict[str, Any]) -> WeightMap:
     weights = WeightMap(source, state, "JoeyNMT recurrent")
     hidden = config.hidden
-    weights.copy("encoder.embedding.weight", "src_embed.lut.weight")
+    map_layers(weights, recurrent("gru.{kind}_l{layer}{direction}", "rnn.{kind}_l{layer}{direction}",
+                                  directions=("", "_reverse")), ours="encoder.", theirs="encoder.",
+               count=config.decoder_layers)
+    map_layers(weights, recurrent("{kind}", "rnn.{kind}_l{layer}"), ours="decoder.cells.{layer}.", theirs="decoder.",
+               count=config.decoder_layers)
     if values["tied_embeddings"]:
         weights.ignore_copies("src_embed.lut.weight", "trg_embed.lut.weight")
-        weights.copy("decoder.embedding.weight", "src_embed.lut.weight")
-    else:
-        weights.copy("decoder.embedding.weight", "trg_embed.lut.weight")
-    for layer in range(config.decoder_layers):
-        for direction in ("", "_reverse"):
-            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                name = f"{kind}_l{layer}{direction}"
-                weights.copy(f"encoder.gru.{name}", f"encoder.rnn.{name}")
-        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            weights.copy(f"decoder.cells.{layer}.{kind}", f"decoder.rnn.{kind}_l{layer}")
-    if values["attention"] == "bahdanau":  # vᵀ tanh(W_q h + U s): no bias on the query map
-        weights.copy("decoder.query.weight", "decoder.attention.query_layer.weight")
-        weights.put("decoder.query.bias", "decoder.attention.query_layer.weight", torch.zeros(hidden))
-        weights.copy("decoder.key.weight", "decoder.attention.key_layer.weight")
-        weights.copy("decoder.score.weight", "decoder.attention.energy_layer.weight")
-    else:  # luong: hᵀ (W s) = (Wᵀ h)ᵀ s
-        weights.copy("decoder.query.weight", "decoder.attention.key_layer.weight", lambda w: w.t().contiguous())
-    # JoeyNMT's attentional layer reads [h; c], ours [c; h]
-    weights.copy("decoder.combine.weight", "decoder.att_vector_layer.weight",
-                 lambda w: torch.cat([w[:, hidden:], w[:, :hidden]], dim=1))
-    weights.copy("decoder.combine.bias", "decoder.att_vector_layer.bias")
-    if config.init_hidden == "bridge":
-        weights.copy("decoder.bridge.weight", "decoder.bridge_layer.weight")
-        weights.copy("decoder.bridge.bias", "decoder.bridge_layer.bias")
     if values["tied_softmax"]:
         weights.ignore_copies("trg_embed.lut.weight", "decoder.output_layer.weight")
-        weights.copy("decoder.output.weight", "trg_embed.lut.weight")
-    else:
-        weights.copy("decoder.output.weight", "decoder.output_layer.weight")
-    weights.put("decoder.output.bias", "decoder.output_layer.weight", torch.zeros(config.tgt_vocab_size))
+    target = "src_embed.lut.weight" if values["tied_embeddings"] else "trg_embed.lut.weight"
+    map_names(weights, {
+        "encoder.embedding.weight": "src_embed.lut.weight", "decoder.embedding.weight": target,
+        # JoeyNMT's attentional layer reads [h; c], ours [c; h]
+        "decoder.combine.weight": From("decoder.att_vector_layer.weight",
+                                       lambda w: torch.cat([w[:, hidden:], w[:, :hidden]], dim=1)),
+        "decoder.combine.bias": "decoder.att_vector_layer.bias",
+        **(both("decoder.bridge", "decoder.bridge_layer") if config.init_hidden == "bridge" else {}),
+        "decoder.output.weight": "trg_embed.lut.weight" if values["tied_softmax"] else "decoder.output_layer.weight",
+        "decoder.output.bias": Zeros("decoder.output_layer.weight", config.tgt_vocab_size),
+        **_rnn_attention(values["attention"], hidden)})
     return weights
+
+
+def _rnn_attention(kind: str, hidden: int) -> Names:
+    """The weights of our score for JoeyNMT's ``attention`` (``kind``)."""
+    if kind == "bahdanau":  # vᵀ tanh(W_q h + U s): no bias on the query map
+        return {"decoder.query.weight": "decoder.attention.query_layer.weight",
+                "decoder.query.bias": Zeros("decoder.attention.query_layer.weight", hidden),
+                "decoder.key.weight": "decoder.attention.key_layer.weight",
+                "decoder.score.weight": "decoder.attention.energy_layer.weight"}
+    # luong: hᵀ (W s) = (Wᵀ h)ᵀ s
+    return {"decoder.query.weight": From("decoder.attention.key_layer.weight", lambda w: w.t().contiguous())}
 
 
 def _prepared(made: tuple[Any, str], section: dict[str, Any]) -> tuple[Any, str]:

@@ -20,14 +20,13 @@ import torch
 from torch import Tensor
 
 from ..storage.files import peek_json, read_json
-from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import SentencePieceVocabTokenizer
-from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, saved_as_one
+from .common import Inspection, Settings, Source, WeightMap, saved_as_one
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
-from .hf_common import PROJECTIONS, hf_activation, hf_sizes, key_prefix, open_hf_folder
+from .hf_common import hf_activation, hf_sizes, key_prefix, map_bart_layers, open_hf_folder
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=8, folder=1, hf_folder=True)  # when detection asks this format (contract.py)
@@ -105,28 +104,8 @@ def _our_config(source: Source, hf: dict[str, Any], shared_input: bool, tied_out
 def _map_weights(source: Source, state: dict[str, Tensor], config: TransformerConfig, keys: EmbeddingKeys,
                  file: Path) -> WeightMap:
     prefix = key_prefix(state)
-    table = sinusoid_table(config.max_len, config.d_model, config.positions)
     weights = WeightMap(Source(file), state, NAME)
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            theirs, ours = f"{prefix}{side}.layers.{index}.", f"{side}_layers.{index}."
-            blocks = [("self_attn", "self_attention")]
-            if side == "decoder":
-                blocks.append(("encoder_attn", "cross_attention"))
-            for their_block, our_block in blocks:
-                for proj, name in PROJECTIONS:
-                    for kind in ("weight", "bias"):
-                        weights.copy(f"{ours}{our_block}.attention.{name}.{kind}",
-                                      f"{theirs}{their_block}.{proj}.{kind}")
-                for kind in ("weight", "bias"):
-                    weights.copy(f"{ours}{our_block}.norm.{kind}", f"{theirs}{their_block}_layer_norm.{kind}")
-            for kind in ("weight", "bias"):
-                weights.copy(f"{ours}feed_forward.linear_in.{kind}", f"{theirs}fc1.{kind}")
-                weights.copy(f"{ours}feed_forward.linear_out.{kind}", f"{theirs}fc2.{kind}")
-                weights.copy(f"{ours}feed_forward.norm.{kind}", f"{theirs}final_layer_norm.{kind}")
-        positions = f"{prefix}{side}.embed_positions.weight"
-        check_sinusoid(weights.source, state.get(positions), expected=table, what=positions)
-        weights.ignore(positions, f"{prefix}{side}.version")  # rebuilt from the config; a format marker
+    map_bart_layers(weights, prefix, config)  # its fixed sinusoids checked, not loaded
     _map_embeddings(weights, prefix, keys=keys, config=config)
     return weights
 

@@ -21,11 +21,12 @@ from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_sinusoid, find_state_dict, layer_count,
-    read_vocabularies, special_id, submodules, weight_rows,
+    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, find_state_dict, layer_count, read_vocabularies,
+    special_id, submodules, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import From, both, fixed_positions, map_names, map_stacks
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=5)  # when detection asks this format (contract.py)
@@ -43,6 +44,25 @@ ACCEPTED = {
     "tokenize": f"how text becomes words: {', '.join(WORD_SPLITS)} (default punct, close to spaCy)",
     "src_bos": "start every source with <bos> (default true, as the tutorial's text_transform)",
 }
+
+
+
+
+def _attention(ours: str, theirs: str) -> dict[str, str | From]:
+    """nn.MultiheadAttention packs q, k, v row-wise into one ``in_proj``."""
+    names: dict[str, str | From] = {}
+    for kind in ("weight", "bias"):
+        for part, name in enumerate(("query", "key", "value")):
+            names[f"{ours}.attention.{name}.{kind}"] = From(f"{theirs}.in_proj_{kind}",
+                                                            lambda packed, part=part: packed.chunk(3, dim=0)[part])
+    return {**names, **both(f"{ours}.attention.output", f"{theirs}.out_proj")}
+
+
+FEED_FORWARD = {**both("feed_forward.linear_in", "linear1"), **both("feed_forward.linear_out", "linear2")}
+ENCODER_LAYER = {**_attention("self_attention", "self_attn"), **both("self_attention.norm", "norm1"), **FEED_FORWARD,
+                 **both("feed_forward.norm", "norm2")}
+DECODER_LAYER = {**ENCODER_LAYER, **_attention("cross_attention", "multihead_attn"),
+                 **both("cross_attention.norm", "norm2"), **both("feed_forward.norm", "norm3")}
 
 
 def prefix_of(state: dict) -> str | None:
@@ -177,48 +197,13 @@ def _final_norm(source: Source, state: dict) -> bool:
 def _map_weights(source: Source, state: dict, config: TransformerConfig) -> WeightMap:
     prefix = prefix_of(state)
     weights = WeightMap(source, state, NAME)
-    for index in range(config.encoder_layers):
-        theirs, ours = f"{prefix}encoder.layers.{index}.", f"encoder_layers.{index}."
-        _attention(weights, theirs + "self_attn.", ours + "self_attention.attention.")
-        weights.copy(ours + "self_attention.norm.weight", theirs + "norm1.weight")
-        weights.copy(ours + "self_attention.norm.bias", theirs + "norm1.bias")
-        _feed_forward(weights, theirs, ours=ours, norm="norm2")
-    for index in range(config.decoder_layers):
-        theirs, ours = f"{prefix}decoder.layers.{index}.", f"decoder_layers.{index}."
-        _attention(weights, theirs + "self_attn.", ours + "self_attention.attention.")
-        _attention(weights, theirs + "multihead_attn.", ours + "cross_attention.attention.")
-        for norm, sublayer in (("norm1", "self_attention"), ("norm2", "cross_attention")):
-            weights.copy(ours + f"{sublayer}.norm.weight", theirs + f"{norm}.weight")
-            weights.copy(ours + f"{sublayer}.norm.bias", theirs + f"{norm}.bias")
-        _feed_forward(weights, theirs, ours=ours, norm="norm3")
+    map_stacks(weights, config, {"encoder": (prefix + "encoder.layers.{layer}.", ENCODER_LAYER),
+                                 "decoder": (prefix + "decoder.layers.{layer}.", DECODER_LAYER)})
     if config.final_norm:
         for side in ("encoder", "decoder"):
-            weights.copy(f"{side}_norm.weight", f"{prefix}{side}.norm.weight")
-            weights.copy(f"{side}_norm.bias", f"{prefix}{side}.norm.bias")
-    weights.copy("src_embedding.tokens.weight", "src_tok_emb.embedding.weight")
-    weights.copy("tgt_embedding.tokens.weight", "tgt_tok_emb.embedding.weight")
-    weights.copy("output.weight", "generator.weight")
-    weights.copy("output.bias", "generator.bias")
-    if weights.has("positional_encoding.pos_embedding"):
-        weights.ignore("positional_encoding.pos_embedding")
-        expected = sinusoid_table(config.max_len, config.d_model, "interleaved")
-        table = "positional_encoding.pos_embedding"
-        check_sinusoid(source, state[table], expected=expected, what=table)
+            map_names(weights, both(f"{side}_norm", f"{prefix}{side}.norm"))
+    map_names(weights, {"src_embedding.tokens.weight": "src_tok_emb.embedding.weight",
+                        "tgt_embedding.tokens.weight": "tgt_tok_emb.embedding.weight", **both("output", "generator")})
+    fixed_positions(weights, "positional_encoding.pos_embedding",
+                    expected=sinusoid_table(config.max_len, config.d_model, "interleaved"))
     return weights
-
-
-def _attention(weights: WeightMap, theirs: str, ours: str) -> None:
-    """nn.MultiheadAttention packs q, k, v row-wise into one ``in_proj``."""
-    for kind in ("weight", "bias"):
-        packed = weights.get(theirs + f"in_proj_{kind}")
-        if packed is not None:
-            for name, part in zip(("query", "key", "value"), packed.chunk(3, dim=0)):
-                weights.put(ours + f"{name}.{kind}", theirs + f"in_proj_{kind}", part)
-        weights.copy(ours + f"output.{kind}", theirs + f"out_proj.{kind}")
-
-
-def _feed_forward(weights: WeightMap, theirs: str, ours: str, norm: str) -> None:
-    for kind in ("weight", "bias"):
-        weights.copy(ours + f"feed_forward.linear_in.{kind}", theirs + f"linear1.{kind}")
-        weights.copy(ours + f"feed_forward.linear_out.{kind}", theirs + f"linear2.{kind}")
-        weights.copy(ours + f"feed_forward.norm.{kind}", theirs + f"{norm}.{kind}")

@@ -36,18 +36,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from ..nn.base import sinusoid_table
 from ..nn.config import RNNConfig, TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from .common import (
-    Inspection, Settings, Source, WeightMap, check_sinusoid, check_vocab_size, layer_count,
-    read_safetensors, saved_as_one, tensor_dict, weight_rows,
+    Inspection, Settings, Source, WeightMap, check_vocab_size, layer_count, read_safetensors, saved_as_one,
+    tensor_dict, weight_rows,
 )
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import Names, Zeros, attention, both, fixed_positions, map_layers, map_names, map_stacks, recurrent
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=2)  # when detection asks this format (contract.py)
@@ -59,8 +59,7 @@ ACCEPTED = {
 ENCODER, DECODER = "encoder.transformer.", "decoder.transformer_layers."
 SRC_EMBEDDING = "encoder.embeddings.make_embedding.emb_luts.0.weight"
 TGT_EMBEDDING = "decoder.embeddings.make_embedding.emb_luts.0.weight"
-PROJECTIONS = (("linear_query", "query"), ("linear_keys", "key"), ("linear_values", "value"),
-               ("final_linear", "output"))
+PROJECTIONS = {"query": "linear_query", "key": "linear_keys", "value": "linear_values", "output": "final_linear"}
 POSITIONS = {"SinusoidalInterleaved": "interleaved", "SinusoidalConcat": "fairseq"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}  # silu and gated-gelu are gated (a third matrix): refused
 SUPPORTED = ("encoder_type/decoder_type transformer with sinusoidal positions, scaled-dot self-attention, "
@@ -362,70 +361,58 @@ def _rnn_config(inferred: Mapping[str, Any], specials: dict) -> RNNConfig:
 
 def _map_rnn_weights(source: Source, state: Mapping[str, Tensor], config: RNNConfig) -> WeightMap:
     weights = WeightMap(source, state, NAME)
-    weights.copy("encoder.embedding.weight", SRC_EMBEDDING)
-    weights.copy("decoder.embedding.weight", TGT_EMBEDDING)
     directions = ("", "_reverse") if config.bidirectional else ("",)
-    for layer in range(config.decoder_layers):  # as many encoder layers (dec_layers = enc_layers)
-        for direction in directions:
-            for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                name = f"{kind}_l{layer}{direction}"
-                weights.copy(f"encoder.gru.{name}", f"encoder.rnn.{name}")
-    for layer in range(config.decoder_layers):
-        for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            weights.copy(f"decoder.cells.{layer}.{kind}", f"decoder.rnn.layers.{layer}.{kind}")
-    if config.luong_score == "general":
-        weights.copy("decoder.query.weight", "decoder.attn.linear_in.weight")
-    elif config.luong_score == "mlp":
-        for ours, theirs in (("query.weight", "linear_query.weight"), ("query.bias", "linear_query.bias"),
-                             ("key.weight", "linear_context.weight"), ("score.weight", "v.weight"),
-                             ("combine.bias", "linear_out.bias")):
-            weights.copy(f"decoder.{ours}", f"decoder.attn.{theirs}")
-    weights.copy("decoder.combine.weight", "decoder.attn.linear_out.weight")
+    # as many encoder layers as decoder layers (dec_layers = enc_layers)
+    map_layers(weights, recurrent("gru.{kind}_l{layer}{direction}", "rnn.{kind}_l{layer}{direction}", directions),
+               ours="encoder.", theirs="encoder.", count=config.decoder_layers)
+    map_layers(weights, recurrent("{kind}", "{kind}"), ours="decoder.cells.{layer}.",
+               theirs="decoder.rnn.layers.{layer}.", count=config.decoder_layers)
+    map_names(weights, {"encoder.embedding.weight": SRC_EMBEDDING, "decoder.embedding.weight": TGT_EMBEDDING,
+                        **RNN_ATTENTION[config.luong_score], "decoder.combine.weight": "decoder.attn.linear_out.weight",
+                        **both("decoder.output", "generator")})
     # coverage_attn builds this, but its input-feeding decoder never passes the coverage to the attention: only
     # the training loss reads the coverage, never a forward
     weights.ignore("decoder.attn.linear_cover.weight")
-    weights.copy("decoder.output.weight", "generator.weight")
-    weights.copy("decoder.output.bias", "generator.bias")
     return weights
+
+
+# global_attention → the weights of its score (and of its attentional layer's bias, mlp's alone)
+RNN_ATTENTION = {
+    "dot": {},
+    "general": {"decoder.query.weight": "decoder.attn.linear_in.weight"},
+    "mlp": {**both("decoder.query", "decoder.attn.linear_query"),
+            "decoder.key.weight": "decoder.attn.linear_context.weight", "decoder.score.weight": "decoder.attn.v.weight",
+            "decoder.combine.bias": "decoder.attn.linear_out.bias"},
+}
 
 
 def _map_weights(source: Source, state: Mapping[str, Tensor], config: TransformerConfig,
                  ffn_bias: bool) -> WeightMap:
     weights = WeightMap(source, state, NAME)
-    for side, prefix, count in (("encoder", ENCODER, config.encoder_layers),
-                                ("decoder", DECODER, config.decoder_layers)):
-        blocks = [("self_attn", "layer_norm" if side == "encoder" else "layer_norm_1", "self_attention")]
-        if side == "decoder":
-            blocks.append(("context_attn", "layer_norm_2", "cross_attention"))
-        for index in range(count):
-            theirs, ours = f"{prefix}{index}.", f"{side}_layers.{index}."
-            for block, norm, our_block in blocks:
-                for their_name, our_name in PROJECTIONS:
-                    ours_, theirs_ = f"{ours}{our_block}.attention.{our_name}", f"{theirs}{block}.{their_name}"
-                    weights.copy(f"{ours_}.weight", f"{theirs_}.weight")
-                    if config.attention_bias:
-                        weights.copy(f"{ours_}.bias", f"{theirs_}.bias")
-                _norm(weights, f"{ours}{our_block}.norm", f"{theirs}{norm}")
-            for their_name, our_name in (("w_1", "linear_in"), ("w_2", "linear_out")):
-                weights.copy(f"{ours}feed_forward.{our_name}.weight", f"{theirs}feed_forward.{their_name}.weight")
-                bias = f"{theirs}feed_forward.{their_name}.bias"
-                if ffn_bias:
-                    weights.copy(f"{ours}feed_forward.{our_name}.bias", bias)
-                else:  # add_ffnbias false: a zero bias adds nothing
-                    rows = config.d_ff if their_name == "w_1" else config.d_model
-                    weights.put(f"{ours}feed_forward.{our_name}.bias", bias, torch.zeros(rows))
-            _norm(weights, f"{ours}feed_forward.norm", f"{theirs}feed_forward.layer_norm")
-        _norm(weights, f"{side}_norm", f"{side}.layer_norm")
-        table = f"{side}.embeddings.make_embedding.pe.pe"
-        if weights.has(table):
-            weights.ignore(table)
-            check_sinusoid(source, state[table], expected=sinusoid_table(config.max_len, config.d_model,
-                                                                         config.positions), what=table)
+    map_stacks(weights, config, {"encoder": (ENCODER + "{layer}.", _layer_names(config, "encoder", ffn_bias)),
+                                 "decoder": (DECODER + "{layer}.", _layer_names(config, "decoder", ffn_bias))})
+    for side in ("encoder", "decoder"):
+        map_names(weights, both(f"{side}_norm", f"{side}.layer_norm"))
+        fixed_positions(weights, f"{side}.embeddings.make_embedding.pe.pe",
+                        expected=sinusoid_table(config.max_len, config.d_model, config.positions))
     weights.token_tables(config, SRC_EMBEDDING, target=TGT_EMBEDDING, output="generator.weight",
                          output_bias="generator.bias")
     return weights
 
 
-def _norm(weights: WeightMap, ours: str, theirs: str) -> None:
-    for kind in ("weight", "bias"):
-        weights.copy(f"{ours}.{kind}", f"{theirs}.{kind}")
+def _layer_names(config: TransformerConfig, side: str, ffn_bias: bool) -> Names:
+    """One layer: q/k/v/output biases with ``add_qkvbias``, the feed-forward's with ``add_ffnbias`` (else zeros,
+    which add nothing)."""
+    kinds = ("weight", "bias") if config.attention_bias else ("weight",)
+    names: dict[str, str | Zeros] = {
+        **attention("self_attention", "self_attn.", PROJECTIONS, kinds=kinds),
+        **both("self_attention.norm", "layer_norm" if side == "encoder" else "layer_norm_1"),
+        **both("feed_forward.norm", "feed_forward.layer_norm")}
+    if side == "decoder":
+        names |= {**attention("cross_attention", "context_attn.", PROJECTIONS, kinds=kinds),
+                  **both("cross_attention.norm", "layer_norm_2")}
+    for ours, theirs, rows in (("linear_in", "w_1", config.d_ff), ("linear_out", "w_2", config.d_model)):
+        names[f"feed_forward.{ours}.weight"] = f"feed_forward.{theirs}.weight"
+        bias = f"feed_forward.{theirs}.bias"
+        names[f"feed_forward.{ours}.bias"] = bias if ffn_bias else Zeros(bias, rows)
+    return names

@@ -30,9 +30,10 @@ from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..errors import CheckpointError
 from ..text.tokenizers import WordTokenizer
-from .common import Inspection, Settings, Source, WeightMap, check_sinusoid, tensor_dict
+from .common import Inspection, Settings, Source, WeightMap, tensor_dict
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
+from .layer_names import From, Names, both, fixed_positions, map_names, map_stacks
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=6)  # when detection asks this format (contract.py)
@@ -228,52 +229,44 @@ def _split_heads(weight: Tensor, heads: int, which: int) -> Tensor:
 
 def _map_weights(params: Source, state: Mapping[str, Tensor], config: TransformerConfig) -> WeightMap:
     weights = WeightMap(params, state, NAME)
-    d, heads = config.d_model, config.heads
-    for side, count in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers)):
-        for index in range(count):
-            theirs, ours = f"{side}.layers.{index}.", f"{side}_layers.{index}."
-            self_name, self_norm = ("self_attention", "pre_self_attention") if side == "encoder" \
-                else ("autoregr_layer", "pre_autoregr_layer")
-            blocks = [(self_name, self_norm, "self_attention", "ff_in")]
-            if side == "decoder":
-                blocks.append(("enc_attention", "pre_enc_attention", "cross_attention", "ff_kv"))
-            for block, norm, our_block, packed in blocks:
-                attention = f"{ours}{our_block}.attention."
-                stacked = f"{theirs}{block}.{packed}.weight"
-                if packed == "ff_in":  # queries, then interleaved keys and values
-                    weights.copy(f"{attention}query.weight", stacked, lambda w: w[:d])
-                    weights.copy(f"{attention}key.weight", stacked, lambda w: _split_heads(w[d:], heads, 0))
-                    weights.copy(f"{attention}value.weight", stacked, lambda w: _split_heads(w[d:], heads, 1))
-                else:
-                    weights.copy(f"{attention}query.weight", f"{theirs}{block}.ff_q.weight")
-                    weights.copy(f"{attention}key.weight", stacked, lambda w: _split_heads(w, heads, 0))
-                    weights.copy(f"{attention}value.weight", stacked, lambda w: _split_heads(w, heads, 1))
-                weights.copy(f"{attention}output.weight", f"{theirs}{block}.ff_out.weight")
-                _norm(weights, f"{ours}{our_block}.norm",
-                      f"{theirs}{norm}" if config.norm_position == "pre" else f"{theirs}post_{block}")
-            for their_name, our_name in (("ff1", "linear_in"), ("ff2", "linear_out"), ("linear", "linear_gate")):
-                if our_name == "linear_gate" and not config.gated_ffn:
-                    continue
-                for kind in ("weight", "bias"):
-                    weights.copy(f"{ours}feed_forward.{our_name}.{kind}", f"{theirs}ff.{their_name}.{kind}")
-            _norm(weights, f"{ours}feed_forward.norm", f"{theirs}pre_ff" if config.norm_position == "pre"
-                  else f"{theirs}post_ff")
+    map_stacks(weights, config, {side: (f"{side}.layers.{{layer}}.", _layer_names(config, side))
+                                 for side in ("encoder", "decoder")})
+    for side, ours in (("encoder", "src"), ("decoder", "tgt")):
         if config.final_norm:
-            _norm(weights, f"{side}_norm", f"{side}.final_process")
+            map_names(weights, both(f"{side}_norm", f"{side}.final_process.layer_norm"))
         table = f"{side}.pos_embedding.weight"
-        ours_side = "src" if side == "encoder" else "tgt"
         if config.positions == "learned":
-            weights.copy(f"{ours_side}_embedding.learned_positions.weight", table)
-        else:
-            stored = state.get(table)
-            if stored is not None:
-                check_sinusoid(params, stored, expected=sinusoid_table(stored.shape[0], d, "half_split"), what=table)
-            weights.ignore(table)
+            weights.copy(f"{ours}_embedding.learned_positions.weight", table)
+        elif table in state:  # fixed sinusoids, as long as the table saved
+            fixed_positions(weights, table, expected=sinusoid_table(state[table].shape[0], config.d_model,
+                                                                    "half_split"))
     weights.token_tables(config, "embedding_source.embedding.weight", target="embedding_target.embedding.weight",
                          output="output_layer.weight", output_bias="output_layer.bias")
     return weights
 
 
-def _norm(weights: WeightMap, ours: str, theirs: str) -> None:
-    for kind in ("weight", "bias"):
-        weights.copy(f"{ours}.{kind}", f"{theirs}.layer_norm.{kind}")
+def _layer_names(config: TransformerConfig, side: str) -> Names:
+    """One layer of a stack: ``ff_in`` (self-attention) stacks the queries, then per head that head's keys and
+    values; ``ff_kv`` (cross-attention) the keys and values so, its queries apart in ``ff_q``; a norm before each
+    sublayer (pre-LN) or after it (post-LN)."""
+    d, heads, pre = config.d_model, config.heads, config.norm_position == "pre"
+    own = "self_attention" if side == "encoder" else "autoregr_layer"
+    names: dict[str, str | From] = {
+        "self_attention.attention.query.weight": From(f"{own}.ff_in.weight", lambda w: w[:d]),
+        "self_attention.attention.key.weight": From(f"{own}.ff_in.weight", lambda w: _split_heads(w[d:], heads, 0)),
+        "self_attention.attention.value.weight": From(f"{own}.ff_in.weight", lambda w: _split_heads(w[d:], heads, 1)),
+        "self_attention.attention.output.weight": f"{own}.ff_out.weight",
+        **both("self_attention.norm", f"pre_{own}.layer_norm" if pre else f"post_{own}.layer_norm")}
+    if side == "decoder":
+        names |= {
+            "cross_attention.attention.query.weight": "enc_attention.ff_q.weight",
+            "cross_attention.attention.key.weight": From("enc_attention.ff_kv.weight",
+                                                         lambda w: _split_heads(w, heads, 0)),
+            "cross_attention.attention.value.weight": From("enc_attention.ff_kv.weight",
+                                                           lambda w: _split_heads(w, heads, 1)),
+            "cross_attention.attention.output.weight": "enc_attention.ff_out.weight",
+            **both("cross_attention.norm", "pre_enc_attention.layer_norm" if pre else "post_enc_attention.layer_norm")}
+    linears = (("linear_in", "ff1"), ("linear_out", "ff2")) + ((("linear_gate", "linear"),) if config.gated_ffn else ())
+    for ours, theirs in linears:
+        names |= both(f"feed_forward.{ours}", f"ff.{theirs}")
+    return names | both("feed_forward.norm", "pre_ff.layer_norm" if pre else "post_ff.layer_norm")
