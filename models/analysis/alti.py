@@ -102,6 +102,11 @@ def block_terms(block: dict, queries: slice = slice(None), *, values: Tensor | N
         key_major[:keys] *= weight
         key_major[:keys] *= scale[None]
         residual, bias = linear(residual), linear(bias) + norm_bias
+    post = getattr(sublayer, "post_norm", None)  # a norm on the attention's output alone (Gemma 2's sandwich)
+    if post is not None:
+        factor = post_norm_factor(post, block["attended"][0, queries])  # [Q, E], its scale fixed
+        key_major[:keys] *= factor
+        bias = bias * factor
     return BlockTerms(key_major.transpose(0, 1), residual, bias=bias.contiguous(), output=output)
 
 
@@ -113,6 +118,14 @@ def _norm_scale(norm: nn.Module, z: Tensor) -> tuple[Tensor, bool]:
     if isinstance(norm, nn.LayerNorm):
         return torch.rsqrt(z.var(dim=-1, unbiased=False, keepdim=True) + norm.eps), True
     return 1.0 / (z.std(dim=-1, keepdim=True) + norm.eps), True  # UnbiasedStdNorm
+
+
+def post_norm_factor(norm: nn.Module, attended: Tensor) -> Tensor:
+    """``[Q, E]``: what an RMS norm on the attention's output (Gemma 2's post-attention norm) multiplies it by, its
+    scale fixed at the real output's: ``1/√(mean(a²) + ε)`` times ``offset + weight``."""
+    a = attended.float()
+    offset = getattr(norm, "offset", 0.0)
+    return torch.rsqrt(a.pow(2).mean(dim=-1, keepdim=True) + norm.eps) * (norm.weight.float() + offset)
 
 
 def _norm_affine(norm: nn.Module, like: Tensor) -> tuple[Tensor, Tensor]:
