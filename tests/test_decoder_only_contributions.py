@@ -27,6 +27,7 @@ from models.analysis.alti import block_terms  # noqa: E402
 from models.analysis.contributions import (  # noqa: E402
     CONTRIBUTION_METHODS, capture_forward, source_coverage, value_zeroing,
 )
+from models.analysis.head_stats import corpus_head_stats  # noqa: E402
 from models.analysis.importance import ablation_importance, gradient_importance, prune_curves  # noqa: E402
 from models.analysis.methods import contribution_arrays, contributions  # noqa: E402
 from models.importers import convert  # noqa: E402
@@ -286,3 +287,27 @@ def test_head_importance_by_nll_is_each_head_switched_off_alone(family, tmp_path
     assert curves.curves["increasing"][0] == pytest.approx(result.baseline, rel=1e-5)
     every = Ablation.of(curves.orders["decreasing"])
     assert curves.curves["decreasing"][-1] == pytest.approx(_continuation_nll(translator, every), rel=1e-5)
+
+
+def test_head_statistics_run_each_prompt_and_continuation_as_one_sequence(tmp_path):
+    """Each head's mean entropy and weight on the first position, over every position of every pair's sequence
+    (the prompt, then the continuation), written out from the model's attention of each sequence alone; a batch
+    gives the numbers of its sentences one by one."""
+    folder = tmp_path / "llama"
+    build(folder, "llama")
+    translator = Translator(convert(folder), device="cpu")
+    batched = corpus_head_stats(translator, PAIRS, batch_size=4).runs["reference"]
+    alone = corpus_head_stats(translator, PAIRS, batch_size=1).runs["reference"]
+    entropy, first, rows = 0.0, 0.0, 0
+    for prompt_text, continuation_text in PAIRS:
+        sequence = torch.tensor([translator.source(prompt_text).ids + translator.target(continuation_text)])
+        with torch.no_grad():
+            _, intermediates = translator.model(sequence[:, :0], sequence, need_weights=True)
+        weights = torch.stack([layer[0] for layer in intermediates.attention["dec_self"]]).double()  # [L, H, n, n]
+        entropy += -torch.special.xlogy(weights, weights).sum(-1).sum(-1)
+        first += weights[..., 0].sum(-1)
+        rows += sequence.shape[1]
+    assert np.allclose(batched.mean("dec_self", "entropy"), (entropy / rows).numpy(), rtol=1e-4, atol=1e-6)
+    assert np.allclose(batched.mean("dec_self", "bos"), (first / rows).numpy(), rtol=1e-4, atol=1e-6)
+    assert np.allclose(batched.mean("dec_self", "entropy"), alone.mean("dec_self", "entropy"), rtol=1e-5, atol=1e-7)
+    assert batched.mean("dec_self", "padding").max() == 0.0
