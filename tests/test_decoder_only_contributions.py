@@ -1,7 +1,7 @@
 """Contributions and head importance of decoder-only language models, checked against transformers' own models.
 
-Tiny random-weight GPT-2, Llama (grouped-query attention), Qwen2 (q/k/v biases) and Gemma 2 (sandwich norms, soft-
-capping) models are built by transformers here (tests/test_decoder_only.py) and converted by our importer. One
+Tiny random-weight GPT-2, Llama (grouped-query attention), Mistral (a sliding window), Qwen2 (q/k/v biases), Qwen3
+(q/k norms, one key/value head) and Gemma 2 (sandwich norms, soft-capping) models are built by transformers here (tests/test_decoder_only.py) and converted by our importer. One
 prompt and a continuation are fed as one sequence of n positions; every map is over that sequence, the prompt's
 columns first. Checked: the traced blocks' inputs are transformers' hidden states and each block's terms add up to
 its output (the output continuing into transformers' next hidden state), ALTI+ rows are shares, value norms are
@@ -35,7 +35,7 @@ from models.inference.translator import Translator  # noqa: E402
 from models.nn.ablation import Ablation  # noqa: E402
 from tests.test_decoder_only import EOS, SENTENCES, build, encode  # noqa: E402
 
-FAMILIES = ("gpt2", "llama", "qwen2", "gemma2")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma2")
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
