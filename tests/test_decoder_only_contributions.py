@@ -1,14 +1,15 @@
 """Contributions and head importance of decoder-only language models, checked against transformers' own models.
 
 Tiny random-weight GPT-2, Llama (grouped-query attention), Mistral (a sliding window), Qwen2 (q/k/v biases), Qwen3
-(q/k norms, one key/value head) and Gemma 2 (sandwich norms, soft-capping) models are built by transformers here (tests/test_decoder_only.py) and converted by our importer. One
-prompt and a continuation are fed as one sequence of n positions; every map is over that sequence, the prompt's
-columns first. Checked: the traced blocks' inputs are transformers' hidden states and each block's terms add up to
-its output (the output continuing into transformers' next hidden state), ALTI+ rows are shares, value norms are
-Kobayashi et al.'s formula written out on transformers' weights, input × gradient and integrated gradients are
-the formulas computed with transformers' model (and integrated gradients complete where its path is smooth),
-value zeroing is the layer's cosine distance with a token's value zeroed, and head importance by NLL equals the
-continuation's NLL with each head switched off alone.
+(q/k norms, one key/value head) and Gemma 2 (sandwich norms, soft-capping) models are built by transformers here
+(tests/test_decoder_only.py) and converted by our importer. One prompt and a continuation are fed as one sequence
+of n positions; every map is over that sequence, the prompt's columns first. Checked: the traced blocks' inputs
+are transformers' hidden states and each block's terms add up to its output (the output continuing into
+transformers' next hidden state), ALTI+ rows are shares, value norms are Kobayashi et al.'s formula written out on
+transformers' weights, input × gradient and integrated gradients are the formulas computed with transformers'
+model (and integrated gradients complete where its path is smooth), value zeroing is the layer's cosine distance
+with a token's value zeroed, head importance by NLL equals the continuation's NLL with each head switched off
+alone, and head statistics run each pair as one sequence.
 """
 
 from __future__ import annotations
