@@ -403,9 +403,6 @@ def alti(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
     (``source``, ``target``), with the heads ``ablation`` names switched off."""
     CONTRIBUTION_METHODS["alti"].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
-    if captured.prompt_len is not None:
-        return ContributionMaps("alti", per_head=False, prompt_len=captured.prompt_len,
-                                **decoder_only.sequence_alti(captured))
     return ContributionMaps("alti", per_head=False, **alti_maps(captured))
 
 

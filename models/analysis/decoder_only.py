@@ -30,8 +30,6 @@ from torch import Tensor, nn
 from ..errors import EmptyInputError
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.decoder_only import DecoderOnlyLM
-from ..nn.intermediates import to_numpy
-from .alti import alti_block
 
 
 def is_decoder_only(model) -> bool:
@@ -109,22 +107,6 @@ def capture_sequence(model: DecoderOnlyLM, sequence: Tensor, *,
             block, sublayer=BlockView(attention, layer.attention_norm, post), v=v, output=block["x"] + moved,
             layer=layer, bias=None, weights=block["weights"].float())
     return logits, blocks
-
-
-@torch.inference_mode()
-def sequence_alti(captured) -> dict:
-    """ALTI+ of a decoder-only pass (a ``contributions.Captured`` with ``prompt_len``): every block's ``[n, n]``
-    map (the residual counted with its own token), their product through the layers (``target`` ``[n, n]``: each
-    row sums to 1) and the prompt's share of each predicted token (``source`` ``[T, P]``)."""
-    n, prompt_len = captured.tgt_in.shape[1], captured.prompt_len
-    rollout = torch.eye(n, device=captured.logits.device)
-    layers = []
-    for index in range(len(captured.model.layers)):
-        block = alti_block(captured.blocks[("dec_self", index)], cross=False)
-        layers.append(to_numpy(block))
-        rollout = block @ rollout
-    return {"layers": {"dec_self": layers}, "target": to_numpy(rollout),
-            "source": to_numpy(rollout[prompt_len - 1:, :prompt_len])}
 
 
 def rerun_layer(block: dict):
