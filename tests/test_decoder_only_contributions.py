@@ -26,7 +26,7 @@ pytest.importorskip("tokenizers")
 
 from models.analysis.alti import block_terms  # noqa: E402
 from models.analysis.contributions import (  # noqa: E402
-    CONTRIBUTION_METHODS, capture_forward, source_coverage, value_zeroing,
+    CONTRIBUTION_METHODS, capture_forward, corpus_coverage, source_coverage, value_zeroing,
 )
 from models.analysis.head_stats import corpus_head_stats  # noqa: E402
 from models.analysis.importance import ablation_importance, gradient_importance, prune_curves  # noqa: E402
@@ -312,3 +312,23 @@ def test_head_statistics_run_each_prompt_and_continuation_as_one_sequence(tmp_pa
     assert np.allclose(batched.mean("dec_self", "bos"), (first / rows).numpy(), rtol=1e-4, atol=1e-6)
     assert np.allclose(batched.mean("dec_self", "entropy"), alone.mean("dec_self", "entropy"), rtol=1e-5, atol=1e-7)
     assert batched.mean("dec_self", "padding").max() == 0.0
+
+
+def test_corpus_coverage_is_the_prompt_share_of_each_continuation_and_its_end(tmp_path):
+    """`attnviz contributions`' ranking of a prompt<TAB>continuation file: each pair's mean prompt share over its
+    continuation and end token, and the prompt token that gives the least."""
+    folder = tmp_path / "qwen2"
+    build(folder, "qwen2")
+    translator = Translator(convert(folder), device="cpu")
+    ranked = corpus_coverage(translator, PAIRS)
+    assert sorted(pair.number for pair in ranked) == [1, 2, 3, 4]
+    assert [pair.coverage.avg_source for pair in ranked] == sorted(pair.coverage.avg_source for pair in ranked)
+    for pair in ranked:
+        prompt_text, continuation_text = PAIRS[pair.number - 1]
+        prompt = translator.source(prompt_text).ids
+        output = translator.target(continuation_text) + [EOS]
+        assert (list(pair.source_ids), list(pair.output_ids)) == (prompt, output)
+        maps = contributions("alti", translator.model, prompt, output)
+        assert pair.coverage.avg_source == pytest.approx(float(maps.source.sum(axis=1).mean()), abs=1e-6)
+        least = int(np.argmin(maps.source.sum(axis=0)))
+        assert pair.least_covered_token == translator.source_tokenizer.token(prompt[least])
