@@ -332,3 +332,36 @@ def test_corpus_coverage_is_the_prompt_share_of_each_continuation_and_its_end(tm
         assert pair.coverage.avg_source == pytest.approx(float(maps.source.sum(axis=1).mean()), abs=1e-6)
         least = int(np.argmin(maps.source.sum(axis=0)))
         assert pair.least_covered_token == translator.source_tokenizer.token(prompt[least])
+
+
+def test_the_views_show_every_method_as_one_dec_self_map_over_the_sequence(lm):
+    """A decoder-only trace (the prompt as its source tokens, every position fed as its decoder rows and keys) takes
+    each method's maps in place of its attention, the rollout of ALTI+ and the gradients' one map included, and the
+    step's bars are the prompt's share of the prediction."""
+    from attnviz.state import contributions as shown
+    from attnviz.state.session import Selection
+    from models.trace.records import AttentionTrace
+
+    family, _, model, prompt, continuation = lm
+    sequence = torch.tensor([prompt + continuation[:-1]])
+    with torch.no_grad():
+        _, intermediates = model(sequence[:, :0], sequence, need_weights=True)
+    n = sequence.shape[1]
+    labels = [f"t{index}" for index in range(n)]
+    trace = AttentionTrace(labels[: len(prompt)], labels,
+                           attention={"dec_self": [layer[0].numpy() for layer in intermediates.attention["dec_self"]]},
+                           masks={"dec_self": intermediates.masks["dec_self"][0, 0].numpy()})
+    for name, method in CONTRIBUTION_METHODS.items():
+        choice = shown.show_choice(method)
+        maps = None if name == "weights" else contributions(name, model, prompt, continuation, ig_steps=4)
+        if maps is None:
+            continue
+        head = "rollout" if method.rolls_out else 1 if method.per_head else 0
+        state = shown.contribution_heatmap(trace, maps, Selection(kind="dec_self", layer=0, head=head), choice=choice)
+        assert not isinstance(state, str), state
+        assert state.matrix.shape == (n, n) and state.query_labels == state.key_labels == labels
+        expected = maps.target if method.rolls_out or method.whole_model else maps.layers["dec_self"][0]
+        np.testing.assert_allclose(state.matrix, expected[1] if method.per_head else expected, rtol=1e-6)
+        if maps.source is not None:
+            bars = shown.contribution_bars(trace, maps, Selection(kind="dec_self", step=2), choice=choice)
+            np.testing.assert_allclose(bars.values, maps.source[2], rtol=1e-6)
