@@ -365,3 +365,30 @@ def test_the_views_show_every_method_as_one_dec_self_map_over_the_sequence(lm):
         if maps.source is not None:
             bars = shown.contribution_bars(trace, maps, Selection(kind="dec_self", step=2), choice=choice)
             np.testing.assert_allclose(bars.values, maps.source[2], rtol=1e-6)
+
+
+def test_the_corpus_commands_read_a_prompt_and_continuation_file(tmp_path, capsys):
+    """`attnviz importance`, `stats` and `contributions` on a saved decoder-only checkpoint and a file of
+    prompt<TAB>continuation lines: the numbers the functions above give."""
+    import json
+
+    from attnviz.cli import main
+    from models.storage.checkpoint import save_checkpoint
+
+    build(tmp_path / "gpt2", "gpt2")
+    checkpoint = convert(tmp_path / "gpt2")
+    path = save_checkpoint(tmp_path / "lm.safetensors", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.provenance)
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{prompt}\t{continuation}\n" for prompt, continuation in PAIRS), encoding="utf-8")
+    translator = Translator(convert(tmp_path / "gpt2"), device="cpu")
+    assert main(["importance", "-c", str(path), "--data", str(data), "--json"]) == 0
+    importance = json.loads(capsys.readouterr().out)
+    assert importance["baseline"] == pytest.approx(_continuation_nll(translator, Ablation()), rel=1e-5)
+    assert np.array(importance["scores"]["dec_self"]).shape == (3, 4)
+    assert main(["contributions", "-c", str(path), "--data", str(data), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["pairs"]
+    expected = {pair.number: pair.coverage.avg_source for pair in corpus_coverage(translator, PAIRS)}
+    assert {pair["pair"]: pair["avg_source"] for pair in listed} == pytest.approx(expected, abs=1e-5)
+    assert main(["stats", "-c", str(path), "--data", str(data)]) == 0
+    assert "no weight on any padded key" in capsys.readouterr().out
