@@ -15,6 +15,7 @@ alone, and head statistics run each pair as one sequence.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -194,7 +195,16 @@ def test_gradients_are_the_formulas_computed_with_transformers(family, tmp_path)
     if family == "gpt2":  # complete: the attributions add up to the change from the zero embeddings
         adapted = contributions("integrated_gradients", model, prompt, continuation)
         assert adapted.completeness.shape == (n,) and adapted.completeness.max() <= 0.05
-        assert not adapted.incomplete and "within 5%" in adapted.completeness_line()
+        assert not adapted.incomplete and "within 5% at every position" in adapted.completeness_line()
+    else:  # the rows that missed are named by position, a continuation row by the token it predicts
+        missed = ig.incomplete
+        assert missed and missed == [row for row in range(n) if errors[row] > 0.05]
+        outputs = [f"out{index}" for index in range(len(continuation))]
+        line = ig.completeness_line(outputs)
+        assert line.startswith("completeness missed at position")
+        named = missed[:8]  # the line names the first eight
+        assert all(f"{row} ‘out{row - p + 1}’" in line for row in named if row >= p - 1)
+        assert not any(re.search(rf"\b{row} ‘", line) for row in named if row < p - 1)  # a prompt row: no output
 
 
 def test_value_zeroing_is_the_layers_cosine_distance_with_a_value_zeroed(lm):

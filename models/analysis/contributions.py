@@ -162,17 +162,21 @@ class ContributionMaps:
 
     def completeness_line(self, tokens: Sequence[str] | None = None) -> str:
         """Integrated gradients' completeness in one line (naming the steps that missed it, by their output
-        ``tokens`` where given), or "" for the other methods."""
+        ``tokens`` where given; a decoder-only model's positions, a continuation row by the output token it
+        predicts), or "" for the other methods."""
         if self.completeness is None or not len(self.completeness):
             return ""
         largest, nodes = float(np.max(self.completeness)), int(np.max(self.ig_steps))
         missed = self.incomplete
+        where = "step" if self.prompt_len is None else "position"
         if not missed:
-            return (f"completeness: within {COMPLETENESS_TOLERANCE:.0%} at every step "
+            return (f"completeness: within {COMPLETENESS_TOLERANCE:.0%} at every {where} "
                     f"(largest error {largest:.1%}, {nodes} steps)")
-        named = ", ".join(f"{step}" + (f" ‘{tokens[step]}’" if tokens is not None and step < len(tokens) else "")
+        offset = 0 if self.prompt_len is None else 1 - self.prompt_len  # row i predicts output token i + offset
+        named = ", ".join(f"{step}" + (f" ‘{tokens[step + offset]}’" if tokens is not None
+                                       and 0 <= step + offset < len(tokens) else "")
                           for step in missed[:8]) + (" …" if len(missed) > 8 else "")
-        return (f"completeness missed at step{'s' if len(missed) > 1 else ''} {named}: error up to {largest:.1%} "
+        return (f"completeness missed at {where}{'s' if len(missed) > 1 else ''} {named}: error up to {largest:.1%} "
                 f"(over {COMPLETENESS_TOLERANCE:.0%}) after {nodes} steps")
 
     @property
