@@ -99,7 +99,8 @@ def capture_sequence(model: DecoderOnlyLM, sequence: Tensor, *,
     blocks = {}
     for index, (layer, block) in enumerate(zip(model.layers, noted)):
         attention = layer.attention
-        v = attention._split(attention.value(block["normed"]), attention.kv_heads, None)  # [1, G, n, D]
+        values = attention.value(block["normed"])  # [1, n, G·D]
+        v = values.view(*values.shape[:2], attention.kv_heads, attention.head_dim).transpose(1, 2)  # [1, G, n, D]
         v = v.repeat_interleave(attention.heads // attention.kv_heads, dim=1)  # [1, H, n, D]
         post = layer.post_attention_norm
         moved = post(block["attended"]) if post is not None else block["attended"]
