@@ -102,6 +102,11 @@ def block_terms(block: dict, queries: slice = slice(None), *, values: Tensor | N
         key_major[:keys] *= weight
         key_major[:keys] *= scale[None]
         residual, bias = linear(residual), linear(bias) + norm_bias
+    post = getattr(sublayer, "post_norm", None)  # a norm on the attention's output alone (Gemma 2's sandwich)
+    if post is not None:
+        factor = post_norm_factor(post, block["attended"][0, queries])  # [Q, E], its scale fixed
+        key_major[:keys] *= factor
+        bias = bias * factor
     return BlockTerms(key_major.transpose(0, 1), residual, bias=bias.contiguous(), output=output)
 
 
@@ -113,6 +118,14 @@ def _norm_scale(norm: nn.Module, z: Tensor) -> tuple[Tensor, bool]:
     if isinstance(norm, nn.LayerNorm):
         return torch.rsqrt(z.var(dim=-1, unbiased=False, keepdim=True) + norm.eps), True
     return 1.0 / (z.std(dim=-1, keepdim=True) + norm.eps), True  # UnbiasedStdNorm
+
+
+def post_norm_factor(norm: nn.Module, attended: Tensor) -> Tensor:
+    """``[Q, E]``: what an RMS norm on the attention's output (Gemma 2's post-attention norm) multiplies it by, its
+    scale fixed at the real output's: ``1/√(mean(a²) + ε)`` times ``offset + weight``."""
+    a = attended.float()
+    offset = getattr(norm, "offset", 0.0)
+    return torch.rsqrt(a.pow(2).mean(dim=-1, keepdim=True) + norm.eps) * (norm.weight.float() + offset)
 
 
 def _norm_affine(norm: nn.Module, like: Tensor) -> tuple[Tensor, Tensor]:
@@ -180,7 +193,10 @@ def alti_maps(captured) -> dict:
     """ALTI+ of one traced pass (a ``contributions.Captured``), as the fields of its ``ContributionMaps``: every
     block's map (``layers``, ``cross_residual``) and the rollout (``source``, ``target``). The encoder's
     blocks multiply; in the decoder a self block mixes the target rows, a cross block takes the source through
-    the encoder's rollout and keeps its residual's share of the row's previous mixture."""
+    the encoder's rollout and keeps its residual's share of the row's previous mixture. A decoder-only model's
+    pass: :func:`sequence_alti`."""
+    if getattr(captured, "prompt_len", None) is not None:
+        return sequence_alti(captured)
     blocks = captured.blocks
     source_len, target_len = captured.src_ids.shape[1], captured.tgt_in.shape[1]
     device = captured.logits.device
@@ -204,3 +220,20 @@ def alti_maps(captured) -> dict:
         source = mixed[:, :source_len] @ encoder + kept * source
         target = kept * target
     return {"layers": layers, "source": to_numpy(source), "target": to_numpy(target), "cross_residual": residuals}
+
+
+@torch.inference_mode()
+def sequence_alti(captured) -> dict:
+    """ALTI+ of a decoder-only pass (models/analysis/decoder_only.py: ``prompt_len`` P, the sequence fed ``tgt_in``
+    of n positions): every block's ``[n, n]`` map (the residual counted with its own token), their product through
+    the layers (``target`` ``[n, n]``: each row sums to 1) and the prompt's share of each predicted token
+    (``source`` ``[T, P]``: the last T rows' prompt columns)."""
+    n, prompt_len = captured.tgt_in.shape[1], captured.prompt_len
+    rollout = torch.eye(n, device=captured.logits.device)
+    layers = []
+    for index in range(len(captured.model.layers)):
+        block = alti_block(captured.blocks[("dec_self", index)], cross=False)
+        layers.append(to_numpy(block))
+        rollout = block @ rollout
+    return {"layers": {"dec_self": layers}, "target": to_numpy(rollout),
+            "source": to_numpy(rollout[prompt_len - 1:, :prompt_len]), "prompt_len": prompt_len}

@@ -14,6 +14,8 @@ and through the whole model.
 Every method takes the model, the source ids and the output ids (``DecodeResult.token_ids``: the decoder is fed
 the start token and all but the last), and answers numpy arrays in a frozen ``ContributionMaps``, laid out as
 the trace is: per kind and layer ``[heads, query, key]`` (per-head methods) or ``[query, key]`` (per block).
+A decoder-only model's source ids are its whole prompt (``DecodeResult.prompt_ids``), and its maps cover the
+prompt and the continuation as one sequence (models/analysis/decoder_only.py).
 The methods that read the traced forward share one ``Captured`` pass (``capture_forward``).
 """
 
@@ -34,6 +36,7 @@ from ..nn.base import Seq2Seq
 from ..nn.intermediates import noting_blocks, to_numpy
 from . import catalogue
 from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, transformed_values  # noqa: F401
+from . import decoder_only
 
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
 ZEROING_FLOATS = 1 << 22
@@ -141,6 +144,10 @@ class ContributionMaps:
     cross_residual: list[np.ndarray] = field(default_factory=list)
     completeness: np.ndarray | None = None  # integrated gradients: [target] each step's relative completeness error
     ig_steps: np.ndarray | None = None  # integrated gradients: [target] the quadrature nodes each step took
+    # A decoder-only model's prompt length P: its maps are over the whole sequence of n positions (``layers``
+    # ``[.., n, n]``, ``target`` ``[n, n]``, ``completeness`` ``[n]``) and ``source`` ``[T, P]`` is the prompt's
+    # share of each predicted continuation token (models/analysis/decoder_only.py); None for other models.
+    prompt_len: int | None = None
 
     @property
     def incomplete(self) -> list[int]:
@@ -150,17 +157,21 @@ class ContributionMaps:
 
     def completeness_line(self, tokens: Sequence[str] | None = None) -> str:
         """Integrated gradients' completeness in one line (naming the steps that missed it, by their output
-        ``tokens`` where given), or "" for the other methods."""
+        ``tokens`` where given; a decoder-only model's positions, a continuation row by the output token it
+        predicts), or "" for the other methods."""
         if self.completeness is None or not len(self.completeness):
             return ""
         largest, nodes = float(np.max(self.completeness)), int(np.max(self.ig_steps))
         missed = self.incomplete
+        where = "step" if self.prompt_len is None else "position"
         if not missed:
-            return (f"completeness: within {COMPLETENESS_TOLERANCE:.0%} at every step "
+            return (f"completeness: within {COMPLETENESS_TOLERANCE:.0%} at every {where} "
                     f"(largest error {largest:.1%}, {nodes} steps)")
-        named = ", ".join(f"{step}" + (f" ‘{tokens[step]}’" if tokens is not None and step < len(tokens) else "")
+        offset = 0 if self.prompt_len is None else 1 - self.prompt_len  # row i predicts output token i + offset
+        named = ", ".join(f"{step}" + (f" ‘{tokens[step + offset]}’" if tokens is not None
+                                       and 0 <= step + offset < len(tokens) else "")
                           for step in missed[:8]) + (" …" if len(missed) > 8 else "")
-        return (f"completeness missed at step{'s' if len(missed) > 1 else ''} {named}: error up to {largest:.1%} "
+        return (f"completeness missed at {where}{'s' if len(missed) > 1 else ''} {named}: error up to {largest:.1%} "
                 f"(over {COMPLETENESS_TOLERANCE:.0%}) after {nodes} steps")
 
     @property
@@ -208,6 +219,9 @@ class Captured:
     logits: Tensor
     blocks: dict[tuple[str, int], dict] = field(default_factory=dict)
     ablation: Ablation = NO_ABLATION
+    # A decoder-only model's pass: ``src_ids`` is the prompt ``[1, P]``, ``tgt_in`` every position fed ``[1, n]``
+    # (the prompt, then the output but its last token), ``logits`` the output's predictions ``[1, T, V]``.
+    prompt_len: int | None = None
 
 
 def decoder_input(model: Seq2Seq, output_ids: Sequence[int]) -> list[int]:
@@ -220,6 +234,14 @@ def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence
     ``ablation`` names switched off as the run that produced ``output_ids`` had them."""
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    if decoder_only.is_decoder_only(model):
+        fed, _ = decoder_only.sequence_ids(src_ids, output_ids)
+        sequence = torch.tensor([fed], dtype=torch.long, device=device)
+        with _evaluating(model):
+            logits, blocks = decoder_only.capture_sequence(model, sequence, ablation=ablation)
+        return Captured(model, src, sequence, output_ids=torch.tensor(list(output_ids), device=device),
+                        logits=logits[:, len(src_ids) - 1:], blocks=blocks, ablation=ablation,
+                        prompt_len=len(src_ids))
     tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
     with _evaluating(model), torch.inference_mode(), noting_blocks() as noted:
         logits, _ = model(src, tgt_in, need_weights=True, ablation=ablation)
@@ -243,7 +265,9 @@ def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
 
 def traceable(model: Seq2Seq) -> bool:
     """Whether ``model``'s forward pass can be traced block by block (Transformer blocks throughout): what
-    ``capture_forward`` keeps, and what ALTI+ and value zeroing read."""
+    ``capture_forward`` keeps, and what ALTI+ and value zeroing read (a decoder-only model's layers too)."""
+    if decoder_only.is_decoder_only(model):
+        return True
     return bool(getattr(model, "encoder_layers", None)) and bool(getattr(model, "decoder_layers", None))
 
 
@@ -280,7 +304,7 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
     for (kind, _layer), block in sorted(captured.blocks.items(), key=_block_order):
         norms = transformed_values(block).norm(dim=-1)  # [H, K]
         layers.setdefault(kind, []).append(to_numpy(block["weights"][0].float() * norms[:, None, :]))
-    return ContributionMaps(catalogue.VALUE_NORMS, per_head=True, layers=layers)
+    return ContributionMaps(catalogue.VALUE_NORMS, per_head=True, layers=layers, prompt_len=captured.prompt_len)
 
 
 def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
@@ -412,6 +436,12 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
     switched off."""
     CONTRIBUTION_METHODS[catalogue.VALUE_ZEROING].check(model)
     captured = _captured(model, src_ids, output_ids, captured=captured, ablation=ablation)
+    if captured.prompt_len is not None:
+        with _evaluating(model), torch.inference_mode():
+            maps = decoder_only.zeroing_layers(captured, _zeroing_map)
+        return ContributionMaps(catalogue.VALUE_ZEROING, per_head=False,
+                                layers={"dec_self": [shares for shares, _ in maps]},
+                                rounding_rows={"dec_self": [rows for _, rows in maps]}, prompt_len=captured.prompt_len)
     found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
         memory, src_mask, _ = model.encode(captured.src_ids, False, captured.ablation)
@@ -471,7 +501,10 @@ def cosine_distance(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _embeddings(model: Seq2Seq) -> tuple[nn.Embedding, nn.Embedding] | None:
-    """The source and target token embedding tables, where the model has them."""
+    """The source and target token embedding tables, where the model has them (a decoder-only model's one table
+    for both)."""
+    if decoder_only.is_decoder_only(model):
+        return model.tokens, model.tokens
     pairs = ((getattr(model, "src_embedding", None), getattr(model, "tgt_embedding", None)),
              (getattr(model, "encoder", None), getattr(model, "decoder", None)))
     for source, target in pairs:
@@ -508,7 +541,7 @@ class PairCoverage:
 def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bool = False) -> list[PairCoverage]:
     """Every pair's ALTI+ source coverage, forced on its reference (``decoded``: on the model's greedy output),
     lowest ``avg_source`` first."""
-    from .importance import encode_references
+    from .importance import encode_references, scored_pair
 
     CONTRIBUTION_METHODS[catalogue.ALTI].check(translator.model)
     scored = []
@@ -518,8 +551,8 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
             scored.append((number, translator.source(source_text).ids, result.token_ids, result.text))
     else:
         encoded, _ = encode_references(translator, pairs)
-        scored = [(number, source_ids, target, pairs[number - 1][1])
-                  for number, (source_ids, target, _) in enumerate(encoded, start=1)]
+        scored = [(number, *scored_pair(translator.config, pair), pairs[number - 1][1])
+                  for number, pair in enumerate(encoded, start=1)]
     found = []
     for number, source_ids, output_ids, output_text in scored:
         coverage = source_coverage(alti(translator.model, source_ids, output_ids))

@@ -27,6 +27,7 @@ from .contributions import (
     computes,
     _evaluating, traceable, decoder_input,
 )
+from .decoder_only import is_decoder_only, prediction_maps, sequence_ids
 
 # Tokens (copies × (source + target)) one batched gradient pass holds.
 GRADIENT_TOKENS = 4096
@@ -54,7 +55,9 @@ def _embedding_leaves(model: Seq2Seq, scales: Tensor) -> Iterator[dict[str, list
         return hook
 
     source, target = _embeddings(model)
-    handles = [source.register_forward_hook(keeper("source")), target.register_forward_hook(keeper("target"))]
+    handles = [target.register_forward_hook(keeper("target"))]
+    if source is not target:  # a decoder-only model's one table looks the whole sequence up as the target side
+        handles.append(source.register_forward_hook(keeper("source")))
     try:
         yield leaves
     finally:
@@ -74,6 +77,17 @@ def _frozen(model: nn.Module) -> Iterator[None]:
     finally:
         for parameter, flag in asked:
             parameter.requires_grad_(flag)
+
+
+def forced_rows(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]) -> tuple[list[int], list[int],
+                                                                                        list[int]]:
+    """What a gradient pass feeds and scores: the source ids, the decoder's input and the token each of its
+    positions predicts (the start token and the output but its last, predicting the output; a decoder-only
+    model: no source, and the whole sequence, each position predicting the token after it)."""
+    if is_decoder_only(model):
+        fed, predicted = sequence_ids(src_ids, output_ids)
+        return [], fed, predicted
+    return list(src_ids), decoder_input(model, output_ids), list(output_ids)
 
 
 def step_log_probs(model: Seq2Seq, src: Tensor, tgt_in: Tensor, *, output_ids: Tensor) -> Tensor:
@@ -120,7 +134,7 @@ def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seque
     gradient (each copy's inputs reach only its own loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A
     backward pass batched with ``is_grads_batched`` computes the forward once, but torch runs the layer norms'
     and the fused attention's backward once per step there: no faster than a loop.)"""
-    steps = len(output_ids)
+    steps = len(forced_rows(model, src_ids, output_ids)[2])
     per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
     source = target = None
     log_probs, inputs = [], None
@@ -147,20 +161,25 @@ def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequen
     ``[P, T, E]``, the points' log-probabilities ``[P]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``."""
     device = next(model.parameters()).device
     copies = len(points)
-    src = torch.tensor([list(src_ids)], dtype=torch.long, device=device).expand(copies, -1)
-    tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device).expand(copies, -1)
+    source, fed, predicted = forced_rows(model, src_ids, output_ids)
+    src = torch.tensor([source], dtype=torch.long, device=device).expand(copies, -1)
+    tgt_in = torch.tensor([fed], dtype=torch.long, device=device).expand(copies, -1)
     chosen = torch.tensor([step for step, _, _ in points], device=device)
     scales = torch.tensor([scale for _, scale, _ in points], device=device)
-    outputs = torch.tensor(list(output_ids), dtype=torch.long, device=device)[chosen]
+    outputs = torch.tensor(predicted, dtype=torch.long, device=device)[chosen]
     with _evaluating(model), _frozen(model), _embedding_leaves(model, scales) as leaves, \
             _one_position_scored(model, chosen) as narrowed:
         logits, _ = model(src, tgt_in, ablation=ablation)  # [copies, T or 1, V]
         picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
         log_probs = torch.log_softmax(picked.float(), dim=-1).gather(1, outputs[:, None])[:, 0]  # [copies]
         gradients = torch.autograd.grad(log_probs.sum(), leaves["source"] + leaves["target"], allow_unused=True)
-    source = _positions(gradients[: len(leaves["source"])], leaves["source"])
     target = _positions(gradients[len(leaves["source"]):], leaves["target"])
-    inputs = _positions(leaves["source_input"])[0].float(), _positions(leaves["target_input"])[0].float()
+    if leaves["source"]:
+        source = _positions(gradients[: len(leaves["source"])], leaves["source"])
+        source_input = _positions(leaves["source_input"])[0].float()
+    else:  # no source side (a decoder-only model): no positions
+        source, source_input = target[:, :0], target[0, :0].detach().float()
+    inputs = source_input, _positions(leaves["target_input"])[0].float()
     return (source.float(), target.float()), log_probs.detach(), inputs
 
 
@@ -195,9 +214,10 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
     the target prefix (``target`` ``[T, T]``, also the dec_self map): x the token embeddings, before positions
     are added, and the norm L2 over the embedding."""
     CONTRIBUTION_METHODS[INPUT_X_GRADIENT].check(model)
+    rows = len(forced_rows(model, src_ids, output_ids)[2])
     found = weighted_gradients(model, src_ids, output_ids,
-                               points=[(step, 1.0, 1.0) for step in range(len(output_ids))], ablation=ablation)
-    return _maps(INPUT_X_GRADIENT, *found.attributions())
+                               points=[(step, 1.0, 1.0) for step in range(rows)], ablation=ablation)
+    return _maps(INPUT_X_GRADIENT, *found.attributions(), prompt_len=_prompt_len(model, src_ids))
 
 
 def check_ig_steps(steps: int | None) -> None:
@@ -224,7 +244,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
     ``COMPLETENESS_TOLERANCE`` until none is or ``IG_ADAPTED_MAX`` is reached; else exactly ``steps`` nodes."""
     CONTRIBUTION_METHODS[INTEGRATED_GRADIENTS].check(model)
     check_ig_steps(steps)
-    count = len(output_ids)
+    count = len(forced_rows(model, src_ids, output_ids)[2])
     ends = weighted_gradients(model, src_ids, output_ids,
                               points=[(step, scale, 0.0) for scale in (0.0, 1.0) for step in range(count)],
                               ablation=ablation)
@@ -249,11 +269,19 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
         pending = [step for step in pending if errors[step] > COMPLETENESS_TOLERANCE]
         points *= 2
     attributions = ends.source_x[None] * source, ends.target_x[None] * target
-    return _maps(INTEGRATED_GRADIENTS, *attributions, completeness=to_numpy(errors.float()), ig_steps=used)
+    return _maps(INTEGRATED_GRADIENTS, *attributions, prompt_len=_prompt_len(model, src_ids),
+                 completeness=to_numpy(errors.float()), ig_steps=used)
 
 
-def _maps(name: str, source: Tensor, target: Tensor, **fields) -> ContributionMaps:
-    """A gradient method's maps from its attributions ``[T, S, E]``, ``[T, T, E]``: their L2 norms."""
+def _prompt_len(model: Seq2Seq, src_ids: Sequence[int]) -> int | None:
+    return len(src_ids) if is_decoder_only(model) else None
+
+
+def _maps(name: str, source: Tensor, target: Tensor, *, prompt_len: int | None = None, **fields) -> ContributionMaps:
+    """A gradient method's maps from its attributions ``[T, S, E]``, ``[T, T, E]``: their L2 norms (a decoder-only
+    model's ``[n, 0, E]``, ``[n, n, E]``: the whole sequence's map, models/analysis/decoder_only.py)."""
+    if prompt_len is not None:
+        return ContributionMaps(**prediction_maps(name, to_numpy(target.norm(dim=-1).float()), prompt_len, **fields))
     source_map, target_map = to_numpy(source.norm(dim=-1).float()), to_numpy(target.norm(dim=-1).float())
     return ContributionMaps(name, per_head=False, layers={"cross": [source_map], "dec_self": [target_map]},
                             source=source_map, target=target_map, **fields)

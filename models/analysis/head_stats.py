@@ -5,6 +5,9 @@ host. What each statistic means: models/trace/head_summary.py.
 
 Padding never counts: query rows and keys past a sentence's length are left out by lengths, not by token
 ids (a start token may share the padding id), so a batch gives the same numbers as its sentences one by one.
+
+A decoder-only model's pair is a prompt and its continuation, run as one sequence (the prompt, then the
+continuation; cut to the model's context): its ``dec_self`` rows and keys are the whole sequence, as its trace's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..inference.decoding import finish
 from ..errors import AttnvizError, InputError
 from ..trace.head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
 from ..nn.intermediates import Intermediates
+from .decoder_only import is_decoder_only
 from .steps import Steps, drive
 from ..inference.distributed import ONE_PROCESS, Processes
 from ..inference.translator import SourceInput, Translator
@@ -147,11 +151,9 @@ def example_stats_steps(model: Seq2Seq, examples: Sequence[Example], batch_size:
     done = 0
     for indices in length_batches(examples, batch_size):
         with torch.inference_mode():  # per batch: a paused generator must not leave inference mode on for others
-            batch = collate([examples[i] for i in indices], model.config, device)
-            _, intermediates = model(batch.src, batch.tgt_in, need_weights=True)
-            src_lengths = torch.tensor([len(examples[i][0]) for i in indices], device=device)
-            tgt_lengths = torch.tensor([len(examples[i][1]) + 1 for i in indices], device=device)
-            batch_totals = batch_sums(intermediates, batch.src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+            src, tgt_in, src_lengths, tgt_lengths = _forced([examples[i] for i in indices], model, device)
+            _, intermediates = model(src, tgt_in, need_weights=True)
+            batch_totals = batch_sums(intermediates, src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
                                       eos_id=model.config.eos_id)
         for kind, sums in batch_totals.items():
             if kind not in totals:
@@ -166,6 +168,22 @@ def example_stats_steps(model: Seq2Seq, examples: Sequence[Example], batch_size:
         done += len(indices)
         yield done, len(examples)
     return RunStats(run, totals)
+
+
+def _forced(examples: Sequence[Example], model: Seq2Seq, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One teacher-forced batch: ``src``, ``tgt_in`` (the start token and the target), and the lengths of their
+    real rows. A decoder-only model is fed each prompt and continuation as one sequence (no source: its
+    ``forward`` then attends over that sequence alone), right-padded."""
+    if not is_decoder_only(model):
+        batch = collate(examples, model.config, device)
+        return (batch.src, batch.tgt_in, torch.tensor([len(source) for source, _ in examples], device=device),
+                torch.tensor([len(target) + 1 for _, target in examples], device=device))
+    sequences = [(source + target)[: model.config.max_len] for source, target in examples]
+    width = max(len(sequence) for sequence in sequences)
+    tgt_in = torch.tensor([sequence + [model.pad_id] * (width - len(sequence)) for sequence in sequences],
+                          dtype=torch.long, device=device)
+    return (tgt_in[:, :0], tgt_in, torch.zeros(len(examples), dtype=torch.long, device=device),
+            torch.tensor([len(sequence) for sequence in sequences], device=device))
 
 
 def batch_sums(intermediates: Intermediates, src: Tensor, src_lengths: Tensor, tgt_lengths: Tensor,

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..nn.ablation import Ablation, AblationError, HeadGates
+from ..nn.config import DECODER_ARCHS
 from ..errors import EmptyInputError, InputError
 from .catalogue import ABLATION, GRADIENT, IMPORTANCE_METRICS, NLL
 from .evaluation import Evaluation, decoded, output_scores
@@ -42,7 +43,9 @@ NORMALIZATIONS = ("none", "layer")
 # (rows × target × vocabulary floats) while still putting many heads' copies of a small corpus in one pass.
 TOKENS_PER_PASS = 16_384
 Head = tuple[str, int, int]
-Encoded = tuple[list[int], list[int], int]  # source ids, forced target ids, how many first target ids go unscored
+# Source ids, forced target ids, how many first target ids go unscored. A decoder-only model's (``prompted``): the
+# prompt but its last token, then that token followed by the continuation and the end token, the first fed unscored.
+Encoded = tuple[list[int], list[int], int]
 
 
 class ImportanceError(InputError):
@@ -215,11 +218,16 @@ class ForcedPairs:
         return ForcedPairs(*(tensor.repeat(times, 1) for tensor in (self.src, self.tgt_in, self.tgt_out, self.scored)))
 
 
+def prompted(config) -> bool:
+    """Whether the model is a decoder-only language model: a pair is its prompt and the continuation."""
+    return config.arch in DECODER_ARCHS
+
+
 def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) -> tuple[list[Encoded], int]:
     """Per pair the source ids, the forced target (a target language's code where the model needs one, the
     reference, the end token) and how many of its first tokens are not scored; and how many pairs have
     characters a vocabulary lacks (each became its unknown token). One line for a reference that is empty or
-    longer than the model takes."""
+    longer than the model takes. A decoder-only model's pair is a prompt and its continuation (``Encoded``)."""
     first = translator.target_tokenizer.first_tokens()
     unk, eos, limit = translator.target_tokenizer.unk_id, translator.config.eos_id, translator.config.max_len
     encoded, unknown = [], 0
@@ -230,12 +238,24 @@ def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) 
         except EmptyInputError:
             raise ImportanceError(f"pair {number}: the reference is empty") from None
         target = first + reference_ids + [eos]
-        if len(target) > limit:
-            raise ImportanceError(f"pair {number}: the reference has {len(target)} tokens with the end token; "
+        fed = len(source.ids) + len(target) - 1 if prompted(translator.config) else len(target)
+        if fed > limit:
+            what = "the prompt and the continuation have" if prompted(translator.config) else "the reference has"
+            raise ImportanceError(f"pair {number}: {what} {fed} tokens with the end token; "
                                   f"this model takes at most {limit}")
         unknown += bool(source.unknown) or (unk is not None and unk in reference_ids)
-        encoded.append((source.ids, target, len(first)))
+        if prompted(translator.config):
+            encoded.append((source.ids[:-1], source.ids[-1:] + target, len(first) + 1))
+        else:
+            encoded.append((source.ids, target, len(first)))
     return encoded, unknown
+
+
+def scored_pair(config, pair: Encoded) -> tuple[list[int], list[int]]:
+    """An encoded pair as the contribution methods take it: the source ids (a decoder-only model's whole prompt)
+    and the output ids."""
+    source, target, _ = pair
+    return (source + target[:1], target[1:]) if prompted(config) else (source, target)
 
 
 def forced_batches(translator: Translator, encoded: Sequence[Encoded], *,
@@ -261,9 +281,15 @@ def _padded(encoded, config, device) -> ForcedPairs:
     target_width = max(len(target) for _, target, _ in encoded)
     rows = lambda lists, width, fill: torch.tensor([row + [fill] * (width - len(row)) for row in lists],  # noqa: E731
                                                    dtype=torch.long, device=device)
+    if prompted(config):  # the first target token (the prompt's last) is fed, never predicted
+        starts, target_width = [target[0] for _, target, _ in encoded], target_width - 1
+        encoded = [(source, target[1:], skipped - 1) for source, target, skipped in encoded]
+    else:
+        starts = [config.bos_id] * len(encoded)
     scored = [[False] * skipped + [True] * (len(target) - skipped) for _, target, skipped in encoded]
     return ForcedPairs(src=rows([source for source, _, _ in encoded], source_width, pad),
-                       tgt_in=rows([[config.bos_id] + target[:-1] for _, target, _ in encoded], target_width, pad),
+                       tgt_in=rows([[start] + target[:-1] for start, (_, target, _) in zip(starts, encoded)],
+                                   target_width, pad),
                        tgt_out=rows([target for _, target, _ in encoded], target_width, pad),
                        scored=rows(scored, target_width, False).bool())
 
