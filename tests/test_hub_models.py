@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import huggingface_hub.constants
 import pytest
 
 from attnviz.cli import main
@@ -82,6 +83,7 @@ def hub(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_ENDPOINT", listener.url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # other test modules set it for transformers
     yield tmp_path / "hf-cache", listener
     listener.close()
 
@@ -187,8 +189,9 @@ def test_download_that_cannot_reach_the_hub_is_one_line(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     endpoint = f"http://127.0.0.1:{port}"
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "HF_ENDPOINT": endpoint,
-                   "HF_HUB_CACHE": str(tmp_path / "hf-cache"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    environment = {**{key: value for key, value in os.environ.items() if key != "HF_HUB_OFFLINE"},
+                   "PYTHONPATH": str(ROOT), "HF_ENDPOINT": endpoint, "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+                   "XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "attnviz", "translate", "-c", "Helsinki-NLP/opus-mt-en-de",
                            "--download", "hello"], capture_output=True, text=True, env=environment, cwd=tmp_path,
                           timeout=120)
@@ -341,6 +344,9 @@ def test_download_fetches_the_model_folder_alone_then_opens_it_from_the_cache(ca
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
         monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        # Other test modules set HF_HUB_OFFLINE for transformers, and huggingface_hub reads it once, when imported.
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
         expected = cli(capsys, "translate", "-c", marian_folder[1], "--max-len", "6", SENTENCE)
         code, out, err = cli(capsys, "translate", "-c", MODEL_ID, "--download", "--max-len", "6", SENTENCE)
         assert (code, out) == expected[:2], err

@@ -30,10 +30,14 @@ def start_importance(qtbot, window, pairs=None) -> list[tuple[int, int]]:
     seen so far, appended to as more comes)."""
     open_demo(qtbot, window, DEMO)
     progress: list[tuple[int, int]] = []
-    window.worker_thread.worker.importance_progress.connect(lambda _job, done, total: progress.append((done, total)))
+    def progressed(job: int, done: int, total: int) -> None:  # the NLL job that choosing a method stops says nothing
+        if job == window.importance_panel.job:
+            progress.append((done, total))
+
+    window.worker_thread.worker.importance_progress.connect(progressed)
     window.importance.open(pairs or demo_reference_pairs(DEMO))
     window.importance_panel.choose_method("decode")  # one head per unit (the NLL scores these 6 in two passes)
-    qtbot.waitUntil(lambda: bool(progress), timeout=JOB_WAIT)
+    qtbot.waitUntil(lambda: bool(progress), timeout=JOB_WAIT)  # the stopped job's answer came before this
     return progress
 
 
