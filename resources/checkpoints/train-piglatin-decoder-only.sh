@@ -8,7 +8,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 python -m models.corpora.piglatin --vocabulary resources/checkpoints/en-es-transformer.safetensors \
     --demos resources/checkpoints/demos.json --out data/piglatin-words
 attnviz train --data data/piglatin-words/train.tsv --valid data/piglatin-words/valid.tsv --arch decoder-only \
-    --tokenizer char --batch-size 64 --lr 2e-3 --warmup 400 --steps "${STEPS:-6000}" --seed 1 \
+    --tokenizer char --batch-size 64 --lr 2e-3 --warmup 400 --steps "${STEPS:-3000}" --seed 1 \
     --eval-every 1000 --save-every 1000 --valid-sentences 200 \
     --set d_model=128 --set layers=4 --set heads=4 --set d_ff=256 --set max_len=64 \
     --out "${OUT:-resources/checkpoints/piglatin-decoder-only.safetensors}" "$@"
