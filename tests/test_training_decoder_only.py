@@ -18,7 +18,7 @@ from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
 from models.text.piglatin import to_pig_latin
 from models.text.tokenizers import CharTokenizer
-from models.training.trainer import _loss_sum, build_tokenizers
+from models.training.trainer import TrainingConfig, _loss_sum, build_tokenizers, train
 
 PAIRS = [("team", "eamtay"), ("a", "away")]
 
@@ -95,6 +95,15 @@ def test_a_decoder_only_model_takes_one_vocabulary_and_its_layout_is_fixed():
     config = make_config("decoder-only", 10, 10, d_model=64)
     assert (config.positions, config.norm_kind, config.activation, config.gated_ffn, config.d_ff) == (
         "rotary", "rms", "swish", True, 256)
+
+
+def test_training_refuses_two_tokenizers_for_one_decoder_only_model(tmp_path):
+    source, target = CharTokenizer(list("abc")), CharTokenizer(list("xyz"))
+    config = make_config("decoder-only", source.vocab_size, target.vocab_size, d_model=16, layers=1, heads=2)
+    with pytest.raises(ConfigError, match="one tokenizer; build them with shared=True"):
+        train(config, source, target, [("abc", "xyz")], [], out_path=tmp_path / "m.safetensors",
+              config=TrainingConfig(steps=1, progress=False))
+    assert not (tmp_path / "m.safetensors").exists()
 
 
 def test_train_help_lists_the_decoder_only_settings_and_layout(capsys):

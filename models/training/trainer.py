@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from ..nn.base import Seq2Seq
 from ..storage.checkpoint import Checkpoint, save_checkpoint, unique_tensors
-from ..nn.config import ModelConfig, TrainingConfig, config_to_dict
+from ..nn.config import DecoderOnlyConfig, ModelConfig, TrainingConfig, config_to_dict
 from ..nn.build import build_model
 from ..inference.batches import Batch, Example, collate, encode_pairs, sequence_length
 from ..text.pairs import Pair
@@ -175,6 +175,9 @@ def _check_tokenizers(model_config: ModelConfig, source: Tokenizer, target: Toke
     if (source.vocab_size, target.vocab_size) != (model_config.src_vocab_size, model_config.tgt_vocab_size):
         raise ConfigError(f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not match "
                           f"the model config's ({model_config.src_vocab_size}, {model_config.tgt_vocab_size})")
+    if isinstance(model_config, DecoderOnlyConfig) and source.to_dict() != target.to_dict():
+        raise ConfigError("a decoder-only model reads the prompt and the continuation with one tokenizer; build "
+                          "them with shared=True (attnviz train: --shared-vocab, implied by --arch decoder-only)")
     expected = (target.pad_id, target.bos_id, target.eos_id)
     found = (model_config.pad_id, model_config.bos_id, model_config.eos_id)
     if found != expected:
