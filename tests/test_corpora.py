@@ -343,6 +343,21 @@ def test_pig_latin_builder_command_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_pig_latin_word_corpus_command_line(tmp_path, capsys):
+    folder = Path(__file__).resolve().parent.parent / "resources" / "checkpoints"
+    vocabulary, demos = folder / "en-es-transformer.safetensors", folder / "demos.json"
+    assert piglatin.main(["--vocabulary", str(vocabulary), "--demos", str(demos), "--out", str(tmp_path / "w")]) == 0
+    assert capsys.readouterr().out.startswith(f"{tmp_path / 'w'}: ")
+    assert piglatin.main(["--vocabulary", str(vocabulary), "--demos", str(tmp_path / "none.json"),
+                          "--out", str(tmp_path / "x")]) == 1
+    assert "not a readable demos.json" in capsys.readouterr().err
+    assert piglatin.main(["--vocabulary", str(demos), "--demos", str(demos), "--out", str(tmp_path / "y")]) == 1
+    assert capsys.readouterr().err.startswith("error: ")
+    with pytest.raises(SystemExit):
+        piglatin.main(["--vocabulary", str(vocabulary), "--out", str(tmp_path / "z")])
+    assert "--vocabulary and --demos go together" in capsys.readouterr().err
+
+
 def test_copy_sources_point_at_the_copied_characters():
     from models.text.piglatin import copy_sources, to_pig_latin
 
