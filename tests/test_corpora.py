@@ -7,6 +7,7 @@ modules really use (OSIS with Strong's ``<w>`` tags, notes, poetry milestones, `
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -342,6 +343,21 @@ def test_pig_latin_builder_command_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: ")
 
 
+def test_pig_latin_word_corpus_command_line(tmp_path, capsys):
+    folder = Path(__file__).resolve().parent.parent / "resources" / "checkpoints"
+    vocabulary, demos = folder / "en-es-transformer.safetensors", folder / "demos.json"
+    assert piglatin.main(["--vocabulary", str(vocabulary), "--demos", str(demos), "--out", str(tmp_path / "w")]) == 0
+    assert capsys.readouterr().out.startswith(f"{tmp_path / 'w'}: ")
+    assert piglatin.main(["--vocabulary", str(vocabulary), "--demos", str(tmp_path / "none.json"),
+                          "--out", str(tmp_path / "x")]) == 1
+    assert "not a readable demos.json" in capsys.readouterr().err
+    assert piglatin.main(["--vocabulary", str(demos), "--demos", str(demos), "--out", str(tmp_path / "y")]) == 1
+    assert capsys.readouterr().err.startswith("error: ")
+    with pytest.raises(SystemExit):
+        piglatin.main(["--vocabulary", str(vocabulary), "--out", str(tmp_path / "z")])
+    assert "--vocabulary and --demos go together" in capsys.readouterr().err
+
+
 def test_copy_sources_point_at_the_copied_characters():
     from models.text.piglatin import copy_sources, to_pig_latin
 
@@ -353,3 +369,28 @@ def test_copy_sources_point_at_the_copied_characters():
                 assert text.lower()[source] == character, (text, character, source)
     assert copy_sources("team") == [1, 2, 3, 0, None, None]
     assert copy_sources("apple")[-3:] == [None, None, None]
+
+
+def test_the_decoder_only_demos_corpus_is_built_from_the_repository_alone(tmp_path):
+    """The whole-word pieces of the English→Spanish demo's vocabulary and the demos' inputs, split by the hash of
+    each word; phrases of training words only; the same files again on a second build."""
+    folder = Path(__file__).resolve().parent.parent / "resources" / "checkpoints"
+    vocabulary, demos = folder / "en-es-transformer.safetensors", folder / "demos.json"
+    splits = piglatin.build_word_corpus(vocabulary, demos, tmp_path / "pig")
+    pieces = set(piglatin.vocabulary_words(vocabulary))
+    assert {"shepherd", "earth", "father"} <= pieces and not any(" " in word or "▁" in word for word in pieces)
+    words = {name: {text for text in splits[name] if " " not in text} for name in bible.SPLITS}
+    demo_words = {"the", "air", "conditioning", "is", "working", "rhythm", "queen", "hello", "world", "jesus", "wept"}
+    assert demo_words <= set(piglatin.corpus_words(piglatin.demo_inputs(demos)))
+    assert words["train"] | words["valid"] | words["test"] == pieces | set(
+        piglatin.corpus_words(piglatin.demo_inputs(demos))) >= pieces | demo_words
+    for name in ("valid", "test"):
+        assert words[name] and all(split_of(word, piglatin.VALID_SHARE, piglatin.TEST_SHARE) == name
+                                   for word in words[name])
+    phrases = [text for text in splits["train"] if " " in text]
+    assert phrases and all(word in words["train"] for phrase in phrases for word in phrase.split())
+    for name in bible.SPLITS:
+        assert read_pairs(tmp_path / "pig" / f"{name}.tsv") == [(text, to_pig_latin(text)) for text in splits[name]]
+    piglatin.build_word_corpus(vocabulary, demos, tmp_path / "again")
+    for name in (*(f"{split}.tsv" for split in bible.SPLITS), "README.md"):
+        assert (tmp_path / "pig" / name).read_bytes() == (tmp_path / "again" / name).read_bytes()

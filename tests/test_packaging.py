@@ -32,7 +32,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_carries_every_demo_file(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"attnviz/resources/checkpoints/{path.name}" for path in demo_checkpoints()}
-    assert len(shipped) == 6 and shipped <= names
+    assert len(shipped) == 7 and shipped <= names
     assert {"attnviz/resources/checkpoints/demos.json", "attnviz/resources/icons/attnviz.svg"} <= names
     metadata = zipfile.ZipFile(wheel).read(next(name for name in names if name.endswith("METADATA"))).decode()
     assert "License-Expression: MIT" in metadata

@@ -6,6 +6,12 @@ set); attnviz train --arch ARCH --help lists that architecture's keys with their
 shows is the training objective, label smoothing included; validation reports the plain cross-entropy, chrF and
 BLEU (on characters for a character-level target). Works the same under torchrun --nproc_per_node N (one process
 per device).
+
+--arch decoder-only trains a language model (pre-LN blocks, rotary positions, SwiGLU, RMSNorm, tied output;
+one vocabulary for both sides, --shared-vocab implied) on each pair laid out as one sequence: the source's
+tokens (the prompt), the separator <s>, the target's tokens, the end token </s>. The loss is taken only on the
+target positions (predicting the target and </s> after <s>), never on the prompt; decoding feeds <s> after
+the prompt.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import json
 import sys
 
 from models.nn.config import (
-    ARCHS, FEED_FORWARD_RATIO, RNN_ARCHS, TRANSFORMER_ARCHS, TrainingConfig, make_config, parse_settings, settings_of,
+    DECODER_ARCHS, FEED_FORWARD_RATIO, RNN_ARCHS, TRAINED_ARCHS, TRANSFORMER_ARCHS, TrainingConfig, make_config,
+    parse_settings, settings_of,
 )
 
 from .common import add_output_option
@@ -42,15 +49,18 @@ def settings_text(arch: str | None) -> str:
     import textwrap
 
     families = [(arch, [arch])] if arch else [(TRANSFORMER_ARCHS[0], list(TRANSFORMER_ARCHS)),
-                                             (RNN_ARCHS[0], list(RNN_ARCHS))]
+                                             (RNN_ARCHS[0], list(RNN_ARCHS)), (DECODER_ARCHS[0], list(DECODER_ARCHS))]
     parts = []
     for example, names in families:
         keys = " ".join(f"{key}={json.dumps(value)}" for key, value in settings_of(example).items())
         notes = []
-        if example in TRANSFORMER_ARCHS:
+        if example in TRANSFORMER_ARCHS or example in DECODER_ARCHS:
             notes.append(f"d_ff follows d_model: {FEED_FORWARD_RATIO} times it unless set")
-            if not arch:
-                notes.append('transformer-postln: norm_position="post" final_norm=false')
+        if example in TRANSFORMER_ARCHS and not arch:
+            notes.append('transformer-postln: norm_position="post" final_norm=false')
+        if example in DECODER_ARCHS:
+            notes.append("pre-LN blocks, rotary positions, SwiGLU, RMSNorm; one sequence per pair: source <s> "
+                         "target </s>, loss on the target positions only")
         title = f"--set keys of {', '.join(names)}, with their defaults" + "".join(f"; {note}" for note in notes)
         parts.append(textwrap.fill(title + ":", width=100, break_on_hyphens=False) + "\n"
                      + textwrap.fill(keys, width=100, initial_indent="  ", subsequent_indent="  "))
@@ -64,7 +74,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--data", required=True, help="training pairs, source<TAB>target per line")
     parser.add_argument("--valid", help="validation pairs (default: --valid-fraction of --data, held out by hash)")
     parser.add_argument("--valid-fraction", type=float, default=0.05, help="share held out when --valid is absent")
-    parser.add_argument("--arch", required=True, choices=ARCHS, help="the model architecture")
+    parser.add_argument("--arch", required=True, choices=TRAINED_ARCHS,
+                        help="the model architecture (decoder-only: one sequence per pair, see above)")
     add_output_option(parser, "the checkpoint to write (.safetensors)", old_spelling="--out")
     parser.add_argument("--steps", type=int, default=DEFAULTS.steps, help="optimizer steps to train for")
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seeds the weights, batches and split")
@@ -72,7 +83,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--tokenizer", choices=("char", "sentencepiece"), default="sentencepiece",
                         help="characters, or a sentencepiece model learned on --data")
     parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size per side")
-    parser.add_argument("--shared-vocab", action="store_true", help="one tokenizer for both sides")
+    parser.add_argument("--shared-vocab", action="store_true",
+                        help="one tokenizer for both sides (always, for decoder-only)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a model config field")
     parser.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size,
                         help="sentence pairs per step (over all processes)")
@@ -104,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         train_pairs, valid_pairs = pairs, read_pairs(args.valid)
     else:
         train_pairs, valid_pairs = split_pairs(pairs, args.valid_fraction, args.seed)
-    source, target = build_tokenizers(train_pairs, args.tokenizer, vocab_size=args.vocab_size, shared=args.shared_vocab)
+    shared = args.shared_vocab or args.arch in DECODER_ARCHS
+    source, target = build_tokenizers(train_pairs, args.tokenizer, vocab_size=args.vocab_size, shared=shared)
     model_config = make_config(args.arch, source.vocab_size, target.vocab_size, **parse_settings(args.set))
     config = TrainingConfig(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,

@@ -1,6 +1,11 @@
 """Teacher-forced batches: sentence pairs as token ids cut to the model's length, padded into the tensors a
 model is fed (the decoder input is the start token and the target, the expected output the target and the end
 token). Training, head statistics and scoring read them.
+
+A decoder-only model reads the same batch as one sequence, ``cat(src, tgt_in)``: the prompt (the source's
+tokens), the separator (its start token ``bos_id``), the target; it is scored on ``tgt_out`` (the target and the
+end token) at the separator's and the target's positions only, never on predicting the prompt. Right padding
+inside that sequence (after a shorter prompt) is masked and takes no position (models/nn/decoder_only.py).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError, InputError
-from ..nn.config import ModelConfig
+from ..nn.config import DecoderOnlyConfig, ModelConfig
 from ..text.pairs import Pair
 from ..text.tokenizers import Tokenizer
 
@@ -21,7 +26,8 @@ Example = tuple[list[int], list[int]]  # source ids (with the end token when con
 
 def encode_pairs(pairs: Sequence[Pair], source: Tokenizer, target: Tokenizer, model_config: ModelConfig,
                  name: str) -> list[Example]:
-    """Token ids of every pair, cut so the encoder input and the decoder input fit ``max_len``."""
+    """Token ids of every pair, cut so the encoder input and the decoder input fit ``max_len`` (a decoder-only
+    model's whole sequence: ``cut_sequence``)."""
     limit = model_config.max_len
     examples = []
     for number, (source_text, target_text) in enumerate(pairs, start=1):
@@ -30,10 +36,32 @@ def encode_pairs(pairs: Sequence[Pair], source: Tokenizer, target: Tokenizer, mo
             target_ids = target.encode(target_text, unknown="replace")
         except InputError as error:
             raise DataError(f"{name} pair {number}: {error}") from None
+        if isinstance(model_config, DecoderOnlyConfig):
+            end = [model_config.eos_id] if model_config.src_append_eos else []
+            source_ids, target_ids = cut_sequence(source_ids, target_ids, limit - len(end))
+            examples.append((source_ids + end, target_ids))
+            continue
         if model_config.src_append_eos:
             source_ids = source_ids[: limit - 1] + [model_config.eos_id]
         examples.append((source_ids[:limit], target_ids[: limit - 1]))  # decoder input = start + target
     return examples
+
+
+def cut_sequence(source_ids: list[int], target_ids: list[int], limit: int) -> Example:
+    """A decoder-only pair cut so that prompt, separator and target fill at most ``limit`` positions: the prompt
+    keeps at least half of them when both sides must give way, the target the rest."""
+    room = limit - 1  # the separator's position
+    source_ids = source_ids[: max(room - len(target_ids), room // 2)]
+    return source_ids, target_ids[: room - len(source_ids)]
+
+
+def sequence_length(example: Example, model_config: ModelConfig) -> int:
+    """The positions a model reads for ``example``: a decoder-only model its prompt, separator and target in one
+    sequence, an encoder-decoder model the longer of its two inputs."""
+    source_ids, target_ids = example
+    if isinstance(model_config, DecoderOnlyConfig):
+        return len(source_ids) + 1 + len(target_ids)
+    return max(len(source_ids), len(target_ids) + 1)
 
 
 @dataclass

@@ -21,8 +21,9 @@ RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-do
 LUONG_SCORES = ("dot", "general", "mlp")
 RNN_CELLS = ("gru", "lstm")
 INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
-ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS  # what `attnviz train --arch` builds
+ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS  # the encoder-decoder and GRU architectures
 DECODER_ARCHS = ("decoder-only",)
+TRAINED_ARCHS = ARCHS + DECODER_ARCHS  # what `attnviz train --arch` builds
 LOADED_ARCHS = ARCHS + DECODER_ARCHS  # what a checkpoint may hold
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "gelu_clipped", "quick_gelu", "relu2", "relu6", "leaky_relu",
@@ -322,6 +323,9 @@ class DecoderOnlyConfig:
     ``query_scalar`` (0: the head size): scores are ``q·k / √query_scalar``. ``attention_softcap`` and
     ``logit_softcap`` (0: none): scores and final logits become ``cap · tanh(x / cap)``. ``scale_embedding``:
     token vectors × √d_model (Gemma). ``stop_ids``: more tokens that end a continuation besides ``eos_id``.
+    ``prompt_separator``: the model was trained (``attnviz train --arch decoder-only``) on sequences ``source
+    tokens, bos_id, target tokens, eos_id``: ``bos_id`` is the separator that ends every prompt, fed first when
+    decoding (docs/architectures.md#decoder-only).
     """
 
     arch: str
@@ -366,6 +370,7 @@ class DecoderOnlyConfig:
     src_append_eos: bool = False  # the decoding loop's switches, as the other families have them
     suppress_bos: bool = False
     min_output_len: int = 0
+    prompt_separator: bool = False
 
     def __post_init__(self):
         if isinstance(self.stop_ids, list):  # as read back from JSON
@@ -487,30 +492,40 @@ def config_from_dict(data: dict[str, Any]) -> ModelConfig:
     return config
 
 
-SIZED_BY_TRAINER = ("arch", "src_vocab_size", "tgt_vocab_size")  # set from --arch and the tokenizers, never --set
+# Set from --arch and the tokenizers, never --set (a trained decoder-only model's prompts always end with the
+# separator: the training layout, models/inference/batches.py).
+SIZED_BY_TRAINER = ("arch", "src_vocab_size", "tgt_vocab_size", "vocab_size", "prompt_separator")
 FEED_FORWARD_RATIO = 4  # d_ff = 4 × d_model unless set (the 2017 paper's 512 → 2048)
+# What `attnviz train --arch decoder-only` builds beyond DecoderOnlyConfig's own defaults (pre-LN blocks, rotary
+# positions, SwiGLU, RMSNorm, tied output): a training dropout, the encoder-decoder models' length, the special ids
+# of the tokenizers attnviz trains (models/text/tokenizer.py), the start token <s> as the prompt's separator.
+DECODER_ONLY_TRAINING = {"dropout": 0.1, "max_len": 512, "pad_id": 0, "bos_id": 2, "eos_id": 3,
+                         "prompt_separator": True}
 
 
 def _family_defaults(arch: str) -> tuple[type, dict[str, Any]]:
     """The config class of ``arch`` and the defaults its name implies beyond the class's own."""
-    _check_choice("arch", arch, ARCHS)
+    _check_choice("arch", arch, TRAINED_ARCHS)
     if arch in TRANSFORMER_ARCHS:
         post = arch == "transformer-postln"
         return TransformerConfig, {"norm_position": "post" if post else "pre", "final_norm": not post}
+    if arch in DECODER_ARCHS:
+        return DecoderOnlyConfig, dict(DECODER_ONLY_TRAINING)
     return RNNConfig, {}
 
 
 def settings_of(arch: str) -> dict[str, Any]:
-    """The ``--set`` keys of ``arch`` (its config's fields but the architecture and the vocabulary sizes) with
-    the values ``make_config`` gives them when they are not set."""
+    """The ``--set`` keys of ``arch`` (its config's fields but the architecture, the vocabulary sizes and the
+    decoder-only layout) with the values ``make_config`` gives them when they are not set."""
     cls, implied = _family_defaults(arch)
-    values = {field.name: field.default for field in dataclasses.fields(cls) if field.name not in SIZED_BY_TRAINER}
-    return {**values, **implied}
+    values = {**{field.name: field.default for field in dataclasses.fields(cls)}, **implied}
+    return {key: value for key, value in values.items() if key not in SIZED_BY_TRAINER}
 
 
 def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides: Any) -> ModelConfig:
     """The config for an ``--arch`` name; pre-LN keeps a final norm after each stack, post-LN has
-    none (docs/architectures.md). A Transformer's ``d_ff`` follows ``d_model`` (``FEED_FORWARD_RATIO`` times
+    none (docs/architectures.md); decoder-only is ``DECODER_ONLY_TRAINING`` and takes one vocabulary (equal
+    sizes). A Transformer's or decoder-only model's ``d_ff`` follows ``d_model`` (``FEED_FORWARD_RATIO`` times
     it) unless it is set; a key the architecture lacks is one error naming the nearest key and all of them."""
     import difflib
 
@@ -522,11 +537,17 @@ def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides
         guess = f" (did you mean {nearest[0]}?)" if nearest else ""
         raise ConfigError(f"{arch} has no settings named {', '.join(unknown)}{guess}; its --set keys: "
                           f"{', '.join(keys)}")
-    if cls is TransformerConfig and "d_model" in overrides and "d_ff" not in overrides \
+    if cls is not RNNConfig and "d_model" in overrides and "d_ff" not in overrides \
             and isinstance(overrides["d_model"], int) and not isinstance(overrides["d_model"], bool):
         defaults["d_ff"] = FEED_FORWARD_RATIO * overrides["d_model"]
-    config = cls(arch=arch, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                 **{**defaults, **overrides})
+    if cls is DecoderOnlyConfig:
+        _require(src_vocab_size == tgt_vocab_size, f"a decoder-only model reads one vocabulary for the prompt and "
+                                                   f"the continuation; got {src_vocab_size} source and "
+                                                   f"{tgt_vocab_size} target tokens (train with --shared-vocab)")
+        sizes = {"vocab_size": src_vocab_size}
+    else:
+        sizes = {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size}
+    config = cls(arch=arch, **sizes, **{**defaults, **overrides})
     config.validate()
     return config
 

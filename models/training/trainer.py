@@ -40,9 +40,9 @@ from tqdm import tqdm
 
 from ..nn.base import Seq2Seq
 from ..storage.checkpoint import Checkpoint, save_checkpoint, unique_tensors
-from ..nn.config import ModelConfig, TrainingConfig, config_to_dict
+from ..nn.config import DecoderOnlyConfig, ModelConfig, TrainingConfig, config_to_dict
 from ..nn.build import build_model
-from ..inference.batches import Batch, Example, collate, encode_pairs
+from ..inference.batches import Batch, Example, collate, encode_pairs, sequence_length
 from ..text.pairs import Pair
 from ..text.splits import derived_seed
 from .batches import BatchStream
@@ -175,6 +175,9 @@ def _check_tokenizers(model_config: ModelConfig, source: Tokenizer, target: Toke
     if (source.vocab_size, target.vocab_size) != (model_config.src_vocab_size, model_config.tgt_vocab_size):
         raise ConfigError(f"the tokenizers' vocabularies ({source.vocab_size}, {target.vocab_size}) do not match "
                           f"the model config's ({model_config.src_vocab_size}, {model_config.tgt_vocab_size})")
+    if isinstance(model_config, DecoderOnlyConfig) and source.to_dict() != target.to_dict():
+        raise ConfigError("a decoder-only model reads the prompt and the continuation with one tokenizer; build "
+                          "them with shared=True (attnviz train: --shared-vocab, implied by --arch decoder-only)")
     expected = (target.pad_id, target.bos_id, target.eos_id)
     found = (model_config.pad_id, model_config.bos_id, model_config.eos_id)
     if found != expected:
@@ -182,7 +185,8 @@ def _check_tokenizers(model_config: ModelConfig, source: Tokenizer, target: Toke
 
 
 def _loss_sum(model: torch.nn.Module, batch: Batch, pad_id: int, label_smoothing: float) -> Tensor:
-    """Cross-entropy summed over the batch's target tokens (padding ignored)."""
+    """Cross-entropy summed over the batch's target tokens (padding ignored); a decoder-only model's logits are
+    those of its separator and target positions (models/inference/batches.py): the prompt is never scored."""
     logits, _ = model(batch.src, batch.tgt_in)  # [B, T, V]
     return F.cross_entropy(logits.flatten(0, 1).float(), batch.tgt_out.flatten(), ignore_index=pad_id,
                            label_smoothing=label_smoothing, reduction="sum")
@@ -210,7 +214,7 @@ class _Trainer:
         self.model = build_model(model_config).to(self.device).train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.learning_rate, betas=ADAM_BETAS,
                                            weight_decay=WEIGHT_DECAY)
-        lengths = [max(len(source), len(target) + 1) for source, target in train_examples]
+        lengths = [sequence_length(example, model_config) for example in train_examples]
         self.stream = BatchStream(lengths, config.batch_size, config.seed)
         self.step, self.seconds_before, self.started = 0, 0.0, time.perf_counter()
         self.window = [0.0, 0]  # training loss sum and token count since the last validation

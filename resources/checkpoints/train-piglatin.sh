@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Train the four Pig Latin demo checkpoints exactly as shipped (see README.md beside this file).
+# Train the four Pig Latin GRU demo checkpoints exactly as shipped (see README.md beside this file); the
+# decoder-only one: train-piglatin-decoder-only.sh.
 # The corpus comes from: python -m models.corpora.bible --out data/en-es
 #                        python -m models.corpora.piglatin --english data/en-es/train.tsv --out data/piglatin
 set -euo pipefail
