@@ -67,6 +67,9 @@ FORMAT_CATALOGUE = (
            "a Hugging Face decoder-only language model folder (GPT-2, Llama, Mistral, Qwen2, Qwen3,\n"
            "Gemma 2: config.json, model.safetensors, sharded safetensors with their index, or\n"
            "pytorch_model.bin, tokenizer.json, generation_config.json)"),
+    Format("hf-encoder", "hf_encoder",
+           "a Hugging Face encoder-only folder (BERT, RoBERTa, DistilBERT: the masked language model or the\n"
+           "bare encoder; config.json, model.safetensors or pytorch_model.bin, tokenizer.json)"),
 )
 FORMAT_NAMES = tuple(entry.name for entry in FORMAT_CATALOGUE)
 
