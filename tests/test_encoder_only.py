@@ -249,3 +249,31 @@ def test_bare_encoders_give_transformers_attention_and_no_predictions(family, tm
     assert "\n" not in result.note and result.trace.kinds == ["enc_self"]
     with pytest.raises(Exception, match="this model has no masked-language-model head"):
         model(ids)
+
+
+def test_export_writes_the_attention_and_each_masks_predictions(family_folder, tmp_path, capsys):
+    family, folder, original = family_folder
+    out = tmp_path / f"{family}.safetensors"
+    assert main(["convert", str(folder), "-o", str(out)]) == 0
+    text = f"the cat sat on the {MASK[family]} ."
+    npz = tmp_path / "fill.npz"
+    assert main(["export", "-c", str(out), text, "-o", str(npz)]) == 0, capsys.readouterr().err
+    translator = Translator(load_checkpoint(out), "cpu")
+    expected = fill_masks(translator, translator.source(text), top_k=5)
+    ids = encode(folder, text)
+    reference = theirs(original, torch.tensor([ids]), translator.model.pad_id)
+    with np.load(npz) as arrays:
+        assert arrays["src_ids"].tolist() == ids and len(arrays["src_tokens"]) == len(ids)
+        assert arrays["masked_positions"].tolist() == [ids.index(translator.model.config.mask_id)]
+        assert arrays["fill_ids"].shape == (1, 5) and arrays["fill_ids"].tolist() == [expected.predictions[0].top_ids]
+        assert str(arrays["translation"]) == expected.text and arrays["enc_self_mask"].all()
+        for layer in range(2):
+            assert np.allclose(arrays[f"enc_self_L{layer}"], reference.attentions[layer][0].numpy(), atol=1e-5)
+        assert not any(name.startswith(("dec_self", "cross")) for name in arrays.files)
+    csv = tmp_path / "head.csv"
+    assert main(["export", "-c", str(out), text, "-o", str(csv), "--kind", "enc_self", "--layer", "1",
+                 "--head", "2"]) == 0
+    rows = csv.read_text(encoding="utf-8").splitlines()
+    assert len(rows) == len(ids) + 1
+    assert main(["export", "-c", str(out), text, "-o", str(npz), "--target", "a cat"]) == 1
+    assert "attnviz: error: an encoder-only model has no output to force" in capsys.readouterr().err
