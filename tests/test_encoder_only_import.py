@@ -140,3 +140,17 @@ def test_a_bert_base_sized_model_is_built_on_meta_without_weight_memory():
     assert model.head.output.weight is model.embedding.tokens.weight  # tied: one parameter
     assert 109_000_000 < model.parameter_count() < 111_000_000  # bert-base-uncased's 110M with its MLM head
     assert model.attention_shape() == {"enc_self": (12, 12)}
+
+
+def test_commands_that_need_decoding_or_a_target_say_so_in_one_line(bert_folder, tmp_path, capsys):
+    out = tmp_path / "bert.safetensors"
+    assert main(["convert", str(bert_folder), "-o", str(out)]) == 0
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("the cat sat .\tthe cat sat .\nthe dog .\tthe dog .\n", encoding="utf-8")
+    capsys.readouterr()
+    for command in (["importance", "--data", str(pairs)], ["stats", "--data", str(pairs)],
+                    ["evaluate", "--data", str(pairs)],
+                    ["render", "the [MASK] sat .", "--kind", "enc_self", "-o", str(tmp_path / "a.png")]):
+        assert main([command[0], "-c", str(out), *command[1:]]) == 1, command
+        err = capsys.readouterr().err
+        assert err.startswith("attnviz: error: an encoder-only model ") and err.count("\n") == 1, (command, err)

@@ -7,9 +7,9 @@ How it keeps the ``Seq2Seq`` protocol: there is one attention kind, ``enc_self``
 
 - ``encode(src_ids [B, S])``: the final hidden states ``[B, S, E]``, the padding mask ``[B, 1, 1, S]`` and the
   attention weights per layer ``[B, H, S, S]``.
-- ``forward(src_ids [B, S])``: the masked-language-model logits of every position ``[B, S, V]`` (``tgt_in`` is not
-  read: there is no decoder) and ``Intermediates`` with ``enc_self``; a model without the head (a bare
-  ``BertModel``) refuses in one line: its hidden states are ``encode``'s.
+- ``forward(src_ids [B, S])``: the masked-language-model logits of every position ``[B, S, V]`` and ``Intermediates``
+  with ``enc_self``; a target (``tgt_in``, what teacher-forced scoring passes) is refused in one line, as there is
+  no decoder, and so is a model without the head (a bare ``BertModel``): its hidden states are ``encode``'s.
 - ``start(src_ids)``: encodes; the ``DecoderState``'s ``memory`` holds the hidden states. ``step`` refuses in one
   line: an encoder-only model fills masked positions (models/inference/fill_mask.py) instead of decoding.
 
@@ -34,6 +34,7 @@ from .transformer import ACTIVATIONS, EncoderLayer
 
 NO_HEAD = "this model has no masked-language-model head: it gives attention, and predictions need the head"
 NO_DECODING = "an encoder-only model does not decode: it predicts the tokens at its mask positions"
+NO_TARGET = "an encoder-only model reads no target sentence: it predicts the tokens at its mask positions"
 
 
 def layer_config(config: EncoderOnlyConfig) -> TransformerConfig:
@@ -146,6 +147,8 @@ class EncoderOnlyModel(Seq2Seq):
 
     def forward(self, src_ids: Tensor, tgt_in: Tensor | None = None, *, need_weights: bool = False,
                 ablation: Ablation = NO_ABLATION) -> tuple[Tensor, Intermediates]:
+        if tgt_in is not None:
+            raise InputError(NO_TARGET)
         if self.head is None:
             raise InputError(NO_HEAD)
         hidden, src_mask, weights = self.encode(src_ids, need_weights, ablation)
