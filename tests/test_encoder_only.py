@@ -277,3 +277,13 @@ def test_export_writes_the_attention_and_each_masks_predictions(family_folder, t
     assert len(rows) == len(ids) + 1
     assert main(["export", "-c", str(out), text, "-o", str(npz), "--target", "a cat"]) == 1
     assert "attnviz: error: an encoder-only model has no output to force" in capsys.readouterr().err
+
+
+def test_characters_wordpiece_does_not_know_become_its_unknown_token_and_are_named(tmp_path):
+    folder = tmp_path / "bert"
+    build(folder, "bert")
+    translator = Translator(convert(folder), "cpu")
+    source = translator.source("the cat sat on the ☃ .")
+    unknown = translator.source_tokenizer.unk_id
+    assert translator.source_tokenizer.token(unknown) == "[UNK]" and unknown in source.ids
+    assert source.unknown == ["☃"] and "☃" in source.unknown_notice()
