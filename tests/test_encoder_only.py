@@ -27,7 +27,7 @@ from tests.hf_fixtures import saved_random_model, write_byte_level_bpe  # noqa: 
 SENTENCES = ["the capital of france is paris .", "the cat sat on the mat and the dog sat on the log .",
              "a small model reads a short sentence .", "paris is a city in france ; the mat is red .",
              "she reads the book that the cat wrote ."] * 4
-TINY = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
+TINY = dict(hidden_size=24, num_hidden_layers=2, num_attention_heads=4, intermediate_size=32,
             max_position_embeddings=40)
 FAMILIES = ("bert", "roberta", "distilbert")
 MASK = {"bert": "[MASK]", "roberta": "<mask>", "distilbert": "[MASK]"}
@@ -65,7 +65,7 @@ def model_class(family: str, *, head: bool = True):
 
 def hf_config(family: str, vocab_size: int):
     if family == "distilbert":
-        return transformers.DistilBertConfig(vocab_size=vocab_size, dim=16, n_layers=2, n_heads=4, hidden_dim=32,
+        return transformers.DistilBertConfig(vocab_size=vocab_size, dim=24, n_layers=2, n_heads=4, hidden_dim=32,
                                              max_position_embeddings=40, pad_token_id=0)
     if family == "roberta":
         return transformers.RobertaConfig(vocab_size=vocab_size, pad_token_id=1, bos_token_id=0, eos_token_id=2,
