@@ -18,7 +18,6 @@ from .common import (
 )
 
 NAME = "translate"
-FILL_TOP_K = 5  # the predictions --json gives for each mask of an encoder-only model
 
 
 def add_parser(subparsers) -> None:
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             sources.append(translator.source(text, unknown=unknown_mode(args)))
         except InputError as failure:
             raise InputError(f"input {number}: {failure}") from None
-    if not getattr(translator.model, "decodes", True):  # an encoder-only model fills its masks instead
+    if not translator.model.decodes:  # an encoder-only model fills its masks instead
         return _fill(args, translator, list(zip(texts, sources)), ablation=ablation)
     translations = []
     for number, (text, source) in enumerate(zip(texts, sources), 1):
@@ -78,7 +77,7 @@ def _fill(args: argparse.Namespace, translator, inputs: list, *, ablation) -> in
     for number, (text, source) in enumerate(inputs, 1):
         announce_unknown(source, f"input {number}")
         announce_truncation(source, f"input {number}", translator.config.max_len)
-        result = fill_masks(translator, source, top_k=FILL_TOP_K, need_weights=False, ablation=ablation)
+        result = fill_masks(translator, source, need_weights=False, ablation=ablation)
         output = result.text if result.predictions else text  # nothing filled: the sentence as it was given
         if result.note:
             note(f"input {number}: {result.note}")

@@ -17,6 +17,7 @@ from ..nn.intermediates import Intermediates, keeping_attention, trace_from_inte
 from ..trace.records import AttentionTrace
 from .translator import SourceInput, Translator
 
+TOP_K = 5  # the predictions each mask gets unless asked otherwise (attnviz translate --json, export)
 NO_MASK = "no token was masked: there is nothing to fill (a {mask} in the sentence marks a token to predict)"
 NO_MASK_TOKEN = "this model's tokenizer has no mask token: there is nothing to fill"
 
@@ -53,7 +54,7 @@ def mask_positions(ids: list[int], mask_id: int) -> list[int]:
     return [index for index, token in enumerate(ids) if mask_id >= 0 and token == mask_id]
 
 
-def fill_masks(translator: Translator, source: SourceInput, *, top_k: int = 5, need_weights: bool = True,
+def fill_masks(translator: Translator, source: SourceInput, *, top_k: int = TOP_K, need_weights: bool = True,
                ablation: Ablation = NO_ABLATION, dtype: type = np.float32) -> FillResult:
     """Encode ``source`` (from ``translator.source``) and predict each masked position's ``top_k`` tokens; the trace
     holds every layer's and head's ``enc_self`` weights (when ``need_weights``) in ``dtype``; ``ablation`` switches
