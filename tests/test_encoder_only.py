@@ -287,3 +287,23 @@ def test_characters_wordpiece_does_not_know_become_its_unknown_token_and_are_nam
     unknown = translator.source_tokenizer.unk_id
     assert translator.source_tokenizer.token(unknown) == "[UNK]" and unknown in source.ids
     assert source.unknown == ["☃"] and "☃" in source.unknown_notice()
+
+
+def test_the_first_berts_names_and_their_next_sentence_head_are_read(tmp_path):
+    """bert-base-uncased's files name LayerNorm parameters gamma and beta and keep the next-sentence head."""
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "bert"
+    original = build(folder, "bert")
+    state = load_file(folder / "model.safetensors")
+    renamed = {key.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): value
+               for key, value in state.items()}
+    assert sum(key.endswith(".gamma") for key in renamed) > 4
+    renamed["cls.seq_relationship.weight"] = torch.randn(2, 24)
+    renamed["cls.seq_relationship.bias"] = torch.randn(2)
+    save_file(renamed, folder / "model.safetensors", metadata={"format": "pt"})
+    model = convert(folder).model
+    ids = padded_batch(folder, model.pad_id, ["the cat sat on the mat .", "paris ."])
+    with torch.no_grad():
+        logits, _ = model(ids)
+    assert torch.allclose(logits, theirs(original, ids, model.pad_id).logits, atol=1e-4)

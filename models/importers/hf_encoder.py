@@ -93,7 +93,7 @@ def inspect(source: Source, settings: Settings) -> Inspection:
 
 def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab: str | None) -> Converted:
     folder = open_hf_folder(source, settings, inspect, vocabularies=(src_vocab, tgt_vocab))
-    hf, state = folder.hf, folder.state
+    hf, state = folder.hf, current_names(folder.state)
     family = hf["family"]
     prefix = BASE[family] if any(key.startswith(BASE[family]) for key in state) else ""
     config = _our_config(source, hf, state, prefix=prefix)
@@ -104,6 +104,14 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
                      provenance=Provenance(source.path, folder.inspection.inferred,
                                            vocabularies={"src": "tokenizer.json", "tgt": "tokenizer.json"},
                                            details={"family": family, "mlm_head": config.mlm_head}))
+
+
+def current_names(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The state dict with the names transformers reads it under: the LayerNorms' ``gamma``/``beta`` of the first
+    BERT checkpoints (bert-base-uncased's among them) are ``weight``/``bias``."""
+    renamed = {"gamma": "weight", "beta": "bias"}
+    return {(f"{key.rpartition('.')[0]}.{renamed[key.rpartition('.')[2]]}" if key.rpartition(".")[2] in renamed
+             else key): tensor for key, tensor in state.items()}
 
 
 HEAD_KEYS = {"bert": ("cls.predictions.transform.dense.weight", "cls.predictions.decoder.weight"),
@@ -191,7 +199,9 @@ def _map_weights(state: dict[str, Tensor], *, config: EncoderOnlyConfig, family:
             _map_distilbert_layer(weights, ours, f"{prefix}transformer.layer.{index}.")
         else:
             _map_bert_layer(weights, ours, f"{prefix}encoder.layer.{index}.")
-    weights.ignore(*(key for key in state if key.startswith(f"{prefix}pooler.")))  # the bare encoder's pooler
+    # the pooler, and the next-sentence head BERT was pre-trained with (bert-base-uncased keeps it): neither reads
+    # the masked positions
+    weights.ignore(*(key for key in state if key.startswith((f"{prefix}pooler.", "cls.seq_relationship."))))
     if config.mlm_head:
         _map_head(weights, config, family=family, prefix=prefix)
     return weights
