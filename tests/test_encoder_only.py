@@ -307,3 +307,23 @@ def test_the_first_berts_names_and_their_next_sentence_head_are_read(tmp_path):
     with torch.no_grad():
         logits, _ = model(ids)
     assert torch.allclose(logits, theirs(original, ids, model.pad_id).logits, atol=1e-4)
+
+
+def test_render_draws_the_encoders_attention_and_the_views_read_its_trace(family_folder, tmp_path, capsys):
+    from attnviz.state import viewmodel
+    from attnviz.state.session import Selection
+
+    family, folder, _ = family_folder
+    out = tmp_path / f"{family}.safetensors"
+    assert main(["convert", str(folder), "-o", str(out)]) == 0
+    text = f"the cat sat on the {MASK[family]} ."
+    image = tmp_path / "layer1.png"
+    assert main(["render", "-c", str(out), text, "--kind", "enc_self", "--layer", "1", "--head", "mean",
+                 "-o", str(image)]) == 0, capsys.readouterr().err
+    assert image.stat().st_size > 1000
+    translator = Translator(load_checkpoint(out), "cpu")
+    trace = fill_masks(translator, translator.source(text)).trace
+    selection = Selection(kind="enc_self", layer=1, head="mean")
+    assert viewmodel.selector_state(trace, selection).kinds == ["enc_self"]
+    state = viewmodel.heatmap(trace, selection)
+    assert np.allclose(state.matrix, trace.attention["enc_self"][1].mean(axis=0), atol=1e-7)

@@ -149,8 +149,7 @@ def test_commands_that_need_decoding_or_a_target_say_so_in_one_line(bert_folder,
     pairs.write_text("the cat sat .\tthe cat sat .\nthe dog .\tthe dog .\n", encoding="utf-8")
     capsys.readouterr()
     for command in (["importance", "--data", str(pairs)], ["stats", "--data", str(pairs)],
-                    ["evaluate", "--data", str(pairs)],
-                    ["render", "the [MASK] sat .", "--kind", "enc_self", "-o", str(tmp_path / "a.png")]):
+                    ["evaluate", "--data", str(pairs)]):
         assert main([command[0], "-c", str(out), *command[1:]]) == 1, command
         err = capsys.readouterr().err
         assert err.startswith("attnviz: error: an encoder-only model ") and err.count("\n") == 1, (command, err)

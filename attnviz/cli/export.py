@@ -32,8 +32,8 @@ from models.errors import InputError
 
 from ..state.export import check_output, write_csv, write_fill_npz, write_npz
 from .common import (
-    ablation_for, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, announce_truncation,
-    announce_unknown, decode_one, model_shape, note, open_translator, say_if_rounded, unknown_mode,
+    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, fill_one, model_shape,
+    open_translator, say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -83,24 +83,14 @@ def csv_selection(args: argparse.Namespace) -> int | str:
 def _export_filled(args: argparse.Namespace, output) -> int:
     """An encoder-only model's run (models/inference/fill_mask.py) written as the .npz (with ``masked_positions``
     and the top 5 of each mask, ``fill_ids``) or one heatmap's .csv."""
-    from models.inference.fill_mask import fill_masks
-
-    if args.target is not None:
-        raise InputError("an encoder-only model has no output to force: leave out --target")
     if args.contributions:
         raise InputError("--contributions is not available for encoder-only models yet")
     head = csv_selection(args) if output.suffix.lower() == ".csv" else None
-    translator = open_translator(args)
-    source = translator.source(args.text, unknown=unknown_mode(args))
-    announce_unknown(source, "the text")
-    announce_truncation(source, "the text", translator.config.max_len)
-    result = fill_masks(translator, source, ablation=ablation_for(args, translator))
-    if result.note:
-        note(result.note)
+    result = fill_one(args)
     if head is not None:
         write_heatmap_csv(output, result.trace, kind=args.kind, layer=args.layer, head=head)
         return 0
-    write_fill_npz(output, result, source.ids)
+    write_fill_npz(output, result)
     with np.load(output) as written:
         print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
     return 0

@@ -39,13 +39,13 @@ def write_npz(path: str | Path, result: DecodeResult, extra: dict[str, np.ndarra
     return write_arrays(path, arrays)
 
 
-def write_fill_npz(path: str | Path, result, src_ids: list[int]) -> Path:
+def write_fill_npz(path: str | Path, result) -> Path:
     """An encoder-only run (models/inference/fill_mask.py's ``FillResult``): the trace, ``src_ids``, the masked
     positions ``masked_positions`` [masks], each one's predictions best first ``fill_ids`` [masks, k] (int64),
     ``fill_tokens`` and ``fill_probs`` (float32), and ``translation``: the sentence with each mask filled."""
     predictions = result.predictions
     width = len(predictions[0].top_ids) if predictions else 0
-    arrays = {**trace_arrays(result.trace), "src_ids": np.array(src_ids, dtype=np.int64),
+    arrays = {**trace_arrays(result.trace), "src_ids": np.array(result.source_ids, dtype=np.int64),
               "masked_positions": np.array([p.position for p in predictions], dtype=np.int64),
               "fill_ids": np.array([p.top_ids for p in predictions], dtype=np.int64).reshape(-1, width),
               "fill_tokens": np.array([p.top_tokens for p in predictions], dtype=str).reshape(-1, width),

@@ -46,7 +46,8 @@ class FillResult:
     predictions: list[MaskPrediction]
     trace: AttentionTrace
     note: str = ""
-    filled_ids: list[int] = field(default_factory=list)
+    source_ids: list[int] = field(default_factory=list)  # the sentence's token ids as encoded
+    filled_ids: list[int] = field(default_factory=list)  # the same with each mask's most likely token
 
 
 def mask_positions(ids: list[int], mask_id: int) -> list[int]:
@@ -76,7 +77,8 @@ def fill_masks(translator: Translator, source: SourceInput, *, top_k: int = TOP_
     target = translator.target_tokenizer
     if top is None:
         note = _why_nothing_was_filled(model, positions, target)
-        return FillResult(target.decode(source.ids), labels, [], trace=trace, note=note, filled_ids=list(source.ids))
+        return FillResult(target.decode(source.ids), labels, [], trace=trace, note=note, source_ids=list(source.ids),
+                          filled_ids=list(source.ids))
     top_ids, top_probs = top.indices.cpu().numpy(), top.values.double().cpu().numpy()
     predictions = [MaskPrediction(position, [int(i) for i in ids], [target.token(int(i)) for i in ids],
                                   top_probs=[float(p) for p in probs])
@@ -84,7 +86,8 @@ def fill_masks(translator: Translator, source: SourceInput, *, top_k: int = TOP_
     filled = list(source.ids)
     for prediction in predictions:
         filled[prediction.position] = prediction.best
-    return FillResult(target.decode(filled), labels, predictions, trace=trace, filled_ids=filled)
+    return FillResult(target.decode(filled), labels, predictions, trace=trace, source_ids=list(source.ids),
+                      filled_ids=filled)
 
 
 def _why_nothing_was_filled(model, positions: list[int], tokenizer) -> str:
