@@ -327,3 +327,21 @@ def test_render_draws_the_encoders_attention_and_the_views_read_its_trace(family
     assert viewmodel.selector_state(trace, selection).kinds == ["enc_self"]
     state = viewmodel.heatmap(trace, selection)
     assert np.allclose(state.matrix, trace.attention["enc_self"][1].mean(axis=0), atol=1e-7)
+
+
+def test_a_sentence_longer_than_the_positions_is_cut_keeping_its_end_token(family_folder, capsys, tmp_path):
+    family, folder, original = family_folder
+    translator = Translator(convert(folder), "cpu")
+    limit = translator.config.max_len
+    text = " ".join(["the cat sat on the mat ."] * 12) + f" {MASK[family]}"
+    full = encode(folder, text)
+    assert len(full) > limit
+    source = translator.source(text)
+    assert source.truncated and len(source.ids) == limit
+    assert source.ids == full[: limit - 1] + [translator.config.eos_id]  # as a tokenizer's truncation keeps it
+    result = fill_masks(translator, source)
+    assert result.predictions == [] and "no token was masked" in result.note  # the mask was cut off
+    logits = theirs(original, torch.tensor([source.ids]), translator.model.pad_id).logits
+    with torch.no_grad():
+        ours, _ = translator.model(torch.tensor([source.ids]))
+    assert torch.allclose(ours, logits, atol=1e-4)
