@@ -345,3 +345,22 @@ def test_a_sentence_longer_than_the_positions_is_cut_keeping_its_end_token(famil
     with torch.no_grad():
         ours, _ = translator.model(torch.tensor([source.ids]))
     assert torch.allclose(ours, logits, atol=1e-4)
+
+
+def test_start_encodes_and_step_refuses(family_folder):
+    from models.errors import InputError
+
+    family, folder, original = family_folder
+    model = convert(folder).model
+    ids = padded_batch(folder, model.pad_id, ["the cat sat on the mat .", "paris ."])
+    expected = theirs(original, ids, model.pad_id)
+    with torch.no_grad():
+        state, intermediates = model.start(ids)
+        assert torch.allclose(state.memory, expected.hidden_states[-1], atol=1e-4)
+        assert torch.equal(state.src_mask[:, 0, 0], ids != model.pad_id)
+        for layer, weights in enumerate(intermediates.attention["enc_self"]):
+            assert torch.allclose(weights, expected.attentions[layer], atol=1e-5)
+        with pytest.raises(InputError, match="an encoder-only model does not decode"):
+            model.step(ids[:, 0], state)
+        with pytest.raises(InputError, match="an encoder-only model reads no target sentence"):
+            model(ids, ids[:, :2])
