@@ -153,3 +153,16 @@ def test_commands_that_need_decoding_or_a_target_say_so_in_one_line(bert_folder,
         assert main([command[0], "-c", str(out), *command[1:]]) == 1, command
         err = capsys.readouterr().err
         assert err.startswith("attnviz: error: an encoder-only model ") and err.count("\n") == 1, (command, err)
+
+
+def test_export_of_a_sentence_without_a_mask_writes_no_predictions(bert_folder, tmp_path, capsys):
+    import numpy as np
+
+    out = tmp_path / "bert.safetensors"
+    assert main(["convert", str(bert_folder), "-o", str(out)]) == 0
+    npz = tmp_path / "plain.npz"
+    assert main(["export", "-c", str(out), "the cat sat .", "-o", str(npz)]) == 0
+    assert "attnviz: note: no token was masked" in capsys.readouterr().err
+    with np.load(npz) as arrays:
+        assert arrays["fill_ids"].shape == (0, 0) and arrays["masked_positions"].shape == (0,)
+        assert arrays["enc_self_L0"].shape[1] == len(arrays["src_ids"]) == 6  # [CLS] the cat sat . [SEP]
