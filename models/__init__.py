@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .errors import AttnvizError, CheckpointError, ConfigError, InputError
 from .nn.config import ARCHS, DecoderOnlyConfig, ModelConfig, RNNConfig, TransformerConfig, make_config
+from .nn.encoder_config import EncoderOnlyConfig
 
 if TYPE_CHECKING:
     from .inference.decoding import run
@@ -34,7 +35,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'models' has no attribute {name!r}")
 
 
-__all__ = ["ARCHS", "Ablation", "AttnvizError", "CheckpointError", "ConfigError", "DecoderOnlyConfig", "InputError",
+__all__ = ["ARCHS", "Ablation", "AttnvizError", "CheckpointError", "ConfigError", "DecoderOnlyConfig",
+           "EncoderOnlyConfig", "InputError",
            "ModelConfig",
            "RNNConfig", "Seq2Seq", "TransformerConfig", "Translator", "build_model", "load_checkpoint", "make_config",
            "run", "save_checkpoint"]

@@ -112,8 +112,8 @@ def test_every_format_is_detected_and_documented():
     assert FILE_ORDER == ("nanogpt", "joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated",
                           "pytorch-seq2seq", "marian")
     assert FOLDER_ORDER == ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq",
-                            "hf-causal")
-    assert HF_FOLDERS == ("marian", "hf-bart", "fsmt", "hf-t5", "hf-causal")
+                            "hf-causal", "hf-encoder")
+    assert HF_FOLDERS == ("marian", "hf-bart", "fsmt", "hf-t5", "hf-causal", "hf-encoder")
     guide = (Path(__file__).parents[1] / "docs" / "checkpoint-formats.md").read_text(encoding="utf-8")
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     for name in FORMATS:

@@ -406,6 +406,23 @@ def announce_truncation(source: SourceInput, label: str, limit: int) -> None:
         warn(f"{label} {source.truncation_notice(limit)}")
 
 
+def fill_one(args: argparse.Namespace, translator: Translator | None = None):
+    """An encoder-only model's run on ``args.text`` (models/inference/fill_mask.py's ``FillResult``: each mask's top
+    5, the enc_self trace); what there was not to fill is a note on stderr. ``--target`` is refused in one line."""
+    from models.inference.fill_mask import fill_masks
+
+    if getattr(args, "target", None) is not None:
+        raise InputError("an encoder-only model has no output to force: leave out --target")
+    translator = translator or open_translator(args)
+    source = translator.source(args.text, unknown=unknown_mode(args))
+    announce_unknown(source, "the text")
+    announce_truncation(source, "the text", translator.config.max_len)
+    result = fill_masks(translator, source, ablation=ablation_for(args, translator))
+    if result.note:
+        note(result.note)
+    return result
+
+
 def decode_one(args: argparse.Namespace, translator: Translator | None = None) -> DecodeResult:
     """The best result for ``args.text``: forced to ``args.target`` when given, else greedy or beam (with
     ``translator``, else the one ``args`` opens)."""

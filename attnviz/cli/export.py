@@ -12,6 +12,9 @@ source_contribution [target_len], value zeroing zeroing_{kind}_L{layer} [query_l
 ixg_source [target_len, source_len] and ixg_target [target_len, target_len], integrated gradients ig_source,
 ig_target, ig_completeness [target_len] (each output step's relative completeness error) and ig_steps
 [target_len] (its step count; --ig-steps N fixes it).
+An encoder-only model (BERT, RoBERTa, DistilBERT) writes enc_self alone, src_ids, masked_positions [masks], the top 5
+predictions of each mask fill_ids [masks, 5] (best first), fill_tokens, fill_probs, and translation: the sentence with
+each mask filled.
 
 A .csv holds one heatmap, chosen with --kind, --layer and --head as in render: a header row "query \\ key"
 then the key tokens, one row per query token. Tokens are the model's own (a repeated key token gets #2,
@@ -27,10 +30,10 @@ import numpy as np
 
 from models.errors import InputError
 
-from ..state.export import check_output, write_csv, write_npz
+from ..state.export import check_output, write_csv, write_fill_npz, write_npz
 from .common import (
-    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, open_translator,
-    say_if_rounded, unknown_mode,
+    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, fill_one, model_shape,
+    open_translator, say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -54,6 +57,8 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, (".npz", ".csv"))
+    if set(model_shape(args)) == {"enc_self"}:  # an encoder-only model: its masks filled, nothing decoded
+        return _export_filled(args, output)
     if output.suffix.lower() == ".npz":
         write_npz(output, *decoded_with_contributions(args))
         with np.load(output) as written:
@@ -61,11 +66,33 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.contributions:
         raise InputError("--contributions writes arrays to an .npz file; a .csv holds one attention heatmap")
+    head = csv_selection(args)
+    write_heatmap_csv(output, decode_one(args).trace, kind=args.kind, layer=args.layer, head=head)
+    return 0
+
+
+def csv_selection(args: argparse.Namespace) -> int | str:
+    """The one heatmap a .csv holds, as --kind, --layer and --head choose it (checked), its head parsed."""
     head = parse_head(args.head)
     if args.kind is None or head == "all":
         raise InputError("a .csv holds one heatmap: choose it with --kind KIND [--layer L] [--head H|mean|max|rollout]")
     check_selection(args, head)
-    write_heatmap_csv(output, decode_one(args).trace, kind=args.kind, layer=args.layer, head=head)
+    return head
+
+
+def _export_filled(args: argparse.Namespace, output) -> int:
+    """An encoder-only model's run (models/inference/fill_mask.py) written as the .npz (with ``masked_positions``
+    and the top 5 of each mask, ``fill_ids``) or one heatmap's .csv."""
+    if args.contributions:
+        raise InputError("--contributions is not available for encoder-only models yet")
+    head = csv_selection(args) if output.suffix.lower() == ".csv" else None
+    result = fill_one(args)
+    if head is not None:
+        write_heatmap_csv(output, result.trace, kind=args.kind, layer=args.layer, head=head)
+        return 0
+    write_fill_npz(output, result)
+    with np.load(output) as written:
+        print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
     return 0
 
 

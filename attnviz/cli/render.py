@@ -30,7 +30,7 @@ from models.trace.records import KINDS
 from ..state.export import IMAGE_SUFFIXES, check_output
 from .common import (
     add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, checkpoint_path, decode_one,
-    model_shape, open_translator, say_if_rounded, selection_problem, unknown_mode,
+    fill_one, model_shape, open_translator, say_if_rounded, selection_problem, unknown_mode,
 )
 
 NAME = "render"
@@ -111,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None:
         return run_compare(args, head=head, size=size, output=output)
     check_selection(args, head)
-    result = decode_one(args)
+    # an encoder-only model's sentence is encoded and its masks filled (docs/architectures.md#encoder-only)
+    result = fill_one(args) if set(model_shape(args)) == {"enc_self"} else decode_one(args)
     draw(args, result, head=head, size=size, output=output)
     print(output)
     return 0

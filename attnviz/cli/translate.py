@@ -1,7 +1,8 @@
 """attnviz translate -c CKPT [--beam K] [--device D] [--json] TEXT...: one output line per input.
 
 With no TEXT, each line of standard input is one input. --json prints one document instead: a list with
-each input, its output, its tokens and their score.
+each input, its output, its tokens and their score. An encoder-only model (BERT, RoBERTa, DistilBERT) fills each
+[MASK] (<mask>) with its most likely token; --json gives the top 5 of every mask.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from models.errors import InputError
 
 from .common import (
     ablation_for, add_decoding_options, add_model_options, announce_truncation, announce_unknown, argument_text,
-    encoding_name, finite_float, input_lines, open_translator, terminal_text, unknown_mode,
+    encoding_name, finite_float, input_lines, note, open_translator, terminal_text, unknown_mode,
 )
 
 NAME = "translate"
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
             sources.append(translator.source(text, unknown=unknown_mode(args)))
         except InputError as failure:
             raise InputError(f"input {number}: {failure}") from None
+    if not translator.model.decodes:  # an encoder-only model fills its masks instead
+        return _fill(args, translator, list(zip(texts, sources)), ablation=ablation)
     translations = []
     for number, (text, source) in enumerate(zip(texts, sources), 1):
         announce_unknown(source, f"input {number}")
@@ -61,4 +64,29 @@ def run(args: argparse.Namespace) -> int:
             print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
     if args.json:  # escaped throughout: no control character or lone surrogate reaches the terminal
         print(json.dumps(translations))
+    return 0
+
+
+def _fill(args: argparse.Namespace, translator, inputs: list, *, ablation) -> int:
+    """An encoder-only model's run (models/inference/fill_mask.py): per input the sentence with each mask filled by
+    its most likely token; --json the top-k of every mask. A sentence with nothing to fill is printed as it is, and a
+    note on stderr says why."""
+    from models.inference.fill_mask import fill_masks
+
+    documents = []
+    for number, (text, source) in enumerate(inputs, 1):
+        announce_unknown(source, f"input {number}")
+        announce_truncation(source, f"input {number}", translator.config.max_len)
+        result = fill_masks(translator, source, need_weights=False, ablation=ablation)
+        output = result.text if result.predictions else text  # nothing filled: the sentence as it was given
+        if result.note:
+            note(f"input {number}: {result.note}")
+        if args.json:
+            documents.append({"input": text, "output": output, "note": result.note,
+                              "masks": [{"position": p.position, "ids": p.top_ids, "tokens": p.top_tokens,
+                                         "probabilities": p.top_probs} for p in result.predictions]})
+        else:
+            print(terminal_text(output), flush=True)
+    if args.json:
+        print(json.dumps(documents))
     return 0

@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.english:
             splits = build_corpus(args.english, args.out, args.seed)
         else:
-            splits = build_word_corpus(args.vocabulary, args.demos, args.out, args.seed)
+            splits = build_word_corpus(args.vocabulary, args.demos, args.out, seed=args.seed)
     except (DataError, AttnvizError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

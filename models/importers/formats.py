@@ -70,6 +70,9 @@ FORMAT_CATALOGUE = (
     Format("nanogpt", "nanogpt",
            "a nanoGPT ckpt.pt (model_args, model; compiled or not) with its character meta.pkl beside it,\n"
            "or --set tokenizer=PATH (a folder with meta.pkl, or GPT-2's tokenizer.json for a BPE model)"),
+    Format("hf-encoder", "hf_encoder",
+           "a Hugging Face encoder-only folder (BERT, RoBERTa, DistilBERT: the masked language model or the\n"
+           "bare encoder; config.json, model.safetensors or pytorch_model.bin, tokenizer.json)"),
 )
 FORMAT_NAMES = tuple(entry.name for entry in FORMAT_CATALOGUE)
 

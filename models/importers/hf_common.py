@@ -137,6 +137,9 @@ def tokenizer_json_pair(source: Source, config: Any,
         if isinstance(piece, str) and isinstance(index, int) and 0 <= index < len(pieces):
             pieces[index] = piece
     unk = next((index for piece, index in ((p, i) for i, p in enumerate(pieces)) if piece == "<unk>"), None)
+    named = json.loads(definition)["model"].get("unk_token")  # WordPiece's [UNK]: where no piece is <unk>
+    if unk is None and isinstance(named, str) and named in pieces:
+        unk = pieces.index(named)
     specials = {"pad": config.pad_id, "unk": unk, "eos": config.eos_id}
     languages = {token["content"]: token["id"] for token in added if isinstance(token, dict)
                  and token.get("special") and isinstance(token.get("content"), str)

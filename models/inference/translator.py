@@ -177,9 +177,11 @@ class Translator:
         limit = self.config.max_len
         if len(ids) <= limit:
             return SourceInput(ids, len(ids), unknown=missing, labels=labels)
-        kept = ids[: limit - 1] + [self.config.eos_id] if self.config.src_append_eos else ids[:limit]
+        # the end token stays last: appended here, or framing an encoder-only model's sentence ([SEP], </s>)
+        keeps_end = self.config.src_append_eos or (not self.model.decodes and ids[-1] == self.config.eos_id)
+        kept = ids[: limit - 1] + ids[-1:] if keeps_end else ids[:limit]
         if labels is not None:
-            labels = labels[: limit - 1] + labels[-1:] if self.config.src_append_eos else labels[:limit]
+            labels = labels[: limit - 1] + labels[-1:] if keeps_end else labels[:limit]
         return SourceInput(kept, len(ids), unknown=missing, labels=labels)
 
     def target(self, text: str, *, unknown: str = "replace") -> list[int]:

@@ -134,9 +134,11 @@ class StepOutput:
 
 
 class Seq2Seq(nn.Module):
-    """Base of every architecture. Subclasses set ``kinds`` (the attention kinds they produce)."""
+    """Base of every architecture. Subclasses set ``kinds`` (the attention kinds they produce); ``decodes`` is False
+    for a model that only encodes (encoder-only: models/inference/fill_mask.py runs it)."""
 
     kinds: tuple[str, ...] = ()
+    decodes: bool = True
 
     def __init__(self, config: ModelConfig):
         super().__init__()

@@ -11,17 +11,21 @@ from torch.overrides import TorchFunctionMode
 
 from .base import Seq2Seq
 from .config import DecoderOnlyConfig, ModelConfig, TransformerConfig
+from .encoder_config import EncoderOnlyConfig
 
 
 def build_model(config: ModelConfig) -> Seq2Seq:
     """A freshly initialised model for ``config`` (validated first: one line naming what is wrong)."""
     from .decoder_only import DecoderOnlyLM
+    from .encoder_only import EncoderOnlyModel
     from .rnn import RNNSeq2Seq
     from .transformer import TransformerSeq2Seq
 
     config.validate()
     if isinstance(config, DecoderOnlyConfig):
         return DecoderOnlyLM(config)
+    if isinstance(config, EncoderOnlyConfig):
+        return EncoderOnlyModel(config)
     if isinstance(config, TransformerConfig):
         return TransformerSeq2Seq(config)
     return RNNSeq2Seq(config)

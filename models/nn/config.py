@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from ..errors import ConfigError
+from .config_checks import (
+    ACTIVATIONS, _check_choice, _check_min_output_len, _check_positive, _check_special_ids, _require,
+)
+from .encoder_config import ENCODER_ARCHS, EncoderOnlyConfig
 from .validation import check_config_fields
 
 TRANSFORMER_ARCHS = ("transformer-preln", "transformer-postln")
@@ -24,38 +28,10 @@ INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS  # the encoder-decoder and GRU architectures
 DECODER_ARCHS = ("decoder-only",)
 TRAINED_ARCHS = ARCHS + DECODER_ARCHS  # what `attnviz train --arch` builds
-LOADED_ARCHS = ARCHS + DECODER_ARCHS  # what a checkpoint may hold
+LOADED_ARCHS = ARCHS + DECODER_ARCHS + ENCODER_ARCHS  # what a checkpoint may hold
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "gelu_clipped", "quick_gelu", "relu2", "relu6", "leaky_relu",
-               "mish", "hardswish", "tanh", "sigmoid", "linear", "sqrt_softplus", "laplace")
 POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq", "none")
 NORM_KINDS = ("layer_norm", "unbiased_std", "rms")
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise ConfigError(message)
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    _require(value in choices, f"{name} must be one of {', '.join(choices)}; got {value!r}")
-
-
-def _check_special_ids(config: Any) -> None:
-    for name in ("pad_id", "bos_id", "eos_id"):
-        value = getattr(config, name)
-        _require(isinstance(value, int) and 0 <= value < config.tgt_vocab_size,
-                 f"{name} must be a token id below the target vocabulary size ({config.tgt_vocab_size}); got {value!r}")
-
-
-def _check_min_output_len(config: Any) -> None:
-    _require(config.min_output_len >= 0, f"min_output_len must be 0 or more; got {config.min_output_len!r}")
-
-
-def _check_positive(config: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        _require(isinstance(value, int) and value > 0, f"{name} must be a positive integer; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -437,7 +413,7 @@ class DecoderOnlyConfig:
                  f"got {str(self.stop_ids)[:60]}")
 
 
-ModelConfig = Union[TransformerConfig, RNNConfig, DecoderOnlyConfig]
+ModelConfig = Union[TransformerConfig, RNNConfig, DecoderOnlyConfig, EncoderOnlyConfig]
 
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
@@ -457,6 +433,8 @@ def attention_shape(config: ModelConfig) -> dict[str, tuple[int, int]]:
     them (``Seq2Seq.attention_shape``; read from the config alone: a header's shape check needs no torch)."""
     if isinstance(config, DecoderOnlyConfig):
         return {"dec_self": (config.layers, config.heads)}
+    if isinstance(config, EncoderOnlyConfig):
+        return {"enc_self": (config.layers, config.heads)}
     if isinstance(config, TransformerConfig):
         decoder = (config.decoder_layers, config.heads_of("decoder"))
         return {"enc_self": (config.encoder_layers, config.heads_of("encoder")), "dec_self": decoder, "cross": decoder}
@@ -468,7 +446,7 @@ def attention_shape(config: ModelConfig) -> dict[str, tuple[int, int]]:
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     data = dataclasses.asdict(config)
-    if isinstance(config, DecoderOnlyConfig):  # every field as it is: the family came after LATER_FIELDS
+    if isinstance(config, (DecoderOnlyConfig, EncoderOnlyConfig)):  # every field: these came after LATER_FIELDS
         return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
     return {key: value for key, value in data.items() if key not in LATER_FIELDS or value != LATER_FIELDS[key]}
 
@@ -480,7 +458,7 @@ def config_from_dict(data: dict[str, Any]) -> ModelConfig:
     arch = data["arch"]
     _check_choice("arch", arch, LOADED_ARCHS)
     cls = TransformerConfig if arch in TRANSFORMER_ARCHS else DecoderOnlyConfig if arch in DECODER_ARCHS \
-        else RNNConfig
+        else EncoderOnlyConfig if arch in ENCODER_ARCHS else RNNConfig
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     _require(not unknown, f"unknown {cls.__name__} fields: {', '.join(unknown)}")

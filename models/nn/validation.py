@@ -38,7 +38,7 @@ BOUNDS = {
     "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
     "vocab_size": 1 << 22, "layers": 256, "kv_heads": 1024, "rope_original_max_len": 1 << 24,
-    "sliding_window": 1 << 24,
+    "sliding_window": 1 << 24, "type_vocab_size": 1 << 12,
 }
 # Numbers a model may rebuild from its config rather than store (position tables): 2**25 floats, 128 MiB.
 UNSTORED_ELEMENTS = 1 << 25
@@ -95,6 +95,11 @@ def least_elements(config: Any) -> tuple[int, int]:
     """(weights, buffers): at least how many numbers the model ``config`` describes stores, and how many
     it rebuilds from the config (position tables). Only the big matrices are counted, so a real model
     has a few more; computed from the config alone, nothing is built."""
+    if hasattr(config, "type_vocab_size"):  # encoder-only
+        d = config.d_model
+        output = 0 if config.tie_output or not config.mlm_head else config.vocab_size * d
+        return (config.vocab_size + config.position_rows + config.type_vocab_size) * d + output \
+            + config.layers * (4 * d * d + 2 * d * config.d_ff), 0
     if hasattr(config, "key_value_heads"):  # decoder-only
         d, inner, kv = config.d_model, config.heads * config.head_dim, config.key_value_heads * config.head_dim
         feed_forward = (3 if config.gated_ffn else 2) * d * config.d_ff
