@@ -111,8 +111,9 @@ def test_every_format_is_detected_and_documented():
     # Pinned: a change of rank changes which format a file is taken for.
     assert FILE_ORDER == ("joeynmt", "opennmt", "fairseq", "jadore", "nn-transformer", "annotated", "pytorch-seq2seq",
                           "marian")
-    assert FOLDER_ORDER == ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq")
-    assert HF_FOLDERS == ("marian", "hf-bart", "fsmt", "hf-t5")
+    assert FOLDER_ORDER == ("marian", "hf-bart", "fsmt", "hf-t5", "joeynmt", "sockeye", "fairseq", "pytorch-seq2seq",
+                            "hf-causal")
+    assert HF_FOLDERS == ("marian", "hf-bart", "fsmt", "hf-t5", "hf-causal")
     guide = (Path(__file__).parents[1] / "docs" / "checkpoint-formats.md").read_text(encoding="utf-8")
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     for name in FORMATS:

@@ -147,7 +147,7 @@ def test_other_model_types_are_refused_naming_what_is_supported(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "prophetnet"}), encoding="utf-8")
     with pytest.raises(CheckpointError, match=r"a Hugging Face prophetnet model; this version imports model types "
                                               r"marian, bart, mbart, m2m_100, pegasus, blenderbot-small, fsmt, "
-                                              r"t5, mt5$"):
+                                              r"t5, mt5, gpt2, llama, mistral, qwen2, qwen3, gemma2$"):
         detect_format(tmp_path)
 
 

@@ -270,7 +270,7 @@ def test_other_t5_families_are_refused_naming_what_is_supported(tmp_path):
         (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}), encoding="utf-8")
         with pytest.raises(CheckpointError, match=rf"a Hugging Face {model_type} model; this version imports model "
                                                   r"types marian, bart, mbart, m2m_100, pegasus, blenderbot-small, "
-                                                  r"fsmt, t5, mt5$"):
+                                                  r"fsmt, t5, mt5, gpt2, llama, mistral, qwen2, qwen3, gemma2$"):
             detect_format(tmp_path)
 
 

@@ -29,6 +29,9 @@ Formats (auto-detected when --format is omitted):
                    --set moses=LANG to Moses-tokenise before subword-nmt)
   sockeye          a Sockeye 3 model folder (config, params.best, vocab.src.0.json, vocab.trg.0.json) of a
                    Transformer; input is whitespace-tokenised as in training
+  hf-causal        a Hugging Face decoder-only language model folder (GPT-2, Llama, Mistral, Qwen2, Qwen3,
+                   Gemma 2: config.json, model.safetensors, sharded safetensors with their index, or
+                   pytorch_model.bin, tokenizer.json, generation_config.json)
 
 --set keys are named as in the source code (nhead, norm_first, n_head, MAX_LENGTH...); a file that lacks
 one is refused with the list of what to give. Vocabulary files hold one token a line (line number = id).
@@ -51,7 +54,7 @@ from .common import add_output_option
 
 NAME = "convert"
 FORMAT_NAMES = ("marian", "nn-transformer", "pytorch-seq2seq", "jadore", "annotated", "hf-bart", "fsmt", "hf-t5",
-                "opennmt", "joeynmt", "fairseq", "sockeye")
+                "opennmt", "joeynmt", "fairseq", "sockeye", "hf-causal")
 
 
 def add_parser(subparsers) -> None:

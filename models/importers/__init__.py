@@ -25,8 +25,8 @@ from typing import Any
 from ..storage.checkpoint import Checkpoint
 from ..errors import CheckpointError
 from . import (
-    annotated, fairseq, fsmt, hf_bart, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt, pytorch_seq2seq,
-    sockeye,
+    annotated, fairseq, fsmt, hf_bart, hf_causal, hf_t5, jadore, joeynmt, marian, nn_transformer, opennmt,
+    pytorch_seq2seq, sockeye,
 )
 from .contract import Converted, Importer, checkpoint_from
 from .common import Inspection, MissingSettingsError, Settings, Source, find_state_dict
@@ -37,7 +37,7 @@ from .safe_load import TrustRequiredError
 # reads this: the detection orders below come from each module's ``DETECTION``, and the CLI's --format choices are
 # a literal copy (reading this would import torch to print --help) that tests/test_import_cli.py holds equal.
 FORMATS = {module.NAME: module for module in (marian, nn_transformer, pytorch_seq2seq, jadore, annotated, hf_bart,
-                                              fsmt, hf_t5, opennmt, joeynmt, fairseq, sockeye)}
+                                              fsmt, hf_t5, opennmt, joeynmt, fairseq, sockeye, hf_causal)}
 
 
 def _detection_order(kind: str) -> tuple[str, ...]:

@@ -10,15 +10,18 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from .base import Seq2Seq
-from .config import ModelConfig, TransformerConfig
+from .config import DecoderOnlyConfig, ModelConfig, TransformerConfig
 
 
 def build_model(config: ModelConfig) -> Seq2Seq:
     """A freshly initialised model for ``config`` (validated first: one line naming what is wrong)."""
+    from .decoder_only import DecoderOnlyLM
     from .rnn import RNNSeq2Seq
     from .transformer import TransformerSeq2Seq
 
     config.validate()
+    if isinstance(config, DecoderOnlyConfig):
+        return DecoderOnlyLM(config)
     if isinstance(config, TransformerConfig):
         return TransformerSeq2Seq(config)
     return RNNSeq2Seq(config)

@@ -21,7 +21,9 @@ RNN_ARCHS = ("gru-none", "gru-additive", "gru-scaled-dot", "gru-causal-scaled-do
 LUONG_SCORES = ("dot", "general", "mlp")
 RNN_CELLS = ("gru", "lstm")
 INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
-ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS
+ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS  # what `attnviz train --arch` builds
+DECODER_ARCHS = ("decoder-only",)
+LOADED_ARCHS = ARCHS + DECODER_ARCHS  # what a checkpoint may hold
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "gelu_clipped", "quick_gelu", "relu2", "relu6", "leaky_relu",
                "mish", "hardswish", "tanh", "sigmoid", "linear", "sqrt_softplus", "laplace")
@@ -296,7 +298,137 @@ class RNNConfig:
                  f"annotation_size {self.annotation_size}")
 
 
-ModelConfig = Union[TransformerConfig, RNNConfig]
+DECODER_POSITIONS = ("learned", "rotary")
+ROPE_SCALINGS = ("", "llama3")
+
+
+@dataclass(frozen=True)
+class DecoderOnlyConfig:
+    """Decoder-only Transformer language model, pre-LN (docs/architectures.md#decoder-only): GPT-2, Llama,
+    Mistral, Qwen2, Qwen3, Gemma 2 and models trained here.
+
+    ``positions``: ``learned`` (a table of ``max_len`` rows added to the token vectors, GPT-2) or ``rotary``
+    (RoPE on queries and keys, base ``rope_theta``; ``rope_scaling="llama3"`` rescales its frequencies with
+    ``rope_factor``, ``rope_low_freq_factor``, ``rope_high_freq_factor`` and ``rope_original_max_len``).
+    ``kv_heads`` (0: ``heads``): key/value heads, each shared by ``heads // kv_heads`` query heads (grouped-query;
+    1: multi-query). ``norm_kind`` ``layer_norm`` or ``rms``; an RMS norm multiplies by ``norm_offset + weight``
+    (Gemma: 1). ``gated_ffn``: ``linear_out(act(linear_in(h)) · linear_gate(h))`` (SwiGLU, GeGLU), else
+    ``linear_out(act(linear_in(h)))``. ``qkv_bias``, ``out_bias``, ``ffn_bias``: biases of the projections.
+    ``qk_norm``: an RMS norm over each head's query and key before the rotation (Qwen3). ``sandwich_norms``: the
+    attention and feed-forward outputs are normalised again before their residual (Gemma 2).
+    ``sliding_window`` > 0: local layers let a query see the keys less than that many positions back;
+    ``window_layers`` gives per layer ``L`` (local) or ``G`` (global), "" making every layer local.
+    ``query_scalar`` (0: the head size): scores are ``q·k / √query_scalar``. ``attention_softcap`` and
+    ``logit_softcap`` (0: none): scores and final logits become ``cap · tanh(x / cap)``. ``scale_embedding``:
+    token vectors × √d_model (Gemma). ``stop_ids``: more tokens that end a continuation besides ``eos_id``.
+    """
+
+    arch: str
+    vocab_size: int
+    d_model: int = 256
+    layers: int = 4
+    heads: int = 4
+    kv_heads: int = 0  # 0: heads
+    d_head: int = 0  # 0: d_model // heads
+    d_ff: int = 1024
+    dropout: float = 0.0
+    max_len: int = 1024
+    positions: str = "rotary"
+    rope_theta: float = 10000.0
+    rope_scaling: str = ""
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_len: int = 0
+    norm_kind: str = "rms"
+    norm_eps: float = 1e-6
+    norm_offset: float = 0.0
+    activation: str = "swish"
+    gated_ffn: bool = True
+    qkv_bias: bool = False
+    out_bias: bool = False
+    ffn_bias: bool = False
+    qk_norm: bool = False
+    sandwich_norms: bool = False
+    sliding_window: int = 0  # 0: none
+    window_layers: str = ""
+    query_scalar: float = 0.0  # 0: the head size
+    attention_softcap: float = 0.0
+    logit_softcap: float = 0.0
+    scale_embedding: bool = False
+    tie_output: bool = True
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    stop_ids: tuple[int, ...] = ()
+    src_append_eos: bool = False  # the decoding loop's switches, as the other families have them
+    suppress_bos: bool = False
+    min_output_len: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.stop_ids, list):  # as read back from JSON
+            object.__setattr__(self, "stop_ids", tuple(self.stop_ids))
+
+    @property
+    def src_vocab_size(self) -> int:  # the prompt and the continuation share one vocabulary
+        return self.vocab_size
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.vocab_size
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.layers
+
+    @property
+    def key_value_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_head or self.d_model // self.heads
+
+    def window_of(self, layer: int) -> int:
+        """The sliding window of ``layer`` (0: it sees every earlier position)."""
+        local = not self.window_layers or self.window_layers[layer] == "L"
+        return self.sliding_window if local else 0
+
+    def validate(self) -> None:
+        check_config_fields(self)
+        _check_choice("arch", self.arch, DECODER_ARCHS)
+        _check_positive(self, "vocab_size", "d_model", "layers", "heads", "d_ff", "max_len")
+        _require(self.kv_heads == 0 or self.heads % self.kv_heads == 0,
+                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        _require(self.d_head > 0 or self.d_model % self.heads == 0,
+                 f"d_model ({self.d_model}) must be divisible by heads ({self.heads}) unless d_head is set")
+        _require(self.positions != "rotary" or self.head_dim % 2 == 0,
+                 f"rotary positions need an even head size; got {self.head_dim}")
+        _require(0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1); got {self.dropout}")
+        _check_choice("positions", self.positions, DECODER_POSITIONS)
+        _check_choice("rope_scaling", self.rope_scaling, ROPE_SCALINGS)
+        _require(self.rope_theta > 0, f"rope_theta must be positive; got {self.rope_theta}")
+        _require(not self.rope_scaling or (self.rope_factor > 0 and self.rope_original_max_len > 0
+                                           and self.rope_high_freq_factor > self.rope_low_freq_factor > 0),
+                 "llama3 rope scaling needs rope_factor > 0, rope_original_max_len > 0 and "
+                 "rope_high_freq_factor > rope_low_freq_factor > 0")
+        _check_choice("norm_kind", self.norm_kind, ("layer_norm", "rms"))
+        _require(self.norm_eps > 0, f"norm_eps must be positive; got {self.norm_eps}")
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _require(set(self.window_layers) <= {"L", "G"} and len(self.window_layers) in (0, self.layers),
+                 f"window_layers must hold one L (local) or G (global) per layer ({self.layers}); "
+                 f"got {self.window_layers[:40]!r}")
+        for name in ("query_scalar", "attention_softcap", "logit_softcap"):
+            _require(getattr(self, name) >= 0, f"{name} must be 0 (none) or positive; got {getattr(self, name)}")
+        _check_min_output_len(self)
+        _check_special_ids(self)
+        _require(isinstance(self.stop_ids, tuple) and all(isinstance(i, int) and not isinstance(i, bool)
+                                                          and 0 <= i < self.vocab_size for i in self.stop_ids),
+                 f"stop_ids must be token ids below the vocabulary size ({self.vocab_size}); "
+                 f"got {str(self.stop_ids)[:60]}")
+
+
+ModelConfig = Union[TransformerConfig, RNNConfig, DecoderOnlyConfig]
 
 
 # Fields added after checkpoints were first shared, with the value that means "not used": left out of a
@@ -314,6 +446,8 @@ LATER_FIELDS = {"decoder_heads": 0, "decoder_d_ff": 0, "decoder_norm_position": 
 def attention_shape(config: ModelConfig) -> dict[str, tuple[int, int]]:
     """Per attention kind the model ``config`` describes has, ``(layers, heads)``, in the order the model runs
     them (``Seq2Seq.attention_shape``; read from the config alone: a header's shape check needs no torch)."""
+    if isinstance(config, DecoderOnlyConfig):
+        return {"dec_self": (config.layers, config.heads)}
     if isinstance(config, TransformerConfig):
         decoder = (config.decoder_layers, config.heads_of("decoder"))
         return {"enc_self": (config.encoder_layers, config.heads_of("encoder")), "dec_self": decoder, "cross": decoder}
@@ -325,6 +459,8 @@ def attention_shape(config: ModelConfig) -> dict[str, tuple[int, int]]:
 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     data = dataclasses.asdict(config)
+    if isinstance(config, DecoderOnlyConfig):  # every field as it is: the family came after LATER_FIELDS
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in data.items()}
     return {key: value for key, value in data.items() if key not in LATER_FIELDS or value != LATER_FIELDS[key]}
 
 
@@ -333,8 +469,9 @@ def config_from_dict(data: dict[str, Any]) -> ModelConfig:
     if not isinstance(data, dict) or "arch" not in data:
         raise ConfigError("the architecture config has no 'arch' field")
     arch = data["arch"]
-    _check_choice("arch", arch, ARCHS)
-    cls = TransformerConfig if arch in TRANSFORMER_ARCHS else RNNConfig
+    _check_choice("arch", arch, LOADED_ARCHS)
+    cls = TransformerConfig if arch in TRANSFORMER_ARCHS else DecoderOnlyConfig if arch in DECODER_ARCHS \
+        else RNNConfig
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     _require(not unknown, f"unknown {cls.__name__} fields: {', '.join(unknown)}")

@@ -37,6 +37,8 @@ BOUNDS = {
     "max_len": 1 << 17, "min_output_len": 1 << 17, "position_offset": 1 << 12,
     "relative_buckets": 1 << 12, "relative_max_distance": 1 << 17,
     "pad_id": 1 << 22, "bos_id": 1 << 22, "eos_id": 1 << 22,
+    "vocab_size": 1 << 22, "layers": 256, "kv_heads": 1024, "rope_original_max_len": 1 << 24,
+    "sliding_window": 1 << 24,
 }
 # Numbers a model may rebuild from its config rather than store (position tables): 2**25 floats, 128 MiB.
 UNSTORED_ELEMENTS = 1 << 25
@@ -44,6 +46,7 @@ UNSTORED_ELEMENTS = 1 << 25
 # the weights found before its shapes are compared one by one.
 SMALL_MODEL_ELEMENTS = 1 << 16
 MAX_FLOAT = 1e6  # logit_scale, layer_norm_eps...
+FLOAT_BOUNDS = {"rope_theta": 1e12}  # a rotary base is often 1e6 and beyond (Mistral NeMo: 1e6, others 1e8)
 
 
 def check_config_fields(config: Any) -> None:
@@ -73,8 +76,9 @@ def check_value(name: str, value: Any, kind: type) -> None:
     elif kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{name} must be a number; got {_shown(value)}")
-        if not (isinstance(value, int) or math.isfinite(value)) or abs(value) > MAX_FLOAT:
-            raise ConfigError(f"{name} must be a finite number of at most {MAX_FLOAT:g}; got {_shown(value)}")
+        bound = FLOAT_BOUNDS.get(name, MAX_FLOAT)
+        if not (isinstance(value, int) or math.isfinite(value)) or abs(value) > bound:
+            raise ConfigError(f"{name} must be a finite number of at most {bound:g}; got {_shown(value)}")
     elif kind is str and not isinstance(value, str):
         raise ConfigError(f"{name} must be a string; got {_shown(value)}")
 
@@ -91,6 +95,12 @@ def least_elements(config: Any) -> tuple[int, int]:
     """(weights, buffers): at least how many numbers the model ``config`` describes stores, and how many
     it rebuilds from the config (position tables). Only the big matrices are counted, so a real model
     has a few more; computed from the config alone, nothing is built."""
+    if hasattr(config, "key_value_heads"):  # decoder-only
+        d, inner, kv = config.d_model, config.heads * config.head_dim, config.key_value_heads * config.head_dim
+        feed_forward = (3 if config.gated_ffn else 2) * d * config.d_ff
+        positions = config.max_len * d if config.positions == "learned" else 0
+        output = 0 if config.tie_output else config.vocab_size * d
+        return config.vocab_size * d + output + positions + config.layers * (2 * d * (inner + kv) + feed_forward), 0
     if hasattr(config, "d_model"):
         d = config.d_model
         inner = {side: config.heads_of(side) * config.head_dim_of(side) for side in ("encoder", "decoder")}
