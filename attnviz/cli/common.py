@@ -215,6 +215,18 @@ def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
     return shape
 
 
+def refuse_decoder_only(args: argparse.Namespace, command: str) -> None:
+    """One line when ``args.checkpoint`` is a decoder-only language model, which ``command`` does not handle yet
+    (read from the file's header: nothing is loaded for it)."""
+    from models.nn.config import DECODER_ARCHS
+    from models.storage.metadata import read_metadata
+
+    config = read_metadata(Path(model_file(args.checkpoint))).get("config")
+    if isinstance(config, dict) and config.get("arch") in DECODER_ARCHS:
+        raise InputError(f"attnviz {command} does not handle decoder-only language models yet (translate, export "
+                         f"without --contributions, render and info do)")
+
+
 CHECKPOINT_ARGUMENTS = ("checkpoint", "path", "compare")  # what names a model to open: -c, info's path, --compare
 
 

@@ -23,7 +23,7 @@ import json
 
 from .common import (
     add_corpus_options, add_ig_steps_option, add_model_options, corpus_pairs, model_shape, open_translator,
-    say_if_rounded,
+    refuse_decoder_only, say_if_rounded,
 )
 
 NAME = "contributions"
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from models.analysis.contributions import COMPLETENESS_TOLERANCE, corpus_coverage
     from models.analysis.gradients import check_ig_steps, integrated_gradients
 
+    refuse_decoder_only(args, NAME)
     check_ig_steps(args.ig_steps)
     model_shape(args)
     pairs, corpus = corpus_pairs(args)

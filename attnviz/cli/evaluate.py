@@ -14,7 +14,7 @@ import json
 
 from .common import (
     MAX_OUTPUT_TOKENS, ablation_for, add_ablation_option, add_beam_option, add_corpus_options, add_model_options,
-    corpus_pairs, int_range, model_shape, open_translator,
+    corpus_pairs, int_range, model_shape, open_translator, refuse_decoder_only,
 )
 
 NAME = "evaluate"
@@ -36,6 +36,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from models.analysis.evaluation import evaluate
 
+    refuse_decoder_only(args, NAME)
     model_shape(args)
     pairs, corpus = corpus_pairs(args)
     copy_sources = None

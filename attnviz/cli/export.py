@@ -13,6 +13,11 @@ ixg_source [target_len, source_len] and ixg_target [target_len, target_len], int
 ig_target, ig_completeness [target_len] (each output step's relative completeness error) and ig_steps
 [target_len] (its step count; --ig-steps N fixes it).
 
+A decoder-only language model's .npz holds its whole sequence instead of src_tokens and tgt_tokens: token_ids
+(the prompt's, then the output's), tokens, prompt_len, and dec_self_L{layer} [heads, n, n] and dec_self_mask
+[n, n] over the n positions fed (every token but the last; row i predicted token i + 1); translation is the
+continuation's text.
+
 A .csv holds one heatmap, chosen with --kind, --layer and --head as in render: a header row "query \\ key"
 then the key tokens, one row per query token. Tokens are the model's own (a repeated key token gets #2,
 #3... so that every column name is unique).
@@ -30,7 +35,7 @@ from models.errors import InputError
 from ..state.export import check_output, write_csv, write_npz
 from .common import (
     add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, open_translator,
-    say_if_rounded, unknown_mode,
+    refuse_decoder_only, say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -77,6 +82,7 @@ def decoded_with_contributions(args: argparse.Namespace):
     from models.analysis.gradients import check_ig_steps
     from models.analysis.methods import contribution_arrays
 
+    refuse_decoder_only(args, "export --contributions")
     if args.ablate:
         raise InputError("--contributions describes the model as it is: leave out --ablate")
     check_ig_steps(args.ig_steps)

@@ -32,7 +32,7 @@ from models.trace.records import KINDS
 
 from .common import (
     MAX_OUTPUT_TOKENS, add_beam_option, add_corpus_options, add_model_options, add_output_option, corpus_pairs,
-    int_range, model_shape, open_translator, say_if_rounded, warn,
+    int_range, model_shape, open_translator, refuse_decoder_only, say_if_rounded, warn,
 )
 from .stats import KIND_NAMES, grid_lines
 
@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from models.analysis.importance import ImportanceError
     from models.inference.distributed import joined
 
+    refuse_decoder_only(args, NAME)
     if args.method == "gradient" and args.metric != "nll":
         raise ImportanceError(f"--method gradient differentiates the NLL: it cannot score {args.metric}")
     if args.output is not None:

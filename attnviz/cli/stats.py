@@ -29,7 +29,8 @@ from models.errors import InputError
 
 from ..state.export import check_output, write_arrays
 from .common import (
-    add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator, warn,
+    add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator,
+    refuse_decoder_only, warn,
 )
 
 NAME = "stats"
@@ -50,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from models.analysis.head_stats import corpus_head_stats
     from models.inference.distributed import joined
 
+    refuse_decoder_only(args, NAME)
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be at least 1; got {args.batch_size}")
     output = check_output(args.output, (".npz",)) if args.output else None
