@@ -98,6 +98,25 @@ def test_beam_equals_generate_with_four_beams(imported):
         assert results[0].score == pytest.approx(results[0].log_prob / STEPS)  # transformers' length normalisation
 
 
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2", "gemma2"])
+def test_beams_that_end_early_equal_generate_without_a_length_penalty(tmp_path, family):
+    """With hypotheses ending at different steps: transformers moves a finished one out of its beam into a list of
+    finished ones, ours keeps it in the beam; without a length penalty the two give the same best hypothesis."""
+    folder = tmp_path / family
+    original = build(folder, family)
+    stop = generate(original, encode(folder, SENTENCES[1]))[2]  # a token the continuations reach
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [EOS, stop]}))
+    model = convert(folder).model
+    ended = False
+    for text in PROMPTS + SENTENCES[4:6]:
+        prompt = encode(folder, text)
+        expected = generate(original, prompt, num_beams=4, length_penalty=0.0, eos_token_id=[EOS, stop])
+        results = finish(beam_search(model, prompt, Capture(max_len=STEPS), beam=4, length_penalty=0.0))
+        assert results[0].token_ids == expected, text
+        ended |= len(expected) < STEPS
+    assert ended
+
+
 def test_forced_scores_are_the_teacher_forced_log_probabilities(imported):
     family, original, checkpoint, folder = imported
     label = checkpoint.target_tokenizer.token
