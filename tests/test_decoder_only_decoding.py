@@ -190,6 +190,11 @@ def test_the_continuation_is_bounded_by_the_context(tmp_path):
         finish(forced(model, prompt, prompt[:4]))
     with pytest.raises(InputError, match="the prompt has 16 tokens; this model's context holds 16 positions"):
         finish(greedy(model, prompt + prompt[:3], Capture()))
+    with torch.no_grad():  # a step past the learned table is one line, found on the host
+        state, _ = model.start(torch.tensor([prompt + prompt[:2]]))
+        model.step(torch.tensor([5]), state)
+        with pytest.raises(InputError, match="reach position 17; this model has 16 positions"):
+            model.step(torch.tensor([5]), state)
 
 
 def test_the_translator_frames_the_prompt_and_gives_the_continuation(imported):
@@ -272,3 +277,22 @@ def test_attnviz_info_describes_the_model_and_the_rest_say_what_they_cannot_do(l
                        f"(translate, export without --contributions, render and info do)")
     assert main(["export", "-c", str(folder), "--contributions", "the cat", "-o", str(tmp_path / "c.npz")]) == 1
     assert "export --contributions does not handle decoder-only" in capsys.readouterr().err
+
+
+def test_a_step_reads_the_device_once(imported):
+    """As for the other models (tests/test_decoding_transfers.py): after the first step, which also converts the
+    prompt's attention, each step's one transfer is the only read of the device."""
+    from models.inference.transfer import HostReads
+    from tests.test_decoding_transfers import CPU_ONLY_READS, ScalarReads
+
+    family, original, checkpoint, folder = imported
+    prompt = encode(folder, SENTENCES[5])
+    for steps in (greedy(checkpoint.model, prompt, Capture(max_len=8)),
+                  beam_search(checkpoint.model, prompt, Capture(max_len=8), beam=4),
+                  forced_step_by_step(checkpoint.model, prompt, [7] * 7)):
+        next(steps)
+        scalars, reads, count = ScalarReads(), HostReads(ignoring=CPU_ONLY_READS), 1
+        with scalars, reads:
+            for _ in steps:
+                count += 1
+        assert count > 1 and scalars.reads == [] and reads.reads == count - 1
