@@ -261,12 +261,15 @@ class _Decoder:
             self._open.setflags(write=False)
         return self._open[: rows.shape[0], : rows.shape[1]]
 
-    def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
-        """The hypotheses of the last step, best first. The best one's trace is built now, in the arrays its
-        rows were written to as it ran; the others' are stacked from the steps' rows when first asked for."""
+    def results(self, steps: list[DecodeStep], length_penalty: float = 0.0,
+                rows: Sequence[int] | None = None) -> list[DecodeResult]:
+        """The hypotheses of the last step (its ``rows``; None: all), best first. The best one's trace is built now,
+        in the arrays its rows were written to as it ran; the others' are stacked from the steps' rows when first
+        asked for."""
         if not steps:
             return []
-        hypotheses = [self._result(steps, index, length_penalty) for index in range(steps[-1].beam_size)]
+        rows = range(steps[-1].beam_size) if rows is None else rows
+        hypotheses = [self._result(steps, index, length_penalty) for index in rows]
         hypotheses.sort(key=lambda result: -result.score)
         best = hypotheses[0]
         if self.need_weights:
@@ -448,9 +451,16 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
 
     A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
     no cost) so every step has the same rows; the search ends when all rows are finished. Final
-    hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty`` (a decoder-only model's as
-    transformers ranks them, ``log_prob / length ** length_penalty``: models/inference/prompts.py).
+    hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty``.
+
+    A decoder-only model's beam is searched as transformers' ``generate(num_beams=K)`` searches it, which its users
+    compare with (models/inference/finished_beams.py).
     """
+    if prompted(model.config):
+        from .finished_beams import finished_list_beam_search
+
+        return (yield from finished_list_beam_search(model, src_ids, capture, beam=beam,
+                                                     length_penalty=length_penalty))
     check_beam(beam)
     decoder = _Decoder(model, src_ids, capture)
     decoder.begin()

@@ -2,7 +2,8 @@
 source's part (models/nn/decoder_only.py), so the run prefills all of it but its last token, which is fed first, in
 the start token's role; the continuation must fit in the model's context after the prompt; its end tokens are the
 end token and the ``stop_ids`` generation_config.json lists; hypotheses are ranked as transformers ranks a decoder-only
-model's beams (the summed log-probability over the generated length to the power ``length_penalty``).
+model's beams (the summed log-probability over the generated length to the power ``length_penalty``), and a beam is
+searched as transformers searches it (models/inference/finished_beams.py).
 """
 
 from __future__ import annotations
