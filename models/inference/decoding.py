@@ -43,7 +43,8 @@ from ..nn.base import Seq2Seq
 from ..errors import EmptyInputError, InputError, NumericalWarning
 from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention
 from ..trace.records import DecodeResult, DecodeStep
-from .choices import Choices
+from .choices import Choices, without_nan
+from .finished_beams import finished_list_beam_search
 from .modes import Mode, check_beam
 from .prompts import continuation_room, end_ids, generated_length_score, prompted, split_prompt
 from .traces import TraceAssembly
@@ -340,7 +341,7 @@ class _Decoder:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
         right; its trace is the pass' own attention, and each step's rows are views into it."""
         tokens = torch.tensor(target, device=logits.device)
-        log_probs, broken = _without_nan(self.log_probs(logits))
+        log_probs, broken = without_nan(self.log_probs(logits))
         scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0)
         host, _ = self.transfer({**self.choices.on_device(log_probs, tokens), "scores": scores, "broken": broken}, {})
         choices, scores = self.choices.labelled(host), host["scores"]
@@ -432,7 +433,7 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     steps = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)
-        log_probs, broken = _without_nan(log_probs)
+        log_probs, broken = without_nan(log_probs)
         tokens = next_token(index, log_probs)  # [1]
         score = score + log_probs[0, tokens]
         steps.append(decoder.make_step(index, log_probs, parents=zero, tokens=tokens, scores=score,
@@ -456,13 +457,10 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     A decoder-only model's beam is searched as transformers' ``generate(num_beams=K)`` searches it, which its users
     compare with (models/inference/finished_beams.py).
     """
-    if prompted(model.config):
-        from .finished_beams import finished_list_beam_search
-
-        return (yield from finished_list_beam_search(model, src_ids, capture, beam=beam,
-                                                     length_penalty=length_penalty))
     check_beam(beam)
     decoder = _Decoder(model, src_ids, capture)
+    if decoder.prompt is not None:
+        return (yield from finished_list_beam_search(decoder, beam=beam, length_penalty=length_penalty))
     decoder.begin()
     if decoder.need_weights:
         decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype, key_offset=decoder.key_offset)
@@ -474,7 +472,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     steps: list[DecodeStep] = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [k, V]
-        log_probs, broken = _without_nan(log_probs)
+        log_probs, broken = without_nan(log_probs)
         candidates = decoder.searchable(index, log_probs)
         if steps and steps[-1].finished.any():  # decided on the host copy of the last step
             candidates = _extend(candidates, finished, decoder.pad)
@@ -515,13 +513,6 @@ DECODERS: dict[Mode, Decode] = {  # every mode's run, called alike (Translator.d
         model, src_ids, capture, beam=search.beam, length_penalty=search.length_penalty, first=search.first),
     Mode.FORCED: _forced_run,
 }
-
-
-def _without_nan(log_probs: Tensor) -> tuple[Tensor, Tensor]:
-    """``log_probs`` ``[N, V]`` with NaN as -inf (never chosen; the rest untouched), and which rows held NaN
-    ``[N]``: both on the device, so the host learns of NaN from the step's one transfer."""
-    nan = torch.isnan(log_probs)
-    return log_probs.masked_fill(nan, float("-inf")), nan.any(dim=-1)
 
 
 def _attention_rows(rows: dict, attention: dict[str, list[Tensor]]) -> dict[str, list[np.ndarray]]:

@@ -18,19 +18,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .decoding import Capture, Steps, _Decoder, _without_nan
+from typing import Generator
+
 from ..nn.intermediates import BeamRows
-from ..nn.base import Seq2Seq
-from ..trace.records import DecodeStep
-from .modes import check_beam
+from ..trace.records import DecodeResult, DecodeStep
+from .choices import without_nan
 from .prompts import generated_length_score
 
 
-def finished_list_beam_search(model: Seq2Seq, src_ids, capture: Capture = Capture(), *, beam: int = 4,
-                              length_penalty: float = 1.0) -> Steps:
-    """Keep ``beam`` running hypotheses and a list of the ``beam`` best finished ones (see the module's text)."""
-    check_beam(beam)
-    decoder = _Decoder(model, src_ids, capture)
+def finished_list_beam_search(decoder, *, beam: int = 4,
+                              length_penalty: float = 1.0) -> Generator[DecodeStep, None, list[DecodeResult]]:
+    """Keep ``beam`` running hypotheses and a list of the ``beam`` best finished ones (see the module's text);
+    ``decoder`` is the run's ``_Decoder`` (models/inference/decoding.py), through which ``beam_search`` calls this."""
     decoder.begin()
     if decoder.need_weights:
         decoder.beam_rows = BeamRows(decoder.max_len, 2 * beam, decoder.dtype, key_offset=decoder.key_offset)
@@ -45,7 +44,7 @@ def finished_list_beam_search(model: Seq2Seq, src_ids, capture: Capture = Captur
     steps: list[DecodeStep] = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [R, V]
-        log_probs, broken = _without_nan(log_probs)
+        log_probs, broken = without_nan(log_probs)
         last = index == decoder.max_len - 1
         chosen = _choose(decoder, index, log_probs, scores, finished, norms=norms, beam=beam, keep=keep, last=last,
                          length_penalty=length_penalty)
@@ -68,7 +67,7 @@ def finished_list_beam_search(model: Seq2Seq, src_ids, capture: Capture = Captur
     return decoder.results(steps, length_penalty, rows=[int(row) for row in final])
 
 
-def _choose(decoder: _Decoder, index: int, log_probs, scores, finished, *, norms, beam: int, keep: int, last: bool,
+def _choose(decoder, index: int, log_probs, scores, finished, *, norms, beam: int, keep: int, last: bool,
             length_penalty: float):
     """The next step's rows on the device: parents, tokens, summed log-probabilities, finished flags, the finished
     rows' ranking scores and which rows carry a finished hypothesis on (``frozen``)."""
