@@ -275,7 +275,7 @@ class _Decoder:
         best = hypotheses[0]
         if self.need_weights:
             best.trace = self.traces.of_path(list(zip(best.steps, best.rows)), best.token_ids, self.start,
-                                             self._written(best))
+                                             written=self._written(best))
         self.state = self.prefix = self.transfer = None  # the other hypotheses' traces keep only the assembly
         return hypotheses
 
@@ -503,7 +503,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
 def _forced_run(model: Seq2Seq, src_ids: Sequence[int], capture: Capture, search: Search) -> Steps:
     if search.target is None:
         raise EmptyInputError("forced decoding needs a target text")
-    return forced(model, src_ids, list(search.first) + list(search.target), capture)
+    return forced(model, src_ids, list(search.first) + list(search.target), capture=capture)
 
 
 Decode = Callable[[Seq2Seq, Sequence[int], Capture, Search], Steps]

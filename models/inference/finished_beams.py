@@ -46,8 +46,8 @@ def finished_list_beam_search(decoder, *, beam: int = 4,
         log_probs, attention, masks = decoder.step(tokens)  # [R, V]
         log_probs, broken = without_nan(log_probs)
         last = index == decoder.max_len - 1
-        chosen = _choose(decoder, index, log_probs, scores, finished, norms=norms, beam=beam, keep=keep, last=last,
-                         length_penalty=length_penalty)
+        chosen = _choose(decoder, index, log_probs, scores=scores, finished=finished, norms=norms, beam=beam,
+                         keep=keep, last=last, length_penalty=length_penalty)
         parents, tokens, scores, finished, norms, frozen = chosen
         steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=scores,
                                        finished=finished, attention=attention, masks=masks, broken=broken,
@@ -60,14 +60,14 @@ def finished_list_beam_search(decoder, *, beam: int = 4,
         if decoder.need_weights:
             decoder.let_go(steps)
         yield step
-        if last or _cannot_improve(step, lengths, beam, index + 1, length_penalty):
+        if last or _cannot_improve(step, lengths, beam=beam, generated=index + 1, length_penalty=length_penalty):
             break
         decoder.reorder(parents, step.parents)
     final = np.flatnonzero(steps[-1].finished) if steps else []
     return decoder.results(steps, length_penalty, rows=[int(row) for row in final])
 
 
-def _choose(decoder, index: int, log_probs, scores, finished, *, norms, beam: int, keep: int, last: bool,
+def _choose(decoder, index: int, log_probs, *, scores, finished, norms, beam: int, keep: int, last: bool,
             length_penalty: float):
     """The next step's rows on the device: parents, tokens, summed log-probabilities, finished flags, the finished
     rows' ranking scores and which rows carry a finished hypothesis on (``frozen``)."""
@@ -107,7 +107,8 @@ def _was_finished(steps: list[DecodeStep]) -> np.ndarray:
     return steps[-2].finished[steps[-1].parents]
 
 
-def _cannot_improve(step: DecodeStep, lengths: np.ndarray, beam: int, generated: int, length_penalty: float) -> bool:
+def _cannot_improve(step: DecodeStep, lengths: np.ndarray, *, beam: int, generated: int,
+                    length_penalty: float) -> bool:
     """transformers' stopping heuristic (``early_stopping=False``): the finished list is full and the best running
     hypothesis, divided by the length generated so far to the penalty, does not beat the list's worst."""
     finished = step.finished

@@ -212,8 +212,9 @@ class Translator:
         else:
             target = min(max_len or room, room)
         source_len = len(source.ids)
-        # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first).
-        hypotheses = beam + 1 if mode == Mode.BEAM else 1
+        # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first); a
+        # decoder-only model's beam also carries up to ``beam`` finished ones (models/inference/finished_beams.py).
+        hypotheses = (2 * beam if self.decoder_only else beam) + 1 if mode == Mode.BEAM else 1
         fed = source_len - 1 + target if self.decoder_only else target  # a prompt's dec_self square: every position
         cells = {"enc_self": source_len * source_len, "dec_self": fed * fed * hypotheses,
                  "cross": target * source_len * hypotheses}
