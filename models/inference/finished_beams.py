@@ -15,10 +15,10 @@ cost, as the other beam search carries its finished rows. Everything is chosen o
 
 from __future__ import annotations
 
+from typing import Generator
+
 import numpy as np
 import torch
-
-from typing import Generator
 
 from ..nn.intermediates import BeamRows
 from ..trace.records import DecodeResult, DecodeStep
