@@ -122,6 +122,16 @@ def test_beams_that_end_early_equal_generate(tmp_path, family):
     assert ended
 
 
+def test_every_beam_hypothesis_starts_with_the_first_tokens_the_model_is_given(imported):
+    family, original, checkpoint, folder = imported
+    prompt, first = encode(folder, SENTENCES[0]), [42, 43]
+    results = finish(beam_search(checkpoint.model, prompt, Capture(max_len=6), beam=3, first=first))
+    with torch.no_grad():
+        probabilities = torch.softmax(original(torch.tensor([prompt])).logits[0, -1].double(), dim=-1)
+    assert all(result.token_ids[:2] == first for result in results)
+    assert results[0].steps[0].probability == pytest.approx(float(probabilities[42]), abs=1e-5)  # the model's own
+
+
 def test_forced_scores_are_the_teacher_forced_log_probabilities(imported):
     family, original, checkpoint, folder = imported
     label = checkpoint.target_tokenizer.token

@@ -62,7 +62,8 @@ class Capture:
     of the source positions (``source_tokens``; None: each id through ``label``), the ``top_k`` alternatives each
     step reports, whether attention is kept (``need_weights``), the key/value cache (``use_cache=False``
     recomputes the whole prefix each step: the reference the cache is tested against), the output's length limit
-    (``max_len``; None: the model's), the trace's number type (``dtype``) and the heads switched off."""
+    (``max_len``; None: the model's, a decoder-only model's room after the prompt), the trace's number type
+    (``dtype``) and the heads switched off."""
 
     label: Label = str
     source_tokens: Sequence[str] | None = None
@@ -460,7 +461,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     check_beam(beam)
     decoder = _Decoder(model, src_ids, capture)
     if decoder.prompt is not None:
-        return (yield from finished_list_beam_search(decoder, beam=beam, length_penalty=length_penalty))
+        return (yield from finished_list_beam_search(decoder, beam=beam, length_penalty=length_penalty, first=first))
     decoder.begin()
     if decoder.need_weights:
         decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype, key_offset=decoder.key_offset)

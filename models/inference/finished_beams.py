@@ -15,7 +15,7 @@ cost, as the other beam search carries its finished rows. Everything is chosen o
 
 from __future__ import annotations
 
-from typing import Generator
+from typing import Generator, Sequence
 
 import numpy as np
 import torch
@@ -26,10 +26,11 @@ from .choices import without_nan
 from .prompts import generated_length_score
 
 
-def finished_list_beam_search(decoder, *, beam: int = 4,
-                              length_penalty: float = 1.0) -> Generator[DecodeStep, None, list[DecodeResult]]:
+def finished_list_beam_search(decoder, *, beam: int = 4, length_penalty: float = 1.0,
+                              first: Sequence[int] = ()) -> Generator[DecodeStep, None, list[DecodeResult]]:
     """Keep ``beam`` running hypotheses and a list of the ``beam`` best finished ones (see the module's text);
-    ``decoder`` is the run's ``_Decoder`` (models/inference/decoding.py), through which ``beam_search`` calls this."""
+    ``decoder`` is the run's ``_Decoder`` (models/inference/decoding.py), through which ``beam_search`` calls this;
+    every hypothesis starts with ``first``."""
     decoder.begin()
     if decoder.need_weights:
         decoder.beam_rows = BeamRows(decoder.max_len, 2 * beam, decoder.dtype, key_offset=decoder.key_offset)
@@ -41,12 +42,17 @@ def finished_list_beam_search(decoder, *, beam: int = 4,
     norms = torch.full((1,), float("-inf"), dtype=torch.float64, device=device)  # the finished rows' ranking scores
     lengths = np.zeros(1, dtype=np.int64)  # on the host: each finished row's generated length
     keep = max(2, 1 + len(decoder.ends)) * beam
+    first_ids = torch.tensor(list(first), dtype=torch.long, device=device)  # copied to the device once
     steps: list[DecodeStep] = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [R, V]
         log_probs, broken = without_nan(log_probs)
         last = index == decoder.max_len - 1
-        chosen = _choose(decoder, index, log_probs, scores=scores, finished=finished, norms=norms, beam=beam,
+        searched = log_probs  # the steps keep the model's own scores
+        if index < len(first):  # only the token every hypothesis starts with
+            searched = torch.full_like(log_probs, float("-inf")).index_copy(
+                1, first_ids[index: index + 1], log_probs[:, first[index]: first[index] + 1])
+        chosen = _choose(decoder, index, searched, scores=scores, finished=finished, norms=norms, beam=beam,
                          keep=keep, last=last, length_penalty=length_penalty)
         parents, tokens, scores, finished, norms, frozen = chosen
         steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=scores,
