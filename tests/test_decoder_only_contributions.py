@@ -30,7 +30,8 @@ from models.analysis.contributions import (  # noqa: E402
     CONTRIBUTION_METHODS, capture_forward, corpus_coverage, source_coverage, value_zeroing,
 )
 from models.analysis.head_stats import corpus_head_stats  # noqa: E402
-from models.analysis.importance import ablation_importance, gradient_importance, prune_curves  # noqa: E402
+from models.analysis.importance import ablation_importance, gradient_importance  # noqa: E402
+from models.analysis.pruning import prune_curves  # noqa: E402
 from models.analysis.methods import contribution_arrays, contributions  # noqa: E402
 from models.importers import convert  # noqa: E402
 from models.inference.translator import Translator  # noqa: E402

@@ -12,7 +12,7 @@ from attnviz.gui.features.importance import PRUNE_SEED
 from attnviz.gui.work import IMPORTANCE_PASS_TOKENS
 from attnviz.state.demos import demo_reference_pairs
 from attnviz.state.jobs import Answer, Stopped
-from models.analysis.importance import prune_curves, prune_orders
+from models.analysis.pruning import prune_curves, prune_orders
 from tests.test_gui_compare import open_demo
 from tests.test_gui_importance_methods import DEMO, scored, translator, wait_for  # noqa: F401 (a fixture)
 

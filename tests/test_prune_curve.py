@@ -11,7 +11,8 @@ import torch
 
 from models.nn.ablation import Ablation
 from models.analysis.steps import drive
-from models.analysis.importance import ablation_importance, head_importance, prune_curve_steps, prune_curves
+from models.analysis.importance import ablation_importance, head_importance
+from models.analysis.pruning import prune_curve_steps, prune_curves
 from tests.test_cli import assert_one_line_error, cli
 from tests.test_importance_batched import PAIRS, forced_nll, tiny_translator
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnviz.state.prune_view import curve_readout, prune_curve_figure, prune_curve_state
-from models.analysis.importance import PruneCurves
+from models.analysis.pruning import PruneCurves
 
 CURVES = PruneCurves(metric="nll", seed=7, seconds=1.25,
                      curves={"increasing": np.array([0.5, 0.6, 0.9]), "decreasing": np.array([0.5, 2.0, 3.0]),

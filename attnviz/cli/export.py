@@ -16,6 +16,11 @@ An encoder-only model (BERT, RoBERTa, DistilBERT) writes enc_self alone, src_ids
 predictions of each mask fill_ids [masks, 5] (best first), fill_tokens, fill_probs, and translation: the sentence with
 each mask filled.
 
+A decoder-only language model's .npz holds its whole sequence instead of src_tokens and tgt_tokens: token_ids
+(the prompt's, then the output's), tokens, prompt_len, and dec_self_L{layer} [heads, n, n] and dec_self_mask
+[n, n] over the n positions fed (every token but the last; row i predicted token i + 1); translation is the
+continuation's text.
+
 A .csv holds one heatmap, chosen with --kind, --layer and --head as in render: a header row "query \\ key"
 then the key tokens, one row per query token. Tokens are the model's own (a repeated key token gets #2,
 #3... so that every column name is unique).

@@ -163,7 +163,7 @@ def report(args: argparse.Namespace, scored, *, corpus: str) -> None:
 
 
 def prune_curves_for(args: argparse.Namespace, translator, pairs, *, importance, processes):
-    from models.analysis.importance import prune_curves
+    from models.analysis.pruning import prune_curves
 
     if processes.main:
         print(f"attnviz: importance: pruning curves, "

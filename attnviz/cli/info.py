@@ -1,4 +1,5 @@
-"""attnviz info -c CHECKPOINT: architecture, sizes, vocabularies, how it was trained, its config and provenance.
+"""attnviz info -c CHECKPOINT: architecture, sizes, vocabularies, how it was trained, its config and provenance
+(a decoder-only language model: its heads and key/value heads, its context, its tokenizer and end tokens).
 
 The checkpoint may also be given alone: attnviz info CHECKPOINT.
 """
@@ -10,6 +11,7 @@ import json
 from typing import Any
 
 from models.errors import InputError
+from models.nn.config import DECODER_ARCHS
 
 from ..state.fields import FieldRow, field_rows
 from .common import CHECKPOINT_HELP, add_download_option, checkpoint_path, model_shape, terminal_text
@@ -48,6 +50,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines = [row("file", summary["file"]),
              row("architecture", f"{summary['arch']}  ({summary['parameters']:,} parameters)"),
              row("attention", ", ".join(summary["attention_kinds"]) or "none (no attention)")]
+    if summary["arch"] in DECODER_ARCHS:
+        return lines + decoder_only_lines(summary)
     for side in ("source", "target"):
         tokenizer = summary[f"{side}_tokenizer"]
         characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
@@ -63,6 +67,27 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(row("trained", trained))
     config = {key: value for key, value in summary["config"].items() if key != "arch"}
     lines += ["", "config"] + field_lines(config)
+    provenance = {key: value for key, value in summary["provenance"].items() if key not in SUMMARISED}
+    if provenance:
+        lines += ["", "provenance"] + field_lines(provenance)
+    return lines
+
+
+def decoder_only_lines(summary: dict[str, Any]) -> list[str]:
+    """A decoder-only language model's: its heads, its context, its one tokenizer, its end tokens, then its config
+    and provenance."""
+    config = summary["config"]
+    heads, kv_heads = config.get("heads"), config.get("kv_heads") or config.get("heads")
+    grouped = f", {kv_heads} key/value heads (each read by {heads // kv_heads})" if kv_heads != heads else ""
+    tokenizer = summary["source_tokenizer"]
+    ends = [config.get("eos_id"), *(config.get("stop_ids") or [])]
+    lines = [row("model", f"a language model continuing a prompt: {config.get('layers')} layers of {heads} "
+                          f"heads{grouped}"),
+             row("context", f"{config.get('max_len')} positions, prompt and continuation together"),
+             row("tokenizer", f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens (prompt and "
+                              f"continuation)"),
+             row("ends", f"token {', '.join(str(end) for end in ends)}")]
+    lines += ["", "config"] + field_lines({key: value for key, value in config.items() if key != "arch"})
     provenance = {key: value for key, value in summary["provenance"].items() if key not in SUMMARISED}
     if provenance:
         lines += ["", "provenance"] + field_lines(provenance)

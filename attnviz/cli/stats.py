@@ -29,7 +29,8 @@ from models.errors import InputError
 
 from ..state.export import check_output, write_arrays
 from .common import (
-    add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator, warn,
+    add_corpus_options, add_model_options, add_output_option, corpus_pairs, model_shape, open_translator,
+    warn,
 )
 
 NAME = "stats"

@@ -1,8 +1,11 @@
 """attnviz translate -c CKPT [--beam K] [--device D] [--json] TEXT...: one output line per input.
 
 With no TEXT, each line of standard input is one input. --json prints one document instead: a list with
-each input, its output, its tokens and their score. An encoder-only model (BERT, RoBERTa, DistilBERT) fills each
-[MASK] (<mask>) with its most likely token; --json gives the top 5 of every mask.
+each input, its output, its tokens, their ids and their score. An encoder-only model (BERT, RoBERTa, DistilBERT)
+fills each [MASK] (<mask>) with its most likely token; --json gives the top 5 of every mask.
+
+A decoder-only language model (GPT-2, Llama, Qwen, Gemma...) continues each TEXT as its prompt: the output is
+the continuation (the prompt is not repeated), the tokens and ids the continuation's.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="translate sentences", description=__doc__)
     add_model_options(parser)
     add_decoding_options(parser)
-    parser.add_argument("--length-penalty", type=finite_float, default=0.6, help="beam length penalty α (default 0.6)")
+    parser.add_argument("--length-penalty", type=finite_float, metavar="ALPHA",
+                        help="beam length penalty α (default 0.6; a decoder-only model's 1.0, as transformers' "
+                             "generate)")
     parser.add_argument("--encoding", type=encoding_name, default="utf-8",
                         help="text encoding of standard input (default utf-8)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -59,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
                                         length_penalty=args.length_penalty, max_len=args.max_len,
                                         need_weights=False, ablation=ablation))[0]
         if args.json:
-            translations.append({"input": text, "output": best.text, "tokens": best.tokens, "score": float(best.score)})
+            translations.append({"input": text, "output": best.text, "tokens": best.tokens,
+                                 "token_ids": best.token_ids, "score": float(best.score)})
         else:
             print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
     if args.json:  # escaped throughout: no control character or lone surrogate reaches the terminal

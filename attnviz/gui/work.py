@@ -63,7 +63,7 @@ def importance_steps(translator: Translator, pairs: list[tuple[str, str]], metho
 def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, *, seed: int):
     """The pruning curves of ``importance``'s ranking as a long job's generator: one teacher-forced pass per unit
     (the NLL, passes as short as the importance job's) or the pairs decoded again at one point (chrF / exact)."""
-    from models.analysis.importance import prune_curve_steps
+    from models.analysis.pruning import prune_curve_steps
 
     return prune_curve_steps(translator, pairs, importance, seed=seed, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
 

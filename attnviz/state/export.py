@@ -20,10 +20,15 @@ IMAGE_SUFFIXES = (".png", ".svg")
 
 
 def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
-    """``src_tokens``, ``tgt_tokens``, ``{kind}_L{layer}`` ``[heads, q, k]`` float32, ``{kind}_mask`` bool, and
-    ``ablated``: the heads switched off in the run as ``KIND:LAYER:HEAD`` strings (empty when none was)."""
-    arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str), "tgt_tokens": np.array(trace.tgt_tokens, dtype=str),
-              "ablated": np.array([f"{kind}:{layer}:{head}" for kind, layer, head in trace.ablated], dtype=str)}
+    """``src_tokens``, ``tgt_tokens`` (a decoder-only model's trace: ``prompt_len`` instead, its tokens being
+    :func:`sequence_arrays`'), ``{kind}_L{layer}`` ``[heads, q, k]`` float32, ``{kind}_mask`` bool, and ``ablated``:
+    the heads switched off in the run as ``KIND:LAYER:HEAD`` strings (empty when none was)."""
+    if trace.prompt_len is None:
+        arrays = {"src_tokens": np.array(trace.src_tokens, dtype=str),
+                  "tgt_tokens": np.array(trace.tgt_tokens, dtype=str)}
+    else:
+        arrays = {"prompt_len": np.array(trace.prompt_len)}
+    arrays["ablated"] = np.array([f"{kind}:{layer}:{head}" for kind, layer, head in trace.ablated], dtype=str)
     for kind in trace.kinds:
         for layer, weights in enumerate(trace.attention[kind]):
             arrays[f"{kind}_L{layer}"] = weights.astype(np.float32)
@@ -31,9 +36,20 @@ def trace_arrays(trace: AttentionTrace) -> dict[str, np.ndarray]:
     return arrays
 
 
+def sequence_arrays(result: DecodeResult) -> dict[str, np.ndarray]:
+    """A decoder-only model's whole sequence: ``token_ids`` (the prompt's, then the output's) and their ``tokens``
+    (n + 1 of them, n the positions fed: the trace's rows and keys are the first n, row i predicting token i + 1)."""
+    trace = result.trace
+    return {"token_ids": np.array(list(result.prompt_ids) + list(result.token_ids), dtype=np.int64),
+            "tokens": np.array(list(trace.src_tokens) + list(result.tokens), dtype=str)}
+
+
 def write_npz(path: str | Path, result: DecodeResult, extra: dict[str, np.ndarray] | None = None) -> Path:
-    """The trace plus ``output_tokens``, ``translation``, ``score`` and the ``extra`` arrays (contributions)."""
+    """The trace (a decoder-only model's with :func:`sequence_arrays`) plus ``output_tokens``, ``translation``
+    (the output's text: a decoder-only model's continuation), ``score`` and the ``extra`` arrays (contributions)."""
     arrays = {**trace_arrays(result.trace), **(extra or {})}
+    if result.trace.prompt_len is not None:
+        arrays.update(sequence_arrays(result))
     arrays.update(output_tokens=np.array(result.tokens, dtype=str), translation=np.array(result.text),
                   score=np.array(result.score))
     return write_arrays(path, arrays)

@@ -14,7 +14,7 @@ from models.analysis.catalogue import NLL
 from .figures import CURVE_COLOURS, CURVE_NAMES, prune_curve_svg
 
 if TYPE_CHECKING:
-    from models.analysis.importance import PruneCurves
+    from models.analysis.pruning import PruneCurves
 
 HEADS_AXIS = "heads switched off"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import torch
 from torch import Tensor
 
 
@@ -36,3 +37,10 @@ class Choices:
         return dict(token_ids=token_ids, tokens=[self.label(int(t)) for t in token_ids],
                     probabilities=host["probabilities"], ranks=host["ranks"], top_ids=top_ids,
                     top_tokens=[[self.label(int(t)) for t in row] for row in top_ids], top_probs=host["top_probs"])
+
+
+def without_nan(log_probs: Tensor) -> tuple[Tensor, Tensor]:
+    """``log_probs`` ``[N, V]`` with NaN as -inf (never chosen; the rest untouched), and which rows held NaN
+    ``[N]``: both on the device, so the host learns of NaN from the step's one transfer."""
+    nan = torch.isnan(log_probs)
+    return log_probs.masked_fill(nan, float("-inf")), nan.any(dim=-1)

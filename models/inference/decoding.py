@@ -43,8 +43,10 @@ from ..nn.base import Seq2Seq
 from ..errors import EmptyInputError, InputError, NumericalWarning
 from ..nn.intermediates import BeamRows, Intermediates, RowBuffer, keeping_attention
 from ..trace.records import DecodeResult, DecodeStep
-from .choices import Choices
+from .choices import Choices, without_nan
+from .finished_beams import finished_list_beam_search
 from .modes import Mode, check_beam
+from .prompts import continuation_room, end_ids, generated_length_score, prompted, split_prompt
 from .traces import TraceAssembly
 from .transfer import HostTransfer
 
@@ -60,7 +62,8 @@ class Capture:
     of the source positions (``source_tokens``; None: each id through ``label``), the ``top_k`` alternatives each
     step reports, whether attention is kept (``need_weights``), the key/value cache (``use_cache=False``
     recomputes the whole prefix each step: the reference the cache is tested against), the output's length limit
-    (``max_len``; None: the model's), the trace's number type (``dtype``) and the heads switched off."""
+    (``max_len``; None: the model's, a decoder-only model's room after the prompt), the trace's number type
+    (``dtype``) and the heads switched off."""
 
     label: Label = str
     source_tokens: Sequence[str] | None = None
@@ -103,30 +106,42 @@ class _Decoder:
     the host, keeps the attention rows and ranks the final hypotheses; its ``choices`` describe each step's
     choices and its ``traces`` assemble each result's trace."""
 
-    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], capture: Capture, *, start: int | None = None):
-        """``start``: the token fed first (None: the model's start token; a decoder-only model's run feeds its
-        prompt's last token there, the rest of the prompt being the source its ``start`` prefills)."""
-        if len(src_ids) == 0:
+    def __init__(self, model: Seq2Seq, src_ids: Sequence[int], capture: Capture):
+        """``src_ids``: the source, or a decoder-only model's whole prompt (models/inference/prompts.py): the model's
+        ``start`` prefills it but its last token, fed first in the start token's role, and the output is bounded by
+        the room the context leaves after it."""
+        config = model.config
+        self.prompt = list(src_ids) if prompted(config) else None
+        if self.prompt is not None:
+            room = continuation_room(config, len(self.prompt))
+            src_ids, self.start = split_prompt(self.prompt)
+        elif len(src_ids) == 0:
             raise InputError("the source has no tokens")
+        else:
+            room, self.start = config.max_len, config.bos_id
         ablation = capture.ablation
         self.ablation = ablation.validate(model.attention_shape()) if ablation else NO_ABLATION
         ablated = self.ablation.heads(model.attention_shape()) if ablation else ()
         self.model, self.label, self.dtype = model, capture.label, capture.dtype
         self.choices = Choices(capture.label, capture.top_k)
         self.need_weights, self.use_cache = capture.need_weights, capture.use_cache
-        config = model.config
-        self.max_len = min(capture.max_len or config.max_len, config.max_len)
+        self.room = room  # the most tokens an output may have
+        self.max_len = min(capture.max_len or room, room)
+        self.key_offset = len(src_ids) if self.prompt is not None else 0  # dec_self keys before step 0's
         device = next(model.parameters()).device
         self.src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)  # [1, S]
         self.bos, self.eos, self.pad = config.bos_id, config.eos_id, config.pad_id
-        self.start = self.bos if start is None else start
+        self.ends = end_ids(config)
+        self.end_tensor = torch.tensor(self.ends, dtype=torch.long, device=device)
         self.suppress_bos = config.suppress_bos and self.bos != self.eos
         self.min_output_len = config.min_output_len
+        labelled = self.prompt if self.prompt is not None else src_ids
         src_tokens = list(capture.source_tokens) if capture.source_tokens is not None else [
-            capture.label(int(i)) for i in src_ids]
-        if len(src_tokens) != len(src_ids):
-            raise ValueError(f"{len(src_tokens)} source labels for {len(src_ids)} source tokens")
-        self.traces = TraceAssembly(src_tokens, capture.label, dtype=capture.dtype, ablated=ablated)
+            capture.label(int(i)) for i in labelled]
+        if len(src_tokens) != len(labelled):
+            raise ValueError(f"{len(src_tokens)} source labels for {len(labelled)} source tokens")
+        self.traces = TraceAssembly(src_tokens, capture.label, dtype=capture.dtype, ablated=ablated,
+                                    prompt_len=len(self.prompt) if self.prompt is not None else None)
         self.state = None
         self.prefix: Tensor | None = None  # [K, t] fed tokens; kept only for use_cache=False
         self.rows: RowBuffer | None = None  # where a run without a beam writes its attention rows
@@ -140,7 +155,7 @@ class _Decoder:
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
             self.state, started = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
-        self.traces.begin(started)
+        self.traces.begin(started, self.traces.src_tokens[:-1] if self.prompt is not None else ())
         self.prefix = torch.full((1, 0), self.start, dtype=torch.long, device=self.src.device)
 
     def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
@@ -157,7 +172,7 @@ class _Decoder:
     def log_probs(self, logits: Tensor) -> Tensor:
         """Next-token log-probabilities ``[..., V]`` of ``logits``."""
         log_probs = torch.log_softmax(logits.float(), dim=-1)
-        if self.pad != self.eos:
+        if self.pad != self.eos and self.prompt is None:  # a decoder-only model's outputs are never padding
             # Padding is never an output (fairseq does the same): a teacher-forced forward masks pad
             # keys, so a decoded pad would make the cached trace disagree with the full forward's.
             log_probs[..., self.pad] = float("-inf")
@@ -166,13 +181,21 @@ class _Decoder:
         return log_probs
 
     def searchable(self, index: int, log_probs: Tensor) -> Tensor:
-        """What a search may choose from at step ``index``: the end token not before ``min_output_len`` tokens
+        """What a search may choose from at step ``index``: the end tokens not before ``min_output_len`` tokens
         (the toolkit's own search never ends a hypothesis earlier). The steps keep the model's own scores."""
         if index >= self.min_output_len:
             return log_probs
         log_probs = log_probs.clone()
-        log_probs[..., self.eos] = float("-inf")
+        log_probs[..., self.end_tensor] = float("-inf")
         return log_probs
+
+    def ended(self, tokens: Tensor) -> Tensor:
+        """Which of ``tokens`` end their output (the end token, or another the model lists), on the device."""
+        return tokens == self.eos if len(self.ends) == 1 else torch.isin(tokens, self.end_tensor)
+
+    def _end_of(self, ids: list[int]) -> int:
+        """How many of ``ids`` an output keeps: through its first end token."""
+        return next((index + 1 for index, token in enumerate(ids) if token in self.ends), len(ids))
 
     def _recompute(self):
         src = self.src.expand(self.prefix.shape[0], -1)
@@ -240,12 +263,15 @@ class _Decoder:
             self._open.setflags(write=False)
         return self._open[: rows.shape[0], : rows.shape[1]]
 
-    def results(self, steps: list[DecodeStep], length_penalty: float = 0.0) -> list[DecodeResult]:
-        """The hypotheses of the last step, best first. The best one's trace is built now, in the arrays its
-        rows were written to as it ran; the others' are stacked from the steps' rows when first asked for."""
+    def results(self, steps: list[DecodeStep], length_penalty: float = 0.0,
+                rows: Sequence[int] | None = None) -> list[DecodeResult]:
+        """The hypotheses of the last step (its ``rows``; None: all), best first. The best one's trace is built now,
+        in the arrays its rows were written to as it ran; the others' are stacked from the steps' rows when first
+        asked for."""
         if not steps:
             return []
-        hypotheses = [self._result(steps, index, length_penalty) for index in range(steps[-1].beam_size)]
+        rows = range(steps[-1].beam_size) if rows is None else rows
+        hypotheses = [self._result(steps, index, length_penalty) for index in rows]
         hypotheses.sort(key=lambda result: -result.score)
         best = hypotheses[0]
         if self.need_weights:
@@ -298,21 +324,25 @@ class _Decoder:
             index = int(step.parents[index])
         path.reverse()
         ids = [int(step.token_ids[row]) for step, row in path]
-        length = ids.index(self.eos) + 1 if self.eos in ids else len(ids)
+        length = self._end_of(ids)
         path, ids = path[:length], ids[:length]
         log_prob = float(path[-1][0].scores[path[-1][1]])
-        score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
+        if self.prompt is not None:
+            score = generated_length_score(log_prob, length, length_penalty)
+        else:
+            score = log_prob / (((5.0 + length) / 6.0) ** length_penalty) if length_penalty else log_prob
         # built when asked for
         trace = functools.partial(self.traces.of_path, path, ids, self.start) if self.need_weights else None
         return DecodeResult(token_ids=ids, tokens=[self.label(i) for i in ids], text="", log_prob=log_prob,
-                            score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path])
+                            score=score, trace=trace, steps=[step for step, _ in path], rows=[row for _, row in path],
+                            prompt_ids=self.prompt)
 
     def forced_result(self, target: list[int], logits: Tensor,
                       inter: Intermediates) -> tuple[list[DecodeStep], DecodeResult]:
         """The steps and result of a teacher-forced pass (``logits`` ``[T, V]``) that fed ``target`` shifted
         right; its trace is the pass' own attention, and each step's rows are views into it."""
         tokens = torch.tensor(target, device=logits.device)
-        log_probs, broken = _without_nan(self.log_probs(logits))
+        log_probs, broken = without_nan(self.log_probs(logits))
         scores = log_probs.gather(1, tokens[:, None])[:, 0].double().cumsum(0)
         host, _ = self.transfer({**self.choices.on_device(log_probs, tokens), "scores": scores, "broken": broken}, {})
         choices, scores = self.choices.labelled(host), host["scores"]
@@ -321,20 +351,21 @@ class _Decoder:
         if host["broken"].any():
             _report_not_finite(int(np.argmax(host["broken"])), trace.attention if trace is not None else {})
         steps = []
+        offset = self.key_offset  # a prompt's rows come first in its trace
         for index in range(len(target)):
             one = {key: value[index: index + 1] for key, value in choices.items()}
             attention, masks = {}, {}
             for kind in ("dec_self", "cross") if trace is not None else ():
                 if kind in trace.attention:
-                    key_len = index + 1 if kind == "dec_self" else len(self.traces.src_tokens)
-                    attention[kind] = [layer[None, :, index, :key_len] for layer in trace.attention[kind]]
-                    masks[kind] = trace.masks[kind][index: index + 1, :key_len]
+                    key_len = offset + index + 1 if kind == "dec_self" else len(self.traces.src_tokens)
+                    attention[kind] = [layer[None, :, offset + index, :key_len] for layer in trace.attention[kind]]
+                    masks[kind] = trace.masks[kind][offset + index: offset + index + 1, :key_len]
             steps.append(DecodeStep(step=index, **one, parents=np.zeros(1, dtype=np.int64),
-                                    scores=scores[index: index + 1], finished=one["token_ids"] == self.eos,
+                                    scores=scores[index: index + 1], finished=np.isin(one["token_ids"], self.ends),
                                     attention=attention, masks=masks))
         result = DecodeResult(token_ids=list(target), tokens=list(choices["tokens"]), text="",
                               log_prob=float(scores[-1]), score=float(scores[-1]), trace=trace, steps=steps,
-                              rows=[0] * len(steps))
+                              rows=[0] * len(steps), prompt_ids=self.prompt)
         return steps, result
 
 
@@ -360,8 +391,9 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], ca
     One teacher-forced forward pass computes every step (a recurrent decoder still runs its cell once
     per token inside that pass, but nothing is searched); ``capture.use_cache`` and ``max_len`` do not apply.
     """
-    target = _forced_target(model, target_ids)
+    target = list(target_ids) + [model.config.eos_id]
     decoder = _Decoder(model, src_ids, dataclasses.replace(capture, use_cache=True, max_len=len(target)))
+    _check_target(decoder, target)
     tgt_in = torch.tensor([[decoder.start] + target[:-1]], dtype=torch.long, device=decoder.src.device)
     with torch.inference_mode(), keeping_attention(decoder.dtype):
         logits, inter = model(decoder.src, tgt_in, need_weights=decoder.need_weights, ablation=decoder.ablation)
@@ -374,25 +406,27 @@ def forced(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int], ca
 def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequence[int],
                         capture: Capture = Capture()) -> Steps:
     """Forced decoding through the incremental loop greedy decoding uses; :func:`forced` must equal it."""
-    target = _forced_target(model, target_ids)
+    target = list(target_ids) + [model.config.eos_id]
     decoder = _Decoder(model, src_ids, dataclasses.replace(capture, max_len=len(target)))
+    _check_target(decoder, target)
     fed = torch.tensor(target, dtype=torch.long, device=decoder.src.device)  # copied to the device once
     steps = yield from _one_by_one(decoder, lambda index, log_probs: fed[index: index + 1])
     return decoder.results(steps)
 
 
-def _forced_target(model: Seq2Seq, target_ids: Sequence[int]) -> list[int]:
-    target = list(target_ids) + [model.config.eos_id]
-    if len(target) > model.config.max_len:
-        raise InputError(f"the target has {len(target)} tokens; this model takes at most {model.config.max_len}")
-    return target
+def _check_target(decoder: _Decoder, target: list[int]) -> None:
+    """One line when ``target`` (its end token included) is longer than an output may be."""
+    if len(target) > decoder.room:
+        after = " after this prompt" if decoder.prompt is not None else ""
+        raise InputError(f"the target has {len(target)} tokens; this model takes at most {decoder.room}{after}")
 
 
 def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeStep, None, list[DecodeStep]]:
     """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
     ``decoder.max_len`` steps. Returns the steps. The host reads the device once per step (``make_step``)."""
     decoder.begin()
-    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype) if decoder.need_weights else None
+    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype, key_offset=decoder.key_offset) \
+        if decoder.need_weights else None
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)
@@ -400,11 +434,11 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     steps = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)
-        log_probs, broken = _without_nan(log_probs)
+        log_probs, broken = without_nan(log_probs)
         tokens = next_token(index, log_probs)  # [1]
         score = score + log_probs[0, tokens]
         steps.append(decoder.make_step(index, log_probs, parents=zero, tokens=tokens, scores=score,
-                                       finished=tokens == decoder.eos, attention=attention, masks=masks,
+                                       finished=decoder.ended(tokens), attention=attention, masks=masks,
                                        broken=broken))
         yield steps[-1]
         if steps[-1].finished[0]:
@@ -420,12 +454,17 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     A hypothesis that produced the end token stays in the beam unchanged (it is extended by padding at
     no cost) so every step has the same rows; the search ends when all rows are finished. Final
     hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** length_penalty``.
+
+    A decoder-only model's beam is searched as transformers' ``generate(num_beams=K)`` searches it, which its users
+    compare with (models/inference/finished_beams.py).
     """
     check_beam(beam)
     decoder = _Decoder(model, src_ids, capture)
+    if decoder.prompt is not None:
+        return (yield from finished_list_beam_search(decoder, beam=beam, length_penalty=length_penalty, first=first))
     decoder.begin()
     if decoder.need_weights:
-        decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype)
+        decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype, key_offset=decoder.key_offset)
         decoder.traces.settled = decoder.beam_rows.shared
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
@@ -434,7 +473,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     steps: list[DecodeStep] = []
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [k, V]
-        log_probs, broken = _without_nan(log_probs)
+        log_probs, broken = without_nan(log_probs)
         candidates = decoder.searchable(index, log_probs)
         if steps and steps[-1].finished.any():  # decided on the host copy of the last step
             candidates = _extend(candidates, finished, decoder.pad)
@@ -447,7 +486,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
         best = candidates.view(-1).topk(min(beam, candidates.numel()))  # make_step drops those not finite
         parents, tokens = best.indices // vocab, best.indices % vocab
         frozen = finished.index_select(0, parents)
-        finished = frozen | (tokens == decoder.eos)
+        finished = frozen | decoder.ended(tokens)
         steps.append(decoder.make_step(index, log_probs, parents=parents, tokens=tokens, scores=best.values,
                                        finished=finished, attention=attention, masks=masks, broken=broken,
                                        frozen=frozen))
@@ -475,13 +514,6 @@ DECODERS: dict[Mode, Decode] = {  # every mode's run, called alike (Translator.d
         model, src_ids, capture, beam=search.beam, length_penalty=search.length_penalty, first=search.first),
     Mode.FORCED: _forced_run,
 }
-
-
-def _without_nan(log_probs: Tensor) -> tuple[Tensor, Tensor]:
-    """``log_probs`` ``[N, V]`` with NaN as -inf (never chosen; the rest untouched), and which rows held NaN
-    ``[N]``: both on the device, so the host learns of NaN from the step's one transfer."""
-    nan = torch.isnan(log_probs)
-    return log_probs.masked_fill(nan, float("-inf")), nan.any(dim=-1)
 
 
 def _attention_rows(rows: dict, attention: dict[str, list[Tensor]]) -> dict[str, list[np.ndarray]]:

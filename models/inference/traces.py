@@ -9,7 +9,9 @@ The start's attention plays one of two parts, told apart by its kind:
   prefilled prompt gives its ``dec_self`` block ``[heads, P, P]`` (P prompt positions, possibly none), and step ``t``
   adds query row ``P + t`` over keys ``0 .. P + t``, so the trace is one square over the whole sequence.
 
-A sequence-to-sequence run has no such first rows (P = 0): its ``dec_self`` is the steps' rows alone.
+A sequence-to-sequence run has no such first rows (P = 0): its ``dec_self`` is the steps' rows alone. A decoder-only
+model's trace is labelled as one sequence (``AttentionTrace.prompt_len``): its source tokens are the whole prompt (the
+P prefilled positions and the one fed first), its rows and keys the prompt's tokens then the continuation's.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ Path = list[tuple[DecodeStep, int]]  # one hypothesis: (step, row of that step) 
 
 class TraceAssembly:
     """The traces of one run: ``src_tokens`` label the source (the keys of ``cross``, the positions of
-    ``enc_self``), ``label`` the output tokens; ``dtype`` is the traces' number type and ``ablated`` the heads
-    the run switched off."""
+    ``enc_self``; a decoder-only model's whole prompt, ``prompt_len`` tokens), ``label`` the output tokens;
+    ``dtype`` is the traces' number type and ``ablated`` the heads the run switched off."""
 
     def __init__(self, src_tokens: Sequence[str], label: Callable[[int], str], *, dtype: type = np.float32,
-                 ablated: tuple = ()):
+                 ablated: tuple = (), prompt_len: int | None = None):
         self.src_tokens, self.label, self.dtype, self.ablated = list(src_tokens), label, dtype, ablated
+        self.prompt_len = prompt_len
         self.shared: dict[str, list[np.ndarray]] = {}  # complete kinds every hypothesis shares (enc_self)
         self.shared_masks: dict[str, np.ndarray] = {}
         self.first: dict[str, list[np.ndarray]] = {}  # per step kind its first rows [heads, P, keys], before any step
@@ -65,9 +68,11 @@ class TraceAssembly:
 
     def of_pass(self, intermediates: Intermediates, tgt_tokens: list[str]) -> AttentionTrace:
         """The trace of one teacher-forced pass over the whole output (its tensors let go as they are converted)."""
+        if self.prompt_len is not None:  # the pass fed the prompt, then the output but its last token
+            tgt_tokens = self.src_tokens + tgt_tokens[1:]
         trace = trace_from_intermediates(intermediates, 0, src_tokens=self.src_tokens, tgt_tokens=tgt_tokens,
                                          dtype=self.dtype, release=True)
-        trace.ablated = self.ablated
+        trace.ablated, trace.prompt_len = self.ablated, self.prompt_len
         return trace
 
     def of_path(self, path: Path, ids: list[int], start: int,
@@ -75,7 +80,8 @@ class TraceAssembly:
         """One hypothesis' trace: its step rows as ``[heads, T, K]`` arrays (dec_self padded to its keys), those
         ``written`` as it ran where given, else stacked from the steps' rows; ``start`` is the token fed first and
         ``ids`` the tokens chosen."""
-        tgt_tokens = self.first_tokens + [self.label(start)] + [self.label(i) for i in ids[:-1]]
+        fed_first = self.src_tokens[-1:] if self.prompt_len is not None else [self.label(start)]  # the prompt's last
+        tgt_tokens = self.first_tokens + fed_first + [self.label(i) for i in ids[:-1]]
         written = written or {}
         attention: dict[str, list[np.ndarray]] = dict(self.shared)
         masks: dict[str, np.ndarray] = dict(self.shared_masks)
@@ -91,7 +97,8 @@ class TraceAssembly:
                 rows = [_below(block, layer_rows) for block, layer_rows in zip(self.first[kind], rows)]
                 mask = _below(self.first_masks[kind], mask)
             attention[kind], masks[kind] = rows, mask
-        return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated)
+        return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated,
+                              prompt_len=self.prompt_len)
 
     def _stack(self, path: Path, kind: str, layer: int, *, key_len: int) -> np.ndarray:
         """``[heads, len(path), key_len]``: the rows of one hypothesis, zero-filled on the right; a beam's

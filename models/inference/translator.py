@@ -3,6 +3,10 @@
 A ``Translator`` holds a loaded checkpoint on a device. It tokenises (truncating to the model's
 maximum length, and saying so), runs greedy, beam or forced decoding, and fills each result's text
 with the target tokenizer's detokenisation.
+
+A decoder-only model's source is its prompt (models/inference/prompts.py): tokenised as its tokenizer frames a prompt
+(Llama's tokenizer.json puts its bos first, as transformers' tokenizer does), never truncated (a prompt that leaves no
+room in the model's context is one line), and each result's text is the continuation's.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from ..nn.ablation import NO_ABLATION, Ablation
 from ..storage.checkpoint import Checkpoint
 from .decoding import DECODERS, Capture, Search, Steps, finish
 from .modes import MODE_NAMES, Mode, decoding_mode
+from .prompts import continuation_room, prompted
 from ..errors import AttnvizError, EmptyInputError
 
 
@@ -174,7 +179,12 @@ class Translator:
         if self.config.src_append_eos:
             ids = ids + [self.config.eos_id]
             labels = labels + [tokenizer.token(self.config.eos_id)] if labels is not None else None
+        if getattr(self.config, "prompt_separator", False):  # trained here: a prompt is the source, then <s>
+            ids = ids + [self.config.bos_id]
+            labels = labels + [tokenizer.token(self.config.bos_id)] if labels is not None else None
         limit = self.config.max_len
+        if self.decoder_only:  # a prompt is never cut: its end is what the continuation follows
+            continuation_room(self.config, len(ids))
         if len(ids) <= limit:
             return SourceInput(ids, len(ids), unknown=missing, labels=labels)
         # the end token stays last: appended here, or framing an encoder-only model's sentence ([SEP], </s>)
@@ -183,6 +193,11 @@ class Translator:
         if labels is not None:
             labels = labels[: limit - 1] + labels[-1:] if keeps_end else labels[:limit]
         return SourceInput(kept, len(ids), unknown=missing, labels=labels)
+
+    @property
+    def decoder_only(self) -> bool:
+        """Whether the model continues a prompt (its source) rather than translating a source."""
+        return prompted(self.config)
 
     def target(self, text: str, *, unknown: str = "replace") -> list[int]:
         ids = self.target_tokenizer.encode(self.target_tokenizer.normalize(text), unknown=unknown)
@@ -193,30 +208,38 @@ class Translator:
     def trace_size(self, source: SourceInput, *, mode: str = Mode.GREEDY, beam: int = 4,
                    target_ids: list[int] | None = None, max_len: int | None = None) -> int:
         """Bytes of float32 attention a run of :meth:`decode` keeps at most: every kind, layer and head, the
-        output as long as it may get (``max_len``, or the target), a beam's rows for each hypothesis."""
+        output as long as it may get (``max_len``, or the target), a beam's rows for each hypothesis; a decoder-only
+        model's one ``dec_self`` square over every position fed (the prompt, then the output but its last token)."""
         first = len(self.target_tokenizer.first_tokens())
+        room = self.config.max_len - len(source.ids) if self.decoder_only else self.config.max_len
         if mode == Mode.FORCED:
             target = first + len(target_ids or []) + 1
         else:
-            target = min(max_len or self.config.max_len, self.config.max_len)
+            target = min(max_len or room, room)
         source_len = len(source.ids)
-        # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first).
-        hypotheses = beam + 1 if mode == Mode.BEAM else 1
-        cells = {"enc_self": source_len * source_len, "dec_self": target * target * hypotheses,
+        # A beam keeps at most every row of its steps and the trace of each hypothesis shown (the best at first); a
+        # decoder-only model's beam also carries up to ``beam`` finished ones (models/inference/finished_beams.py).
+        hypotheses = (2 * beam if self.decoder_only else beam) + 1 if mode == Mode.BEAM else 1
+        fed = source_len - 1 + target if self.decoder_only else target  # a prompt's dec_self square: every position
+        cells = {"enc_self": source_len * source_len, "dec_self": fed * fed * hypotheses,
                  "cross": target * source_len * hypotheses}
         return 4 * sum(layers * heads * cells[kind] for kind, (layers, heads) in self.model.attention_shape().items())
 
-    def decode(self, source: SourceInput, *, mode: str = Mode.GREEDY, beam: int = 4, length_penalty: float = 0.6,
-               target_ids: list[int] | None = None, max_len: int | None = None, top_k: int = 10,
-               need_weights: bool = True, ablation: Ablation = NO_ABLATION, dtype: type = np.float32) -> Steps:
+    def decode(self, source: SourceInput, *, mode: str = Mode.GREEDY, beam: int = 4,
+               length_penalty: float | None = None, target_ids: list[int] | None = None, max_len: int | None = None,
+               top_k: int = 10, need_weights: bool = True, ablation: Ablation = NO_ABLATION,
+               dtype: type = np.float32) -> Steps:
         """A decoding generator (see models.inference.decoding) whose results carry detokenised text; ``ablation``
         switches heads off (models/nn/ablation.py) and is checked against the model before anything runs.
-        ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`)."""
+        ``dtype``: the number type the trace is kept in (float16 halves it; see :meth:`trace_size`).
+        ``length_penalty`` None: 0.6 (GNMT's), a decoder-only model's 1.0 (transformers' default)."""
         ablation.validate(self.model.attention_shape())
         if mode not in DECODERS:
             raise ValueError(f"mode must be one of {MODE_NAMES}")
         capture = Capture(label=self.target_tokenizer.token, source_tokens=self.source_labels(source), top_k=top_k,
                           need_weights=need_weights, max_len=max_len, dtype=dtype, ablation=ablation)
+        if length_penalty is None:
+            length_penalty = 1.0 if self.decoder_only else 0.6
         # the target language's code, where the model needs one, starts every output
         search = Search(beam=beam, length_penalty=length_penalty, first=self.target_tokenizer.first_tokens(),
                         target=target_ids)

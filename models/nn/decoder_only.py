@@ -282,8 +282,10 @@ class DecoderOnlyLM(Seq2Seq):
         fed = torch.ones(tokens.shape[0], state.position + 1, dtype=torch.bool, device=tokens.device)
         keys = torch.cat([real, fed], dim=1)  # [B, S + t + 1]
         positions = self._positions(real, prompt_len, state.position + 1)  # every key's position
+        if self.positions is not None and prompt_len + state.position >= self.config.max_len:
+            raise self._beyond(prompt_len + state.position)  # bounded on the host: a step reads nothing off the device
         logits, weights, mask = self._run(tokens[:, None], positions, keys, caches=state.caches,
-                                          need_weights=need_weights, ablation=state.ablation)
+                                          need_weights=need_weights, ablation=state.ablation, bounded=True)
         state.position += 1
         attention = {"dec_self": [w[:, :, 0] for w in weights]} if need_weights else {}
         return StepOutput(logits[:, 0], attention, masks={"dec_self": mask[:, 0, 0]}, state=state)
@@ -311,14 +313,18 @@ class DecoderOnlyLM(Seq2Seq):
         itself = (index[None, :] == index[key_len - query_len:, None])[None] & ~keys[:, key_len - query_len:, None]
         return (mask | itself)[:, None]
 
-    def _embed(self, ids: Tensor, positions: Tensor) -> Tensor:
+    def _beyond(self, position: int) -> InputError:
+        return InputError(f"the prompt and its continuation reach position {position + 1}; this model has "
+                          f"{self.config.max_len} positions")
+
+    def _embed(self, ids: Tensor, positions: Tensor, *, bounded: bool = False) -> Tensor:
+        """``bounded``: the caller checked that ``positions`` are within the table."""
         x = self.tokens(ids)
         if self.config.scale_embedding:
             x = x * torch.tensor(self.config.d_model ** 0.5, dtype=x.dtype)
         if self.positions is not None:
-            if positions.numel() and int(positions.max()) >= self.config.max_len:
-                raise InputError(f"the prompt and its continuation reach position {int(positions.max()) + 1}; this "
-                                 f"model has {self.config.max_len} positions")
+            if not bounded and positions.numel() and int(positions.max()) >= self.config.max_len:
+                raise self._beyond(int(positions.max()))
             x = x + self.positions(positions)
         return self.dropout(x)
 
@@ -333,11 +339,12 @@ class DecoderOnlyLM(Seq2Seq):
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
     def _run(self, ids: Tensor, positions: Tensor, keys: Tensor, *, caches: list[LayerCache] | None,
-             need_weights: bool, ablation: Ablation) -> tuple[Tensor, list[Tensor], Tensor]:
+             need_weights: bool, ablation: Ablation, bounded: bool = False) -> tuple[Tensor, list[Tensor], Tensor]:
         """Feed ``ids`` ``[B, L]``, the last L of the K indices ``positions``/``keys`` ``[B, K]`` (earlier ones
-        cached) → logits ``[B, L, V]``, weights per layer ``[B, H, L, K]``, the mask without windows."""
+        cached) → logits ``[B, L, V]``, weights per layer ``[B, H, L, K]``, the mask without windows (``bounded``:
+        the positions were checked against a learned table)."""
         query_len = ids.shape[1]
-        x = self._embed(ids, positions[:, -query_len:])
+        x = self._embed(ids, positions[:, -query_len:], bounded=bounded)
         rotary = self._rotary(positions[:, -query_len:], x.dtype)
         full = self._mask(positions, keys, query_len, window=0)
         windowed = {window: self._mask(positions, keys, query_len, window=window)

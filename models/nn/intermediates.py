@@ -135,10 +135,12 @@ class BeamRows:
 
     CHUNK = 16
 
-    def __init__(self, max_len: int, beam: int, dtype: type = np.float32):
-        self.max_len, self.beam, self.dtype = max_len, beam, dtype
+    def __init__(self, max_len: int, beam: int, dtype: type = np.float32, *, key_offset: int = 0):
+        """``key_offset``: the dec_self keys before step 0's (a decoder-only model's prefilled prompt, see
+        :class:`RowBuffer`)."""
+        self.max_len, self.beam, self.dtype, self.key_offset = max_len, beam, dtype, key_offset
         self.chunks: dict[tuple[str, int, int], np.ndarray] = {}  # (kind, layer, chunk) → its array
-        self.shared = RowBuffer(max_len, dtype)
+        self.shared = RowBuffer(max_len, dtype, key_offset=key_offset)
 
     def add(self, index: int, attention: dict[str, list[np.ndarray]],
             parents: np.ndarray) -> dict[str, list[np.ndarray]]:
@@ -151,8 +153,8 @@ class BeamRows:
             for layer, weights in enumerate(layers):
                 array = self.chunks.get((kind, layer, chunk))
                 if array is None:
-                    end = self._end(chunk)  # dec_self: the chunk's last step attends to ``end`` keys
-                    keys = end if kind == "dec_self" else weights.shape[-1]
+                    end = self._end(chunk)  # dec_self: the chunk's last step attends to ``key_offset + end`` keys
+                    keys = self.key_offset + end if kind == "dec_self" else weights.shape[-1]
                     array = untouched_zeros((end - chunk * self.CHUNK, self.beam, weights.shape[1], keys), self.dtype)
                     self.chunks[(kind, layer, chunk)] = array
                 block = array[offset, : len(parents), :, : weights.shape[-1]]
@@ -183,10 +185,13 @@ class RowBuffer:
     Each step holds views into these arrays, so every attention matrix is held once, and no step's work
     grows with the history. Pages of a zero-filled array that no row touched take no memory, so a short
     output of a model with a long maximum costs what it uses.
+
+    ``key_offset``: the dec_self keys that come before step 0's own (a decoder-only model's prefilled prompt of
+    P - 1 positions: step t's row has ``key_offset + t + 1`` keys).
     """
 
-    def __init__(self, max_len: int, dtype: type = np.float32):
-        self.max_len, self.dtype = max_len, dtype
+    def __init__(self, max_len: int, dtype: type = np.float32, *, key_offset: int = 0):
+        self.max_len, self.dtype, self.key_offset = max_len, dtype, key_offset
         self.arrays: dict[str, list[np.ndarray]] = {}
 
     def add(self, index: int, attention: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
@@ -200,7 +205,7 @@ class RowBuffer:
         views = {}
         for kind, layers in rows.items():
             if kind not in self.arrays:
-                key_len = self.max_len if kind == "dec_self" else layers[0].shape[-1]
+                key_len = self.key_offset + self.max_len if kind == "dec_self" else layers[0].shape[-1]
                 self.arrays[kind] = [untouched_zeros((layer.shape[0], self.max_len, key_len), self.dtype)
                                      for layer in layers]
             views[kind] = []
@@ -211,14 +216,15 @@ class RowBuffer:
         return views
 
     def finish(self, length: int, steps: list["DecodeStep"]) -> dict[str, list[np.ndarray]]:
-        """The ``[heads, length, key_len]`` arrays of the first ``length`` steps (dec_self: ``length`` keys).
+        """The ``[heads, length, key_len]`` arrays of the first ``length`` steps (dec_self: ``key_offset + length``
+        keys).
 
         A run that stopped before ``max_len`` gets compact copies, made layer by layer, and ``steps`` (those
         whose rows are views into these arrays) move into them; the long arrays are then freed.
         """
         for kind, arrays in self.arrays.items():
             for layer, array in enumerate(arrays):
-                key_len = length if kind == "dec_self" else array.shape[2]
+                key_len = self.key_offset + length if kind == "dec_self" else array.shape[2]
                 if length == self.max_len and key_len == array.shape[2]:
                     continue
                 arrays[layer] = compact = np.ascontiguousarray(array[:, :length, :key_len])

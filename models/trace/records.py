@@ -25,6 +25,11 @@ class AttentionTrace:
     the start token fed to the decoder. ``masks[kind]`` is ``[query_len, key_len]``, True = may attend.
     ``ablated``: the heads ``(kind, layer, head)`` that were switched off in the run (models/nn/ablation.py);
     their arrays hold the weights they computed, though their output was zeroed.
+
+    A decoder-only model's trace (``prompt_len`` set; None for every other model) has the one kind ``dec_self``
+    over the whole sequence fed: ``src_tokens`` are the prompt's ``prompt_len`` tokens and ``tgt_tokens`` every
+    position fed, the prompt's tokens then the continuation's but its last (n positions: rows and keys
+    ``[heads, n, n]``; row i predicted the token after position i).
     """
 
     src_tokens: list[str]
@@ -32,6 +37,7 @@ class AttentionTrace:
     attention: dict[str, list[np.ndarray]]
     masks: dict[str, np.ndarray]
     ablated: tuple[tuple[str, int, int], ...] = ()
+    prompt_len: int | None = None
 
     @property
     def kinds(self) -> list[str]:
@@ -124,7 +130,8 @@ class DecodeStep:
 
 @dataclass
 class DecodeResult:
-    """A finished hypothesis: its tokens (without the start token), text, scores and own trace.
+    """A finished hypothesis: its tokens (without the start token; a decoder-only model's continuation of its
+    ``prompt_ids``), text, scores and own trace.
 
     ``steps[t]`` is decoding step t and ``rows[t]`` this hypothesis' row in it (always 0 without a beam).
     ``trace`` may be given as a function that builds it: a beam search's hypotheses other than the best are
@@ -141,6 +148,7 @@ class DecodeResult:
     steps: list[DecodeStep]
     truncated_source: bool = False
     rows: list[int] = field(default_factory=list)
+    prompt_ids: list[int] | None = None  # a decoder-only model's prompt (the continuation follows it); else None
 
 
 def _trace(result: DecodeResult) -> AttentionTrace | None:
