@@ -81,10 +81,11 @@ class NeuronVectors:
     rotated: bool = False
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The NPZ export's arrays (docs/export.md): ``query_{kind}_L{layer}`` ``[H, Q, D]``, ``key_{kind}_L{layer}``
-        ``[H, K, D]``; where the model scales other than by 1/√head_dim ``scale_{kind}_L{layer}`` ``[H, Q, K]``; where
-        it adds a bias ``bias_{kind}_L{layer}`` ``[H, Q, K]``; where it soft-caps ``softcap_{kind}_L{layer}`` (a
-        number); ``vectors_rotated`` (bool: the vectors are after rotary positions)."""
+        """The NPZ export's arrays (README, ``export --vectors``): ``query_{kind}_L{layer}`` ``[H, Q, D]``,
+        ``key_{kind}_L{layer}`` ``[H, K, D]``; where the model scales other than by 1/√head_dim
+        ``scale_{kind}_L{layer}`` ``[H, Q, K]``; where it adds a bias ``bias_{kind}_L{layer}`` ``[H, Q, K]``; where
+        it soft-caps ``softcap_{kind}_L{layer}`` (a number); ``vectors_rotated`` (bool: the vectors are after rotary
+        positions)."""
         arrays = {"vectors_rotated": np.array(self.rotated)}
         for kind, layers in self.layers.items():
             for index, layer in enumerate(layers):
