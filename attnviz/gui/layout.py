@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the views load pyqtgraph: imported when ``setup_views`` run
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.model_panel import ModelPanel
+    from .views.neuron import NeuronView
     from .views.thumbnails import ThumbnailGrid
 
 
@@ -37,6 +38,7 @@ class Views:
     grids: QTabWidget  # the two thumbnail grids' tabs
     head_grid: ThumbnailGrid  # the heads of the selected layer
     model_view: ThumbnailGrid  # every layer × head
+    neuron_pane: NeuronView  # the third tab: how the selected head computes a query's weights
     decoding: DecodingPanel
     model_panel: ModelPanel
     docks: DockArea  # the docks: the two below and the corpus panels made on first use
@@ -56,6 +58,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.model_panel import ModelPanel
+    from .views.neuron import NeuronView
     from .views.thumbnails import ThumbnailGrid
 
     bars = {"input_bar": InputBar(), "ablation_bar": AblationBar(), "snapshot_bar": SnapshotBar(),
@@ -63,7 +66,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     selector, focus, compare_view = SelectorBar(), HeatmapView(), CompareView()
     selector.setEnabled(False)  # nothing to choose from until a trace exists
     compare_view.hide()
-    head_grid, model_view = ThumbnailGrid(), ThumbnailGrid()
+    head_grid, model_view, neuron = ThumbnailGrid(), ThumbnailGrid(), NeuronView()
     focus_area = QWidget()
     focus_layout = QVBoxLayout(focus_area)
     focus_layout.setContentsMargins(4, 4, 4, 4)
@@ -73,7 +76,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     # In a narrow panel both tabs stay in view, their titles shortened ("Heads of th…"), not behind arrows.
     grids.setUsesScrollButtons(False)
     grids.setElideMode(Qt.TextElideMode.ElideRight)
-    for view, title in ((head_grid, "Heads of this layer"), (model_view, "All layers × heads")):
+    for view, title in ((head_grid, "Heads of this layer"), (model_view, "All layers × heads"), (neuron, "Neuron")):
         grids.setTabToolTip(grids.addTab(view, title), title)
     splitter = QSplitter(Qt.Orientation.Horizontal)
     splitter.addWidget(focus_area)
@@ -89,8 +92,9 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     decoding, model_panel = DecodingPanel(), ModelPanel(devices, demos)
     docks = _setup_docks(window, model_panel, decoding)
     return Views(**bars, selector=selector, focus=focus, compare_view=compare_view, grids=grids,
-                 head_grid=head_grid, model_view=model_view, decoding=decoding, model_panel=model_panel, docks=docks,
-                 model_dock=docks.model_dock, decoding_dock=docks.decoding_dock, status_bar=window.statusBar())
+                 head_grid=head_grid, model_view=model_view, neuron_pane=neuron, decoding=decoding,
+                 model_panel=model_panel, docks=docks, model_dock=docks.model_dock,
+                 decoding_dock=docks.decoding_dock, status_bar=window.statusBar())
 
 
 def _setup_docks(window: QMainWindow, model_panel: QWidget, decoding) -> DockArea:

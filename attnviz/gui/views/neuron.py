@@ -1,0 +1,244 @@
+"""The Neuron pane: how one head computes one query's attention (attnviz/state/neuron_view.py ``NeuronState``).
+
+Top: the query vector q (one row of head_dim cells) over the key vectors k (a row per key). Below: q ⊙ k (a row
+per key; each row sums to the dot product), and beside it, per key, the numbers on the way to the weight: q·k,
+× scale, the soft-cap and the bias where the model has them, the score the softmax reads and the softmax itself.
+Vectors are drawn blue (negative) to red (positive), each block on its own symmetric scale; hovering a cell reads
+it out. The query token is chosen in the box above, or by clicking a row of the focus heatmap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+
+from ...state.neuron_view import NeuronState
+
+NUMBER_WIDTH = 46  # pixels of one per-key number column
+GAP = 8
+
+
+def diverging_rgb(values: np.ndarray, limit: float) -> np.ndarray:
+    """``values`` ``[R, C]`` as RGB ``[R, C, 3]`` uint8: blue at −limit, white at 0, red at +limit."""
+    t = np.clip(np.nan_to_num(values / (limit or 1.0)), -1.0, 1.0)[..., None]
+    white, red, blue = np.array([250.0, 250, 250]), np.array([200.0, 40, 40]), np.array([40.0, 80, 200])
+    rgb = np.where(t >= 0, white + (red - white) * t, white + (blue - white) * (-t))
+    return np.ascontiguousarray(rgb.astype(np.uint8))
+
+
+def as_image(rgb: np.ndarray) -> QImage:
+    rows, cols, _ = rgb.shape
+    image = QImage(rgb.data, cols, rows, cols * 3, QImage.Format.Format_RGB888)
+    return image.copy()  # owns its pixels once the array goes
+
+
+class NeuronCanvas(QWidget):
+    """The drawing: blocks laid out from the widget's width; ``hovered`` reads out the cell under the mouse."""
+
+    hovered = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state: NeuronState | None = None
+        self.images: dict[str, QImage] = {}
+        self.setMouseTracking(True)
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
+        self.setFont(font)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def show_state(self, state: NeuronState | None) -> None:
+        self.state = state
+        self.images = {}
+        if state is not None:
+            self.images = {"q": as_image(diverging_rgb(state.query[None], state.vector_limit)),
+                           "k": as_image(diverging_rgb(state.keys, state.vector_limit)),
+                           "q⊙k": as_image(diverging_rgb(state.products, state.product_limit))}
+        self.setMinimumHeight(self._height())
+        self.updateGeometry()
+        self.update()
+
+    # --- the layout -----------------------------------------------------------------------------------
+    def _row(self) -> int:
+        return QFontMetrics(self.font()).height() + 2
+
+    def _label_width(self) -> int:
+        if self.state is None:
+            return 0
+        metrics = QFontMetrics(self.font())
+        widest = max([metrics.horizontalAdvance(label) for label in [*self.state.key_labels, "q ‘…’"]])
+        return min(widest + 6, 90)
+
+    def _vector_width(self) -> float:
+        if self.state is None:
+            return 1.0
+        numbers = len(self.state.columns) * NUMBER_WIDTH
+        return max(float(self.state.head_dim), self.width() - self._label_width() - numbers - 2 * GAP)
+
+    def _blocks(self) -> dict[str, QRectF]:
+        """Where each block is drawn: q, k, q⊙k and the numbers' area."""
+        state, row = self.state, self._row()
+        keys = len(state.key_labels)
+        left, width = float(self._label_width()), self._vector_width()
+        top = float(row)  # the header row
+        blocks = {"q": QRectF(left, top, width, row), "k": QRectF(left, top + row + 2, width, keys * row)}
+        product_top = blocks["k"].bottom() + 2 * row
+        blocks["q⊙k"] = QRectF(left, product_top, width, keys * row)
+        blocks["numbers"] = QRectF(left + width + GAP, product_top, len(state.columns) * NUMBER_WIDTH, keys * row)
+        return blocks
+
+    def _height(self) -> int:
+        if self.state is None:
+            return 0
+        return int(self._blocks()["q⊙k"].bottom()) + 4
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self.setMinimumHeight(self._height())
+
+    # --- drawing --------------------------------------------------------------------------------------
+    def paintEvent(self, _event) -> None:  # noqa: N802 (Qt's name)
+        if self.state is None:
+            return
+        painter = QPainter(self)
+        state, blocks, row = self.state, self._blocks(), self._row()
+        text = self.palette().color(QPalette.ColorRole.Text)
+        painter.setPen(text)
+        for name in ("q", "k", "q⊙k"):
+            painter.drawImage(blocks[name], self.images[name])
+        header = f"k: {len(state.key_labels)} keys × {state.head_dim} dims" + (" (rotated)" if state.rotated else "")
+        painter.drawText(QRectF(blocks["k"].left(), 0, blocks["k"].width(), row), Qt.AlignmentFlag.AlignLeft, header)
+        product_header = QRectF(blocks["q⊙k"].left(), blocks["q⊙k"].top() - row - 1, blocks["q⊙k"].width(), row)
+        painter.drawText(product_header, Qt.AlignmentFlag.AlignLeft, "q ⊙ k (each row sums to q·k)")
+        self._draw_labels(painter, blocks)
+        self._draw_numbers(painter, blocks["numbers"], header_top=product_header.top())
+        painter.end()
+
+    def _draw_labels(self, painter: QPainter, blocks: dict[str, QRectF]) -> None:
+        state, row, width = self.state, self._row(), self._label_width() - 4
+        metrics = QFontMetrics(self.font())
+        right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        query = metrics.elidedText(f"q ‘{state.query_label}’", Qt.TextElideMode.ElideRight, width)
+        painter.drawText(QRectF(0, blocks["q"].top(), width, row), right, query)
+        for block in ("k", "q⊙k"):
+            for index, label in enumerate(state.key_labels):
+                name = metrics.elidedText(label, Qt.TextElideMode.ElideRight, width)
+                painter.drawText(QRectF(0, blocks[block].top() + index * row, width, row), right, name)
+
+    def _draw_numbers(self, painter: QPainter, area: QRectF, *, header_top: float) -> None:
+        state, row = self.state, self._row()
+        right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
+        text = self.palette().color(QPalette.ColorRole.Text)
+        for number, column in enumerate(state.columns):
+            left = area.left() + number * NUMBER_WIDTH
+            painter.setPen(text)
+            painter.drawText(QRectF(left, header_top, NUMBER_WIDTH - 3, row), right, column.name)
+            softmax = column.name == "softmax"
+            for index, value in enumerate(column.values):
+                cell = QRectF(left, area.top() + index * row, NUMBER_WIDTH - 3, row)
+                if softmax:
+                    shade = int(255 - 150 * float(np.clip(value, 0.0, 1.0)))
+                    painter.fillRect(cell, QColor(shade, shade, 255))
+                    painter.setPen(QColor(0, 0, 0))
+                if not state.allowed[index]:
+                    painter.setPen(QColor(150, 150, 150))
+                    shown = "masked" if softmax or column.name == "score" else f"{value:.3g}"
+                else:
+                    painter.setPen(QColor(0, 0, 0) if softmax else text)
+                    shown = f"{value:.3f}" if softmax else f"{value:.3g}"
+                painter.drawText(cell, right, shown)
+
+    # --- the readout ----------------------------------------------------------------------------------
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if self.state is None:
+            return
+        line = self.describe(event.position().x(), event.position().y())
+        if line:
+            self.setToolTip(line)
+            self.hovered.emit(line)
+
+    def describe(self, x: float, y: float) -> str:
+        """The readout of the cell at widget position (x, y), or ""."""
+        state, blocks, row = self.state, self._blocks(), self._row()
+        for name in ("q", "k", "q⊙k"):
+            block = blocks[name]
+            if block.contains(x, y):
+                dim = min(int((x - block.left()) / block.width() * state.head_dim), state.head_dim - 1)
+                key = None if name == "q" else min(int((y - block.top()) / row), len(state.key_labels) - 1)
+                return state.readout(name, key, dim)
+        area = blocks["numbers"]
+        if area.contains(x, y):
+            column = state.columns[min(int((x - area.left()) / NUMBER_WIDTH), len(state.columns) - 1)]
+            return state.readout(column.name, min(int((y - area.top()) / row), len(state.key_labels) - 1), None)
+        return ""
+
+
+class NeuronView(QWidget):
+    """The pane: a title, the notes (rotated, scale, soft-cap, bias), the query token box, the drawing and its
+    readout. ``query_chosen`` says which query row the user picked in the box."""
+
+    query_chosen = Signal(int)
+    hovered = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = QLabel()
+        self.title.setTextFormat(Qt.TextFormat.RichText)
+        self.title.setWordWrap(True)
+        self.notes = QLabel()
+        self.notes.setWordWrap(True)
+        self.query_box = QComboBox()
+        self.query_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.query_box.setMinimumContentsLength(10)
+        self.query_box.activated.connect(self.query_chosen)
+        self.canvas = NeuronCanvas()
+        self.canvas.hovered.connect(self._on_hovered)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.canvas)
+        self.readout = QLabel("Hover over a cell to read it.")
+        self.readout.setWordWrap(True)
+        chooser = QHBoxLayout()
+        chooser.addWidget(QLabel("Query token:"))
+        chooser.addWidget(self.query_box, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.title)
+        layout.addLayout(chooser)
+        layout.addWidget(self.notes)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(self.readout)
+        self.state: NeuronState | None = None
+        self.clear("The neuron view shows how the selected head computes a query's attention: run a sentence.")
+
+    def show_neuron(self, state: NeuronState, query_labels: list[str]) -> None:
+        self.state = state
+        self.title.setText(state.title)
+        self.notes.setText("\n".join(state.notes))
+        self._set_queries(query_labels, state.query_row)
+        self.query_box.setEnabled(True)
+        self.canvas.show_state(state)
+
+    def clear(self, message: str) -> None:
+        self.state = None
+        self.title.setText(message)
+        self.notes.setText("")
+        self.query_box.clear()
+        self.query_box.setEnabled(False)
+        self.canvas.show_state(None)
+
+    def _set_queries(self, labels: list[str], row: int) -> None:
+        names = [f"{index}: {label}" for index, label in enumerate(labels)]
+        if [self.query_box.itemText(i) for i in range(self.query_box.count())] != names:
+            self.query_box.blockSignals(True)
+            self.query_box.clear()
+            self.query_box.addItems(names)
+            self.query_box.blockSignals(False)
+        self.query_box.setCurrentIndex(row)
+
+    def _on_hovered(self, line: str) -> None:
+        self.readout.setText(line)
+        self.hovered.emit(line)
