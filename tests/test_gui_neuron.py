@@ -4,10 +4,13 @@ model's own projections compute (read with hooks on its query and key layers, ap
 
 from __future__ import annotations
 
+from xml.etree import ElementTree
+
 import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QImage
 
 from attnviz.gui.app import create_window
 from models.inference.translator import Translator
@@ -90,7 +93,7 @@ def test_the_pane_shows_the_selected_head_and_clicked_query_as_the_model_compute
     np.testing.assert_allclose(state.keys, k, atol=1e-5)
     np.testing.assert_allclose(state.products, k * q[None], atol=1e-5)
     columns = {column.name: column.values for column in state.columns}
-    assert list(columns) == ["q·k", "× scale", "score", "softmax"]
+    assert list(columns) == ["q·k", "× scale", "softmax"]
     np.testing.assert_allclose(columns["q·k"], k @ q, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(columns["× scale"], (k @ q) / np.sqrt(d), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(columns["softmax"], trace.attention["enc_self"][1][2, 3], atol=1e-6)
@@ -117,3 +120,23 @@ def test_the_pane_follows_the_head_and_says_why_for_an_aggregate(qtbot, demo_win
     np.testing.assert_allclose(pane.state.weights, trace.attention["cross"][0][3, 2], atol=1e-6)
     window.viewing.select(head="mean")
     assert pane.state is None and "choose a head number" in pane.title.text()
+
+
+def test_the_neuron_figure_exports_as_svg_and_png(qtbot, demo_window, tmp_path):
+    window = demo_window
+    run(qtbot, window, TEXT)
+    window.viewing.select(kind="dec_self", layer=2, head=0, step=4)
+    window.views.grids.setCurrentWidget(window.views.neuron_pane)
+    pane = window.views.neuron_pane
+    qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
+    svg, png = tmp_path / "neuron.svg", tmp_path / "neuron.png"
+    window.exporting.export_neuron_image(str(svg))
+    window.exporting.export_neuron_image(str(png))
+    root = ElementTree.parse(svg).getroot()
+    texts = [element.text or "" for element in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert any("layer 2 · head 0 · query 4" in text for text in texts)
+    assert len(list(root.iter("{http://www.w3.org/2000/svg}image"))) == 3  # q, k, q ⊙ k
+    softmax = [float(text) for text in texts[texts.index("softmax") + 1:] if text.replace(".", "").isdigit()]
+    np.testing.assert_allclose(softmax[:5], pane.state.weights[:5], atol=5e-4)
+    assert texts.count("masked") == len(pane.state.key_labels) - 5  # the keys after the query: the causal mask
+    assert QImage(str(png)).width() > 300

@@ -73,6 +73,8 @@ ACTIONS = (
     entry("File/&Export", "&Copy image", "exporting.copy_focus_image", shortcut="Ctrl+Shift+C",
           tip="The focus view to the clipboard, for pasting into slides"),
     entry("File/&Export", "All &heads of this layer as image…", "exporting.export_grid_image"),
+    entry("File/&Export", "&Neuron view as image…", "exporting.export_neuron_image",
+          tip="The Neuron tab's head and query token: q, k, q ⊙ k, the scores and the softmax"),
     entry("File/&Export", "Attention &data (NPZ)…", "exporting.export_npz"),
     entry("File/&Export", "This heatmap as &CSV…", "exporting.export_csv"),
     separator("File"),

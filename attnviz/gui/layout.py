@@ -82,6 +82,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     splitter.addWidget(focus_area)
     splitter.addWidget(grids)
     splitter.setSizes([700, 420])
+    grids.currentChanged.connect(lambda index: _widen_for(grids.widget(index) is neuron, splitter))
     central = QWidget()
     layout = QVBoxLayout(central)
     layout.setContentsMargins(0, 0, 0, 0)
@@ -95,6 +96,21 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
                  head_grid=head_grid, model_view=model_view, neuron_pane=neuron, decoding=decoding,
                  model_panel=model_panel, docks=docks, model_dock=docks.model_dock,
                  decoding_dock=docks.decoding_dock, status_bar=window.statusBar())
+
+
+NEURON_SHARE = 0.55  # of the splitter's width the Neuron tab takes while shown: its vectors need the room
+
+
+def _widen_for(neuron_shown: bool, splitter: QSplitter) -> None:
+    """While the Neuron tab is shown it takes ``NEURON_SHARE`` of the width beside the focus heatmap; the other tabs
+    give the width back as it was."""
+    total = sum(splitter.sizes())
+    if neuron_shown:
+        splitter.setProperty("sizes_before_neuron", splitter.sizes())
+        splitter.setSizes([int(total * (1 - NEURON_SHARE)), int(total * NEURON_SHARE)])
+    elif splitter.property("sizes_before_neuron"):
+        splitter.setSizes(list(splitter.property("sizes_before_neuron")))
+        splitter.setProperty("sizes_before_neuron", None)
 
 
 def _setup_docks(window: QMainWindow, model_panel: QWidget, decoding) -> DockArea:

@@ -69,7 +69,7 @@ class NeuronState:
     query: np.ndarray  # [D]
     keys: np.ndarray  # [K, D]
     products: np.ndarray  # [K, D]
-    columns: tuple[KeyColumn, ...]  # per key: q·k, × scale, (cap), (+ bias), softmax
+    columns: tuple[KeyColumn, ...]  # per key: q·k, × scale, (soft-cap), (+ bias, score), softmax
     allowed: np.ndarray  # [K] bool
     weights: np.ndarray  # [K]: the softmax, as the model computed it
     vector_limit: float  # the colour scale of q and k: −limit…limit
@@ -125,7 +125,8 @@ def neuron_state(vectors, trace: AttentionTrace, selection: Selection, query_row
         notes.append("+ bias: the model's relative position bias, added before the softmax")
     allowed = vectors_of.mask[row].copy()
     weights = vectors_of.weights[head, row].astype(np.float64)
-    columns.append(KeyColumn("score", np.where(allowed, scores, np.nan)))
+    if len(columns) > 2:  # capped or biased: the score the softmax reads is a step of its own
+        columns.append(KeyColumn("score", np.where(allowed, scores, np.nan)))
     columns.append(KeyColumn("softmax", weights))
     if vectors_of.rotated:
         notes.insert(0, "q and k rotated: after rotary positions, as the scores read them")
@@ -151,6 +152,15 @@ def _scale_note(layer) -> str:
 def _limit(values: np.ndarray) -> float:
     finite = np.abs(values[np.isfinite(values)])
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+
+
+def diverging_rgb(values: np.ndarray, limit: float) -> np.ndarray:
+    """``values`` ``[R, C]`` as RGB ``[R, C, 3]`` uint8: blue at −limit, white at 0, red at +limit (the pane's and
+    the figure's colours of q, k and q ⊙ k)."""
+    t = np.clip(np.nan_to_num(values / (limit or 1.0)), -1.0, 1.0)[..., None]
+    white, red, blue = np.array([250.0, 250, 250]), np.array([200.0, 40, 40]), np.array([40.0, 80, 200])
+    rgb = np.where(t >= 0, white + (red - white) * t, white + (blue - white) * (-t))
+    return np.ascontiguousarray(rgb.astype(np.uint8))
 
 
 def default_row(kind: str, selection: Selection) -> int:

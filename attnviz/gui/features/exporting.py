@@ -13,7 +13,7 @@ from models.errors import AttnvizError
 
 from ...state import compare_view, viewmodel
 from ...state.export import write_csv, write_npz
-from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
+from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, neuron_svg, without_masks
 from ...state.session import Session
 from ...state.settings import SettingsReader
 from ..dialogs import IMAGE_FILTER, ask_save_path
@@ -129,6 +129,18 @@ class Exporting(QObject):
                                key_labels=trace.key_tokens(selection.kind), lut=self.views.focus.lut(), mask=mask,
                                caption=self._caption())
             self._write(save_figure, (figure, path))
+
+    def export_neuron_image(self, path: str | None = None) -> None:
+        """The Neuron tab's head and query as a figure (PNG or SVG)."""
+        state = self.views.neuron_pane.state
+        if state is None:
+            self.views.show_error("Export failed: the Neuron tab shows no head yet: open it after a run")
+            return
+        selection = self.session.selection
+        name = f"neuron-{viewmodel.export_name(selection.kind, selection.layer, selection.head)}-q{state.query_row}.png"
+        path = path or self._ask("Export neuron view", name=name, file_filter=IMAGE_FILTER)
+        if path:
+            self._write(save_figure, (neuron_svg(state, caption=self._caption()), path))
 
     def export_npz(self, path: str | None = None) -> None:
         if self.session.result is None or self.session.trace is None:

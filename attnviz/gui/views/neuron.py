@@ -14,18 +14,10 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
-from ...state.neuron_view import NeuronState
+from ...state.neuron_view import NeuronState, diverging_rgb
 
 NUMBER_WIDTH = 46  # pixels of one per-key number column
 GAP = 8
-
-
-def diverging_rgb(values: np.ndarray, limit: float) -> np.ndarray:
-    """``values`` ``[R, C]`` as RGB ``[R, C, 3]`` uint8: blue at −limit, white at 0, red at +limit."""
-    t = np.clip(np.nan_to_num(values / (limit or 1.0)), -1.0, 1.0)[..., None]
-    white, red, blue = np.array([250.0, 250, 250]), np.array([200.0, 40, 40]), np.array([40.0, 80, 200])
-    rgb = np.where(t >= 0, white + (red - white) * t, white + (blue - white) * (-t))
-    return np.ascontiguousarray(rgb.astype(np.uint8))
 
 
 def as_image(rgb: np.ndarray) -> QImage:
@@ -62,37 +54,43 @@ class NeuronCanvas(QWidget):
 
     # --- the layout -----------------------------------------------------------------------------------
     def _row(self) -> int:
-        return QFontMetrics(self.font()).height() + 2
+        return QFontMetrics(self.font()).height() + 1
 
     def _label_width(self) -> int:
         if self.state is None:
             return 0
         metrics = QFontMetrics(self.font())
-        widest = max([metrics.horizontalAdvance(label) for label in [*self.state.key_labels, "q ‘…’"]])
-        return min(widest + 6, 90)
+        widest = max([metrics.horizontalAdvance(label) for label in [*self.state.key_labels, "q"]])
+        return min(widest + 6, 80)
 
-    def _vector_width(self) -> float:
-        if self.state is None:
-            return 1.0
+    def _side_by_side(self) -> bool:
+        """Whether k and q ⊙ k fit beside each other (and the numbers beside them) at two pixels a dimension."""
         numbers = len(self.state.columns) * NUMBER_WIDTH
-        return max(float(self.state.head_dim), self.width() - self._label_width() - numbers - 2 * GAP)
+        return (self.width() - self._label_width() - numbers - 3 * GAP) / 2 >= 2 * self.state.head_dim
 
     def _blocks(self) -> dict[str, QRectF]:
-        """Where each block is drawn: q, k, q⊙k and the numbers' area."""
+        """Where each block is drawn: q, k, q⊙k and the numbers (a row per key in each but q). Side by side where
+        the width allows; else stacked, each as wide as the pane, the numbers under q ⊙ k."""
         state, row = self.state, self._row()
-        keys = len(state.key_labels)
-        left, width = float(self._label_width()), self._vector_width()
+        keys, numbers = len(state.key_labels), len(state.columns) * NUMBER_WIDTH
+        left = float(self._label_width())
         top = float(row)  # the header row
-        blocks = {"q": QRectF(left, top, width, row), "k": QRectF(left, top + row + 2, width, keys * row)}
-        product_top = blocks["k"].bottom() + 2 * row
-        blocks["q⊙k"] = QRectF(left, product_top, width, keys * row)
-        blocks["numbers"] = QRectF(left + width + GAP, product_top, len(state.columns) * NUMBER_WIDTH, keys * row)
-        return blocks
+        if self._side_by_side():
+            width = (self.width() - left - numbers - 3 * GAP) / 2
+            k = QRectF(left, top + row + 2, width, keys * row)
+            product = QRectF(k.right() + GAP, k.top(), width, keys * row)
+            return {"q": QRectF(left, top, width, row), "k": k, "q⊙k": product,
+                    "numbers": QRectF(product.right() + GAP, k.top(), numbers, keys * row)}
+        width = max(float(state.head_dim), self.width() - left - GAP)
+        k = QRectF(left, top + row + 2, width, keys * row)
+        product = QRectF(left, k.bottom() + 2 * row, width, keys * row)
+        return {"q": QRectF(left, top, width, row), "k": k, "q⊙k": product,
+                "numbers": QRectF(left, product.bottom() + 2 * row, numbers, keys * row)}
 
     def _height(self) -> int:
         if self.state is None:
             return 0
-        return int(self._blocks()["q⊙k"].bottom()) + 4
+        return int(max(self._blocks()["q⊙k"].bottom(), self._blocks()["numbers"].bottom())) + 4
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
@@ -110,19 +108,20 @@ class NeuronCanvas(QWidget):
             painter.drawImage(blocks[name], self.images[name])
         header = f"k: {len(state.key_labels)} keys × {state.head_dim} dims" + (" (rotated)" if state.rotated else "")
         painter.drawText(QRectF(blocks["k"].left(), 0, blocks["k"].width(), row), Qt.AlignmentFlag.AlignLeft, header)
-        product_header = QRectF(blocks["q⊙k"].left(), blocks["q⊙k"].top() - row - 1, blocks["q⊙k"].width(), row)
+        side = self._side_by_side()
+        product = blocks["q⊙k"]
+        product_header = QRectF(product.left(), (0 if side else product.top() - row - 1), product.width(), row)
         painter.drawText(product_header, Qt.AlignmentFlag.AlignLeft, "q ⊙ k (each row sums to q·k)")
-        self._draw_labels(painter, blocks)
-        self._draw_numbers(painter, blocks["numbers"], header_top=product_header.top())
+        self._draw_labels(painter, blocks, side=side)
+        self._draw_numbers(painter, blocks["numbers"], header_top=blocks["numbers"].top() - row - 1)
         painter.end()
 
-    def _draw_labels(self, painter: QPainter, blocks: dict[str, QRectF]) -> None:
+    def _draw_labels(self, painter: QPainter, blocks: dict[str, QRectF], *, side: bool) -> None:
         state, row, width = self.state, self._row(), self._label_width() - 4
         metrics = QFontMetrics(self.font())
         right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
-        query = metrics.elidedText(f"q ‘{state.query_label}’", Qt.TextElideMode.ElideRight, width)
-        painter.drawText(QRectF(0, blocks["q"].top(), width, row), right, query)
-        for block in ("k", "q⊙k"):
+        painter.drawText(QRectF(0, blocks["q"].top(), width, row), right, "q")
+        for block in ("k",) if side else ("k", "q⊙k", "numbers"):
             for index, label in enumerate(state.key_labels):
                 name = metrics.elidedText(label, Qt.TextElideMode.ElideRight, width)
                 painter.drawText(QRectF(0, blocks[block].top() + index * row, width, row), right, name)
