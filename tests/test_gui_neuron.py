@@ -68,10 +68,11 @@ def test_the_pane_shows_the_selected_head_and_clicked_query_as_the_model_compute
     window = demo_window
     run(qtbot, window, TEXT)
     window.viewing.select(kind="enc_self", layer=1, head=2)
-    views = window.views
-    views.grids.setCurrentWidget(views.neuron_pane)
-    pane = views.neuron_pane
+    view_menu = next(action.menu() for action in window.menuBar().actions() if action.text() == "&View")
+    next(action for action in view_menu.actions() if action.text() == "&Neuron").trigger()
+    pane = window.neuron.pane
     qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
+    assert window.neuron.dock in window.tabifiedDockWidgets(window.views.decoding_dock)
     assert pane.state.query_row == 0 and "layer 1 · head 2" in pane.state.title
     click_row(qtbot, window, 3)
     qtbot.waitUntil(lambda: pane.state.query_row == 3, timeout=WAIT)
@@ -107,9 +108,8 @@ def test_the_pane_shows_the_selected_head_and_clicked_query_as_the_model_compute
 def test_the_pane_follows_the_head_and_says_why_for_an_aggregate(qtbot, demo_window):
     window = demo_window
     run(qtbot, window, TEXT)
-    views = window.views
-    views.grids.setCurrentWidget(views.neuron_pane)
-    pane = views.neuron_pane
+    window.neuron.open()
+    pane = window.neuron.pane
     window.viewing.select(kind="cross", layer=0, head=1, step=2)
     qtbot.waitUntil(lambda: pane.state is not None and "head 1" in pane.state.title, timeout=WAIT)
     trace = window.session.trace
@@ -126,8 +126,8 @@ def test_the_neuron_figure_exports_as_svg_and_png(qtbot, demo_window, tmp_path):
     window = demo_window
     run(qtbot, window, TEXT)
     window.viewing.select(kind="dec_self", layer=2, head=0, step=4)
-    window.views.grids.setCurrentWidget(window.views.neuron_pane)
-    pane = window.views.neuron_pane
+    window.neuron.open()
+    pane = window.neuron.pane
     qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
     svg, png = tmp_path / "neuron.svg", tmp_path / "neuron.png"
     window.exporting.export_neuron_image(str(svg))

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # the views load pyqtgraph: imported when ``setup_views`` run
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.model_panel import ModelPanel
-    from .views.neuron import NeuronView
     from .views.thumbnails import ThumbnailGrid
 
 
@@ -38,7 +37,6 @@ class Views:
     grids: QTabWidget  # the two thumbnail grids' tabs
     head_grid: ThumbnailGrid  # the heads of the selected layer
     model_view: ThumbnailGrid  # every layer × head
-    neuron_pane: NeuronView  # the third tab: how the selected head computes a query's weights
     decoding: DecodingPanel
     model_panel: ModelPanel
     docks: DockArea  # the docks: the two below and the corpus panels made on first use
@@ -58,7 +56,6 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.model_panel import ModelPanel
-    from .views.neuron import NeuronView
     from .views.thumbnails import ThumbnailGrid
 
     bars = {"input_bar": InputBar(), "ablation_bar": AblationBar(), "snapshot_bar": SnapshotBar(),
@@ -66,7 +63,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     selector, focus, compare_view = SelectorBar(), HeatmapView(), CompareView()
     selector.setEnabled(False)  # nothing to choose from until a trace exists
     compare_view.hide()
-    head_grid, model_view, neuron = ThumbnailGrid(), ThumbnailGrid(), NeuronView()
+    head_grid, model_view = ThumbnailGrid(), ThumbnailGrid()
     focus_area = QWidget()
     focus_layout = QVBoxLayout(focus_area)
     focus_layout.setContentsMargins(4, 4, 4, 4)
@@ -76,13 +73,12 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     # In a narrow panel both tabs stay in view, their titles shortened ("Heads of th…"), not behind arrows.
     grids.setUsesScrollButtons(False)
     grids.setElideMode(Qt.TextElideMode.ElideRight)
-    for view, title in ((head_grid, "Heads of this layer"), (model_view, "All layers × heads"), (neuron, "Neuron")):
+    for view, title in ((head_grid, "Heads of this layer"), (model_view, "All layers × heads")):
         grids.setTabToolTip(grids.addTab(view, title), title)
     splitter = QSplitter(Qt.Orientation.Horizontal)
     splitter.addWidget(focus_area)
     splitter.addWidget(grids)
     splitter.setSizes([700, 420])
-    grids.currentChanged.connect(lambda index: _widen_for(grids.widget(index) is neuron, splitter))
     central = QWidget()
     layout = QVBoxLayout(central)
     layout.setContentsMargins(0, 0, 0, 0)
@@ -93,24 +89,8 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     decoding, model_panel = DecodingPanel(), ModelPanel(devices, demos)
     docks = _setup_docks(window, model_panel, decoding)
     return Views(**bars, selector=selector, focus=focus, compare_view=compare_view, grids=grids,
-                 head_grid=head_grid, model_view=model_view, neuron_pane=neuron, decoding=decoding,
-                 model_panel=model_panel, docks=docks, model_dock=docks.model_dock,
-                 decoding_dock=docks.decoding_dock, status_bar=window.statusBar())
-
-
-NEURON_SHARE = 0.55  # of the splitter's width the Neuron tab takes while shown: its vectors need the room
-
-
-def _widen_for(neuron_shown: bool, splitter: QSplitter) -> None:
-    """While the Neuron tab is shown it takes ``NEURON_SHARE`` of the width beside the focus heatmap; the other tabs
-    give the width back as it was."""
-    total = sum(splitter.sizes())
-    if neuron_shown:
-        splitter.setProperty("sizes_before_neuron", splitter.sizes())
-        splitter.setSizes([int(total * (1 - NEURON_SHARE)), int(total * NEURON_SHARE)])
-    elif splitter.property("sizes_before_neuron"):
-        splitter.setSizes(list(splitter.property("sizes_before_neuron")))
-        splitter.setProperty("sizes_before_neuron", None)
+                 head_grid=head_grid, model_view=model_view, decoding=decoding, model_panel=model_panel, docks=docks,
+                 model_dock=docks.model_dock, decoding_dock=docks.decoding_dock, status_bar=window.statusBar())
 
 
 def _setup_docks(window: QMainWindow, model_panel: QWidget, decoding) -> DockArea:

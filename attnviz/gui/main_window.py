@@ -71,7 +71,8 @@ class MainWindow(QMainWindow):
                                    demos=self.demos, parent=self)
         self.sessions = Sessions(session, views, opening=self.opening, comparing=self.comparing,
                                  contributions=self.contributions, parent=self, stored=stored)
-        self.exporting = Exporting(session, views, viewing=self.viewing, parent=self, stored=stored)
+        self.exporting = Exporting(session, views, viewing=self.viewing, neuron=self.neuron, parent=self,
+                                   stored=stored)
         self.presenting = Presenting(session, views, viewing=self.viewing, window=self)
         self.stats = head_stats_tool(session, views, worker, viewing=self.viewing, parent=self)
         self.importance = ImportanceTool(session, views, worker, viewing=self.viewing, exporting=self.exporting,

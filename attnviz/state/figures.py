@@ -356,7 +356,7 @@ def neuron_svg(state, caption: Caption | None = None) -> str:
     parts.append(f"<text x='{left:.2f}' y='{heading:.2f}' font-size='10' {FONT}>q, k ({dims} dims"
                  f"{', rotated' if state.rotated else ''})</text>")
     parts.append(f"<text x='{product_x:.2f}' y='{heading:.2f}' font-size='10' {FONT}>q ⊙ k</text>")
-    parts.append(_bitmap(diverging_rgb(state.query[None], state.vector_limit), x=left, y=top, width=block,
+    parts.append(_bitmap(diverging_rgb(state.query[None], state.query_limit), x=left, y=top, width=block,
                          height=NEURON_ROW))
     keys_top = top + NEURON_ROW + 4
     parts.append(_bitmap(diverging_rgb(state.keys, state.vector_limit), x=left, y=keys_top, width=block,

@@ -72,7 +72,8 @@ class NeuronState:
     columns: tuple[KeyColumn, ...]  # per key: q·k, × scale, (soft-cap), (+ bias, score), softmax
     allowed: np.ndarray  # [K] bool
     weights: np.ndarray  # [K]: the softmax, as the model computed it
-    vector_limit: float  # the colour scale of q and k: −limit…limit
+    query_limit: float  # the colour scale of q: −limit…limit (its own: a query is often far shorter than its keys)
+    vector_limit: float  # the colour scale of k
     product_limit: float  # the colour scale of q ⊙ k
     query_row: int
     rotated: bool
@@ -137,7 +138,7 @@ def neuron_state(vectors, trace: AttentionTrace, selection: Selection, query_row
     labels = [key_labels[j] if j < len(key_labels) else str(j) for j in range(keys.shape[0])]
     return NeuronState(title=title, notes=tuple(notes), query_label=query_label, key_labels=labels, query=q,
                        keys=keys, products=products, columns=tuple(columns), allowed=allowed, weights=weights,
-                       vector_limit=_limit(np.concatenate([q[None], keys])), product_limit=_limit(products),
+                       query_limit=_limit(q), vector_limit=_limit(keys), product_limit=_limit(products),
                        query_row=row, rotated=vectors_of.rotated)
 
 

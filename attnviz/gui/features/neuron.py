@@ -1,6 +1,8 @@
-"""The Neuron pane in the window: the worker computes the shown result's query and key vectors when the pane is
-first shown for it (a ``neuron`` job: a newer run or model overtakes it), this feature keeps them while that run is
-the newest, and draws the selected head and query row (attnviz/state/neuron_view.py computes what it shows).
+"""The Neuron pane in the window (View → Neuron): a dock made on first use, a tab beside the Decoding dock under the
+focus heatmap, where its vectors have the window's width. The worker computes the shown result's query and key
+vectors when the pane is first shown for it (a ``neuron`` job: a newer run or model overtakes it); this feature
+keeps them while that run is the newest and draws the selected head and query row (attnviz/state/neuron_view.py
+computes what it shows).
 
 The query row follows a click on a row of the focus heatmap or the pane's own box; until one is chosen it is the
 selected decoding step (decoder kinds) or the first token. The viewing feature calls :meth:`Neuron.refresh` after
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QDockWidget
 
 from models.nn.ablation import NO_ABLATION
 
@@ -20,6 +23,7 @@ from ...state.session import Session
 from ..layout import Views
 
 if TYPE_CHECKING:
+    from ..views.neuron import NeuronView
     from ..worker import ModelWorker
 
 
@@ -33,16 +37,35 @@ class Neuron(QObject):
         self.asked: dict[int, tuple] = {}  # job id → the key it was asked for, until answered
         self.rows: dict[str, int] = {}  # kind → the query row chosen for the newest run
         self.request_id = 0
+        self.pane: NeuronView | None = None  # made on first use, with its dock
+        self.dock: QDockWidget | None = None
         self.requested.connect(worker.neuron)
         worker.neuron_ready.connect(self._on_answer)
         views.focus.row_clicked.connect(self.choose_query)
-        views.neuron_pane.query_chosen.connect(self.choose_query)
-        views.neuron_pane.hovered.connect(lambda text: views.status_bar.showMessage(text))
-        views.grids.currentChanged.connect(lambda _index: self.refresh())
+
+    def open(self) -> None:
+        """View → Neuron: the pane's dock, made on first use as a tab beside the Decoding dock, shown and raised."""
+        if self.dock is None:
+            from ..views.neuron import NeuronView
+
+            self.pane = NeuronView()
+            self.pane.query_chosen.connect(self.choose_query)
+            self.pane.hovered.connect(lambda text: self.views.status_bar.showMessage(text))
+            self.dock = self.views.docks.add("Neuron", self.pane, Qt.DockWidgetArea.BottomDockWidgetArea)
+            self.views.docks.window.tabifyDockWidget(self.views.decoding_dock, self.dock)
+            self.dock.visibilityChanged.connect(lambda _visible: self.refresh())
+        self.dock.show()
+        self.dock.raise_()
+        self.refresh()
 
     @property
     def shown(self) -> bool:
-        return self.views.grids.currentWidget() is self.views.neuron_pane
+        return self.pane is not None and self.dock.isVisible() and self.pane.isVisible()
+
+    @property
+    def state(self):
+        """What the pane shows (a ``NeuronState``), or None."""
+        return None if self.pane is None else self.pane.state
 
     def choose_query(self, row: int) -> None:
         if self.session.trace is not None:
@@ -69,21 +92,25 @@ class Neuron(QObject):
         if answer is None:
             if key not in self.asked.values():
                 self._ask(key)
-            self.views.neuron_pane.clear(WAITING)
+            self.pane.clear(WAITING)
             return
         if isinstance(answer, str):
-            self.views.neuron_pane.clear(answer)
+            self.pane.clear(answer)
             return
         self._draw(answer)
+
+    def clear(self, message: str) -> None:
+        if self.pane is not None:
+            self.pane.clear(message)
 
     def _draw(self, vectors) -> None:
         trace, selection = self.session.trace, self.session.selection
         row = self.rows.get(selection.kind, default_row(selection.kind, selection))
         state = neuron_state(vectors, trace, selection, query_row=row)
         if isinstance(state, str):
-            self.views.neuron_pane.clear(state)
+            self.pane.clear(state)
         else:
-            self.views.neuron_pane.show_neuron(state, trace.query_tokens(selection.kind))
+            self.pane.show_neuron(state, trace.query_tokens(selection.kind))
 
     def _ask(self, key: tuple) -> None:
         session = self.session

@@ -58,6 +58,8 @@ class NeuronPane(Protocol):
 
     def refresh(self) -> None: ...
 
+    def clear(self, message: str) -> None: ...
+
 
 class Viewing(QObject):
     run_requested = Signal(object)  # Request → worker
@@ -382,7 +384,7 @@ class Viewing(QObject):
         views = self.views
         views.focus.clear(message)
         views.compare_view.clear(message)
-        views.neuron_pane.clear(message)
+        self.neuron.clear(message)
         for grid in (views.head_grid, views.model_view):
             grid.build(0, 0, row_names=[], col_names=[])
         views.selector.setEnabled(False)

@@ -3,8 +3,8 @@
 Top: the query vector q (one row of head_dim cells) over the key vectors k (a row per key). Below: q ⊙ k (a row
 per key; each row sums to the dot product), and beside it, per key, the numbers on the way to the weight: q·k,
 × scale, the soft-cap and the bias where the model has them, the score the softmax reads and the softmax itself.
-Vectors are drawn blue (negative) to red (positive), each block on its own symmetric scale; hovering a cell reads
-it out. The query token is chosen in the box above, or by clicking a row of the focus heatmap.
+Vectors are drawn blue (negative) to red (positive), q, k and q ⊙ k each on its own symmetric scale; hovering a
+cell reads it out. The query token is chosen in the box above, or by clicking a row of the focus heatmap.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class NeuronCanvas(QWidget):
         self.state = state
         self.images = {}
         if state is not None:
-            self.images = {"q": as_image(diverging_rgb(state.query[None], state.vector_limit)),
+            self.images = {"q": as_image(diverging_rgb(state.query[None], state.query_limit)),
                            "k": as_image(diverging_rgb(state.keys, state.vector_limit)),
                            "q⊙k": as_image(diverging_rgb(state.products, state.product_limit))}
         self.setMinimumHeight(self._height())
@@ -190,7 +190,7 @@ class NeuronView(QWidget):
         self.notes.setWordWrap(True)
         self.query_box = QComboBox()
         self.query_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.query_box.setMinimumContentsLength(10)
+        self.query_box.setMinimumContentsLength(4)
         self.query_box.activated.connect(self.query_chosen)
         self.canvas = NeuronCanvas()
         self.canvas.hovered.connect(self._on_hovered)
@@ -201,7 +201,7 @@ class NeuronView(QWidget):
         self.readout = QLabel("Hover over a cell to read it.")
         self.readout.setWordWrap(True)
         chooser = QHBoxLayout()
-        chooser.addWidget(QLabel("Query token:"))
+        chooser.addWidget(QLabel("Query:"))
         chooser.addWidget(self.query_box, 1)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -210,6 +210,7 @@ class NeuronView(QWidget):
         layout.addWidget(self.notes)
         layout.addWidget(scroll, 1)
         layout.addWidget(self.readout)
+        self.setMinimumWidth(60)  # the tab never widens the window: a narrow pane scrolls and elides instead
         self.state: NeuronState | None = None
         self.clear("The neuron view shows how the selected head computes a query's attention: run a sentence.")
 
