@@ -175,7 +175,7 @@ class NeuronCanvas(QWidget):
 
 
 class NeuronView(QWidget):
-    """The pane: a title, the notes (rotated, scale, soft-cap, bias), the query token box, the drawing and its
+    """The pane: a title and the query token box, the drawing, the notes (rotated, scale, soft-cap, bias) and the
     readout. ``query_chosen`` says which query row the user picked in the box."""
 
     query_chosen = Signal(int)
@@ -187,7 +187,6 @@ class NeuronView(QWidget):
         self.title.setTextFormat(Qt.TextFormat.RichText)
         self.title.setWordWrap(True)
         self.notes = QLabel()
-        self.notes.setWordWrap(True)
         self.query_box = QComboBox()
         self.query_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.query_box.setMinimumContentsLength(4)
@@ -200,16 +199,21 @@ class NeuronView(QWidget):
         scroll.setWidget(self.canvas)
         self.readout = QLabel("Hover over a cell to read it.")
         self.readout.setWordWrap(True)
-        chooser = QHBoxLayout()
-        chooser.addWidget(QLabel("Query:"))
-        chooser.addWidget(self.query_box, 1)
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        top.addWidget(QLabel("Query:"))
+        top.addWidget(self.query_box)
+        self.query_box.setMaximumWidth(240)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.notes, 1)
+        bottom.addWidget(self.readout, 1)
+        self.readout.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.title)
-        layout.addLayout(chooser)
-        layout.addWidget(self.notes)
+        layout.setContentsMargins(4, 2, 4, 2)
+        layout.setSpacing(2)
+        layout.addLayout(top)
         layout.addWidget(scroll, 1)
-        layout.addWidget(self.readout)
+        layout.addLayout(bottom)
         self.setMinimumWidth(60)  # the tab never widens the window: a narrow pane scrolls and elides instead
         self.state: NeuronState | None = None
         self.clear("The neuron view shows how the selected head computes a query's attention: run a sentence.")
@@ -217,7 +221,7 @@ class NeuronView(QWidget):
     def show_neuron(self, state: NeuronState, query_labels: list[str]) -> None:
         self.state = state
         self.title.setText(state.title)
-        self.notes.setText("\n".join(state.notes))
+        self.notes.setText(" · ".join(state.notes))
         self._set_queries(query_labels, state.query_row)
         self.query_box.setEnabled(True)
         self.canvas.show_state(state)
