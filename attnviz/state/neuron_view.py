@@ -112,7 +112,7 @@ def neuron_state(vectors, trace: AttentionTrace, selection: Selection, query_row
     q = vectors_of.query[head, row].astype(np.float32)
     keys = vectors_of.key[head].astype(np.float32)
     products = keys * q[None, :]
-    scores = vectors_of.scores(head)[row]  # masked keys −inf
+    scores = vectors_of.scores(head, rows=slice(row, row + 1))[0]  # masked keys −inf
     dots = products.astype(np.float64).sum(axis=1)
     scale = np.broadcast_to(np.asarray(vectors_of.scale_of(head), np.float64), vectors_of.mask.shape)[row]
     columns = [KeyColumn("q·k", dots), KeyColumn("× scale", dots * scale)]

@@ -48,16 +48,16 @@ class LayerVectors:
         """The scale of ``head``'s scores, broadcastable to ``[Q, K]``."""
         return np.asarray(self.scale, np.float32) if np.ndim(self.scale) == 0 else self.scale[head]
 
-    def scores(self, head: int) -> np.ndarray:
-        """``head``'s scores ``[Q, K]`` (float64) as the softmax reads them: scaled, capped, biased; masked cells
-        −inf."""
-        dots = self.query[head].astype(np.float64) @ self.key[head].astype(np.float64).T
-        scores = dots * self.scale_of(head)
+    def scores(self, head: int, rows: slice = slice(None)) -> np.ndarray:
+        """``head``'s scores ``[Q, K]`` (float64; of the query ``rows`` only, if given) as the softmax reads them:
+        scaled, capped, biased; masked cells −inf."""
+        dots = self.query[head, rows].astype(np.float64) @ self.key[head].astype(np.float64).T
+        scores = dots * np.broadcast_to(self.scale_of(head), self.mask.shape)[rows]
         if self.softcap:
             scores = self.softcap * np.tanh(scores / self.softcap)
         if self.bias is not None:
-            scores = scores + self.bias[head]
-        return np.where(self.mask, scores, -np.inf)
+            scores = scores + self.bias[head, rows]
+        return np.where(self.mask[rows], scores, -np.inf)
 
     def reproduced(self) -> np.ndarray:
         """The weights ``[H, Q, K]`` recomputed from the vectors (float32)."""

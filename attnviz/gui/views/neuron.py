@@ -35,6 +35,7 @@ class NeuronCanvas(QWidget):
         super().__init__(parent)
         self.state: NeuronState | None = None
         self.images: dict[str, QImage] = {}
+        self.visible_rows = (0, 0)  # the widget's exposed pixel rows at the last paint
         self.setMouseTracking(True)
         font = QFont(self.font())
         font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
@@ -97,9 +98,11 @@ class NeuronCanvas(QWidget):
         self.setMinimumHeight(self._height())
 
     # --- drawing --------------------------------------------------------------------------------------
-    def paintEvent(self, _event) -> None:  # noqa: N802 (Qt's name)
+    def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         if self.state is None:
             return
+        exposed = event.rect()  # inside a scroll area, only what is in view: the labels and numbers of those rows
+        self.visible_rows = (max(0, exposed.top()), exposed.bottom() + 1)
         painter = QPainter(self)
         state, blocks, row = self.state, self._blocks(), self._row()
         text = self.palette().color(QPalette.ColorRole.Text)
@@ -122,7 +125,8 @@ class NeuronCanvas(QWidget):
         right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
         painter.drawText(QRectF(0, blocks["q"].top(), width, row), right, "q")
         for block in ("k",) if side else ("k", "q⊙k", "numbers"):
-            for index, label in enumerate(state.key_labels):
+            for index in self._rows_in_view(blocks[block]):
+                label = state.key_labels[index]
                 name = metrics.elidedText(label, Qt.TextElideMode.ElideRight, width)
                 painter.drawText(QRectF(0, blocks[block].top() + index * row, width, row), right, name)
 
@@ -135,7 +139,8 @@ class NeuronCanvas(QWidget):
             painter.setPen(text)
             painter.drawText(QRectF(left, header_top, NUMBER_WIDTH - 3, row), right, column.name)
             softmax = column.name == "softmax"
-            for index, value in enumerate(column.values):
+            for index in self._rows_in_view(area):
+                value = column.values[index]
                 cell = QRectF(left, area.top() + index * row, NUMBER_WIDTH - 3, row)
                 if softmax:
                     shade = int(255 - 150 * float(np.clip(value, 0.0, 1.0)))
@@ -148,6 +153,13 @@ class NeuronCanvas(QWidget):
                     painter.setPen(QColor(0, 0, 0) if softmax else text)
                     shown = f"{value:.3f}" if softmax else f"{value:.3g}"
                 painter.drawText(cell, right, shown)
+
+    def _rows_in_view(self, block: QRectF) -> range:
+        """The key rows of ``block`` that the exposed part of the widget shows."""
+        top, bottom = self.visible_rows
+        row, keys = self._row(), len(self.state.key_labels)
+        first = max(0, int((top - block.top()) // row))
+        return range(first, min(keys, int((bottom - block.top()) // row) + 1))
 
     # --- the readout ----------------------------------------------------------------------------------
     def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt's name)
