@@ -12,6 +12,11 @@ source_contribution [target_len], value zeroing zeroing_{kind}_L{layer} [query_l
 ixg_source [target_len, source_len] and ixg_target [target_len, target_len], integrated gradients ig_source,
 ig_target, ig_completeness [target_len] (each output step's relative completeness error) and ig_steps
 [target_len] (its step count; --ig-steps N fixes it).
+--vectors adds how every head computed its weights (README, "export --vectors"): query_{kind}_L{layer} [heads,
+query_len, head_dim] and key_{kind}_L{layer} [heads, key_len, head_dim] (after rotary positions, which
+vectors_rotated says), where the model scales other than by 1/sqrt(head_dim) scale_{kind}_L{layer} and where it
+adds a bias (T5) bias_{kind}_L{layer} [heads, query_len, key_len], where it soft-caps (Gemma 2) softcap_{kind}_L{layer};
+softmax(q.k^T * scale (capped) + bias) over the keys {kind}_mask allows is {kind}_L{layer}.
 An encoder-only model (BERT, RoBERTa, DistilBERT) writes enc_self alone, src_ids, masked_positions [masks], the top 5
 predictions of each mask fill_ids [masks, 5] (best first), fill_tokens, fill_probs, and translation: the sentence with
 each mask filled.
@@ -37,8 +42,8 @@ from models.errors import InputError
 
 from ..state.export import check_output, write_csv, write_fill_npz, write_npz
 from .common import (
-    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, fill_one, model_shape,
-    open_translator, say_if_rounded, unknown_mode,
+    ablation_for, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, fill_one,
+    model_shape, open_translator, say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -56,16 +61,26 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--contributions", action="store_true",
                         help="also write every contribution method the model can give to the .npz")
     add_ig_steps_option(parser)
+    parser.add_argument("--vectors", action="store_true",
+                        help="also write each head's query and key vectors (and scale, bias) to the .npz")
     parser.add_argument("text", help="the source sentence")
     add_output_option(parser, "the file to write: .npz (every head) or .csv (one heatmap)")
 
 
 def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, (".npz", ".csv"))
+    if args.vectors and output.suffix.lower() != ".npz":
+        raise InputError("--vectors writes arrays to an .npz file; a .csv holds one attention heatmap")
     if set(model_shape(args)) == {"enc_self"}:  # an encoder-only model: its masks filled, nothing decoded
         return _export_filled(args, output)
     if output.suffix.lower() == ".npz":
-        write_npz(output, *decoded_with_contributions(args))
+        translator = open_translator(args) if args.vectors else None
+        if translator is not None:
+            check_vectors(translator)
+        result, extra = decoded_with_contributions(args, translator)
+        if args.vectors:
+            extra = {**(extra or {}), **vector_arrays(args, translator, output_ids=result.token_ids)}
+        write_npz(output, result, extra)
         with np.load(output) as written:
             print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
         return 0
@@ -91,32 +106,54 @@ def _export_filled(args: argparse.Namespace, output) -> int:
     if args.contributions:
         raise InputError("--contributions is not available for encoder-only models yet")
     head = csv_selection(args) if output.suffix.lower() == ".csv" else None
-    result = fill_one(args)
+    translator = open_translator(args)
+    if args.vectors:
+        check_vectors(translator)
+    result = fill_one(args, translator)
     if head is not None:
         write_heatmap_csv(output, result.trace, kind=args.kind, layer=args.layer, head=head)
         return 0
-    write_fill_npz(output, result)
+    write_fill_npz(output, result, vector_arrays(args, translator, output_ids=[]) if args.vectors else None)
     with np.load(output) as written:
         print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
     return 0
 
 
-def decoded_with_contributions(args: argparse.Namespace):
+def decoded_with_contributions(args: argparse.Namespace, translator=None):
     """The result to write and, with ``--contributions``, its contribution arrays (the method is checked
-    against the model before anything is decoded)."""
+    against the model before anything is decoded); ``translator`` is the one ``args`` opened, if one was."""
     if not args.contributions:
-        return decode_one(args), None
+        return decode_one(args, translator), None
     from models.analysis.gradients import check_ig_steps
     from models.analysis.methods import contribution_arrays
 
     if args.ablate:
         raise InputError("--contributions describes the model as it is: leave out --ablate")
     check_ig_steps(args.ig_steps)
-    translator = open_translator(args)
+    translator = translator or open_translator(args)
     say_if_rounded(translator)
     result = decode_one(args, translator)
     source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
     return result, contribution_arrays(translator.model, source_ids, result.token_ids, ig_steps=args.ig_steps)
+
+
+def check_vectors(translator) -> None:
+    """A model without query and key vectors (a GRU) refused in one line before anything runs."""
+    from models.analysis.neuron import NeuronError, unavailable
+
+    reason = unavailable(translator.model)
+    if reason is not None:
+        raise NeuronError(reason)
+
+
+def vector_arrays(args: argparse.Namespace, translator, *, output_ids) -> dict[str, np.ndarray]:
+    """The neuron view's arrays (models/trace/vectors.py ``NeuronVectors.arrays``) of the run of ``args.text`` that
+    gave ``output_ids``, with the heads ``--ablate`` switched off as the run had them."""
+    from models.analysis.neuron import neuron_vectors
+
+    source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
+    return neuron_vectors(translator.model, source_ids, output_ids,
+                          ablation=ablation_for(args, translator)).arrays()
 
 
 def write_heatmap_csv(output, trace, *, kind: str, layer: int, head: int | str) -> None:

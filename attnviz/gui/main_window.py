@@ -47,6 +47,7 @@ class MainWindow(QMainWindow):
         from .features.exporting import Exporting
         from .features.head_stats import head_stats_tool
         from .features.importance import ImportanceTool
+        from .features.neuron import Neuron
         from .features.opening import Opening
         from .features.presenting import Presenting
         from .features.sessions import Sessions
@@ -60,7 +61,9 @@ class MainWindow(QMainWindow):
         session, worker, stored = self.session, self.worker, self.stored
         # Each feature is handed the features it uses, made before it: they reach one another in one direction.
         self.contributions = Contributions(session, views, worker, parent=self)
-        self.viewing = Viewing(session, views, worker, contributions=self.contributions, parent=self)
+        self.neuron = Neuron(session, views, worker, parent=self)
+        self.viewing = Viewing(session, views, worker, contributions=self.contributions, neuron=self.neuron,
+                               parent=self)
         self.ablation = Ablation(session, views, worker, viewing=self.viewing, parent=self)
         self.opening = Opening(session, views, worker, viewing=self.viewing, ablation=self.ablation,
                                contributions=self.contributions, parent=self, stored=stored)
@@ -68,7 +71,8 @@ class MainWindow(QMainWindow):
                                    demos=self.demos, parent=self)
         self.sessions = Sessions(session, views, opening=self.opening, comparing=self.comparing,
                                  contributions=self.contributions, parent=self, stored=stored)
-        self.exporting = Exporting(session, views, viewing=self.viewing, parent=self, stored=stored)
+        self.exporting = Exporting(session, views, viewing=self.viewing, neuron=self.neuron, parent=self,
+                                   stored=stored)
         self.presenting = Presenting(session, views, viewing=self.viewing, window=self)
         self.stats = head_stats_tool(session, views, worker, viewing=self.viewing, parent=self)
         self.importance = ImportanceTool(session, views, worker, viewing=self.viewing, exporting=self.exporting,

@@ -99,3 +99,12 @@ def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
     before it finishes."""
     start = translator.target_tokenizer.token(translator.config.bos_id)
     return RunLabels(tuple(translator.source_labels(source)), start)
+
+
+def neuron_vectors(translator: Translator, job) -> object:
+    """A ``NeuronJob``'s query and key vectors (models/analysis/neuron.py) of the run's result, in its languages and
+    with its heads switched off."""
+    from models.analysis.neuron import neuron_vectors as vectors
+
+    translator.set_languages(job.src_lang or None, job.tgt_lang or None)
+    return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)

@@ -37,9 +37,10 @@ from models.inference.translator import SourceInput, Translator, use_idle_cores
 from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
+from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, importance_steps, prune_steps, reporting_errors, run_labels,
+    corpus_pairs, describe, importance_steps, neuron_vectors, prune_steps, reporting_errors, run_labels,
 )
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
@@ -101,6 +102,7 @@ class ModelWorker(QObject):
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
     contributions_ready = Signal(object)  # ContributionAnswer: one hypothesis' maps, or the line saying why not
+    neuron_ready = Signal(object)  # NeuronAnswer: one result's query and key vectors, or the line saying why not
     _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
     def __init__(self, jobs: JobBoard | None = None):
@@ -399,6 +401,18 @@ class ModelWorker(QObject):
                 self.captured.pop(next(iter(self.captured)))
             self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids), ablation=result[2])
         return self.captured[key]
+
+    @Slot(object)
+    def neuron(self, job: NeuronJob) -> None:
+        """The Neuron pane's vectors of one result (attnviz/state/neuron_view.py), unless a newer job overtook it."""
+        stopped = self.jobs.overtaken("neuron", job.id)
+        if stopped is not None or self.translator is None:
+            self.neuron_ready.emit(NeuronAnswer(job, stopped=stopped or Stopped("no model is open")))
+            return
+        answers = []
+        with reporting_errors(lambda line: answers.append(NeuronAnswer(job, error=line)), unexpected="neuron view"):
+            answers.append(NeuronAnswer(job, neuron_vectors(self.translator, job)))
+        self.neuron_ready.emit(answers[-1])
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:

@@ -55,7 +55,7 @@ def write_npz(path: str | Path, result: DecodeResult, extra: dict[str, np.ndarra
     return write_arrays(path, arrays)
 
 
-def write_fill_npz(path: str | Path, result) -> Path:
+def write_fill_npz(path: str | Path, result, extra: dict[str, np.ndarray] | None = None) -> Path:
     """An encoder-only run (models/inference/fill_mask.py's ``FillResult``): the trace, ``src_ids``, the masked
     positions ``masked_positions`` [masks], each one's predictions best first ``fill_ids`` [masks, k] (int64),
     ``fill_tokens`` and ``fill_probs`` (float32), and ``translation``: the sentence with each mask filled."""
@@ -66,7 +66,7 @@ def write_fill_npz(path: str | Path, result) -> Path:
               "fill_ids": np.array([p.top_ids for p in predictions], dtype=np.int64).reshape(shape),
               "fill_tokens": np.array([p.top_tokens for p in predictions], dtype=str).reshape(shape),
               "fill_probs": np.array([p.top_probs for p in predictions], dtype=np.float32).reshape(shape),
-              "translation": np.array(result.text)}
+              "translation": np.array(result.text), **(extra or {})}
     return write_arrays(path, arrays)
 
 

@@ -322,3 +322,75 @@ def prune_curve_svg(curves: dict[str, np.ndarray], *, title: str, metric_name: s
                   f"<text x='{left + PLOT_WIDTH + 42}' y='{legend_y}' font-size='11' {FONT}>"
                   f"{html.escape(CURVE_NAMES.get(order, order))}</text>"]
     return _document((left + PLOT_WIDTH + 190, top + PLOT_HEIGHT + 44), body=parts, caption=caption)
+
+
+NEURON_ROW = 13.0  # points per key row in the neuron figure
+NEURON_NUMBER = 52.0  # points per number column
+
+
+def _bitmap(rgb: np.ndarray, *, x: float, y: float, width: float, height: float) -> str:
+    """An embedded bitmap, each cell a block of pixels (renderers smooth a scaled-up bitmap)."""
+    rows, cols, _ = rgb.shape
+    factor = max(1, min(8, BITMAP_SIDE // max(rows, cols, 1)))
+    blocks = np.repeat(np.repeat(rgb, factor, axis=0), factor, axis=1)
+    encoded = base64.b64encode(png_bytes(blocks)).decode("ascii")
+    return (f"<image x='{x:.2f}' y='{y:.2f}' width='{width:.2f}' height='{height:.2f}' preserveAspectRatio='none' "
+            f"style='image-rendering:pixelated' href='data:image/png;base64,{encoded}'/>")
+
+
+def neuron_svg(state, caption: Caption | None = None) -> str:
+    """The Neuron pane as a figure (attnviz/state/neuron_view.py ``NeuronState``): the title and notes, q over the
+    key vectors k, q ⊙ k beside them, then per key q·k, the scale and bias steps and the softmax."""
+    from .neuron_view import diverging_rgb
+
+    keys, dims = len(state.key_labels), state.head_dim
+    cell = max(2.0, min(6.0, 360.0 / dims))
+    lines = [_plain(state.title), *state.notes]
+    left = _label_width(state.key_labels) + 12
+    top = 20 + TITLE_STEP * len(lines) + 14
+    block = dims * cell
+    product_x, numbers_x = left + block + 14, left + 2 * block + 28
+    parts = [f"<text x='12' y='{20 + TITLE_STEP * index}' font-size='{TITLE_SIZE if index == 0 else 11}' {FONT}>"
+             f"{html.escape(line)}</text>" for index, line in enumerate(lines)]
+    heading = top - 6
+    parts.append(f"<text x='{left:.2f}' y='{heading:.2f}' font-size='10' {FONT}>q, k ({dims} dims"
+                 f"{', rotated' if state.rotated else ''})</text>")
+    parts.append(f"<text x='{product_x:.2f}' y='{heading:.2f}' font-size='10' {FONT}>q ⊙ k</text>")
+    parts.append(_bitmap(diverging_rgb(state.query[None], state.query_limit), x=left, y=top, width=block,
+                         height=NEURON_ROW))
+    keys_top = top + NEURON_ROW + 4
+    parts.append(_bitmap(diverging_rgb(state.keys, state.vector_limit), x=left, y=keys_top, width=block,
+                         height=keys * NEURON_ROW))
+    parts.append(_bitmap(diverging_rgb(state.products, state.product_limit), x=product_x, y=keys_top, width=block,
+                         height=keys * NEURON_ROW))
+    parts.append(f"<text x='{left - 4:.2f}' y='{top + NEURON_ROW - 3:.2f}' font-size='10' text-anchor='end' "
+                 f"{FONT}>q ‘{html.escape(state.query_label)}’</text>")
+    for index, label in enumerate(state.key_labels):
+        y = keys_top + (index + 1) * NEURON_ROW - 3
+        parts.append(f"<text x='{left - 4:.2f}' y='{y:.2f}' font-size='10' text-anchor='end' {FONT}>"
+                     f"{html.escape(label)}</text>")
+    parts += _neuron_numbers(state, x=numbers_x, y=keys_top)
+    width = numbers_x + NEURON_NUMBER * len(state.columns) + 12
+    return _document((width, keys_top + keys * NEURON_ROW + 12), parts, caption)
+
+
+def _neuron_numbers(state, *, x: float, y: float) -> list[str]:
+    parts = []
+    for number, column in enumerate(state.columns):
+        right = x + (number + 1) * NEURON_NUMBER - 6
+        parts.append(f"<text x='{right:.2f}' y='{y - 6:.2f}' font-size='10' text-anchor='end' {FONT}>"
+                     f"{html.escape(column.name)}</text>")
+        for index, value in enumerate(column.values):
+            row_y = y + index * NEURON_ROW
+            softmax = column.name == "softmax"
+            if softmax:
+                shade = int(255 - 150 * float(np.clip(value, 0.0, 1.0)))
+                parts.append(f"<rect x='{right - NEURON_NUMBER + 8:.2f}' y='{row_y:.2f}' "
+                             f"width='{NEURON_NUMBER - 2:.2f}' height='{NEURON_ROW:.2f}' "
+                             f"fill='#{shade:02x}{shade:02x}ff'/>")
+            shown = "masked" if not state.allowed[index] and (softmax or column.name == "score") else (
+                f"{value:.3f}" if softmax else f"{value:.3g}")
+            colour = "#999999" if not state.allowed[index] else "#000000"
+            parts.append(f"<text x='{right:.2f}' y='{row_y + NEURON_ROW - 3:.2f}' font-size='10' text-anchor='end' "
+                         f"fill='{colour}' {FONT}>{shown}</text>")
+    return parts

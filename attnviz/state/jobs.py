@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("run", "model", "partner", "stats", "importance", "prune", "contributions", "partner_contributions",
-         "coverage")
+         "coverage", "neuron")
 DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
               "prune": ("model", "importance"),  # a pruning curve follows the ranking of the importance it started from
               # contributions explain one run's results: a newer run or model leaves nothing to explain
               "contributions": ("model", "run"), "partner_contributions": ("model", "run", "partner"),
-              "coverage": ("model", "run")}
+              "coverage": ("model", "run"), "neuron": ("model", "run")}
 NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "run": "a newer sentence run was asked for",
     "model": "another model was opened",
@@ -33,6 +33,7 @@ NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "contributions": "another contribution method or result was asked for",
     "partner_contributions": "model B's contributions of another method or result were asked for",
     "coverage": "a newer run's source contribution was asked for",
+    "neuron": "the neuron view of another result was asked for",
 }
 WINDOW_CLOSED = "the window closed"
 

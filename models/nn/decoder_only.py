@@ -114,14 +114,20 @@ class GroupedAttention(nn.Module):
         x = x.view(batch, length, heads, self.head_dim)
         return (x if norm is None else norm(x)).transpose(1, 2)
 
+    def queries_keys(self, x: Tensor, *, rotary: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor]:
+        """The query vectors ``[B, H, L, D]`` and key vectors ``[B, G, L, D]`` of x ``[B, L, E]``, normalised and
+        rotated as the scores read them (models/analysis/neuron.py shows them)."""
+        q = self._split(self.query(x), self.heads, self.q_norm)
+        k = self._split(self.key(x), self.kv_heads, self.k_norm)  # [B, G, L, D]
+        if rotary is not None:
+            q, k = rotate(q, *rotary), rotate(k, *rotary)
+        return q, k
+
     def forward(self, x: Tensor, *, rotary: tuple[Tensor, Tensor] | None, mask: Tensor, cache: LayerCache | None,
                 need_weights: bool, heads_off) -> tuple[Tensor, Tensor | None]:
         """Shape: x ``[B, L, E]``, mask ``[B, 1, L, K]`` → ``[B, L, E]``, weights ``[B, H, L, K]``."""
-        q = self._split(self.query(x), self.heads, self.q_norm)
-        k = self._split(self.key(x), self.kv_heads, self.k_norm)  # [B, G, L, D]
+        q, k = self.queries_keys(x, rotary=rotary)  # [B, H, L, D], [B, G, L, D]
         v = self._split(self.value(x), self.kv_heads, None)
-        if rotary is not None:
-            q, k = rotate(q, *rotary), rotate(k, *rotary)
         if cache is not None:
             k, v = cache.extend_self(k, v)  # [B, G, K, D]
         group = self.heads // self.kv_heads

@@ -124,7 +124,7 @@ class AttentionSublayer(nn.Module):
         attended, weights = self.attention.attend(normed, k, v=v, mask=mask, bias=bias, need_weights=need_weights,
                                                   heads_off=heads_off)
         output = self._residual(x, attended)
-        note_block(self, x=x, v=v, weights=weights, attended=attended, output=output, mask=mask, bias=bias)
+        note_block(self, x=x, k=k, v=v, weights=weights, attended=attended, output=output, mask=mask, bias=bias)
         return output, weights
 
     def cross_attend(self, x: Tensor, k: Tensor, *, v: Tensor, mask: Tensor | None,
@@ -133,7 +133,7 @@ class AttentionSublayer(nn.Module):
         attended, weights = self.attention.attend(normed, k, v=v, mask=mask, need_weights=need_weights,
                                                   heads_off=heads_off)
         output = self._residual(x, attended)
-        note_block(self, x=x, v=v, weights=weights, attended=attended, output=output, mask=mask, bias=None)
+        note_block(self, x=x, k=k, v=v, weights=weights, attended=attended, output=output, mask=mask, bias=None)
         return output, weights
 
 

@@ -13,7 +13,7 @@ from models.errors import AttnvizError
 
 from ...state import compare_view, viewmodel
 from ...state.export import write_csv, write_npz
-from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
+from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, neuron_svg, without_masks
 from ...state.session import Session
 from ...state.settings import SettingsReader
 from ..dialogs import IMAGE_FILTER, ask_save_path
@@ -21,6 +21,7 @@ from ..layout import Views
 from ..rendering import figure_image, save_figure
 
 if TYPE_CHECKING:
+    from .neuron import Neuron
     from .viewing import Viewing
 
 NOTHING_RUN_YET = "nothing to export yet; run a sentence first"
@@ -29,9 +30,10 @@ NO_ATTENTION = "this model has no attention: only its outputs are shown"
 
 
 class Exporting(QObject):
-    def __init__(self, session: Session, views: Views, *, viewing: Viewing, parent: QWidget, stored: SettingsReader):
+    def __init__(self, session: Session, views: Views, *, viewing: Viewing, neuron: Neuron, parent: QWidget,
+                 stored: SettingsReader):
         super().__init__(parent)
-        self.session, self.views, self.viewing = session, views, viewing
+        self.session, self.views, self.viewing, self.neuron = session, views, viewing, neuron
         self.parent_widget, self.stored = parent, stored
 
     def _ask(self, title: str, *, name: str, file_filter: str) -> str:
@@ -129,6 +131,18 @@ class Exporting(QObject):
                                key_labels=trace.key_tokens(selection.kind), lut=self.views.focus.lut(), mask=mask,
                                caption=self._caption())
             self._write(save_figure, (figure, path))
+
+    def export_neuron_image(self, path: str | None = None) -> None:
+        """The Neuron view's head and query as a figure (PNG or SVG)."""
+        state = self.neuron.state
+        if state is None:
+            self.views.show_error("Export failed: the Neuron view shows no head yet: View → Neuron, after a run")
+            return
+        selection = self.session.selection
+        name = f"neuron-{viewmodel.export_name(selection.kind, selection.layer, selection.head)}-q{state.query_row}.png"
+        path = path or self._ask("Export neuron view", name=name, file_filter=IMAGE_FILTER)
+        if path:
+            self._write(save_figure, (neuron_svg(state, caption=self._caption()), path))
 
     def export_npz(self, path: str | None = None) -> None:
         if self.session.result is None or self.session.trace is None:

@@ -53,6 +53,14 @@ class ShownMaps(Protocol):
     def run_shown(self, request_id: int) -> None: ...  # the newest run is on screen: its maps and coverage follow
 
 
+class NeuronPane(Protocol):
+    """The Neuron pane's feature (attnviz/gui/features/neuron.py): drawn again after every redraw of the run."""
+
+    def refresh(self) -> None: ...
+
+    def clear(self, message: str) -> None: ...
+
+
 class Viewing(QObject):
     run_requested = Signal(object)  # Request → worker
     # A run's results were accepted, before the views show it: a reopened session's selection is set, the ablation
@@ -60,9 +68,9 @@ class Viewing(QObject):
     run_arrived = Signal()
 
     def __init__(self, session: Session, views: Views, worker: ModelWorker, *, contributions: ShownMaps,
-                 parent: QObject | None = None):
+                 neuron: NeuronPane, parent: QObject | None = None):
         super().__init__(parent)
-        self.session, self.views, self.contributions = session, views, contributions
+        self.session, self.views, self.contributions, self.neuron = session, views, contributions, neuron
         self.shows_run = False  # the views show a finished run (not a message, nor a run still streaming in)
         self.streamed_at: float | None = None  # when the streaming run's heatmap was last drawn
         self.run_requested.connect(worker.run)
@@ -322,6 +330,7 @@ class Viewing(QObject):
                 self._show_focus()
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
         views.decoding.show_state(self._step_state())
+        self.neuron.refresh()
         self.shows_run = True
 
     def _show_focus(self) -> None:
@@ -375,6 +384,7 @@ class Viewing(QObject):
         views = self.views
         views.focus.clear(message)
         views.compare_view.clear(message)
+        self.neuron.clear(message)
         for grid in (views.head_grid, views.model_view):
             grid.build(0, 0, row_names=[], col_names=[])
         views.selector.setEnabled(False)

@@ -52,6 +52,7 @@ class HeatmapView(QWidget):
     """Shows ``[query, key]`` weights in [0, 1]; rows are queries (top to bottom), columns keys."""
 
     hovered = Signal(str)
+    row_clicked = Signal(int)  # a query row clicked (the Neuron pane follows it)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -337,6 +338,10 @@ class HeatmapView(QWidget):
     def _on_mouse_clicked(self, event) -> None:
         if event.double():
             self.reset_zoom()
+            return
+        cell = self.cell_at(event.scenePos())
+        if cell is not None:
+            self.row_clicked.emit(cell[0])
 
     def _on_mouse_moved(self, position: QPointF) -> None:
         cell = self.cell_at(position)
