@@ -39,10 +39,11 @@ def write_npz(path: str | Path, result: DecodeResult, extra: dict[str, np.ndarra
     return write_arrays(path, arrays)
 
 
-def write_fill_npz(path: str | Path, result) -> Path:
+def write_fill_npz(path: str | Path, result, contributions: dict[str, np.ndarray] | None = None) -> Path:
     """An encoder-only run (models/inference/fill_mask.py's ``FillResult``): the trace, ``src_ids``, the masked
     positions ``masked_positions`` [masks], each one's predictions best first ``fill_ids`` [masks, k] (int64),
-    ``fill_tokens`` and ``fill_probs`` (float32), and ``translation``: the sentence with each mask filled."""
+    ``fill_tokens`` and ``fill_probs`` (float32), and ``translation``: the sentence with each mask filled; and
+    ``contributions``' arrays where given (models/analysis/methods.py ``contribution_arrays``)."""
     predictions = result.predictions
     shape = (len(predictions), len(predictions[0].top_ids) if predictions else 0)
     arrays = {**trace_arrays(result.trace), "src_ids": np.array(result.source_ids, dtype=np.int64),
@@ -50,7 +51,7 @@ def write_fill_npz(path: str | Path, result) -> Path:
               "fill_ids": np.array([p.top_ids for p in predictions], dtype=np.int64).reshape(shape),
               "fill_tokens": np.array([p.top_tokens for p in predictions], dtype=str).reshape(shape),
               "fill_probs": np.array([p.top_probs for p in predictions], dtype=np.float32).reshape(shape),
-              "translation": np.array(result.text)}
+              "translation": np.array(result.text), **(contributions or {})}
     return write_arrays(path, arrays)
 
 
