@@ -455,7 +455,8 @@ def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     sums = _gradient_sums(translator, encoded, {kind: shape[kind] for kind in chosen},
                           tokens_per_pass=tokens_per_pass, processes=processes)
     sums = dict(zip(sums, processes.sum_arrays(list(sums.values()))))
-    tokens = sum(len(target) - skipped for _, target, skipped in encoded)
+    tokens = (sum(ids.count(translator.config.mask_id) for ids, _, _ in encoded) if is_encoder_only(translator.model)
+              else sum(len(target) - skipped for _, target, skipped in encoded))  # the scored tokens
     result = HeadImportance(metric=NLL, baseline=float(sums["loss"]) / tokens, examples=len(pairs),
                             method=GRADIENT, unknown_pairs=unknown)
     for kind in chosen:
