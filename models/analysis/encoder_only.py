@@ -103,14 +103,6 @@ def capture_sentence(model: EncoderOnlyModel, src: Tensor, *,
     return logits, blocks
 
 
-def rollout(block_maps: Sequence[Tensor], length: int, device) -> Tensor:
-    """The blocks' ``[S, S]`` maps multiplied through the layers (each row sums to 1 where each block's does)."""
-    mixed = torch.eye(length, device=device)
-    for block in block_maps:
-        mixed = block @ mixed
-    return mixed
-
-
 def zeroing_layers(captured, zeroing_map) -> list[tuple[np.ndarray, np.ndarray]]:
     """Value zeroing of each encoder layer: its block run again from its captured input with each token's value
     zeroed in every head (``zeroing_map(run, x, value, keys=S)``), the pass's heads switched off kept off."""
@@ -126,11 +118,10 @@ def zeroing_layers(captured, zeroing_map) -> list[tuple[np.ndarray, np.ndarray]]
     return found
 
 
-def sentence_maps(name: str, layers: list[np.ndarray] | None, whole: np.ndarray | None, **fields) -> dict:
-    """An encoder-only model's maps as a ``ContributionMaps``' fields: per layer ``enc_self`` ``[S, S]`` and the
-    whole model's ``source`` (ALTI+'s rollout ``[S, S]``, a gradient's ``[M, S]``)."""
-    return dict(method=name, per_head=False, layers={"enc_self": layers if layers is not None else [whole]},
-                source=whole, **fields)
+def sentence_maps(name: str, whole: np.ndarray, **fields) -> dict:
+    """A gradient method's map of an encoder-only model ``[M, S]`` as a ``ContributionMaps``' fields: the one
+    ``enc_self`` map and the whole model's ``source``."""
+    return dict(method=name, per_head=False, layers={"enc_self": [whole]}, source=whole, **fields)
 
 
 # ---------------------------------------------------------------------------------------------- gradients

@@ -317,7 +317,7 @@ def _maps(name: str, source: Tensor, target: Tensor, *, prompt_len: int | None =
     if prompt_len is not None:
         return ContributionMaps(**prediction_maps(name, to_numpy(target.norm(dim=-1).float()), prompt_len, **fields))
     if not target.shape[1]:  # an encoder-only model: one row per mask over the sentence
-        return ContributionMaps(**encoder_only.sentence_maps(name, None, encoder_only.to_maps(source), **fields))
+        return ContributionMaps(**encoder_only.sentence_maps(name, encoder_only.to_maps(source), **fields))
     source_map, target_map = to_numpy(source.norm(dim=-1).float()), to_numpy(target.norm(dim=-1).float())
     return ContributionMaps(name, per_head=False, layers={"cross": [source_map], "dec_self": [target_map]},
                             source=source_map, target=target_map, **fields)
