@@ -160,6 +160,34 @@ def test_gradients_of_each_masks_top_token_are_the_formulas_with_transformers(en
     assert complete.completeness.max() <= 0.05  # the attributions add up to the change from the zero embeddings
 
 
+def test_value_zeroing_is_transformers_layers_cosine_distance_with_a_value_zeroed(enc):
+    """Mohebbi et al. (2023): 1 − cos(y_i, y_i with token j's value zeroed in every head), y the whole layer's output
+    (attention block and feed-forward), each row divided by its sum; written with transformers' layers."""
+    family, original, model, ids = enc
+    maps = contributions("value_zeroing", model, ids, [])
+    reference = run(original, ids)
+    for index, layer in enumerate(hf_layers(original, family)):
+        value, _ = hf_values(layer, family)
+        x = reference.hidden_states[index]
+
+        def output():
+            with torch.no_grad():
+                y = layer(x)
+            return (y[0] if isinstance(y, tuple) else y)[0].double()
+
+        original_output = output()
+        columns = []
+        for key in range(len(ids)):
+            zeroed = lambda _m, _i, out, key=key: out.index_fill(1, torch.tensor([key]), 0.0)  # noqa: E731
+            handle = value.register_forward_hook(zeroed)
+            changed = output()
+            handle.remove()
+            columns.append(1 - torch.nn.functional.cosine_similarity(changed, original_output, dim=-1))
+        distances = torch.stack(columns, dim=1)
+        expected = distances / distances.sum(dim=1, keepdim=True)
+        assert np.allclose(maps.layers["enc_self"][index], expected.numpy(), atol=2e-5)
+
+
 def test_every_method_applies_and_a_head_switched_off_contributes_nothing(enc):
     family, _, model, ids = enc
     assert all(method.applies(model) for method in CONTRIBUTION_METHODS.values())
