@@ -331,7 +331,7 @@ def test_the_commands_read_an_encoder_only_checkpoint(tmp_path, capsys):
     assert "enc" in capsys.readouterr().out.lower()
     assert main(["contributions", "-c", str(path), "--data", str(data), "--ig-steps", "8"]) == 0
     listed = capsys.readouterr().out
-    assert "the capital of [MASK] is paris" in listed or "capital" in listed
+    assert "the capital of [MASK] is paris" in listed and "share of the masks' final states" in listed
     output = tmp_path / "run.npz"
     assert main(["export", "-c", str(path), "the capital of [MASK] is paris .", "--contributions", "--ig-steps", "4",
                  "-o", str(output)]) == 0
