@@ -210,6 +210,19 @@ def test_every_method_applies_and_a_head_switched_off_contributes_nothing(enc):
         contributions("input_x_gradient", model, plain, [])
 
 
+def test_a_bare_encoder_gives_every_map_but_the_gradients(tmp_path):
+    """A bare BertModel (no MLM head): ALTI+, value norms and value zeroing over its sentence; the gradients of a
+    mask's prediction need the head (left out of the export, one line when asked for)."""
+    build(tmp_path, "bert", head=False)
+    model = convert(tmp_path).model
+    assert not model.has_predictions
+    ids = encode(tmp_path, "the [MASK] sat on the mat .")
+    arrays = contribution_arrays(model, ids, [])
+    assert arrays["alti_source"].shape == (len(ids), len(ids)) and "ig_source" not in arrays
+    with pytest.raises(InputError, match="predictions need the head"):
+        contributions("integrated_gradients", model, ids, [])
+
+
 SENTENCES = ["the capital of france is paris .", "the cat sat on the mat .", "she reads the book that the cat wrote .",
              "paris is a city in france ."]
 

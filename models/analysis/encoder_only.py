@@ -128,12 +128,12 @@ def sentence_maps(name: str, whole: np.ndarray, **fields) -> dict:
 
 
 def nothing_to_attribute(model, src_ids: Sequence[int], method: str) -> bool:
-    """Whether ``method`` is a gradient method and ``model`` an encoder-only one whose sentence has no mask (its
-    gradients attribute the mask positions' predictions: there is none to attribute)."""
+    """Whether ``method`` is a gradient method and ``model`` an encoder-only one whose sentence has no mask, or that
+    has no masked-language-model head (its gradients attribute the mask positions' predictions: there is none)."""
     from .catalogue import INPUT_X_GRADIENT, INTEGRATED_GRADIENTS
 
     return (is_encoder_only(model) and method in (INPUT_X_GRADIENT, INTEGRATED_GRADIENTS)
-            and model.config.mask_id not in list(src_ids))
+            and (model.config.mask_id not in list(src_ids) or not model.has_predictions))
 
 
 def predicted_rows(model: EncoderOnlyModel, src_ids: Sequence[int], output_ids: Sequence[int]) -> tuple[list[int],
