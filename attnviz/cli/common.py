@@ -360,6 +360,14 @@ def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
     are, for the output."""
     from models.text.pairs import read_pairs
 
+    if args.data is not None and set(model_shape(args)) == {"enc_self"}:  # lines with masks or plain sentences
+        from models.analysis.encoder_only import masked_corpus
+        from models.text.pairs import _read_lines
+
+        pairs = masked_corpus(_read_lines(Path(args.data)))[: args.limit]
+        if not pairs:
+            raise InputError(f"{args.data}: no sentences")
+        return pairs, f"{len(pairs)} sentences from {args.data}"
     if args.data is not None:
         pairs = read_pairs(args.data)[: args.limit]
         return pairs, f"{len(pairs)} pairs from {args.data}"

@@ -13,7 +13,9 @@ step, |sum of attributions - (log p(x) - log p(baseline))| / |log p(x) - log p(b
 (ig_error) and the steps over 5% (missed).
 
 A bundled demo is scored on its own reference translations when no --data is given. A model without
-Transformer blocks (a GRU) is refused in one line.
+Transformer blocks (a GRU) is refused in one line. An encoder-only model reads lines of a sentence with masks<TAB>the
+filled sentence, or plain sentences (15 % of their tokens masked by a hash): avg_source is then the mean share of the
+mask positions' final states that comes from the other tokens rather than the mask itself.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"corpus": corpus, "method": ALTI, "scored": run_name, **ig, "pairs": listed},
                          ensure_ascii=False))
     else:
-        print("\n".join(table_lines(scored, corpus=corpus, decoded=args.decoded, complete=complete)))
+        masked = not translator.model.decodes  # an encoder-only model: the context share of each line's masks
+        print("\n".join(table_lines(scored, corpus=corpus, decoded=args.decoded, complete=complete, masked=masked)))
     return 0
 
 
@@ -78,11 +81,14 @@ def completeness_json(maps) -> dict:
             "ig_steps": [int(count) for count in maps.ig_steps], "ig_missed": maps.incomplete}
 
 
-def table_lines(scored, *, corpus: str, decoded: bool, complete: dict | None = None) -> list[str]:
+def table_lines(scored, *, corpus: str, decoded: bool, complete: dict | None = None,
+                masked: bool = False) -> list[str]:
     what = "the model's own greedy outputs" if decoded else "the references"
     complete = complete or {}
     ig_head = f"  {'ig_error':>8}  {'missed':<8}" if complete else ""
-    lines = [f"{corpus}, forced on {what}, lowest source contribution (ALTI+) first",
+    title = (f"{corpus}: avg_source is the share of the masks' final states from the other tokens (ALTI+), lowest "
+             "first" if masked else f"{corpus}, forced on {what}, lowest source contribution (ALTI+) first")
+    lines = [title,
              f"{'rank':>4}  {'pair':>4}  {'avg_source':>10}  {'min_source_token':>16}{ig_head}  least covered  "
              "source → output"]
     for rank, pair in enumerate(scored, start=1):

@@ -103,8 +103,8 @@ def csv_selection(args: argparse.Namespace) -> int | str:
 def _export_filled(args: argparse.Namespace, output) -> int:
     """An encoder-only model's run (models/inference/fill_mask.py) written as the .npz (with ``masked_positions``
     and the top 5 of each mask, ``fill_ids``) or one heatmap's .csv."""
-    if args.contributions:
-        raise InputError("--contributions is not available for encoder-only models yet")
+    if args.contributions and output.suffix.lower() != ".npz":
+        raise InputError("--contributions writes arrays to an .npz file; a .csv holds one attention heatmap")
     head = csv_selection(args) if output.suffix.lower() == ".csv" else None
     translator = open_translator(args)
     if args.vectors:
@@ -113,10 +113,28 @@ def _export_filled(args: argparse.Namespace, output) -> int:
     if head is not None:
         write_heatmap_csv(output, result.trace, kind=args.kind, layer=args.layer, head=head)
         return 0
-    write_fill_npz(output, result, vector_arrays(args, translator, output_ids=[]) if args.vectors else None)
+    extra = {**(vector_arrays(args, translator, output_ids=[]) if args.vectors else {}),
+             **(filled_contributions(args, translator, result) or {})}
+    write_fill_npz(output, result, extra or None)
     with np.load(output) as written:
         print(f"wrote {output} ({len(written.files)} arrays)", file=sys.stderr)
     return 0
+
+
+def filled_contributions(args: argparse.Namespace, translator, result):
+    """With ``--contributions``, an encoder-only run's contribution arrays (models/analysis/encoder_only.py: the
+    gradients attribute each mask's most likely token), else None."""
+    if not args.contributions:
+        return None
+    from models.analysis.gradients import check_ig_steps
+    from models.analysis.methods import contribution_arrays
+
+    if args.ablate:
+        raise InputError("--contributions describes the model as it is: leave out --ablate")
+    check_ig_steps(args.ig_steps)
+    say_if_rounded(translator)
+    return contribution_arrays(translator.model, result.source_ids, [p.best for p in result.predictions],
+                               ig_steps=args.ig_steps)
 
 
 def decoded_with_contributions(args: argparse.Namespace, translator=None):

@@ -12,17 +12,27 @@ one vocabulary for both sides, --shared-vocab implied) on each pair laid out as 
 tokens (the prompt), the separator <s>, the target's tokens, the end token </s>. The loss is taken only on the
 target positions (predicting the target and </s> after <s>), never on the prompt; decoding feeds <s> after
 the prompt.
+
+--arch encoder-only trains a masked-language model (BERT's objective: post-LN blocks, learned positions, the
+masked-language-model head tied to the token table) on the source side of each pair, one sentence a line with </s>
+after it, on characters, with "_" as the mask token (a typed "sh_pherd" asks the model to fill the "_"). Each step
+chooses 15 % of every sentence's characters (one at least): 80 % become the mask, 10 % a random character, 10 % stay
+(BERT's 80/10/10 rule), drawn from the seed and the step, so a seed masks the same characters every run; the loss is
+on the chosen positions only. Validation reports the held-out sentences' masked characters' loss and top-1 accuracy,
+15 % of each masked by a hash of the sentence (the same every time). One process; --resume and --snapshots are not
+available for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from models.nn.config import (
-    DECODER_ARCHS, FEED_FORWARD_RATIO, RNN_ARCHS, TRAINED_ARCHS, TRANSFORMER_ARCHS, TrainingConfig, make_config,
-    parse_settings, settings_of,
+    DECODER_ARCHS, ENCODER_ARCHS, FEED_FORWARD_RATIO, RNN_ARCHS, TRAINED_ARCHS, TRANSFORMER_ARCHS, TrainingConfig,
+    make_config, parse_settings, settings_of,
 )
 
 from .common import add_output_option
@@ -49,7 +59,8 @@ def settings_text(arch: str | None) -> str:
     import textwrap
 
     families = [(arch, [arch])] if arch else [(TRANSFORMER_ARCHS[0], list(TRANSFORMER_ARCHS)),
-                                             (RNN_ARCHS[0], list(RNN_ARCHS)), (DECODER_ARCHS[0], list(DECODER_ARCHS))]
+                                             (RNN_ARCHS[0], list(RNN_ARCHS)), (DECODER_ARCHS[0], list(DECODER_ARCHS)),
+                                             (ENCODER_ARCHS[0], list(ENCODER_ARCHS))]
     parts = []
     for example, names in families:
         keys = " ".join(f"{key}={json.dumps(value)}" for key, value in settings_of(example).items())
@@ -61,6 +72,9 @@ def settings_text(arch: str | None) -> str:
         if example in DECODER_ARCHS:
             notes.append("pre-LN blocks, rotary positions, SwiGLU, RMSNorm; one sequence per pair: source <s> "
                          "target </s>, loss on the target positions only")
+        if example in ENCODER_ARCHS:
+            notes.append("post-LN blocks, learned positions, the masked-LM head; characters with _ as the mask, "
+                         "15 % masked by BERT's 80/10/10 rule")
         title = f"--set keys of {', '.join(names)}, with their defaults" + "".join(f"; {note}" for note in notes)
         parts.append(textwrap.fill(title + ":", width=100, break_on_hyphens=False) + "\n"
                      + textwrap.fill(keys, width=100, initial_indent="  ", subsequent_indent="  "))
@@ -80,8 +94,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--steps", type=int, default=DEFAULTS.steps, help="optimizer steps to train for")
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help="seeds the weights, batches and split")
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
-    parser.add_argument("--tokenizer", choices=("char", "sentencepiece"), default="sentencepiece",
-                        help="characters, or a sentencepiece model learned on --data")
+    parser.add_argument("--tokenizer", choices=("char", "sentencepiece"),
+                        help="characters, or a sentencepiece model learned on --data (the default; encoder-only: "
+                             "characters only)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="sentencepiece vocabulary size per side")
     parser.add_argument("--shared-vocab", action="store_true",
                         help="one tokenizer for both sides (always, for decoder-only)")
@@ -105,25 +120,56 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _training_config(args: argparse.Namespace) -> TrainingConfig:
+    return TrainingConfig(
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,
+        label_smoothing=args.label_smoothing, clip_norm=args.clip, eval_every=args.eval_every,
+        save_every=args.save_every, validation_sentences=args.valid_sentences, seed=args.seed,
+        device=args.device, progress=not args.no_progress, snapshots=args.snapshots)
+
+
+def run_masked_lm(args: argparse.Namespace, train_pairs, valid_pairs) -> int:
+    """--arch encoder-only: a masked-language model on the pairs' source sentences (models/training/masked_lm.py)."""
+    from models.errors import ConfigError
+    from models.training.masked_lm import mask_id, masked_tokenizer, train_masked_lm
+
+    if args.tokenizer == "sentencepiece" or args.resume or args.snapshots:
+        given = "--tokenizer sentencepiece" if args.tokenizer == "sentencepiece" else \
+            "--resume" if args.resume else "--snapshots"
+        raise ConfigError(f"--arch encoder-only trains on characters in one process; {given} is not available for it")
+    sentences = list(dict.fromkeys(source for source, _ in train_pairs))
+    valid = list(dict.fromkeys(source for source, _ in valid_pairs))
+    tokenizer = masked_tokenizer(sentences)
+    model_config = dataclasses.replace(make_config(args.arch, tokenizer.vocab_size, tokenizer.vocab_size,
+                                                   **parse_settings(args.set)), mask_id=mask_id(tokenizer))
+    provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
+    summary = train_masked_lm(model_config, tokenizer, sentences, valid_sentences=valid, out_path=args.output,
+                              config=_training_config(args), provenance=provenance)
+    metrics = "" if summary.accuracy is None else \
+        f": held-out masked loss {summary.valid_loss:.3f}, accuracy {100 * summary.accuracy:.2f}%"
+    print(f"saved {summary.checkpoint} after {summary.step} steps in {summary.seconds:.0f} s{metrics}",
+          file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from models.text.pairs import read_pairs
     from models.text.splits import split_pairs
     from models.text.scores import CHARACTER_BLEU
-    from models.training.trainer import TrainingConfig, build_tokenizers, train
+    from models.training.trainer import build_tokenizers, train
 
     pairs = read_pairs(args.data)
     if args.valid:
         train_pairs, valid_pairs = pairs, read_pairs(args.valid)
     else:
         train_pairs, valid_pairs = split_pairs(pairs, args.valid_fraction, args.seed)
+    if args.arch in ENCODER_ARCHS:
+        return run_masked_lm(args, train_pairs, valid_pairs)
     shared = args.shared_vocab or args.arch in DECODER_ARCHS
-    source, target = build_tokenizers(train_pairs, args.tokenizer, vocab_size=args.vocab_size, shared=shared)
+    source, target = build_tokenizers(train_pairs, args.tokenizer or "sentencepiece", vocab_size=args.vocab_size,
+                                      shared=shared)
     model_config = make_config(args.arch, source.vocab_size, target.vocab_size, **parse_settings(args.set))
-    config = TrainingConfig(
-        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, warmup_steps=args.warmup,
-        label_smoothing=args.label_smoothing, clip_norm=args.clip, eval_every=args.eval_every,
-        save_every=args.save_every, validation_sentences=args.valid_sentences, seed=args.seed,
-        device=args.device, progress=not args.no_progress, snapshots=args.snapshots)
+    config = _training_config(args)
     provenance = {"corpus": str(args.data), "command": "attnviz " + " ".join(sys.argv[1:])}
     summary = train(model_config, source, target_tokenizer=target, train_pairs=train_pairs, valid_pairs=valid_pairs,
                     out_path=args.output, config=config,

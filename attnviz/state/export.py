@@ -58,7 +58,8 @@ def write_npz(path: str | Path, result: DecodeResult, extra: dict[str, np.ndarra
 def write_fill_npz(path: str | Path, result, extra: dict[str, np.ndarray] | None = None) -> Path:
     """An encoder-only run (models/inference/fill_mask.py's ``FillResult``): the trace, ``src_ids``, the masked
     positions ``masked_positions`` [masks], each one's predictions best first ``fill_ids`` [masks, k] (int64),
-    ``fill_tokens`` and ``fill_probs`` (float32), and ``translation``: the sentence with each mask filled."""
+    ``fill_tokens`` and ``fill_probs`` (float32), and ``translation``: the sentence with each mask filled; and
+    ``contributions``' arrays where given (models/analysis/methods.py ``contribution_arrays``)."""
     predictions = result.predictions
     shape = (len(predictions), len(predictions[0].top_ids) if predictions else 0)
     arrays = {**trace_arrays(result.trace), "src_ids": np.array(result.source_ids, dtype=np.int64),

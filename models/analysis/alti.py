@@ -197,6 +197,8 @@ def alti_maps(captured) -> dict:
     pass: :func:`sequence_alti`."""
     if getattr(captured, "prompt_len", None) is not None:
         return sequence_alti(captured)
+    if not hasattr(captured.model, "encoder_layers"):
+        return sentence_alti(captured)
     blocks = captured.blocks
     source_len, target_len = captured.src_ids.shape[1], captured.tgt_in.shape[1]
     device = captured.logits.device
@@ -237,3 +239,17 @@ def sequence_alti(captured) -> dict:
         rollout = block @ rollout
     return {"layers": {"dec_self": layers}, "target": to_numpy(rollout),
             "source": to_numpy(rollout[prompt_len - 1:, :prompt_len]), "prompt_len": prompt_len}
+
+
+@torch.inference_mode()
+def sentence_alti(captured) -> dict:
+    """ALTI+ of an encoder-only pass (models/analysis/encoder_only.py): every post-LN block's ``[S, S]`` map (the
+    residual counted with its own token) and their product through the layers, ``source`` ``[S, S]``: each
+    position's final representation split over the sentence's tokens (each row sums to 1)."""
+    length = captured.src_ids.shape[1]
+    layers = [alti_block(captured.blocks[("enc_self", index)], cross=False)
+              for index in range(len(captured.model.layers))]
+    mixed = torch.eye(length, device=captured.logits.device)
+    for block in layers:
+        mixed = block @ mixed
+    return {"layers": {"enc_self": [to_numpy(block) for block in layers]}, "source": to_numpy(mixed)}

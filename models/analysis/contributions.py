@@ -36,7 +36,7 @@ from ..nn.base import Seq2Seq
 from ..nn.intermediates import noting_blocks, to_numpy
 from . import catalogue
 from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, transformed_values  # noqa: F401
-from . import decoder_only
+from . import decoder_only, encoder_only
 
 # Floats of activations one value-zeroing batch may hold (copies × tokens × d_model, a few of each).
 ZEROING_FLOATS = 1 << 22
@@ -181,7 +181,9 @@ class ContributionMaps:
     @property
     def source_contribution(self) -> np.ndarray | None:
         """``[target]``: how much of each prediction comes from the source (ALTI+), or None."""
-        return None if self.source is None or self.method != catalogue.ALTI else self.source.sum(axis=1)
+        if self.source is None or self.target is None or self.method != catalogue.ALTI:
+            return None  # an encoder-only model's rollout has no target side to share with
+        return self.source.sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,12 @@ def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence
     ``ablation`` names switched off as the run that produced ``output_ids`` had them."""
     device = next(model.parameters()).device
     src = torch.tensor([list(src_ids)], dtype=torch.long, device=device)
+    if encoder_only.is_encoder_only(model):  # the sentence alone: its positions are the rows and the columns
+        with _evaluating(model):
+            logits, blocks = encoder_only.capture_sentence(model, src, ablation=ablation)
+        return Captured(model, src, src[:, :0], output_ids=torch.tensor(list(output_ids), dtype=torch.long,
+                                                                        device=device),
+                        logits=logits, blocks=blocks, ablation=ablation)
     if decoder_only.is_decoder_only(model):
         fed, _ = decoder_only.sequence_ids(src_ids, output_ids)
         sequence = torch.tensor([fed], dtype=torch.long, device=device)
@@ -266,7 +274,7 @@ def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
 def traceable(model: Seq2Seq) -> bool:
     """Whether ``model``'s forward pass can be traced block by block (Transformer blocks throughout): what
     ``capture_forward`` keeps, and what ALTI+ and value zeroing read (a decoder-only model's layers too)."""
-    if decoder_only.is_decoder_only(model):
+    if decoder_only.is_decoder_only(model) or encoder_only.is_encoder_only(model):
         return True
     return bool(getattr(model, "encoder_layers", None)) and bool(getattr(model, "decoder_layers", None))
 
@@ -442,6 +450,12 @@ def value_zeroing(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[i
         return ContributionMaps(catalogue.VALUE_ZEROING, per_head=False,
                                 layers={"dec_self": [shares for shares, _ in maps]},
                                 rounding_rows={"dec_self": [rows for _, rows in maps]}, prompt_len=captured.prompt_len)
+    if encoder_only.is_encoder_only(model):
+        with _evaluating(model), torch.inference_mode():
+            maps = encoder_only.zeroing_layers(captured, _zeroing_map)
+        return ContributionMaps(catalogue.VALUE_ZEROING, per_head=False,
+                                layers={"enc_self": [shares for shares, _ in maps]},
+                                rounding_rows={"enc_self": [rows for _, rows in maps]})
     found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"enc_self": [], "dec_self": [], "cross": []}
     with _evaluating(model), torch.inference_mode():
         memory, src_mask, _ = model.encode(captured.src_ids, False, captured.ablation)
@@ -505,6 +519,8 @@ def _embeddings(model: Seq2Seq) -> tuple[nn.Embedding, nn.Embedding] | None:
     for both)."""
     if decoder_only.is_decoder_only(model):
         return model.tokens, model.tokens
+    if encoder_only.is_encoder_only(model):
+        return model.embedding.tokens, model.embedding.tokens
     pairs = ((getattr(model, "src_embedding", None), getattr(model, "tgt_embedding", None)),
              (getattr(model, "encoder", None), getattr(model, "decoder", None)))
     for source, target in pairs:
@@ -555,7 +571,9 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
                   for number, pair in enumerate(encoded, start=1)]
     found = []
     for number, source_ids, output_ids, output_text in scored:
-        coverage = source_coverage(alti(translator.model, source_ids, output_ids))
+        maps = alti(translator.model, source_ids, output_ids)
+        coverage = (SourceCoverage(*encoder_only.mask_coverage(maps, source_ids, translator.config.mask_id))
+                    if encoder_only.is_encoder_only(translator.model) else source_coverage(maps))
         token = translator.source_tokenizer.token(source_ids[coverage.least_covered])
         found.append(PairCoverage(number, pairs[number - 1][0], output_text, coverage=coverage,
                                   least_covered_token=token, source_ids=tuple(source_ids),

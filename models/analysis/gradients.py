@@ -28,6 +28,7 @@ from .contributions import (
     _evaluating, traceable, decoder_input,
 )
 from .decoder_only import is_decoder_only, prediction_maps, sequence_ids
+from . import encoder_only
 
 # Tokens (copies × (source + target)) one batched gradient pass holds.
 GRADIENT_TOKENS = 4096
@@ -87,6 +88,8 @@ def forced_rows(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
     if is_decoder_only(model):
         fed, predicted = sequence_ids(src_ids, output_ids)
         return [], fed, predicted
+    if encoder_only.is_encoder_only(model):  # the sentence; each mask position's token (models/analysis/encoder_only)
+        return list(src_ids), [], encoder_only.predicted_rows(model, src_ids, output_ids)[1]
     return list(src_ids), decoder_input(model, output_ids), list(output_ids)
 
 
@@ -133,7 +136,10 @@ def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seque
     α and its loss is its step's log-probability, so one forward and one backward pass give every point's
     gradient (each copy's inputs reach only its own loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A
     backward pass batched with ``is_grads_batched`` computes the forward once, but torch runs the layer norms'
-    and the fused attention's backward once per step there: no faster than a loop.)"""
+    and the fused attention's backward once per step there: no faster than a loop.) An encoder-only model's step
+    m is its m-th mask position (:func:`_masked_gradients`)."""
+    if encoder_only.is_encoder_only(model):
+        return _masked_gradients(model, src_ids, output_ids, points=points, ablation=ablation)
     steps = len(forced_rows(model, src_ids, output_ids)[2])
     per_pass = max(1, GRADIENT_TOKENS // (len(src_ids) + steps))
     source = target = None
@@ -152,6 +158,34 @@ def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seque
         log_probs.append(chunk_log_probs)
     return WeightedGradients(source, target, torch.cat(log_probs), source_x=inputs[0].double(),
                              target_x=inputs[1].double())
+
+
+def _masked_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
+                      points: Sequence[tuple[int, float, float]], ablation: Ablation) -> WeightedGradients:
+    """:func:`weighted_gradients` of an encoder-only model: step m is log p of mask m's token (``output_ids``, or
+    the most likely) at its position, the sentence's token embeddings scaled by α in each copy; ``source``
+    ``[M, S, E]`` (``target`` is empty: there is no output side)."""
+    positions, tokens = encoder_only.predicted_rows(model, src_ids, output_ids)
+    device = next(model.parameters()).device
+    positions_t, tokens_t = (torch.tensor(values, device=device) for values in (positions, tokens))
+    per_pass = max(1, GRADIENT_TOKENS // len(src_ids))
+    total, log_probs, inputs = None, [], None
+    for start in range(0, len(points), per_pass):
+        chunk = points[start: start + per_pass]
+        rows = torch.tensor([step for step, _, _ in chunk], device=device)
+        scales = torch.tensor([scale for _, scale, _ in chunk], device=device)
+        src = torch.tensor([list(src_ids)], dtype=torch.long, device=device).expand(len(chunk), -1)
+        with _evaluating(model), _frozen(model), _embedding_leaves(model, scales) as leaves:
+            chosen = encoder_only.masked_log_probs(model, src, positions_t[rows], tokens=tokens_t[rows],
+                                                   ablation=ablation)
+            gradient, = torch.autograd.grad(chosen.sum(), leaves["target"])
+        inputs = leaves["target_input"][0][0].double()  # [S, E]
+        if total is None:
+            total = torch.zeros(len(positions), *gradient.shape[1:], dtype=torch.float64, device=device)
+        weights = torch.tensor([weight for _, _, weight in chunk], dtype=torch.float64, device=device)
+        total.index_add_(0, rows, gradient.double() * weights[:, None, None])
+        log_probs.append(chosen.detach())
+    return WeightedGradients(total, total[:, :0], torch.cat(log_probs), source_x=inputs, target_x=inputs[:0])
 
 
 def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
@@ -282,6 +316,8 @@ def _maps(name: str, source: Tensor, target: Tensor, *, prompt_len: int | None =
     model's ``[n, 0, E]``, ``[n, n, E]``: the whole sequence's map, models/analysis/decoder_only.py)."""
     if prompt_len is not None:
         return ContributionMaps(**prediction_maps(name, to_numpy(target.norm(dim=-1).float()), prompt_len, **fields))
+    if not target.shape[1]:  # an encoder-only model: one row per mask over the sentence
+        return ContributionMaps(**encoder_only.sentence_maps(name, encoder_only.to_maps(source), **fields))
     source_map, target_map = to_numpy(source.norm(dim=-1).float()), to_numpy(target.norm(dim=-1).float())
     return ContributionMaps(name, per_head=False, layers={"cross": [source_map], "dec_self": [target_map]},
                             source=source_map, target=target_map, **fields)

@@ -26,6 +26,7 @@ from ..errors import AttnvizError, InputError
 from ..trace.head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
 from ..nn.intermediates import Intermediates
 from .decoder_only import is_decoder_only
+from .encoder_only import is_encoder_only
 from .steps import Steps, drive
 from ..inference.distributed import ONE_PROCESS, Processes
 from ..inference.translator import SourceInput, Translator
@@ -152,7 +153,11 @@ def example_stats_steps(model: Seq2Seq, examples: Sequence[Example], batch_size:
     for indices in length_batches(examples, batch_size):
         with torch.inference_mode():  # per batch: a paused generator must not leave inference mode on for others
             src, tgt_in, src_lengths, tgt_lengths = _forced([examples[i] for i in indices], model, device)
-            _, intermediates = model(src, tgt_in, need_weights=True)
+            if is_encoder_only(model):  # the sentence alone: no head needed for its attention
+                _, _, weights = model.encode(src, True)
+                intermediates = Intermediates(attention={"enc_self": weights})
+            else:
+                _, intermediates = model(src, tgt_in, need_weights=True)
             batch_totals = batch_sums(intermediates, src, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
                                       eos_id=model.config.eos_id)
         for kind, sums in batch_totals.items():
@@ -174,6 +179,12 @@ def _forced(examples: Sequence[Example], model: Seq2Seq, device) -> tuple[Tensor
     """One teacher-forced batch: ``src``, ``tgt_in`` (the start token and the target), and the lengths of their
     real rows. A decoder-only model is fed each prompt and continuation as one sequence (no source: its
     ``forward`` then attends over that sequence alone), right-padded."""
+    if is_encoder_only(model):  # the sentences, right-padded; nothing decoded
+        width = max(len(source) for source, _ in examples)
+        src = torch.tensor([source + [model.config.pad_id] * (width - len(source)) for source, _ in examples],
+                           dtype=torch.long, device=device)
+        return (src, src[:, :0], torch.tensor([len(source) for source, _ in examples], device=device),
+                torch.zeros(len(examples), dtype=torch.long, device=device))
     if not is_decoder_only(model):
         batch = collate(examples, model.config, device)
         return (batch.src, batch.tgt_in, torch.tensor([len(source) for source, _ in examples], device=device),

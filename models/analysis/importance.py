@@ -27,8 +27,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..nn.ablation import Ablation, AblationError, HeadGates
+from ..nn.config import ENCODER_ARCHS
 from ..errors import EmptyInputError, InputError
 from .catalogue import ABLATION, GRADIENT, IMPORTANCE_METRICS, NLL
+from . import encoder_only
+from .encoder_only import is_encoder_only
 from .evaluation import Evaluation, decoded, output_scores
 from .steps import Steps, drive
 from ..trace.records import KINDS
@@ -222,7 +225,10 @@ def encode_references(translator: Translator, pairs: Sequence[tuple[str, str]]) 
     """Per pair the source ids, the forced target (a target language's code where the model needs one, the
     reference, the end token) and how many of its first tokens are not scored; and how many pairs have
     characters a vocabulary lacks (each became its unknown token). One line for a reference that is empty or
-    longer than the model takes. A decoder-only model's pair is a prompt and its continuation (``Encoded``)."""
+    longer than the model takes. A decoder-only model's pair is a prompt and its continuation (``Encoded``); an
+    encoder-only model's a sentence with masks and the filled sentence, or a plain one (analysis/encoder_only)."""
+    if is_encoder_only(translator.model):
+        return encoder_only.encode_masked(translator, pairs)
     first = translator.target_tokenizer.first_tokens()
     unk, eos, limit = translator.target_tokenizer.unk_id, translator.config.eos_id, translator.config.max_len
     encoded, unknown = [], 0
@@ -250,6 +256,8 @@ def scored_pair(config, pair: Encoded) -> tuple[list[int], list[int]]:
     """An encoded pair as the contribution methods take it: the source ids (a decoder-only model's whole prompt)
     and the output ids."""
     source, target, _ = pair
+    if config.arch in ENCODER_ARCHS:  # the sentence with masks; the answer at each mask
+        return source, [answer for token, answer in zip(source, target) if token == config.mask_id]
     return (source + target[:1], target[1:]) if prompted(config) else (source, target)
 
 
@@ -271,6 +279,8 @@ def forced_batches(translator: Translator, encoded: Sequence[Encoded], *,
 
 
 def _padded(encoded, config, device) -> ForcedPairs:
+    if config.arch in ENCODER_ARCHS:
+        return ForcedPairs(*encoder_only.padded_masked(encoded, config, device))
     pad = config.pad_id
     source_width = max(len(source) for source, _, _ in encoded)
     target_width = max(len(target) for _, target, _ in encoded)
@@ -310,7 +320,8 @@ def pooled_means(totals: np.ndarray, batches: Sequence[ForcedPairs], processes: 
 def token_nll(translator: Translator, batch: ForcedPairs, ablation: Ablation | HeadGates) -> Tensor:
     """−log p of each scored target token ``[rows, T]`` under teacher forcing (0 where not scored), with
     ``ablation`` applied: the probabilities forced decoding reports (models/inference/decoding.py)."""
-    logits, _ = translator.model(batch.src, batch.tgt_in, ablation=ablation)  # [rows, T, V]
+    fed = None if is_encoder_only(translator.model) else batch.tgt_in  # the masked tokens' NLL: no target side
+    logits, _ = translator.model(batch.src, fed, ablation=ablation)  # [rows, T, V]
     copies = logits.shape[0] // batch.rows  # a model that widens gated copies itself (HeadGates.widened)
     target, scored = (batch.tgt_out, batch.scored) if copies == 1 else (batch.repeated(copies).tgt_out,
                                                                           batch.repeated(copies).scored)
@@ -440,7 +451,8 @@ def gradient_importance(translator: Translator, pairs: Sequence[tuple[str, str]]
     sums = _gradient_sums(translator, encoded, {kind: shape[kind] for kind in chosen},
                           tokens_per_pass=tokens_per_pass, processes=processes)
     sums = dict(zip(sums, processes.sum_arrays(list(sums.values()))))
-    tokens = sum(len(target) - skipped for _, target, skipped in encoded)
+    tokens = (sum(ids.count(translator.config.mask_id) for ids, _, _ in encoded) if is_encoder_only(translator.model)
+              else sum(len(target) - skipped for _, target, skipped in encoded))  # the scored tokens
     result = HeadImportance(metric=NLL, baseline=float(sums["loss"]) / tokens, examples=len(pairs),
                             method=GRADIENT, unknown_pairs=unknown)
     for kind in chosen:

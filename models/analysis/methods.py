@@ -10,6 +10,7 @@ import numpy as np
 
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
+from . import encoder_only
 from . import gradients  # noqa: F401 (importing it registers the gradient methods' computations)
 from .contributions import CONTRIBUTION_METHODS, Captured, ContributionError, ContributionMaps, capture_forward
 
@@ -43,15 +44,17 @@ def contribution_arrays(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
     captured = capture_forward(model, src_ids, output_ids)
     arrays = {}
     for name, prefix in ARRAY_PREFIXES.items():
-        if not CONTRIBUTION_METHODS[name].applies(model):
+        if not CONTRIBUTION_METHODS[name].applies(model) or encoder_only.nothing_to_attribute(model, src_ids, name):
             continue
         maps = contributions(name, model, src_ids, output_ids=output_ids, captured=captured, ig_steps=ig_steps)
         if not CONTRIBUTION_METHODS[name].whole_model:
             for kind, per_layer in maps.layers.items():
                 for layer, array in enumerate(per_layer):
                     arrays[f"{prefix}_{kind}_L{layer}"] = array
-        if maps.source is not None:
-            arrays.update({f"{prefix}_source": maps.source, f"{prefix}_target": maps.target})
+        if maps.source is not None:  # an encoder-only model's has no target side
+            arrays.update({f"{prefix}_source": maps.source})
+        if maps.target is not None:
+            arrays.update({f"{prefix}_target": maps.target})
         if maps.source_contribution is not None:
             arrays["source_contribution"] = maps.source_contribution
         if maps.completeness is not None:

@@ -27,7 +27,7 @@ RNN_CELLS = ("gru", "lstm")
 INIT_HIDDEN = ("encoder", "bridge", "last", "zero")
 ARCHS = TRANSFORMER_ARCHS + RNN_ARCHS  # the encoder-decoder and GRU architectures
 DECODER_ARCHS = ("decoder-only",)
-TRAINED_ARCHS = ARCHS + DECODER_ARCHS  # what `attnviz train --arch` builds
+TRAINED_ARCHS = ARCHS + DECODER_ARCHS + ENCODER_ARCHS  # what `attnviz train --arch` builds
 LOADED_ARCHS = ARCHS + DECODER_ARCHS + ENCODER_ARCHS  # what a checkpoint may hold
 
 POSITION_LAYOUTS = ("interleaved", "half_split", "learned", "fairseq", "none")
@@ -472,13 +472,18 @@ def config_from_dict(data: dict[str, Any]) -> ModelConfig:
 
 # Set from --arch and the tokenizers, never --set (a trained decoder-only model's prompts always end with the
 # separator: the training layout, models/inference/batches.py).
-SIZED_BY_TRAINER = ("arch", "src_vocab_size", "tgt_vocab_size", "vocab_size", "prompt_separator")
+SIZED_BY_TRAINER = ("arch", "src_vocab_size", "tgt_vocab_size", "vocab_size", "prompt_separator", "mask_id")
 FEED_FORWARD_RATIO = 4  # d_ff = 4 × d_model unless set (the 2017 paper's 512 → 2048)
 # What `attnviz train --arch decoder-only` builds beyond DecoderOnlyConfig's own defaults (pre-LN blocks, rotary
 # positions, SwiGLU, RMSNorm, tied output): a training dropout, the encoder-decoder models' length, the special ids
 # of the tokenizers attnviz trains (models/text/tokenizer.py), the start token <s> as the prompt's separator.
 DECODER_ONLY_TRAINING = {"dropout": 0.1, "max_len": 512, "pad_id": 0, "bos_id": 2, "eos_id": 3,
                          "prompt_separator": True}
+# What `attnviz train --arch encoder-only` builds beyond EncoderOnlyConfig's own defaults (a masked-language model,
+# models/training/masked_lm.py): a training dropout, no token types, the special ids of the tokenizers attnviz trains,
+# the end token </s> after each sentence; the mask token's id is the tokenizer's (set by the trainer).
+ENCODER_ONLY_TRAINING = {"dropout": 0.1, "max_len": 128, "type_vocab_size": 0, "layer_norm_eps": 1e-5, "pad_id": 0,
+                         "bos_id": 2, "eos_id": 3, "src_append_eos": True}
 
 
 def _family_defaults(arch: str) -> tuple[type, dict[str, Any]]:
@@ -489,6 +494,8 @@ def _family_defaults(arch: str) -> tuple[type, dict[str, Any]]:
         return TransformerConfig, {"norm_position": "post" if post else "pre", "final_norm": not post}
     if arch in DECODER_ARCHS:
         return DecoderOnlyConfig, dict(DECODER_ONLY_TRAINING)
+    if arch in ENCODER_ARCHS:
+        return EncoderOnlyConfig, dict(ENCODER_ONLY_TRAINING)
     return RNNConfig, {}
 
 
@@ -518,7 +525,9 @@ def make_config(arch: str, src_vocab_size: int, tgt_vocab_size: int, **overrides
     if cls is not RNNConfig and "d_model" in overrides and "d_ff" not in overrides \
             and isinstance(overrides["d_model"], int) and not isinstance(overrides["d_model"], bool):
         defaults["d_ff"] = FEED_FORWARD_RATIO * overrides["d_model"]
-    if cls is DecoderOnlyConfig:
+    if cls is EncoderOnlyConfig:
+        sizes = {"vocab_size": src_vocab_size}
+    elif cls is DecoderOnlyConfig:
         _require(src_vocab_size == tgt_vocab_size, f"a decoder-only model reads one vocabulary for the prompt and "
                                                    f"the continuation; got {src_vocab_size} source and "
                                                    f"{tgt_vocab_size} target tokens (train with --shared-vocab)")
