@@ -27,7 +27,7 @@ from ..storage.files import peek_json, read_json
 from .common import Inspection, Settings, Source, WeightMap, read_safetensors
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
-from .hf_common import HF_ACTIVATIONS, read_hf_config, read_hf_weights, tokenizer_json_pair
+from .hf_common import HF_ACTIVATIONS, checked_family, read_hf_config, read_hf_weights, tokenizer_json_pair
 from .layer_names import From, both, map_layers, map_names
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
@@ -74,14 +74,8 @@ def _family(source: Source, path: Path, data: dict[str, Any]) -> str:
         raise CheckpointError(path, f"{model_type} is a mixture-of-experts model, which attnviz does not import")
     if "vision_config" in data or "audio_config" in data:
         raise CheckpointError(path, f"{model_type} is a multimodal model, which attnviz does not import")
-    if model_type not in MODEL_TYPES:
-        raise CheckpointError(path, f"a Hugging Face {str(model_type)[:40]} model; this version imports decoder-only "
-                                    f"model types {', '.join(MODEL_TYPES)}")
-    classes = [name for name in data.get("architectures") or [] if isinstance(name, str)]
-    if classes and not any(CLASSES.get(name) == model_type for name in classes):
-        raise CheckpointError(path, f"holds a {', '.join(classes)[:60]}; attnviz imports the language model "
-                                    f"({', '.join(name for name, kind in CLASSES.items() if kind == model_type)})")
-    return model_type
+    return checked_family(path, data, types=MODEL_TYPES, classes=CLASSES, imports="decoder-only",
+                          model="the language model")
 
 
 def inspect(source: Source, settings: Settings) -> Inspection:

@@ -206,3 +206,18 @@ def piece_ids(path: Path) -> dict[str, int]:
                                              for key, value in data.items()):
         raise CheckpointError(path, "is not a piece → id object")
     return data
+
+
+def checked_family(path: Path, data: dict[str, Any], *, types: tuple[str, ...], classes: dict[str, str],
+                   imports: str, model: str) -> str:
+    """config.json's model type, one of ``types``, and where the file lists its classes one of ``classes`` (class
+    name → model type: the kind imported, ``model`` in words); else one line naming what this version ``imports``."""
+    model_type = data.get("model_type")
+    if model_type not in types:
+        raise CheckpointError(path, f"a Hugging Face {str(model_type)[:40]} model; this version imports {imports} "
+                                    f"model types {', '.join(types)}")
+    listed = [name for name in data.get("architectures") or [] if isinstance(name, str)]
+    if listed and not any(classes.get(name) == model_type for name in listed):
+        raise CheckpointError(path, f"holds a {', '.join(listed)[:60]}; attnviz imports {model} "
+                                    f"({', '.join(name for name, kind in classes.items() if kind == model_type)})")
+    return model_type

@@ -24,7 +24,7 @@ from ..storage.files import peek_json
 from .common import Inspection, Settings, Source, WeightMap
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
-from .hf_common import HF_ACTIVATIONS, open_hf_folder, read_hf_config, tokenizer_json_pair
+from .hf_common import HF_ACTIVATIONS, checked_family, open_hf_folder, read_hf_config, tokenizer_json_pair
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(folder=10, hf_folder=True)  # when detection asks this format (contract.py): after the others
@@ -46,15 +46,8 @@ def claims(source: Source) -> bool:
 
 
 def _family(path: Path, data: dict[str, Any]) -> str:
-    model_type = data.get("model_type")
-    if model_type not in MODEL_TYPES:
-        raise CheckpointError(path, f"a Hugging Face {str(model_type)[:40]} model; this version imports encoder-only "
-                                    f"model types {', '.join(MODEL_TYPES)}")
-    classes = [name for name in data.get("architectures") or [] if isinstance(name, str)]
-    if classes and not any(CLASSES.get(name) == model_type for name in classes):
-        raise CheckpointError(path, f"holds a {', '.join(classes)[:60]}; attnviz imports the masked language model "
-                                    f"or the bare encoder "
-                                    f"({', '.join(name for name, kind in CLASSES.items() if kind == model_type)})")
+    model_type = checked_family(path, data, types=MODEL_TYPES, classes=CLASSES, imports="encoder-only",
+                                model="the masked language model or the bare encoder")
     kind = data.get("position_embedding_type", "absolute")
     if kind != "absolute":
         raise CheckpointError(path, f"position_embedding_type {str(kind)[:30]!r} is not supported (absolute only)")

@@ -177,6 +177,16 @@ class Seq2Seq(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+def init_normal(module: nn.Module, std: float = 0.02) -> None:
+    """GPT-2's and BERT's initialisation, for the models trained here in their shapes: every bias zero, every matrix
+    (projections, token and position tables) normal with ``std``, norm weights left at their ones."""
+    for name, parameter in module.named_parameters():
+        if name.endswith("bias"):
+            nn.init.zeros_(parameter)
+        elif parameter.dim() > 1:
+            nn.init.normal_(parameter, std=std)
+
+
 def sinusoid_table(length: int, dim: int, layout: str = "interleaved") -> Tensor:
     """Sinusoidal positions ``[length, dim]``, angle = pos / 10000^(2i/dim).
 

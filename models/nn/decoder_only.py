@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from ..errors import InputError
 from .ablation import NO_ABLATION, Ablation
 from .attention import masked_softmax, switch_heads
-from .base import DecoderState, LayerCache, Seq2Seq, StepOutput
+from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, init_normal
 from .config import DecoderOnlyConfig, attention_shape
 from .intermediates import Intermediates, kept
 from .masks import causal_mask
@@ -222,14 +222,7 @@ class DecoderOnlyLM(Seq2Seq):
             self.output.weight = self.tokens.weight
         self.inverse_frequencies = rotary_frequencies(config) if config.positions == "rotary" else None
         self.dropout = nn.Dropout(config.dropout)
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        for name, parameter in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(parameter)
-            elif parameter.dim() > 1:
-                nn.init.normal_(parameter, std=0.02)
+        init_normal(self)
 
     def attention_shape(self) -> dict[str, tuple[int, int]]:
         return attention_shape(self.config)

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from ..errors import InputError
 from .ablation import NO_ABLATION, Ablation
-from .base import DecoderState, Seq2Seq, StepOutput
+from .base import DecoderState, Seq2Seq, StepOutput, init_normal
 from .config import TransformerConfig, attention_shape
 from .encoder_config import EncoderOnlyConfig
 from .intermediates import Intermediates, kept
@@ -109,14 +109,7 @@ class EncoderOnlyModel(Seq2Seq):
         self.head = MaskedLMHead(config) if config.mlm_head else None
         if self.head is not None and config.tie_output:
             self.head.output.weight = self.embedding.tokens.weight
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        for name, parameter in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(parameter)
-            elif parameter.dim() > 1:
-                nn.init.normal_(parameter, std=0.02)
+        init_normal(self)
 
     @property
     def has_predictions(self) -> bool:
