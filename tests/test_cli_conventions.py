@@ -229,3 +229,18 @@ def test_the_core_accepts_the_beam_widths_the_commands_offer(capsys, random_chec
             finish(translator.decode(source, mode=Mode.BEAM, beam=width, max_len=2))
     help_text = subcommands()["translate"].format_help()
     assert f"at most {MAX_BEAM}" in help_text
+
+
+def test_the_commands_docstring_lists_every_subcommand_with_its_help():
+    """The module docstring of attnviz.cli is the command list's overview: every subcommand, each with the help its
+    parser gives, in COMMANDS' order."""
+    import re
+
+    import attnviz.cli
+    from attnviz.cli import COMMANDS, build_parser
+
+    listed = re.findall(r"^    attnviz (\w+)(?: \.\.\.)? +(.+)$", attnviz.cli.__doc__, flags=re.MULTILINE)
+    subparsers = next(action for action in build_parser()._actions if action.choices and "info" in action.choices)
+    helps = {choice.dest: choice.help for choice in subparsers._choices_actions}
+    assert [name for name, _ in listed if name != "gui"] == list(COMMANDS)
+    assert all(text == helps[name] for name, text in listed if name in helps), (listed, helps)

@@ -3,18 +3,18 @@ Subcommands run headless; only the GUI imports Qt. Answers that need no model (`
 misspelt checkpoint) import no torch either.
 
     attnviz [CHECKPOINT|FOLDER|DEMO] [--device D] [--dtype T]   open the window (the bundled demo when none is given)
-    attnviz gui ...                  the same, named
-    attnviz info                     describe a checkpoint (its header alone)
-    attnviz translate                translate sentences
-    attnviz export                   one sentence's attention to .npz or .csv
-    attnviz render                   one heatmap (or a layer's heads) to PNG or SVG
-    attnviz evaluate                 score a checkpoint on held-out pairs
-    attnviz importance               how much each head matters
-    attnviz contributions            each pair's source contribution (ALTI+)
-    attnviz stats                    what every head does over a corpus
-    attnviz train                    train a model on sentence pairs
-    attnviz convert                  import a checkpoint trained with other code
-    attnviz demos                    list the bundled demos
+    attnviz gui ...        open the desktop app (the default when no command is given)
+    attnviz info           describe a checkpoint
+    attnviz translate      translate sentences
+    attnviz export         write the attention of one sentence to an .npz or .csv file
+    attnviz render         draw one heatmap (or all heads of a layer) to PNG or SVG
+    attnviz evaluate       score a checkpoint on held-out pairs
+    attnviz importance     the score drop when each attention head is switched off alone
+    attnviz contributions  each pair's source contribution (ALTI+), lowest first: likely hallucinations on top
+    attnviz stats          what every attention head does over a corpus
+    attnviz train          train a model on sentence pairs
+    attnviz convert        import a checkpoint trained with other code
+    attnviz demos          list the bundled demo checkpoints
 
 Every ``-c`` takes an attnviz checkpoint, a demo's name, a foreign checkpoint (a Hugging Face folder, a
 toolkit's file) or a Hugging Face model id in the local Hugging Face cache, converted once and cached (a path that
