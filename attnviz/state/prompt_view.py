@@ -83,12 +83,14 @@ class InputWords:
     max_len: str  # the length limit's tooltip
 
 
-SENTENCE_WORDS = InputWords("", "Type a sentence; Enter runs it", "Target to force",
-                            "Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target.",
-                            "Stop after this many output tokens")
-PROMPT_WORDS = InputWords("Prompt", "Type a prompt; Enter continues it", "Continuation to force",
-                          "Greedy: the likeliest token each step. Beam: K continuations. Forced: your continuation.",
-                          "Stop after this many continuation tokens")
+SENTENCE_WORDS = InputWords(
+    label="", placeholder="Type a sentence; Enter runs it", forced="Target to force",
+    modes="Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target.",
+    max_len="Stop after this many output tokens")
+PROMPT_WORDS = InputWords(
+    label="Prompt", placeholder="Type a prompt; Enter continues it", forced="Continuation to force",
+    modes="Greedy: the likeliest token each step. Beam: K continuations. Forced: your continuation.",
+    max_len="Stop after this many continuation tokens")
 
 
 def input_words(prompted: bool) -> InputWords:
