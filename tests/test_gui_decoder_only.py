@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnviz.gui.views.thumbnails import BOUNDARY_LEAST
 from attnviz.state.demos import demo_path
 from models import build_model
 from models.nn.config import DecoderOnlyConfig
@@ -53,7 +54,7 @@ def test_the_demo_opens_with_one_prompt_box_and_one_attention_kind(qtbot, demo_w
     vertical, horizontal = window.views.focus.boundary
     assert vertical.isVisible() and horizontal.isVisible()
     assert vertical.value() == horizontal.value() == count - 0.5
-    assert "end of the prompt" in window.views.focus.legend.text()
+    assert "prompt end" in window.views.focus.legend.text()
     assert all(line.isVisible() for line in window.views.head_grid.boundaries)
     assert [label.name for label in window.views.head_grid.col_labels] == ["H0", "H1", "H2", "H3"]
     # the steps are the continuation's: the scrubber's last step is the last output token's, outlined at its row
@@ -131,6 +132,13 @@ def test_a_24_by_14_grouped_query_model_with_sliding_windows_at_1366_by_768(qtbo
     assert grid.rect().contains(visible)  # the last layer's last head is on screen, not cut off
     shown = sum(label.item.isVisible() for label in grid.row_labels)
     assert shown >= 6  # every n-th layer named, readable
+    side = min(sides[0].width(), sides[0].height())
+    assert all(line.isVisible() == (side >= BOUNDARY_LEAST) for line in grid.boundaries)  # lines only where they fit
+    window.views.grids.setCurrentWidget(window.views.head_grid)
+    heads = window.views.head_grid
+    qtbot.waitUntil(lambda: heads.isVisible(), timeout=WAIT)
+    assert [label.name for label in heads.col_labels][7] == "H7·kv1" and heads.ci.layout.columnSpacing(7) > 3
+    assert min(view.sceneBoundingRect().width() for view, _ in heads.cells) >= 16
 
 
 def test_the_show_box_gives_prompt_contributions(qtbot, demo_window):

@@ -21,8 +21,7 @@ LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span 
           "current decoding step · <span style='color:#c62828'>⚠</span> weight on a masked cell</span>")
 HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
 BOUNDARY_COLOUR = "#ff9800"  # the line where a decoder-only model's prompt ends
-BOUNDARY_LEGEND = (f"<span style='color:gray'> · <span style='color:{BOUNDARY_COLOUR}'>┃</span> end of the prompt "
-                   "(the continuation after it)</span>")
+BOUNDARY_LEGEND = f"<span style='color:gray'> · <span style='color:{BOUNDARY_COLOUR}'>┃</span> prompt end</span>"
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 NOT_A_NUMBER_RGBA = (255, 0, 255, 255)  # NaN or infinite cells: a colour no colour map uses
 
