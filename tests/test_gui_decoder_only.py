@@ -175,3 +175,4 @@ def test_compare_a_gru_with_the_decoder_only_demo(qtbot, qsettings, random_check
     assert "over the prompt" in view.b.title.text()
     said = view.diff.title.text()
     assert "source tokens differ" in said  # the GRU's source ends with </s>, the prompt with <s>
+    assert "‘&lt;s&gt;’ in B" in said  # the token quoted, not taken for a strike-through tag

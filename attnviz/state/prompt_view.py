@@ -121,4 +121,4 @@ def comparable(a: AttentionTrace, b: AttentionTrace, kind: str) -> tuple[Attenti
     return a, b, "cross", PROMPT_COLUMNS_NOTE
 
 
-PROMPT_COLUMNS_NOTE = "decoder-only: its steps' self-attention over the prompt, as cross-attention"
+PROMPT_COLUMNS_NOTE = "decoder-only: its self-attention over the prompt"
