@@ -35,6 +35,15 @@ def boundary(trace: AttentionTrace, kind: str) -> int | None:
     return trace.prompt_len if trace.prompt_len is not None and kind == "dec_self" else None
 
 
+def thumbnail_boundary(trace: AttentionTrace, kind: str, *, side: int) -> float | None:
+    """The boundary in a thumbnail's cells (one longer than ``side`` cells keeps every ⌈n / side⌉-th cell)."""
+    prompt = boundary(trace, kind)
+    if prompt is None:
+        return None
+    length = len(trace.tgt_tokens)
+    return prompt / -(-length // side) if length > side else float(prompt)
+
+
 def windowed(mask: np.ndarray | None, window: int) -> np.ndarray | None:
     """A causal ``[n, n]`` mask with a sliding window of ``window`` keys (0: none): the query at position p
     sees keys at positions > p − W, so the older ones are masked as the future is."""

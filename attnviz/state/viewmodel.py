@@ -399,15 +399,6 @@ def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | N
     return thumbnail(shown)
 
 
-def _thumbnail_boundary(trace: AttentionTrace, kind: str) -> float | None:
-    """The prompt's boundary in a thumbnail's cells (a shrunk one keeps every ⌈n / side⌉-th cell)."""
-    prompt = prompt_view.boundary(trace, kind)
-    if prompt is None:
-        return None
-    length = len(trace.tgt_tokens)
-    return prompt / -(-length // THUMBNAIL_SIDE) if length > THUMBNAIL_SIDE else float(prompt)
-
-
 def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,
               reveal_step: int | None = None, kv_groups: tuple[int, ...] = ()) -> GridState:
     """Every head of the selected layer, in one row (long inputs shrunk: :func:`thumbnail`); without
@@ -422,7 +413,7 @@ def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, 
                      matrices=[_thumbnail_as_generated(weights, kind, reveal_step, offset=offset)
                                for weights in trace.attention[kind][layer]] if images else [],
                      selected=selected, off=[trace.is_ablated(kind, layer, head) for head in range(heads)],
-                     boundary=_thumbnail_boundary(trace, kind), group=group)
+                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group)
 
 
 def model_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,
@@ -439,7 +430,7 @@ def model_grid(trace: AttentionTrace, selection: Selection, images: bool = True,
                                for layer in trace.attention[kind] for weights in layer] if images
                      else [], selected=selected,
                      off=[trace.is_ablated(kind, layer, head) for layer in range(layers) for head in range(heads)],
-                     boundary=_thumbnail_boundary(trace, kind), group=group)
+                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group)
 
 
 def thumbnail_menu(off: list[bool], cols: int, row: int, col: int) -> list[tuple[str, str]]:
