@@ -11,7 +11,7 @@ import pytest
 from attnviz.state import compare_view, prompt_view, viewmodel
 from attnviz.state.demos import demo_path
 from attnviz.state.figures import heatmap_svg
-from attnviz.state.session import Selection, ViewOptions
+from attnviz.state.session import RunLabels, Selection, ViewOptions
 from models.inference.translator import Translator
 from models.storage.checkpoint import load_checkpoint
 
@@ -99,3 +99,18 @@ def test_compared_with_a_gru_its_attention_over_the_prompt_stands_for_cross_atte
     assert state.diff.state is None and "source tokens differ" in state.diff.message
     both = compare_view.compare_state(trace, trace, Selection(kind="dec_self"))
     assert both.diff.state is not None and not both.diff.state.matrix.any()  # two decoder-only: as they are
+
+
+def test_a_decoder_only_run_waits_for_its_result_instead_of_streaming():
+    translator = Translator(load_checkpoint(demo_path("piglatin-decoder-only")), "cpu")
+    source = translator.source("team")
+    steps = list(translator.decode(source, max_len=6))  # the steps only: the generator's return value is dropped
+    labels = RunLabels(tuple(translator.source_labels(source)), "<s>")
+    assert steps[0].attention["dec_self"][0].shape[-1] == len(labels.source)  # the prompt's keys, then itself
+    assert viewmodel.streamed_heatmap(labels, steps, Selection(kind="dec_self")) is None  # (it raised before)
+    gru = Translator(load_checkpoint(demo_path("piglatin-gru-transformer-decoder")), "cpu")
+    gru_source = gru.source("team")
+    gru_steps = list(gru.decode(gru_source, max_len=6))
+    streamed = viewmodel.streamed_heatmap(RunLabels(tuple(gru.source_labels(gru_source)), "<s>"), gru_steps,
+                                          Selection(kind="dec_self"))
+    assert streamed is not None and streamed.matrix.shape == (len(gru_steps), len(gru_steps))

@@ -107,4 +107,4 @@ def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
     """The labels a run's trace gives the source tokens and the start token, so that its steps can be drawn
     before it finishes."""
     start = translator.target_tokenizer.token(translator.config.bos_id)
-    return RunLabels(tuple(translator.source_labels(source)), start, prompt=translator.decoder_only)
+    return RunLabels(tuple(translator.source_labels(source)), start)

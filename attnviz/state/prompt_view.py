@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.trace.records import AttentionTrace
+from models.trace.records import AttentionTrace, DecodeStep
 
 SEQUENCE_AXES = ("prompt · continuation (queries)", "prompt · continuation (keys)")
 PREDICTED_AXIS = "input → predicted token"
@@ -28,6 +28,12 @@ def step_count(trace: AttentionTrace | None) -> int:
     if trace is None:
         return 0
     return max(0, len(trace.tgt_tokens) - step_offset(trace))
+
+
+def after_a_prompt(first: DecodeStep, kind: str) -> bool:
+    """A decoder-only model's streamed steps: the first step's self-attention row has the prompt's keys too (the
+    map waits for the result, which holds the prompt's rows)."""
+    return kind == "dec_self" and first.attention[kind][0].shape[-1] > 1
 
 
 def boundary(trace: AttentionTrace, kind: str) -> int | None:

@@ -98,7 +98,6 @@ class RunLabels:
 
     source: tuple[str, ...]
     start: str
-    prompt: bool = False  # a decoder-only model's run: the source is its prompt, whose last token starts it
 
 
 @dataclass(frozen=True)

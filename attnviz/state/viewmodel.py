@@ -342,7 +342,7 @@ def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> Att
     :data:`STREAMED_ROWS`."""
     if not steps or len(steps) > STREAMED_ROWS or kind not in STREAMED_KINDS or kind not in steps[0].attention:
         return None
-    if any(len(step.token_ids) != 1 for step in steps) or labels.prompt:
+    if any(len(step.token_ids) != 1 for step in steps) or prompt_view.after_a_prompt(steps[0], kind):
         return None
     keys = len(steps) if kind == "dec_self" else len(labels.source)
     layers = [stack_rows([step.attention[kind][layer][0] for step in steps], keys)

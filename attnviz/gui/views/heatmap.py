@@ -68,8 +68,10 @@ class HeatmapView(QWidget):
         self.readout = QLabel(HOVER_HINT)
         self.legend = QLabel(LEGEND)
         self.legend.setObjectName("heatmapLegend")
-        self.legend.setToolTip("Hatched cells: the mask forbids attending there (padding, or the future for the "
-                               "decoder). The outlined row: the query of the current decoding step.")
+        self.legend.setToolTip("Hatched cells: the mask forbids attending there (padding, the future for the "
+                               "decoder, the keys beyond a local layer's sliding window). The outlined row: the query "
+                               "of the current decoding step. The orange lines: where a language model's prompt "
+                               "ends.")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
