@@ -148,6 +148,7 @@ def test_the_show_box_gives_prompt_contributions(qtbot, demo_window):
     count = prompt_len(window)
     bars = window.views.decoding.source_strip.state
     assert bars.labels == window.session.trace.src_tokens and len(bars.values) == count
+    assert "of each prompt token to this step" in bars.title
     assert window.views.focus.boundary[0].isVisible() and window.views.focus.boundary[0].value() == count - 0.5
     window.select(head="rollout")
     assert window.views.focus.boundary[0].isVisible()

@@ -331,7 +331,8 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
     where the method has them (ALTI+ rolled out, gradients), else the cross map of the selected layer."""
     if maps.source is not None:
         values = np.asarray(maps.source[min(selection.step, len(maps.source) - 1)], dtype=np.float32)
-        title = f"{choice.label} of each source token to this step (whole model)"
+        side = "prompt" if trace.prompt_len is not None else "source"
+        title = f"{choice.label} of each {side} token to this step (whole model)"
     elif trace.prompt_len is not None or not lacking(trace, maps, "cross", choice=choice):
         shown = shown_trace(trace, maps)
         bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
