@@ -114,3 +114,22 @@ def test_a_decoder_only_run_waits_for_its_result_instead_of_streaming():
     streamed = viewmodel.streamed_heatmap(RunLabels(tuple(gru.source_labels(gru_source)), "<s>"), gru_steps,
                                           Selection(kind="dec_self"))
     assert streamed is not None and streamed.matrix.shape == (len(gru_steps), len(gru_steps))
+
+
+def test_the_beam_tree_follows_each_hypothesis_through_the_finished_list():
+    """A decoder-only beam's step has up to 2K rows: K running, then the list of finished hypotheses
+    (models/inference/finished_beams.py); every final hypothesis' path through the tree spells its tokens."""
+    translator = Translator(load_checkpoint(demo_path("piglatin-decoder-only")), "cpu")
+    run = translator.decode(translator.source("the quick brown fox"), mode="beam", beam=3, max_len=40)
+    steps = []
+    try:
+        while True:
+            steps.append(next(run))
+    except StopIteration as finished:
+        results = finished.value
+    assert max(step.beam_size for step in steps) > 3
+    state = viewmodel.beam_state(results, steps)
+    assert len(state.hypotheses) == len(results) == 3
+    for result, path in zip(results, state.paths):
+        assert [state.nodes[node].token for node in path] == result.tokens
+    assert sum(node.finished for node in state.nodes) >= 3
