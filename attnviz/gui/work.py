@@ -91,7 +91,16 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
-        weights=weights_name(translator.model), show_choices=show_choices(translator))
+        weights=weights_name(translator.model), show_choices=show_choices(translator),
+        **decoder_only_shape(translator.model))
+
+
+def decoder_only_shape(model) -> dict[str, tuple[int, ...]]:
+    """A decoder-only model's key/value groups and sliding windows as plain data (nothing for other models)."""
+    if not hasattr(model, "kv_groups"):
+        return {}
+    return {"kv_groups": tuple(int(group) for group in model.kv_groups()),
+            "windows": tuple(int(window) for window in model.sliding_windows())}
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:

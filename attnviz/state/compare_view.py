@@ -11,6 +11,7 @@ import numpy as np
 
 from models.trace.records import AttentionTrace
 
+from . import prompt_view
 from .session import Selection, ViewOptions
 from .viewmodel import AXIS_NAMES, KIND_LABELS, HeatmapState, export_name, head_name, heatmap, matrix_of, reveal
 
@@ -114,7 +115,19 @@ def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection,
 
 def compare_state(a: AttentionTrace, b: AttentionTrace, selection: Selection,
                   options: ViewOptions = ViewOptions()) -> CompareState:
-    """The comparison at one selection (the same kind, layer, head and step for both models)."""
-    return CompareState(a=compare_pane(a, selection, name="A", options=options), b=compare_pane(b, selection, name="B",
-                                                                                                options=options),
-                        diff=difference(a, b, selection, options=options))
+    """The comparison at one selection (the same kind, layer, head and step for both models). A decoder-only
+    model beside an encoder-decoder one shows its steps' attention over the prompt as cross-attention
+    (prompt_view.comparable), the map the two share."""
+    prompted = (a.prompt_len is not None, b.prompt_len is not None)
+    a, b, kind, note = prompt_view.comparable(a, b, selection.kind)
+    selection = dataclasses.replace(selection, kind=kind)
+    panes = [compare_pane(trace, selection, name=name, options=options) for trace, name in ((a, "A"), (b, "B"))]
+    if note:
+        panes = [_noted(pane, note) if shown else pane for pane, shown in zip(panes, prompted)]
+    return CompareState(a=panes[0], b=panes[1], diff=difference(a, b, selection, options=options))
+
+
+def _noted(pane: ComparePane, note: str) -> ComparePane:
+    if pane.state is None:
+        return pane
+    return ComparePane(dataclasses.replace(pane.state, title=f"{pane.state.title} · {note}"), pane.message)

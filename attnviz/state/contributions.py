@@ -114,7 +114,7 @@ def shown_trace(trace: AttentionTrace, maps) -> AttentionTrace:
                  for kind, layers in maps.layers.items() if layers and kind in trace.masks}
     return AttentionTrace(trace.src_tokens, trace.tgt_tokens, attention=attention,
                           masks={kind: trace.masks[kind] for kind in attention},
-                          ablated=trace.ablated if maps.per_head else ())
+                          ablated=trace.ablated if maps.per_head else (), prompt_len=trace.prompt_len)
 
 
 def shown_selection(shown: AttentionTrace, selection: Selection, choice: ShowChoice) -> Selection:
@@ -153,7 +153,7 @@ def rollout_trace(trace: AttentionTrace, maps, selection: Selection) -> Attentio
         for block in maps.layers[kind][: selection.layer + 1]:
             matrix = block.astype(np.float64) @ matrix
     return AttentionTrace(trace.src_tokens, trace.tgt_tokens, attention={kind: [np.asarray(matrix, np.float32)[None]]},
-                          masks={kind: trace.masks[kind]})
+                          masks={kind: trace.masks[kind]}, prompt_len=trace.prompt_len)
 
 
 def head_label(head: int | str, choice: ShowChoice | None) -> str:
@@ -331,11 +331,13 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
     where the method has them (ALTI+ rolled out, gradients), else the cross map of the selected layer."""
     if maps.source is not None:
         values = np.asarray(maps.source[min(selection.step, len(maps.source) - 1)], dtype=np.float32)
-        title = f"{choice.label} of each source token to this step (whole model)"
-    elif not lacking(trace, maps, "cross", choice=choice):
+        side = "prompt" if trace.prompt_len is not None else "source"
+        title = f"{choice.label} of each {side} token to this step (whole model)"
+    elif trace.prompt_len is not None or not lacking(trace, maps, "cross", choice=choice):
         shown = shown_trace(trace, maps)
         bars = viewmodel.source_bars(shown, shown_selection(shown, selection, choice))
         values, title = bars.values, f"{choice.label}: {bars.title.replace('cross-attention of ', '')}"
+        title = title.replace("attention of this step", "this step")
     else:
         return bars_saying(lacking(trace, maps, "cross", choice=choice))
     strongest = int(np.argmax(values)) if len(values) else None

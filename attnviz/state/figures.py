@@ -155,6 +155,9 @@ def _document(size: tuple[float, float], body: list[str], caption: Caption | Non
                       "<rect width='100%' height='100%' fill='white'/>", *body, *text, "</svg>"])
 
 
+BOUNDARY_COLOUR = "#ff9800"  # the window's line where a decoder-only model's prompt ends
+
+
 def _heatmap_panel(state: HeatmapState, lut: np.ndarray, x0: float = 0.0,
                    heading: str = "") -> tuple[list[str], float, float]:
     """One titled heatmap with its labels and colour bar, its left edge at ``x0``, a ``heading`` line above
@@ -175,6 +178,10 @@ def _heatmap_panel(state: HeatmapState, lut: np.ndarray, x0: float = 0.0,
     if state.step_row is not None and 0 <= state.step_row < rows:
         parts.append(f"<rect x='{left:.2f}' y='{top + state.step_row * cell:.2f}' width='{cols * cell:.2f}' "
                      f"height='{cell:.2f}' fill='none' stroke='#ff5a36' stroke-width='1.5'/>")
+    if state.boundary is not None:  # a decoder-only map: where the prompt ends, on both axes
+        edge = state.boundary * cell
+        parts.append(f"<path d='M{left + edge:.2f},{top:.2f}v{rows * cell:.2f}M{left:.2f},{top + edge:.2f}"
+                     f"h{cols * cell:.2f}' stroke='{BOUNDARY_COLOUR}' stroke-width='1.5' fill='none'/>")
     for r in range(0, rows, label_every):
         parts.append(f"<text x='{left - 4:.2f}' y='{top + (r + 0.5) * cell + 4:.2f}' font-size='10' text-anchor='end' "
                      f"{FONT}>{html.escape(state.query_labels[r])}</text>")

@@ -20,6 +20,7 @@ from models.nn.precisions import EXACT
 from models.trace.records import AttentionTrace, DecodeResult, DecodeStep
 
 from .jobs import JobBoard
+from .prompt_view import step_count
 
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
 PARTNER_RUNNING = "model B is running…"
@@ -46,6 +47,13 @@ class ModelInfo:
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
     weights: str = EXACT  # the precision its weights are kept in (one of models.nn.precisions.PRECISIONS)
     show_choices: tuple = ()  # the contributions methods it offers (attnviz/state/contributions.py ShowChoice)
+    kv_groups: tuple[int, ...] = ()  # a decoder-only model's: the key/value head each query head reads
+    windows: tuple[int, ...] = ()  # a decoder-only model's: each layer's sliding window (0: none)
+
+    @property
+    def prompted(self) -> bool:
+        """A decoder-only language model: one prompt it continues, no source and target."""
+        return self.arch == "decoder-only"
 
 
 @dataclass(frozen=True)
@@ -173,7 +181,7 @@ class Session:
             return False
         self.results = results
         self.selection.hypothesis = 0
-        self.selection.step = max(0, len(self.trace.tgt_tokens) - 1) if self.trace else 0
+        self.selection.step = max(0, step_count(self.trace) - 1)
         self.clamp()
         return True
 
@@ -340,7 +348,7 @@ class Session:
         selection.layer = min(max(selection.layer, 0), trace.layers(selection.kind) - 1)
         if isinstance(selection.head, int):
             selection.head = min(max(selection.head, 0), trace.heads(selection.kind) - 1)
-        selection.step = min(max(selection.step, 0), len(trace.tgt_tokens) - 1)
+        selection.step = min(max(selection.step, 0), step_count(trace) - 1)
 
     def replace_selection(self, **changes: Any) -> Selection:
         self.selection = dataclasses.replace(self.selection, **changes)

@@ -18,6 +18,7 @@ from models.nn.ablation import Ablation
 from models.trace.aggregate import AGGREGATES, aggregate
 from models.trace.records import KINDS, AttentionTrace, DecodeResult, DecodeStep, stack_rows
 
+from . import prompt_view
 from .charts import fitted_top
 from .session import RunLabels, Selection, ViewOptions
 
@@ -64,6 +65,7 @@ class HeatmapState:
     revealed: tuple[int, int] | None = None  # step by step: only rows × cols from the top left exist yet (None: all)
     scale_title: str = "attention weight"  # what the colour scale's numbers are (a contribution's unit)
     note: str = ""  # how the numbers were computed (completeness, rounded weights): the colour bar's tooltip
+    boundary: int | None = None  # a decoder-only map: the prompt's length P, a line before row and key P
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ class GridState:
     matrices: list[np.ndarray]
     selected: tuple[int, int] | None
     off: list[bool] = field(default_factory=list)  # per thumbnail: the head was switched off in the run
+    boundary: float | None = None  # a decoder-only map: where its prompt ends, in the thumbnails' cells
+    group: int = 0  # query heads per key/value head (grouped-query attention: a divider every ``group`` heads)
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,8 @@ class StepState:
     probability: float | None
     top_k: BarsState | None
     source_bars: BarsState
+    offset: int = 0  # the row of step 0 in ``tokens`` (a decoder-only run's: the prompt's last token, P − 1)
+    input_name: str = "decoder input"
 
 
 @dataclass
@@ -243,13 +249,14 @@ def predicted_labels(inputs: list[str], outputs: list[str]) -> list[str]:
     return [f"{token} → {outputs[row]}" if row < len(outputs) else token for row, token in enumerate(inputs)]
 
 
-def revealed_extent(kind: str, step: int, shape: tuple[int, int]) -> tuple[int, int] | None:
+def revealed_extent(kind: str, step: int, shape: tuple[int, int], offset: int = 0) -> tuple[int, int] | None:
     """How much of a map exists once decoding step ``step`` has run: a decoder map's rows up to the step's
-    query, and for decoder self-attention the keys up to it too (the later inputs are not generated yet).
-    None for the encoder, which exists whole before the first step."""
+    query, and for decoder self-attention the keys up to it too (the later inputs are not generated yet;
+    ``offset``: the row of step 0, a decoder-only prompt's last token). None for the encoder, which exists
+    whole before the first step."""
     if kind == "enc_self":
         return None
-    rows = min(max(step, 0) + 1, shape[0])
+    rows = min(max(step, 0) + offset + 1, shape[0])
     return rows, rows if kind == "dec_self" else shape[1]
 
 
@@ -270,8 +277,9 @@ def _revealed_labels(labels: list[str], count: int) -> list[str]:
 def reveal(state: HeatmapState, kind: str, *, step: int, colour_range: str = "fixed") -> HeatmapState:
     """``state`` (a map of ``kind``) as far as decoding step ``step`` has generated it: later cells 0 (no
     weight is read out or exported from the future), their labels blank; an own colour range is taken over
-    what is shown."""
-    revealed = revealed_extent(kind, step, state.matrix.shape)
+    what is shown (a decoder-only map's prompt, before its ``boundary``, exists from the start)."""
+    offset = state.boundary - 1 if state.boundary else 0
+    revealed = revealed_extent(kind, step, state.matrix.shape, offset=offset)
     if revealed is None:
         return state
     hidden = unrevealed(state.matrix.shape, revealed)
@@ -287,32 +295,37 @@ def reveal(state: HeatmapState, kind: str, *, step: int, colour_range: str = "fi
 
 
 def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = ViewOptions(),
-            outputs: list[str] | None = None) -> HeatmapState | None:
+            outputs: list[str] | None = None, *, windows: tuple[int, ...] = ()) -> HeatmapState | None:
     """The focus view: the selected head (or aggregate) of the selected kind and layer. ``outputs`` (the
     result's tokens) name decoder rows by their prediction when the options ask for it; ``reveal_rows``
-    shows a decoder map only as far as the selected step has generated it."""
+    shows a decoder map only as far as the selected step has generated it. A decoder-only model's map
+    (docs/architectures.md#decoder-only) has its prompt boundary, rows named from the prompt's, and its
+    layer's sliding window (``windows``, the model's per layer) masked as the causal future is."""
     kind, layer, head = selection.kind, selection.layer, selection.head
     if kind not in trace.attention:
         return None
     decoder_rows = kind in ("dec_self", "cross")
     queries = trace.query_tokens(kind)
+    offset = prompt_view.step_offset(trace)
     if decoder_rows and options.predicted_labels and outputs is not None:
-        queries = predicted_labels(queries, outputs)
+        queries = queries[:offset] + predicted_labels(queries[offset:], outputs)
     matrix, mask = matrix_of(trace, selection), trace.masks[kind]
+    mask = prompt_view.windowed(mask, prompt_view.layer_window(windows, kind, layer))
     title = f"<b>{KIND_LABELS[kind]}</b> · layer {layer} · {head_name(head)}"
     if isinstance(head, int) and trace.is_ablated(kind, layer, head):
         title += " · <span style='color:#c62828'><s>switched off</s> (output zeroed; the weights it computed)</span>"
     elif not isinstance(head, int):
         off = sum(trace.is_ablated(kind, layer, number) for number in range(trace.heads(kind)))
         title += f" · <span style='color:#c62828'>{off} of {trace.heads(kind)} heads off</span>" if off else ""
-    axis_names = AXIS_NAMES[kind]
+    axis_names = AXIS_NAMES[kind] if trace.prompt_len is None else prompt_view.SEQUENCE_AXES
     if decoder_rows and options.predicted_labels and outputs is not None:
-        axis_names = ("decoder input → predicted token", axis_names[1])
+        named = "decoder input → predicted token" if trace.prompt_len is None else prompt_view.PREDICTED_AXIS
+        axis_names = (named, axis_names[1])
     state = HeatmapState(
         matrix=matrix, mask=mask, query_labels=queries, key_labels=trace.key_tokens(kind),
-        title=title, axis_names=axis_names,
-        levels=colour_levels(matrix, mask, options.colour_range), step_row=selection.step if decoder_rows else None,
-        file_stem=export_name(kind, layer, head), approximate=trace.half_precision)
+        title=title, axis_names=axis_names, levels=colour_levels(matrix, mask, options.colour_range),
+        step_row=selection.step + offset if decoder_rows else None, file_stem=export_name(kind, layer, head),
+        approximate=trace.half_precision, boundary=prompt_view.boundary(trace, kind))
     return reveal(state, kind, step=selection.step, colour_range=options.colour_range) if options.reveal_rows else state
 
 
@@ -329,7 +342,7 @@ def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> Att
     :data:`STREAMED_ROWS`."""
     if not steps or len(steps) > STREAMED_ROWS or kind not in STREAMED_KINDS or kind not in steps[0].attention:
         return None
-    if any(len(step.token_ids) != 1 for step in steps):
+    if any(len(step.token_ids) != 1 for step in steps) or prompt_view.after_a_prompt(steps[0], kind):
         return None
     keys = len(steps) if kind == "dec_self" else len(labels.source)
     layers = [stack_rows([step.attention[kind][layer][0] for step in steps], keys)
@@ -375,10 +388,10 @@ def thumbnail(matrix: np.ndarray, side: int = THUMBNAIL_SIDE) -> np.ndarray:
     return shrunk
 
 
-def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | None) -> np.ndarray:
+def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | None, offset: int = 0) -> np.ndarray:
     """:func:`thumbnail`, with the cells not generated by ``reveal_step`` (step by step; None: all) as NaN,
     which draws as no colour at all: a thumbnail must not give away what the focus view keeps hidden."""
-    revealed = None if reveal_step is None else revealed_extent(kind, reveal_step, weights.shape)
+    revealed = None if reveal_step is None else revealed_extent(kind, reveal_step, weights.shape, offset=offset)
     if revealed is None:
         return thumbnail(weights)
     shown = np.array(weights, dtype=np.float32)
@@ -387,32 +400,37 @@ def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | N
 
 
 def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,
-              reveal_step: int | None = None) -> GridState:
+              reveal_step: int | None = None, kv_groups: tuple[int, ...] = ()) -> GridState:
     """Every head of the selected layer, in one row (long inputs shrunk: :func:`thumbnail`); without
     ``images`` no matrices (a head switch only moves the outline); ``reveal_step``: only what that decoding
-    step has generated (View → Reveal rows step by step)."""
+    step has generated (View → Reveal rows step by step); ``kv_groups`` (the model's key/value head of each
+    query head) names each head's group."""
     kind, layer = selection.kind, selection.layer
-    heads = trace.heads(kind)
+    heads, offset = trace.heads(kind), prompt_view.step_offset(trace)
+    group = prompt_view.group_size(kv_groups, heads) if kind == "dec_self" else 0
     selected = (0, selection.head) if isinstance(selection.head, int) else None
-    return GridState(rows=1, cols=heads, row_names=[f"L{layer}"], col_names=[f"H{h}" for h in range(heads)],
-                     matrices=[_thumbnail_as_generated(weights, kind, reveal_step)
+    return GridState(rows=1, cols=heads, row_names=[f"L{layer}"], col_names=prompt_view.head_names(heads, group),
+                     matrices=[_thumbnail_as_generated(weights, kind, reveal_step, offset=offset)
                                for weights in trace.attention[kind][layer]] if images else [],
-                     selected=selected, off=[trace.is_ablated(kind, layer, head) for head in range(heads)])
+                     selected=selected, off=[trace.is_ablated(kind, layer, head) for head in range(heads)],
+                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group)
 
 
 def model_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,
-               reveal_step: int | None = None) -> GridState:
+               reveal_step: int | None = None, kv_groups: tuple[int, ...] = ()) -> GridState:
     """Every layer × head of the selected kind (long inputs shrunk: :func:`thumbnail`); without ``images``
-    no matrices; ``reveal_step`` as for :func:`head_grid`."""
+    no matrices; ``reveal_step`` and ``kv_groups`` as for :func:`head_grid`."""
     kind = selection.kind
-    layers, heads = trace.layers(kind), trace.heads(kind)
+    layers, heads, offset = trace.layers(kind), trace.heads(kind), prompt_view.step_offset(trace)
+    group = prompt_view.group_size(kv_groups, heads) if kind == "dec_self" else 0
     selected = (selection.layer, selection.head) if isinstance(selection.head, int) else None
     return GridState(rows=layers, cols=heads, row_names=[f"L{layer}" for layer in range(layers)],
-                     col_names=[f"H{h}" for h in range(heads)],
-                     matrices=[_thumbnail_as_generated(weights, kind, reveal_step)
+                     col_names=prompt_view.head_names(heads, group),
+                     matrices=[_thumbnail_as_generated(weights, kind, reveal_step, offset=offset)
                                for layer in trace.attention[kind] for weights in layer] if images
                      else [], selected=selected,
-                     off=[trace.is_ablated(kind, layer, head) for layer in range(layers) for head in range(heads)])
+                     off=[trace.is_ablated(kind, layer, head) for layer in range(layers) for head in range(heads)],
+                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group)
 
 
 def thumbnail_menu(off: list[bool], cols: int, row: int, col: int) -> list[tuple[str, str]]:
@@ -430,6 +448,8 @@ def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
     When the focus view shows cross-attention, the bars show the same layer and head (or the head mean
     for an aggregate); otherwise they show the mean of the last layer's heads. The title says which.
     """
+    if trace.prompt_len is not None:
+        return _prompt_bars(trace, selection)
     if "cross" not in trace.attention:
         return BarsState(labels=[], values=np.zeros(0), highlight=None, title="this model has no cross-attention")
     on_cross = selection.kind == "cross"
@@ -442,6 +462,18 @@ def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
     strongest = int(np.argmax(values)) if len(values) else None
     return BarsState(labels=trace.src_tokens, values=values, highlight=strongest,
                      title=f"cross-attention of this step ({which})")
+
+
+def _prompt_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
+    """A decoder-only model's step over its prompt: the step's query row's weights on the prompt's keys (the
+    layer and head the focus view shows, the mean of its heads for an aggregate)."""
+    row = selection.step + prompt_view.step_offset(trace)
+    head = selection.head if isinstance(selection.head, int) else None
+    values = prompt_view.prompt_row(trace, selection.layer, row, head=head)
+    which = f"layer {selection.layer}, " + (f"head {head}" if head is not None else "mean of heads")
+    strongest = int(np.argmax(values)) if len(values) else None
+    return BarsState(labels=trace.src_tokens, values=values, highlight=strongest,
+                     title=f"attention of this step over the prompt ({which})")
 
 
 def top_k_bars(step: DecodeStep, row: int) -> BarsState:
@@ -459,11 +491,12 @@ def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection
     index, tokens = selection.step, trace.tgt_tokens
     step = result.steps[index] if index < len(result.steps) else None
     row = result.rows[index] if step is not None else 0
-    return StepState(count=len(tokens), step=index, tokens=tokens,
+    return StepState(count=prompt_view.step_count(trace), step=index, tokens=tokens,
                      produced=step.tokens[row] if step is not None else None,
                      probability=float(step.probabilities[row]) if step is not None else None,
                      top_k=top_k_bars(step, row) if step is not None else None,
-                     source_bars=source_bars(trace, selection))
+                     source_bars=source_bars(trace, selection), offset=prompt_view.step_offset(trace),
+                     input_name="decoder input" if trace.prompt_len is None else "input")
 
 
 def beam_state(results: list[DecodeResult], steps: list[DecodeStep], *,

@@ -18,6 +18,7 @@ from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, MODE_NAMES
 from ...state import viewmodel
 from ...state.demos import demo_name, demo_pairs, model_examples
 from ...state.open_plan import OpenPlan
+from ...state.prompt_view import input_words
 from ...state.session import NO_REQUEST, ModelInfo, RunSettings, Session
 from ...state.session_file import SUFFIX as SESSION_SUFFIX
 from ...state.settings import SettingsReader
@@ -248,6 +249,7 @@ class Opening(QObject):
         examples = model_examples(info.path, info.provenance)
         views.input_bar.set_examples(examples)
         views.input_bar.set_languages(info.languages)
+        views.input_bar.set_words(input_words(info.prompted))
         run = saved.run if saved is not None else self._run_settings_for(info, examples)
         views.input_bar.show_run_settings(run, info.max_len)
         show_problem = ""

@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from models.inference.modes import Mode
 
-from ...state import compare_view, contributions, viewmodel
+from ...state import compare_view, contributions, prompt_view, viewmodel
 from ...state.contributions import ShowChoice
 from ...state.progress import decoding_progress
 from ...state.session import Session
@@ -233,7 +233,7 @@ class Viewing(QObject):
 
     def last_step(self) -> None:
         if self.session.trace is not None:
-            self.select(step=len(self.session.trace.tgt_tokens) - 1)
+            self.select(step=prompt_view.step_count(self.session.trace) - 1)
 
     # --- a snapshot series (models/storage/snapshots.py) ----------------------------------------------
     def choose_snapshot(self, index: int) -> None:
@@ -274,7 +274,8 @@ class Viewing(QObject):
         feature = self.contributions
         maps = feature.maps_for()
         if maps is None:
-            return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens)
+            return viewmodel.heatmap(trace, self.session.selection, self.session.options, outputs=result.tokens,
+                                     windows=self._model_shape()["windows"])
         if isinstance(maps, str):
             return maps
         weights = self.session.model.weights if self.session.model is not None else "float32"
@@ -359,11 +360,19 @@ class Viewing(QObject):
             self._show_contribution_grids(reveal_step)
             return
         images = rebuild or layer_changed or reveal_step is not None
-        self.views.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step),
-                                        images=images)
+        groups = self._model_shape()["kv_groups"]
+        self.views.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step,
+                                                           kv_groups=groups), images=images)
         everything = rebuild or reveal_step is not None
         self.views.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
-                                                              reveal_step=reveal_step), images=everything)
+                                                              reveal_step=reveal_step, kv_groups=groups),
+                                        images=everything)
+
+    def _model_shape(self) -> dict[str, tuple[int, ...]]:
+        """The open model's key/value groups and sliding windows (a decoder-only model's; empty otherwise)."""
+        model = self.session.model
+        return {"kv_groups": model.kv_groups if model is not None else (),
+                "windows": model.windows if model is not None else ()}
 
     def _show_contribution_grids(self, reveal_step: int | None) -> None:
         """The shown method's thumbnails (every head, or each block's one map), or none while they compute."""

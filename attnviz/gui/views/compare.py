@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
@@ -43,7 +45,7 @@ class CompareView(QWidget):
     @staticmethod
     def _show(view: HeatmapView, pane: ComparePane) -> None:
         if pane.state is None:
-            view.clear(pane.message)
+            view.clear(html.escape(pane.message, quote=False))  # plain words: a quoted <s> is no strike-through
         else:
             view.show_heatmap(pane.state)
 

@@ -15,6 +15,7 @@ from models.analysis.catalogue import CONTRIBUTION_METHODS, WEIGHTS
 from models.inference.modes import MAX_BEAM, MIN_BEAM_SEARCH, Mode
 
 from ...state.contributions import ShowChoice
+from ...state.prompt_view import SENTENCE_WORDS, InputWords
 from ...state.session import RunSettings, ViewOptions
 from ...state.viewmodel import KIND_LABELS, AblationState, ResultLine, SelectorState, SnapshotBarState
 from .style import COLORMAPS
@@ -85,7 +86,8 @@ class InputBar(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.text = QLineEdit()
-        self.text.setPlaceholderText("Type a sentence; Enter runs it")
+        self.text_label = QLabel()  # "Prompt" for a decoder-only model, hidden for the others
+        self.text_label.setBuddy(self.text)
         self.text.setClearButtonEnabled(True)
         self.examples = QToolButton()
         self.examples.setText("Examples")
@@ -121,7 +123,7 @@ class InputBar(QWidget):
         self.busy.hide()
         self.output = self.output_area = OutputArea("Open a model and type a sentence.")
         row = QHBoxLayout()
-        for widget, stretch in ((self.text, 3), (self.examples, 0), (self.source_language, 0),
+        for widget, stretch in ((self.text_label, 0), (self.text, 3), (self.examples, 0), (self.source_language, 0),
                                 (self.target_language, 0), (self.mode, 0), (self.beam, 0), (self.target, 2),
                                 (self.max_len, 0), (self.run, 0), (self.busy, 0)):
             row.addWidget(widget, stretch)
@@ -149,6 +151,7 @@ class InputBar(QWidget):
                        self.source_language.currentIndexChanged, self.target_language.currentIndexChanged):
             signal.connect(lambda *_: self.debounce.start())
         self.set_languages(())
+        self.set_words(SENTENCE_WORDS)
         self.mode.currentIndexChanged.connect(self._show_mode_options)
         self._show_mode_options()
 
@@ -173,6 +176,15 @@ class InputBar(QWidget):
         mode = self.mode.currentData()
         self.beam.setVisible(mode == Mode.BEAM)
         self.target.setVisible(mode == Mode.FORCED)
+
+    def set_words(self, words: InputWords) -> None:
+        """Name the boxes as the open model reads them (a decoder-only model's prompt and continuation)."""
+        self.text_label.setText(f"<b>{words.label}</b>")
+        self.text_label.setVisible(bool(words.label))
+        self.text.setPlaceholderText(words.placeholder)
+        self.target.setPlaceholderText(words.forced)
+        self.mode.setToolTip(words.modes)
+        self.max_len.setToolTip(words.max_len)
 
     def set_busy(self, busy: bool) -> None:
         self.busy.setVisible(busy)

@@ -244,7 +244,10 @@ class DecodingPanel(QWidget):
 
     def show_state(self, state: StepState) -> None:
         self.controls.set_count(state.count, state.step)
-        self.show_prefix(state.tokens, state.step, produced=state.produced, probability=state.probability)
+        self.show_prefix(state.tokens, state.step, produced=state.produced, probability=state.probability,
+                         offset=state.offset, input_name=state.input_name)
+        self.source_strip.setToolTip("Attention of this step over the prompt's tokens" if state.offset
+                                     else "Cross-attention of this step over the source tokens")
         if state.top_k is not None:
             self.top_k.show_bars(state.top_k)
         self.source_strip.show_bars(state.source_bars)
@@ -258,20 +261,23 @@ class DecodingPanel(QWidget):
     def stop(self) -> None:
         self.controls.stop()
 
-    def show_prefix(self, tokens: list[str], step: int, produced: str | None, probability: float | None) -> None:
-        """The decoder's input up to ``step`` (its last token, the query, emphasised) and what it produced.
+    def show_prefix(self, tokens: list[str], step: int, produced: str | None, probability: float | None, *,
+                    offset: int = 0, input_name: str = "decoder input") -> None:
+        """The decoder's input up to ``step`` (its last token, the query, emphasised) and what it produced;
+        ``offset``: the position of step 0 in ``tokens`` (a decoder-only model's prompt comes first).
 
         Only the last ``PREFIX_WINDOW`` tokens before the step are written out, so a long prefix keeps
         the current step in view; the earlier ones are counted.
         """
-        first = max(0, step - PREFIX_WINDOW)
+        query = step + offset
+        first = max(0, query - PREFIX_WINDOW)
         parts = [f"<i>… {first} earlier</i>"] if first else []
-        for index in range(first, min(step + 1, len(tokens))):
+        for index in range(first, min(query + 1, len(tokens))):
             text = html.escape(tokens[index])
-            parts.append(f"<b style='color:{HIGHLIGHT}'>{text}</b>" if index == step else text)
+            parts.append(f"<b style='color:{HIGHLIGHT}'>{text}</b>" if index == query else text)
         tail = (f"&nbsp; → &nbsp;<b>{html.escape(produced)}</b> (p = {probability:.3f})"
                 if produced is not None and probability is not None else "")
-        self.prefix.setText(f"Step {step + 1}, decoder input: " + " ".join(parts) + tail)
+        self.prefix.setText(f"Step {step + 1}, {input_name}: " + " ".join(parts) + tail)
 
     def clear(self) -> None:
         """Nothing of a run: another model is being opened."""

@@ -20,6 +20,8 @@ from .token_axis import TokenAxis
 LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span style='color:{HIGHLIGHT}'>▭</span> "
           "current decoding step · <span style='color:#c62828'>⚠</span> weight on a masked cell</span>")
 HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
+BOUNDARY_COLOUR = "#ff9800"  # the line where a decoder-only model's prompt ends
+BOUNDARY_LEGEND = f"<span style='color:gray'> · <span style='color:{BOUNDARY_COLOUR}'>┃</span> prompt end</span>"
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 NOT_A_NUMBER_RGBA = (255, 0, 255, 255)  # NaN or infinite cells: a colour no colour map uses
 
@@ -67,8 +69,10 @@ class HeatmapView(QWidget):
         self.readout = QLabel(HOVER_HINT)
         self.legend = QLabel(LEGEND)
         self.legend.setObjectName("heatmapLegend")
-        self.legend.setToolTip("Hatched cells: the mask forbids attending there (padding, or the future for the "
-                               "decoder). The outlined row: the query of the current decoding step.")
+        self.legend.setToolTip("Hatched cells: the mask forbids attending there (padding, the future for the "
+                               "decoder, the keys beyond a local layer's sliding window). The outlined row: the query "
+                               "of the current decoding step. The orange lines: where a language model's prompt "
+                               "ends.")
         self.readout.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
@@ -105,8 +109,14 @@ class HeatmapView(QWidget):
         crosshair_pen = pg.mkPen((255, 255, 255, 110), width=1, style=Qt.PenStyle.DashLine)
         self.vline = pg.InfiniteLine(angle=90, movable=False, pen=crosshair_pen)
         self.hline = pg.InfiniteLine(angle=0, movable=False, pen=crosshair_pen)
+        boundary_pen = pg.mkPen(BOUNDARY_COLOUR, width=2)
+        self.boundary = (pg.InfiniteLine(angle=90, movable=False, pen=boundary_pen),
+                         pg.InfiniteLine(angle=0, movable=False, pen=boundary_pen))
+        for line in self.boundary:
+            line.setZValue(9)
+            line.hide()
         for item in (self.image, self.overlay, self.not_a_number, self.unrevealed,
-                     self.step_box, self.vline, self.hline):
+                     self.step_box, self.vline, self.hline, *self.boundary):
             self.plot.addItem(item)
         self.vline.hide()
         self.hline.hide()
@@ -171,8 +181,10 @@ class HeatmapView(QWidget):
         self.approximate = state.approximate
         self.revealed = state.revealed
         self.colorbar.setToolTip(state.note)
-        self.legend.setText(f"{LEGEND} <span style='color:gray'>· {html.escape(state.note)}</span>" if state.note
-                            else LEGEND)
+        legend = LEGEND + (BOUNDARY_LEGEND if state.boundary is not None else "")
+        self.legend.setText(f"{legend} <span style='color:gray'>· {html.escape(state.note)}</span>" if state.note
+                            else legend)
+        self.set_boundary(state.boundary)
         if self.colorbar.axis.labelText != state.scale_title:
             self.colorbar.axis.setLabel(state.scale_title)
             # pyqtgraph centres an axis' name only when the axis is resized: a new, longer name kept the place
@@ -301,12 +313,20 @@ class HeatmapView(QWidget):
         self.overlay.clear()
         self.unrevealed.clear()
         self.step_box.hide()
+        self.set_boundary(None)
         self.matrix, self.mask = np.zeros((1, 1), np.float32), None
         self._set_tokens([], [])
         self._update_ticks()
         self.badge.hide()
         self.clear_hover()
         self.title.setText(message)
+
+    def set_boundary(self, boundary: int | None) -> None:
+        """A line before row and key ``boundary`` on both axes (a decoder-only map's prompt end), or none."""
+        for line in self.boundary:
+            line.setVisible(boundary is not None)
+            if boundary is not None:
+                line.setValue(boundary - 0.5)
 
     def set_step(self, row: int | None) -> None:
         """Outline query row ``row`` (the current decoding step), or nothing."""

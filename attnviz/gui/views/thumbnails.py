@@ -17,6 +17,9 @@ from ...state.viewmodel import GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
 OFF_COLOUR = "#e53935"  # the cross over a switched-off head
+BOUNDARY_PEN = (255, 152, 0, 150)  # where a decoder-only model's prompt ends: the focus view's orange, see-through
+BOUNDARY_LEAST = 24  # pixels a thumbnail needs for its boundary lines: on smaller ones they hide the weights
+GROUP_GAP = 9  # pixels between key/value groups of heads (the grid's usual spacing is 3)
 
 
 class HeaderLabel(pg.LabelItem):
@@ -38,6 +41,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     head_toggled = Signal(int, int)
     layer_toggled = Signal(int)
     cells: tuple = ()  # a class default: Qt resizes the view before __init__ ends
+    boundaries: tuple = ()
+    boundary: float | None = None
 
     def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
         super().__init__(parent)
@@ -49,6 +54,9 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.row_labels: list[pg.LabelItem] = []
         self.col_labels: list[pg.LabelItem] = []
         self.crosses: list[pg.PlotCurveItem] = []  # one per thumbnail, shown when its head was off
+        self.boundaries: list[pg.PlotCurveItem] = []  # one per thumbnail: the prompt's end on both axes
+        self.group = 0
+        self.boundary: float | None = None
         self.off: list[bool] = []
         self.ci.setSpacing(3)
 
@@ -58,6 +66,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
             self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names)
             self.set_images(state.matrices)
             self.mark_off(state.off)
+            self.mark_boundary(state.boundary)
+            self.mark_groups(state.group)
         self.select(*(state.selected or (None, None)))
 
     def mark_off(self, off: list[bool]) -> None:
@@ -65,6 +75,31 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.off = list(off) + [False] * (len(self.cells) - len(off))
         for cross, is_off in zip(self.crosses, self.off):
             cross.setVisible(is_off)
+
+    def mark_boundary(self, boundary: float | None) -> None:
+        """A line on both axes of every thumbnail where a decoder-only model's prompt ends (in its cells), on
+        thumbnails large enough for it (``show_boundaries``)."""
+        self.boundary = boundary
+        for line, (_, image) in zip(self.boundaries, self.cells):
+            if boundary is not None and image.image is not None:
+                height, width = image.image.shape[:2]
+                line.setData(x=np.array([boundary, boundary, np.nan, 0, width], dtype=float),
+                             y=np.array([0, height, np.nan, boundary, boundary], dtype=float))
+        self.show_boundaries()
+
+    def show_boundaries(self) -> None:
+        """The prompt's lines where there is a boundary and the thumbnails are at least ``BOUNDARY_LEAST`` a side."""
+        side = min(self.cells[0][0].sceneBoundingRect().size().toTuple()) if self.cells else 0.0
+        for line, (_, image) in zip(self.boundaries, self.cells):
+            line.setVisible(self.boundary is not None and image.image is not None and side >= BOUNDARY_LEAST)
+
+    def mark_groups(self, group: int) -> None:
+        """A wider gap after every ``group`` heads: the query heads that share one key/value head (0: none)."""
+        self.group = group
+        layout = self.ci.layout
+        for col in range(1, self.shape[1]):
+            wide = group and col % group == 0
+            layout.setColumnSpacing(col, GROUP_GAP if wide else 3)  # the gap before head col (column col + 1)
 
     def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
         """Make ``rows × cols`` empty thumbnails with row and column headers. Only a new shape rebuilds;
@@ -77,6 +112,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
             return
         self.clear()
         self.cells, self.shape, self.selected, self.crosses, self.off = [], (rows, cols), None, [], []
+        self.boundaries, self.boundary = [], None
         self.col_labels = [self._header(name, row=0, col=col + 1) for col, name in enumerate(col_names)]
         self.row_labels = []
         for row in range(rows):
@@ -92,6 +128,11 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
                 cross.setVisible(False)
                 view.addItem(cross)
                 self.crosses.append(cross)
+                line = pg.PlotCurveItem(pen=pg.mkPen(BOUNDARY_PEN, width=1), connect="finite")
+                line.setZValue(9)
+                line.setVisible(False)
+                view.addItem(line)
+                self.boundaries.append(line)
                 self.cells.append((view, image))
         self.ci.layout.activate()  # the cells' geometry now, to thin the headers by
         self.thin_headers()
@@ -118,6 +159,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
         self.thin_headers()
+        self.show_boundaries()
 
     def event(self, event) -> bool:
         """Hovering a thumbnail names its layer and head (its header may be one of those thinned out)."""
