@@ -131,20 +131,31 @@ class GroupedAttention(nn.Module):
         if cache is not None:
             k, v = cache.extend_self(k, v)  # [B, G, K, D]
         group = self.heads // self.kv_heads
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # [B, H, K, D]
         if not need_weights and not self.softcap:
+            if group > 1:
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # [B, H, K, D]
             heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scaling)
             weights = None
         else:
-            scores = torch.matmul(q, k.transpose(-2, -1)) * self.scaling  # [B, H, L, K]
-            if self.softcap:
-                scores = torch.tanh(scores / self.softcap) * self.softcap
-            weights = masked_softmax(scores, mask, in_place=True)
-            heads_out = torch.matmul(weights, v)  # [B, H, L, D]
+            weights, heads_out = self._weighted(q, k, v, mask)
         heads_out = switch_heads(heads_out, heads_off)
         batch, _, length, _ = heads_out.shape
         return self.output(heads_out.transpose(1, 2).reshape(batch, length, -1)), weights
+
+
+    def _weighted(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Weights ``[B, H, L, K]`` and head outputs ``[B, H, L, D]`` from q ``[B, H, L, D]`` and the G key/value
+        heads' k, v ``[B, G, K, D]``: the r = H / G query heads of a group are stacked along the query axis
+        (``[B, G, r·L, D]``), so each key/value head is read where it is, not copied r times (a long prompt's keys
+        and values repeated for every query head cost more than the scores)."""
+        batch, heads, length, size = q.shape
+        grouped = q.reshape(batch, self.kv_heads, -1, size)  # [B, G, r·L, D]
+        scores = torch.matmul(grouped, k.transpose(-2, -1)).view(batch, heads, length, -1) * self.scaling
+        if self.softcap:
+            scores = torch.tanh(scores / self.softcap) * self.softcap
+        weights = masked_softmax(scores, mask, in_place=True)  # [B, H, L, K]
+        heads_out = torch.matmul(weights.view(batch, self.kv_heads, -1, weights.shape[-1]), v)
+        return weights, heads_out.view(batch, heads, length, size)
 
 
 class FeedForward(nn.Module):
