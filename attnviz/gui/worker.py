@@ -32,7 +32,7 @@ from models.importers import MissingSettingsError, TrustRequiredError, convert, 
 from models.storage.metadata import is_native
 from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
-from models.inference.translator import SourceInput, Translator, use_idle_cores
+from models.inference.translator import SourceInput, Translator, resolve_device, use_idle_cores
 
 from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
@@ -132,7 +132,7 @@ class ModelWorker(QObject):
                 if is_series(path):  # a snapshot folder, recognised before the importers
                     self._open_series(job_id, path, device)
                     return
-                checkpoint = (self._read(path, progress=self._reporting_load(job_id)) if is_native(path)
+                checkpoint = (self._read(path, device, progress=self._reporting_load(job_id)) if is_native(path)
                               else self._import_without_asking(job_id, path))
             if checkpoint is None or self._stale_model_job(job_id):
                 return
@@ -141,9 +141,11 @@ class ModelWorker(QObject):
                 if issubclass(warning.category, NumericalWarning):
                     self.notice.emit(NO_REQUEST, str(warning.message))
 
-    def _read(self, path: str | Path, progress=None):
-        """An attnviz checkpoint's weights read in the chosen precision."""
-        return load_checkpoint(path, dtype=WEIGHT_DTYPES[self.weights], progress=progress)
+    def _read(self, path: str | Path, device: str | None = None, progress=None):
+        """An attnviz checkpoint's weights read in the chosen precision, each tensor straight onto ``device``
+        (default: the CPU; a model moved later goes there whole)."""
+        return load_checkpoint(path, resolve_device(device) if device else "cpu", dtype=WEIGHT_DTYPES[self.weights],
+                               progress=progress)
 
     def _converted(self, path: str, answer_format: str, **answers):
         """A foreign checkpoint converted in memory (as float32), then kept in the chosen precision."""

@@ -24,6 +24,7 @@ from ..storage.checkpoint import check_memory_for_bytes, iter_safetensors, store
 from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
 
+HALF_PRECISIONS = (torch.bfloat16, torch.float16)  # stored precisions a converted model may keep
 SHOWN = 4  # names listed in one error line before "and N more"
 
 
@@ -273,6 +274,14 @@ class WeightMap:
             self.read[key] = tensor.detach().float()
         return self.read[key]
 
+    def stored(self, key: str) -> Tensor | None:
+        """The foreign tensor ``key`` as the file stores it (no float32 copy of a half-precision one), for a weight
+        taken unchanged; checked, marked and recorded as :meth:`get` does."""
+        if key in self.state and key not in self.read and self.state[key].dtype in HALF_PRECISIONS:
+            self.taken.add(key)
+            return self.state[key].detach()
+        return self.get(key)
+
     def has(self, key: str) -> bool:
         return key in self.state
 
@@ -312,8 +321,11 @@ class WeightMap:
             self.assigned[ours] = (foreign, tensor)
 
     def copy(self, ours: str, foreign: str, transform: Callable[[Tensor], Tensor] | None = None) -> None:
+        if transform is None:  # taken as stored: a half-precision file's weights stay in its precision
+            self.put(ours, foreign, self.stored(foreign))
+            return
         tensor = self.get(foreign)
-        self.put(ours, foreign, None if tensor is None else (transform(tensor) if transform else tensor))
+        self.put(ours, foreign, None if tensor is None else transform(tensor))
 
     def check_complete(self) -> None:
         if self.absent:
@@ -335,9 +347,19 @@ class WeightMap:
                 raise self.source.error(f"weight {foreign} has shape {tuple(tensor.shape)}; the hyper-parameters "
                                         f"imply {tuple(expected[ours].shape)}")
         self._check_tied(expected)
-        _take_weights(model, self.assigned)
+        kept = self.kept_precision()
+        _take_weights(model, self.assigned, dtype=kept)
+        if kept is not None:
+            model.to(kept)  # the buffers computed from the config, as a model loaded in that precision holds them
         self.verify(model)
         return model.eval()
+
+    def kept_precision(self) -> torch.dtype | None:
+        """The half precision every mapped weight is stored in (bfloat16 or float16), which the converted model then
+        keeps (one copy of the weights, bit for bit the file's); None when any is float32 or was transformed into
+        it (the model is float32, each weight converted on its own as it is taken)."""
+        kinds = {tensor.dtype for _, tensor in self.assigned.values() if tensor.is_floating_point()}
+        return next(iter(kinds)) if len(kinds) == 1 and kinds <= set(HALF_PRECISIONS) else None
 
     def _check_tied(self, expected: Mapping[str, Tensor]) -> None:
         """Names our model ties together must receive equal tensors, else the last copy would silently win."""
@@ -365,9 +387,11 @@ class WeightMap:
             raise self.source.error(f"the converted model has {ours_count} parameters, {mapped} were mapped into it")
 
 
-def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]]) -> None:
+def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]], *,
+                  dtype: torch.dtype | None = None) -> None:
     """Put each mapped tensor in ``model``: a parameter still on the meta device becomes the tensor itself (as
-    float32, contiguous: a copy only where a transform left it strided), shared by every module that ties it; any
+    ``dtype``, default the parameter's (float32), contiguous: a copy only where a transform left it strided or its
+    precision differs), shared by every module that ties it; any
     other parameter or buffer is copied into. A saved tensor mapped to two untied parameters is copied for the
     second, so that each is its own weight (the checkpoint writer keeps one of tensors sharing memory)."""
     owners: dict[int, list[tuple[nn.Module, str]]] = {}
@@ -385,7 +409,7 @@ def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]]) ->
                 continue
             if id(target) in placed:  # a tied name of a parameter already placed (checked equal)
                 continue
-            value = tensor.detach().to(device="cpu", dtype=target.dtype).contiguous()
+            value = tensor.detach().to(device="cpu", dtype=dtype or target.dtype).contiguous()
             if (value.data_ptr(), tuple(value.shape)) in memory:
                 value = value.clone()
             memory.add((value.data_ptr(), tuple(value.shape)))
