@@ -89,3 +89,36 @@ def test_the_end_of_an_assistant_turn_is_not_the_models_end_token_here(chat_mode
     translator = Translator(load_checkpoint(out))
     rendered = translator.chat_prompt("hi")
     assert rendered.endswith("<|im_start|>assistant\n") and EOS not in theirs_ids(tokenizer, "hi")
+
+
+def test_the_window_offers_the_chat_template_for_a_model_that_has_one(qtbot, qsettings, chat_model, tmp_path):
+    """The input bar's "Chat template" option is there for a model with a template, off at first, and the prompt the
+    worker then encodes for a run (``prompt_source``) is transformers' chat ids; for a model without one it is
+    hidden and off."""
+    from attnviz.gui.app import create_window
+    from attnviz.gui.worker import prompt_source
+
+    original, tokenizer, out, folder = chat_model
+    plain = tmp_path / "plain"
+    build(plain, "qwen2")
+    plain_out = tmp_path / "plain.safetensors"
+    assert main(["convert", str(plain), "-o", str(plain_out)]) == 0
+    window = create_window(str(out), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=20_000)
+    bar = window.views.input_bar
+    assert bar.chat.isVisible() and not bar.chat.isChecked()
+    text = SENTENCES[3]
+    bar.text.setText(text)
+    bar.debounce.stop()
+    assert prompt_source(window.worker.translator, bar.run_settings()).ids == tokenizer(text).input_ids  # <s> first
+    bar.chat.setChecked(True)
+    bar.debounce.stop()
+    assert bar.run_settings().chat
+    assert prompt_source(window.worker.translator, bar.run_settings()).ids == theirs_ids(tokenizer, text)
+    window.open_path(str(plain_out))
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.path == plain_out,
+                    timeout=20_000)
+    assert not bar.chat.isVisible() and not bar.run_settings().chat
+    window.close()

@@ -59,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
     sources = []
     for number, text in enumerate(texts, 1):  # check every input before spending time on any
         try:
-            if args.chat:
-                text = translator.chat_prompt(text, args.system)
-            sources.append(translator.source(text, unknown=unknown_mode(args), framed=not args.chat))
+            sources.append(translator.chat_source(text, args.system, unknown=unknown_mode(args)) if args.chat
+                           else translator.source(text, unknown=unknown_mode(args)))
         except InputError as failure:
             raise InputError(f"input {number}: {failure}") from None
     if not translator.model.decodes:  # an encoder-only model fills its masks instead

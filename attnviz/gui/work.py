@@ -91,7 +91,7 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
-        weights=weights_name(translator.model), show_choices=show_choices(translator))
+        weights=weights_name(translator.model), show_choices=show_choices(translator), chat=translator.has_chat)
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:

@@ -274,7 +274,7 @@ class ModelWorker(QObject):
             return
         run = request.settings
         with reporting_errors(lambda line: self.partner_finished.emit(request.id, line)):  # model A's run stands
-            source = partner.source(run.text)
+            source = prompt_source(partner, run)
             target_ids = partner.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
             dtype, _ = trace_dtype(partner, request, source=source, target_ids=target_ids)
             result = finish(partner.decode(source, mode=run.mode, beam=run.beam, target_ids=target_ids,
@@ -507,7 +507,7 @@ class ModelWorker(QObject):
             self._use_snapshot(request.snapshot)
         translator, run = self.translator, request.settings
         translator.set_languages(run.src_lang or None, run.tgt_lang or None)
-        source = translator.source(run.text)
+        source = prompt_source(translator, run)
         if source.unknown:
             notice = source.unknown_notice()
             self.notice.emit(request.id, f"{notice[0].upper()}{notice[1:]}, shown as ⟨…⟩.")
@@ -580,3 +580,9 @@ def leave_a_core_for_the_gui() -> None:
     """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading), and on
     cores other work keeps busy it waits for its own threads."""
     use_idle_cores(keep_free=1)
+
+
+def prompt_source(translator: Translator, run) -> SourceInput:
+    """The run's text encoded: laid out by the model's chat template when the run asks for it and the model has one
+    (a partner model without one reads the text as it is)."""
+    return translator.chat_source(run.text) if run.chat and translator.has_chat else translator.source(run.text)

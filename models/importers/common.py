@@ -378,7 +378,7 @@ class WeightMap:
         model holds exactly as many parameters as were mapped into it — a cheap guard against mapping bugs."""
         state = model.state_dict()
         for ours, (foreign, tensor) in self.assigned.items():
-            if not _same(state[ours].detach().float().cpu(), tensor):
+            if not _same(state[ours], tensor):
                 raise self.source.error(f"after conversion, {ours} does not hold {foreign} (its values differ)")
         aliases = tied_names(model)
         ours_count = sum(tensor.numel() for name, tensor in state.items() if name not in aliases)
@@ -436,8 +436,14 @@ def saved_as_one(state: Mapping[str, Tensor], first: str, second: str) -> bool:
 
 
 def _same(first: Tensor, second: Tensor) -> bool:
-    return tuple(first.shape) == tuple(second.shape) and torch.equal(first.detach().float().cpu(),
-                                                                     second.detach().float().cpu())
+    """Equal shapes and values; compared in their own precision when they share it (no float32 copy of a
+    half-precision embedding, which alone can be a quarter of a language model's weights)."""
+    if tuple(first.shape) != tuple(second.shape):
+        return False
+    first, second = first.detach().cpu(), second.detach().cpu()
+    if first.dtype != second.dtype:
+        first, second = first.float(), second.float()
+    return torch.equal(first, second)
 
 
 def _names(names: list[str]) -> str:

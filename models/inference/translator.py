@@ -198,12 +198,21 @@ class Translator:
             labels = labels[: limit - 1] + labels[-1:] if keeps_end else labels[:limit]
         return SourceInput(kept, len(ids), unknown=missing, labels=labels)
 
+    @property
+    def has_chat(self) -> bool:
+        """Whether the model has a chat template (:meth:`chat_source`)."""
+        return self.checkpoint.chat_template is not None and self.decoder_only
+
+    def chat_source(self, text: str, system: str | None = None, *, unknown: str = "replace") -> SourceInput:
+        """``text`` as the user's turn laid out by the model's chat template (:meth:`chat_prompt`), encoded."""
+        return self.source(self.chat_prompt(text, system), unknown=unknown, framed=False)
+
     def chat_prompt(self, text: str, system: str | None = None) -> str:
         """``text`` as the user's message (after ``system``'s) laid out by the model's chat template, ending with the
         opening of the assistant's turn, to be encoded with ``source(..., framed=False)`` as transformers'
         ``apply_chat_template(add_generation_prompt=True, tokenize=True)`` does; one line when the model has no
         chat template."""
-        if self.checkpoint.chat_template is None or not self.decoder_only:
+        if not self.has_chat:
             raise InputError("this model has no chat template (only a chat-tuned language model's folder brings one)")
         template = ChatTemplate.from_dict(self.checkpoint.chat_template)
         return template.render(chat_messages(text, system), add_generation_prompt=True)
