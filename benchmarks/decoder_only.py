@@ -204,6 +204,10 @@ def run_shape(shape: str, folder: str, args: argparse.Namespace) -> None:
         print(f"  window: launch → first heatmap {window['heatmap']:.2f} s ({PROMPT_TOKENS}-token prompt), → all "
               f"views drawn {window['drawn']:.2f} s, peak {window['peak'] / 2**20:,.0f} MB{verdict}  "
               f"({load_average()})", flush=True)
+        timeline = window["timeline"]
+        print("    " + ", ".join(f"{name} {timeline[name]:.2f} s" for name in (
+            "torch imported", "window built", "model open", "first steps arrived", "run finished") if name in timeline),
+            flush=True)
     if not args.no_greedy:
         greedy = _run(GREEDY, checkpoints["float32"], float32_folder, args.device, str(args.tokens))
         (ours, ours_count), (theirs, theirs_count) = greedy["ours"], greedy["theirs"]
