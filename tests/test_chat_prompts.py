@@ -15,8 +15,9 @@ tokenizers = pytest.importorskip("tokenizers")
 from attnviz.cli import main  # noqa: E402
 from models import load_checkpoint  # noqa: E402
 from models.importers import convert  # noqa: E402
+from models.inference.decoding import finish  # noqa: E402
 from models.inference.translator import Translator  # noqa: E402
-from tests.test_chat_templates import QWEN2  # noqa: E402
+from tests.test_chat_templates import LLAMA3, QWEN2  # noqa: E402
 from tests.test_decoder_only import BOS, EOS, SENTENCES, build  # noqa: E402
 from tests.test_decoder_only_decoding import generate  # noqa: E402
 
@@ -24,21 +25,26 @@ SYSTEM = "You are a helpful assistant."
 CHAT_TOKENS = ["<|im_start|>", "<|im_end|>"]
 
 
-@pytest.fixture(scope="module")
-def chat_model(tmp_path_factory):
+def chat_folder(folder, template: str, tokens: list[str]):
     """(transformers model, its tokenizer, our converted checkpoint file, folder): a Qwen2-shaped model whose
-    tokenizer.json frames a text with ``<s>`` (so adding it twice would show) and knows ChatML's tokens."""
-    folder = tmp_path_factory.mktemp("chat") / "qwen2"
+    tokenizer.json frames a text with ``<s>`` (so adding it twice would show), knows the template's ``tokens`` and
+    has the chat ``template``."""
     original = build(folder, "qwen2")
     backend = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
-    backend.add_special_tokens(CHAT_TOKENS)  # ids 300 and 301, inside the embedding (its few unused ids)
+    backend.add_special_tokens(tokens)  # ids from 300, inside the embedding (its few unused ids)
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                                                     unk_token="<unk>", pad_token="<pad>", chat_template=QWEN2)
+                                                     unk_token="<unk>", pad_token="<pad>", chat_template=template)
     tokenizer.save_pretrained(folder)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder))
-    out = folder.parent / "qwen2.safetensors"
+    out = folder.parent / f"{folder.name}.safetensors"
     assert main(["convert", str(folder), "-o", str(out)]) == 0
     return original, tokenizer, out, folder
+
+
+@pytest.fixture(scope="module")
+def chat_model(tmp_path_factory):
+    """A ChatML (Qwen2) chat model: its template writes no ``<s>``."""
+    return chat_folder(tmp_path_factory.mktemp("chat") / "qwen2", QWEN2, CHAT_TOKENS)
 
 
 def theirs_ids(tokenizer, text: str, system: str | None = None) -> list[int]:
@@ -59,6 +65,19 @@ def test_chat_prompt_ids_and_greedy_continuation_equal_transformers(chat_model, 
                     + (["--system", system] if system else [])) == 0
         document = json.loads(capsys.readouterr().out)
         assert document[0]["token_ids"] == generate(original, expected, max_new_tokens=8)
+
+
+def test_a_template_that_writes_the_bos_has_it_once(tmp_path):
+    """Llama 3's template starts with ``bos_token``: the prompt holds it once, as transformers' ids do."""
+    original, tokenizer, out, folder = chat_folder(tmp_path / "llama3", LLAMA3,
+                                                   ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"])
+    translator = Translator(load_checkpoint(out))
+    for text, system in ((SENTENCES[0], None), (SENTENCES[4], SYSTEM)):
+        expected = theirs_ids(tokenizer, text, system)
+        assert expected[0] == BOS and expected.count(BOS) == 1
+        assert translator.chat_source(text, system).ids == expected
+        continuation = finish(translator.decode(translator.chat_source(text, system), max_len=6, need_weights=False))
+        assert continuation[0].token_ids == generate(original, expected, max_new_tokens=6)
 
 
 def test_a_model_opened_from_its_folder_brings_the_folders_template(chat_model):
