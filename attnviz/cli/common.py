@@ -380,10 +380,11 @@ def corpus_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], str]:
 def open_translator(args: argparse.Namespace) -> Translator:
     model_shape(args)  # mistakes answered before torch is imported
     from models.storage.checkpoint import WEIGHT_DTYPES, load_checkpoint
-    from models.inference.translator import Translator, use_idle_cores
+    from models.inference.translator import Translator, resolve_device, use_idle_cores
 
     use_idle_cores()
-    checkpoint = load_checkpoint(args.checkpoint, dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
+    checkpoint = load_checkpoint(args.checkpoint, resolve_device(args.device),  # each tensor read straight there
+                                 dtype=WEIGHT_DTYPES[getattr(args, "dtype", "float32")])
     translator = Translator(checkpoint, args.device, tf32=True if getattr(args, "tf32", False) else None)
     translator.set_languages(getattr(args, "src_lang", None), getattr(args, "tgt_lang", None))
     return translator

@@ -5,7 +5,9 @@ each input, its output, its tokens, their ids and their score. An encoder-only m
 fills each [MASK] (<mask>) with its most likely token; --json gives the top 5 of every mask.
 
 A decoder-only language model (GPT-2, Llama, Qwen, Gemma...) continues each TEXT as its prompt: the output is
-the continuation (the prompt is not repeated), the tokens and ids the continuation's.
+the continuation (the prompt is not repeated), the tokens and ids the continuation's. --chat lays each TEXT out
+as the user's turn with the model's chat template (--system TEXT: a system message before it), ending where the
+assistant's answer begins, as transformers' apply_chat_template(add_generation_prompt=True) does.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--encoding", type=encoding_name, default="utf-8",
                         help="text encoding of standard input (default utf-8)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--chat", action="store_true",
+                        help="a chat-tuned language model: each TEXT is the user's message, laid out by the model's "
+                             "chat template")
+    parser.add_argument("--system", metavar="TEXT", help="with --chat: the system message before the user's")
     parser.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
 
 
@@ -43,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         texts = input_lines(args.encoding)
     if not texts:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
+    if args.system is not None and not args.chat:
+        raise InputError("--system is the system message of a chat prompt: add --chat")
     translator = open_translator(args)
     from models.inference.decoding import finish
     from models.inference.modes import decoding_mode
@@ -51,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     sources = []
     for number, text in enumerate(texts, 1):  # check every input before spending time on any
         try:
-            sources.append(translator.source(text, unknown=unknown_mode(args)))
+            sources.append(translator.chat_source(text, args.system, unknown=unknown_mode(args)) if args.chat
+                           else translator.source(text, unknown=unknown_mode(args)))
         except InputError as failure:
             raise InputError(f"input {number}: {failure}") from None
     if not translator.model.decodes:  # an encoder-only model fills its masks instead

@@ -92,7 +92,7 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
         weights=weights_name(translator.model), show_choices=show_choices(translator),
-        **decoder_only_shape(translator.model))
+        chat=translator.has_chat, **decoder_only_shape(translator.model))
 
 
 def decoder_only_shape(model) -> dict[str, tuple[int, ...]]:
@@ -117,3 +117,9 @@ def neuron_vectors(translator: Translator, job) -> object:
 
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
     return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
+
+
+def prompt_source(translator: Translator, run) -> SourceInput:
+    """The run's text encoded: laid out by the model's chat template when the run asks for it and the model has one
+    (a partner model without one reads the text as it is)."""
+    return translator.chat_source(run.text) if run.chat and translator.has_chat else translator.source(run.text)

@@ -32,7 +32,7 @@ from models.importers import MissingSettingsError, TrustRequiredError, convert, 
 from models.storage.metadata import is_native
 from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
-from models.inference.translator import SourceInput, Translator, use_idle_cores
+from models.inference.translator import SourceInput, Translator, resolve_device, use_idle_cores
 
 from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
@@ -40,7 +40,8 @@ from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
 from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, importance_steps, neuron_vectors, prune_steps, reporting_errors, run_labels,
+    corpus_pairs, describe, importance_steps, neuron_vectors, prompt_source, prune_steps, reporting_errors,
+    run_labels,
 )
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
@@ -134,7 +135,7 @@ class ModelWorker(QObject):
                 if is_series(path):  # a snapshot folder, recognised before the importers
                     self._open_series(job_id, path, device)
                     return
-                checkpoint = (self._read(path, progress=self._reporting_load(job_id)) if is_native(path)
+                checkpoint = (self._read(path, device, progress=self._reporting_load(job_id)) if is_native(path)
                               else self._import_without_asking(job_id, path))
             if checkpoint is None or self._stale_model_job(job_id):
                 return
@@ -143,9 +144,11 @@ class ModelWorker(QObject):
                 if issubclass(warning.category, NumericalWarning):
                     self.notice.emit(NO_REQUEST, str(warning.message))
 
-    def _read(self, path: str | Path, progress=None):
-        """An attnviz checkpoint's weights read in the chosen precision."""
-        return load_checkpoint(path, dtype=WEIGHT_DTYPES[self.weights], progress=progress)
+    def _read(self, path: str | Path, device: str | None = None, progress=None):
+        """An attnviz checkpoint's weights read in the chosen precision, each tensor straight onto ``device``
+        (default: the CPU; a model moved later goes there whole)."""
+        return load_checkpoint(path, resolve_device(device) if device else "cpu", dtype=WEIGHT_DTYPES[self.weights],
+                               progress=progress)
 
     def _converted(self, path: str, answer_format: str, **answers):
         """A foreign checkpoint converted in memory (as float32), then kept in the chosen precision."""
@@ -274,7 +277,7 @@ class ModelWorker(QObject):
             return
         run = request.settings
         with reporting_errors(lambda line: self.partner_finished.emit(request.id, line)):  # model A's run stands
-            source = partner.source(run.text)
+            source = prompt_source(partner, run)
             target_ids = partner.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
             dtype, _ = trace_dtype(partner, request, source=source, target_ids=target_ids)
             result = finish(partner.decode(source, mode=run.mode, beam=run.beam, target_ids=target_ids,
@@ -519,7 +522,7 @@ class ModelWorker(QObject):
             self._use_snapshot(request.snapshot)
         translator, run = self.translator, request.settings
         translator.set_languages(run.src_lang or None, run.tgt_lang or None)
-        source = translator.source(run.text)
+        source = prompt_source(translator, run)
         if source.unknown:
             notice = source.unknown_notice()
             self.notice.emit(request.id, f"{notice[0].upper()}{notice[1:]}, shown as ⟨…⟩.")

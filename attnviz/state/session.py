@@ -47,6 +47,7 @@ class ModelInfo:
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
     weights: str = EXACT  # the precision its weights are kept in (one of models.nn.precisions.PRECISIONS)
     show_choices: tuple = ()  # the contributions methods it offers (attnviz/state/contributions.py ShowChoice)
+    chat: bool = False  # a chat-tuned language model: it has a chat template to lay a prompt out with
     kv_groups: tuple[int, ...] = ()  # a decoder-only model's: the key/value head each query head reads
     windows: tuple[int, ...] = ()  # a decoder-only model's: each layer's sliding window (0: none)
 
@@ -68,6 +69,7 @@ class RunSettings:
     max_len: int = 100
     src_lang: str = ""  # a multilingual model's languages ("": as the model was converted)
     tgt_lang: str = ""
+    chat: bool = False  # the prompt laid out by the model's chat template (the user's turn, then the assistant's)
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
     checkpoint = _checkpoint(path, document)
     run = reader.section(document, "input", cls=RunSettings,
                          fields={"text": str, "mode": MODE_NAMES, "beam": (MIN_BEAM, MAX_BEAM), "target": str,
-                                 "max_len": (1, 100_000), "src_lang": str, "tgt_lang": str})
+                                 "max_len": (1, 100_000), "src_lang": str, "tgt_lang": str, "chat": bool})
     selection = reader.section(document, "selection", cls=Selection,
                                fields={"kind": KINDS, "layer": (0, 10_000), "head": "head", "step": (0, 1_000_000),
                                 "hypothesis": (0, 10_000)})

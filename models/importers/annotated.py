@@ -19,10 +19,8 @@ from typing import Any
 from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, find_state_dict, layer_count, read_vocabularies,
-    weight_rows,
-)
+from .common import Inspection, Settings, Source, WeightMap, find_state_dict, layer_count
+from .vocabularies import WORD_TOKENIZATION, read_vocabularies, weight_rows
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .layer_names import attention, both, fixed_positions, map_names, map_stacks

@@ -1,5 +1,5 @@
 """What every importer shares: the source being read, what it says (Inspection), settings the user supplies,
-weight mapping with one-line errors, and vocabulary files.
+and weight mapping with one-line errors (vocabulary files: vocabularies.py).
 
 Every failure is a :class:`CheckpointError` naming the file and what is wrong (a missing or unexpected
 weight, a shape, a hyper-parameter the file does not hold), never a traceback.
@@ -7,7 +7,6 @@ weight, a shape, a hyper-parameter the file does not hold), never a traceback.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,9 +20,9 @@ from ..nn.base import Seq2Seq
 from ..nn.validation import dtype_name
 from ..storage.checkpoint import _aliases as tied_names
 from ..storage.checkpoint import check_memory_for_bytes, iter_safetensors, stored_bytes
-from ..text.tokenizers import TokenizerJsonTokenizer
 from . import safe_load
 
+HALF_PRECISIONS = (torch.bfloat16, torch.float16)  # stored precisions a converted model may keep
 SHOWN = 4  # names listed in one error line before "and N more"
 
 
@@ -273,6 +272,14 @@ class WeightMap:
             self.read[key] = tensor.detach().float()
         return self.read[key]
 
+    def stored(self, key: str) -> Tensor | None:
+        """The foreign tensor ``key`` as the file stores it (no float32 copy of a half-precision one), for a weight
+        taken unchanged; checked, marked and recorded as :meth:`get` does."""
+        if key in self.state and key not in self.read and self.state[key].dtype in HALF_PRECISIONS:
+            self.taken.add(key)
+            return self.state[key].detach()
+        return self.get(key)
+
     def has(self, key: str) -> bool:
         return key in self.state
 
@@ -312,8 +319,11 @@ class WeightMap:
             self.assigned[ours] = (foreign, tensor)
 
     def copy(self, ours: str, foreign: str, transform: Callable[[Tensor], Tensor] | None = None) -> None:
+        if transform is None:  # taken as stored: a half-precision file's weights stay in its precision
+            self.put(ours, foreign, self.stored(foreign))
+            return
         tensor = self.get(foreign)
-        self.put(ours, foreign, None if tensor is None else (transform(tensor) if transform else tensor))
+        self.put(ours, foreign, None if tensor is None else transform(tensor))
 
     def check_complete(self) -> None:
         if self.absent:
@@ -335,9 +345,19 @@ class WeightMap:
                 raise self.source.error(f"weight {foreign} has shape {tuple(tensor.shape)}; the hyper-parameters "
                                         f"imply {tuple(expected[ours].shape)}")
         self._check_tied(expected)
-        _take_weights(model, self.assigned)
+        kept = self.kept_precision()
+        _take_weights(model, self.assigned, dtype=kept)
+        if kept is not None:
+            model.to(kept)  # the buffers computed from the config, as a model loaded in that precision holds them
         self.verify(model)
         return model.eval()
+
+    def kept_precision(self) -> torch.dtype | None:
+        """The half precision every mapped weight is stored in (bfloat16 or float16), which the converted model then
+        keeps (one copy of the weights, bit for bit the file's); None when any is float32 or was transformed into
+        it (the model is float32, each weight converted on its own as it is taken)."""
+        kinds = {tensor.dtype for _, tensor in self.assigned.values() if tensor.is_floating_point()}
+        return next(iter(kinds)) if len(kinds) == 1 and kinds <= set(HALF_PRECISIONS) else None
 
     def _check_tied(self, expected: Mapping[str, Tensor]) -> None:
         """Names our model ties together must receive equal tensors, else the last copy would silently win."""
@@ -356,7 +376,7 @@ class WeightMap:
         model holds exactly as many parameters as were mapped into it — a cheap guard against mapping bugs."""
         state = model.state_dict()
         for ours, (foreign, tensor) in self.assigned.items():
-            if not _same(state[ours].detach().float().cpu(), tensor):
+            if not _same(state[ours], tensor):
                 raise self.source.error(f"after conversion, {ours} does not hold {foreign} (its values differ)")
         aliases = tied_names(model)
         ours_count = sum(tensor.numel() for name, tensor in state.items() if name not in aliases)
@@ -365,9 +385,11 @@ class WeightMap:
             raise self.source.error(f"the converted model has {ours_count} parameters, {mapped} were mapped into it")
 
 
-def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]]) -> None:
+def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]], *,
+                  dtype: torch.dtype | None = None) -> None:
     """Put each mapped tensor in ``model``: a parameter still on the meta device becomes the tensor itself (as
-    float32, contiguous: a copy only where a transform left it strided), shared by every module that ties it; any
+    ``dtype``, default the parameter's (float32), contiguous: a copy only where a transform left it strided or its
+    precision differs), shared by every module that ties it; any
     other parameter or buffer is copied into. A saved tensor mapped to two untied parameters is copied for the
     second, so that each is its own weight (the checkpoint writer keeps one of tensors sharing memory)."""
     owners: dict[int, list[tuple[nn.Module, str]]] = {}
@@ -385,7 +407,7 @@ def _take_weights(model: Seq2Seq, assigned: Mapping[str, tuple[str, Tensor]]) ->
                 continue
             if id(target) in placed:  # a tied name of a parameter already placed (checked equal)
                 continue
-            value = tensor.detach().to(device="cpu", dtype=target.dtype).contiguous()
+            value = tensor.detach().to(device="cpu", dtype=dtype or target.dtype).contiguous()
             if (value.data_ptr(), tuple(value.shape)) in memory:
                 value = value.clone()
             memory.add((value.data_ptr(), tuple(value.shape)))
@@ -412,8 +434,14 @@ def saved_as_one(state: Mapping[str, Tensor], first: str, second: str) -> bool:
 
 
 def _same(first: Tensor, second: Tensor) -> bool:
-    return tuple(first.shape) == tuple(second.shape) and torch.equal(first.detach().float().cpu(),
-                                                                     second.detach().float().cpu())
+    """Equal shapes and values; compared in their own precision when they share it (no float32 copy of a
+    half-precision embedding, which alone can be a quarter of a language model's weights)."""
+    if tuple(first.shape) != tuple(second.shape):
+        return False
+    first, second = first.detach().cpu(), second.detach().cpu()
+    if first.dtype != second.dtype:
+        first, second = first.float(), second.float()
+    return torch.equal(first, second)
 
 
 def _names(names: list[str]) -> str:
@@ -437,149 +465,3 @@ def check_sinusoid(source: Source, stored: Tensor | None, expected: Tensor, what
     if table.shape != reference.shape or not torch.allclose(table, reference, atol=1e-3):
         raise source.error(f"{what} is not the sinusoid this format uses (learned or modified positions are "
                            f"not supported)")
-
-
-# Vocabularies
-
-def read_vocabulary(path: str | Path, *, side: str = "src", trust: bool = False) -> list[str]:
-    """Tokens in id order from a vocabulary file.
-
-    A text file has one token a line (the line number, from 0, is the id); ``.json`` holds a list or a
-    token → id object. Pickles (``.pkl``/``.pt``; trusted ones may hold objects) may hold a list, a
-    token → id dict, a tutorial ``Lang`` (``index2word``), a torchtext legacy ``Field``/``Vocab``
-    (``itos``), or jadore's data file (``{'vocab': {'src': Field, 'trg': Field}}``; ``side`` picks one).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(path, "no such vocabulary file")
-    data = path.read_bytes()
-    if data[:1] == b"\x80" or data.startswith(b"PK\x03\x04"):
-        return tokens_from_object(path, safe_load.load(path, trust=trust), side)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CheckpointError(path, "a vocabulary file must be UTF-8 text, JSON or a pickle") from None
-    if path.suffix == ".json":
-        try:
-            return tokens_from_object(path, json.loads(text), side)
-        except json.JSONDecodeError as error:
-            raise CheckpointError(path, f"not valid JSON ({error})") from None
-    tokens = text.split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
-    tokens = [token.rstrip("\r") for token in tokens]
-    if not tokens:
-        raise CheckpointError(path, "the vocabulary file is empty")
-    return tokens
-
-
-def tokens_from_object(path: Path, value: Any, side: str, depth: int = 0) -> list[str]:
-    """Follow the usual containers down to a token list: ``{'vocab': {'src': Field}}``, ``Field.vocab``..."""
-    if isinstance(value, list) and value and all(isinstance(token, str) for token in value):
-        return list(value)
-    if isinstance(value, Mapping) and value and all(isinstance(k, str) and isinstance(v, int)
-                                                    for k, v in value.items()):
-        return _from_ids(path, dict(value))
-    attributes = vars(value) if hasattr(value, "__dict__") and not isinstance(value, Mapping) else {}
-    if isinstance(attributes.get("index2word"), Mapping):  # the PyTorch tutorial's Lang
-        pairs = list(attributes["index2word"].items())
-        if all(isinstance(token, str) and type(index) is int for index, token in pairs):
-            return _from_ids(path, {token: index for index, token in pairs})
-    if isinstance(attributes.get("itos"), list):  # a torchtext legacy Vocab
-        return list(attributes["itos"])
-    if depth < 4:
-        inner = attributes.get("vocab")  # a torchtext legacy Field
-        if inner is None and isinstance(value, Mapping):
-            keys = ("src", "source", "vocab", "dict") if side == "src" else ("tgt", "trg", "target", "vocab", "dict")
-            inner = next((value[key] for key in keys if key in value), None)
-        if inner is not None:
-            return tokens_from_object(path, inner, side=side, depth=depth + 1)
-    raise CheckpointError(path, f"holds no vocabulary this reader knows ({type(value).__name__}); give a text "
-                                f"file with one token a line")
-
-
-def _from_ids(path: Path, ids: dict[str, int]) -> list[str]:
-    size = max(ids.values()) + 1
-    tokens: list[str | None] = [None] * size
-    for token, index in ids.items():
-        if index < 0:
-            raise CheckpointError(path, f"token {token!r} has a negative id")
-        tokens[index] = token
-    gaps = [index for index, token in enumerate(tokens) if token is None]
-    if gaps:
-        raise CheckpointError(path, f"the vocabulary has no token for id {gaps[0]} ({len(gaps)} ids missing)")
-    return tokens  # type: ignore[return-value]
-
-
-def weight_rows(source: Source, state: Mapping[str, Any], key: str, layout: str) -> int:
-    """The first dimension of weight ``key`` (an embedding's vocabulary, a layer's width)."""
-    if key not in state:
-        raise source.error(f"missing weights for the {layout} layout: {key}")
-    return int(state[key].shape[0])
-
-
-def read_vocabularies(source: Source, src_vocab: str | None, tgt_vocab: str | None, src_rows: int,
-                      tgt_rows: int) -> tuple[list[str], list[str]]:
-    """Both vocabulary files, each checked against its embedding's row count."""
-    src_tokens = read_vocabulary(src_vocab, side="src", trust=source.trust)
-    tgt_tokens = read_vocabulary(tgt_vocab, side="tgt", trust=source.trust)
-    check_vocab_size(source, src_tokens, rows=src_rows, side="src", origin=str(src_vocab))
-    check_vocab_size(source, tgt_tokens, rows=tgt_rows, side="tgt", origin=str(tgt_vocab))
-    return src_tokens, tgt_tokens
-
-
-def check_vocab_size(source: Source, tokens: list[str], rows: int, side: str, origin: str) -> None:
-    if len(tokens) != rows:
-        name = "source" if side == "src" else "target"
-        raise source.error(f"the {name} vocabulary ({origin}) has {len(tokens)} tokens; the model's {name} "
-                           f"embedding has {rows} rows")
-
-
-def special_id(tokens: list[str], names: tuple[str, ...], settings: Settings, key: str,
-               default: int | None) -> int | None:
-    """A special token's id: the user's ``--set key=ID``, else where the vocabulary holds one of ``names``,
-    else ``default`` (recorded as assumed)."""
-    if settings.has(key):
-        return settings.value(key, int)
-    for name in names:
-        if name in tokens:
-            return tokens.index(name)
-    return settings.value(key, int, default)
-
-
-# How the formats whose tokenizers look whole words up in their vocabularies tokenise (their provenance says so).
-WORD_TOKENIZATION = "whole words looked up in its vocabularies, the text split as the tokenize setting says"
-
-
-def subword_nmt_tokenizer(path: Path, vocabulary: list[str], specials: dict[str, int],
-                          moses: dict[str, Any] | None, split_back: bool = False) -> TokenizerJsonTokenizer:
-    """subword-nmt's BPE: each word's characters, the last with ``</w>``, merged by the codes' ranks; a piece
-    that does not end a word is written ``piece@@`` in the dictionary. ``moses``: the Moses settings that
-    make the words first (see ``TokenizerJsonTokenizer``), if any; ``split_back``: subword-nmt run with the
-    vocabulary (pieces it lacks split back into known ones), as JoeyNMT runs it."""
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import decoders, models, pre_tokenizers
-
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise CheckpointError(path, f"cannot be read as BPE codes ({error})") from None
-    if lines and lines[0].startswith("#version"):
-        lines = lines[1:]
-    merges = [tuple(line.split()) for line in lines if line.strip()]
-    if any(len(merge) != 2 for merge in merges):
-        raise CheckpointError(path, "has a line that is not two symbols: not subword-nmt codes")
-    unknown = vocabulary[specials["unk"]]
-    vocab: dict[str, int] = {unknown: specials["unk"]}
-    special_ids = {index for index in specials.values() if index is not None}
-    for index, symbol in enumerate(vocabulary):
-        if index not in special_ids:  # <s>, <pad>, </s>, <unk> are never BPE pieces
-            vocab.setdefault(symbol[:-2] if symbol.endswith("@@") else symbol + "</w>", index)
-    for first, second in merges:  # the BPE model needs every merge's parts and result, known or not
-        for piece in (first, second, first + second):
-            vocab.setdefault(piece, len(vocabulary) + len(vocab))
-    tokenizer = HFTokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unknown, end_of_word_suffix="</w>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
-    return TokenizerJsonTokenizer(tokenizer.to_str(), vocabulary, specials, beyond_is_unknown=True, moses=moses,
-                                  split_back=split_back)

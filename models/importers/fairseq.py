@@ -38,9 +38,8 @@ from torch import Tensor
 from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
-from .common import (
-    Inspection, Settings, Source, WeightMap, layer_count, subword_nmt_tokenizer, tensor_dict, weight_rows,
-)
+from .common import Inspection, Settings, Source, WeightMap, layer_count, tensor_dict
+from .vocabularies import subword_nmt_tokenizer, weight_rows
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .hf_common import map_bart_layers

@@ -30,10 +30,8 @@ from torch import Tensor
 from ..nn.base import sinusoid_table
 from ..nn.config import TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, layer_count, read_vocabularies, saved_as_one,
-    special_id, tensor_dict, weight_rows,
-)
+from .common import Inspection, Settings, Source, WeightMap, layer_count, saved_as_one, tensor_dict
+from .vocabularies import WORD_TOKENIZATION, read_vocabularies, special_id, weight_rows
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .layer_names import From, Names, both, fixed_positions, map_names, map_stacks

@@ -30,10 +30,8 @@ from ..nn.base import sinusoid_table
 from ..nn.config import RNNConfig, TransformerConfig
 from ..errors import CheckpointError, ConfigError
 from ..text.tokenizers import SentencePieceVocabTokenizer, WordTokenizer
-from .common import (
-    Inspection, Settings, Source, WeightMap, check_vocab_size, layer_count, read_vocabulary, subword_nmt_tokenizer,
-    tensor_dict,
-)
+from .common import Inspection, Settings, Source, WeightMap, layer_count, tensor_dict
+from .vocabularies import check_vocab_size, read_vocabulary, subword_nmt_tokenizer
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .layer_names import (

@@ -41,10 +41,8 @@ from torch import Tensor
 from ..nn.base import sinusoid_table
 from ..nn.config import RNNConfig, TransformerConfig
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
-from .common import (
-    Inspection, Settings, Source, WeightMap, check_vocab_size, layer_count, read_safetensors, saved_as_one,
-    tensor_dict, weight_rows,
-)
+from .common import Inspection, Settings, Source, WeightMap, layer_count, read_safetensors, saved_as_one, tensor_dict
+from .vocabularies import check_vocab_size, weight_rows
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 from .layer_names import Names, Zeros, attention, both, fixed_positions, map_layers, map_names, map_stacks, recurrent

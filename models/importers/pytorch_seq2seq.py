@@ -32,9 +32,9 @@ from ..errors import CheckpointError
 from ..text.tokenizers import WORD_SPLITS, WordTokenizer
 from . import safe_load
 from .common import (
-    WORD_TOKENIZATION, Inspection, Settings, Source, WeightMap, check_vocab_size, find_state_dict, read_safetensors,
-    read_vocabulary, refuse_unused, special_id, tensor_dict, tokens_from_object,
+    Inspection, Settings, Source, WeightMap, find_state_dict, read_safetensors, refuse_unused, tensor_dict,
 )
+from .vocabularies import WORD_TOKENIZATION, check_vocab_size, read_vocabulary, special_id, tokens_from_object
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
 

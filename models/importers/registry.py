@@ -65,7 +65,11 @@ def convert(path: str | Path, format: str | None = None, settings: Mapping[str, 
     module = _module(format or _detect(source))
     settings_ = Settings(settings, module.ACCEPTED, module.NAME)
     converted = module.convert(source, settings_, src_vocab=_optional(src_vocab), tgt_vocab=_optional(tgt_vocab))
-    return checkpoint_from(converted, format_name=module.NAME, settings=settings_)
+    checkpoint = checkpoint_from(converted, format_name=module.NAME, settings=settings_)
+    from .cached import chat_template_entry  # (cached.py converts through this module)
+
+    checkpoint.chat_template = chat_template_entry(source.path)
+    return checkpoint
 
 
 def _optional(path: str | Path | None) -> str | None:

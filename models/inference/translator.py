@@ -22,7 +22,8 @@ from ..storage.checkpoint import Checkpoint
 from .decoding import DECODERS, Capture, Search, Steps, finish
 from .modes import MODE_NAMES, Mode, decoding_mode
 from .prompts import continuation_room, prompted
-from ..errors import AttnvizError, EmptyInputError
+from ..errors import AttnvizError, EmptyInputError, InputError
+from ..text.chat import ChatTemplate, chat_messages
 
 
 class DeviceError(AttnvizError):
@@ -163,12 +164,15 @@ class Translator:
             if code is not None:
                 tokenizer.set_language(code)
 
-    def source(self, text: str, *, unknown: str = "replace") -> SourceInput:
+    def source(self, text: str, *, unknown: str = "replace", framed: bool = True) -> SourceInput:
         """Encode the source text as the training text was written (models/text/normalize.py); keeps the first
         ``max_len`` tokens (the end token included). Characters the vocabulary still lacks become its
-        unknown token (``unknown="error"``: refused instead)."""
-        tokenizer = self.source_tokenizer
-        text = tokenizer.normalize(text)
+        unknown token (``unknown="error"``: refused instead). ``framed=False``: a text already laid out as the model
+        reads it (a rendered chat prompt, :meth:`chat_prompt`), encoded as it is: not normalised, and without the
+        special tokens the tokenizer frames a text with (the template writes its own)."""
+        tokenizer = self.source_tokenizer if framed else getattr(self.source_tokenizer, "unframed",
+                                                                lambda: self.source_tokenizer)()
+        text = tokenizer.normalize(text) if framed else text
         ids = tokenizer.encode(text, unknown=unknown)
         missing, labels = [], None
         if tokenizer.unk_id is not None and tokenizer.unk_id in ids:
@@ -193,6 +197,25 @@ class Translator:
         if labels is not None:
             labels = labels[: limit - 1] + labels[-1:] if keeps_end else labels[:limit]
         return SourceInput(kept, len(ids), unknown=missing, labels=labels)
+
+    @property
+    def has_chat(self) -> bool:
+        """Whether the model has a chat template (:meth:`chat_source`)."""
+        return self.checkpoint.chat_template is not None and self.decoder_only
+
+    def chat_source(self, text: str, system: str | None = None, *, unknown: str = "replace") -> SourceInput:
+        """``text`` as the user's turn laid out by the model's chat template (:meth:`chat_prompt`), encoded."""
+        return self.source(self.chat_prompt(text, system), unknown=unknown, framed=False)
+
+    def chat_prompt(self, text: str, system: str | None = None) -> str:
+        """``text`` as the user's message (after ``system``'s) laid out by the model's chat template, ending with the
+        opening of the assistant's turn, to be encoded with ``source(..., framed=False)`` as transformers'
+        ``apply_chat_template(add_generation_prompt=True, tokenize=True)`` does; one line when the model has no
+        chat template."""
+        if not self.has_chat:
+            raise InputError("this model has no chat template (only a chat-tuned language model's folder brings one)")
+        template = ChatTemplate.from_dict(self.checkpoint.chat_template)
+        return template.render(chat_messages(text, system), add_generation_prompt=True)
 
     @property
     def decoder_only(self) -> bool:

@@ -137,13 +137,13 @@ class GroupedAttention(nn.Module):
             heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scaling)
             weights = None
         else:
-            weights, heads_out = self._weighted(q, k, v, mask)
+            weights, heads_out = self._weighted(q, k, v, mask=mask)
         heads_out = switch_heads(heads_out, heads_off)
         batch, _, length, _ = heads_out.shape
         return self.output(heads_out.transpose(1, 2).reshape(batch, length, -1)), weights
 
 
-    def _weighted(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def _weighted(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Weights ``[B, H, L, K]`` and head outputs ``[B, H, L, D]`` from q ``[B, H, L, D]`` and the G key/value
         heads' k, v ``[B, G, K, D]``: the r = H / G query heads of a group are stacked along the query axis
         (``[B, G, r·L, D]``), so each key/value head is read where it is, not copied r times (a long prompt's keys

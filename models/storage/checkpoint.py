@@ -44,6 +44,7 @@ class Checkpoint:
     target_tokenizer: Tokenizer
     provenance: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    chat_template: dict[str, Any] | None = None  # a chat-tuned model's (models/text/chat.py ChatTemplate.to_dict)
 
     @property
     def config(self):
@@ -58,9 +59,11 @@ def describe_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
 
 
 def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
-                    provenance: dict[str, Any] | None = None, *, dtype: torch.dtype = torch.float32,
+                    provenance: dict[str, Any] | None = None, *, dtype: torch.dtype | None = None,
                     chat_template: dict[str, Any] | None = None) -> Path:
-    """Write ``path`` atomically (models/storage/files.py: a crash or a full disk never leaves half a file);
+    """Write ``path`` atomically (models/storage/files.py: a crash or a full disk never leaves half a file), the
+    floating tensors as ``dtype`` (default: as the model holds them: a model converted from a bfloat16 folder keeps
+    its weights in bfloat16, the file's own numbers, at half the size);
     ``chat_template``: the model's chat template with its special tokens (``ChatTemplate.to_dict``), if it has one."""
     path = Path(path)
     tensors = unique_tensors(model, dtype)
@@ -76,9 +79,9 @@ def save_checkpoint(path: str | Path, model: Seq2Seq, source_tokenizer: Tokenize
     return write_safetensors(path, tensors, metadata)
 
 
-def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+def unique_tensors(model: Seq2Seq, dtype: torch.dtype | None = torch.float32) -> dict[str, torch.Tensor]:
     """The state dict on the CPU with each shared tensor (tied embeddings) once under its first name, floats
-    as ``dtype`` (safetensors refuses aliases)."""
+    as ``dtype`` (None: as they are; safetensors refuses aliases)."""
     tensors, seen = {}, set()
     for name, tensor in model.state_dict().items():
         key = (tensor.data_ptr(), tuple(tensor.shape))
@@ -86,7 +89,7 @@ def unique_tensors(model: Seq2Seq, dtype: torch.dtype = torch.float32) -> dict[s
             continue
         seen.add(key)
         value = tensor.detach().to("cpu")
-        tensors[name] = value.to(dtype) if value.is_floating_point() else value
+        tensors[name] = value.to(dtype) if value.is_floating_point() and dtype is not None else value
     return {name: tensor.contiguous() for name, tensor in tensors.items()}
 
 
@@ -115,11 +118,11 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu", *, dty
     path = existing_file(path)
     document = read_metadata(path)
     model, source, target = _model_without_weights(path, document)
-    check_memory_for(path, model, dtype=dtype)
-    _load_weights(path, model, dtype=dtype, progress=progress)
+    check_memory_for(path, model, dtype=dtype)  # the host's memory, or the peak of a failed move to a device
+    _load_weights(path, model, dtype=dtype, device=torch.device(device), progress=progress)
     model = model.to(dtype)  # the buffers computed from the config (position tables) alike
     return Checkpoint(model.to(device).eval(), source, target_tokenizer=target, provenance=document["provenance"],
-                      path=path)
+                      path=path, chat_template=document.get("chat_template"))
 
 
 def _model_without_weights(path: Path, document: dict[str, Any]) -> tuple[Seq2Seq, Tokenizer, Tokenizer]:
@@ -213,11 +216,12 @@ def _tensor_place(path: Path, name: str, entry: Any, *, data_size: int) -> tuple
     return begin, end, getattr(torch, dtype_name), count
 
 
-def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
+def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype, device: torch.device = torch.device("cpu"),
                   progress: Callable[[int, int], object] | None = None) -> None:
-    """Read the weights one tensor at a time (floats as ``dtype``) into the model built on meta; their names and shapes
-    were checked against the model already. Each becomes the parameter of every module that shares it (tied
-    weights are stored once, under their first name); persistent buffers are copied in."""
+    """Read the weights one tensor at a time (floats as ``dtype``) into the model built on meta, each straight into
+    ``device``'s memory (:func:`iter_safetensors`); their names and shapes were checked against the model already.
+    Each becomes the parameter of every module that shares it (tied weights are stored once, under their first
+    name); persistent buffers are copied in."""
     first_name: dict[int, str] = {}
     sharing: dict[str, list[tuple[nn.Module, str]]] = {}
     for module_name, module in model.named_modules(remove_duplicate=False):
@@ -228,7 +232,7 @@ def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
     buffers = dict(model.named_buffers())
     broken = []
     total = len(sharing) + len(buffers.keys() & model.state_dict().keys())  # what the file holds
-    for done, (name, tensor) in enumerate(iter_safetensors(path, dtype=dtype), start=1):
+    for done, (name, tensor) in enumerate(iter_safetensors(path, dtype=dtype, device=device), start=1):
         if not _finite(tensor):
             broken.append(name)
         if name in buffers:
@@ -250,7 +254,7 @@ def _load_weights(path: Path, model: Seq2Seq, *, dtype: torch.dtype,
 def _finite(tensor: torch.Tensor) -> bool:
     """No NaN or infinity in ``tensor``: its smallest and largest values, in one pass and no temporary the
     tensor's size (NaN propagates through both)."""
-    if not tensor.is_floating_point() or tensor.numel() == 0:
+    if not tensor.is_floating_point() or tensor.numel() == 0 or tensor.device.type == "meta":
         return True
     low, high = torch.aminmax(tensor)
     return bool(torch.isfinite(low)) and bool(torch.isfinite(high))
@@ -276,26 +280,30 @@ def _aliases(model: Seq2Seq) -> set[str]:
     return aliases
 
 
-def iter_safetensors(path: str | Path, *, dtype: Any = None) -> Iterator[tuple[str, Any]]:
+def iter_safetensors(path: str | Path, *, dtype: Any = None, device: Any = None) -> Iterator[tuple[str, Any]]:
     """Each tensor of a safetensors file as ``(name, tensor)``, in file order, read with ordinary reads into a
     buffer of its own (the tensor's memory: no second copy); floating tensors converted to ``dtype`` when given,
-    a chunk at a time into the converted tensor (``CONVERT_CHUNK``: no whole stored copy beside it). A header
-    that does not describe the file's bytes, or a file cut short, is one line."""
+    a chunk at a time into the converted tensor (``CONVERT_CHUNK``: no whole stored copy beside it). On a
+    ``device`` other than the CPU (a GPU) every tensor is made there and filled a chunk at a time: the host holds
+    one chunk, never a whole tensor. A header that does not describe the file's bytes, or a file cut short, is one
+    line."""
     path = existing_file(path)
     header, data_size = read_header(path), data_bytes(path)
     entries = sorted(((name, entry, _tensor_place(path, name, entry, data_size=data_size))
                       for name, entry in header.items() if name != "__metadata__"), key=lambda item: item[2][0])
-    scratch = bytearray(CONVERT_CHUNK if dtype is not None else 0)
+    elsewhere = device is not None and torch.device(device).type != "cpu"
+    scratch = bytearray(CONVERT_CHUNK if dtype is not None or elsewhere else 0)
     try:
         with open(path, "rb") as handle:
             start = 8 + struct.unpack("<Q", _read_exactly(path, handle, at=0, size=8))[0]
             for name, entry, (begin, end, torch_dtype, count) in entries:
                 shape = entry["shape"]
                 convert = dtype is not None and torch_dtype.is_floating_point and torch_dtype != dtype
+                kept = dtype if convert else torch_dtype
                 if count == 0:
-                    tensor = torch.empty(shape, dtype=dtype if convert else torch_dtype)
-                elif convert:
-                    tensor = torch.empty(count, dtype=dtype)
+                    tensor = torch.empty(shape, dtype=kept, device=device if elsewhere else None)
+                elif convert or elsewhere:
+                    tensor = torch.empty(count, dtype=kept, device=device if elsewhere else None)
                     _read_converting(path, handle, at=start + begin, into=tensor, stored=torch_dtype, scratch=scratch)
                     tensor = tensor.reshape(shape)
                 else:

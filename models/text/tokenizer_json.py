@@ -4,6 +4,7 @@ filter), and the labels of byte-level BPE pieces."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -93,6 +94,14 @@ class TokenizerJsonTokenizer(VocabularyTokenizer):
                    beyond_is_unknown=bool(data.get("beyond_is_unknown", False)),
                    split_back=bool(data.get("split_back", False)), moses=data.get("moses"),
                    languages=languages, language=language, force_language=bool(data.get("force_language", False)))
+
+    def unframed(self) -> TokenizerJsonTokenizer:
+        """This tokenizer encoding text as it is, without the post-processor's frame: a rendered chat writes its
+        own special tokens (transformers' ``apply_chat_template(tokenize=True)`` encodes with
+        ``add_special_tokens=False``)."""
+        plain = copy.copy(self)
+        plain.add_special_tokens = False
+        return plain
 
     def _encoded(self, text: str, add_special_tokens: bool) -> list[int]:
         if self.moses is not None:

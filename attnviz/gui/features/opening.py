@@ -250,6 +250,7 @@ class Opening(QObject):
         views.input_bar.set_examples(examples)
         views.input_bar.set_languages(info.languages)
         views.input_bar.set_words(input_words(info.prompted))
+        views.input_bar.set_chat_available(info.chat)
         run = saved.run if saved is not None else self._run_settings_for(info, examples)
         views.input_bar.show_run_settings(run, info.max_len)
         show_problem = ""

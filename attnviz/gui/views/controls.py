@@ -110,6 +110,10 @@ class InputBar(QWidget):
         self.target_language.setToolTip("The language to write: its code is forced as the first output token")
         self.target = QLineEdit()
         self.target.setPlaceholderText("Target to force")
+        self.chat = QCheckBox("Chat template")
+        self.chat.setToolTip("Lay the prompt out with the model's chat template: your text as the user's turn, the "
+                             "output as the assistant's answer")
+        self.chat.hide()  # shown for a model that has one (set_chat_available)
         self.max_len = QSpinBox()
         self.max_len.setRange(1, 4096)
         self.max_len.setValue(100)
@@ -125,7 +129,7 @@ class InputBar(QWidget):
         row = QHBoxLayout()
         for widget, stretch in ((self.text_label, 0), (self.text, 3), (self.examples, 0), (self.source_language, 0),
                                 (self.target_language, 0), (self.mode, 0), (self.beam, 0), (self.target, 2),
-                                (self.max_len, 0), (self.run, 0), (self.busy, 0)):
+                                (self.chat, 0), (self.max_len, 0), (self.run, 0), (self.busy, 0)):
             row.addWidget(widget, stretch)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 0)
@@ -148,7 +152,8 @@ class InputBar(QWidget):
         self.target.textEdited.connect(lambda _: self.debounce.start())
         self.target.textChanged.connect(lambda _: self.target.setStyleSheet(""))
         for signal in (self.mode.currentIndexChanged, self.beam.valueChanged, self.max_len.valueChanged,
-                       self.source_language.currentIndexChanged, self.target_language.currentIndexChanged):
+                       self.source_language.currentIndexChanged, self.target_language.currentIndexChanged,
+                       self.chat.toggled):
             signal.connect(lambda *_: self.debounce.start())
         self.set_languages(())
         self.set_words(SENTENCE_WORDS)
@@ -198,6 +203,14 @@ class InputBar(QWidget):
             box.setVisible(bool(codes))
             box.blockSignals(False)
 
+    def set_chat_available(self, available: bool) -> None:
+        """Offer the "Chat template" option for a model that has one; hidden (and off) for other models."""
+        self.chat.setVisible(available)
+        if not available:
+            self.chat.blockSignals(True)
+            self.chat.setChecked(False)
+            self.chat.blockSignals(False)
+
     def _show_languages(self, source: str, target: str) -> None:
         for box, code in ((self.source_language, source), (self.target_language, target)):
             if code and box.findText(code) >= 0:
@@ -212,14 +225,16 @@ class InputBar(QWidget):
         """What the bar holds: the next run's settings."""
         return RunSettings(text=self.text.text(), mode=self.mode.currentData(), beam=self.beam.value(),
                            target=self.target.text(), max_len=self.max_len.value(),
-                           src_lang=self.source_language.currentText(), tgt_lang=self.target_language.currentText())
+                           src_lang=self.source_language.currentText(), tgt_lang=self.target_language.currentText(),
+                           chat=self.chat.isChecked() and not self.chat.isHidden())
 
     def show_run_settings(self, settings: RunSettings, limit: int) -> None:
         """Show one model's input (``limit``: the longest output that model can make); runs nothing."""
         widgets = (self.text, self.target, self.mode, self.beam, self.max_len, self.source_language,
-                   self.target_language)
+                   self.target_language, self.chat)
         for widget in widgets:
             widget.blockSignals(True)
+        self.chat.setChecked(settings.chat and not self.chat.isHidden())
         self.max_len.setMaximum(limit)
         self.text.setText(settings.text)
         self.target.setText(settings.target)
