@@ -108,3 +108,38 @@ def neuron_vectors(translator: Translator, job) -> object:
 
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
     return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
+
+
+def fill_run(translator: Translator, source: SourceInput, ablation) -> list[tuple[str, object]]:
+    """An encoder-only model's run (models/inference/fill_mask.py) as what the worker's signals send, in order:
+    ("notice", why nothing was filled) if nothing was, ("original", the same input with every head on) when
+    ``ablation`` switches heads off, and ("finished", [its result])."""
+    from models.inference.fill_mask import fill_masks
+
+    fill = fill_masks(translator, source, ablation=ablation)
+    answers: list[tuple[str, object]] = [("notice", f"{fill.note[:1].upper()}{fill.note[1:]}.")] if fill.note else []
+    if ablation:
+        answers.append(("original", fill_result(fill_masks(translator, source))))
+    return [*answers, ("finished", [fill_result(fill)])]
+
+
+def fill_result(fill) -> object:
+    """A ``FillResult`` as the ``DecodeResult`` the session and views read: its text the filled sentence, its
+    ``token_ids`` and tokens each mask's most likely token (what the contributions of a mask's prediction
+    attribute), ``steps[m]`` mask m's top-k (the decoding panel's chart, one step per masked position, its ``step``
+    that position), ``prompt_ids`` the sentence as encoded."""
+    import numpy as np
+
+    from models.trace.records import DecodeResult, DecodeStep
+
+    steps = [DecodeStep(step=p.position, token_ids=np.array([p.best]), tokens=[p.top_tokens[0]],
+                        probabilities=np.array([p.top_probs[0]]), ranks=np.array([0]),
+                        top_ids=np.array([p.top_ids]), top_tokens=[list(p.top_tokens)],
+                        top_probs=np.array([p.top_probs]), parents=np.array([0]), scores=np.array([0.0]),
+                        finished=np.array([True]), attention={}, masks={})
+             for p in fill.predictions]
+    log_prob = float(sum(np.log(p.top_probs[0]) for p in fill.predictions))
+    best = [p.top_tokens[0] for p in fill.predictions]
+    return DecodeResult(token_ids=[p.best for p in fill.predictions], tokens=best,
+                        text=fill.text, log_prob=log_prob, score=log_prob, trace=fill.trace, steps=steps,
+                        rows=[0] * len(steps), prompt_ids=list(fill.source_ids))

@@ -40,15 +40,13 @@ from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
 from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, importance_steps, neuron_vectors, prune_steps, reporting_errors, run_labels,
+    corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, prune_steps, reporting_errors, run_labels,
 )
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
 
 
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
-
-
 
 # Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
 # logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
@@ -514,6 +512,11 @@ class ModelWorker(QObject):
         self.notice.emit(request.id, "The GPU ran out of memory; the model now runs on the CPU.")
         self.device_changed.emit(NO_REQUEST, self._description())
 
+    def _fill(self, request: Request, translator: Translator, source: SourceInput) -> None:
+        """An encoder-only model's run: its answers (work.py fill_run) go out as a decoding run's."""
+        for signal, value in fill_run(translator, source, request.ablation):
+            getattr(self, signal).emit(request.id, value)
+
     def _decode(self, request: Request) -> None:
         if self.series and request.snapshot is not None:
             self._use_snapshot(request.snapshot)
@@ -525,6 +528,8 @@ class ModelWorker(QObject):
             self.notice.emit(request.id, f"{notice[0].upper()}{notice[1:]}, shown as ⟨…⟩.")
         if source.truncated:
             self.notice.emit(request.id, f"The text {source.truncation_notice(translator.config.max_len)}.")
+        if not translator.model.decodes:  # an encoder-only model fills its masks
+            return self._fill(request, translator, source)
         target_ids = translator.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
         dtype, size = trace_dtype(translator, request, source=source, target_ids=target_ids)
         if dtype == np.float16:

@@ -23,6 +23,7 @@ from .jobs import JobBoard
 
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
 PARTNER_RUNNING = "model B is running…"
+FILLS = "An encoder-only model fills each mask in the sentence: it does not decode (no greedy, beam or forced mode)"
 PARTNER_NOT_RUN = "model B has not run this sentence: press Enter to run both"
 
 
@@ -173,7 +174,7 @@ class Session:
             return False
         self.results = results
         self.selection.hypothesis = 0
-        self.selection.step = max(0, len(self.trace.tgt_tokens) - 1) if self.trace else 0
+        self.selection.step = max(0, len(self.trace.tgt_tokens) - 1) if self.trace else 0  # a fill: its first mask
         self.clamp()
         return True
 
@@ -312,6 +313,11 @@ class Session:
 
     # --- what is shown -------------------------------------------------------------------------------
     @property
+    def fills(self) -> bool:
+        """The open model is encoder-only: a run fills its masks (models/inference/fill_mask.py), nothing decodes."""
+        return self.model is not None and self.model.arch == "encoder-only"
+
+    @property
     def run_result(self) -> DecodeResult | None:
         """The chosen hypothesis of the newest run (with its heads switched off, if any)."""
         if not self.results:
@@ -340,7 +346,9 @@ class Session:
         selection.layer = min(max(selection.layer, 0), trace.layers(selection.kind) - 1)
         if isinstance(selection.head, int):
             selection.head = min(max(selection.head, 0), trace.heads(selection.kind) - 1)
-        selection.step = min(max(selection.step, 0), len(trace.tgt_tokens) - 1)
+        # an encoder-only run's steps are its masked positions (attnviz/gui/work.py fill_result)
+        steps = len(trace.tgt_tokens) or len(self.result.steps)
+        selection.step = min(max(selection.step, 0), max(steps - 1, 0))
 
     def replace_selection(self, **changes: Any) -> Selection:
         self.selection = dataclasses.replace(self.selection, **changes)
