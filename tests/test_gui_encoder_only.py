@@ -11,7 +11,9 @@ from attnviz.state.demos import demo_path
 from models.inference.fill_mask import fill_masks
 from models.storage.checkpoint import load_checkpoint
 from models.inference.translator import Translator
-from tests.test_gui import WAIT, run_text
+from models.analysis.methods import contributions
+from tests.test_gui import WAIT, focus_data, run_text
+from tests.test_gui_contributions import show
 
 DEMO = "english-encoder-only"
 
@@ -43,3 +45,43 @@ def test_a_run_shows_the_filled_sentence_and_each_masks_top_k(qtbot, window, tra
         np.testing.assert_array_equal(mine, theirs)
     bar = window.views.input_bar
     assert not bar.mode.isEnabled() and "does not decode" in bar.mode.toolTip()
+
+
+def test_the_views_show_enc_self_alone_and_the_show_box_the_encoder_only_maps(qtbot, window, translator):
+    open_demo(qtbot, window)
+    run_text(qtbot, window, "sh_pherd")
+    window.select(kind="enc_self", layer=1, head=1)
+    session, views = window.session, window.views
+    heads = session.trace.heads("enc_self")
+    assert views.head_grid.shape[0] * views.head_grid.shape[1] >= heads
+    assert views.model_view.shape == (session.trace.layers("enc_self"), heads)
+    np.testing.assert_array_equal(focus_data(window), session.trace.attention["enc_self"][1][1])
+    assert window.viewing.current_heatmap().key_labels[-1] == "</s>"
+    source = translator.source("sh_pherd").ids
+    for name in ("value_norms", "alti", "value_zeroing"):
+        show(qtbot, window, name)
+        expected = contributions(name, translator.model, source, output_ids=session.result.token_ids)
+        layer = expected.layers["enc_self"][1]
+        np.testing.assert_allclose(focus_data(window), layer[1] if layer.ndim == 3 else layer, rtol=1e-5, atol=1e-6)
+    show(qtbot, window, "input_x_gradient")
+    expected = contributions("input_x_gradient", translator.model, source, output_ids=session.result.token_ids)
+    shown = focus_data(window)  # one row per mask, of the gradient of its most likely token
+    assert shown.shape == (1, len(source))
+    np.testing.assert_allclose(shown, np.reshape(expected.layers["enc_self"], shown.shape), rtol=1e-4, atol=1e-6)
+
+
+def test_switching_a_head_off_fills_again_and_shows_the_fill_with_every_head_on(qtbot, window, translator):
+    open_demo(qtbot, window)
+    run_text(qtbot, window, "h_use")
+    before = window.session.result.text
+    grid = window.views.model_view
+    (action,) = [action for action in grid.context_menu(0, 0).actions() if action.text() == "Switch layer off"]
+    action.trigger()
+    qtbot.waitUntil(lambda: bool(window.session.results) and window.session.original is not None, timeout=WAIT)
+    session = window.session
+    ablation = session.request.ablation
+    expected = fill_masks(translator, translator.source("h_use"), ablation=ablation)
+    assert session.original.text == before and session.result.text == expected.text
+    chart = window.views.decoding.top_k.state
+    assert list(chart.labels) == expected.predictions[0].top_tokens
+    assert f"with every head on: {before}" in window.views.input_bar.result_text()
