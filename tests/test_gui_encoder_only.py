@@ -85,3 +85,22 @@ def test_switching_a_head_off_fills_again_and_shows_the_fill_with_every_head_on(
     chart = window.views.decoding.top_k.state
     assert list(chart.labels) == expected.predictions[0].top_tokens
     assert f"with every head on: {before}" in window.views.input_bar.result_text()
+
+
+def test_with_no_mask_the_window_shows_the_attention_and_masks_a_right_clicked_token(qtbot, window, translator):
+    open_demo(qtbot, window)
+    run_text(qtbot, window, "bread and water")
+    session, focus = window.session, window.views.focus
+    assert session.trace.kinds == ["enc_self"] and session.result.text == "bread and water"
+    assert "no token was masked" in window.views.input_bar.notices.text().lower()
+    assert focus.maskable and "Right-click a token" in focus.readout.text()
+    assert focus.token_menu(len(session.trace.src_tokens) - 1) is not None  # offered; running it says why not
+    (action,) = focus.token_menu(3).actions()
+    assert action.text() == "Mask this token ‘a’ and fill it"
+    action.trigger()
+    qtbot.waitUntil(lambda: bool(session.results) and session.request.settings.text == "bre_d and water",
+                    timeout=WAIT)
+    expected = fill_masks(translator, translator.source("bre_d and water"))
+    assert window.views.input_bar.text.text() == "bre_d and water"
+    assert session.result.text == expected.text
+    assert list(window.views.decoding.top_k.state.labels) == expected.predictions[0].top_tokens

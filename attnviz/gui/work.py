@@ -91,7 +91,14 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         target_tokenizer=tokenizer(summary["target_tokenizer"]),
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
-        weights=weights_name(translator.model), show_choices=show_choices(translator))
+        weights=weights_name(translator.model), show_choices=show_choices(translator),
+        mask_token=mask_token(translator))
+
+
+def mask_token(translator: Translator) -> str:
+    """The token that marks a position to fill, as typed (an encoder-only model's; "" for the others)."""
+    mask_id = getattr(translator.config, "mask_id", -1)
+    return translator.source_tokenizer.token(mask_id) if mask_id >= 0 and not translator.model.decodes else ""
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:

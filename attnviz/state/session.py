@@ -47,6 +47,7 @@ class ModelInfo:
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
     weights: str = EXACT  # the precision its weights are kept in (one of models.nn.precisions.PRECISIONS)
     show_choices: tuple = ()  # the contributions methods it offers (attnviz/state/contributions.py ShowChoice)
+    mask_token: str = ""  # an encoder-only model's mask token as typed in a sentence ("" where it has none)
 
 
 @dataclass(frozen=True)

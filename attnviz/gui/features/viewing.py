@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from models.inference.modes import Mode
 
-from ...state import compare_view, contributions, viewmodel
+from ...state import compare_view, contributions, fill_view, viewmodel
 from ...state.contributions import ShowChoice
 from ...state.progress import decoding_progress
 from ...state.session import Session
@@ -95,6 +95,7 @@ class Viewing(QObject):
         views.decoding.hypothesis_chosen.connect(self.choose_hypothesis)
         for view in (views.focus, views.compare_view):
             view.hovered.connect(lambda text: views.status_bar.showMessage(text))
+        views.focus.mask_requested.connect(self.mask_token)
 
     # --- running --------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -118,6 +119,20 @@ class Viewing(QObject):
     def run_text(self, text: str) -> None:
         self.views.input_bar.set_text(text)
         self.run()
+
+    def mask_token(self, position: int) -> None:
+        """Run the sentence again with its token at ``position`` masked (an encoder-only model's "Mask this
+        token")."""
+        session = self.session
+        if session.trace is None or session.model is None or not session.model.mask_token:
+            return
+        labels = session.trace.src_tokens
+        text = fill_view.masked_text(session.request.settings.text, labels, position, session.model.mask_token)
+        if text is None:
+            self.views.status_bar.showMessage(f"‘{labels[position]}’ is not spelt in the sentence: nothing to mask",
+                                              8000)
+            return
+        self.run_text(text)
 
     def _on_labels(self, request_id: int, labels) -> None:
         self.session.accept_labels(request_id, labels)
@@ -330,6 +345,7 @@ class Viewing(QObject):
                 self._show_focus()
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
         views.decoding.show_state(self._step_state())
+        views.focus.set_maskable(bool(self.session.model and self.session.model.mask_token))
         self.neuron.refresh()
         self.shows_run = True
 
