@@ -27,7 +27,7 @@ def token_spans(text: str, labels: list[str]) -> list[tuple[int, int] | None]:
     return spans
 
 
-def masked_text(text: str, labels: list[str], position: int, mask: str) -> str | None:
+def masked_text(text: str, labels: list[str], position: int, *, mask: str) -> str | None:
     """``text`` with the token at ``position`` (an index into ``labels``, the run's source tokens) replaced by
     ``mask``; None when that token is not spelt in the text (a special token) or is a mask already."""
     spans = token_spans(text, labels)

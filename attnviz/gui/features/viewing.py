@@ -127,7 +127,7 @@ class Viewing(QObject):
         if session.trace is None or session.model is None or not session.model.mask_token:
             return
         labels = session.trace.src_tokens
-        text = fill_view.masked_text(session.request.settings.text, labels, position, session.model.mask_token)
+        text = fill_view.masked_text(session.request.settings.text, labels, position, mask=session.model.mask_token)
         if text is None:
             self.views.status_bar.showMessage(f"‘{labels[position]}’ is not spelt in the sentence: nothing to mask",
                                               8000)
