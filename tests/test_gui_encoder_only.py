@@ -41,6 +41,11 @@ def test_a_run_shows_the_filled_sentence_and_each_masks_top_k(qtbot, window, tra
     assert list(chart.labels) == prediction.top_tokens
     np.testing.assert_allclose(chart.values, prediction.top_probs, rtol=1e-6)
     assert session.trace.kinds == ["enc_self"] and session.selection.kind == "enc_self"
+    decoding = window.views.decoding
+    assert decoding.prefix.text().startswith(f"Mask 1 of 1, position {prediction.position} ‘_’")
+    window.select(layer=1, head=2)  # the mask's row of that head over the sentence
+    np.testing.assert_allclose(decoding.source_strip.state.values,
+                               expected.trace.attention["enc_self"][1][2, prediction.position], rtol=1e-6)
     for mine, theirs in zip(session.trace.attention["enc_self"], expected.trace.attention["enc_self"], strict=True):
         np.testing.assert_array_equal(mine, theirs)
     bar = window.views.input_bar
@@ -94,6 +99,7 @@ def test_with_no_mask_the_window_shows_the_attention_and_masks_a_right_clicked_t
     assert session.trace.kinds == ["enc_self"] and session.result.text == "bread and water"
     assert "no token was masked" in window.views.input_bar.notices.text().lower()
     assert focus.maskable and "Right-click a token" in focus.readout.text()
+    assert window.views.decoding.prefix.text().startswith("No token is masked: right-click a token")
     assert focus.token_menu(len(session.trace.src_tokens) - 1) is not None  # offered; running it says why not
     (action,) = focus.token_menu(3).actions()
     assert action.text() == "Mask this token ‘a’ and fill it"

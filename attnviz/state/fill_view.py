@@ -1,9 +1,21 @@
-"""An encoder-only model's sentence as the window edits it: the text with one token replaced by the mask token
-("Mask this token" on the focus heatmap), found from the run's token labels (no tokenizer on this side)."""
+"""An encoder-only model's run as the window shows and edits it: the decoding panel over its masked positions, and
+the text with one token replaced by the mask token ("Mask this token" on the focus heatmap), found from the run's
+token labels (no tokenizer on this side)."""
 
 from __future__ import annotations
 
+import dataclasses
+import html
+
+import numpy as np
+
 from models.text.tokenizer import SPACE_LABEL
+from models.trace.records import AttentionTrace, DecodeResult
+
+from .session import Selection
+from .viewmodel import BarsState, StepState, top_k_bars
+
+NO_MASK_CAPTION = "No token is masked: right-click a token on the heatmap to mask it, or type the mask in the sentence."
 
 WORD_MARKERS = ("##", "Ġ", "▁")  # WordPiece's continuation, BPE's and SentencePiece's word start
 
@@ -35,3 +47,31 @@ def masked_text(text: str, labels: list[str], position: int, *, mask: str) -> st
     if span is None or labels[position] == mask:
         return None
     return text[:span[0]] + mask + text[span[1]:]
+
+
+def fill_step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:
+    """The decoding panel of an encoder-only run (attnviz/gui/work.py ``fill_result``: one step per masked position,
+    its ``step`` the position): the selected mask's top-k, and what that position attends to in the selected layer
+    and head (the mean of the heads for an aggregate); with no mask, empty charts saying so."""
+    masks = result.steps
+    if not masks:
+        nothing = BarsState(labels=[], values=np.zeros(0), highlight=None, title="no token is masked")
+        return StepState(count=0, step=0, tokens=[], produced=None, probability=None, top_k=nothing,
+                         source_bars=nothing, caption=NO_MASK_CAPTION)
+    index = min(max(selection.step, 0), len(masks) - 1)
+    step = masks[index]
+    position, best, probability = step.step, step.tokens[0], float(step.probabilities[0])
+    top_k = dataclasses.replace(top_k_bars(step, 0), title=f"mask at {position}: ‘{best}’, p = {probability:.3f}")
+    layer = min(selection.layer, trace.layers("enc_self") - 1)
+    weights = trace.attention["enc_self"][layer][:, position].astype(float)
+    if isinstance(selection.head, int):
+        values, which = weights[selection.head], f"layer {layer}, head {selection.head}"
+    else:
+        values, which = weights.mean(axis=0), f"layer {layer}, mean of heads"
+    bars = BarsState(labels=list(trace.src_tokens), values=values, highlight=position,
+                     title=f"what the mask at {position} attends to ({which})")
+    caption = (f"Mask {index + 1} of {len(masks)}, position {position} "
+               f"‘{html.escape(trace.src_tokens[position])}’ &nbsp;→&nbsp; <b>{html.escape(best)}</b> "
+               f"(p = {probability:.3f})")
+    return StepState(count=len(masks), step=index, tokens=[], produced=best, probability=probability, top_k=top_k,
+                     source_bars=bars, caption=caption)

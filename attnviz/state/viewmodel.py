@@ -111,6 +111,7 @@ class StepState:
     probability: float | None
     top_k: BarsState | None
     source_bars: BarsState
+    caption: str = ""  # said in place of the decoder's input (an encoder-only model's masked position), as HTML
 
 
 @dataclass
@@ -457,8 +458,6 @@ def top_k_bars(step: DecodeStep, row: int) -> BarsState:
 def step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:
     """The decoding panel for the selected step of ``result``."""
     index, tokens = selection.step, trace.tgt_tokens
-    if not tokens and result.steps:  # an encoder-only run: one step per masked position, named by its position
-        tokens = [f"{trace.src_tokens[step.step]} at {step.step}" for step in result.steps]
     step = result.steps[index] if index < len(result.steps) else None
     row = result.rows[index] if step is not None else 0
     return StepState(count=len(tokens), step=index, tokens=tokens,

@@ -358,7 +358,8 @@ class Viewing(QObject):
 
     def _step_state(self) -> viewmodel.StepState:
         trace, selection, feature = self.session.trace, self.session.selection, self.contributions
-        state = viewmodel.step_state(self.session.result, trace, selection)
+        state = (fill_view.fill_step_state(self.session.result, trace, selection) if self.session.fills
+                 else viewmodel.step_state(self.session.result, trace, selection))
         maps = feature.maps_for() if trace.kinds else None
         if maps is None:
             return state

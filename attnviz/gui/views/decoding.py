@@ -245,6 +245,8 @@ class DecodingPanel(QWidget):
     def show_state(self, state: StepState) -> None:
         self.controls.set_count(state.count, state.step)
         self.show_prefix(state.tokens, state.step, produced=state.produced, probability=state.probability)
+        if state.caption:
+            self.prefix.setText(state.caption)
         if state.top_k is not None:
             self.top_k.show_bars(state.top_k)
         self.source_strip.show_bars(state.source_bars)
