@@ -36,6 +36,7 @@ def test_a_run_shows_the_filled_sentence_and_each_masks_top_k(qtbot, window, tra
     session = window.session
     assert session.result.text == expected.text
     assert expected.text in window.views.input_bar.result_text()
+    assert f"1 mask filled · p {expected.predictions[0].top_probs[0]:.3f}" in window.views.input_bar.result_text()
     (prediction,) = expected.predictions
     chart = window.views.decoding.top_k.state
     assert list(chart.labels) == prediction.top_tokens

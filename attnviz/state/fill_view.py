@@ -75,3 +75,13 @@ def fill_step_state(result: DecodeResult, trace: AttentionTrace, selection: Sele
                f"(p = {probability:.3f})")
     return StepState(count=len(masks), step=index, tokens=[], produced=best, probability=probability, top_k=top_k,
                      source_bars=bars, caption=caption)
+
+
+def fill_details(result: DecodeResult) -> str:
+    """What the output line says beside a filled sentence: how many masks, and each one's most likely token's
+    probability ("2 masks filled · p 0.370, 0.912")."""
+    count = len(result.steps)
+    if not count:
+        return "no token masked"
+    probabilities = ", ".join(f"{float(step.probabilities[0]):.3f}" for step in result.steps)
+    return f"{count} mask{'s' if count > 1 else ''} filled · p {probabilities}"

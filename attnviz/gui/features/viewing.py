@@ -213,10 +213,12 @@ class Viewing(QObject):
                 partner = viewmodel.partner_line(session.partner_result or session.partner_error or None,
                                                  session.partner.path.stem)
             coverage = self.contributions.coverage
-            bar.show_result(viewmodel.result_line(
+            line = viewmodel.result_line(
                 result, session.notices, limit=limit, eos_id=eos_id, original=session.original, partner=partner,
                 coverage=coverage.get(min(session.selection.hypothesis, len(session.results) - 1), ""),
-                original_coverage=coverage.get(contributions.ORIGINAL, ""), showing_original=session.show_original))
+                original_coverage=coverage.get(contributions.ORIGINAL, ""), showing_original=session.show_original)
+            bar.show_result(dataclasses.replace(line, details=fill_view.fill_details(result)) if session.fills
+                            else line)
         elif session.notices:
             bar.show_message(session.notices[-1])
 
