@@ -13,6 +13,7 @@ from models.storage.checkpoint import load_checkpoint
 from models.inference.translator import Translator
 from models.analysis.methods import contributions
 from tests.test_gui import WAIT, focus_data, run_text
+from tests.test_encoder_only_contributions import build
 from tests.test_gui_contributions import show
 
 DEMO = "english-encoder-only"
@@ -101,6 +102,7 @@ def test_with_no_mask_the_window_shows_the_attention_and_masks_a_right_clicked_t
     assert "no token was masked" in window.views.input_bar.notices.text().lower()
     assert focus.maskable and "Right-click a token" in focus.readout.text()
     assert window.views.decoding.prefix.text().startswith("No token is masked: right-click a token")
+    assert window.views.decoding.top_k.state.title == "nothing filled"
     assert focus.token_menu(len(session.trace.src_tokens) - 1) is not None  # offered; running it says why not
     (action,) = focus.token_menu(3).actions()
     assert action.text() == "Mask this token ‘a’ and fill it"
@@ -111,3 +113,16 @@ def test_with_no_mask_the_window_shows_the_attention_and_masks_a_right_clicked_t
     assert window.views.input_bar.text.text() == "bre_d and water"
     assert session.result.text == expected.text
     assert list(window.views.decoding.top_k.state.labels) == expected.predictions[0].top_tokens
+
+
+def test_a_bare_encoder_shows_its_attention_and_says_predictions_need_the_head(qtbot, window, tmp_path):
+    build(tmp_path, "bert", head=False)
+    window.open_path(str(tmp_path))
+    qtbot.waitUntil(lambda: window.session.model is not None and window.session.model.arch == "encoder-only",
+                    timeout=WAIT)
+    run_text(qtbot, window, "the [MASK] sat on the mat .")
+    session = window.session
+    assert session.trace.kinds == ["enc_self"] and session.trace.src_tokens[2] == "[MASK]"
+    assert "predictions need the head" in window.views.input_bar.notices.text()
+    assert window.views.decoding.prefix.text().startswith("Nothing is filled")
+    assert not window.views.focus.maskable and window.views.focus.token_menu(1) is None

@@ -96,9 +96,11 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
 
 
 def mask_token(translator: Translator) -> str:
-    """The token that marks a position to fill, as typed (an encoder-only model's; "" for the others)."""
-    mask_id = getattr(translator.config, "mask_id", -1)
-    return translator.source_tokenizer.token(mask_id) if mask_id >= 0 and not translator.model.decodes else ""
+    """The token that marks a position to fill, as typed (an encoder-only model's with its masked-language-model
+    head; "" for the others)."""
+    mask_id, model = getattr(translator.config, "mask_id", -1), translator.model
+    fills = not model.decodes and getattr(model, "has_predictions", False)
+    return translator.source_tokenizer.token(mask_id) if mask_id >= 0 and fills else ""
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:

@@ -15,6 +15,7 @@ from models.trace.records import AttentionTrace, DecodeResult
 from .session import Selection
 from .viewmodel import BarsState, StepState, top_k_bars
 
+NOTHING_FILLED = "Nothing is filled: the notice above says why; the views show the sentence's attention."
 NO_MASK_CAPTION = "No token is masked: right-click a token on the heatmap to mask it, or type the mask in the sentence."
 
 WORD_MARKERS = ("##", "Ġ", "▁")  # WordPiece's continuation, BPE's and SentencePiece's word start
@@ -49,15 +50,17 @@ def masked_text(text: str, labels: list[str], position: int, *, mask: str) -> st
     return text[:span[0]] + mask + text[span[1]:]
 
 
-def fill_step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection) -> StepState:
+def fill_step_state(result: DecodeResult, trace: AttentionTrace, selection: Selection, *,
+                    maskable: bool = True) -> StepState:
     """The decoding panel of an encoder-only run (attnviz/gui/work.py ``fill_result``: one step per masked position,
     its ``step`` the position): the selected mask's top-k, and what that position attends to in the selected layer
-    and head (the mean of the heads for an aggregate); with no mask, empty charts saying so."""
+    and head (the mean of the heads for an aggregate); with no mask, empty charts saying so (how to mask a token
+    where the model can fill one: ``maskable``)."""
     masks = result.steps
     if not masks:
-        nothing = BarsState(labels=[], values=np.zeros(0), highlight=None, title="no token is masked")
+        nothing = BarsState(labels=[], values=np.zeros(0), highlight=None, title="nothing filled")
         return StepState(count=0, step=0, tokens=[], produced=None, probability=None, top_k=nothing,
-                         source_bars=nothing, caption=NO_MASK_CAPTION)
+                         source_bars=nothing, caption=NO_MASK_CAPTION if maskable else NOTHING_FILLED)
     index = min(max(selection.step, 0), len(masks) - 1)
     step = masks[index]
     position, best, probability = step.step, step.tokens[0], float(step.probabilities[0])

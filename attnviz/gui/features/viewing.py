@@ -360,8 +360,9 @@ class Viewing(QObject):
 
     def _step_state(self) -> viewmodel.StepState:
         trace, selection, feature = self.session.trace, self.session.selection, self.contributions
-        state = (fill_view.fill_step_state(self.session.result, trace, selection) if self.session.fills
-                 else viewmodel.step_state(self.session.result, trace, selection))
+        session = self.session
+        state = (fill_view.fill_step_state(session.result, trace, selection, maskable=bool(session.model.mask_token))
+                 if session.fills else viewmodel.step_state(session.result, trace, selection))
         maps = feature.maps_for() if trace.kinds else None
         if maps is None:
             return state
