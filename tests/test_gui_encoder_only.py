@@ -126,3 +126,17 @@ def test_a_bare_encoder_shows_its_attention_and_says_predictions_need_the_head(q
     assert "predictions need the head" in window.views.input_bar.notices.text()
     assert window.views.decoding.prefix.text().startswith("Nothing is filled")
     assert not window.views.focus.maskable and window.views.focus.token_menu(1) is None
+
+
+def test_the_neuron_pane_shows_an_encoder_only_heads_softmax_over_the_sentence(qtbot, window):
+    open_demo(qtbot, window)
+    run_text(qtbot, window, "sh_pherd")
+    window.viewing.select(kind="enc_self", layer=2, head=1)
+    view_menu = next(action.menu() for action in window.menuBar().actions() if action.text() == "&View")
+    next(action for action in view_menu.actions() if action.text() == "&Neuron").trigger()
+    pane = window.neuron.pane
+    qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
+    columns = {column.name: column.values for column in pane.state.columns}
+    trace = window.session.trace
+    np.testing.assert_allclose(columns["softmax"], trace.attention["enc_self"][2][1, pane.state.query_row], atol=1e-6)
+    assert pane.state.key_labels == trace.src_tokens
