@@ -4,10 +4,13 @@ attention; heads switched off show both fills. A real window on the bundled engl
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
 from attnviz.state.demos import demo_path
+from attnviz.state.session import PARTNER_RUNNING
 from models.inference.fill_mask import fill_masks
 from models.storage.checkpoint import load_checkpoint
 from models.inference.translator import Translator
@@ -140,3 +143,24 @@ def test_the_neuron_pane_shows_an_encoder_only_heads_softmax_over_the_sentence(q
     trace = window.session.trace
     np.testing.assert_allclose(columns["softmax"], trace.attention["enc_self"][2][1, pane.state.query_row], atol=1e-6)
     assert pane.state.key_labels == trace.src_tokens
+
+
+def test_comparing_two_encoder_only_models_fills_on_both_and_a_decoder_says_why_not(qtbot, window, tmp_path):
+    open_demo(qtbot, window)
+    run_text(qtbot, window, "sh_pherd")
+    copy = tmp_path / "english-copy.safetensors"
+    shutil.copy(demo_path(DEMO), copy)
+    window.comparing.compare_with(str(copy))
+    qtbot.waitUntil(lambda: window.session.partner is not None, timeout=WAIT)
+    run_text(qtbot, window, "k_ng")
+    session = window.session
+    qtbot.waitUntil(lambda: session.partner_result is not None, timeout=WAIT)
+    assert session.partner_result.text == session.result.text == "king"
+    np.testing.assert_array_equal(session.partner_result.trace.attention["enc_self"][0],
+                                  session.trace.attention["enc_self"][0])
+    window.comparing.compare_with(str(demo_path("en-es-transformer")))
+    qtbot.waitUntil(lambda: session.partner is not None and session.partner.path.stem == "en-es-transformer",
+                    timeout=WAIT)
+    run_text(qtbot, window, "q_een")
+    qtbot.waitUntil(lambda: bool(session.partner_error) and session.partner_error != PARTNER_RUNNING, timeout=WAIT)
+    assert "compare two encoder-only models" in session.partner_error and session.result.text == "queen"

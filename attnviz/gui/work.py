@@ -119,16 +119,25 @@ def neuron_vectors(translator: Translator, job) -> object:
     return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
 
 
-def fill_run(translator: Translator, source: SourceInput, ablation) -> list[tuple[str, object]]:
+def fill_run(translator: Translator, source: SourceInput, ablation, *, partner: Translator | None = None,
+             text: str = "") -> list[tuple[str, object]]:
     """An encoder-only model's run (models/inference/fill_mask.py) as what the worker's signals send, in order:
     ("notice", why nothing was filled) if nothing was, ("original", the same input with every head on) when
-    ``ablation`` switches heads off, and ("finished", [its result])."""
+    ``ablation`` switches heads off, ("partner_finished", model B's fill of ``text`` or the line saying why not)
+    while comparing, and ("finished", [its result])."""
     from models.inference.fill_mask import fill_masks
 
     fill = fill_masks(translator, source, ablation=ablation)
     answers: list[tuple[str, object]] = [("notice", f"{fill.note[:1].upper()}{fill.note[1:]}.")] if fill.note else []
     if ablation:
         answers.append(("original", fill_result(fill_masks(translator, source))))
+    if partner is not None:
+        lines: list[str] = []
+        with reporting_errors(lines.append):  # model A's fill stands
+            if partner.model.decodes:
+                raise AttnvizError("model B decodes and model A fills masks: compare two encoder-only models")
+            answers.append(("partner_finished", fill_result(fill_masks(partner, partner.source(text)))))
+        answers.extend(("partner_finished", line) for line in lines)
     return [*answers, ("finished", [fill_result(fill)])]
 
 

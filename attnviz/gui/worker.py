@@ -514,7 +514,8 @@ class ModelWorker(QObject):
 
     def _fill(self, request: Request, translator: Translator, source: SourceInput) -> None:
         """An encoder-only model's run: its answers (work.py fill_run) go out as a decoding run's."""
-        for signal, value in fill_run(translator, source, request.ablation):
+        answers = fill_run(translator, source, request.ablation, partner=self.partner, text=request.settings.text)
+        for signal, value in answers:
             getattr(self, signal).emit(request.id, value)
 
     def _decode(self, request: Request) -> None:
