@@ -20,7 +20,7 @@ from .token_axis import TokenAxis
 LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span style='color:{HIGHLIGHT}'>▭</span> "
           "current decoding step · <span style='color:#c62828'>⚠</span> weight on a masked cell</span>")
 HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
-MASK_HINT = " Right-click a token to mask it and see what the model predicts there."
+MASK_HINT = " Right-click a token to mask it."
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 NOT_A_NUMBER_RGBA = (255, 0, 255, 255)  # NaN or infinite cells: a colour no colour map uses
 
