@@ -133,7 +133,7 @@ def step_costs(device: str, steps: int = 1010) -> dict:
     import numpy as np
     import torch
 
-    from attnviz.gui.worker import leave_a_core_for_the_gui
+    from attnviz.gui.work import leave_a_core_for_the_gui
     from models.storage.checkpoint import load_checkpoint
     from models.inference.translator import Translator
 

@@ -74,7 +74,7 @@ def build_window(window, checkpoint: str | None, device: str | None, *, weights:
 
     from ..state.session import NO_REQUEST
     from .views.style import follow_palette
-    from .worker import leave_a_core_for_the_gui
+    from .work import leave_a_core_for_the_gui
 
     leave_a_core_for_the_gui()
     follow_palette()

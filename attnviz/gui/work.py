@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from models.errors import AttnvizError
-from models.inference.translator import SourceInput, Translator
+from models.inference.translator import SourceInput, Translator, use_idle_cores
 from models.storage.checkpoint import describe_checkpoint, weights_name
 
 from ..state.contributions import ShowChoice, show_choice
@@ -92,7 +92,7 @@ def describe(translator: Translator, path: Path) -> ModelInfo:
         device=str(translator.device), max_len=translator.config.max_len, languages=tuple(translator.languages),
         src_lang=translator.source_tokenizer.language or "", tgt_lang=translator.target_tokenizer.language or "",
         weights=weights_name(translator.model), show_choices=show_choices(translator),
-        chat=translator.has_chat, **decoder_only_shape(translator.model))
+        chat=translator.has_chat, mask_token=mask_token(translator), **decoder_only_shape(translator.model))
 
 
 def decoder_only_shape(model) -> dict[str, tuple[int, ...]]:
@@ -101,6 +101,14 @@ def decoder_only_shape(model) -> dict[str, tuple[int, ...]]:
         return {}
     return {"kv_groups": tuple(int(group) for group in model.kv_groups()),
             "windows": tuple(int(window) for window in model.sliding_windows())}
+
+
+def mask_token(translator: Translator) -> str:
+    """The token that marks a position to fill, as typed (an encoder-only model's with its masked-language-model
+    head; "" for the others)."""
+    mask_id, model = getattr(translator.config, "mask_id", -1), translator.model
+    fills = not model.decodes and getattr(model, "has_predictions", False)
+    return translator.source_tokenizer.token(mask_id) if mask_id >= 0 and fills else ""
 
 
 def run_labels(translator: Translator, source: SourceInput) -> RunLabels:
@@ -123,3 +131,53 @@ def prompt_source(translator: Translator, run) -> SourceInput:
     """The run's text encoded: laid out by the model's chat template when the run asks for it and the model has one
     (a partner model without one reads the text as it is)."""
     return translator.chat_source(run.text) if run.chat and translator.has_chat else translator.source(run.text)
+
+
+def fill_run(translator: Translator, source: SourceInput, ablation, *, partner: Translator | None = None,
+             text: str = "") -> list[tuple[str, object]]:
+    """An encoder-only model's run (models/inference/fill_mask.py) as what the worker's signals send, in order:
+    ("notice", why nothing was filled) if nothing was, ("original", the same input with every head on) when
+    ``ablation`` switches heads off, ("partner_finished", model B's fill of ``text`` or the line saying why not)
+    while comparing, and ("finished", [its result])."""
+    from models.inference.fill_mask import fill_masks
+
+    fill = fill_masks(translator, source, ablation=ablation)
+    answers: list[tuple[str, object]] = [("notice", f"{fill.note[:1].upper()}{fill.note[1:]}.")] if fill.note else []
+    if ablation:
+        answers.append(("original", fill_result(fill_masks(translator, source))))
+    if partner is not None:
+        lines: list[str] = []
+        with reporting_errors(lines.append):  # model A's fill stands
+            if partner.model.decodes:
+                raise AttnvizError("model B decodes and model A fills masks: compare two encoder-only models")
+            answers.append(("partner_finished", fill_result(fill_masks(partner, partner.source(text)))))
+        answers.extend(("partner_finished", line) for line in lines)
+    return [*answers, ("finished", [fill_result(fill)])]
+
+
+def fill_result(fill) -> object:
+    """A ``FillResult`` as the ``DecodeResult`` the session and views read: its text the filled sentence, its
+    ``token_ids`` and tokens each mask's most likely token (what the contributions of a mask's prediction
+    attribute), ``steps[m]`` mask m's top-k (the decoding panel's chart, one step per masked position, its ``step``
+    that position), ``prompt_ids`` the sentence as encoded."""
+    import numpy as np
+
+    from models.trace.records import DecodeResult, DecodeStep
+
+    steps = [DecodeStep(step=p.position, token_ids=np.array([p.best]), tokens=[p.top_tokens[0]],
+                        probabilities=np.array([p.top_probs[0]]), ranks=np.array([0]),
+                        top_ids=np.array([p.top_ids]), top_tokens=[list(p.top_tokens)],
+                        top_probs=np.array([p.top_probs]), parents=np.array([0]), scores=np.array([0.0]),
+                        finished=np.array([True]), attention={}, masks={})
+             for p in fill.predictions]
+    log_prob = float(sum(np.log(p.top_probs[0]) for p in fill.predictions))
+    best = [p.top_tokens[0] for p in fill.predictions]
+    return DecodeResult(token_ids=[p.best for p in fill.predictions], tokens=best,
+                        text=fill.text, log_prob=log_prob, score=log_prob, trace=fill.trace, steps=steps,
+                        rows=[0] * len(steps), prompt_ids=list(fill.source_ids))
+
+
+def leave_a_core_for_the_gui() -> None:
+    """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading), and on
+    cores other work keeps busy it waits for its own threads."""
+    use_idle_cores(keep_free=1)

@@ -32,7 +32,7 @@ from models.importers import MissingSettingsError, TrustRequiredError, convert, 
 from models.storage.metadata import is_native
 from models.storage.snapshots import is_series, load_series
 from models.inference.modes import Mode
-from models.inference.translator import SourceInput, Translator, resolve_device, use_idle_cores
+from models.inference.translator import SourceInput, Translator, resolve_device
 
 from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
@@ -40,16 +40,14 @@ from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
 from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, importance_steps, neuron_vectors, prompt_source, prune_steps, reporting_errors,
-    run_labels,
+    corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, prompt_source, prune_steps,
+    reporting_errors, run_labels,
 )
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
 
 
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
-
-
 
 # Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
 # logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
@@ -517,6 +515,12 @@ class ModelWorker(QObject):
         self.notice.emit(request.id, "The GPU ran out of memory; the model now runs on the CPU.")
         self.device_changed.emit(NO_REQUEST, self._description())
 
+    def _fill(self, request: Request, translator: Translator, source: SourceInput) -> None:
+        """An encoder-only model's run: its answers (work.py fill_run) go out as a decoding run's."""
+        answers = fill_run(translator, source, request.ablation, partner=self.partner, text=request.settings.text)
+        for signal, value in answers:
+            getattr(self, signal).emit(request.id, value)
+
     def _decode(self, request: Request) -> None:
         if self.series and request.snapshot is not None:
             self._use_snapshot(request.snapshot)
@@ -528,6 +532,8 @@ class ModelWorker(QObject):
             self.notice.emit(request.id, f"{notice[0].upper()}{notice[1:]}, shown as ⟨…⟩.")
         if source.truncated:
             self.notice.emit(request.id, f"The text {source.truncation_notice(translator.config.max_len)}.")
+        if not translator.model.decodes:  # an encoder-only model fills its masks
+            return self._fill(request, translator, source)
         target_ids = translator.target(run.target, unknown="replace") if run.mode == Mode.FORCED else None
         dtype, size = trace_dtype(translator, request, source=source, target_ids=target_ids)
         if dtype == np.float16:
@@ -589,9 +595,3 @@ class WorkerThread:
         self.thread.quit()
         self.thread.wait()
         self.worker.end_long_jobs()
-
-
-def leave_a_core_for_the_gui() -> None:
-    """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading), and on
-    cores other work keeps busy it waits for its own threads."""
-    use_idle_cores(keep_free=1)

@@ -24,6 +24,7 @@ from .prompt_view import step_count
 
 NO_REQUEST = 0  # the id of notices that belong to no run (a saved file, a device move)
 PARTNER_RUNNING = "model B is running…"
+FILLS = "An encoder-only model fills each mask in the sentence: it does not decode (no greedy, beam or forced mode)"
 PARTNER_NOT_RUN = "model B has not run this sentence: press Enter to run both"
 
 
@@ -47,6 +48,7 @@ class ModelInfo:
     snapshots: tuple[int, ...] = ()  # a snapshot series (models/storage/snapshots.py): the training step of each
     weights: str = EXACT  # the precision its weights are kept in (one of models.nn.precisions.PRECISIONS)
     show_choices: tuple = ()  # the contributions methods it offers (attnviz/state/contributions.py ShowChoice)
+    mask_token: str = ""  # an encoder-only model's mask token as typed in a sentence ("" where it has none)
     chat: bool = False  # a chat-tuned language model: it has a chat template to lay a prompt out with
     kv_groups: tuple[int, ...] = ()  # a decoder-only model's: the key/value head each query head reads
     windows: tuple[int, ...] = ()  # a decoder-only model's: each layer's sliding window (0: none)
@@ -183,7 +185,7 @@ class Session:
             return False
         self.results = results
         self.selection.hypothesis = 0
-        self.selection.step = max(0, step_count(self.trace) - 1)
+        self.selection.step = max(0, step_count(self.trace) - 1)  # a fill (no decoder rows): its first mask
         self.clamp()
         return True
 
@@ -322,6 +324,11 @@ class Session:
 
     # --- what is shown -------------------------------------------------------------------------------
     @property
+    def fills(self) -> bool:
+        """The open model is encoder-only: a run fills its masks (models/inference/fill_mask.py), nothing decodes."""
+        return self.model is not None and self.model.arch == "encoder-only"
+
+    @property
     def run_result(self) -> DecodeResult | None:
         """The chosen hypothesis of the newest run (with its heads switched off, if any)."""
         if not self.results:
@@ -350,7 +357,9 @@ class Session:
         selection.layer = min(max(selection.layer, 0), trace.layers(selection.kind) - 1)
         if isinstance(selection.head, int):
             selection.head = min(max(selection.head, 0), trace.heads(selection.kind) - 1)
-        selection.step = min(max(selection.step, 0), step_count(trace) - 1)
+        # an encoder-only run's steps are its masked positions (attnviz/gui/work.py fill_result)
+        steps = len(self.result.steps) if self.fills else step_count(trace)
+        selection.step = min(max(selection.step, 0), max(steps - 1, 0))
 
     def replace_selection(self, **changes: Any) -> Selection:
         self.selection = dataclasses.replace(self.selection, **changes)

@@ -117,6 +117,7 @@ class StepState:
     source_bars: BarsState
     offset: int = 0  # the row of step 0 in ``tokens`` (a decoder-only run's: the prompt's last token, P − 1)
     input_name: str = "decoder input"
+    caption: str = ""  # said in place of the decoder's input (an encoder-only model's masked position), as HTML
 
 
 @dataclass

@@ -148,7 +148,7 @@ class Contributions(QObject):
         self.asked = {key for key in self.asked if key[0] == request_id}
         self.coverage, self.coverage_next = {}, None
         coverage = choice_named(self.choices, COVERAGE_METHOD)
-        if coverage is None or coverage.reason:
+        if coverage is None or coverage.reason or self.session.fills:  # a fill has no source to cover
             return
         results, original = self.session.results, self.session.original
         if original is not None:  # a job of its own (every head on); after the run's, which a second would stop

@@ -19,7 +19,7 @@ from ...state import viewmodel
 from ...state.demos import demo_name, demo_pairs, model_examples
 from ...state.open_plan import OpenPlan
 from ...state.prompt_view import input_words
-from ...state.session import NO_REQUEST, ModelInfo, RunSettings, Session
+from ...state.session import FILLS, NO_REQUEST, ModelInfo, RunSettings, Session
 from ...state.session_file import SUFFIX as SESSION_SUFFIX
 from ...state.settings import SettingsReader
 from ..actions import make_action
@@ -253,6 +253,7 @@ class Opening(QObject):
         views.input_bar.set_chat_available(info.chat)
         run = saved.run if saved is not None else self._run_settings_for(info, examples)
         views.input_bar.show_run_settings(run, info.max_len)
+        views.input_bar.set_fill_reason(FILLS if self.session.fills else "")
         show_problem = ""
         if saved is not None:  # the heads the session had switched off, the snapshot and the method it showed
             self.session.ablation = saved.ablation

@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from models.inference.modes import Mode
 
-from ...state import compare_view, contributions, prompt_view, viewmodel
+from ...state import compare_view, contributions, fill_view, prompt_view, viewmodel
 from ...state.contributions import ShowChoice
 from ...state.progress import decoding_progress
 from ...state.session import Session
@@ -95,6 +95,7 @@ class Viewing(QObject):
         views.decoding.hypothesis_chosen.connect(self.choose_hypothesis)
         for view in (views.focus, views.compare_view):
             view.hovered.connect(lambda text: views.status_bar.showMessage(text))
+        views.focus.mask_requested.connect(self.mask_token)
 
     # --- running --------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -118,6 +119,20 @@ class Viewing(QObject):
     def run_text(self, text: str) -> None:
         self.views.input_bar.set_text(text)
         self.run()
+
+    def mask_token(self, position: int) -> None:
+        """Run the sentence again with its token at ``position`` masked (an encoder-only model's "Mask this
+        token")."""
+        session = self.session
+        if session.trace is None or session.model is None or not session.model.mask_token:
+            return
+        labels = session.trace.src_tokens
+        text = fill_view.masked_text(session.request.settings.text, labels, position, mask=session.model.mask_token)
+        if text is None:
+            self.views.status_bar.showMessage(f"‘{labels[position]}’ is not spelt in the sentence: nothing to mask",
+                                              8000)
+            return
+        self.run_text(text)
 
     def _on_labels(self, request_id: int, labels) -> None:
         self.session.accept_labels(request_id, labels)
@@ -198,10 +213,12 @@ class Viewing(QObject):
                 partner = viewmodel.partner_line(session.partner_result or session.partner_error or None,
                                                  session.partner.path.stem)
             coverage = self.contributions.coverage
-            bar.show_result(viewmodel.result_line(
+            line = viewmodel.result_line(
                 result, session.notices, limit=limit, eos_id=eos_id, original=session.original, partner=partner,
                 coverage=coverage.get(min(session.selection.hypothesis, len(session.results) - 1), ""),
-                original_coverage=coverage.get(contributions.ORIGINAL, ""), showing_original=session.show_original))
+                original_coverage=coverage.get(contributions.ORIGINAL, ""), showing_original=session.show_original)
+            bar.show_result(dataclasses.replace(line, details=fill_view.fill_details(result)) if session.fills
+                            else line)
         elif session.notices:
             bar.show_message(session.notices[-1])
 
@@ -331,6 +348,7 @@ class Viewing(QObject):
                 self._show_focus()
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
         views.decoding.show_state(self._step_state())
+        views.focus.set_maskable(bool(self.session.model and self.session.model.mask_token))
         self.neuron.refresh()
         self.shows_run = True
 
@@ -343,7 +361,9 @@ class Viewing(QObject):
 
     def _step_state(self) -> viewmodel.StepState:
         trace, selection, feature = self.session.trace, self.session.selection, self.contributions
-        state = viewmodel.step_state(self.session.result, trace, selection)
+        session = self.session
+        state = (fill_view.fill_step_state(session.result, trace, selection, maskable=bool(session.model.mask_token))
+                 if session.fills else viewmodel.step_state(session.result, trace, selection))
         maps = feature.maps_for() if trace.kinds else None
         if maps is None:
             return state

@@ -78,6 +78,11 @@ class OutputArea(QTextBrowser):
             self.verticalScrollBar().setValue(0)  # laid out at a new size, the text is read from its start again
 
 
+TEXT_TIP = "Type a sentence; Enter runs it"
+MODE_TIP = "Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target."
+MAX_LEN_TIP = "Stop after this many output tokens"
+
+
 class InputBar(QWidget):
     """Source text (Enter runs; typing re-runs after a pause), decoding mode, and the result line."""
 
@@ -88,6 +93,8 @@ class InputBar(QWidget):
         self.text = QLineEdit()
         self.text_label = QLabel()  # "Prompt" for a decoder-only model, hidden for the others
         self.text_label.setBuddy(self.text)
+        self.text.setPlaceholderText(TEXT_TIP)
+        self.fill_reason = ""  # why the decoding options do not apply (an encoder-only model), "" when they do
         self.text.setClearButtonEnabled(True)
         self.examples = QToolButton()
         self.examples.setText("Examples")
@@ -98,7 +105,7 @@ class InputBar(QWidget):
         self.mode = QComboBox()
         for mode in Mode:
             self.mode.addItem(mode.label, mode.value)
-        self.mode.setToolTip("Greedy: the likeliest token each step. Beam: K hypotheses. Forced: your target.")
+        self.mode.setToolTip(MODE_TIP)
         self.beam = QSpinBox()
         self.beam.setRange(MIN_BEAM_SEARCH, MAX_BEAM)
         self.beam.setValue(4)
@@ -118,7 +125,7 @@ class InputBar(QWidget):
         self.max_len.setRange(1, 4096)
         self.max_len.setValue(100)
         self.max_len.setPrefix("max ")
-        self.max_len.setToolTip("Stop after this many output tokens")
+        self.max_len.setToolTip(MAX_LEN_TIP)
         self.run = QPushButton("Run")
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)  # indeterminate: a decode's length is unknown in advance
@@ -178,18 +185,33 @@ class InputBar(QWidget):
             self.target.setFocus()
 
     def _show_mode_options(self) -> None:
-        mode = self.mode.currentData()
+        mode = None if self.fill_reason else self.mode.currentData()
         self.beam.setVisible(mode == Mode.BEAM)
         self.target.setVisible(mode == Mode.FORCED)
 
     def set_words(self, words: InputWords) -> None:
         """Name the boxes as the open model reads them (a decoder-only model's prompt and continuation)."""
+        self.words = words
         self.text_label.setText(f"<b>{words.label}</b>")
         self.text_label.setVisible(bool(words.label))
         self.text.setPlaceholderText(words.placeholder)
         self.target.setPlaceholderText(words.forced)
         self.mode.setToolTip(words.modes)
         self.max_len.setToolTip(words.max_len)
+
+    def set_fill_reason(self, reason: str) -> None:
+        """An encoder-only model fills its masks and decodes nothing: the mode and the length limit are disabled,
+        ``reason`` their tooltip ("" offers them again, named as :meth:`set_words` last named them)."""
+        self.fill_reason = reason
+        for widget in (self.mode, self.max_len):
+            widget.setEnabled(not reason)
+        if reason:
+            self.mode.setToolTip(reason)
+            self.max_len.setToolTip(reason)
+            self.text.setPlaceholderText("Type a sentence with masks; Enter fills them")
+        else:
+            self.set_words(self.words)
+        self._show_mode_options()
 
     def set_busy(self, busy: bool) -> None:
         self.busy.setVisible(busy)

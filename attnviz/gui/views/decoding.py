@@ -248,6 +248,8 @@ class DecodingPanel(QWidget):
                          offset=state.offset, input_name=state.input_name)
         self.source_strip.setToolTip("Attention of this step over the prompt's tokens" if state.offset
                                      else "Cross-attention of this step over the source tokens")
+        if state.caption:
+            self.prefix.setText(state.caption)
         if state.top_k is not None:
             self.top_k.show_bars(state.top_k)
         self.source_strip.show_bars(state.source_bars)

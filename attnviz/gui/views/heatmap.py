@@ -11,7 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPen
-from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QMenu, QVBoxLayout, QWidget
 
 from ...state.viewmodel import HeatmapState, unrevealed
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
@@ -22,6 +22,7 @@ LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span 
 HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
 BOUNDARY_COLOUR = "#ff9800"  # the line where a decoder-only model's prompt ends
 BOUNDARY_LEGEND = f"<span style='color:gray'> · <span style='color:{BOUNDARY_COLOUR}'>┃</span> prompt end</span>"
+MASK_HINT = " Right-click a token to mask it."
 MASS_ON_MASKED = 1e-6  # more weight than this on a blocked cell means the model ignored its mask
 NOT_A_NUMBER_RGBA = (255, 0, 255, 255)  # NaN or infinite cells: a colour no colour map uses
 
@@ -55,6 +56,7 @@ class HeatmapView(QWidget):
 
     hovered = Signal(str)
     row_clicked = Signal(int)  # a query row clicked (the Neuron pane follows it)
+    mask_requested = Signal(int)  # "Mask this token" chosen on a sentence position (an encoder-only model's map)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -85,6 +87,32 @@ class HeatmapView(QWidget):
         self.mask: np.ndarray | None = None
         self.query_tokens: list[str] = []
         self.key_tokens: list[str] = []
+        self.maskable = False  # the key tokens are a sentence whose tokens a right-click offers to mask
+
+    def set_maskable(self, maskable: bool) -> None:
+        """Offer "Mask this token" on a right-click of a key token (an encoder-only model fills masks)."""
+        self.maskable = maskable
+        self.readout.setText(HOVER_HINT + (MASK_HINT if maskable else ""))
+
+    def token_at(self, scene_position: QPointF) -> int | None:
+        """The key token under a point of a cell or of the key axis; a query token of the left axis where the
+        queries are the same tokens (self-attention)."""
+        point = self.plot.getViewBox().mapSceneToView(scene_position)
+        row, col = int(np.floor(point.y() + 0.5)), int(np.floor(point.x() + 0.5))
+        if 0 <= col < len(self.key_tokens) and point.y() > -0.5:
+            return col
+        if 0 <= row < len(self.query_tokens) and self.query_tokens == self.key_tokens:
+            return row
+        return None
+
+    def token_menu(self, index: int) -> QMenu | None:
+        """The right-click menu of key token ``index``: "Mask this token" (emits ``mask_requested``)."""
+        if not self.maskable or not 0 <= index < len(self.key_tokens):
+            return None
+        menu = QMenu(self)
+        menu.addAction(f"Mask this token ‘{self.key_tokens[index]}’ and fill it",
+                       lambda: self.mask_requested.emit(index))
+        return menu
 
     def _build_plot(self) -> None:
         axes = {name: TokenAxis(name) for name in ("left", "bottom")}
@@ -244,7 +272,7 @@ class HeatmapView(QWidget):
     def clear_hover(self) -> None:
         self.vline.hide()
         self.hline.hide()
-        self.readout.setText(HOVER_HINT)
+        self.readout.setText(HOVER_HINT + (MASK_HINT if self.maskable else ""))
 
     def reset_zoom(self) -> None:
         rows, cols = self.matrix.shape
@@ -356,6 +384,12 @@ class HeatmapView(QWidget):
                 + ("" if np.isfinite(value) else "  (not a number: the model's computation broke down here)"))
 
     def _on_mouse_clicked(self, event) -> None:
+        if event.button() == Qt.MouseButton.RightButton:
+            index = self.token_at(event.scenePos())
+            menu = self.token_menu(index) if index is not None else None
+            if menu is not None:
+                menu.popup(event.screenPos().toPoint())
+            return
         if event.double():
             self.reset_zoom()
             return
