@@ -101,13 +101,28 @@ def test_compared_with_a_gru_its_attention_over_the_prompt_stands_for_cross_atte
     assert both.diff.state is not None and not both.diff.state.matrix.any()  # two decoder-only: as they are
 
 
-def test_a_decoder_only_run_waits_for_its_result_instead_of_streaming():
+def test_a_decoder_only_run_streams_its_prompt_and_the_steps_so_far_as_the_finished_map_will_show_them():
+    """While a decoder-only run decodes, the focus map is the prompt's prefilled rows (carried by the first step) and
+    one row per step so far: the finished trace's top-left block, cell for cell, labels and mask too."""
+    from models.inference.decoding import run
+
     translator = Translator(load_checkpoint(demo_path("piglatin-decoder-only")), "cpu")
-    source = translator.source("team")
-    steps = list(translator.decode(source, max_len=6))  # the steps only: the generator's return value is dropped
+    source = translator.source("strength")
+    steps, results = run(translator.decode(source, max_len=8))
     labels = RunLabels(tuple(translator.source_labels(source)), "<s>")
     assert steps[0].attention["dec_self"][0].shape[-1] == len(labels.source)  # the prompt's keys, then itself
-    assert viewmodel.streamed_heatmap(labels, steps, Selection(kind="dec_self")) is None  # (it raised before)
+    assert steps[0].first_rows is not None and all(step.first_rows is None for step in steps[1:])
+    trace = results[0].trace
+    for count in (1, 4, len(steps)):
+        streamed = viewmodel.streamed_trace(labels, steps[:count], "dec_self")
+        n = len(labels.source) - 1 + count
+        assert streamed.prompt_len == trace.prompt_len and streamed.tgt_tokens == trace.tgt_tokens[:n]
+        assert np.array_equal(streamed.masks["dec_self"], trace.masks["dec_self"][:n, :n])
+        for layer, weights in enumerate(streamed.attention["dec_self"]):
+            np.testing.assert_array_equal(weights, trace.attention["dec_self"][layer][:, :n, :n])
+    state = viewmodel.streamed_heatmap(labels, steps[:4], Selection(kind="dec_self", layer=1, head=2))
+    assert state is not None and state.matrix.shape == (len(labels.source) + 3, len(labels.source) + 3)
+    assert "decoding… 4 steps so far" in state.title
     gru = Translator(load_checkpoint(demo_path("piglatin-gru-transformer-decoder")), "cpu")
     gru_source = gru.source("team")
     gru_steps = list(gru.decode(gru_source, max_len=6))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.trace.records import AttentionTrace, DecodeStep
+from models.trace.records import AttentionTrace, DecodeStep, stack_rows
 
 SEQUENCE_AXES = ("prompt · continuation (queries)", "prompt · continuation (keys)")
 PREDICTED_AXIS = "input → predicted token"
@@ -137,3 +137,27 @@ def comparable(a: AttentionTrace, b: AttentionTrace, kind: str) -> tuple[Attenti
 
 
 PROMPT_COLUMNS_NOTE = "decoder-only: its self-attention over the prompt"
+
+
+def streamed_prompt_trace(labels, steps: list[DecodeStep], kind: str) -> AttentionTrace | None:
+    """A decoder-only run's map while it decodes: the prompt's prefilled rows (``DecodeStep.first_rows`` of its first
+    step), then one row per step so far, over the keys fed so far, labelled as the finished trace will be (the prompt's
+    tokens, then the continuation's but the newest). None when the first step does not carry the prompt's rows."""
+    first, first_masks = steps[0].first_rows, steps[0].first_masks
+    if not first or kind not in first or first_masks is None:
+        return None
+    prompt = first[kind][0].shape[1]  # S: the prompt but its last token
+    keys = prompt + len(steps)
+    layers = []
+    for layer, block in enumerate(first[kind]):
+        rows = stack_rows([step.attention[kind][layer][0] for step in steps], keys)  # [heads, steps, keys]
+        square = np.zeros((block.shape[0], keys, keys), dtype=rows.dtype)
+        square[:, :prompt, :prompt] = block
+        square[:, prompt:] = rows
+        layers.append(square)
+    mask = np.zeros((keys, keys), dtype=bool)
+    mask[:prompt, :prompt] = first_masks[kind]
+    mask[prompt:] = stack_rows([np.asarray(step.masks[kind][:1], dtype=bool) for step in steps], keys)[0]
+    tokens = list(labels.source) + [step.tokens[0] for step in steps[:-1]]
+    return AttentionTrace(list(labels.source), tokens, attention={kind: layers}, masks={kind: mask},
+                          prompt_len=len(labels.source))

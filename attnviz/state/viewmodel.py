@@ -343,8 +343,10 @@ def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> Att
     :data:`STREAMED_ROWS`."""
     if not steps or len(steps) > STREAMED_ROWS or kind not in STREAMED_KINDS or kind not in steps[0].attention:
         return None
-    if any(len(step.token_ids) != 1 for step in steps) or prompt_view.after_a_prompt(steps[0], kind):
+    if any(len(step.token_ids) != 1 for step in steps):
         return None
+    if prompt_view.after_a_prompt(steps[0], kind):
+        return prompt_view.streamed_prompt_trace(labels, steps, kind)
     keys = len(steps) if kind == "dec_self" else len(labels.source)
     layers = [stack_rows([step.attention[kind][layer][0] for step in steps], keys)
               for layer in range(len(steps[0].attention[kind]))]

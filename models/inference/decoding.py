@@ -248,8 +248,11 @@ class _Decoder:
         else:  # nothing asked for the weights
             attention_rows = {}
         mask_rows = {kind: self._shared_if_open(rows[("mask", kind)][parents_host]) for kind in masks}
+        first = index == 0 and attention_rows and self.traces.first  # a prefilled prompt's rows, once
         return DecodeStep(step=index, **self.choices.labelled(host), parents=parents_host, scores=host["scores"],
-                          finished=host["finished"], attention=attention_rows, masks=mask_rows)
+                          finished=host["finished"], attention=attention_rows, masks=mask_rows,
+                          first_rows=self.traces.first if first else None,
+                          first_masks=self.traces.first_masks if first else None)
 
     def _shared_if_open(self, rows: np.ndarray) -> np.ndarray:
         """Mask rows that allow every key (nearly always: one sentence has no padding) as a view of one

@@ -96,6 +96,11 @@ class DecodeStep:
     attention: dict[str, list[np.ndarray]]
     masks: dict[str, np.ndarray]
     kept: np.ndarray | None = None
+    # A decoder-only run's first step: its prompt's prefilled rows per kind and layer [heads, S, S] and their mask
+    # [S, S] (S: the prompt but its last token), so a view can draw the run's whole map while it decodes (shared
+    # with the run's trace assembly, not copied).
+    first_rows: dict[str, list[np.ndarray]] | None = None
+    first_masks: dict[str, np.ndarray] | None = None
 
     def attention_row(self, kind: str, layer: int, row: int) -> np.ndarray:
         """Hypothesis ``row``'s attention ``[heads, key_len]`` in ``layer`` of ``kind``."""
