@@ -102,7 +102,7 @@ def convert(source: Source, settings: Settings, src_vocab: str | None, tgt_vocab
     return Converted(config, state, weights_file=weights_file,
                      weights=partial(_map_weights, source, state, config=config, family=hf["family"], prefix=prefix,
                                      file=weights_file),
-                     tokenizers=partial(_tokenizers, source, config),
+                     tokenizers=partial(language_model_tokenizers, source, config),
                      provenance=Provenance(source.path, inspection.inferred,
                                            vocabularies={"src": "tokenizer.json", "tgt": "tokenizer.json"},
                                            details={"family": hf["family"]}))
@@ -322,7 +322,7 @@ def _map_llama(weights: WeightMap, prefix: str, config: DecoderOnlyConfig) -> No
     weights.ignore(f"{prefix}rotary_emb.inv_freq")
 
 
-def _tokenizers(source: Source, config: DecoderOnlyConfig) -> Tokenizers:
+def language_model_tokenizers(source: Source, config: DecoderOnlyConfig) -> Tokenizers:
     """tokenizer.json for both sides: the prompt framed by its post-processor (Llama's bos first), the continuation
     decoded as it is. A tokenizer whose ids reach beyond the model's token table is refused."""
     path = source.path / "tokenizer.json"

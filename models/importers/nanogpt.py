@@ -30,7 +30,7 @@ from . import safe_load
 from .common import Inspection, Settings, Source, WeightMap, tensor_dict
 from .contract import Converted, Detection, Provenance, Tokenizers
 from .formats import format_name
-from .hf_causal import _tokenizers as tokenizer_json_tokenizers
+from .hf_causal import language_model_tokenizers
 
 NAME = format_name(__name__)  # its --format name, from the catalogue (formats.py)
 DETECTION = Detection(file=0)  # when detection asks this format (contract.py): first, its model_args are its own
@@ -214,7 +214,7 @@ def _tokenizer_json_id(path: Path, piece: str) -> int | None:
 
 def _tokenizers(path: Path, config: DecoderOnlyConfig) -> Tokenizers:
     if path.suffix == ".json":
-        return tokenizer_json_tokenizers(Source(path.parent), config)
+        return language_model_tokenizers(Source(path.parent), config)
     characters = _characters(path, config.vocab_size)
     vocabulary = characters + [f"<id {index}>" for index in range(len(characters), config.vocab_size)]
     specials = {"pad": config.pad_id, "unk": None, "bos": config.bos_id, "eos": config.eos_id}
