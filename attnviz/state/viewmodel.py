@@ -81,6 +81,7 @@ class GridState:
     off: list[bool] = field(default_factory=list)  # per thumbnail: the head was switched off in the run
     boundary: float | None = None  # a decoder-only map: where its prompt ends, in the thumbnails' cells
     group: int = 0  # query heads per key/value head (grouped-query attention: a divider every ``group`` heads)
+    wrap: bool = False  # one layer's heads, drawn in as many rows as keep them near square (state/head_rows.py)
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,8 @@ def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | N
 
 def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,
               reveal_step: int | None = None, kv_groups: tuple[int, ...] = ()) -> GridState:
-    """Every head of the selected layer, in one row (long inputs shrunk: :func:`thumbnail`); without
+    """Every head of the selected layer, one grid row laid out in as many rows as its panel needs (``wrap``:
+    state/head_rows.py; long inputs shrunk: :func:`thumbnail`); without
     ``images`` no matrices (a head switch only moves the outline); ``reveal_step``: only what that decoding
     step has generated (View → Reveal rows step by step); ``kv_groups`` (the model's key/value head of each
     query head) names each head's group."""
@@ -416,7 +418,8 @@ def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, 
                      matrices=[_thumbnail_as_generated(weights, kind, reveal_step, offset=offset)
                                for weights in trace.attention[kind][layer]] if images else [],
                      selected=selected, off=[trace.is_ablated(kind, layer, head) for head in range(heads)],
-                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group)
+                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group,
+                     wrap=True)
 
 
 def model_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,

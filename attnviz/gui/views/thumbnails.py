@@ -1,7 +1,8 @@
 """Grids of bare attention thumbnails (no token labels: on 48 small plots they are unreadable and make
 drawing about 3× slower; labels belong to the one large focus view). One class serves the head grid (all
-heads of a layer: one row) and the model view (every layer × head). Plots are rebuilt only when the
-grid's shape changes; new data only calls ``setImage``.
+heads of a layer: one grid row, drawn in as many rows of near-square thumbnails as its panel needs, each under
+its heads' names: state/head_rows.py) and the model view (every layer × head). Plots are rebuilt only when the
+grid's shape (or the number of heads a row holds) changes; new data only calls ``setImage``.
 
 A right-click offers to switch the head (or its whole layer) off or on; heads that were off in the run are
 crossed out."""
@@ -13,6 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
 from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
+from ...state import head_rows
 from ...state.viewmodel import GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
@@ -20,6 +22,7 @@ OFF_COLOUR = "#e53935"  # the cross over a switched-off head
 BOUNDARY_PEN = (255, 152, 0, 150)  # where a decoder-only model's prompt ends: the focus view's orange, see-through
 BOUNDARY_LEAST = 24  # pixels a thumbnail needs for its boundary lines: on smaller ones they hide the weights
 GROUP_GAP = 9  # pixels between key/value groups of heads (the grid's usual spacing is 3)
+ROOM = head_rows.Room(row_header=24.0, col_header=16.0, gap=3.0, group_gap=GROUP_GAP)  # what a wrapped grid spends
 
 
 class HeaderLabel(pg.LabelItem):
@@ -35,7 +38,8 @@ class HeaderLabel(pg.LabelItem):
 
 class ThumbnailGrid(pg.GraphicsLayoutWidget):
     """``rows × cols`` thumbnails; clicking one emits ``(row, col)``; its context menu emits
-    ``head_toggled(row, col)`` or ``layer_toggled(row)``."""
+    ``head_toggled(row, col)`` or ``layer_toggled(row)``. A wrapped grid (one row of heads) draws head ``col`` at
+    ``head_rows.place(col, per_row)``; every signal and ``cells`` keep the grid's own ``(row, col)`` order."""
 
     clicked = Signal(int, int)
     head_toggled = Signal(int, int)
@@ -43,6 +47,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     cells: tuple = ()  # a class default: Qt resizes the view before __init__ ends
     boundaries: tuple = ()
     boundary: float | None = None
+    wrap = False
+    per_row = 0
 
     def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
         super().__init__(parent)
@@ -58,12 +64,16 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.group = 0
         self.boundary: float | None = None
         self.off: list[bool] = []
+        self.wrap = False  # one row of heads drawn ``per_row`` to a row (head_rows.heads_per_row)
+        self.per_row = 0
         self.ci.setSpacing(3)
 
     def show_grid(self, state: GridState, images: bool = True) -> None:
         """Draw ``state``; with ``images`` False only the outline of the selected thumbnail moves."""
         if images:
-            self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names)
+            self.wrap = state.wrap and state.rows == 1
+            self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names,
+                       group=state.group)
             self.set_images(state.matrices)
             self.mark_off(state.off)
             self.mark_boundary(state.boundary)
@@ -97,14 +107,21 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         """A wider gap after every ``group`` heads: the query heads that share one key/value head (0: none)."""
         self.group = group
         layout = self.ci.layout
-        for col in range(1, self.shape[1]):
-            wide = group and col % group == 0
+        for col in range(1, self.per_row):
+            wide = head_rows.wide_gap_before(col, self.per_row, group)
             layout.setColumnSpacing(col, GROUP_GAP if wide else 3)  # the gap before head col (column col + 1)
 
-    def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str]) -> None:
-        """Make ``rows × cols`` empty thumbnails with row and column headers. Only a new shape rebuilds;
-        new names just relabel the headers."""
-        if (rows, cols) == self.shape:
+    def heads_per_row(self, cols: int, group: int) -> int:
+        """How many thumbnails a row holds: every column, or, wrapped, what suits the panel's size now."""
+        if not self.wrap:
+            return cols
+        return head_rows.heads_per_row(cols, self.size().toTuple(), group=group, room=ROOM)
+
+    def build(self, rows: int, cols: int, row_names: list[str], col_names: list[str], group: int = 0) -> None:
+        """Make ``rows × cols`` empty thumbnails with row and column headers (``group``: query heads per key/value
+        head, which a wrapped row holds whole). Only a new shape rebuilds; new names just relabel the headers."""
+        per_row = self.heads_per_row(cols, group)
+        if (rows, cols) == self.shape and per_row == self.per_row:
             for label, name in zip(self.row_labels + self.col_labels, row_names + col_names):
                 label.setText(name, size="8pt")
                 label.name = name
@@ -112,13 +129,17 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
             return
         self.clear()
         self.cells, self.shape, self.selected, self.crosses, self.off = [], (rows, cols), None, [], []
-        self.boundaries, self.boundary = [], None
-        self.col_labels = [self._header(name, row=0, col=col + 1) for col, name in enumerate(col_names)]
+        self.boundaries, self.boundary, self.per_row = [], None, per_row
+        where = (lambda row, col: (2 * (col // per_row) + 1, col % per_row + 1)) if self.wrap else (
+            lambda row, col: (row + 1, col + 1))
+        self.col_labels = [self._header(name, row=where(0, col)[0] - 1, col=where(0, col)[1])
+                           for col, name in enumerate(col_names)]
         self.row_labels = []
         for row in range(rows):
             self.row_labels.append(self._header(row_names[row], row=row + 1, col=0))
             for col in range(cols):
-                view = self.addViewBox(row=row + 1, col=col + 1, lockAspect=False, enableMouse=False,
+                at_row, at_col = where(row, col)
+                view = self.addViewBox(row=at_row, col=at_col, lockAspect=False, enableMouse=False,
                                        invertY=True, enableMenu=False)
                 image = pg.ImageItem(axisOrder="row-major")
                 image.setLookupTable(self.lut)
@@ -143,6 +164,22 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.addItem(label, row=row, col=col)
         return label
 
+    def relayout(self) -> None:
+        """Draw a wrapped grid again with as many heads to a row as its panel's new size suits (nothing to do
+        when that number stays): its images, marks and outline as they were."""
+        if not self.wrap or not self.cells or self.heads_per_row(self.shape[1], self.group) == self.per_row:
+            return
+        images = [image.image for _, image in self.cells]
+        names = ([label.name for label in self.row_labels], [label.name for label in self.col_labels])
+        off, boundary, group, selected = self.off, self.boundary, self.group, self.selected
+        self.build(*self.shape, row_names=names[0], col_names=names[1], group=group)
+        if all(image is not None for image in images):
+            self.set_images(images)
+        self.mark_off(off)
+        self.mark_boundary(boundary)
+        self.mark_groups(group)
+        self.select(*(selected or (None, None)))
+
     def thin_headers(self) -> None:
         """Every header whose cells leave it room; where they are narrower (16 heads in a side panel, 24 layers),
         every n-th, counted from the first: each one shown stays whole and readable, the tooltip names the rest."""
@@ -153,11 +190,12 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
                                                                                   "height")):
             needed = max((getattr(label.item.boundingRect(), along)() for label in labels), default=0.0)
             every = max(1, int(np.ceil((needed + 2) / max(cell + 3, 1.0))))  # 3: the grid's spacing
-            for index, label in enumerate(labels):
-                label.item.setVisible(index % every == 0)
+            for index, label in enumerate(labels):  # counted from each row's first head when wrapped
+                label.item.setVisible((index % self.per_row if self.wrap and along == "width" else index) % every == 0)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
+        self.relayout()
         self.thin_headers()
         self.show_boundaries()
 
