@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from attnviz.cli.info import field_lines
+from attnviz.cli import main
 from attnviz.gui.views.model_panel import ModelPanel
 from attnviz.gui.work import describe
+from attnviz.state.demos import demo_path
 from attnviz.state.fields import FieldRow, field_rows
 from models.importers import convert
 from models.inference.translator import Translator
+from models.storage.checkpoint import load_checkpoint
 
 FAIRSEQ = Path(__file__).parent / "data" / "fairseq" / "transformer-postln"
 
@@ -35,3 +40,28 @@ def test_a_metric_says_six_digits_and_a_list_is_json():
     rows = field_rows({"metrics": {"chrf": 47.829312345678, "bleu": 28.0}, "languages": ["en", "es"]})
     assert rows == [FieldRow(0, "metrics", None), FieldRow(1, "chrf", "47.8293"), FieldRow(1, "bleu", "28.0"),
                     FieldRow(0, "languages", '["en", "es"]')]
+
+
+@pytest.mark.parametrize(("demo", "reads"), [("piglatin-decoder-only", "prompt and continuation"),
+                                             ("english-encoder-only", "the sentence and its filled masks"),
+                                             ("piglatin-gru-additive", None)])
+def test_a_model_with_one_tokenizer_is_described_with_one_in_the_panel_and_in_info(qtbot, capsys, demo, reads):
+    """A decoder-only (or encoder-only) model reads one sequence through one tokenizer: "tokenizer: …" once, not
+    a source and a target; an encoder-decoder model keeps both."""
+    path = demo_path(demo)
+    panel = ModelPanel(["cpu"], [])
+    qtbot.addWidget(panel)
+    panel.show_model(describe(Translator(load_checkpoint(path), "cpu"), path))
+    text = panel.info.text()
+    assert main(["info", demo]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    if reads is None:
+        assert "source: char, 32 tokens: " in text and "target: char, 32 tokens: " in text and "tokenizer:" not in text
+        assert [line.split()[0] for line in lines if line.startswith(("source ", "target "))] == ["source", "target"]
+        return
+    assert text.count("tokenizer: char, ") == 1 and f"({reads})<br>" in text
+    assert "source:" not in text and "target:" not in text
+    (line,) = [line for line in lines if line.startswith("tokenizer ")]
+    assert "char tokenizer, " in line and line.endswith(f"({reads})")
+    assert not any(line.startswith(("source ", "target ")) for line in lines)
+    assert "layers 4, heads 4" in text  # its own sizes: a one-stack model's layers, not an encoder's and decoder's

@@ -13,7 +13,7 @@ from typing import Any
 from models.errors import InputError
 from models.nn.config import DECODER_ARCHS
 
-from ..state.fields import FieldRow, field_rows
+from ..state.fields import FieldRow, field_rows, tokenizer_lines
 from .common import CHECKPOINT_HELP, add_download_option, checkpoint_path, model_shape, terminal_text
 
 NAME = "info"
@@ -52,12 +52,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
              row("attention", ", ".join(summary["attention_kinds"]) or "none (no attention)")]
     if summary["arch"] in DECODER_ARCHS:
         return lines + decoder_only_lines(summary)
-    for side in ("source", "target"):
-        tokenizer = summary[f"{side}_tokenizer"]
-        characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
-        language = f", language {tokenizer['language'] or 'not chosen'}" if "languages" in tokenizer else ""
-        lines.append(row(side, f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens"
-                               f"{characters}{language}"))
+    lines += [row(label, text) for label, text in tokenizer_lines(
+        summary["arch"], *(tokenizer_text(summary[f"{side}_tokenizer"]) for side in ("source", "target")))]
     languages = summary["source_tokenizer"].get("languages") or summary["target_tokenizer"].get("languages")
     if languages:
         shown = ", ".join(languages[:20]) + (f", … ({len(languages)} in all)" if len(languages) > 20 else "")
@@ -84,14 +80,20 @@ def decoder_only_lines(summary: dict[str, Any]) -> list[str]:
     lines = [row("model", f"a language model continuing a prompt: {config.get('layers')} layers of {heads} "
                           f"heads{grouped}"),
              row("context", f"{config.get('max_len')} positions, prompt and continuation together"),
-             row("tokenizer", f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens (prompt and "
-                              f"continuation)"),
+             *(row(label, text) for label, text in tokenizer_lines(summary["arch"], tokenizer_text(tokenizer), "")),
              row("ends", f"token {', '.join(str(end) for end in ends)}")]
     lines += ["", "config"] + field_lines({key: value for key, value in config.items() if key != "arch"})
     provenance = {key: value for key, value in summary["provenance"].items() if key not in SUMMARISED}
     if provenance:
         lines += ["", "provenance"] + field_lines(provenance)
     return lines
+
+
+def tokenizer_text(tokenizer: dict[str, Any]) -> str:
+    """One tokenizer as ``attnviz info`` names it: its kind, its vocabulary, its characters and language."""
+    characters = f": {tokenizer['characters']!r}" if "characters" in tokenizer else ""
+    language = f", language {tokenizer['language'] or 'not chosen'}" if "languages" in tokenizer else ""
+    return f"{tokenizer['kind']} tokenizer, {tokenizer['vocab_size']} tokens{characters}{language}"
 
 
 def row(label: str, value: str) -> str:

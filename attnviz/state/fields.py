@@ -1,11 +1,24 @@
-"""A checkpoint's nested fields (its provenance: how it was trained or imported) as rows a reader scans: the
-window's Model panel and ``attnviz info`` show them the same way."""
+"""A checkpoint's nested fields (its provenance: how it was trained or imported) as rows a reader scans, and its
+tokenizers as lines: the window's Model panel and ``attnviz info`` show them the same way."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+
+# A model that reads and writes one sequence through one tokenizer, and what that sequence is (an encoder-decoder
+# model has a source and a target tokenizer; these keep the same one on both sides).
+ONE_TOKENIZER = {"decoder-only": "prompt and continuation", "encoder-only": "the sentence and its filled masks"}
+
+
+def tokenizer_lines(arch: str, source: str, target: str) -> list[tuple[str, str]]:
+    """``(label, text)`` per tokenizer the model has: ``tokenizer`` once for a decoder-only or encoder-only model
+    (the text saying what it reads), ``source`` and ``target`` for the others."""
+    if arch in ONE_TOKENIZER:
+        return [("tokenizer", f"{source} ({ONE_TOKENIZER[arch]})")]
+    return [("source", source), ("target", target)]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QComboBox, QFormLayout, QLabel, QListWidget, QLis
 
 from models.nn.precisions import PRECISIONS
 
-from ...state.fields import FieldRow, field_rows
+from ...state.fields import FieldRow, field_rows, tokenizer_lines
 from ...state.session import ModelInfo
 
 
@@ -107,16 +107,17 @@ class ModelPanel(QWidget):
 
     def show_model(self, info: ModelInfo) -> None:
         config = info.config
-        sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "heads", "d_ff", "encoder_layers",
-                                                              "decoder_layers", "hidden")
-                          if key in config)
+        sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "layers", "heads", "kv_heads", "d_ff",
+                                                              "encoder_layers", "decoder_layers", "hidden")
+                          if key in config and not (key == "kv_heads" and config[key] in (None, config.get("heads"))))
+        lines = tokenizer_lines(info.arch, info.source_tokenizer, info.target_tokenizer)
+        tokenizers = "".join(f"{label}: {html.escape(text)}<br>" for label, text in lines)
         provenance = "".join(_field_row(row) for row in field_rows(info.provenance))
         self.info.setText(
             f"<b>{html.escape(info.path.name)}</b><br>{html.escape(info.arch)} · {info.parameters:,} parameters<br>"
             f"device {html.escape(info.device)} · weights {html.escape(info.weights)}<br>"  # what runs: in view first
             f"{html.escape(sizes)}<br>attention: {html.escape(', '.join(info.kinds) or 'none')}<br>"
-            f"source: {html.escape(info.source_tokenizer)}<br>target: {html.escape(info.target_tokenizer)}<br>"
-            f"max length {info.max_len}"
+            f"{tokenizers}max length {info.max_len}"
             + (f"<table cellspacing=4>{provenance}</table>" if provenance else ""))
         index = self.device.findText(info.device.split(":")[0] if info.device != "cpu" else "cpu")
         if index >= 0:
