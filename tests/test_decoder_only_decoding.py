@@ -311,3 +311,27 @@ def test_a_step_reads_the_device_once(imported):
             for _ in steps:
                 count += 1
         assert count > 1 and scalars.reads == [] and reads.reads == count - 1
+
+
+def test_a_prompt_ending_in_the_end_token_is_all_real_where_pad_and_end_share_an_id(tmp_path):
+    """GPT-2 has no padding token: its pad falls back to the end token (<|endoftext|>, also its bos). A prompt that
+    ends in it (documents joined by the end token) is real tokens to the last, as transformers reads it: the greedy
+    continuation, every head of the trace (the end tokens attended as keys), the teacher-forced logits and the
+    Translator's framing of the typed end token equal transformers' on the whole prompt."""
+    folder = tmp_path / "gpt2"
+    original = build(folder, "gpt2")
+    checkpoint = convert(folder)
+    config, label = checkpoint.model.config, checkpoint.target_tokenizer.token
+    assert config.pad_id == config.eos_id == EOS
+    for prompt in (encode(folder, SENTENCES[0]) + [EOS], encode(folder, SENTENCES[1]) + [EOS, EOS]):
+        result = finish(greedy(checkpoint.model, prompt, Capture(label=label, max_len=STEPS)))[0]
+        assert result.token_ids == generate(original, prompt) and result.prompt_ids == prompt
+        assert_trace_is_transformers(result.trace, original, prompt, result.token_ids, label)
+        ids = prompt + result.token_ids[:4]
+        with torch.no_grad():
+            logits, _ = checkpoint.model(torch.tensor([prompt]), torch.tensor([result.token_ids[:4]]))
+        assert (logits - theirs(original, ids).logits[:, len(prompt):]).abs().max() < 1e-4
+    translator = Translator(checkpoint, "cpu")
+    source = translator.source(SENTENCES[2] + "</s>")
+    assert source.ids[-1] == EOS and source.ids[:-1] == encode(folder, SENTENCES[2])
+    assert finish(translator.decode(source, max_len=STEPS))[0].token_ids == generate(original, source.ids)
