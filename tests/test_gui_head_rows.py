@@ -131,3 +131,21 @@ def test_eight_heads_in_a_wide_low_panel_stay_in_one_row(qtbot):
                                 matrices=[np.full((3, 3), 0.5, dtype=np.float32)] * 8, selected=(0, 2), wrap=True)
     grid.show_grid(state)
     assert grid.per_row == 8 and len({round(view.sceneBoundingRect().top()) for view, _ in grid.cells}) == 1
+
+
+def test_the_exported_heads_figure_of_32_heads_is_rows_of_whole_groups(qtbot, heads_window, tmp_path):
+    from xml.etree import ElementTree
+
+    window = heads_window
+    layer = window.session.selection.layer
+    path = tmp_path / "heads.svg"
+    window.exporting.export_grid_image(str(path))
+    qtbot.waitUntil(path.exists, timeout=WAIT)
+    root = ElementTree.parse(path).getroot()
+    places = {text.text: (float(text.get("x")), float(text.get("y")))
+              for text in root.iter("{http://www.w3.org/2000/svg}text") if text.get("x") is not None}
+    names = [f"L{layer} · H{head}·kv{head // 4}" for head in range(HEADS)]
+    assert all(name in places for name in names)  # each head named with its key/value group, as in the tab
+    assert len({places[name][1] for name in names}) == 4 and len({places[name][0] for name in names}) == 8
+    assert places[names[8]][0] == places[names[0]][0] and places[names[8]][1] > places[names[0]][1]
+    assert float(root.get("width")) < 8 * 250 + 400  # eight panels across, not 32

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import head_rows
 from .compare_view import CompareState
 from .viewmodel import GridState, HeatmapState, thumbnail, unrevealed
 
@@ -249,8 +250,9 @@ def compare_svg(state: CompareState, names: tuple[str, str], luts: tuple[np.ndar
 def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: list[str], lut: np.ndarray, *,
               levels: tuple[float, float] = (0.0, 1.0), mask: np.ndarray | None = None,
               caption: Caption | None = None) -> str:
-    """Every head of ``grid`` (one row per layer), titled, with token labels where they fit, one colour bar,
-    and the cells ``mask`` forbids hatched as in the focus view."""
+    """Every head of ``grid`` (one row per layer; one layer of many heads in rows of
+    ``head_rows.figure_per_row``), titled, with token labels where they fit, one colour bar, and the cells ``mask``
+    forbids hatched as in the focus view."""
     rows, cols = grid.matrices[0].shape if grid.matrices else (1, 1)
     if mask is not None and mask.shape != (rows, cols):  # long inputs: thumbnails, so a block hatched if all masked
         mask = thumbnail(mask.astype(np.float32)) > 0
@@ -260,16 +262,19 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
     top, gap = 40.0, 14.0
     panel_w, panel_h = cols * cell, rows * cell
     bottom = (_label_width(key_labels) * 0.75 if labelled else 0) + 16
-    width = max(left + grid.cols * (panel_w + gap) + 60, left + _text_width(_plain(title), TITLE_SIZE) + 12)
-    height = top + grid.rows * (panel_h + gap + 16) + bottom
+    across = head_rows.figure_per_row(grid.cols, grid.group) if grid.wrap and grid.rows == 1 else grid.cols
+    down = -(-len(grid.matrices) // across) if grid.matrices else grid.rows  # a layer of many heads: several rows
+    width = max(left + across * (panel_w + gap) + 60, left + _text_width(_plain(title), TITLE_SIZE) + 12)
+    height = top + down * (panel_h + gap + 16) + bottom
     parts = [f"<text x='{left}' y='20' font-size='{TITLE_SIZE}' {FONT}>{html.escape(_plain(title))}</text>"]
     for index, matrix in enumerate(grid.matrices):
-        row, col = divmod(index, grid.cols)
+        row, col = divmod(index, across)
         x, y = left + col * (panel_w + gap), top + row * (panel_h + gap + 16) + 14
         off = bool(grid.off) and grid.off[index]  # a switched-off head: "off" in its title, crossed out
         colour, mark = (" fill='#c62828'", " · off") if off else ("", "")
+        name = f"{grid.row_names[index // grid.cols]} · {grid.col_names[index % grid.cols]}"
         parts.append(f"<text x='{x + panel_w / 2:.2f}' y='{y - 4:.2f}' font-size='11' text-anchor='middle' {FONT}"
-                     f"{colour}>{html.escape(grid.row_names[row])} · {html.escape(grid.col_names[col])}{mark}</text>")
+                     f"{colour}>{html.escape(name)}{mark}</text>")
         parts += _cells(matrix, mask, levels=levels, lut=lut, x=x, y=y, cell=cell)
         if off:
             parts.append(f"<path d='M{x:.2f},{y:.2f} L{x + panel_w:.2f},{y + panel_h:.2f} M{x:.2f},{y + panel_h:.2f} "
@@ -278,12 +283,12 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
             for r in range(rows):
                 parts.append(f"<text x='{x - 4}' y='{y + (r + 0.5) * cell + 3.5:.2f}' font-size='9' text-anchor='end' "
                              f"{FONT}>{html.escape(query_labels[r])}</text>")
-        if labelled and row == grid.rows - 1:
+        if labelled and row == down - 1:
             for c in range(cols):
                 cx, cy = x + (c + 0.5) * cell, y + panel_h + 5
                 parts.append(f"<text transform='translate({cx:.2f},{cy:.2f}) rotate(-45)' font-size='9' "
                              f"text-anchor='end' {FONT}>{html.escape(key_labels[c])}</text>")
-    parts += _colour_bar(levels, lut, x=left + grid.cols * (panel_w + gap) + 12, y=top + 14, height=panel_h)
+    parts += _colour_bar(levels, lut, x=left + across * (panel_w + gap) + 12, y=top + 14, height=panel_h)
     return _document((width, height), body=parts, caption=caption)
 
 

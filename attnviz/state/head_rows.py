@@ -6,8 +6,10 @@ switches a head off, hover and the key/value-group marks all name the head itsel
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+FIGURE_ONE_ROW = 12  # the exported heads figure keeps up to this many heads in one row (GPT-2's 12, BERT's)
 
 @dataclass(frozen=True)
 class Room:
@@ -52,3 +54,14 @@ def place(head: int, per_row: int) -> tuple[int, int]:
 def wide_gap_before(column: int, per_row: int, group: int) -> bool:
     """Whether the thumbnail in ``column`` of every row starts a new key/value group (a wider gap before it)."""
     return bool(group) and column > 0 and per_row % group == 0 and column % group == 0
+
+
+def figure_per_row(heads: int, group: int = 0) -> int:
+    """How many heads one row of the exported heads figure holds: all of them up to :data:`FIGURE_ONE_ROW`; more
+    (Qwen's 14, Llama's 32) in rows about as many as the heads to a row (the fewest whole key/value groups, or
+    heads, not fewer than the square root of the heads), so the figure fits a page rather than a strip."""
+    if heads <= FIGURE_ONE_ROW:
+        return max(heads, 1)
+    least = math.ceil(math.sqrt(heads))
+    step = group if group and heads % group == 0 else 1
+    return min(heads, -(-least // step) * step)

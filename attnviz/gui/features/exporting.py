@@ -125,7 +125,8 @@ class Exporting(QObject):
         path = path or self._ask("Export all heads of this layer", name=name, file_filter=IMAGE_FILTER)
         if path and trace is not None and selection.kind in trace.attention:
             mask = trace.masks[selection.kind] if self.views.selector.masks_visible() else None
-            figure = heads_svg(viewmodel.head_grid(trace, selection),
+            groups = self.session.model.kv_groups if self.session.model is not None else ()
+            figure = heads_svg(viewmodel.head_grid(trace, selection, kv_groups=groups),
                                viewmodel.heads_title(selection.kind, selection.layer),
                                query_labels=trace.query_tokens(selection.kind),
                                key_labels=trace.key_tokens(selection.kind), lut=self.views.focus.lut(), mask=mask,
