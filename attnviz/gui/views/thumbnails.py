@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
 from ...state import head_rows
@@ -22,6 +22,7 @@ OFF_COLOUR = "#e53935"  # the cross over a switched-off head
 BOUNDARY_PEN = (255, 152, 0, 150)  # where a decoder-only model's prompt ends: the focus view's orange, see-through
 BOUNDARY_LEAST = 24  # pixels a thumbnail needs for its boundary lines: on smaller ones they hide the weights
 GROUP_GAP = 9  # pixels between key/value groups of heads (the grid's usual spacing is 3)
+RELAYOUT_DELAY_MS = 150  # a wrapped grid is laid out again once its panel stops being resized (a rebuild takes ~0.3 s)
 ROOM = head_rows.Room(row_header=24.0, col_header=16.0, gap=3.0, group_gap=GROUP_GAP)  # what a wrapped grid spends
 
 
@@ -49,6 +50,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
     boundary: float | None = None
     wrap = False
     per_row = 0
+    relayout_timer: QTimer | None = None
 
     def __init__(self, max_columns: int = 8, parent: QWidget | None = None):
         super().__init__(parent)
@@ -66,6 +68,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.off: list[bool] = []
         self.wrap = False  # one row of heads drawn ``per_row`` to a row (head_rows.heads_per_row)
         self.per_row = 0
+        self.relayout_timer = QTimer(self, singleShot=True, interval=RELAYOUT_DELAY_MS)
+        self.relayout_timer.timeout.connect(self.relayout)
         self.ci.setSpacing(3)
 
     def show_grid(self, state: GridState, images: bool = True) -> None:
@@ -195,7 +199,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
-        self.relayout()
+        if self.wrap and self.relayout_timer is not None:
+            self.relayout_timer.start()
         self.thin_headers()
         self.show_boundaries()
 
