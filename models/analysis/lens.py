@@ -70,7 +70,8 @@ class LogitLens:
     def check_step(self, step: int) -> None:
         """One line when ``step`` (from 0) is not one of the output's."""
         if not 0 <= step < self.steps:
-            raise LensError(f"step {step + 1} is beyond the output, which has {self.steps} steps")
+            steps = f"{self.steps} step" + ("s" if self.steps != 1 else "")
+            raise LensError(f"step {step + 1} is beyond the output, which has {steps}")
 
 
 @dataclass(frozen=True)
