@@ -10,7 +10,8 @@ NLL (nats) of the model's own output given it. The output is the greedy one, the
 DecoderLens does not apply (it has no encoder); a recurrent (GRU) model has no layers to read.
 
 --json prints one document: `tokens` (the output), `decoder` per step a list per layer boundary of
-{layer, p, rank, top: [[token, p], ...]}, `encoder` per encoder boundary {layer, output, nll} (null for a decoder-only model).
+{layer, p, rank, top: [[token, p], ...]}, `encoder` per encoder boundary {layer, output, nll} (null for a
+decoder-only model).
 """
 
 from __future__ import annotations
