@@ -142,13 +142,13 @@ def decoder_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[in
         memory = model.memory(torch.cat(captured.residuals["encoder"]))  # [L + 1, S, E]
         rows = memory.shape[0]
         src_mask = model.source_mask(captured.src_ids).expand(rows, -1, -1, -1)
-        nll = _output_nll(model, captured, memory, src_mask)
+        nll = _output_nll(model, captured, memory, src_mask=src_mask)
         state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in model.decoder_layers])
         outputs = greedy_rows(model, src_ids, state, max_len=2 * len(output_ids) + 10, first=first)
     return [EncoderReading(layer, tuple(ids), float(score)) for layer, (ids, score) in enumerate(zip(outputs, nll))]
 
 
-def _output_nll(model: Seq2Seq, captured: Captured, memory: Tensor, src_mask: Tensor) -> list[float]:
+def _output_nll(model: Seq2Seq, captured: Captured, memory: Tensor, *, src_mask: Tensor) -> list[float]:
     """Per row of ``memory`` the NLL of the captured output, teacher-forced, in one batched pass of the decoder."""
     rows = memory.shape[0]
     tgt_in = torch.tensor([decoder_input(model, captured.output_ids.tolist())], device=memory.device).expand(rows, -1)
