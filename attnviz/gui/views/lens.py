@@ -140,7 +140,7 @@ class LensView(QWidget):
         scroll.setWidget(self.map)
         scroll.setWidgetResizable(True)
         self.table = QTableWidget(0, 3)
-        self.table.setHorizontalHeaderLabels(["encoder layer", "NLL", "output"])
+        self.table.setHorizontalHeaderLabels(["encoder layer", "NLL", "greedy output"])
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
@@ -149,14 +149,19 @@ class LensView(QWidget):
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
-        right_layout.addWidget(QLabel("DecoderLens: the decoder reading each encoder layer"))
-        right_layout.addWidget(self.table)
+        self.table_title = QLabel("DecoderLens: the decoder reading each encoder layer")
+        right_layout.addWidget(self.table_title)
+        right_layout.addWidget(self.table, 1)
         right_layout.addWidget(self.table_note)
+        right_layout.addStretch(0)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(scroll)
         self.splitter.addWidget(right)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
+        self.splitter.setCollapsible(0, False)
+        scroll.setMinimumWidth(240)
+        self.sized = False  # the splitter's first sizes are set once there is something to show
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.message)
@@ -176,8 +181,12 @@ class LensView(QWidget):
         self.table.resizeColumnsToContents()
         self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.table.setVisible(bool(state.encoder))
+        self.table_title.setVisible(bool(state.encoder))
         self.table_note.setText(state.encoder_note)
         self.table_note.setVisible(bool(state.encoder_note))
+        if not self.sized and self.splitter.width() > 0:  # the map three fifths, whatever the table's texts ask
+            self.sized = True
+            self.splitter.setSizes([self.splitter.width() * 3 // 5, self.splitter.width() * 2 // 5])
 
     def clear(self, message: str) -> None:
         self.state = None
