@@ -27,7 +27,7 @@ from models.inference.translator import Translator  # noqa: E402
 from models.nn.build import build_model  # noqa: E402
 from models.nn.masks import target_mask  # noqa: E402
 from models.storage.checkpoint import load_checkpoint  # noqa: E402
-from tests import test_decoder_only, test_import_hf_bart  # noqa: E402
+from tests import test_decoder_only, test_import_hf_bart, test_import_t5  # noqa: E402
 from tests.helpers import tiny_config  # noqa: E402
 
 DEMOS = "resources/checkpoints"
@@ -206,6 +206,33 @@ def test_a_gemma2_lens_goes_through_its_final_norm_and_logit_soft_capping(tmp_pa
     assert np.abs(lens.probs[-1] - theirs.gather(1, torch.tensor(output)[:, None])[:, 0].numpy()).max() < 1e-5
 
 
+@torch.no_grad()
+def test_a_t5_lens_goes_through_its_final_norm_and_the_tied_heads_scaling(tmp_path):
+    """transformers' T5 v1.0 (tied output projection): each decoder block's output (the embeddings as the first
+    block's input) through the decoder's final RMSNorm, × d_model^-0.5, then its lm_head."""
+    folder, original, processor = test_import_t5.build(tmp_path, "v1.0")
+    model = convert(folder).model
+    src = test_import_t5.source_ids("v1.0", folder, processor, test_import_t5.SENTENCES[1])
+    output = finish(greedy(model, src, Capture(need_weights=False, max_len=8)))[0].token_ids
+    blocks = original.decoder.block
+    first = []
+    hook = blocks[0].register_forward_pre_hook(lambda _m, args, kwargs: first.append(args[0] if args else
+                                                                                     kwargs["hidden_states"]),
+                                               with_kwargs=True)
+    tgt_in = torch.tensor([[model.config.bos_id] + output[:-1]])
+    states = layer_outputs(blocks, lambda: original(input_ids=torch.tensor([src]), decoder_input_ids=tgt_in))
+    hook.remove()
+    lens = logit_lens(model, src, output)
+    assert lens.probs.shape == (len(blocks) + 1, len(output))
+    for layer, h in enumerate([first[0], *states]):
+        logits = original.lm_head(original.decoder.final_layer_norm(h[0]) * original.config.d_model ** -0.5)
+        expected = torch.softmax(logits.double(), -1).gather(1, torch.tensor(output)[:, None])[:, 0].numpy()
+        assert np.abs(lens.probs[layer] - expected).max() < 1e-5, layer
+    theirs = original(input_ids=torch.tensor([src]), decoder_input_ids=tgt_in).logits[0].double()
+    own = torch.softmax(theirs, -1).gather(1, torch.tensor(output)[:, None])[:, 0].numpy()
+    assert np.abs(lens.probs[-1] - own).max() < 1e-5
+
+
 # -------------------------------------------------------------------------------------------- DecoderLens
 
 
@@ -218,6 +245,20 @@ def test_decoder_lens_at_the_last_encoder_layer_is_the_models_own_greedy_output_
     assert abs(readings[-1].nll + result.log_prob) < 1e-4 * max(1.0, abs(result.log_prob))
     assert readings[0].token_ids != readings[-1].token_ids  # the embeddings alone do not translate the sentence
     assert readings[0].nll > readings[-1].nll
+
+
+def test_decoder_lens_keeps_the_heads_switched_off_that_the_run_had_off(en_es):
+    from models.nn.ablation import Ablation
+
+    ablation = Ablation.parse(["cross:2:*", "enc_self:1:0"])
+    source = en_es.source(SENTENCE)
+    result = en_es.translate(SENTENCE, ablation=ablation)
+    assert result.token_ids != en_es.translate(SENTENCE).token_ids  # the heads matter to this sentence
+    readings = decoder_lens(en_es.model, source.ids, result.token_ids, ablation=ablation)
+    assert list(readings[-1].token_ids) == result.token_ids
+    assert abs(readings[-1].nll + result.log_prob) < 1e-4 * max(1.0, abs(result.log_prob))
+    lens = logit_lens(en_es.model, source.ids, result.token_ids, ablation=ablation)
+    assert np.abs(lens.probs[-1] - np.array([step.probabilities[0] for step in result.steps])).max() < 1e-5
 
 
 @torch.no_grad()

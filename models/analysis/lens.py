@@ -12,7 +12,8 @@
   the decoder cross-attends to encoder layer l's output (through the encoder's final norm where the model has one,
   as its last layer's output is: ``model.memory``) instead of the last layer's; per encoder boundary l (0: the
   embeddings), its greedy output and the negative log-likelihood of the model's own output given it. All the
-  boundaries are decoded as one batch (teacher-forced for the NLL, then greedily).
+  boundaries are decoded as one batch (teacher-forced for the NLL, then greedily), with the heads the traced pass
+  switched off still off.
 
 Both read a Transformer's layers: a recurrent (GRU) model has none (``NOT_TRANSFORMER``); DecoderLens reads an
 encoder, which a decoder-only model has not (``NO_ENCODER``).
@@ -29,6 +30,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..inference.decoding import greedy_rows
+from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import DecoderState, LayerCache, Seq2Seq
 from ..nn.masks import target_mask
 from . import catalogue, decoder_only, encoder_only
@@ -105,13 +107,13 @@ def unavailable(model: Seq2Seq, name: str) -> str | None:
 
 
 def logit_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured: Captured | None = None,
-               top_k: int = TOP_K) -> LogitLens:
+               top_k: int = TOP_K, ablation: Ablation = NO_ABLATION) -> LogitLens:
     """The logit lens of ``output_ids`` (``DecodeResult.token_ids``; a decoder-only model's ``src_ids`` its prompt)
-    from the traced pass ``captured`` (made here when None)."""
+    from the traced pass ``captured`` (made here when None, with the heads ``ablation`` names switched off)."""
     check_lens(model, catalogue.LOGIT_LENS)
     if not list(output_ids):
         raise LensError("the output has no tokens: the logit lens reads the steps that produced them")
-    captured = captured if captured is not None else capture_forward(model, src_ids, output_ids)
+    captured = captured if captured is not None else capture_forward(model, src_ids, output_ids, ablation=ablation)
     first = captured.prompt_len - 1 if captured.prompt_len is not None else 0  # the positions that predict the output
     targets = captured.output_ids.reshape(-1, 1)  # [T, 1]
     k = max(1, min(top_k, captured.logits.shape[-1]))
@@ -130,20 +132,23 @@ def logit_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]
 
 
 def decoder_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                 captured: Captured | None = None, first: Sequence[int] = ()) -> list[EncoderReading]:
+                 captured: Captured | None = None, first: Sequence[int] = (),
+                 ablation: Ablation = NO_ABLATION) -> list[EncoderReading]:
     """DecoderLens of ``src_ids`` at every encoder layer boundary, the model's own output being ``output_ids`` (whose
     NLL each boundary gives); ``first``: the tokens every output starts with (a target language's code). Each
-    boundary is decoded greedily up to twice the output's length and 10 tokens (within the model's limit)."""
+    boundary is decoded greedily up to twice the output's length and 10 tokens (within the model's limit), with the
+    heads switched off that the traced pass ``captured`` had off (made here when None, with ``ablation``'s)."""
     check_lens(model, catalogue.DECODER_LENS)
     if not list(output_ids):
         raise LensError("the output has no tokens: DecoderLens scores the model's own output")
-    captured = captured if captured is not None else capture_forward(model, src_ids, output_ids)
+    captured = captured if captured is not None else capture_forward(model, src_ids, output_ids, ablation=ablation)
     with torch.inference_mode():
         memory = model.memory(torch.cat(captured.residuals["encoder"]))  # [L + 1, S, E]
         rows = memory.shape[0]
         src_mask = model.source_mask(captured.src_ids).expand(rows, -1, -1, -1)
         nll = _output_nll(model, captured, memory, src_mask=src_mask)
-        state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in model.decoder_layers])
+        state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in model.decoder_layers],
+                             ablation=captured.ablation)
         outputs = greedy_rows(model, src_ids, state, max_len=2 * len(output_ids) + 10, first=first)
     return [EncoderReading(layer, tuple(ids), float(score)) for layer, (ids, score) in enumerate(zip(outputs, nll))]
 
@@ -153,7 +158,7 @@ def _output_nll(model: Seq2Seq, captured: Captured, memory: Tensor, *, src_mask:
     rows = memory.shape[0]
     tgt_in = torch.tensor([decoder_input(model, captured.output_ids.tolist())], device=memory.device).expand(rows, -1)
     logits, _, _ = model.decode(tgt_in, memory, src_mask, self_mask=target_mask(tgt_in, model.pad_id), caches=None,
-                                offset=0, need_weights=False)
+                                offset=0, need_weights=False, ablation=captured.ablation)
     log_probs = torch.log_softmax(logits.float(), dim=-1)  # [L + 1, T, V]
     targets = captured.output_ids.reshape(1, -1, 1).expand(rows, -1, -1)
     return (-log_probs.gather(2, targets)[..., 0].double().sum(dim=1)).tolist()
