@@ -119,8 +119,11 @@ def logit_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]
     k = max(1, min(top_k, captured.logits.shape[-1]))
     probs, ranks, top_ids, top_probs = [], [], [], []
     with torch.inference_mode():
-        for state in captured.residuals["decoder"]:  # one boundary at a time: [T, V] each, never [L + 1, T, V]
-            log_probs = torch.log_softmax(model.head(state[0, first:]).float(), dim=-1)  # [T, V]
+        states = captured.residuals["decoder"]
+        for layer, state in enumerate(states):  # one boundary at a time: [T, V] each, never [L + 1, T, V]
+            # the last boundary through the head is the pass' own logits: the same function of the same tensor
+            logits = captured.logits[0] if layer == len(states) - 1 else model.head(state[0, first:])
+            log_probs = torch.log_softmax(logits.float(), dim=-1)  # [T, V]
             chosen = log_probs.gather(1, targets)  # [T, 1]
             top = log_probs.topk(k, dim=-1)
             probs.append(chosen[:, 0].exp())
