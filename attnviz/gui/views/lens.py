@@ -161,9 +161,11 @@ class LensView(QWidget):
         self.splitter.setStretchFactor(1, 2)
         self.splitter.setCollapsible(0, False)
         scroll.setMinimumWidth(240)
+        scroll.setMinimumHeight(36)  # the dock may be short: the map scrolls (QScrollArea's own least is 70 px)
         self.sized = False  # the splitter's first sizes are set once there is something to show
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setContentsMargins(2, 2, 2, 2)
+        layout.setSpacing(2)
         layout.addWidget(self.message)
         layout.addWidget(self.splitter, 1)
 
