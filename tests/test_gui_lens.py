@@ -12,7 +12,7 @@ from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QApplication
 
 from attnviz.gui.app import create_window
-from attnviz.state.lens_view import lens_state, rank_colours
+from attnviz.state.lens_view import rank_colours
 from models.analysis.lens import NOT_TRANSFORMER, decoder_lens, logit_lens
 from models.inference.decoding import finish
 from models.inference.translator import Translator
@@ -103,15 +103,3 @@ def test_a_gru_models_pane_says_why_it_has_no_lens(qtbot, qsettings):
     qtbot.waitUntil(lambda: NOT_TRANSFORMER in pane.message.text(), timeout=WAIT)
     assert pane.state is None
     window.close()
-
-
-def test_the_state_outlines_only_a_step_of_the_output():
-    from attnviz.state.lens_view import LensReadings
-
-    readings = LensReadings(tokens=("a", "b"), probs=np.array([[0.1, 0.2], [0.9, 0.8]], np.float32),
-                            ranks=np.array([[3, 99], [0, 0]]), top_tokens=((("x",), ("y",)), (("a",), ("b",))),
-                            top_probs=np.array([[[0.5], [0.4]], [[0.9], [0.8]]], np.float32), vocab_size=100)
-    assert lens_state(readings, step=1).selected == 1 and lens_state(readings, step=2).selected is None
-    colours = rank_colours(np.array([0, 9, 99]), 100)
-    assert tuple(colours[0]) == (253, 231, 37) and tuple(colours[2]) == (68, 1, 84)  # rank 1 bright, the last dark
-    assert lens_state(readings).tips[1][0] == "step 1 ‘a’ at embeddings: p = 0.100, rank 4; top: ‘x’ 0.500"
