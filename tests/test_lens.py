@@ -149,16 +149,17 @@ def test_a_beam_hypothesis_has_its_own_lens(en_es):
 # ------------------------------------------------------------------------- families transformers built
 
 
-@pytest.fixture(scope="module")
-def bart(tmp_path_factory):
-    folder, original, tokenizer = test_import_hf_bart.build(tmp_path_factory.mktemp("bart"), "bart")
+@pytest.fixture(scope="module", params=["bart", "mbart"])
+def bart(request, tmp_path_factory):
+    folder, original, tokenizer = test_import_hf_bart.build(tmp_path_factory.mktemp(request.param), request.param)
     return original, convert(folder).model, tokenizer
 
 
 @torch.no_grad()
 def test_a_bart_lens_equals_transformers_hidden_states_through_its_head_and_final_logits_bias(bart):
-    """transformers' BART: each decoder layer's output (and the embeddings after their norm) through its lm_head
-    plus final_logits_bias, softmax; BART's decoder has no final norm."""
+    """transformers' BART and mBART: each decoder layer's output (and the embeddings after their norm) through the
+    decoder's final LayerNorm where it has one (mBART, pre-LN; BART, post-LN, has none), its lm_head plus
+    final_logits_bias, softmax."""
     original, model, tokenizer = bart
     src = tokenizer.encode(test_import_hf_bart.SENTENCES[1]).ids
     output = finish(greedy(model, src, Capture(need_weights=False, max_len=8)))[0].token_ids
@@ -169,12 +170,12 @@ def test_a_bart_lens_equals_transformers_hidden_states_through_its_head_and_fina
     lens = logit_lens(model, src, output)
     assert lens.probs.shape == (len(decoder.layers) + 1, len(output))
     for layer, h in enumerate(states):
-        with torch.no_grad():
-            logits = original.lm_head(h[0]) + original.final_logits_bias[0]
+        final_norm = getattr(decoder, "layer_norm", None)
+        h = final_norm(h) if final_norm is not None else h
+        logits = original.lm_head(h[0]) + original.final_logits_bias[0]
         expected = torch.softmax(logits.double(), -1).gather(1, torch.tensor(output)[:, None])[:, 0].numpy()
         assert np.abs(lens.probs[layer] - expected).max() < 1e-5, layer
-    with torch.no_grad():
-        own = own_probabilities(model, src, output)
+    own = own_probabilities(model, src, output)
     assert np.abs(lens.probs[-1] - own).max() < 1e-5
 
 
