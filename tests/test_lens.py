@@ -27,7 +27,7 @@ from models.inference.translator import Translator  # noqa: E402
 from models.nn.build import build_model  # noqa: E402
 from models.nn.masks import target_mask  # noqa: E402
 from models.storage.checkpoint import load_checkpoint  # noqa: E402
-from tests import test_decoder_only, test_import_hf_bart, test_import_t5  # noqa: E402
+from tests import test_decoder_only, test_import_hf_bart, test_import_marian, test_import_t5  # noqa: E402
 from tests.helpers import tiny_config  # noqa: E402
 
 DEMOS = "resources/checkpoints"
@@ -177,6 +177,37 @@ def test_a_bart_lens_equals_transformers_hidden_states_through_its_head_and_fina
         assert np.abs(lens.probs[layer] - expected).max() < 1e-5, layer
     own = own_probabilities(model, src, output)
     assert np.abs(lens.probs[-1] - own).max() < 1e-5
+
+
+@torch.no_grad()
+def test_a_marian_lens_and_decoder_lens_equal_transformers_layers_through_its_head(tmp_path):
+    """transformers' Marian (opus-mt, post-LN, no final norm): each decoder layer's output (the scaled embeddings
+    plus positions as the first layer's input) through its lm_head plus final_logits_bias; DecoderLens at the last
+    encoder layer is the model's greedy output, here one cut at its run's limit of 10 tokens (an output that ends:
+    the demo's and BART's tests)."""
+    folder, original, tokenizer, _ = test_import_marian.build_marian(tmp_path)
+    model = convert(folder).model
+    src = tokenizer(test_import_marian.SENTENCES[0]).input_ids
+    result = finish(greedy(model, src, Capture(need_weights=False, max_len=10)))[0]
+    output = result.token_ids
+    layers = original.model.decoder.layers
+    first = []
+    hook = layers[0].register_forward_pre_hook(lambda _m, args, kwargs: first.append(args[0] if args else
+                                                                                     kwargs["hidden_states"]),
+                                               with_kwargs=True)
+    tgt_in = torch.tensor([[model.config.bos_id] + output[:-1]])
+    states = layer_outputs(layers, lambda: original(input_ids=torch.tensor([src]), decoder_input_ids=tgt_in))
+    hook.remove()
+    lens = logit_lens(model, src, output)
+    assert lens.probs.shape == (len(layers) + 1, len(output))
+    for layer, h in enumerate([first[0], *states]):
+        logits = original.lm_head(h[0]) + original.final_logits_bias[0]
+        expected = torch.softmax(logits.double(), -1).gather(1, torch.tensor(output)[:, None])[:, 0].numpy()
+        assert np.abs(lens.probs[layer] - expected).max() < 1e-5, layer
+    readings = decoder_lens(model, src, output)  # an output cut at 10 tokens: every layer's is cut there too
+    assert output[-1] != model.config.eos_id and all(len(reading.token_ids) <= 10 for reading in readings)
+    assert list(readings[-1].token_ids) == output
+    assert abs(readings[-1].nll + result.log_prob) < 1e-4 * max(1.0, abs(result.log_prob))
 
 
 @torch.no_grad()

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..inference.decoding import greedy_rows
+from ..inference.prompts import end_ids
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import DecoderState, LayerCache, Seq2Seq
 from ..nn.masks import target_mask
@@ -139,7 +140,8 @@ def decoder_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[in
                  ablation: Ablation = NO_ABLATION) -> list[EncoderReading]:
     """DecoderLens of ``src_ids`` at every encoder layer boundary, the model's own output being ``output_ids`` (whose
     NLL each boundary gives); ``first``: the tokens every output starts with (a target language's code). Each
-    boundary is decoded greedily up to twice the output's length and 10 tokens (within the model's limit), with the
+    boundary is decoded greedily up to twice the output's length and 10 tokens (within the model's limit; an output
+    without its end token was cut at its run's limit, its length, which the boundaries keep), with the
     heads switched off that the traced pass ``captured`` had off (made here when None, with ``ablation``'s)."""
     check_lens(model, catalogue.DECODER_LENS)
     if not list(output_ids):
@@ -152,7 +154,9 @@ def decoder_lens(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[in
         nll = _output_nll(model, captured, memory, src_mask=src_mask)
         state = DecoderState(memory, src_mask, caches=[LayerCache() for _ in model.decoder_layers],
                              ablation=captured.ablation)
-        outputs = greedy_rows(model, src_ids, state, max_len=2 * len(output_ids) + 10, first=first)
+        ended = int(output_ids[-1]) in end_ids(model.config)  # an output cut at its run's limit keeps that limit
+        limit = 2 * len(output_ids) + 10 if ended else len(output_ids)
+        outputs = greedy_rows(model, src_ids, state, max_len=limit, first=first)
     return [EncoderReading(layer, tuple(ids), float(score)) for layer, (ids, score) in enumerate(zip(outputs, nll))]
 
 
