@@ -20,9 +20,9 @@ from models.errors import CheckpointError
 from models.inference.translator import Translator, decoding_mode
 from tests.test_cli import assert_error, assert_one_line_error, cli
 
-MODEL_COMMANDS = ("info", "translate", "export", "render", "evaluate", "importance", "stats")
+MODEL_COMMANDS = ("info", "translate", "export", "render", "evaluate", "importance", "stats", "lens")
 WRITING_COMMANDS = ("export", "render", "train", "convert", "stats")
-DATA_COMMANDS = ("info", "translate", "evaluate", "importance", "stats", "demos")
+DATA_COMMANDS = ("info", "translate", "evaluate", "importance", "stats", "demos", "lens")
 SYNONYMS = {"out": "output", "outfile": "output", "ckpt": "checkpoint", "model": "checkpoint", "fmt": "format"}
 DEMO = "en-es-transformer"
 RETIRED = ["--replace-unknown"]  # still accepted, does nothing: what it asked for is the default now

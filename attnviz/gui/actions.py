@@ -100,6 +100,8 @@ ACTIONS = (
     separator("View"),
     entry("View", "&Neuron", "neuron.open",
           tip="How the selected head computes a query's weights: q, k, q ⊙ k, scale, bias and softmax"),
+    entry("View", "L&ens", "lens.open",
+          tip="The logit lens (what each decoder layer predicts at each step) and DecoderLens (each encoder layer)"),
     entry("View", "Corpus head &statistics…", "stats.open",
           tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical"),
     entry("View", "Head &importance…", "importance.open",

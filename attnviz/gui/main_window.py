@@ -47,6 +47,7 @@ class MainWindow(QMainWindow):
         from .features.exporting import Exporting
         from .features.head_stats import head_stats_tool
         from .features.importance import ImportanceTool
+        from .features.lens import Lens
         from .features.neuron import Neuron
         from .features.opening import Opening
         from .features.presenting import Presenting
@@ -62,8 +63,9 @@ class MainWindow(QMainWindow):
         # Each feature is handed the features it uses, made before it: they reach one another in one direction.
         self.contributions = Contributions(session, views, worker, parent=self)
         self.neuron = Neuron(session, views, worker, parent=self)
+        self.lens = Lens(session, views, worker, parent=self)
         self.viewing = Viewing(session, views, worker, contributions=self.contributions, neuron=self.neuron,
-                               parent=self)
+                               lens=self.lens, parent=self)
         self.ablation = Ablation(session, views, worker, viewing=self.viewing, parent=self)
         self.opening = Opening(session, views, worker, viewing=self.viewing, ablation=self.ablation,
                                contributions=self.contributions, parent=self, stored=stored)

@@ -181,3 +181,30 @@ def leave_a_core_for_the_gui() -> None:
     """torch on all cores starves the GUI thread on small machines (docs/ARCHITECTURE.md#threading), and on
     cores other work keeps busy it waits for its own threads."""
     use_idle_cores(keep_free=1)
+
+
+def lens_readings(translator: Translator, job, captured_pass) -> object:
+    """A ``LensJob``'s logit lens and DecoderLens (models/analysis/lens.py) of the run's result, in its languages and
+    with its heads switched off, from its traced pass (``captured_pass``: the worker's kept one) as plain data."""
+    from models.analysis import catalogue
+    from models.analysis.lens import check_lens, decoder_lens, logit_lens, unavailable
+
+    from ..state.lens_view import EncoderRow, LensReadings
+
+    model, tokenizer = translator.model, translator.target_tokenizer
+    check_lens(model)
+    translator.set_languages(job.src_lang or None, job.tgt_lang or None)
+    src_ids = translator.source(job.text).ids
+    output = list(job.output)
+    captured = captured_pass(translator, (job.request_id, job.hypothesis, job.ablation), src_ids=src_ids,
+                             output_ids=output)
+    lens = logit_lens(model, src_ids, output, captured=captured)
+    note = unavailable(model, catalogue.DECODER_LENS) or ""
+    encoder = () if note else tuple(
+        EncoderRow(reading.layer, tokenizer.decode(list(reading.token_ids)), reading.nll)
+        for reading in decoder_lens(model, src_ids, output, captured=captured, first=tokenizer.first_tokens()))
+    label = tokenizer.token
+    return LensReadings(tokens=tuple(label(int(token)) for token in lens.token_ids), probs=lens.probs,
+                        ranks=lens.ranks, top_probs=lens.top_probs, vocab_size=int(captured.logits.shape[-1]),
+                        top_tokens=tuple(tuple(tuple(label(int(token)) for token in step) for step in layer)
+                                         for layer in lens.top_ids), encoder=encoder, encoder_note=note)

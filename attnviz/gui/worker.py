@@ -36,11 +36,12 @@ from models.inference.translator import SourceInput, Translator, resolve_device
 
 from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
-from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
+from ..state.jobs import Answer, JobBoard, LongJob, Stopped, UnitSteps
+from ..state.lens_view import LensAnswer, LensJob
 from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, prompt_source, prune_steps,
+    corpus_pairs, describe, fill_run, importance_steps, lens_readings, neuron_vectors, prompt_source, prune_steps,
     reporting_errors, run_labels,
 )
 
@@ -62,18 +63,6 @@ def trace_dtype(translator: Translator, request: Request, *, source: SourceInput
     run = request.settings
     size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
     return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
-
-
-@dataclasses.dataclass
-class LongJob:
-    """A long job under way: its kind and id on the board, its units, and where its answers go (``answer``:
-    an :class:`Answer`; ``report``: job id and what the work's progress callback was given after a unit)."""
-
-    kind: str
-    id: int
-    units: UnitSteps
-    answer: Callable[[Answer], None]
-    report: Callable[..., None] | None = None
 
 
 class ModelWorker(QObject):
@@ -102,6 +91,7 @@ class ModelWorker(QObject):
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
     contributions_ready = Signal(object)  # ContributionAnswer: one hypothesis' maps, or the line saying why not
     neuron_ready = Signal(object)  # NeuronAnswer: one result's query and key vectors, or the line saying why not
+    lens_ready = Signal(object)  # LensAnswer: one result's logit lens and DecoderLens, or the line saying why not
     _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
     def __init__(self, jobs: JobBoard | None = None):
@@ -405,15 +395,27 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def neuron(self, job: NeuronJob) -> None:
-        """The Neuron pane's vectors of one result (attnviz/state/neuron_view.py), unless a newer job overtook it."""
-        stopped = self.jobs.overtaken("neuron", job.id)
+        """The Neuron pane's vectors of one result (attnviz/state/neuron_view.py)."""
+        self._pane_job("neuron", job, NeuronAnswer, compute=lambda: neuron_vectors(self.translator, job))
+
+    @Slot(object)
+    def lens(self, job: LensJob) -> None:
+        """The Lens pane's readings of one result (attnviz/state/lens_view.py), from its kept traced pass."""
+        self._pane_job("lens", job, LensAnswer,
+                       compute=lambda: lens_readings(self.translator, job, self._captured_pass))
+
+    def _pane_job(self, kind: str, job, answer: type[Answer], *, compute: Callable[[], object]) -> None:
+        """A pane's job of one result, answered on ``{kind}_ready`` unless a newer job of its kind overtook it: what
+        ``compute()`` gives, or the line saying why not."""
+        ready = getattr(self, f"{kind}_ready")
+        stopped = self.jobs.overtaken(kind, job.id)
         if stopped is not None or self.translator is None:
-            self.neuron_ready.emit(NeuronAnswer(job, stopped=stopped or Stopped("no model is open")))
+            ready.emit(answer(job, stopped=stopped or Stopped("no model is open")))
             return
         answers = []
-        with reporting_errors(lambda line: answers.append(NeuronAnswer(job, error=line)), unexpected="neuron view"):
-            answers.append(NeuronAnswer(job, neuron_vectors(self.translator, job)))
-        self.neuron_ready.emit(answers[-1])
+        with reporting_errors(lambda line: answers.append(answer(job, error=line)), unexpected=f"{kind} view"):
+            answers.append(answer(job, compute()))
+        ready.emit(answers[-1])
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:

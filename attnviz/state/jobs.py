@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("run", "model", "partner", "stats", "importance", "prune", "contributions", "partner_contributions",
-         "coverage", "neuron")
+         "coverage", "neuron", "lens")
 DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
               "prune": ("model", "importance"),  # a pruning curve follows the ranking of the importance it started from
               # contributions explain one run's results: a newer run or model leaves nothing to explain
               "contributions": ("model", "run"), "partner_contributions": ("model", "run", "partner"),
-              "coverage": ("model", "run"), "neuron": ("model", "run")}
+              "coverage": ("model", "run"), "neuron": ("model", "run"), "lens": ("model", "run")}
 NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "run": "a newer sentence run was asked for",
     "model": "another model was opened",
@@ -34,6 +34,7 @@ NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "partner_contributions": "model B's contributions of another method or result were asked for",
     "coverage": "a newer run's source contribution was asked for",
     "neuron": "the neuron view of another result was asked for",
+    "lens": "the lens of another result was asked for",
 }
 WINDOW_CLOSED = "the window closed"
 
@@ -174,3 +175,16 @@ class UnitSteps:
         if not self.finished and self._steps is not None:
             self._steps.close()
         self.finished = True
+
+
+@dataclass
+class LongJob:
+    """A long job under way on the worker: its kind and id on the board, its units, and where its answers go
+    (``answer``: an :class:`Answer`; ``report``: job id and what the work's progress callback was given after a
+    unit)."""
+
+    kind: str
+    id: int
+    units: UnitSteps
+    answer: Callable[[Answer], None]
+    report: Callable[..., None] | None = None

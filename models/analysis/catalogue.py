@@ -74,6 +74,36 @@ def method_fields(method: ContributionMethod) -> dict:
     return {name: getattr(method, name) for name in ContributionMethod.__dataclass_fields__}
 
 
+# ------------------------------------------------------------------------------------------ layer readings
+
+LOGIT_LENS = "logit_lens"
+DECODER_LENS = "decoder_lens"
+
+
+@dataclass(frozen=True)
+class ReadingMethod:
+    """One way of reading what the model holds at each layer (not a contribution map): its name, what the window and
+    the CLI call it, which stack's layers it reads (``reads``: "decoder" or "encoder"), whether a decoder-only model
+    can give it, its paper, and the command that prints it. Its computation: models/analysis/lens.py
+    ``COMPUTATIONS``, one per name."""
+
+    name: str
+    label: str
+    reads: str
+    decoder_only: bool
+    paper: str
+    command: str
+
+
+READING_METHODS = {method.name: method for method in (
+    ReadingMethod(LOGIT_LENS, "logit lens", reads="decoder", decoder_only=True,
+                  paper="nostalgebraist 2020, interpreting GPT: the logit lens", command="lens"),
+    ReadingMethod(DECODER_LENS, "DecoderLens", reads="encoder", decoder_only=False,
+                  paper="Langedijk et al. 2023, DecoderLens: Layerwise Interpretation of Encoder-Decoder Transformers",
+                  command="lens"),
+)}
+
+
 # ------------------------------------------------------------------------------------------ head importance
 
 # The scores a head's importance is measured in (``--metric``): name → what the tables and the panel call it.

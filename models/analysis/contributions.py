@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from ..errors import InputError
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
-from ..nn.intermediates import noting_blocks, to_numpy
+from ..nn.intermediates import noting_blocks, noting_residuals, to_numpy
 from . import catalogue
 from .alti import BlockTerms, alti_block, alti_maps, block_terms, transformed, transformed_values  # noqa: F401
 from . import decoder_only, encoder_only
@@ -224,6 +224,7 @@ class Captured:
     # A decoder-only model's pass: ``src_ids`` is the prompt ``[1, P]``, ``tgt_in`` every position fed ``[1, n]``
     # (the prompt, then the output but its last token), ``logits`` the output's predictions ``[1, T, V]``.
     prompt_len: int | None = None
+    residuals: dict[str, list[Tensor]] = field(default_factory=dict)  # per stack [1, L, E] a boundary (lens.py)
 
 
 def decoder_input(model: Seq2Seq, output_ids: Sequence[int]) -> list[int]:
@@ -245,20 +246,20 @@ def capture_forward(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence
     if decoder_only.is_decoder_only(model):
         fed, _ = decoder_only.sequence_ids(src_ids, output_ids)
         sequence = torch.tensor([fed], dtype=torch.long, device=device)
-        with _evaluating(model):
+        with _evaluating(model), noting_residuals() as residuals:
             logits, blocks = decoder_only.capture_sequence(model, sequence, ablation=ablation)
         return Captured(model, src, sequence, output_ids=torch.tensor(list(output_ids), device=device),
                         logits=logits[:, len(src_ids) - 1:], blocks=blocks, ablation=ablation,
-                        prompt_len=len(src_ids))
+                        prompt_len=len(src_ids), residuals=residuals)
     tgt_in = torch.tensor([decoder_input(model, output_ids)], dtype=torch.long, device=device)
-    with _evaluating(model), torch.inference_mode(), noting_blocks() as noted:
+    with _evaluating(model), torch.inference_mode(), noting_blocks() as noted, noting_residuals() as residuals:
         logits, _ = model(src, tgt_in, need_weights=True, ablation=ablation)
     names = _block_names(model)
     blocks = {names[id(block["sublayer"])]: block for block in noted if id(block["sublayer"]) in names}
     for (kind, layer), block in blocks.items():
         block["heads_off"] = ablation.heads_off(kind, layer, block["v"].shape[1])
     return Captured(model, src, tgt_in, output_ids=torch.tensor(list(output_ids), device=device), logits=logits,
-                    blocks=blocks, ablation=ablation)
+                    blocks=blocks, ablation=ablation, residuals=residuals)
 
 
 def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:

@@ -417,6 +417,30 @@ def forced_step_by_step(model: Seq2Seq, src_ids: Sequence[int], target_ids: Sequ
     return decoder.results(steps)
 
 
+def greedy_rows(model: Seq2Seq, src_ids: Sequence[int], state, *, max_len: int,
+                first: Sequence[int] = ()) -> list[list[int]]:
+    """Greedy decoding of every row of a ``DecoderState`` at once (``state``: rows that each read their own memory of
+    the source ``src_ids``, as DecoderLens' encoder layers do), by :func:`greedy`'s rules (the ``first`` tokens,
+    padding and the start token never chosen, no end before the model's least length, its end tokens), up to
+    ``max_len`` tokens; nothing is traced. Returns each row's output ids through its end token."""
+    decoder = _Decoder(model, src_ids, Capture(need_weights=False, max_len=max_len))
+    decoder.state = state
+    tokens = torch.full((state.memory.shape[0],), decoder.start, dtype=torch.long, device=state.memory.device)
+    done = torch.zeros_like(tokens, dtype=torch.bool)
+    chosen = []
+    for index in range(decoder.max_len):
+        log_probs, _, _ = decoder.step(tokens)
+        log_probs, _ = without_nan(log_probs)
+        tokens = torch.full_like(tokens, first[index]) if index < len(first) else \
+            decoder.searchable(index, log_probs).argmax(dim=-1)
+        chosen.append(tokens)
+        done = done | decoder.ended(tokens)
+        if bool(done.all()):
+            break
+    rows = torch.stack(chosen, dim=1).tolist() if chosen else [[] for _ in range(len(tokens))]
+    return [row[:decoder._end_of(row)] for row in rows]
+
+
 def _check_target(decoder: _Decoder, target: list[int]) -> None:
     """One line when ``target`` (its end token included) is longer than an output may be."""
     if len(target) > decoder.room:

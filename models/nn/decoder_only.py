@@ -38,7 +38,7 @@ from .ablation import NO_ABLATION, Ablation
 from .attention import masked_softmax, switch_heads
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, init_normal
 from .config import DecoderOnlyConfig, attention_shape
-from .intermediates import Intermediates, kept
+from .intermediates import Intermediates, kept, note_residual
 from .masks import causal_mask
 from .transformer import ACTIVATIONS
 
@@ -360,6 +360,7 @@ class DecoderOnlyLM(Seq2Seq):
         windowed = {window: self._mask(positions, keys, query_len, window=window)
                     for window in set(self.sliding_windows()) if window}
         weights = []
+        note_residual("decoder", x)
         for index, layer in enumerate(self.layers):
             window = self.config.window_of(index)
             mask = windowed[window] if window else full
@@ -369,8 +370,14 @@ class DecoderOnlyLM(Seq2Seq):
                                      cache=caches[index] if caches is not None else None, need_weights=need_weights,
                                      heads_off=ablation.heads_off("dec_self", index, self.config.heads))
             weights.append(kept(layer_weights))
+            note_residual("decoder", x)
+        return self.head(x), weights, full
+
+    def head(self, x: Tensor) -> Tensor:
+        """The output head: the residual stream ``[..., E]`` → logits ``[..., V]`` (the final norm, the output
+        projection, Gemma 2's final logit soft-capping)."""
         logits = self.output(self.norm(x))
         if self.config.logit_softcap:
             cap = self.config.logit_softcap
             logits = torch.tanh(logits / cap) * cap
-        return logits, weights, full
+        return logits

@@ -55,6 +55,32 @@ def note_block(sublayer, **tensors: Tensor | None) -> None:
         blocks.append({"sublayer": sublayer, **tensors})
 
 
+_NOTED_RESIDUALS: contextvars.ContextVar[dict[str, list[Tensor]] | None] = contextvars.ContextVar(
+    "noted_residuals", default=None)
+
+
+@contextlib.contextmanager
+def noting_residuals() -> Iterator[dict[str, list[Tensor]]]:
+    """Inside, each stack notes its residual stream ``[B, L, E]`` into the dict yielded, per stack ("encoder",
+    "decoder") one tensor per layer boundary: the embeddings' output (index 0), then each layer's output (index
+    l + 1), before the stack's final norm (what the logit lens and DecoderLens read: models/analysis/lens.py).
+    Outside, a layer pays one context-variable read. Per thread (a context variable)."""
+    residuals: dict[str, list[Tensor]] = {}
+    token = _NOTED_RESIDUALS.set(residuals)
+    try:
+        yield residuals
+    finally:
+        _NOTED_RESIDUALS.reset(token)
+
+
+def note_residual(stack: str, x: Tensor) -> None:
+    """Append the residual stream ``x`` at the next layer boundary of ``stack`` while :func:`noting_residuals` is
+    active (else nothing)."""
+    residuals = _NOTED_RESIDUALS.get()
+    if residuals is not None:
+        residuals.setdefault(stack, []).append(x)
+
+
 def kept(weights: Tensor | None) -> Tensor | None:
     """One layer's attention weights as the model keeps them for the trace (see :func:`keeping_attention`)."""
     dtype = _KEPT_DTYPE.get()

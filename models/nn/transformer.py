@@ -18,7 +18,7 @@ from .attention import MultiHeadAttention
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, sinusoid_table
 from .config import TransformerConfig, attention_shape
 from .masks import target_mask
-from .intermediates import Intermediates, kept, note_block
+from .intermediates import Intermediates, kept, note_block, note_residual
 
 # Laplace's mean and width as transformers' LaplaceActivation has them (MEGA's attention activation).
 LAPLACE_MU, LAPLACE_SIGMA = 0.707107, 0.282095
@@ -272,14 +272,14 @@ class TransformerSeq2Seq(Seq2Seq):
         length = src_ids.shape[1]
         bias = self.relative_bias(self.encoder_relative_bias, length, length, offset=0, bidirectional=True)
         weights = []
+        note_residual("encoder", x)
         for index, layer in enumerate(self.encoder_layers):
             x, src_mask = ablation.widened("enc_self", index, x, src_mask)
             x, layer_weights = layer(x, src_mask, need_weights=need_weights, bias=bias,
                                      heads_off=ablation.heads_off("enc_self", index, self.config.heads_of("encoder")))
             weights.append(kept(layer_weights))
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        return x, src_mask, weights
+            note_residual("encoder", x)
+        return self.memory(x), src_mask, weights
 
     def decode(self, tgt_ids: Tensor, memory: Tensor, src_mask: Tensor, *, self_mask: Tensor | None,
                caches: list[LayerCache] | None, offset: int, need_weights: bool, ablation: Ablation = NO_ABLATION):
@@ -290,6 +290,7 @@ class TransformerSeq2Seq(Seq2Seq):
                                   bidirectional=False)
         self_weights, cross_weights = [], []
         heads = self.config.heads_of("decoder")
+        note_residual("decoder", x)
         for index, layer in enumerate(self.decoder_layers):
             x, memory, src_mask, self_mask = ablation.widened("dec_self", index, x, memory, src_mask, self_mask)
             cache = caches[index] if caches is not None else None
@@ -299,12 +300,24 @@ class TransformerSeq2Seq(Seq2Seq):
                                        cross_off=ablation.heads_off("cross", index, heads))
             self_weights.append(kept(self_w))
             cross_weights.append(kept(cross_w))
+            note_residual("decoder", x)
+        return self.head(x), self_weights, cross_weights
+
+    def head(self, x: Tensor) -> Tensor:
+        """The output head: the decoder's residual stream ``[..., E]`` → logits ``[..., V]`` (the final norm where
+        the model has one, the output projection with its bias (Marian's and BART's final_logits_bias), the logit
+        scale (T5's d_model^-0.5 with a tied projection))."""
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
-        logits = self.output(x)  # [B, L, V]
+        logits = self.output(x)  # [..., V]
         if self.logit_scale != 1.0:
             logits = logits * self.logit_scale
-        return logits, self_weights, cross_weights
+        return logits
+
+    def memory(self, x: Tensor) -> Tensor:
+        """What the decoder reads of the encoder's residual stream ``[B, S, E]``: it through the encoder's final
+        norm where the model has one."""
+        return self.encoder_norm(x) if self.encoder_norm is not None else x
 
     def relative_bias(self, table: nn.Embedding | None, query_len: int, key_len: int, *, offset: int,
                       bidirectional: bool) -> Tensor | None:

@@ -11,7 +11,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Protocol
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, SignalInstance
 
 from models.inference.modes import Mode
 
@@ -61,6 +61,13 @@ class NeuronPane(Protocol):
     def clear(self, message: str) -> None: ...
 
 
+class LensPane(NeuronPane, Protocol):
+    """The Lens pane's feature (attnviz/gui/features/lens.py): drawn again after every redraw; a click on a step's
+    column asks for that step (``step_chosen``)."""
+
+    step_chosen: SignalInstance
+
+
 class Viewing(QObject):
     run_requested = Signal(object)  # Request → worker
     # A run's results were accepted, before the views show it: a reopened session's selection is set, the ablation
@@ -68,9 +75,11 @@ class Viewing(QObject):
     run_arrived = Signal()
 
     def __init__(self, session: Session, views: Views, worker: ModelWorker, *, contributions: ShownMaps,
-                 neuron: NeuronPane, parent: QObject | None = None):
+                 neuron: NeuronPane, lens: LensPane, parent: QObject | None = None):
         super().__init__(parent)
         self.session, self.views, self.contributions, self.neuron = session, views, contributions, neuron
+        self.panes = (neuron, lens)  # the panes of the shown result, drawn again after every redraw
+        lens.step_chosen.connect(lambda step: self.select(step=step))
         self.shows_run = False  # the views show a finished run (not a message, nor a run still streaming in)
         self.streamed_at: float | None = None  # when the streaming run's heatmap was last drawn
         self.run_requested.connect(worker.run)
@@ -349,7 +358,8 @@ class Viewing(QObject):
             self._show_grids(rebuild=rebuild, layer_changed=layer_changed)
         views.decoding.show_state(self._step_state())
         views.focus.set_maskable(bool(self.session.model and self.session.model.mask_token))
-        self.neuron.refresh()
+        for pane in self.panes:
+            pane.refresh()
         self.shows_run = True
 
     def _show_focus(self) -> None:
@@ -413,7 +423,8 @@ class Viewing(QObject):
         views = self.views
         views.focus.clear(message)
         views.compare_view.clear(message)
-        self.neuron.clear(message)
+        for pane in self.panes:
+            pane.clear(message)
         for grid in (views.head_grid, views.model_view):
             grid.build(0, 0, row_names=[], col_names=[])
         views.selector.setEnabled(False)
