@@ -185,7 +185,7 @@ class _Setup:
 
     def measure(self, logits: Tensor) -> Tensor:
         """The metric of each row of ``logits``."""
-        logits = logits.float()
+        logits = logits if logits.dtype == torch.float64 else logits.float()
         if self.metric == PATCH_LOGIT:
             last = logits[:, -1]
             return last[:, self.output[self.step]] - last[:, self.corrupt_token]
@@ -282,7 +282,7 @@ def _atp(setup: _Setup, clean: Notes, corrupt: Notes, gradients: dict, corrupt_v
             return None
         noted_clean = (clean.residual if kind == "residual" else clean.heads)[key]
         noted_corrupt = (corrupt.residual if kind == "residual" else corrupt.heads)[key]
-        return ((noted_clean - noted_corrupt.detach()) * grad).float()
+        return (noted_clean - noted_corrupt.detach()) * grad
 
     residual = {}
     for side, layers in stacks(setup.model).items():
