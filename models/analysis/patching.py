@@ -29,6 +29,8 @@ import torch
 from torch import Tensor
 
 from ..errors import InputError
+from ..inference.decoding import finish
+from ..inference.translator import SourceInput, Translator
 from ..nn.base import Seq2Seq
 from ..nn.decoder_only import DecoderOnlyLM
 from ..nn.patches import DECODER, ENCODER, Notes, Patches, edits_applied, stacks, stage
@@ -401,3 +403,36 @@ def patch_one(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: Sequence[in
         probe = _Probe(table, layer, index)
         layers = {side: len(stack) for side, stack in stacks(model).items()}
         return float(setup.measure(setup.logits("corrupt", _patches(setup, [probe], probe.stage(layers), clean)))[0])
+
+
+@dataclass(frozen=True)
+class PatchRun:
+    """A patching of two sources as the CLI and the window run it: the result, the clean output it was forced on and
+    the corrupted source's greedy output."""
+
+    result: PatchingResult
+    output_ids: list[int]
+    corrupt_output_ids: list[int]
+
+
+def patch_sources(translator: Translator, clean: SourceInput, corrupt: SourceInput, *,
+                  target_ids: Sequence[int] | None = None, step: int | None = None,
+                  metric: str = PATCH_LOGIT) -> PatchRun:
+    """Both sources decoded greedily, the clean output (``target_ids``, else the clean greedy output) and the step
+    (``step``, else ``default_step``), then ``activation_patching``."""
+    line = unavailable(translator.model)
+    if line:
+        raise PatchingError(line)
+    clean_ids, corrupt_ids = clean.ids, corrupt.ids
+    check_sources(clean_ids, corrupt_ids)
+
+    def greedy(source: SourceInput) -> list[int]:
+        return finish(translator.decode(source, need_weights=False))[0].token_ids
+
+    corrupt_output = greedy(corrupt)
+    output = list(target_ids) if target_ids is not None else greedy(clean)
+    if metric == PATCH_LOGIT:
+        step = check_step(step, output) if step is not None else default_step(output, corrupt_output)
+    result = activation_patching(translator.model, clean_ids, corrupt_ids, output, metric=metric,
+                                 step=step if metric == PATCH_LOGIT else None)
+    return PatchRun(result, output, corrupt_output)
