@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     corrupt = translator.source(corrupt_text, unknown=unknown_mode(args))
     check_sources(clean.ids, corrupt.ids)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
-    report = report_for(translator, patch_sources(translator, clean, corrupt, target_ids=target, step=args.step,
-                                                  metric=metric), clean, corrupt)
+    run = patch_sources(translator, clean, corrupt, target_ids=target, step=args.step, metric=metric)
+    report = report_for(translator, run, clean=clean, corrupt=corrupt)
     if args.json:
         print(json.dumps(patch_document(report, clean_text=clean_text, corrupt_text=corrupt_text)))
     else:

@@ -72,13 +72,14 @@ def report_of(result, *, source_labels: list[str], corrupt_labels: list[str], de
         tables["exact"] = result.exact.named()
     return PatchReport(result.metric, result.step,
                        None if result.clean_token is None else token_label(result.clean_token),
-                       None if result.corrupt_token is None else token_label(result.corrupt_token),
-                       result.clean, result.corrupt, tables, list(source_labels), list(corrupt_labels),
-                       list(decoder_labels), list(clean_output), list(corrupt_output), result.spearman,
-                       result.prompt_len)
+                       corrupt_token=None if result.corrupt_token is None else token_label(result.corrupt_token),
+                       clean=result.clean, corrupt=result.corrupt, tables=tables, source_labels=list(source_labels),
+                       corrupt_labels=list(corrupt_labels), decoder_labels=list(decoder_labels),
+                       clean_output=list(clean_output), corrupt_output=list(corrupt_output),
+                       spearman=result.spearman, prompt_len=result.prompt_len)
 
 
-def report_for(translator, run, clean, corrupt) -> PatchReport:
+def report_for(translator, run, *, clean, corrupt) -> PatchReport:
     """The report of a ``PatchRun`` (models/analysis/patching.py) of the ``SourceInput``s ``clean`` and ``corrupt``,
     labelled by ``translator``'s tokenizers."""
     result = run.result
@@ -159,16 +160,18 @@ def patch_panels(report: PatchReport, *, estimate: str = "exact", selected=None)
     if "encoder" in tables:
         values = np.concatenate([tables["encoder"], tables["encoder_all"][:, None]], axis=1)
         panels.append(PatchPanel("encoder", "encoder residual stream", report.scaled(values),
-                                 _layer_labels(values.shape[0]), report.source_labels + ["(all)"]))
+                                 row_labels=_layer_labels(values.shape[0]),
+                                 column_labels=report.source_labels + ["(all)"]))
     decoder = tables["decoder"]
     panels.append(PatchPanel("decoder", "residual stream" if report.prompt_len else "decoder residual stream",
-                             report.scaled(decoder), _layer_labels(decoder.shape[0]), report.decoder_labels))
+                             report.scaled(decoder), row_labels=_layer_labels(decoder.shape[0]),
+                             column_labels=report.decoder_labels))
     for kind in HEAD_KINDS:
         if f"heads_{kind}" in tables:
             heads = report.scaled(tables[f"heads_{kind}"])
             panels.append(PatchPanel(f"heads_{kind}", f"{KIND_TITLES[kind]} heads", heads,
-                                     [f"L{layer}" for layer in range(heads.shape[0])],
-                                     [f"H{head}" for head in range(heads.shape[1])], kind=kind))
+                                     row_labels=[f"L{layer}" for layer in range(heads.shape[0])],
+                                     column_labels=[f"H{head}" for head in range(heads.shape[1])], kind=kind))
     reach = max([float(np.nanmax(np.abs(panel.values))) for panel in panels if panel.values.size] + [1e-9])
     reach = max(reach, 1.0) if report.normalisable else reach
     lines = [report.metric_line, report.scale_line]
@@ -177,7 +180,7 @@ def patch_panels(report: PatchReport, *, estimate: str = "exact", selected=None)
     rho = report.spearman.get("all")
     if rho is not None:
         lines.append(f"Spearman ρ of attribution patching against exact patching: {rho:.3f}")
-    return PatchPanels(tuple(panels), -reach, reach, tuple(lines), selected)
+    return PatchPanels(tuple(panels), -reach, reach, lines=tuple(lines), selected=selected)
 
 
 def _layer_labels(count: int) -> list[str]:

@@ -90,8 +90,8 @@ class PatchTables:
     def mapped(self, function) -> "PatchTables":
         def apply(table):
             return None if table is None else function(table)
-        return PatchTables(apply(self.encoder), function(self.decoder), apply(self.encoder_all),
-                           {kind: function(table) for kind, table in self.heads.items()})
+        return PatchTables(apply(self.encoder), function(self.decoder), encoder_all=apply(self.encoder_all),
+                           heads={kind: function(table) for kind, table in self.heads.items()})
 
     def named(self) -> dict[str, np.ndarray]:
         """Every table by name: ``encoder``, ``decoder``, ``encoder_all``, ``heads_{kind}``."""
@@ -204,10 +204,10 @@ def _setup(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: Sequence[int],
         return _Setup(model, {"clean": as_ids([]), "corrupt": as_ids([])},
                       {"clean": as_ids(list(clean_ids) + list(output_ids)[:-1]),
                        "corrupt": as_ids(list(corrupt_ids) + list(output_ids)[:-1])},
-                      len(clean_ids) - 1, output, metric, step)
+                      first=len(clean_ids) - 1, output=output, metric=metric, step=step)
     fed = as_ids([model.config.bos_id] + list(output_ids)[:-1])
     return _Setup(model, {"clean": as_ids(clean_ids), "corrupt": as_ids(corrupt_ids)}, {"clean": fed, "corrupt": fed},
-                  0, output, metric, step)
+                  first=0, output=output, metric=metric, step=step)
 
 
 def activation_patching(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: Sequence[int],
@@ -215,7 +215,7 @@ def activation_patching(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: S
                         exact: bool = True) -> PatchingResult:
     """Patch the clean run into the corrupted one everywhere (``exact``) and estimate it by AtP. ``output_ids``: the
     clean output the model is forced on; ``step``: the logit difference's step (default 0; None with ``NLL``)."""
-    setup = _checked(model, clean_ids, corrupt_ids, output_ids, metric=metric, step=step)
+    setup = _checked(model, clean_ids, corrupt_ids, output_ids=output_ids, metric=metric, step=step)
     was_training = model.training
     model.eval()
     try:
@@ -235,7 +235,7 @@ def _checked(model, clean_ids, corrupt_ids, output_ids, *, metric: str, step: in
         raise PatchingError("the clean output is empty: there is nothing to force")
     if metric == PATCH_LOGIT:
         step = check_step(0 if step is None else step, output_ids)
-    return _setup(model, clean_ids, corrupt_ids, output_ids, metric=metric,
+    return _setup(model, clean_ids, corrupt_ids, output_ids=output_ids, metric=metric,
                   step=step if metric == PATCH_LOGIT else None)
 
 
@@ -255,15 +255,16 @@ def _patching(setup: _Setup, *, exact: bool) -> PatchingResult:
         names = list(noted)
         grads = torch.autograd.grad(corrupt_metric, [noted[name] for name in names], allow_unused=True)
     corrupt_value = float(corrupt_metric.detach())
-    atp = _atp(setup, clean_notes, corrupt_notes, dict(zip(names, grads)), corrupt_value)
+    atp = _atp(setup, clean_notes, corrupt_notes, gradients=dict(zip(names, grads)), corrupt_value=corrupt_value)
     exact_tables = None
     if exact:
         with torch.no_grad():
             exact_tables = _exact(setup, clean_notes, corrupt_value)
     prompt = isinstance(setup.model, DecoderOnlyLM)
-    return PatchingResult(setup.metric, setup.step, clean_token, setup.corrupt_token,
-                          float(setup.measure(clean_logits)[0]), corrupt_value, exact_tables, atp,
-                          decoder_ids=setup.fed["clean"][0].tolist(), prompt_len=setup.first + 1 if prompt else None)
+    return PatchingResult(setup.metric, setup.step, clean_token, corrupt_token=setup.corrupt_token,
+                          clean=float(setup.measure(clean_logits)[0]), corrupt=corrupt_value, exact=exact_tables,
+                          atp=atp, decoder_ids=setup.fed["clean"][0].tolist(),
+                          prompt_len=setup.first + 1 if prompt else None)
 
 
 def _rival(logits: Tensor, clean_token: int) -> int:
@@ -304,8 +305,8 @@ def _atp(setup: _Setup, clean: Notes, corrupt: Notes, gradients: dict, corrupt_v
                 table[layer] = delta.sum(dim=(2, 3))[0].detach().cpu().numpy()
         heads[kind] = table + corrupt_value
     encoder = residual.get(ENCODER)
-    return PatchTables(encoder, residual[DECODER],
-                       None if encoder is None else corrupt_value + (encoder - corrupt_value).sum(1), heads)
+    return PatchTables(encoder, residual[DECODER], heads=heads,
+                       encoder_all=None if encoder is None else corrupt_value + (encoder - corrupt_value).sum(1))
 
 
 @dataclass(frozen=True)
@@ -347,7 +348,8 @@ def _exact(setup: _Setup, clean: Notes, corrupt_value: float) -> PatchTables:
     for start, probes in groups.items():
         for first in range(0, len(probes), rows):
             chunk = probes[first:first + rows]
-            values = setup.measure(setup.logits("corrupt", _patches(setup, chunk, start, clean))).cpu().numpy()
+            patches = _patches(setup, chunk, start=start, clean=clean)
+            values = setup.measure(setup.logits("corrupt", patches)).cpu().numpy()
             found.update(zip(chunk, values.tolist()))
     return _tables(setup, found, corrupt_value)
 
@@ -386,7 +388,7 @@ def _tables(setup: _Setup, found: dict, corrupt_value: float) -> PatchTables:
             heads[probe.table][probe.layer, probe.index] = value
         elif probe.table == "encoder_all":
             encoder_all[probe.layer] = value
-    return PatchTables(residual.get(ENCODER), residual[DECODER], encoder_all, heads)
+    return PatchTables(residual.get(ENCODER), residual[DECODER], encoder_all=encoder_all, heads=heads)
 
 
 def patch_one(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: Sequence[int], output_ids: Sequence[int], *,
@@ -394,7 +396,7 @@ def patch_one(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: Sequence[in
               corrupt_token: int | None = None) -> float:
     """The metric of one patched run alone (a batch of one): what each cell of the exact tables holds. ``table``:
     "encoder", "decoder", "encoder_all" or a head kind; ``index`` the position or head."""
-    setup = _checked(model, clean_ids, corrupt_ids, output_ids, metric=metric, step=step)
+    setup = _checked(model, clean_ids, corrupt_ids, output_ids=output_ids, metric=metric, step=step)
     setup.corrupt_token = corrupt_token
     model.eval()
     with torch.no_grad():
@@ -402,7 +404,8 @@ def patch_one(model: Seq2Seq, clean_ids: Sequence[int], corrupt_ids: Sequence[in
         setup.logits("clean", clean)
         probe = _Probe(table, layer, index)
         layers = {side: len(stack) for side, stack in stacks(model).items()}
-        return float(setup.measure(setup.logits("corrupt", _patches(setup, [probe], probe.stage(layers), clean)))[0])
+        patches = _patches(setup, [probe], start=probe.stage(layers), clean=clean)
+        return float(setup.measure(setup.logits("corrupt", patches))[0])
 
 
 @dataclass(frozen=True)
@@ -433,6 +436,6 @@ def patch_sources(translator: Translator, clean: SourceInput, corrupt: SourceInp
     output = list(target_ids) if target_ids is not None else greedy(clean)
     if metric == PATCH_LOGIT:
         step = check_step(step, output) if step is not None else default_step(output, corrupt_output)
-    result = activation_patching(translator.model, clean_ids, corrupt_ids, output, metric=metric,
+    result = activation_patching(translator.model, clean_ids, corrupt_ids, output_ids=output, metric=metric,
                                  step=step if metric == PATCH_LOGIT else None)
     return PatchRun(result, output, corrupt_output)
