@@ -14,6 +14,7 @@ from models.inference.translator import SourceInput, Translator, use_idle_cores
 from models.storage.checkpoint import describe_checkpoint, weights_name
 
 from ..state.contributions import ShowChoice, show_choice
+from ..state.jobs import Stopped
 from ..state.session import ModelInfo, RunLabels
 
 # Padded tokens one NLL importance pass holds in the window: a pass is a unit, so this bounds how long a
@@ -42,6 +43,18 @@ def reporting_errors(say: Callable[[str], None], *, unexpected: str = "internal 
     except Exception as failure:  # noqa: BLE001 (said in the window, never a dead thread)
         traceback.print_exc()
         say(f"{unexpected}: {type(failure).__name__}: {failure}")
+
+
+def answered(jobs, translator: Translator | None, job, *, answer, compute):
+    """A one-unit job's answer (``answer``, an ``Answer`` type, of ``job.kind``): ``compute(translator, job)``, or the
+    line saying why not: a newer job overtook it, no model is open, or it failed."""
+    stopped = jobs.overtaken(job.kind, job.id)
+    if stopped is not None or translator is None:
+        return answer(job, stopped=stopped or Stopped("no model is open"))
+    answers = []
+    with reporting_errors(lambda line: answers.append(answer(job, error=line)), unexpected=f"{job.kind} job"):
+        answers.append(answer(job, compute(translator, job)))
+    return answers[-1]
 
 
 def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -125,6 +138,19 @@ def neuron_vectors(translator: Translator, job) -> object:
 
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
     return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
+
+
+def patch_report(translator: Translator, job) -> object:
+    """A ``PatchJob``'s patching (models/analysis/patching.py) as the ``PatchReport`` the pane draws."""
+    from models.analysis.catalogue import PATCH_LOGIT, PATCH_NLL
+    from models.analysis.patching import patch_sources
+
+    from ..state.patch_view import report_for
+
+    translator.set_languages(job.src_lang or None, job.tgt_lang or None)
+    clean, corrupt = translator.source(job.clean), translator.source(job.corrupt)
+    run = patch_sources(translator, clean, corrupt, step=job.step, metric=PATCH_NLL if job.nll else PATCH_LOGIT)
+    return report_for(translator, run, clean=clean, corrupt=corrupt)
 
 
 def prompt_source(translator: Translator, run) -> SourceInput:

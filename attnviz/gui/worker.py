@@ -38,10 +38,11 @@ from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
 from ..state.neuron_view import NeuronAnswer, NeuronJob
+from ..state.patch_view import PatchAnswer, PatchJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, prompt_source, prune_steps,
-    reporting_errors, run_labels,
+    answered, corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, patch_report, prompt_source,
+    prune_steps, reporting_errors, run_labels,
 )
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
@@ -102,6 +103,7 @@ class ModelWorker(QObject):
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
     contributions_ready = Signal(object)  # ContributionAnswer: one hypothesis' maps, or the line saying why not
     neuron_ready = Signal(object)  # NeuronAnswer: one result's query and key vectors, or the line saying why not
+    patch_ready = Signal(object)  # PatchAnswer: a patching's tables, or the line saying why not
     _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
     def __init__(self, jobs: JobBoard | None = None):
@@ -406,14 +408,12 @@ class ModelWorker(QObject):
     @Slot(object)
     def neuron(self, job: NeuronJob) -> None:
         """The Neuron pane's vectors of one result (attnviz/state/neuron_view.py), unless a newer job overtook it."""
-        stopped = self.jobs.overtaken("neuron", job.id)
-        if stopped is not None or self.translator is None:
-            self.neuron_ready.emit(NeuronAnswer(job, stopped=stopped or Stopped("no model is open")))
-            return
-        answers = []
-        with reporting_errors(lambda line: answers.append(NeuronAnswer(job, error=line)), unexpected="neuron view"):
-            answers.append(NeuronAnswer(job, neuron_vectors(self.translator, job)))
-        self.neuron_ready.emit(answers[-1])
+        self.neuron_ready.emit(answered(self.jobs, self.translator, job, answer=NeuronAnswer, compute=neuron_vectors))
+
+    @Slot(object)
+    def patching(self, job: PatchJob) -> None:
+        """The Patching pane's tables (attnviz/state/patch_view.py), unless a newer job overtook it."""
+        self.patch_ready.emit(answered(self.jobs, self.translator, job, answer=PatchAnswer, compute=patch_report))
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:

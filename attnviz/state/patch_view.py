@@ -15,6 +15,8 @@ import numpy as np
 
 from models.analysis.catalogue import PATCH_LOGIT, PATCH_METRICS
 
+from .jobs import Answer
+
 HEAD_KINDS = ("enc_self", "dec_self", "cross")
 KIND_TITLES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention", "cross": "cross-attention"}
 ESTIMATES = ("exact", "atp")  # exact patching; attribution patching's estimate
@@ -200,3 +202,37 @@ def text_tables(report: PatchReport, *, width: int = 7) -> list[str]:
         for label, row in zip(panel.row_labels, panel.values):
             lines.append(label.ljust(5) + "".join(f"{value:{width}.2f}" for value in row))
     return lines
+
+
+# ------------------------------------------------------------------------------------------------ the window's job
+
+WAITING = "Patching: running the clean and corrupted sources and every patched run…"
+EMPTY = ("Edit a word of the source in the corrupted box (the same number of tokens), then Run: each cell says how "
+         "much of the clean run's output that activation restores.")
+
+
+@dataclass(frozen=True)
+class PatchJob:
+    """One patching in the window: the run's source (``clean``), the edited source, the step (None: where the greedy
+    outputs first differ), the NLL instead of the logit difference, and the run's languages."""
+
+    id: int
+    clean: str
+    corrupt: str
+    step: int | None = None
+    nll: bool = False
+    src_lang: str = ""
+    tgt_lang: str = ""
+    kind = "patching"  # its kind on the job board
+
+
+@dataclass(frozen=True)
+class PatchAnswer(Answer):
+    """The worker's answer to a :class:`PatchJob`: its ``PatchReport`` (``value``), or the line saying why not."""
+
+
+def selected_cell(panels_state: PatchPanels, *, kind: str, layer: int, head) -> tuple[str, int, int] | None:
+    """The head the main view shows, outlined on its kind's panel (the grids' selection), else the cell chosen."""
+    if isinstance(head, int) and any(panel.kind == kind for panel in panels_state.panels):
+        return f"heads_{kind}", layer, head
+    return panels_state.selected
