@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from .viewing import Viewing
 
 
+DOCK_SHARE = 0.5  # of the window's height the bottom docks take when the pane is first opened
+
+
 class Patching(QObject):
     requested = Signal(object)  # PatchJob → worker
 
@@ -51,7 +54,10 @@ class Patching(QObject):
             self.pane.cell_clicked.connect(self.choose_cell)
             self.pane.hovered.connect(lambda text: self.views.status_bar.showMessage(text))
             self.dock = self.views.docks.add("Patching", self.pane, Qt.DockWidgetArea.BottomDockWidgetArea)
-            self.views.docks.window.tabifyDockWidget(self.views.decoding_dock, self.dock)
+            window = self.views.docks.window
+            window.tabifyDockWidget(self.views.decoding_dock, self.dock)
+            # the tables need more height than the decoding bars: the bottom docks take about half the window
+            window.resizeDocks([self.dock], [int(window.height() * DOCK_SHARE)], Qt.Orientation.Vertical)
         text = self._text()
         if text and text != self.source:
             self.pane.set_source(text)

@@ -10,10 +10,11 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtWidgets import (QComboBox, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit, QPushButton,
+                               QSpinBox, QVBoxLayout, QWidget)
 
 from ...state.patch_view import EMPTY, PatchPanels
+from .head_stats import PanelScroll
 from .style import HIGHLIGHT
 from .token_axis import TokenAxis
 
@@ -21,6 +22,8 @@ DIVERGING = "CET-D1"  # blue (below the corrupted run) – white (0) – red (to
 AUTO_STEP = -1  # the step box's "auto": where the greedy outputs first differ
 PLOT_EXTRA = 60  # px a plot needs beyond its cells (axes, title)
 MIN_CELL = 14  # px of a cell's height at the least
+SPACING = 8  # px between two tables
+MIN_SCROLL = 100  # px the tables keep in the smallest dock
 
 
 class PatchingView(QWidget):
@@ -62,11 +65,16 @@ class PatchingView(QWidget):
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.graphics = pg.GraphicsLayoutWidget()
+        self.scroll = PanelScroll()  # a small dock scrolls the tables rather than squeezing their cells unreadable
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setWidget(self.graphics)
+        self.scroll.setMinimumHeight(MIN_SCROLL)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)
         layout.addLayout(bar)
         layout.addWidget(self.message)
-        layout.addWidget(self.graphics, 1)
+        layout.addWidget(self.scroll, 1)
         self.state: PatchPanels | None = None
         self.plots: dict[str, tuple[pg.PlotItem, pg.ImageItem, QGraphicsRectItem]] = {}
         self.lut = pg.colormap.get(DIVERGING).getLookupTable(0.0, 1.0, 256)
@@ -109,11 +117,17 @@ class PatchingView(QWidget):
         self.select(state.selected)
 
     def _build(self, state: PatchPanels) -> None:
+        """The residual streams' tables stacked in a wide column, the heads' tables in a narrow one beside them, the
+        colour bar at the right."""
         self.graphics.clear()
         self.plots = {}
-        for index, panel in enumerate(state.panels):
+        placed = {0: 0, 1: 0}  # column → tables placed in it
+        heights = {0: 0, 1: 0}
+        for panel in state.panels:
+            column = 0 if panel.kind is None else 1
             axes = {name: TokenAxis(name) for name in ("left", "bottom")}
-            plot = self.graphics.addPlot(row=index, col=0, axisItems=axes)
+            plot = self.graphics.addPlot(row=placed[column], col=column, axisItems=axes)
+            placed[column] += 1
             plot.setMenuEnabled(False)
             plot.setMouseEnabled(False, False)
             plot.hideButtons()
@@ -128,12 +142,17 @@ class PatchingView(QWidget):
             rows, columns = panel.values.shape
             plot.setRange(QRectF(-0.5, -0.5, columns, rows), padding=0)
             plot.setMinimumHeight(PLOT_EXTRA + rows * MIN_CELL)
+            heights[column] += PLOT_EXTRA + rows * MIN_CELL + SPACING
             self.plots[panel.name] = (plot, image, outline)
             plot.vb.sigResized.connect(lambda *_, p=plot, c=columns, r=rows: self._fit_ticks(p, c, r))
         bar = pg.ColorBarItem(values=(state.low, state.high), colorMap=pg.colormap.get(DIVERGING), interactive=False,
                               width=10, colorMapMenu=False)
-        self.graphics.addItem(bar, row=0, col=1, rowspan=len(state.panels))
+        self.graphics.addItem(bar, row=0, col=2, rowspan=max(placed.values()))
         self.colour_bar = bar
+        grid = self.graphics.ci.layout
+        grid.setColumnStretchFactor(0, 3)
+        grid.setColumnStretchFactor(1, 1)
+        self.graphics.setMinimumHeight(max(heights.values()))
 
     def _fit_ticks(self, plot: pg.PlotItem, columns: int, rows: int) -> None:
         """Label as many tokens as the cells have room for (the token axes' own layout)."""
