@@ -24,7 +24,7 @@ from models.analysis.patching import activation_patching  # noqa: E402
 
 DEMO = "resources/checkpoints/en-es-transformer.safetensors"
 TEXT = ("In the beginning God created the heavens and the earth, and the earth was without form and void, and "
-        "darkness was upon the face of the deep, and the water covered the whole earth.")
+        "darkness was upon the face of the deep, and the Spirit of God moved upon the face of the waters.")
 TOKENS = 40
 
 
@@ -35,6 +35,7 @@ def demo_case(device: str):
 
     translator = Translator(load_checkpoint(DEMO, device), device)
     clean = translator.source(TEXT).ids[-TOKENS:]
+    assert len(clean) == TOKENS, len(clean)
     corrupt = list(clean)
     corrupt[TOKENS // 2] = translator.source("father").ids[0]  # one word changed, the length kept
     source = translator.source(TEXT)

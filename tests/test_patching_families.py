@@ -86,6 +86,7 @@ def test_transformers_families(family, tmp_path):
     assert_patching_exact(Translator(convert(folder)))
 
 
-@pytest.mark.parametrize("path", ["fairseq/transformer-postln", "fairseq/transformer-sides", "sockeye/transformer-preln"])
+@pytest.mark.parametrize("path", ["fairseq/transformer-postln", "fairseq/transformer-sides",
+                                  "sockeye/transformer-preln"])
 def test_toolkits(path):
     assert_patching_exact(Translator(convert(DATA / path)))

@@ -259,7 +259,7 @@ def _patching(setup: _Setup, *, exact: bool) -> PatchingResult:
     exact_tables = None
     if exact:
         with torch.no_grad():
-            exact_tables = _exact(setup, clean_notes, corrupt_value)
+            exact_tables = _exact(setup, clean_notes, corrupt_value, corrupt=corrupt_notes)
     prompt = isinstance(setup.model, DecoderOnlyLM)
     return PatchingResult(setup.metric, setup.step, clean_token, corrupt_token=setup.corrupt_token,
                           clean=float(setup.measure(clean_logits)[0]), corrupt=corrupt_value, exact=exact_tables,
@@ -338,11 +338,15 @@ def _probes(setup: _Setup) -> list[_Probe]:
     return probes
 
 
-def _exact(setup: _Setup, clean: Notes, corrupt_value: float) -> PatchTables:
+def _exact(setup: _Setup, clean: Notes, corrupt_value: float, *, corrupt: Notes | None = None) -> PatchTables:
+    """Every probe's patched metric; a probe whose clean activation equals the corrupted run's (the tokens the two
+    sources share, at the embeddings; a decoder-only model's positions before the edit; the decoder's first
+    self-attention) changes nothing and is not run."""
     layers = {side: len(stack) for side, stack in stacks(setup.model).items()}
     groups: dict = {}
     for probe in _probes(setup):
-        groups.setdefault(probe.stage(layers), []).append(probe)
+        if corrupt is None or not _unchanged(probe, clean, corrupt):
+            groups.setdefault(probe.stage(layers), []).append(probe)
     rows = max(1, PATCH_TOKENS // (setup.widths[ENCODER] + setup.scored))
     found = {}
     for start, probes in groups.items():
@@ -352,6 +356,18 @@ def _exact(setup: _Setup, clean: Notes, corrupt_value: float) -> PatchTables:
             values = setup.measure(setup.logits("corrupt", patches)).cpu().numpy()
             found.update(zip(chunk, values.tolist()))
     return _tables(setup, found, corrupt_value)
+
+
+def _unchanged(probe: _Probe, clean: Notes, corrupt: Notes) -> bool:
+    """Whether the clean run's activation at ``probe`` is the corrupted run's, to the bit."""
+    if probe.table in ("encoder", "decoder", "encoder_all"):
+        side = DECODER if probe.table == DECODER else ENCODER
+        where = slice(None) if probe.index is None else probe.index
+        a, b = clean.residual[(side, probe.layer)][0, where], corrupt.residual[(side, probe.layer)][0, where]
+    else:
+        a, b = clean.heads[(probe.table, probe.layer)][0, probe.index], corrupt.heads[(probe.table, probe.layer)][
+            0, probe.index]
+    return torch.equal(a, b.detach())
 
 
 def _patches(setup: _Setup, probes: list[_Probe], start, clean: Notes) -> Patches:
@@ -376,13 +392,13 @@ def _patches(setup: _Setup, probes: list[_Probe], start, clean: Notes) -> Patche
 def _tables(setup: _Setup, found: dict, corrupt_value: float) -> PatchTables:
     residual = {}
     for side, stack in stacks(setup.model).items():
-        table = np.full((len(stack) + 1, setup.widths[side]), corrupt_value)  # after the step: no change
+        table = np.full((len(stack) + 1, setup.widths[side]), corrupt_value)  # not run: no change
         for probe, value in found.items():
             if probe.table == side:
                 table[probe.layer, probe.index] = value
         residual[side] = table
-    heads = {kind: np.zeros(shape) for kind, shape in _shape(setup.model).items()}
-    encoder_all = np.zeros(len(stacks(setup.model)[ENCODER]) + 1) if ENCODER in residual else None
+    heads = {kind: np.full(shape, corrupt_value) for kind, shape in _shape(setup.model).items()}
+    encoder_all = np.full(len(stacks(setup.model)[ENCODER]) + 1, corrupt_value) if ENCODER in residual else None
     for probe, value in found.items():
         if probe.table in heads:
             heads[probe.table][probe.layer, probe.index] = value
