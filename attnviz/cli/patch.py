@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from models.analysis.catalogue import PATCH_LOGIT, PATCH_NLL
+from models.analysis.catalogue import INTERVENTION_METHODS, PATCH_LOGIT, PATCH_NLL, PATCHING
 
 from .common import add_model_options, argument_text, open_translator, say_if_rounded, unknown_mode
 
@@ -30,8 +30,8 @@ NAME = "patch"
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(NAME, help="which positions and heads carry the difference between two sources "
-                                              "(activation patching)", description=__doc__)
+    parser = subparsers.add_parser(NAME, help=f"which positions and heads carry the difference between two sources "
+                                              f"({INTERVENTION_METHODS[PATCHING].label})", description=__doc__)
     add_model_options(parser)
     parser.add_argument("--clean", required=True, metavar="TEXT", help="the clean source")
     parser.add_argument("--corrupt", required=True, metavar="TEXT",

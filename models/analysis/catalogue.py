@@ -145,6 +145,6 @@ class InterventionMethod:
 
 
 INTERVENTION_METHODS = {method.name: method for method in (
-    InterventionMethod(PATCHING, "activation patching (clean → corrupted)", "patch", metrics=tuple(PATCH_METRICS),
+    InterventionMethod(PATCHING, "activation patching, clean → corrupted", "patch", metrics=tuple(PATCH_METRICS),
                        needs=NEEDS_TRANSFORMER),
 )}
