@@ -9,12 +9,13 @@ import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+
 from models.errors import AttnvizError
 from models.inference.translator import SourceInput, Translator, use_idle_cores
 from models.storage.checkpoint import describe_checkpoint, weights_name
 
 from ..state.contributions import ShowChoice, show_choice
-from ..state.jobs import Stopped
 from ..state.session import ModelInfo, RunLabels
 
 # Padded tokens one NLL importance pass holds in the window: a pass is a unit, so this bounds how long a
@@ -43,18 +44,6 @@ def reporting_errors(say: Callable[[str], None], *, unexpected: str = "internal 
     except Exception as failure:  # noqa: BLE001 (said in the window, never a dead thread)
         traceback.print_exc()
         say(f"{unexpected}: {type(failure).__name__}: {failure}")
-
-
-def answered(jobs, translator: Translator | None, job, *, answer, compute):
-    """A one-unit job's answer (``answer``, an ``Answer`` type, of ``job.kind``): ``compute(translator, job)``, or the
-    line saying why not: a newer job overtook it, no model is open, or it failed."""
-    stopped = jobs.overtaken(job.kind, job.id)
-    if stopped is not None or translator is None:
-        return answer(job, stopped=stopped or Stopped("no model is open"))
-    answers = []
-    with reporting_errors(lambda line: answers.append(answer(job, error=line)), unexpected=f"{job.kind} job"):
-        answers.append(answer(job, compute(translator, job)))
-    return answers[-1]
 
 
 def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -138,6 +127,18 @@ def neuron_vectors(translator: Translator, job) -> object:
 
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
     return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
+
+
+HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
+
+
+def trace_dtype(translator: Translator, request, *, source: SourceInput,
+                target_ids: list[int] | None) -> tuple[type, int]:
+    """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
+    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
+    run = request.settings
+    size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
+    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
 
 
 def patch_report(translator: Translator, job) -> object:

@@ -38,15 +38,11 @@ from ..state.contributions import ContributionAnswer, ContributionJob
 from ..state.imports import ImportAnswer, ImportQuestion
 from ..state.jobs import Answer, JobBoard, Stopped, UnitSteps
 from ..state.neuron_view import NeuronAnswer, NeuronJob
-from ..state.patch_view import PatchAnswer, PatchJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    answered, corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, patch_report, prompt_source,
-    prune_steps, reporting_errors, run_labels,
+    corpus_pairs, describe, fill_run, importance_steps, neuron_vectors, prompt_source, prune_steps,
+    reporting_errors, run_labels, trace_dtype,
 )
-
-HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
-
 
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
@@ -54,15 +50,6 @@ STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most 
 # logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
 # explains nothing a job can still ask for).
 CAPTURED_KEPT = 8
-
-
-def trace_dtype(translator: Translator, request: Request, *, source: SourceInput,
-                target_ids: list[int] | None) -> tuple[type, int]:
-    """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
-    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
-    run = request.settings
-    size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
-    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
 
 
 @dataclasses.dataclass
@@ -98,12 +85,12 @@ class ModelWorker(QObject):
     importance_ready = Signal(object)  # Answer: HeadImportance (models/analysis/importance.py), or why not
     prune_progress = Signal(int, int, int)  # job id, points of the pruning curves scored, points in all
     prune_ready = Signal(object)  # Answer: PruneCurves (models/analysis/importance.py), or why not
+    patching_ready = Signal(object)  # PatchAnswer: a patching's tables (attnviz/state/patch_view.py), or why not
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
     contributions_ready = Signal(object)  # ContributionAnswer: one hypothesis' maps, or the line saying why not
     neuron_ready = Signal(object)  # NeuronAnswer: one result's query and key vectors, or the line saying why not
-    patch_ready = Signal(object)  # PatchAnswer: a patching's tables, or the line saying why not
     _next_unit = Signal(str, int)  # a long job's kind and id: its next unit, queued behind what was asked meanwhile
 
     def __init__(self, jobs: JobBoard | None = None):
@@ -359,6 +346,14 @@ class ModelWorker(QObject):
                 self._decode(request)
 
     @Slot(object)
+    def patching(self, job) -> None:
+        """The Patching pane's tables of two sources (attnviz/state/patch_view.py: a ``PatchJob``)."""
+        from ..state.patch_view import PatchAnswer
+        from .work import patch_report
+
+        self._pane_job("patching", job, PatchAnswer, compute=lambda: patch_report(self.translator, job))
+
+    @Slot(object)
     def contributions(self, job: ContributionJob) -> None:
         """A contributions method for each of the job's hypotheses, one answer each; stops (saying why) between
         two hypotheses once a newer job of its kind, run or model exists."""
@@ -407,13 +402,21 @@ class ModelWorker(QObject):
 
     @Slot(object)
     def neuron(self, job: NeuronJob) -> None:
-        """The Neuron pane's vectors of one result (attnviz/state/neuron_view.py), unless a newer job overtook it."""
-        self.neuron_ready.emit(answered(self.jobs, self.translator, job, answer=NeuronAnswer, compute=neuron_vectors))
+        """The Neuron pane's vectors of one result (attnviz/state/neuron_view.py)."""
+        self._pane_job("neuron", job, NeuronAnswer, compute=lambda: neuron_vectors(self.translator, job))
 
-    @Slot(object)
-    def patching(self, job: PatchJob) -> None:
-        """The Patching pane's tables (attnviz/state/patch_view.py), unless a newer job overtook it."""
-        self.patch_ready.emit(answered(self.jobs, self.translator, job, answer=PatchAnswer, compute=patch_report))
+    def _pane_job(self, kind: str, job, answer: type[Answer], *, compute: Callable[[], object]) -> None:
+        """A pane's job of one result, answered on ``{kind}_ready`` unless a newer job of its kind overtook it: what
+        ``compute()`` gives, or the line saying why not."""
+        ready = getattr(self, f"{kind}_ready")
+        stopped = self.jobs.overtaken(kind, job.id)
+        if stopped is not None or self.translator is None:
+            ready.emit(answer(job, stopped=stopped or Stopped("no model is open")))
+            return
+        answers = []
+        with reporting_errors(lambda line: answers.append(answer(job, error=line)), unexpected=f"{kind} view"):
+            answers.append(answer(job, compute()))
+        ready.emit(answers[-1])
 
     @Slot(int, object)
     def head_stats(self, job_id: int, corpus: str | list[tuple[str, str]]) -> None:

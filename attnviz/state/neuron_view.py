@@ -38,8 +38,6 @@ class NeuronJob:
     tgt_lang: str = ""
     ablation: Ablation = NO_ABLATION
 
-    kind = "neuron"  # its kind on the job board
-
     @property
     def key(self) -> tuple[int, int]:
         return self.request_id, self.hypothesis

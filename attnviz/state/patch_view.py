@@ -223,7 +223,6 @@ class PatchJob:
     nll: bool = False
     src_lang: str = ""
     tgt_lang: str = ""
-    kind = "patching"  # its kind on the job board
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ class Patching(QObject):
         self.pane: PatchingView | None = None
         self.dock: QDockWidget | None = None
         self.requested.connect(worker.patching)
-        worker.patch_ready.connect(self._on_answer)
+        worker.patching_ready.connect(self._on_answer)
 
     def open(self) -> None:
         """View → Patching: the pane's dock, made on first use as a tab beside the Decoding dock, shown and raised;
