@@ -235,5 +235,5 @@ def test_bad_input_is_one_line():
     with pytest.raises(PatchingError, match="step 5 is beyond the output: it has steps 0 to 4"):
         activation_patching(model, CLEAN, CORRUPT, OUTPUT, step=5)
     gru = load_checkpoint(demo_path("piglatin-gru-additive"), "cpu").model
-    with pytest.raises(PatchingError, match="recurrent layers have neither"):
+    with pytest.raises(PatchingError, match=r"recurrent \(GRU\) layers"):
         activation_patching(gru, [5, 6, 3], [5, 7, 3], [4, 3])

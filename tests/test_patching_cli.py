@@ -88,7 +88,7 @@ def test_bad_input_is_one_line(capsys, args, fragments):
 
 def test_a_recurrent_model_is_refused_in_one_line(capsys):
     code, _, err = cli(capsys, "patch", "-c", "piglatin-gru-additive", "--clean", "hello", "--corrupt", "hullo")
-    assert_one_line_error(code, err, "recurrent layers have neither")
+    assert_one_line_error(code, err, "recurrent (GRU) layers")
 
 
 def test_patching_is_an_entry_of_the_interventions_catalogue():

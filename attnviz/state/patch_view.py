@@ -194,7 +194,9 @@ def text_tables(report: PatchReport, *, width: int = 7) -> list[str]:
     """``attnviz patch``'s readable output: the lines, then every exact table (AtP where there is none), two
     decimals a cell, columns headed by their tokens."""
     panels = patch_panels(report)
-    lines = list(panels.lines) + ["rows: emb the embeddings, Lk layer k's output; (all): every position of the layer"]
+    rows = "rows: emb the embeddings, Lk layer k's output"
+    lines = list(panels.lines) + [rows + ("; (all): every position of the layer" if "encoder" in report.tables.get(
+        "exact", report.tables["atp"]) else "")]
     for panel in panels.panels:
         lines += ["", panel.title + ":"]
         head = "".join(label[:width - 1].rjust(width) for label in panel.column_labels)

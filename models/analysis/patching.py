@@ -51,8 +51,8 @@ def unavailable(model: Seq2Seq) -> str | None:
         return None
     if not getattr(model, "decodes", True):
         return "activation patching needs an output to force: an encoder-only model has none"
-    return ("activation patching reads a Transformer's residual stream and heads: this model's recurrent layers "
-            "have neither")
+    return ("activation patching needs a Transformer's residual streams and heads throughout: this model has "
+            "recurrent (GRU) layers, whose states are no residual stream")
 
 
 def check_sources(clean_ids: Sequence[int], corrupt_ids: Sequence[int]) -> None:
