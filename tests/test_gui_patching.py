@@ -89,3 +89,15 @@ def test_sources_of_different_lengths_are_the_panes_one_line(qtbot, demo_window)
     qtbot.mouseClick(pane.run, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: "same number of tokens" in pane.message.text(), timeout=WAIT)
     assert pane.state is None
+
+
+def test_a_head_chosen_on_the_grids_is_outlined_on_its_table(qtbot, demo_window):
+    window = demo_window
+    run(qtbot, window, CLEAN)
+    window.patching.open()
+    pane = window.patching.pane
+    pane.corrupt.setText(CORRUPT)
+    qtbot.mouseClick(pane.run, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
+    window.views.model_view.clicked.emit(1, 3)  # the grid of every layer × head: layer 1, head 3
+    qtbot.waitUntil(lambda: pane.state.selected == (f"heads_{window.session.selection.kind}", 1, 3), timeout=WAIT)

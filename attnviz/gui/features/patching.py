@@ -41,6 +41,11 @@ class Patching(QObject):
         self.dock: QDockWidget | None = None
         self.requested.connect(worker.patching)
         worker.patching_ready.connect(self._on_answer)
+        # the main view's head, outlined on its kind's table as on the grids: redrawn once the viewing feature has
+        # taken a choice of the selector or a grid (queued: after its own slot, whatever the order of connection)
+        queued = Qt.ConnectionType.QueuedConnection
+        for signal in (views.selector.changed, views.head_grid.clicked, views.model_view.clicked):
+            signal.connect(self._follow_selection, queued)
 
     def open(self) -> None:
         """View → Patching: the pane's dock, made on first use as a tab beside the Decoding dock, shown and raised;
@@ -101,6 +106,11 @@ class Patching(QObject):
             kind = panel[len("heads_"):]
             if kind in self.session.trace.kinds:
                 self.viewing.select(kind=kind, layer=row, head=column)
+        self.refresh()
+
+    def _follow_selection(self, *_) -> None:
+        if self.chosen is not None and self.chosen[0].startswith("heads_"):
+            self.chosen = None  # a head chosen elsewhere replaces the one clicked here
         self.refresh()
 
     def refresh(self) -> None:
