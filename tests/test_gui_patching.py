@@ -101,3 +101,27 @@ def test_a_head_chosen_on_the_grids_is_outlined_on_its_table(qtbot, demo_window)
     qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
     window.views.model_view.clicked.emit(1, 3)  # the grid of every layer × head: layer 1, head 3
     qtbot.waitUntil(lambda: pane.state.selected == (f"heads_{window.session.selection.kind}", 1, 3), timeout=WAIT)
+
+
+@pytest.mark.parametrize("demo, expected", [("piglatin-decoder-only", ["decoder", "heads_dec_self"]),
+                                            ("piglatin-gru-additive", "recurrent (GRU) layers")])
+def test_a_language_models_prompt_is_patched_and_a_recurrent_model_refused(qtbot, qsettings, demo, expected):
+    clean, corrupt = "hello world", "hello wurld"
+    window = create_window(f"resources/checkpoints/{demo}.safetensors", "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.resize(1000, 650)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
+    run(qtbot, window, clean)
+    window.patching.open()
+    pane = window.patching.pane
+    pane.corrupt.setText(corrupt)
+    qtbot.mouseClick(pane.run, Qt.MouseButton.LeftButton)
+    if isinstance(expected, str):
+        qtbot.waitUntil(lambda: expected in pane.message.text(), timeout=WAIT)
+    else:
+        qtbot.waitUntil(lambda: pane.state is not None, timeout=WAIT)
+        assert [panel.name for panel in pane.state.panels] == expected
+        decoder = pane.state.panels[0]
+        assert decoder.column_labels[:len(clean)] == list(clean.replace(" ", "␣"))  # the prompt's characters first
+    window.close()
