@@ -257,12 +257,12 @@ def test_export_png_svg_npz_csv(qtbot, window, tmp_path):
 def test_a_run_too_large_for_full_precision_is_kept_at_half_and_says_so(qtbot, window, tmp_path, monkeypatch):
     """Long runs keep float16 (the window says so; the readout gives three digits with ≈); the NPZ export
     stays float32, as its layout says. A budget of 0 bytes makes a short run one of them."""
-    import attnviz.gui.worker
+    import attnviz.gui.work
 
     run_text(qtbot, window, "abcd", mode="forced", target="bad")
     full = window.session.trace
     assert not full.half_precision and "half precision" not in window.views.input_bar.result_text()
-    monkeypatch.setattr(attnviz.gui.worker, "HALF_PRECISION_ABOVE", 0)
+    monkeypatch.setattr(attnviz.gui.work, "HALF_PRECISION_ABOVE", 0)
     run_text(qtbot, window, "abcd", mode="forced", target="bad")
     half = window.session.trace
     assert half.half_precision and "kept at half precision" in window.views.input_bar.result_text()
@@ -294,7 +294,7 @@ def test_decoding_steps_reach_the_window_in_batches(qtbot, window):
 def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings, tmp_path, char_tokenizer, monkeypatch):
     """A 400-character output at 1000×650 takes at most three lines (then scrolls, every word still there);
     the notices stay in view under it and the focus heatmap keeps its 150 px."""
-    import attnviz.gui.worker
+    import attnviz.gui.work
 
     torch.manual_seed(3)
     path = save_checkpoint(tmp_path / "long.safetensors", build_model(tiny_config("transformer-preln", max_len=512)),
@@ -304,7 +304,7 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
     window.resize(1000, 650)
     window.show()
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
-    monkeypatch.setattr(attnviz.gui.worker, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
+    monkeypatch.setattr(attnviz.gui.work, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
     target = "abc defgh " * 40
     run_text(qtbot, window, "abc", mode="forced", target=target, max_len=100)
     bar = window.views.input_bar

@@ -12,6 +12,7 @@ misspelt checkpoint) import no torch either.
     attnviz importance     the score drop when each attention head is switched off alone
     attnviz contributions  each pair's source contribution (ALTI+), lowest first: likely hallucinations on top
     attnviz lens           the logit lens and DecoderLens: what each layer already predicts
+    attnviz patch          which positions and heads carry the difference between two sources (activation patching)
     attnviz stats          what every attention head does over a corpus
     attnviz train          train a model on sentence pairs
     attnviz convert        import a checkpoint trained with other code
@@ -37,7 +38,8 @@ from models.errors import AttnvizError, NumericalWarning, is_out_of_memory
 from models.nn.precisions import PRECISIONS
 
 from .. import __version__
-from . import contributions, convert, demos, evaluate, export, importance, info, lens, render, stats, train, translate
+from . import (contributions, convert, demos, evaluate, export, importance, info, lens, patch, render, stats, train,
+               translate)
 from .common import (HelpFormatter, add_download_option, checkpoint_path, error, open_checkpoint_arguments, warn,
                      window_checkpoint)
 
@@ -49,7 +51,7 @@ DESCRIPTION = ("See what the attention of a seq2seq model did.\n\n"
                "bundled demo. COMMAND runs headless; attnviz COMMAND --help says how.")
 ANOTHER_RANKS_WAIT = 10.0  # seconds a process other than rank 0 gives rank 0 to say a user error first
 COMMANDS = {module.NAME: module for module in (info, translate, export, render, evaluate, importance, contributions,
-                                                 lens, stats, train, convert, demos)}
+                                                 lens, patch, stats, train, convert, demos)}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: PLR0917 (warnings' hook)

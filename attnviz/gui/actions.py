@@ -102,6 +102,9 @@ ACTIONS = (
           tip="How the selected head computes a query's weights: q, k, q ⊙ k, scale, bias and softmax"),
     entry("View", "L&ens", "lens.open",
           tip="The logit lens (what each decoder layer predicts at each step) and DecoderLens (each encoder layer)"),
+    entry("View", "Pa&tching", "patching.open", name="patching",
+          tip="Which positions and heads carry the difference between the source and an edited copy of it "
+              "(activation patching)"),
     entry("View", "Corpus head &statistics…", "stats.open",
           tip="What every head does over a PAIRS.tsv corpus, and where each head is most and least typical"),
     entry("View", "Head &importance…", "importance.open",

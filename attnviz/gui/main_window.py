@@ -50,6 +50,7 @@ class MainWindow(QMainWindow):
         from .features.lens import Lens
         from .features.neuron import Neuron
         from .features.opening import Opening
+        from .features.patching import Patching
         from .features.presenting import Presenting
         from .features.sessions import Sessions
         from .features.viewing import Viewing
@@ -67,6 +68,7 @@ class MainWindow(QMainWindow):
         self.viewing = Viewing(session, views, worker, contributions=self.contributions, neuron=self.neuron,
                                lens=self.lens, parent=self)
         self.ablation = Ablation(session, views, worker, viewing=self.viewing, parent=self)
+        self.patching = Patching(session, views, worker, viewing=self.viewing, parent=self)
         self.opening = Opening(session, views, worker, viewing=self.viewing, ablation=self.ablation,
                                contributions=self.contributions, parent=self, stored=stored)
         self.comparing = Comparing(session, views, worker, viewing=self.viewing, opening=self.opening,

@@ -9,6 +9,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
+
 from models.errors import AttnvizError
 from models.inference.translator import SourceInput, Translator, use_idle_cores
 from models.storage.checkpoint import describe_checkpoint, weights_name
@@ -125,6 +127,31 @@ def neuron_vectors(translator: Translator, job) -> object:
 
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
     return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
+
+
+HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
+
+
+def trace_dtype(translator: Translator, request, *, source: SourceInput,
+                target_ids: list[int] | None) -> tuple[type, int]:
+    """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
+    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
+    run = request.settings
+    size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
+    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
+
+
+def patch_report(translator: Translator, job) -> object:
+    """A ``PatchJob``'s patching (models/analysis/patching.py) as the ``PatchReport`` the pane draws."""
+    from models.analysis.catalogue import PATCH_LOGIT, PATCH_NLL
+    from models.analysis.patching import patch_sources
+
+    from ..state.patch_view import report_for
+
+    translator.set_languages(job.src_lang or None, job.tgt_lang or None)
+    clean, corrupt = translator.source(job.clean), translator.source(job.corrupt)
+    run = patch_sources(translator, clean, corrupt, step=job.step, metric=PATCH_NLL if job.nll else PATCH_LOGIT)
+    return report_for(translator, run, clean=clean, corrupt=corrupt)
 
 
 def prompt_source(translator: Translator, run) -> SourceInput:

@@ -42,11 +42,8 @@ from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
     corpus_pairs, describe, fill_run, importance_steps, lens_readings, neuron_vectors, prompt_source, prune_steps,
-    reporting_errors, run_labels,
+    reporting_errors, run_labels, trace_dtype,
 )
-
-HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
-
 
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
@@ -56,13 +53,6 @@ STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most 
 CAPTURED_KEPT = 8
 
 
-def trace_dtype(translator: Translator, request: Request, *, source: SourceInput,
-                target_ids: list[int] | None) -> tuple[type, int]:
-    """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
-    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
-    run = request.settings
-    size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
-    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
 
 
 class ModelWorker(QObject):
@@ -86,6 +76,7 @@ class ModelWorker(QObject):
     importance_ready = Signal(object)  # Answer: HeadImportance (models/analysis/importance.py), or why not
     prune_progress = Signal(int, int, int)  # job id, points of the pruning curves scored, points in all
     prune_ready = Signal(object)  # Answer: PruneCurves (models/analysis/importance.py), or why not
+    patching_ready = Signal(object)  # PatchAnswer: a patching's tables (attnviz/state/patch_view.py), or why not
     partner_loaded = Signal(int, object)  # job id, ModelInfo of the model compared with (model B)
     partner_failed = Signal(int, str)
     partner_finished = Signal(int, object)  # request id, model B's best DecodeResult or the line saying why not
@@ -345,6 +336,14 @@ class ModelWorker(QObject):
                     raise
                 self._fall_back_to_the_cpu(request)
                 self._decode(request)
+
+    @Slot(object)
+    def patching(self, job) -> None:
+        """The Patching pane's tables of two sources (attnviz/state/patch_view.py: a ``PatchJob``)."""
+        from ..state.patch_view import PatchAnswer
+        from .work import patch_report
+
+        self._pane_job("patching", job, PatchAnswer, compute=lambda: patch_report(self.translator, job))
 
     @Slot(object)
     def contributions(self, job: ContributionJob) -> None:

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("run", "model", "partner", "stats", "importance", "prune", "contributions", "partner_contributions",
-         "coverage", "neuron", "lens")
+         "coverage", "neuron", "lens", "patching")
 DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
               "prune": ("model", "importance"),  # a pruning curve follows the ranking of the importance it started from
               # contributions explain one run's results: a newer run or model leaves nothing to explain
               "contributions": ("model", "run"), "partner_contributions": ("model", "run", "partner"),
-              "coverage": ("model", "run"), "neuron": ("model", "run"), "lens": ("model", "run")}
+              "coverage": ("model", "run"), "neuron": ("model", "run"), "lens": ("model", "run"),
+              "patching": ("model",)}
 NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "run": "a newer sentence run was asked for",
     "model": "another model was opened",
@@ -35,6 +36,7 @@ NEWER = {  # why a job stopped when a newer job of this kind overtook it
     "coverage": "a newer run's source contribution was asked for",
     "neuron": "the neuron view of another result was asked for",
     "lens": "the lens of another result was asked for",
+    "patching": "another patching was asked for",
 }
 WINDOW_CLOSED = "the window closed"
 

@@ -150,3 +150,31 @@ def importance_method(estimate: str, metric: str) -> ImportanceMethod | None:
     return next((method for method in IMPORTANCE_METHODS.values()
                  if method.estimate == estimate and metric in method.metrics), None)
 
+
+
+# ------------------------------------------------------------------------------------------ interventions
+
+# Methods that run the model again with its activations changed (or read their gradients) to say which parts carry
+# a difference between two inputs: one entry each, what the window's tab and the CLI's subcommand call it.
+PATCHING = "patching"
+PATCH_LOGIT = "logit_difference"  # logit(clean token) − logit(corrupted run's token) at one step
+PATCH_NLL = "nll"  # the NLL of the whole clean output
+PATCH_METRICS = {PATCH_LOGIT: "logit difference (clean − corrupted token)", PATCH_NLL: "NLL of the clean output"}
+
+
+@dataclass(frozen=True)
+class InterventionMethod:
+    """One intervention: its name, label, the CLI subcommand that runs it, the scores its tables hold (``metrics``,
+    the first the default) and what a model needs to give it (``needs``)."""
+
+    name: str
+    label: str
+    command: str
+    metrics: tuple[str, ...]
+    needs: str
+
+
+INTERVENTION_METHODS = {method.name: method for method in (
+    InterventionMethod(PATCHING, "activation patching, clean → corrupted", "patch", metrics=tuple(PATCH_METRICS),
+                       needs=NEEDS_TRANSFORMER),
+)}

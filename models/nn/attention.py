@@ -8,7 +8,7 @@ masked row is all zeros (its output is zero), never NaN.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -67,9 +67,13 @@ def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = No
     return output, weights
 
 
-def switch_heads(heads_out: Tensor, heads_off: "Sequence[int] | Tensor") -> Tensor:
+def switch_heads(heads_out: Tensor, heads_off: "Sequence[int] | Tensor | Callable[[Tensor], Tensor]") -> Tensor:
     """``heads_out`` ``[B, H, ...]`` with an ablation's ``heads_off`` applied (models/nn/ablation.py): the listed
-    heads zeroed, or each row's heads multiplied by a gate ``[B or 1, H]`` (``HeadGates``)."""
+    heads zeroed, or each row's heads multiplied by a gate ``[B or 1, H]`` (``HeadGates``), or the heads' outputs
+    handed to a function that returns what the layer combines instead (activation patching's ``HeadEdits``,
+    models/analysis/patching.py: a head's output replaced by another run's, or noted)."""
+    if callable(heads_off):
+        return heads_off(heads_out)
     if isinstance(heads_off, Tensor):
         return heads_out * heads_off.reshape(*heads_off.shape, *[1] * (heads_out.dim() - 2))
     if heads_off:
