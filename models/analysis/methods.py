@@ -11,22 +11,34 @@ import numpy as np
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from . import encoder_only
-from . import gradients  # noqa: F401 (importing it registers the gradient methods' computations)
+from . import alti_logit, gradients  # noqa: F401 (importing them registers their methods' computations)
+from .contrast import Contrast, contrasted
 from .contributions import CONTRIBUTION_METHODS, Captured, ContributionError, ContributionMaps, capture_forward
 
 
 def contributions(method: str, model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
                   captured: Captured | None = None, ablation: Ablation = NO_ABLATION,
-                  ig_steps: int | None = None) -> ContributionMaps:
+                  ig_steps: int | None = None, contrast: Contrast | None = None) -> ContributionMaps:
     """``method`` (a key of ``CONTRIBUTION_METHODS`` other than ``weights``) for one sentence of the model as it
     ran, with the heads ``ablation`` names switched off; ``captured``: the traced pass (with that ablation),
     reused by the methods that need no other; ``ig_steps``: integrated gradients' fixed node count (None: adapted
-    until complete)."""
+    until complete); ``contrast``: per output step a foil token or None (models/analysis/contrast.py), for the
+    methods that explain a token's score (the catalogue's ``contrastive``)."""
     entry = CONTRIBUTION_METHODS.get(method)
     if entry is None or entry.compute is None:
         raise ContributionError(f"unknown contribution method {method!r}; choose one of "
                                 f"{', '.join(name for name, known in CONTRIBUTION_METHODS.items() if known.compute)}")
-    return entry.compute(model, src_ids, output_ids, captured=captured, ablation=ablation, ig_steps=ig_steps)
+    if not contrasted(contrast):
+        return entry.compute(model, src_ids, output_ids, captured=captured, ablation=ablation, ig_steps=ig_steps)
+    if not entry.contrastive:
+        raise ContributionError(f"{entry.label} explains no token's score, so it takes no contrast token; "
+                                f"these do: {', '.join(contrastive_names())}")
+    return entry.compute(model, src_ids, output_ids, captured=captured, ablation=ablation, ig_steps=ig_steps,
+                         contrast=contrast)
+
+
+def contrastive_names() -> list[str]:
+    return [name for name, method in CONTRIBUTION_METHODS.items() if method.contrastive]
 
 
 # The NPZ's name of each method's arrays (the catalogue's ``array_prefix``), every method but the weights.
