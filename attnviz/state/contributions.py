@@ -220,10 +220,11 @@ def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *
 
 def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
                          options: ViewOptions = ViewOptions(), outputs: list[str] | None = None,
-                         name: str = "", weights: str = EXACT) -> viewmodel.HeatmapState | str:
-    """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method, its colour scale
-    titled with its unit and its note saying how good the numbers are (integrated gradients' completeness, weights
-    rounded to ``weights``); or the line saying why the method has no such map. ``name``: a comparison pane's."""
+                         name: str = "", weights: str = EXACT, contrast: str = "") -> viewmodel.HeatmapState | str:
+    """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method (and what it explains
+    where the maps are contrastive: ``contrast`` the foil's label), its colour scale titled with its unit and its
+    note saying how good the numbers are (integrated gradients' completeness, weights rounded to ``weights``); or
+    the line saying why the method has no such map. ``name``: a comparison pane's."""
     missing = lacking(trace, maps, selection.kind, choice=choice)
     if missing:
         return f"model {name}: {missing}" if name else missing
@@ -231,7 +232,7 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
     named = f"<b>{name}</b> · " if name else ""
-    title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}"
+    title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}{contrast_title(maps, outputs, contrast)}"
     if not shows_rollout(choice, selection):
         title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
@@ -240,6 +241,22 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
     return state
+
+
+def contrast_title(maps, outputs: list[str] | None = None, foil: str = "") -> str:
+    """What the title adds for contrastive maps (Yin & Neubig 2022: ``maps.contrast``, a foil per step or None):
+    "logit(y) − logit(y′)", naming the step, its token (``outputs``) and the foil where there is one step; else
+    nothing."""
+    contrast = getattr(maps, "contrast", None) or ()
+    steps = [step for step, token in enumerate(contrast) if token is not None]
+    if not steps:
+        return ""
+    other = f"‘{foil}’" if foil else "y′"
+    if len(steps) > 1:
+        return f" · logit(y) − logit({other})"
+    step = steps[0]
+    chosen = f"‘{outputs[step]}’" if outputs is not None and step < len(outputs) else "y"
+    return f" · step {step}: logit({chosen}) − logit({other})"
 
 
 def rounding_note(maps, kind: str, layer: int) -> str:

@@ -45,7 +45,7 @@ from ..nn.base import Seq2Seq
 from ..nn.intermediates import to_numpy
 from .alti import _norm_affine, _norm_scale, alti_maps, post_norm_factor, transformed_values
 from .catalogue import ALTI_LOGIT
-from .contrast import NO_FOIL, Contrast, check_contrast, foil_rows
+from .contrast import NO_FOIL, Contrast, check_contrast, foil_rows, kept_contrast
 from . import decoder_only
 from .contributions import CONTRIBUTION_METHODS, Captured, ContributionMaps, _captured, _evaluating, computes
 
@@ -267,13 +267,9 @@ def alti_logit(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int]
         target_map = to_numpy(target)
         return ContributionMaps(ALTI_LOGIT, per_head=True, layers=layers, target=target_map,
                                 source=np.ascontiguousarray(target_map[prompt_len - 1:, :prompt_len]),
-                                prompt_len=prompt_len, logit_terms=logit_terms, contrast=_kept(contrast))
+                                prompt_len=prompt_len, logit_terms=logit_terms, contrast=kept_contrast(contrast))
     return ContributionMaps(ALTI_LOGIT, per_head=True, layers=layers, source=to_numpy(source), target=to_numpy(target),
-                            logit_terms=logit_terms, contrast=_kept(contrast))
-
-
-def _kept(contrast: Contrast | None) -> tuple | None:
-    return None if contrast is None else tuple(None if token is None else int(token) for token in contrast)
+                            logit_terms=logit_terms, contrast=kept_contrast(contrast))
 
 
 @computes(ALTI_LOGIT)

@@ -63,3 +63,10 @@ def foil_rows(contrast: Contrast | None, rows: int, *, prompt_len: int | None = 
 
 def contrasted(contrast: Contrast | None) -> bool:
     return contrast is not None and any(token is not None for token in contrast)
+
+
+def kept_contrast(contrast: Contrast | None) -> tuple[int | None, ...] | None:
+    """``contrast`` as the maps keep it (``ContributionMaps.contrast``): a tuple of ids and Nones, or None."""
+    if not contrasted(contrast):
+        return None
+    return tuple(None if token is None else int(token) for token in contrast)

@@ -22,7 +22,7 @@ from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from ..nn.intermediates import to_numpy
 from .catalogue import INPUT_X_GRADIENT, INTEGRATED_GRADIENTS
-from .contrast import NO_FOIL, Contrast, check_contrast, contrasted, foil_rows
+from .contrast import NO_FOIL, Contrast, check_contrast, contrasted, foil_rows, kept_contrast
 from .contributions import (
     COMPLETENESS_FLOOR, COMPLETENESS_TOLERANCE, CONTRIBUTION_METHODS, ContributionError, ContributionMaps, _embeddings,
     computes,
@@ -267,7 +267,8 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
     rows = len(forced_rows(model, src_ids, output_ids)[2])
     found = weighted_gradients(model, src_ids, output_ids, points=[(step, 1.0, 1.0) for step in range(rows)],
                                ablation=ablation, foils=_foils(model, src_ids, output_ids, contrast, rows))
-    return _maps(INPUT_X_GRADIENT, *found.attributions(), prompt_len=_prompt_len(model, src_ids))
+    return _maps(INPUT_X_GRADIENT, *found.attributions(), prompt_len=_prompt_len(model, src_ids),
+                 contrast=kept_contrast(contrast))
 
 
 def _foils(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], contrast: Contrast | None,
@@ -337,7 +338,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
         points *= 2
     attributions = ends.source_x[None] * source, ends.target_x[None] * target
     return _maps(INTEGRATED_GRADIENTS, *attributions, prompt_len=_prompt_len(model, src_ids),
-                 completeness=to_numpy(errors.float()), ig_steps=used)
+                 completeness=to_numpy(errors.float()), ig_steps=used, contrast=kept_contrast(contrast))
 
 
 def _prompt_len(model: Seq2Seq, src_ids: Sequence[int]) -> int | None:
