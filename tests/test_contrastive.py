@@ -254,3 +254,66 @@ def test_alti_logit_is_refused_in_one_line_where_it_does_not_apply():
     encoder = demo("english-encoder-only").model
     with pytest.raises(ContributionError, match="ALTI-Logit explains a decoder's logits"):
         alti_logit(encoder, [5, 6, 7], [])
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+
+def test_export_writes_contrastive_gradients_and_alti_logit(capsys, tmp_path):
+    from tests.test_cli import cli
+
+    translator = demo("en-es-transformer")
+    text = "The cat sits on the mat."
+    src, out = demo_pair(translator, text)
+    foil = translator.target_tokenizer.token(FOIL)
+    output = tmp_path / "contrast.npz"
+    code, _, err = cli(capsys, "export", "-c", "en-es-transformer", "--contributions", "--ig-steps", "8",
+                       "--contrast", foil, "--contrast-step", "1", text, "-o", output)
+    assert code == 0, err
+    contrast = one_step(len(out), 1, FOIL)
+    with np.load(output) as arrays:
+        assert arrays["contrast_ids"].tolist() == [-1 if token is None else token for token in contrast]
+        ixg = input_x_gradient(translator.model, src, out, contrast=contrast)
+        np.testing.assert_allclose(arrays["ixg_source"], ixg.source, atol=1e-6)
+        maps = alti_logit(translator.model, src, out, contrast=contrast)
+        np.testing.assert_allclose(arrays["alti_logit_source"], maps.source, atol=1e-5)
+        np.testing.assert_allclose(arrays["alti_logit_dec_self_L0"], maps.layers["dec_self"][0], atol=1e-5)
+        terms = sum(arrays[f"alti_logit_{name}"] for name in ("embedding", "bias")) + arrays[
+            "alti_logit_feed_forward"].sum(0) + arrays["alti_logit_source"].sum(1) + arrays["alti_logit_target"].sum(1)
+        np.testing.assert_allclose(terms, arrays["alti_logit_logit"], atol=1e-4)
+        plain = alti_logit(translator.model, src, out)
+        assert arrays["alti_logit_logit"][0] == pytest.approx(plain.logit_terms["logit"][0], abs=1e-5)
+        assert arrays["alti_logit_logit"][1] != pytest.approx(plain.logit_terms["logit"][1], abs=1e-3)
+
+
+def test_render_draws_a_contrastive_map_titled_with_the_difference(capsys, tmp_path):
+    from tests.test_cli import cli
+
+    output = tmp_path / "alti-logit.svg"
+    code, _, err = cli(capsys, "render", "-c", "en-es-transformer", "--kind", "cross", "--head", "rollout",
+                       "--show", "alti_logit", "--contrast", "▁el", "The cat.", "-o", output)
+    assert code == 0, err
+    drawn = output.read_text(encoding="utf-8")
+    assert "ALTI-Logit" in drawn and "logit(y) − logit(‘▁el’)" in drawn
+
+
+def test_bad_contrasts_on_the_command_line_are_one_line_each(capsys, tmp_path):
+    from tests.test_cli import assert_one_line_error, cli
+
+    common = ["-c", "en-es-transformer", "The cat."]
+    cases = (
+        (["export", *common, "--contributions", "--contrast", "zzqqxxyy", "-o", tmp_path / "a.npz"],
+         "contrast token 'zzqqxxyy' is not in the model's target vocabulary: it is"),
+        (["export", *common, "--contributions", "--contrast", "▁el", "--contrast-step", "99", "-o",
+          tmp_path / "a.npz"], "step 99 is beyond the output: it has"),
+        (["export", *common, "--contrast", "▁el", "-o", tmp_path / "a.npz"], "add --contributions"),
+        (["render", *common, "--kind", "cross", "--contrast", "▁el", "-o", tmp_path / "a.png"], "add --show"),
+        (["render", *common, "--kind", "cross", "--show", "alti", "--contrast", "▁el", "-o", tmp_path / "a.png"],
+         "ALTI+ explains no token's score"),
+        (["export", *common, "--contributions", "--contrast-step", "1", "-o", tmp_path / "a.npz"],
+         "give --contrast too"),
+    )
+    for command, fragment in cases:
+        code, _, err = cli(capsys, *command)
+        assert_one_line_error(code, err, fragment)
+    assert not any(tmp_path.iterdir())
