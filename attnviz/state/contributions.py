@@ -42,7 +42,8 @@ class ContributionJob:
     ``text`` in the run's languages. ``coverage``: a background job for the hallucination signal (ALTI+'s
     source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result;
     ``ablation``: the heads the results were decoded with switched off, off again while their maps are
-    computed."""
+    computed; ``contrast``: per output step a contrast token or None (models/analysis/contrast.py), for the methods
+    that explain a token's score (attnviz/state/contrast_view.py)."""
 
     id: int
     request_id: int
@@ -55,6 +56,7 @@ class ContributionJob:
     coverage: bool = False
     partner: bool = False
     ablation: Ablation = NO_ABLATION
+    contrast: tuple[int | None, ...] | None = None
 
     @property
     def kind(self) -> str:
@@ -76,9 +78,9 @@ class ContributionAnswer(Answer):
     coverage: object | None = None
 
     @property
-    def key(self) -> tuple[int, int, str, bool]:
-        """The result and method it belongs to: request id, hypothesis, method, model B's."""
-        return self.job.request_id, self.hypothesis, self.job.method, self.job.partner
+    def key(self) -> tuple:
+        """The result and method it belongs to: request id, hypothesis, method, model B's, the contrast."""
+        return self.job.request_id, self.hypothesis, self.job.method, self.job.partner, self.job.contrast
 
 
 def show_choice(method: ContributionMethod | str, reason: str = "") -> ShowChoice:

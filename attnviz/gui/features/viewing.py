@@ -48,6 +48,8 @@ class ShownMaps(Protocol):
 
     def maps_for(self, *, partner: bool = False) -> object | str | None: ...
 
+    def contrast_label(self) -> str: ...  # the token the shown maps contrast with, "" when none
+
     def computing(self) -> bool: ...
 
     def run_shown(self, request_id: int) -> None: ...  # the newest run is on screen: its maps and coverage follow
@@ -297,7 +299,8 @@ class Viewing(QObject):
             return maps
         weights = self.session.model.weights if self.session.model is not None else "float32"
         return contributions.contribution_heatmap(trace, maps, self.session.selection, choice=feature.choice,
-                                                  options=self.session.options, outputs=result.tokens, weights=weights)
+                                                  options=self.session.options, outputs=result.tokens, weights=weights,
+                                                  contrast=feature.contrast_label())
 
     def current_comparison(self) -> compare_view.CompareState | None:
         """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""
