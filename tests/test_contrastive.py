@@ -153,17 +153,54 @@ def test_alti_logit_adds_up_on_the_decoder_only_demo():
     assert_alti_logit_adds_up(translator.model, list(result.prompt_ids), result.token_ids, prompt=True)
 
 
-def test_alti_logit_adds_up_on_a_converted_marian_model(tmp_path):
+ENCODER_DECODERS = {  # family: the import test module and how its builder writes a folder
+    "marian": ("test_import_marian", lambda module, folder: module.build_marian(folder)),
+    "mbart": ("test_import_hf_bart", lambda module, folder: module.build(folder, "mbart")),
+    "t5 v1.1": ("test_import_t5", lambda module, folder: module.build(folder, "v1.1")),
+}
+
+
+@pytest.mark.parametrize("family", list(ENCODER_DECODERS))
+def test_alti_logit_adds_up_on_converted_encoder_decoder_families(family, tmp_path):
+    """Marian (post-LN, sinusoids), mBART (pre-LN, final norms), T5 v1.1 (RMS norms, no biases, a logit scale)."""
     pytest.importorskip("transformers")
+    import importlib
+
     from models.importers import convert
     from models.inference.translator import Translator
-    from tests.test_import_marian import build_marian
 
-    folder, *_ = build_marian(tmp_path)
+    module, build = ENCODER_DECODERS[family]
+    folder, *_ = build(importlib.import_module(f"tests.{module}"), tmp_path)
     translator = Translator(convert(folder))
     text = "the cat sees a big house"
     assert_alti_logit_adds_up(translator.model, translator.source(text).ids,
                               translator.translate(text, max_len=6).token_ids)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "gemma2"])
+def test_alti_logit_adds_up_on_converted_decoder_only_families(family, tmp_path):
+    """GPT-2 (LayerNorm), Llama (RMS norm, grouped-query attention) and Gemma 2 (sandwich norms; its logits are
+    soft-capped, c·tanh(z/c): the terms add up to z, the logit before the cap)."""
+    pytest.importorskip("transformers")
+    from models.importers import convert
+    from tests.test_decoder_only import SENTENCES, build, encode
+
+    build(tmp_path / family, family)
+    model = convert(tmp_path / family).model
+    prompt, continuation = encode(tmp_path / family, SENTENCES[0]), encode(tmp_path / family, SENTENCES[2])[:6]
+    logits = capture_forward(model, prompt, continuation).logits[0].float()
+    cap = model.config.logit_softcap
+    if cap:
+        logits = cap * torch.atanh(logits / cap)
+    steps = torch.arange(len(continuation))
+    for contrast in (None, every_step(len(continuation), FOIL)):
+        maps = alti_logit(model, prompt, continuation, contrast=contrast)
+        terms = maps.logit_terms
+        expected = logits[steps, torch.tensor(continuation)] - (0 if contrast is None else logits[:, FOIL])
+        total = terms["embedding"] + terms["bias"] + terms["feed_forward"].sum(axis=0) + maps.target.sum(axis=1)
+        assert np.abs(terms["logit"][len(prompt) - 1:] - expected.numpy()).max() <= 1e-4 * max(
+            1.0, float(expected.abs().max()))
+        assert np.abs(total - terms["logit"]).max() <= 1e-4 * max(1.0, float(expected.abs().max()))
 
 
 def test_alti_logit_of_random_pre_and_post_ln_models_with_other_norms():
