@@ -67,8 +67,8 @@ def test_a_click_on_a_sibling_in_the_beam_tree_contrasts_with_its_token(qtbot, w
     show(qtbot, window, "alti_logit")
     session = window.session
     beam = viewmodel.beam_state(session.results, session.steps)
-    sibling = next(node for node in range(len(beam.nodes))
-                   if contrast_view.from_beam_node(session.request.id, 0, beam, node, session.result) is not None)
+    sibling = next(node for node in range(len(beam.nodes)) if contrast_view.from_beam_node(
+        session.request.id, 0, beam, node=node, result=session.result) is not None)
     graph = window.views.decoding.beam.graph
     label = graph.labels[sibling]
     graph.centerOn(label)

@@ -40,7 +40,7 @@ class ContrastWith:
                 "integrated gradients and ALTI-Logit explain logit(y) − logit(y′); click the chosen token to clear")
 
 
-def from_top_k(request_id: int, hypothesis: int, result: DecodeResult, step: int,
+def from_top_k(request_id: int, hypothesis: int, result: DecodeResult, *, step: int,
                label: str) -> ContrastWith | None:
     """The contrast of the top-k entry labelled ``label`` at ``step`` of ``result`` (hypothesis ``hypothesis``), or
     None: the entry is the chosen token itself (the choice is cleared), or no such entry."""
@@ -53,10 +53,10 @@ def from_top_k(request_id: int, hypothesis: int, result: DecodeResult, step: int
     token_id = int(decoded.top_ids[row][labels.index(label)])
     if token_id == int(decoded.token_ids[row]):
         return None
-    return ContrastWith(request_id, hypothesis, step, token_id, label, chosen=decoded.tokens[row])
+    return ContrastWith(request_id, hypothesis, step=step, token_id=token_id, label=label, chosen=decoded.tokens[row])
 
 
-def from_beam_node(request_id: int, hypothesis: int, beam: BeamState, node: int,
+def from_beam_node(request_id: int, hypothesis: int, beam: BeamState, *, node: int,
                    result: DecodeResult) -> ContrastWith | None:
     """The contrast of the beam tree's node ``node`` with hypothesis ``hypothesis`` (its path ``beam.paths``): a
     sibling of the path's node at the same step (the same parent; at the first step another first token), or
@@ -70,5 +70,5 @@ def from_beam_node(request_id: int, hypothesis: int, beam: BeamState, node: int,
     step = picked.depth
     if not 0 <= step < len(result.token_ids) or picked.token_id == result.token_ids[step]:
         return None
-    return ContrastWith(request_id, hypothesis, step, picked.token_id, picked.token,
+    return ContrastWith(request_id, hypothesis, step=step, token_id=picked.token_id, label=picked.token,
                         chosen=beam.nodes[on_path].token)

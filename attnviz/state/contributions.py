@@ -134,6 +134,11 @@ def shown_selection(shown: AttentionTrace, selection: Selection, choice: ShowCho
 ROLLOUT_WORDS = {"cross": "each prediction's share from each source token (the rest: the target prefix's)",
                  "dec_self": "each prediction's share from each target-prefix token (the rest: the source's)",
                  "enc_self": "each encoder state's share from each source token"}
+# ALTI-Logit's (unbounded: logit units): each input token's part of each prediction's logit (difference)
+LOGIT_ROLLOUT_WORDS = {"cross": "each source token's part of each prediction's logit (the rest: the target prefix's "
+                                "and the embedding, feed-forward and bias terms)",
+                       "dec_self": "each target-prefix token's part of each prediction's logit (the rest: the "
+                                   "source's and the embedding, feed-forward and bias terms)"}
 
 
 def shows_rollout(choice: ShowChoice, selection: Selection) -> bool:
@@ -238,7 +243,8 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     if not shows_rollout(choice, selection):
         title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
-    state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem,
+    unit = choice.unit.replace("log p", "Δlogit") if contrast_title(maps) else choice.unit  # what it explains
+    state = dataclasses.replace(state, title=title, scale_title=unit, file_stem=stem,
                                 note=contribution_note(maps, outputs=outputs, weights=weights))
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
@@ -247,7 +253,7 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
 
 def contrast_title(maps, outputs: list[str] | None = None, foil: str = "") -> str:
     """What the title adds for contrastive maps (Yin & Neubig 2022: ``maps.contrast``, a foil per step or None):
-    "logit(y) − logit(y′)", naming the step, its token (``outputs``) and the foil where there is one step; else
+    "logit(y) − logit(y′)", naming the step's token (``outputs``) and the foil where there is one step; else
     nothing."""
     contrast = getattr(maps, "contrast", None) or ()
     steps = [step for step, token in enumerate(contrast) if token is not None]
@@ -258,7 +264,7 @@ def contrast_title(maps, outputs: list[str] | None = None, foil: str = "") -> st
         return f" · logit(y) − logit({other})"
     step = steps[0]
     chosen = f"‘{outputs[step]}’" if outputs is not None and step < len(outputs) else "y"
-    return f" · step {step}: logit({chosen}) − logit({other})"
+    return f" · logit({chosen}) − logit({other})"
 
 
 def rounding_note(maps, kind: str, layer: int) -> str:
@@ -284,7 +290,8 @@ def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,
     if shows_rollout(choice, selection):
         shown = rollout_trace(trace, maps, selection)
         return (shown, dataclasses.replace(selection, layer=0, head=0),
-                f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: {ROLLOUT_WORDS[selection.kind]}")
+                f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: "
+                f"{(ROLLOUT_WORDS if choice.bounded else LOGIT_ROLLOUT_WORDS)[selection.kind]}")
     shown = shown_trace(trace, maps)
     chosen = shown_selection(shown, selection, choice)
     return shown, chosen, _which(trace, shown, chosen, choice=choice)

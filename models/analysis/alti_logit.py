@@ -158,7 +158,8 @@ class _Terms:
         self.bias = self.bias + found.bias
 
 
-def _final(model: Seq2Seq, norm: nn.Module | None, stream: Tensor, readout: Readout) -> tuple[Tensor, Tensor, Tensor]:
+def _final(model: Seq2Seq, norm: nn.Module | None, stream: Tensor, *,
+           readout: Readout) -> tuple[Tensor, Tensor, Tensor]:
     """The readout at the final stream ``[R, E]``, what the final norm's and the output's biases add ``[R]``, and
     the logit (difference) itself, computed with the norm as it is ``[R]``."""
     if norm is None:
@@ -175,7 +176,7 @@ def _encoder_decoder(captured: Captured, foils: list[int]) -> tuple[_Terms, Tens
     outputs = [_feed_forward(layer.feed_forward, blocks[("cross", index)]["output"][0].float())
                for index, layer in enumerate(model.decoder_layers)]
     readout = unembedding(model, captured.output_ids.tolist(), foils)
-    r, bias, logit = _final(model, model.decoder_norm, outputs[-1][0], readout)
+    r, bias, logit = _final(model, model.decoder_norm, outputs[-1][0], readout=readout)
     terms = _Terms(len(foils), r.device)
     terms.bias = bias
     for index in reversed(range(layers)):
@@ -211,7 +212,7 @@ def _sequence(captured: Captured, foils: list[int]) -> tuple[_Terms, Tensor, Ten
     streams.append((block["output"] + fed)[0].float())
     _, predicted = decoder_only.sequence_ids(captured.src_ids[0].tolist(), captured.output_ids.tolist())
     readout = unembedding(model, predicted, foils)
-    r, bias, logit = _final(model, model.norm, streams[-1], readout)
+    r, bias, logit = _final(model, model.norm, streams[-1], readout=readout)
     terms = _Terms(len(foils), r.device)
     terms.bias = bias
     for index in reversed(range(count)):

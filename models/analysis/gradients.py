@@ -265,13 +265,14 @@ def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequenc
     contrast.py) takes the gradient of logit(y_t) − logit(y′_t) instead."""
     CONTRIBUTION_METHODS[INPUT_X_GRADIENT].check(model)
     rows = len(forced_rows(model, src_ids, output_ids)[2])
+    foils = _foils(model, src_ids, output_ids, contrast=contrast, rows=rows)
     found = weighted_gradients(model, src_ids, output_ids, points=[(step, 1.0, 1.0) for step in range(rows)],
-                               ablation=ablation, foils=_foils(model, src_ids, output_ids, contrast, rows))
+                               ablation=ablation, foils=foils)
     return _maps(INPUT_X_GRADIENT, *found.attributions(), prompt_len=_prompt_len(model, src_ids),
                  contrast=kept_contrast(contrast))
 
 
-def _foils(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], contrast: Contrast | None,
+def _foils(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, contrast: Contrast | None,
            rows: int) -> list[int] | None:
     """Each gradient row's foil, or None without a contrast (checked: one line for a token out of the vocabulary,
     and for an encoder-only model, whose masks have no output steps to contrast)."""
@@ -312,7 +313,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
     CONTRIBUTION_METHODS[INTEGRATED_GRADIENTS].check(model)
     check_ig_steps(steps)
     count = len(forced_rows(model, src_ids, output_ids)[2])
-    foils = _foils(model, src_ids, output_ids, contrast, count)
+    foils = _foils(model, src_ids, output_ids, contrast=contrast, rows=count)
     ends = weighted_gradients(model, src_ids, output_ids,
                               points=[(step, scale, 0.0) for scale in (0.0, 1.0) for step in range(count)],
                               ablation=ablation, foils=foils)

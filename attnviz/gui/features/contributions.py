@@ -100,7 +100,7 @@ class Contributions(QObject):
             return
         hypothesis = session.selection.hypothesis
         self._set_contrast(contrast_view.from_top_k(session.request.id, hypothesis, session.result,
-                                                    session.selection.step, label))
+                                                    step=session.selection.step, label=label))
 
     def contrast_with_beam_node(self, node: int) -> None:
         """A click on a node of the beam tree: contrast with it where it is a sibling of the shown hypothesis'."""
@@ -109,7 +109,7 @@ class Contributions(QObject):
             return
         beam = viewmodel.beam_state(session.results, session.steps)
         hypothesis = min(session.selection.hypothesis, len(session.results) - 1)
-        found = contrast_view.from_beam_node(session.request.id, hypothesis, beam, node, session.result)
+        found = contrast_view.from_beam_node(session.request.id, hypothesis, beam, node=node, result=session.result)
         if found is not None or self.contrast is not None:
             self._set_contrast(found)
 
