@@ -49,6 +49,7 @@ def test_a_click_on_a_top_k_entry_explains_why_the_chosen_token_and_not_it(qtbot
     np.testing.assert_allclose(focus_data(window), expected.source, rtol=1e-4, atol=1e-6)
     assert not np.allclose(focus_data(window)[1], plain[1])
     assert f"not ‘{other}’ at step 2" in window.views.status_bar.currentMessage()
+    assert window.views.decoding.top_k.title_text.endswith(f"vs ‘{other}’")
     show(qtbot, window, "alti_logit")  # ALTI-Logit's heads, contrasted too
     qtbot.waitUntil(lambda: "ALTI-Logit" in title.text() and "logit(‘" in title.text(), timeout=WAIT)
     np.testing.assert_allclose(focus_data(window), core_maps(window, "alti_logit", contrast).layers["cross"][0][0],

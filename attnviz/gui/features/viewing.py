@@ -50,6 +50,9 @@ class ShownMaps(Protocol):
 
     def contrast_label(self) -> str: ...  # the token the shown maps contrast with, "" when none
 
+    @property
+    def contrast(self): ...  # the contrast chosen (attnviz/state/contrast_view.py ``ContrastWith``), or None
+
     def computing(self) -> bool: ...
 
     def run_shown(self, request_id: int) -> None: ...  # the newest run is on screen: its maps and coverage follow
@@ -370,6 +373,10 @@ class Viewing(QObject):
         maps = feature.maps_for() if trace.kinds else None
         if maps is None:
             return state
+        foil = feature.contrast_label()
+        if foil and state.top_k is not None and feature.contrast.step == selection.step:  # the token y′ named
+            state = dataclasses.replace(state, top_k=dataclasses.replace(
+                state.top_k, title=f"{state.top_k.title} · vs ‘{foil}’"))
         if isinstance(maps, str):
             return dataclasses.replace(state, source_bars=contributions.bars_saying(maps))
         return dataclasses.replace(state, source_bars=contributions.contribution_bars(trace, maps, selection,
