@@ -282,7 +282,7 @@ def test_the_registry_says_what_each_method_is_and_where_it_applies():
     for name, method in CONTRIBUTION_METHODS.items():
         assert method.applies(model) and method.unit and method.label, name
     assert {name for name, method in CONTRIBUTION_METHODS.items() if method.from_forward} == {
-        "weights", "value_norms", "alti"}
+        "weights", "value_norms", "alti", "alti_logit"}
     with pytest.raises(ContributionError, match="unknown contribution method 'rollout'"):
         contributions("rollout", model, SOURCE, OUTPUT)
 

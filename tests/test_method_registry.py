@@ -56,5 +56,5 @@ def test_the_transformer_demo_gives_every_method_and_an_unknown_name_is_one_line
     src, out = ids_of(translator, "The Lord is my shepherd.")
     with pytest.raises(ContributionError, match=r"unknown contribution method 'attention'; choose one of "
                                                 r"value_norms, alti, value_zeroing, input_x_gradient, "
-                                                r"integrated_gradients$"):
+                                                r"integrated_gradients, alti_logit$"):
         contributions("attention", translator.model, src, out)

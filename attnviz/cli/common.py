@@ -446,3 +446,47 @@ def decode_one(args: argparse.Namespace, translator: Translator | None = None) -
     steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
                               target_ids=target, max_len=args.max_len, ablation=ablation)
     return finish(steps)[0]
+
+
+def add_contrast_options(parser: argparse.ArgumentParser) -> None:
+    """--contrast TOKEN and --contrast-step N: the gradient methods and ALTI-Logit explain logit(y) − logit(TOKEN)."""
+    parser.add_argument("--contrast", metavar="TOKEN",
+                        help="explain why the output token and not TOKEN (Yin & Neubig 2022): the gradient methods "
+                             "and ALTI-Logit explain logit(y) - logit(TOKEN) instead of the token's own score; TOKEN "
+                             "as the output's tokens are labelled, or a text the target vocabulary encodes as one "
+                             "token (default: no contrast)")
+    parser.add_argument("--contrast-step", type=int, metavar="N",
+                        help="the output step, from 0, that --contrast explains (default: every step)")
+
+
+def contrast_for(args: argparse.Namespace, translator: Translator, steps: int) -> tuple[int | None, ...] | None:
+    """The contrast ``--contrast`` and ``--contrast-step`` ask for, per output step of an output of ``steps`` tokens
+    (models/analysis/contrast.py), or None; a token the target vocabulary lacks or a step beyond the output: one
+    line."""
+    if getattr(args, "contrast", None) is None:
+        if getattr(args, "contrast_step", None) is not None:
+            raise InputError("--contrast-step says which step --contrast TOKEN explains: give --contrast too")
+        return None
+    from models.analysis.contrast import every_step, one_step
+
+    token = contrast_token(translator.target_tokenizer, args.contrast)
+    if args.contrast_step is None:
+        return every_step(steps, token)
+    return one_step(steps, args.contrast_step, token)
+
+
+def contrast_token(tokenizer, text: str) -> int:
+    """The id of the output token labelled ``text`` (as the window and the heatmaps label it), else of the one
+    token the vocabulary encodes ``text`` as; anything else is one line."""
+    framing = {tokenizer.bos_id, tokenizer.eos_id}
+    labelled = next((token_id for token_id in range(tokenizer.vocab_size) if tokenizer.token(token_id) == text), None)
+    if labelled is not None:
+        return labelled
+    try:
+        ids = [token_id for token_id in tokenizer.encode(text) if token_id not in framing]
+    except InputError:  # characters the vocabulary lacks, or no text
+        ids = []
+    if len(ids) == 1 and ids[0] != tokenizer.unk_id:
+        return ids[0]
+    spelt = f": it is {len(ids)} tokens ({' '.join(tokenizer.tokens(ids))})" if len(ids) > 1 else ""
+    raise InputError(f"contrast token {text!r} is not in the model's target vocabulary{spelt}")

@@ -11,7 +11,14 @@ alti_target [target_len, target_len] (rolled out through the model; each row of 
 source_contribution [target_len], value zeroing zeroing_{kind}_L{layer} [query_len, key_len], input x gradient
 ixg_source [target_len, source_len] and ixg_target [target_len, target_len], integrated gradients ig_source,
 ig_target, ig_completeness [target_len] (each output step's relative completeness error) and ig_steps
-[target_len] (its step count; --ig-steps N fixes it).
+[target_len] (its step count; --ig-steps N fixes it), ALTI-Logit (the logit of each output token split into every
+decoder head's update) alti_logit_{dec_self,cross}_L{layer} [heads, target_len, key_len], alti_logit_source
+[target_len, source_len] and alti_logit_target [target_len, target_len] (the updates carried to the input tokens
+through ALTI+), and alti_logit_logit, _embedding, _bias [target_len] and _feed_forward [layers, target_len] (the
+terms no input token has; all of them add up to the logit).
+--contrast TOKEN [--contrast-step N] (with --contributions): the gradient methods' and ALTI-Logit's arrays explain
+logit(y) - logit(TOKEN) at every step (or step N alone) instead of the token's own score; contrast_ids
+[target_len] int32 names each step's contrast token (-1: none).
 --vectors adds how every head computed its weights (README, "export --vectors"): query_{kind}_L{layer} [heads,
 query_len, head_dim] and key_{kind}_L{layer} [heads, key_len, head_dim] (after rotary positions, which
 vectors_rotated says), where the model scales other than by 1/sqrt(head_dim) scale_{kind}_L{layer} and where it
@@ -42,8 +49,8 @@ from models.errors import InputError
 
 from ..state.export import check_output, write_csv, write_fill_npz, write_npz
 from .common import (
-    ablation_for, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, decode_one, fill_one,
-    model_shape, open_translator, say_if_rounded, unknown_mode,
+    ablation_for, add_contrast_options, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option,
+    contrast_for, decode_one, fill_one, model_shape, open_translator, say_if_rounded, unknown_mode,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -61,6 +68,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--contributions", action="store_true",
                         help="also write every contribution method the model can give to the .npz")
     add_ig_steps_option(parser)
+    add_contrast_options(parser)
     parser.add_argument("--vectors", action="store_true",
                         help="also write each head's query and key vectors (and scale, bias) to the .npz")
     parser.add_argument("text", help="the source sentence")
@@ -69,6 +77,8 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     output = check_output(args.output, (".npz", ".csv"))
+    if not args.contributions and (args.contrast is not None or args.contrast_step is not None):
+        raise InputError("--contrast explains the contribution methods' arrays: add --contributions")
     if args.vectors and output.suffix.lower() != ".npz":
         raise InputError("--vectors writes arrays to an .npz file; a .csv holds one attention heatmap")
     if set(model_shape(args)) == {"enc_self"}:  # an encoder-only model: its masks filled, nothing decoded
@@ -152,7 +162,9 @@ def decoded_with_contributions(args: argparse.Namespace, translator=None):
     say_if_rounded(translator)
     result = decode_one(args, translator)
     source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
-    return result, contribution_arrays(translator.model, source_ids, result.token_ids, ig_steps=args.ig_steps)
+    contrast = contrast_for(args, translator, len(result.token_ids))
+    return result, contribution_arrays(translator.model, source_ids, result.token_ids, ig_steps=args.ig_steps,
+                                       contrast=contrast)
 
 
 def check_vectors(translator) -> None:

@@ -12,7 +12,9 @@ series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … 
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
 with --target makes the outputs agree).
 --show METHOD: a contributions method's map instead of the weights (value_norms, alti, value_zeroing,
-input_x_gradient, integrated_gradients: models/analysis/methods.py), titled with the method.
+input_x_gradient, integrated_gradients, alti_logit: models/analysis/methods.py), titled with the method.
+--contrast TOKEN [--contrast-step N]: the gradient methods and ALTI-Logit explain logit(y) - logit(TOKEN) at
+every step (or step N alone), why the output token and not TOKEN; the title says so.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ from models.trace.records import KINDS
 
 from ..state.export import IMAGE_SUFFIXES, check_output
 from .common import (
-    add_decoding_options, add_ig_steps_option, add_model_options, add_output_option, checkpoint_path, decode_one,
-    fill_one, model_shape, open_translator, say_if_rounded, selection_problem, unknown_mode,
+    add_contrast_options, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option,
+    checkpoint_path, contrast_for, decode_one, fill_one, model_shape, open_translator, say_if_rounded,
+    selection_problem, unknown_mode,
 )
 
 NAME = "render"
@@ -56,6 +59,7 @@ def add_parser(subparsers) -> None:
                         help=f"what the map shows: {', '.join(CONTRIBUTION_NAMES[:-1])} or {CONTRIBUTION_NAMES[-1]} "
                              "(default: %(default)s)")
     add_ig_steps_option(parser)
+    add_contrast_options(parser)
     parser.add_argument("--colormap", default="viridis",
                         help="the colour map: viridis, cividis, magma, inferno or CET-L1")
     parser.add_argument("--no-masks", action="store_true", help="do not hatch masked cells")
@@ -103,6 +107,9 @@ def run(args: argparse.Namespace) -> int:
     head, size = parse_head(args.head), parse_size(args.size)
     if args.snapshots is not None and args.show != WEIGHTS:
         raise InputError("--show draws one heatmap of one checkpoint: not with --snapshots")
+    if args.show == WEIGHTS and (args.contrast is not None or args.contrast_step is not None):
+        raise InputError("--contrast explains a contribution method's map: add --show input_x_gradient, "
+                         "integrated_gradients or alti_logit")
     if args.snapshots is not None:
         return render_series(args, head, size)
     output = check_output(args.output, IMAGE_SUFFIXES)
@@ -137,11 +144,14 @@ def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[i
     result = decode_one(args, translator)
     CONTRIBUTION_METHODS[args.show].check(translator.model)
     source = translator.source(args.text, unknown=unknown_mode(args))
-    maps = contributions(args.show, translator.model, source.ids, output_ids=result.token_ids, ig_steps=args.ig_steps)
+    contrast = contrast_for(args, translator, len(result.token_ids))
+    maps = contributions(args.show, translator.model, source.ids, output_ids=result.token_ids, ig_steps=args.ig_steps,
+                         contrast=contrast)
     if maps.completeness is not None:
         print(maps.completeness_line(result.tokens), file=sys.stderr)
     choice = show_choice(CONTRIBUTION_METHODS[args.show])
-    draw(args, result, head=head, size=size, output=output, contribution=(maps, choice))
+    foil = "" if contrast is None else args.contrast
+    draw(args, result, head=head, size=size, output=output, contribution=(maps, choice, foil))
     print(output)
     return 0
 

@@ -32,7 +32,8 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
                  caption: Caption | None = None, contribution: tuple | None = None) -> Path:
     """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads; a
     PNG of one heatmap is ``size`` points at 2×, the figure as large as fits. ``contribution``: ``(maps,
-    choice)``, a contributions method's maps (attnviz/state/contributions.py) shown instead of the weights."""
+    choice)`` or ``(maps, choice, the contrast token's label)``, a contributions method's maps
+    (attnviz/state/contributions.py) shown instead of the weights."""
     _application()  # text in a figure needs Qt's fonts
     from .views.style import lookup_table
 
@@ -45,7 +46,8 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
         return save_figure(figure, output)
     state = viewmodel.heatmap(trace, selection)
     if contribution is not None:
-        state = contribution_heatmap(trace, contribution[0], selection, choice=contribution[1])
+        state = contribution_heatmap(trace, contribution[0], selection, choice=contribution[1],
+                                     contrast=contribution[2] if len(contribution) > 2 else "")
         if isinstance(state, str):
             raise InputError(state)
     if not masks:

@@ -376,7 +376,7 @@ class ModelWorker(QObject):
             captured = self._captured_pass(translator, (job.request_id, hypothesis, job.ablation), src_ids=src_ids,
                                            output_ids=output_ids)
         maps = contributions(job.method, translator.model, src_ids, output_ids=output_ids, captured=captured,
-                             ablation=job.ablation)
+                             ablation=job.ablation, contrast=job.contrast)
         return ContributionAnswer(job, maps, hypothesis=hypothesis,
                                   coverage=source_coverage(maps) if job.coverage else None)
 

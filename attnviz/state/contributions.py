@@ -42,7 +42,8 @@ class ContributionJob:
     ``text`` in the run's languages. ``coverage``: a background job for the hallucination signal (ALTI+'s
     source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result;
     ``ablation``: the heads the results were decoded with switched off, off again while their maps are
-    computed."""
+    computed; ``contrast``: per output step a contrast token or None (models/analysis/contrast.py), for the methods
+    that explain a token's score (attnviz/state/contrast_view.py)."""
 
     id: int
     request_id: int
@@ -55,6 +56,7 @@ class ContributionJob:
     coverage: bool = False
     partner: bool = False
     ablation: Ablation = NO_ABLATION
+    contrast: tuple[int | None, ...] | None = None
 
     @property
     def kind(self) -> str:
@@ -76,9 +78,9 @@ class ContributionAnswer(Answer):
     coverage: object | None = None
 
     @property
-    def key(self) -> tuple[int, int, str, bool]:
-        """The result and method it belongs to: request id, hypothesis, method, model B's."""
-        return self.job.request_id, self.hypothesis, self.job.method, self.job.partner
+    def key(self) -> tuple:
+        """The result and method it belongs to: request id, hypothesis, method, model B's, the contrast."""
+        return self.job.request_id, self.hypothesis, self.job.method, self.job.partner, self.job.contrast
 
 
 def show_choice(method: ContributionMethod | str, reason: str = "") -> ShowChoice:
@@ -132,6 +134,11 @@ def shown_selection(shown: AttentionTrace, selection: Selection, choice: ShowCho
 ROLLOUT_WORDS = {"cross": "each prediction's share from each source token (the rest: the target prefix's)",
                  "dec_self": "each prediction's share from each target-prefix token (the rest: the source's)",
                  "enc_self": "each encoder state's share from each source token"}
+# ALTI-Logit's (unbounded: logit units): each input token's part of each prediction's logit (difference)
+LOGIT_ROLLOUT_WORDS = {"cross": "each source token's part of each prediction's logit (the rest: the target prefix's "
+                                "and the embedding, feed-forward and bias terms)",
+                       "dec_self": "each target-prefix token's part of each prediction's logit (the rest: the "
+                                   "source's and the embedding, feed-forward and bias terms)"}
 
 
 def shows_rollout(choice: ShowChoice, selection: Selection) -> bool:
@@ -220,10 +227,11 @@ def _which(trace: AttentionTrace, shown: AttentionTrace, selection: Selection, *
 
 def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, choice: ShowChoice,
                          options: ViewOptions = ViewOptions(), outputs: list[str] | None = None,
-                         name: str = "", weights: str = EXACT) -> viewmodel.HeatmapState | str:
-    """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method, its colour scale
-    titled with its unit and its note saying how good the numbers are (integrated gradients' completeness, weights
-    rounded to ``weights``); or the line saying why the method has no such map. ``name``: a comparison pane's."""
+                         name: str = "", weights: str = EXACT, contrast: str = "") -> viewmodel.HeatmapState | str:
+    """The focus heatmap of ``choice``'s ``maps`` at ``selection``, titled with the method (and what it explains
+    where the maps are contrastive: ``contrast`` the foil's label), its colour scale titled with its unit and its
+    note saying how good the numbers are (integrated gradients' completeness, weights rounded to ``weights``); or
+    the line saying why the method has no such map. ``name``: a comparison pane's."""
     missing = lacking(trace, maps, selection.kind, choice=choice)
     if missing:
         return f"model {name}: {missing}" if name else missing
@@ -231,15 +239,32 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     drawn = options if choice.bounded else dataclasses.replace(options, colour_range="own")
     state = viewmodel.heatmap(shown, chosen, dataclasses.replace(drawn, reveal_rows=False), outputs=outputs)
     named = f"<b>{name}</b> · " if name else ""
-    title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}"
+    title = f"{named}<b>{viewmodel.KIND_LABELS[chosen.kind]}</b> · {which}{contrast_title(maps, outputs, contrast)}"
     if not shows_rollout(choice, selection):
         title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
-    state = dataclasses.replace(state, title=title, scale_title=choice.unit, file_stem=stem,
+    unit = choice.unit.replace("log p", "Δlogit") if contrast_title(maps) else choice.unit  # what it explains
+    state = dataclasses.replace(state, title=title, scale_title=unit, file_stem=stem,
                                 note=contribution_note(maps, outputs=outputs, weights=weights))
     if options.reveal_rows:
         return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
     return state
+
+
+def contrast_title(maps, outputs: list[str] | None = None, foil: str = "") -> str:
+    """What the title adds for contrastive maps (Yin & Neubig 2022: ``maps.contrast``, a foil per step or None):
+    "logit(y) − logit(y′)", naming the step's token (``outputs``) and the foil where there is one step; else
+    nothing."""
+    contrast = getattr(maps, "contrast", None) or ()
+    steps = [step for step, token in enumerate(contrast) if token is not None]
+    if not steps:
+        return ""
+    other = f"‘{foil}’" if foil else "y′"
+    if len(steps) > 1:
+        return f" · logit(y) − logit({other})"
+    step = steps[0]
+    chosen = f"‘{outputs[step]}’" if outputs is not None and step < len(outputs) else "y"
+    return f" · logit({chosen}) − logit({other})"
 
 
 def rounding_note(maps, kind: str, layer: int) -> str:
@@ -265,7 +290,8 @@ def _shown_map(trace: AttentionTrace, maps, selection: Selection, *,
     if shows_rollout(choice, selection):
         shown = rollout_trace(trace, maps, selection)
         return (shown, dataclasses.replace(selection, layer=0, head=0),
-                f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: {ROLLOUT_WORDS[selection.kind]}")
+                f"{_rollout_which(selection)} · <b>{choice.label}</b> rollout: "
+                f"{(ROLLOUT_WORDS if choice.bounded else LOGIT_ROLLOUT_WORDS)[selection.kind]}")
     shown = shown_trace(trace, maps)
     chosen = shown_selection(shown, selection, choice)
     return shown, chosen, _which(trace, shown, chosen, choice=choice)

@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass
 
 from models.analysis.catalogue import (
-    ALTI, INPUT_X_GRADIENT, INTEGRATED_GRADIENTS, VALUE_NORMS, VALUE_ZEROING, WEIGHTS,
+    ALTI, ALTI_LOGIT, INPUT_X_GRADIENT, INTEGRATED_GRADIENTS, VALUE_NORMS, VALUE_ZEROING, WEIGHTS,
 )
 
 
@@ -72,14 +72,16 @@ DEFINITIONS = (
         attributed="the token embeddings x as the table gives them, before the embedding scale and the "
                    "positions are added (x ⊙ ∇x is the same for the scaled vector): the source tokens and the "
                    "target prefix (the decoder's inputs)",
-        measure="L2 norm over the embedding of x ⊙ ∇_x log p(y_t), for every output step t",
+        measure="L2 norm over the embedding of x ⊙ ∇_x log p(y_t), for every output step t; with a contrast token "
+                "y′ (Yin & Neubig 2022), of x ⊙ ∇_x (logit(y_t) − logit(y′))",
         baseline="none: one gradient at x",
-        departures="each token's score is the L2 norm of its per-dimension attribution (Captum gives the vector)"),
+        departures="each token's score is the L2 norm of its per-dimension attribution (Captum gives the vector; "
+                   "Yin & Neubig sum it, x · ∇x)"),
     MethodDefinition(
         INTEGRATED_GRADIENTS, "integrated gradients (Sundararajan et al. 2017)",
         attributed="the same token embeddings as input × gradient",
-        measure="L2 norm over the embedding of x ⊙ the mean gradient of log p(y_t) along the straight path "
-                "from the baseline to x",
+        measure="L2 norm over the embedding of x ⊙ the mean gradient of log p(y_t) (with a contrast token y′: "
+                "of logit(y_t) − logit(y′)) along the straight path from the baseline to x",
         baseline="the token embeddings zeroed, the positions kept; Gauss–Legendre nodes, 16 per output step, "
                  "doubled up to 128 for a step whose completeness error (the attributions' sum against "
                  "log p(x) − log p(baseline)) is over 5 % of that change (at least 1e-3 nats); --ig-steps N fixes "
@@ -87,6 +89,17 @@ DEFINITIONS = (
         departures="each token's score is the L2 norm of its per-dimension attribution; Gauss–Legendre "
                    "quadrature where the paper sums a Riemann approximation; each step's completeness error is "
                    "kept, and the steps still over 5 % are named in the window and by the command line"),
+    MethodDefinition(
+        ALTI_LOGIT, "ALTI-Logit (Ferrando et al. 2023)",
+        attributed="the logit of each output token (with a contrast token y′: logit(y) − logit(y′)), split into "
+                   "every decoder layer's and head's update of the residual stream per key token, α_ij f_h(x_j) "
+                   "read through the final norm with its scale held (the authors' linearisation), and carried "
+                   "to the input tokens through ALTI+'s rollout up to that layer; the embedding, the feed-forward "
+                   "updates and the biases are terms of their own",
+        measure="logit units, signed; every term together adds up to the logit (difference)",
+        baseline="none: read from the traced forward pass (the decoder's feed-forward blocks run again)",
+        departures="a post-LN model's norm after every block is linearised the same way (the authors treat "
+                   "pre-LN language models); Gemma 2's logit soft-capping is left out"),
 )
 
 FIELDS = (("What is attributed", "attributed"), ("Measure", "measure"), ("Baseline and steps", "baseline"),

@@ -134,6 +134,7 @@ class BeamNode:
     parent: int  # index in BeamState.nodes, -1 for the first step
     slot: float = 0.0
     children: list[int] = field(default_factory=list)
+    token_id: int = -1  # the token's id (a click on a sibling contrasts with it: attnviz/state/contrast_view.py)
 
 
 @dataclass(frozen=True)
@@ -528,7 +529,7 @@ def beam_state(results: list[DecodeResult], steps: list[DecodeStep], *,
             at[(step.step, row)] = len(nodes)
             nodes.append(BeamNode(token=step.tokens[row], probability=float(step.probabilities[row]),
                                   score=float(step.scores[row]), finished=bool(step.finished[row]),
-                                  depth=step.step, parent=parent))
+                                  depth=step.step, parent=parent, token_id=int(step.token_ids[row])))
             if parent >= 0:
                 nodes[parent].children.append(len(nodes) - 1)
     _lay_out(nodes)

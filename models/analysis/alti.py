@@ -189,14 +189,15 @@ def _l1_contributions(parts: Tensor, present: Tensor, *, bias: Tensor | None = N
 
 
 @torch.inference_mode()
-def alti_maps(captured) -> dict:
+def alti_maps(captured, *, before: dict | None = None) -> dict:
     """ALTI+ of one traced pass (a ``contributions.Captured``), as the fields of its ``ContributionMaps``: every
     block's map (``layers``, ``cross_residual``) and the rollout (``source``, ``target``). The encoder's
     blocks multiply; in the decoder a self block mixes the target rows, a cross block takes the source through
     the encoder's rollout and keeps its residual's share of the row's previous mixture. A decoder-only model's
-    pass: :func:`sequence_alti`."""
+    pass: :func:`sequence_alti`. ``before`` (ALTI-Logit reads it) receives the rollout each decoder layer's
+    input has: ``("dec_self", layer)`` → (source ``[T, S]``, target ``[T, T]``), and ``"encoder"`` ``[S, S]``."""
     if getattr(captured, "prompt_len", None) is not None:
-        return sequence_alti(captured)
+        return sequence_alti(captured, before=before)
     if not hasattr(captured.model, "encoder_layers"):
         return sentence_alti(captured)
     blocks = captured.blocks
@@ -211,7 +212,11 @@ def alti_maps(captured) -> dict:
     source = torch.zeros(target_len, source_len, device=device)
     target = torch.eye(target_len, device=device)
     residuals = []
+    if before is not None:
+        before["encoder"] = encoder
     for layer in range(len(captured.model.decoder_layers)):
+        if before is not None:
+            before[("dec_self", layer)] = source, target
         own = alti_block(blocks[("dec_self", layer)], cross=False)
         layers["dec_self"].append(to_numpy(own))
         source, target = own @ source, own @ target
@@ -225,7 +230,7 @@ def alti_maps(captured) -> dict:
 
 
 @torch.inference_mode()
-def sequence_alti(captured) -> dict:
+def sequence_alti(captured, *, before: dict | None = None) -> dict:
     """ALTI+ of a decoder-only pass (models/analysis/decoder_only.py: ``prompt_len`` P, the sequence fed ``tgt_in``
     of n positions): every block's ``[n, n]`` map (the residual counted with its own token), their product through
     the layers (``target`` ``[n, n]``: each row sums to 1) and the prompt's share of each predicted token
@@ -234,6 +239,8 @@ def sequence_alti(captured) -> dict:
     rollout = torch.eye(n, device=captured.logits.device)
     layers = []
     for index in range(len(captured.model.layers)):
+        if before is not None:
+            before[("dec_self", index)] = rollout
         block = alti_block(captured.blocks[("dec_self", index)], cross=False)
         layers.append(to_numpy(block))
         rollout = block @ rollout

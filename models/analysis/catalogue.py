@@ -20,12 +20,14 @@ ALTI = "alti"
 VALUE_ZEROING = "value_zeroing"
 INPUT_X_GRADIENT = "input_x_gradient"
 INTEGRATED_GRADIENTS = "integrated_gradients"
+ALTI_LOGIT = "alti_logit"
 
 # What a model needs to give a method (``ContributionMethod.needs``; models/analysis/contributions.py asks the model):
 NEEDS_ATTENTION = "attention"  # any attention
 NEEDS_TRANSFORMER = "transformer"  # Transformer blocks (a residual and a norm) throughout: the traced pass
 NEEDS_VALUES = "values"  # attention whose value vectors the model exposes
 NEEDS_EMBEDDINGS = "embeddings"  # token embedding tables
+NEEDS_LOGITS = "logits"  # Transformer blocks throughout and a decoder whose output projection scores each token
 
 ALL_KINDS = ("enc_self", "dec_self", "cross")
 
@@ -48,6 +50,7 @@ class ContributionMethod:
     rolls_out: bool = False  # its maps carry its own rollout through the model (``source``, ``target``)
     whole_model: bool = False  # one map per kind, of the whole model (no layer's)
     array_prefix: str = ""  # the name of its arrays in an NPZ export ("" for the weights: the trace's own arrays)
+    contrastive: bool = False  # it explains logit(y) − logit(y′) given a contrast token y′ (analysis/contrast.py)
 
 
 CONTRIBUTION_METHODS = {method.name: method for method in (
@@ -61,10 +64,14 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
                        from_forward=False, needs=NEEDS_TRANSFORMER, bounded=True, array_prefix="zeroing"),
     ContributionMethod(INPUT_X_GRADIENT, "input × gradient", "‖x ⊙ ∇ log p‖", kinds=("dec_self", "cross"),
                        per_head=False, from_forward=False, needs=NEEDS_EMBEDDINGS, whole_model=True,
-                       array_prefix="ixg"),
+                       array_prefix="ixg", contrastive=True),
     ContributionMethod(INTEGRATED_GRADIENTS, "integrated gradients", "‖x ⊙ mean ∇ log p‖",
                        kinds=("dec_self", "cross"), per_head=False, from_forward=False, needs=NEEDS_EMBEDDINGS,
-                       whole_model=True, array_prefix="ig"),
+                       whole_model=True, array_prefix="ig", contrastive=True),
+    # Ferrando et al. 2023: each decoder head's update of the logit per key token; rolled out through ALTI+
+    ContributionMethod(ALTI_LOGIT, "ALTI-Logit", "Δ logit", kinds=("dec_self", "cross"), per_head=True,
+                       from_forward=True, needs=NEEDS_LOGITS, rolls_out=True, array_prefix="alti_logit",
+                       contrastive=True),
 )}
 CONTRIBUTION_NAMES = tuple(CONTRIBUTION_METHODS)  # in the order the Show box and ``render --show`` list them
 

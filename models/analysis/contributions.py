@@ -100,9 +100,15 @@ def _lacks_attention(model: Seq2Seq, label: str) -> str | None:
     return None if model.kinds else f"{label} needs attention; this {model.config.arch} model has none"
 
 
+def _lacks_logits(model: Seq2Seq, label: str) -> str | None:
+    return (f"{label} explains a decoder's logits; this {model.config.arch} model fills masks and decodes nothing"
+            if encoder_only.is_encoder_only(model) else _lacks_transformer(model, label))
+
+
 # What the model lacks for each of the catalogue's needs (one line), or None.
 _LACKS = {catalogue.NEEDS_TRANSFORMER: _lacks_transformer, catalogue.NEEDS_VALUES: _lacks_values,
-          catalogue.NEEDS_EMBEDDINGS: _lacks_embeddings, catalogue.NEEDS_ATTENTION: _lacks_attention}
+          catalogue.NEEDS_EMBEDDINGS: _lacks_embeddings, catalogue.NEEDS_ATTENTION: _lacks_attention,
+          catalogue.NEEDS_LOGITS: _lacks_logits}
 
 # The catalogue's methods, each carrying its computation once the module computing it is imported.
 CONTRIBUTION_METHODS = {name: ContributionMethod(**catalogue.method_fields(method))
@@ -131,8 +137,7 @@ class ContributionMaps:
     ``layers[kind]``: per layer ``[heads, query, key]`` (``per_head``) or ``[query, key]``; a cross block's
     map is the share of each source token (``cross_residual[layer]`` ``[target]`` is the share its residual
     keeps). ``source`` ``[target, source]`` and ``target`` ``[target, target]``: the whole model's (ALTI+
-    rolled out: each row of the two together sums to 1; gradients: each token's attribution), else None.
-    """
+    rolled out: each row of the two together sums to 1; gradients: each token's attribution), else None."""
 
     method: str
     per_head: bool
@@ -148,6 +153,8 @@ class ContributionMaps:
     # ``[.., n, n]``, ``target`` ``[n, n]``, ``completeness`` ``[n]``) and ``source`` ``[T, P]`` is the prompt's
     # share of each predicted continuation token (models/analysis/decoder_only.py); None for other models.
     prompt_len: int | None = None
+    logit_terms: dict[str, np.ndarray] = field(default_factory=dict)  # ALTI-Logit's terms no token's (alti_logit.py)
+    contrast: tuple[int | None, ...] | None = None  # each step's contrast token y′ where explained against one
 
     @property
     def incomplete(self) -> list[int]:
@@ -189,8 +196,7 @@ class ContributionMaps:
 @dataclass(frozen=True)
 class SourceCoverage:
     """Dale et al.'s (2023) hallucination signal: ``avg_source``, the mean over target tokens of their source
-    contribution, and ``min_source_token``, the smallest total contribution any one source token makes to the
-    whole output (``least_covered`` is that token's position)."""
+    contribution, and ``min_source_token``, the least total one source token gives (at ``least_covered``)."""
 
     avg_source: float
     min_source_token: float
@@ -274,7 +280,7 @@ def _block_names(model: Seq2Seq) -> dict[int, tuple[str, int]]:
 
 def traceable(model: Seq2Seq) -> bool:
     """Whether ``model``'s forward pass can be traced block by block (Transformer blocks throughout): what
-    ``capture_forward`` keeps, and what ALTI+ and value zeroing read (a decoder-only model's layers too)."""
+    ``capture_forward`` keeps, what ALTI+, ALTI-Logit and value zeroing read (a decoder-only model's layers too)."""
     if decoder_only.is_decoder_only(model) or encoder_only.is_encoder_only(model):
         return True
     return bool(getattr(model, "encoder_layers", None)) and bool(getattr(model, "decoder_layers", None))
@@ -317,9 +323,8 @@ def value_norms(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int
 
 
 def _recurrent_attention(model: Seq2Seq) -> nn.Module | None:
-    """The module that attends over the encoder's annotations in a recurrent decoder, where it has one: a GRU
-    decoder's attention (additive or scaled dot), or a Luong decoder itself (its context adds up the
-    annotations as they are, whatever scores them: dot, general or mlp)."""
+    """The module that attends over the annotations in a recurrent decoder, where it has one: a GRU decoder's
+    attention (additive or scaled dot), or a Luong decoder itself (its context adds the annotations up as they are)."""
     from ..nn.rnn import GRUDecoder, LuongDecoder
 
     decoder = getattr(model, "decoder", None)

@@ -22,6 +22,7 @@ from ..nn.ablation import NO_ABLATION, Ablation
 from ..nn.base import Seq2Seq
 from ..nn.intermediates import to_numpy
 from .catalogue import INPUT_X_GRADIENT, INTEGRATED_GRADIENTS
+from .contrast import NO_FOIL, Contrast, check_contrast, contrasted, foil_rows, kept_contrast
 from .contributions import (
     COMPLETENESS_FLOOR, COMPLETENESS_TOLERANCE, CONTRIBUTION_METHODS, ContributionError, ContributionMaps, _embeddings,
     computes,
@@ -128,8 +129,8 @@ def embedding_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequ
 
 
 def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                       points: Sequence[tuple[int, float, float]],
-                       ablation: Ablation = NO_ABLATION) -> WeightedGradients:
+                       points: Sequence[tuple[int, float, float]], ablation: Ablation = NO_ABLATION,
+                       foils: Sequence[int] | None = None) -> WeightedGradients:
     """The gradients of every point (step t, scale α, weight w), summed per step with their weights.
 
     The sentence is repeated once per point in the batch dimension, copy p's token embeddings are scaled by its
@@ -137,7 +138,8 @@ def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seque
     gradient (each copy's inputs reach only its own loss), in passes of at most ``GRADIENT_TOKENS`` tokens. (A
     backward pass batched with ``is_grads_batched`` computes the forward once, but torch runs the layer norms'
     and the fused attention's backward once per step there: no faster than a loop.) An encoder-only model's step
-    m is its m-th mask position (:func:`_masked_gradients`)."""
+    m is its m-th mask position (:func:`_masked_gradients`). ``foils``: per step its contrast token
+    (models/analysis/contrast.py; ``NO_FOIL``: none), whose step's score is then logit(y_t) − logit(y′_t)."""
     if encoder_only.is_encoder_only(model):
         return _masked_gradients(model, src_ids, output_ids, points=points, ablation=ablation)
     steps = len(forced_rows(model, src_ids, output_ids)[2])
@@ -147,7 +149,7 @@ def weighted_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seque
     for start in range(0, len(points), per_pass):
         chunk = points[start: start + per_pass]
         gradients, chunk_log_probs, inputs = _copies_gradients(model, src_ids, output_ids, points=chunk,
-                                                               ablation=ablation)
+                                                               ablation=ablation, foils=foils)
         if source is None:
             source = gradients[0].new_zeros((steps, *gradients[0].shape[1:]), dtype=torch.float64)
             target = gradients[1].new_zeros((steps, *gradients[1].shape[1:]), dtype=torch.float64)
@@ -189,10 +191,12 @@ def _masked_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequen
 
 
 def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                      points: Sequence[tuple[int, float, float]],
-                      ablation: Ablation) -> tuple[tuple[Tensor, Tensor], Tensor, tuple[Tensor, Tensor]]:
+                      points: Sequence[tuple[int, float, float]], ablation: Ablation,
+                      foils: Sequence[int] | None = None
+                      ) -> tuple[tuple[Tensor, Tensor], Tensor, tuple[Tensor, Tensor]]:
     """One copy of the sentence per point (see :func:`weighted_gradients`): the gradients ``[P, S, E]``,
-    ``[P, T, E]``, the points' log-probabilities ``[P]``, and the unscaled embeddings ``[S, E]``, ``[T, E]``."""
+    ``[P, T, E]``, the points' scores ``[P]`` (log-probabilities, or logit differences where a step has a foil),
+    and the unscaled embeddings ``[S, E]``, ``[T, E]``."""
     device = next(model.parameters()).device
     copies = len(points)
     source, fed, predicted = forced_rows(model, src_ids, output_ids)
@@ -205,7 +209,8 @@ def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequen
             _one_position_scored(model, chosen) as narrowed:
         logits, _ = model(src, tgt_in, ablation=ablation)  # [copies, T or 1, V]
         picked = logits[:, 0] if narrowed else logits[torch.arange(copies, device=device), chosen]
-        log_probs = torch.log_softmax(picked.float(), dim=-1).gather(1, outputs[:, None])[:, 0]  # [copies]
+        log_probs = _scores(picked.float(), outputs, None if foils is None else
+                            torch.tensor(list(foils), dtype=torch.long, device=device)[chosen])  # [copies]
         gradients = torch.autograd.grad(log_probs.sum(), leaves["source"] + leaves["target"], allow_unused=True)
     target = _positions(gradients[len(leaves["source"]):], leaves["target"])
     if leaves["source"]:
@@ -215,6 +220,16 @@ def _copies_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequen
         source, source_input = target[:, :0], target[0, :0].detach().float()
     inputs = source_input, _positions(leaves["target_input"])[0].float()
     return (source.float(), target.float()), log_probs.detach(), inputs
+
+
+def _scores(logits: Tensor, outputs: Tensor, foils: Tensor | None) -> Tensor:
+    """``[copies]``: log p of each copy's output token from its ``logits`` ``[copies, V]``, or where its foil is a
+    token (not ``NO_FOIL``), logit(y) − logit(y′), Yin & Neubig's contrastive score."""
+    chosen = torch.log_softmax(logits, dim=-1).gather(1, outputs[:, None])[:, 0]
+    if foils is None:
+        return chosen
+    difference = logits.gather(1, outputs[:, None])[:, 0] - logits.gather(1, foils.clamp_min(0)[:, None])[:, 0]
+    return torch.where(foils != NO_FOIL, difference, chosen)
 
 
 @contextlib.contextmanager
@@ -243,15 +258,30 @@ def _positions(tensors: Sequence[Tensor | None], like: Sequence[Tensor] | None =
 
 
 def input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                     ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+                     ablation: Ablation = NO_ABLATION, contrast: Contrast | None = None) -> ContributionMaps:
     """‖x ⊙ ∇_x log p(y_t)‖ per target step over the source (``source`` ``[T, S]``, also the cross map) and
     the target prefix (``target`` ``[T, T]``, also the dec_self map): x the token embeddings, before positions
-    are added, and the norm L2 over the embedding."""
+    are added, and the norm L2 over the embedding. A step with a ``contrast`` token y′_t (models/analysis/
+    contrast.py) takes the gradient of logit(y_t) − logit(y′_t) instead."""
     CONTRIBUTION_METHODS[INPUT_X_GRADIENT].check(model)
     rows = len(forced_rows(model, src_ids, output_ids)[2])
-    found = weighted_gradients(model, src_ids, output_ids,
-                               points=[(step, 1.0, 1.0) for step in range(rows)], ablation=ablation)
-    return _maps(INPUT_X_GRADIENT, *found.attributions(), prompt_len=_prompt_len(model, src_ids))
+    foils = _foils(model, src_ids, output_ids, contrast=contrast, rows=rows)
+    found = weighted_gradients(model, src_ids, output_ids, points=[(step, 1.0, 1.0) for step in range(rows)],
+                               ablation=ablation, foils=foils)
+    return _maps(INPUT_X_GRADIENT, *found.attributions(), prompt_len=_prompt_len(model, src_ids),
+                 contrast=kept_contrast(contrast))
+
+
+def _foils(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, contrast: Contrast | None,
+           rows: int) -> list[int] | None:
+    """Each gradient row's foil, or None without a contrast (checked: one line for a token out of the vocabulary,
+    and for an encoder-only model, whose masks have no output steps to contrast)."""
+    if not contrasted(contrast):
+        return None
+    check_contrast(model, output_ids, contrast)
+    if encoder_only.is_encoder_only(model):
+        raise ContributionError("a contrast token needs a model that decodes; an encoder-only model fills masks")
+    return foil_rows(contrast, rows, prompt_len=_prompt_len(model, src_ids))
 
 
 def check_ig_steps(steps: int | None) -> None:
@@ -267,7 +297,8 @@ def gauss_legendre(points: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *,
-                         steps: int | None = None, ablation: Ablation = NO_ABLATION) -> ContributionMaps:
+                         steps: int | None = None, ablation: Ablation = NO_ABLATION,
+                         contrast: Contrast | None = None) -> ContributionMaps:
     """Integrated gradients (Sundararajan et al. 2017) of each step's log p(y_t) along the straight path from the
     zero token embeddings (the positions kept) to the real ones: ‖x ⊙ ∫₀¹ ∇ log p(y_t)(αx) dα‖ per token, the
     integral by Gauss–Legendre quadrature. Each step's completeness error, |Σ x ⊙ ∫∇ − (log p(y_t) − log
@@ -275,13 +306,17 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
     ``completeness`` ``[T]`` and its node count in ``ig_steps`` ``[T]``.
 
     ``steps`` None: ``IG_FIRST_STEPS`` nodes, doubled for the steps whose error is over
-    ``COMPLETENESS_TOLERANCE`` until none is or ``IG_ADAPTED_MAX`` is reached; else exactly ``steps`` nodes."""
+    ``COMPLETENESS_TOLERANCE`` until none is or ``IG_ADAPTED_MAX`` is reached; else exactly ``steps`` nodes.
+
+    A step with a ``contrast`` token y′_t integrates the gradient of logit(y_t) − logit(y′_t), and its completeness
+    is that difference's change from the baseline."""
     CONTRIBUTION_METHODS[INTEGRATED_GRADIENTS].check(model)
     check_ig_steps(steps)
     count = len(forced_rows(model, src_ids, output_ids)[2])
+    foils = _foils(model, src_ids, output_ids, contrast=contrast, rows=count)
     ends = weighted_gradients(model, src_ids, output_ids,
                               points=[(step, scale, 0.0) for scale in (0.0, 1.0) for step in range(count)],
-                              ablation=ablation)
+                              ablation=ablation, foils=foils)
     change = (ends.log_probs[count:] - ends.log_probs[:count]).double()  # [T] log p(x) − log p(baseline)
     source, target = ends.source.clone(), ends.target.clone()
     errors = torch.full((count,), float("inf"), dtype=torch.float64, device=change.device)
@@ -291,7 +326,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
         nodes, weights = gauss_legendre(points)
         found = weighted_gradients(model, src_ids, output_ids,
                                    points=[(step, float(node), float(weight)) for step in pending
-                                           for node, weight in zip(nodes, weights)], ablation=ablation)
+                                           for node, weight in zip(nodes, weights)], ablation=ablation, foils=foils)
         rows = torch.tensor(pending, device=change.device)
         source[rows], target[rows] = found.source[rows], found.target[rows]
         used[pending] = points
@@ -304,7 +339,7 @@ def integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Seq
         points *= 2
     attributions = ends.source_x[None] * source, ends.target_x[None] * target
     return _maps(INTEGRATED_GRADIENTS, *attributions, prompt_len=_prompt_len(model, src_ids),
-                 completeness=to_numpy(errors.float()), ig_steps=used)
+                 completeness=to_numpy(errors.float()), ig_steps=used, contrast=kept_contrast(contrast))
 
 
 def _prompt_len(model: Seq2Seq, src_ids: Sequence[int]) -> int | None:
@@ -325,13 +360,15 @@ def _maps(name: str, source: Tensor, target: Tensor, *, prompt_len: int | None =
 
 @computes(INPUT_X_GRADIENT)
 def _input_x_gradient(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured=None,
-                      ablation: Ablation = NO_ABLATION, ig_steps: int | None = None) -> ContributionMaps:
+                      ablation: Ablation = NO_ABLATION, ig_steps: int | None = None,
+                      contrast: Contrast | None = None) -> ContributionMaps:
     """As the registry calls it: the gradients take passes of their own (``captured`` is not read)."""
-    return input_x_gradient(model, src_ids, output_ids, ablation=ablation)
+    return input_x_gradient(model, src_ids, output_ids, ablation=ablation, contrast=contrast)
 
 
 @computes(INTEGRATED_GRADIENTS)
 def _integrated_gradients(model: Seq2Seq, src_ids: Sequence[int], output_ids: Sequence[int], *, captured=None,
-                          ablation: Ablation = NO_ABLATION, ig_steps: int | None = None) -> ContributionMaps:
+                          ablation: Ablation = NO_ABLATION, ig_steps: int | None = None,
+                          contrast: Contrast | None = None) -> ContributionMaps:
     """As the registry calls it: ``ig_steps`` fixes the node count (None: adapted)."""
-    return integrated_gradients(model, src_ids, output_ids, steps=ig_steps, ablation=ablation)
+    return integrated_gradients(model, src_ids, output_ids, steps=ig_steps, ablation=ablation, contrast=contrast)

@@ -1,7 +1,9 @@
 """Contributions beyond attention weights in the window: the selector bar's Show choice (what the model
 offers), the worker's contribution jobs (newest wins; the traced pass of a result is kept there, so switching
 among the forward methods re-runs nothing), the maps of every result and hypothesis kept here while its run is
-the newest, and the hallucination signal (ALTI+'s source coverage) of every hypothesis of a Transformer's run.
+the newest, the hallucination signal (ALTI+'s source coverage) of every hypothesis of a Transformer's run, and
+the token the contrastive methods contrast with (attnviz/state/contrast_view.py: a click on the decoding panel's
+top-k chart or on a sibling in the beam tree).
 
 What the views show of the maps is computed by attnviz/state/contributions.py; the viewing feature reads
 :meth:`Contributions.maps_for` (its ``ShownMaps``) to know what to draw, and redraws when ``shown_changed`` or
@@ -19,6 +21,7 @@ from PySide6.QtCore import QObject, Signal
 from models.analysis.catalogue import ALTI
 from models.nn.ablation import NO_ABLATION
 
+from ...state import contrast_view, viewmodel
 from ...state.contributions import (
     ORIGINAL, WEIGHTS, ContributionAnswer, ContributionJob, ShowChoice, choice_named, coverage_text, job_kind,
     restored_choice,
@@ -47,9 +50,12 @@ class Contributions(QObject):
         self.asked: set[tuple] = set()  # keys asked for and not answered yet
         self.coverage: dict[int, str] = {}  # hypothesis of the newest run (or ORIGINAL) → its source contribution
         self.coverage_next = None  # makes the original's job, once the run's hypotheses have theirs
+        self.contrast: contrast_view.ContrastWith | None = None  # y′ of the contrastive methods, or None
         self.requested.connect(worker.contributions)
         worker.contributions_ready.connect(self._on_answer)
         views.selector.show_changed.connect(self.choose)
+        views.decoding.top_k_clicked.connect(self.contrast_with_top_k)
+        views.decoding.beam_node_clicked.connect(self.contrast_with_beam_node)
 
     @property
     def choice(self) -> ShowChoice | None:
@@ -86,6 +92,48 @@ class Contributions(QObject):
             return  # the box's signal comes back here
         self.shown_changed.emit()
 
+    # --- the contrast ------------------------------------------------------------------------------------
+    def contrast_with_top_k(self, label: str) -> None:
+        """A click on the step's top-k entry ``label``: contrast with it (the chosen token: no contrast)."""
+        session = self.session
+        if session.result is None or session.fills or session.result is session.original:
+            return
+        hypothesis = session.selection.hypothesis
+        self._set_contrast(contrast_view.from_top_k(session.request.id, hypothesis, session.result,
+                                                    step=session.selection.step, label=label))
+
+    def contrast_with_beam_node(self, node: int) -> None:
+        """A click on a node of the beam tree: contrast with it where it is a sibling of the shown hypothesis'."""
+        session = self.session
+        if session.result is None or not session.steps or session.result is session.original:
+            return
+        beam = viewmodel.beam_state(session.results, session.steps)
+        hypothesis = min(session.selection.hypothesis, len(session.results) - 1)
+        found = contrast_view.from_beam_node(session.request.id, hypothesis, beam, node=node, result=session.result)
+        if found is not None or self.contrast is not None:
+            self._set_contrast(found)
+
+    def _set_contrast(self, contrast: contrast_view.ContrastWith | None) -> None:
+        self.contrast = contrast
+        self.views.status_bar.showMessage(contrast.line() if contrast is not None else "Contrast cleared", 8000)
+        choice = self.choice
+        if choice is not None and choice.contrastive:
+            self.shown_changed.emit()
+
+    def contrast_label(self) -> str:
+        """The label of the token the shown maps contrast with ("" when they do not)."""
+        return self.contrast.label if self._shown_contrast(False) is not None else ""
+
+    def _shown_contrast(self, partner: bool) -> tuple[int | None, ...] | None:
+        """The contrast the shown maps are computed with: the chosen y′ where the method is contrastive and the
+        result shown is the one it was picked on."""
+        choice, contrast, session = self.choice, self.contrast, self.session
+        if partner or contrast is None or choice is None or not choice.contrastive or session.result is None:
+            return None
+        if not contrast.applies(session.request.id, session.selection.hypothesis):
+            return None
+        return contrast.per_step(len(session.result.token_ids))
+
     # --- the maps ---------------------------------------------------------------------------------------
     def maps_for(self, *, partner: bool = False) -> object | str | None:
         """The shown result's maps of the chosen method (model B's with ``partner``), the line saying why there
@@ -111,24 +159,24 @@ class Contributions(QObject):
         session = self.session
         request, hypothesis = session.request, session.selection.hypothesis
         if partner:
-            return (request.id, 0, self.method, True) if session.partner_result is not None else None
+            return (request.id, 0, self.method, True, None) if session.partner_result is not None else None
         if session.original is not None and session.result is session.original:  # the run with every head on
-            return request.id, ORIGINAL, self.method, False
-        return request.id, min(hypothesis, len(session.results) - 1), self.method, False
+            return request.id, ORIGINAL, self.method, False, None
+        return request.id, min(hypothesis, len(session.results) - 1), self.method, False, self._shown_contrast(False)
 
     def _ask(self, key: tuple) -> None:
         if key in self.asked:
             return
         self.asked.add(key)
-        _, hypothesis, method, partner = key
+        _, hypothesis, method, partner, contrast = key
         session = self.session
         result = (session.partner_result if partner else session.original if hypothesis == ORIGINAL
                   else session.results[hypothesis])
         self.requested.emit(self._job(method, hypotheses=(hypothesis,), outputs=(tuple(result.token_ids),),
-                                      partner=partner))
+                                      partner=partner, contrast=contrast))
 
     def _job(self, method: str, *, hypotheses: tuple[int, ...], outputs: tuple, coverage: bool = False,
-             partner: bool = False) -> ContributionJob:
+             partner: bool = False, contrast: tuple | None = None) -> ContributionJob:
         request = self.session.request
         run = request.settings
         # the maps of the model as it ran: model B and the run with every head on ran with none off
@@ -137,13 +185,15 @@ class Contributions(QObject):
         job_id = self.session.new_job(job_kind(coverage=coverage, partner=partner), of_models=True)
         return ContributionJob(job_id, request.id, method, text=run.text, hypotheses=hypotheses,
                                outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, coverage=coverage,
-                               partner=partner, ablation=ablation)
+                               partner=partner, ablation=ablation, contrast=contrast)
 
     def run_shown(self, request_id: int) -> None:
         """A new run is shown (the viewing feature says so): the older runs' maps go; a Transformer's hypotheses get
         their source coverage (ALTI+)."""
         if not self.session.is_current(request_id) or not self.session.results:
             return
+        if self.contrast is not None and self.contrast.request_id != request_id:
+            self.contrast = None  # picked on an older run
         self.answers = {key: found for key, found in self.answers.items() if key[0] == request_id}
         self.asked = {key for key in self.asked if key[0] == request_id}
         self.coverage, self.coverage_next = {}, None

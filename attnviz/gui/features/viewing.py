@@ -48,6 +48,11 @@ class ShownMaps(Protocol):
 
     def maps_for(self, *, partner: bool = False) -> object | str | None: ...
 
+    def contrast_label(self) -> str: ...  # the token the shown maps contrast with, "" when none
+
+    @property
+    def contrast(self): ...  # the contrast chosen (attnviz/state/contrast_view.py ``ContrastWith``), or None
+
     def computing(self) -> bool: ...
 
     def run_shown(self, request_id: int) -> None: ...  # the newest run is on screen: its maps and coverage follow
@@ -306,7 +311,8 @@ class Viewing(QObject):
             return maps
         weights = self.session.model.weights if self.session.model is not None else "float32"
         return contributions.contribution_heatmap(trace, maps, self.session.selection, choice=feature.choice,
-                                                  options=self.session.options, outputs=result.tokens, weights=weights)
+                                                  options=self.session.options, outputs=result.tokens, weights=weights,
+                                                  contrast=feature.contrast_label())
 
     def current_comparison(self) -> compare_view.CompareState | None:
         """Model A and B at the current selection, or what B lacks (its run failed, or is under way)."""
@@ -377,6 +383,10 @@ class Viewing(QObject):
         maps = feature.maps_for() if trace.kinds else None
         if maps is None:
             return state
+        foil = feature.contrast_label()
+        if foil and state.top_k is not None and feature.contrast.step == selection.step:  # the token y′ named
+            state = dataclasses.replace(state, top_k=dataclasses.replace(
+                state.top_k, title=f"{state.top_k.title} · vs ‘{foil}’"))
         if isinstance(maps, str):
             return dataclasses.replace(state, source_bars=contributions.bars_saying(maps))
         return dataclasses.replace(state, source_bars=contributions.contribution_bars(trace, maps, selection,

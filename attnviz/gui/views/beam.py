@@ -18,7 +18,10 @@ NODE_TEXT = 11  # px
 
 
 class BeamGraph(QGraphicsView):
-    """Nodes and edges of a ``BeamState``; ``highlight(rank)`` marks one hypothesis' path."""
+    """Nodes and edges of a ``BeamState``; ``highlight(rank)`` marks one hypothesis' path; a click on a node emits
+    its index (``node_clicked``)."""
+
+    node_clicked = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -95,6 +98,12 @@ class BeamGraph(QGraphicsView):
     def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802
         self.fit()
 
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().mousePressEvent(event)
+        item = self.itemAt(event.position().toPoint())
+        if event.button() == Qt.MouseButton.LeftButton and item in self.labels:
+            self.node_clicked.emit(self.labels.index(item))
+
 
 class BeamPanel(QWidget):
     """Final hypotheses with scores, and the beam graph; picking a hypothesis emits its index."""
@@ -108,7 +117,8 @@ class BeamPanel(QWidget):
         self.hypotheses.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.graph = BeamGraph()
         self.graph.setToolTip("Every hypothesis the beam kept, step by step (wheel: zoom, drag: pan, double-click: "
-                              "all); the picked hypothesis is highlighted")
+                              "all); the picked hypothesis is highlighted. Click a sibling of its token to explain "
+                              "why its token and not that one (contrastive methods)")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.hypotheses)
         split.addWidget(self.graph)

@@ -102,7 +102,10 @@ class StepControls(QWidget):
 
 class BarChart(pg.PlotWidget):
     """Bars with token labels; ``horizontal`` puts tokens on the vertical axis (top-k chart, its long labels
-    cut); the source strip labels every source token in full, like the heatmap's columns."""
+    cut); the source strip labels every source token in full, like the heatmap's columns. A click on a bar of a
+    horizontal chart emits its token's label (``bar_clicked``)."""
+
+    bar_clicked = Signal(str)
 
     labels: tuple[str, ...] = ()  # a class default: Qt may resize the chart before __init__ ends
     state: BarsState | None = None  # what was asked to be drawn (a chart of tokens down the side draws what fits)
@@ -167,6 +170,15 @@ class BarChart(pg.PlotWidget):
         self.text_scale = scale
         self._fit_title()
 
+    def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().mousePressEvent(event)
+        if not self.horizontal or not self.labels or event.button() != Qt.MouseButton.LeftButton:
+            return
+        point = self.getPlotItem().vb.mapSceneToView(self.mapToScene(event.position().toPoint()))
+        index = int(round(point.y()))
+        if 0 <= index < len(self.labels) and 0 <= point.x() <= max(float(self.values[index]), 0.0) + 0.05:
+            self.bar_clicked.emit(self.labels[index])
+
     def _fit_title(self) -> None:
         """The title at 9 points times the text scale, less where it would be wider than the chart (a title sets
         the chart's least width: in a narrow dock the chart was cut), never under 9."""
@@ -217,6 +229,8 @@ class DecodingPanel(QWidget):
 
     step_changed = Signal(int)
     hypothesis_chosen = Signal(int)
+    top_k_clicked = Signal(str)  # a top-k entry's label: contrast with it (attnviz/state/contrast_view.py)
+    beam_node_clicked = Signal(int)  # a node of the beam tree: contrast with it where it is a sibling
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -227,7 +241,8 @@ class DecodingPanel(QWidget):
         self.source_strip = BarChart(horizontal=False)
         self.source_strip.setToolTip("Cross-attention of this step over the source tokens")
         self.top_k = BarChart(horizontal=True)
-        self.top_k.setToolTip("The most likely next tokens at this step; the chosen one is highlighted")
+        self.top_k.setToolTip("The most likely next tokens at this step; the chosen one is highlighted. Click "
+                              "another to explain why the chosen one and not it (contrastive methods)")
         self.beam = BeamPanel()
         self.beam.hide()  # shown for beam search only
         charts = QSplitter(Qt.Orientation.Horizontal)
@@ -241,6 +256,8 @@ class DecodingPanel(QWidget):
         layout.addWidget(charts, 1)
         self.controls.step_changed.connect(self.step_changed)
         self.beam.hypothesis_chosen.connect(self.hypothesis_chosen)
+        self.top_k.bar_clicked.connect(self.top_k_clicked)
+        self.beam.graph.node_clicked.connect(self.beam_node_clicked)
 
     def show_state(self, state: StepState) -> None:
         self.controls.set_count(state.count, state.step)

@@ -1,0 +1,83 @@
+"""Contrastive explanations in the window, with the real worker on the en-es demo: a click on the step's top-k chart
+(or on a sibling in the beam tree) picks y′, the contrastive methods are computed again on the worker for
+logit(y) − logit(y′) at that step, the focus heatmap shows the core's maps and says so in its title, and a click
+on the chosen token clears it."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF, Qt
+
+from attnviz.state import contrast_view, viewmodel
+from models.analysis.methods import contributions
+from tests.test_gui import WAIT, focus_data, run_text
+from tests.test_gui_compare import open_demo
+from tests.test_gui_contributions import show
+
+TEXT = "The house is small and the river is cold."
+
+
+def click_top_k(qtbot, window, label: str) -> None:
+    """A left click on the top-k chart's bar of ``label``."""
+    chart = window.views.decoding.top_k
+    index = list(chart.labels).index(label)
+    scene = chart.getPlotItem().vb.mapViewToScene(QPointF(float(chart.values[index]) / 2, float(index)))
+    qtbot.mouseClick(chart.viewport(), Qt.MouseButton.LeftButton, pos=chart.mapFromScene(scene))
+
+
+def core_maps(window, method: str, contrast):
+    translator = window.worker.translator
+    source = translator.source(window.session.request.settings.text)
+    return contributions(method, translator.model, source.ids, output_ids=window.session.result.token_ids,
+                         contrast=contrast)
+
+
+def test_a_click_on_a_top_k_entry_explains_why_the_chosen_token_and_not_it(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, TEXT, max_len=12)
+    window.select(kind="cross", layer=0, head=0, step=1)
+    show(qtbot, window, "input_x_gradient")
+    plain = focus_data(window).copy()
+    step = window.session.result.steps[1]
+    chosen, other = step.tokens[0], next(label for label in step.top_tokens[0] if label != step.tokens[0])
+    click_top_k(qtbot, window, other)
+    assert window.contributions.contrast is not None and window.contributions.contrast.label == other
+    title = window.views.focus.title
+    qtbot.waitUntil(lambda: f"logit(‘{chosen}’) − logit(‘{other}’)" in title.text(), timeout=WAIT)
+    contrast = window.contributions.contrast.per_step(len(window.session.result.token_ids))
+    expected = core_maps(window, "input_x_gradient", contrast)
+    np.testing.assert_allclose(focus_data(window), expected.source, rtol=1e-4, atol=1e-6)
+    assert not np.allclose(focus_data(window)[1], plain[1])
+    assert f"not ‘{other}’ at step 2" in window.views.status_bar.currentMessage()
+    assert window.views.decoding.top_k.title_text.endswith(f"vs ‘{other}’")
+    show(qtbot, window, "alti_logit")  # ALTI-Logit's heads, contrasted too
+    qtbot.waitUntil(lambda: "ALTI-Logit" in title.text() and "logit(‘" in title.text(), timeout=WAIT)
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "alti_logit", contrast).layers["cross"][0][0],
+                               atol=1e-5)
+    click_top_k(qtbot, window, chosen)  # the chosen token itself: no contrast
+    qtbot.waitUntil(lambda: "logit(‘" not in title.text() and "<b>ALTI-Logit</b>" in title.text(), timeout=WAIT)
+    assert window.contributions.contrast is None
+    np.testing.assert_allclose(focus_data(window), core_maps(window, "alti_logit", None).layers["cross"][0][0],
+                               atol=1e-5)
+
+
+def test_a_click_on_a_sibling_in_the_beam_tree_contrasts_with_its_token(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, TEXT, mode="beam", beam=3, max_len=12)
+    window.select(kind="cross", layer=0, head=0)
+    show(qtbot, window, "alti_logit")
+    session = window.session
+    beam = viewmodel.beam_state(session.results, session.steps)
+    sibling = next(node for node in range(len(beam.nodes)) if contrast_view.from_beam_node(
+        session.request.id, 0, beam, node=node, result=session.result) is not None)
+    graph = window.views.decoding.beam.graph
+    label = graph.labels[sibling]
+    graph.centerOn(label)
+    point = graph.mapFromScene(label.sceneBoundingRect().center())
+    qtbot.mouseClick(graph.viewport(), Qt.MouseButton.LeftButton, pos=point)
+    contrast = window.contributions.contrast
+    assert contrast is not None and contrast.label == beam.nodes[sibling].token
+    assert contrast.step == beam.nodes[sibling].depth
+    qtbot.waitUntil(lambda: f"− logit(‘{contrast.label}’)" in window.views.focus.title.text(), timeout=WAIT)
+    expected = core_maps(window, "alti_logit", contrast.per_step(len(session.result.token_ids)))
+    np.testing.assert_allclose(focus_data(window), expected.layers["cross"][0][0], atol=1e-5)
