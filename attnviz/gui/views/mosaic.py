@@ -200,16 +200,16 @@ class MosaicGrid(QAbstractScrollArea):
         metrics = QFontMetrics(font)
         every = grid.every(max((metrics.horizontalAdvance(name) for name in self.col_names), default=0))
         painter.setClipRect(QRectF(grid.row_header, 0, view.width(), grid.col_header))
-        for head in heads:
-            if head % every == 0 and head < len(self.col_names):
-                rect = self.cell_rect(0, head)
+        for head in heads:  # a name whose thumbnail is half scrolled under the layer names is left out
+            rect = self.cell_rect(0, head)
+            if head % every == 0 and head < len(self.col_names) and rect.center().x() > grid.row_header:
                 painter.drawText(QRectF(rect.center().x() - 60, 0, 120, grid.col_header),
                                  Qt.AlignmentFlag.AlignCenter, self.col_names[head])
         rows_every = max(1, -(-(metrics.height() + 1) // int(max(grid.side + grid.gap, 1))))
         painter.setClipRect(QRectF(0, grid.col_header, grid.row_header, view.height()))
         for layer in layers:
-            if layer % rows_every == 0 and layer < len(self.row_names):
-                rect = self.cell_rect(layer, 0)
+            rect = self.cell_rect(layer, 0)
+            if layer % rows_every == 0 and layer < len(self.row_names) and rect.center().y() > grid.col_header:
                 painter.drawText(QRectF(0, rect.top(), grid.row_header - 4, rect.height()),
                                  Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, self.row_names[layer])
         painter.setClipping(False)
