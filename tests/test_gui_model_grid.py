@@ -5,6 +5,7 @@ thumbnails in view are coloured."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import QEvent, Qt
@@ -84,3 +85,22 @@ def test_a_click_in_the_last_layer_selects_the_head_drawn_there_and_its_menu_abl
     assert window.session.trace.ablated == (("dec_self", LAYERS - 1, head),)
     qtbot.waitUntil(lambda: grid.off.count(True) == 1, timeout=WAIT)
     assert grid.off[(LAYERS - 1) * HEADS + head]
+
+
+def test_the_summary_shows_every_head_as_one_cell_in_the_tab_and_a_click_selects_it(qtbot, grid_window):
+    window, grid = grid_window, grid_window.views.model_view
+    grid.summary.setChecked(True)
+    qtbot.waitUntil(lambda: grid.matrices and grid.matrices[0].shape == (1, 1), timeout=WAIT)
+    assert grid.horizontalScrollBar().maximum() == 0 and grid.verticalScrollBar().maximum() == 0  # all in view
+    trace = window.session.trace
+    weights, mask = trace.attention["dec_self"][LAYERS - 1][HEADS - 1], trace.masks["dec_self"]
+    rows = [(row[mask[index]], mask[index].sum()) for index, row in enumerate(weights) if mask[index].sum() >= 2]
+    expected = np.mean([-(row * np.log(row)).sum() / np.log(seen) for row, seen in rows])
+    assert grid.image(LAYERS - 1, HEADS - 1)[0, 0] == pytest.approx(expected, rel=1e-5)
+    qtbot.mouseClick(grid.viewport(), Qt.MouseButton.LeftButton, pos=grid.cell_rect(LAYERS - 1, 9).center().toPoint())
+    qtbot.waitUntil(lambda: (window.session.selection.layer, window.session.selection.head) == (LAYERS - 1, 9),
+                    timeout=WAIT)
+    assert grid.selected == (LAYERS - 1, 9)
+    grid.summary.setChecked(False)  # the thumbnails again
+    qtbot.waitUntil(lambda: grid.matrices[0].shape != (1, 1), timeout=WAIT)
+    assert grid.grid.side >= LEAST_SIDE

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LEAST_SIDE = 32  # pixels: the smallest thumbnail whose pattern (a diagonal, a column, the prompt) can still be read
+SUMMARY_SIDE = 6  # pixels: the smallest cell of the summary, one colour per head (32 × 32 heads fit 290 × 250)
+COMPACT = {"gap": 1.0, "group_gap": 4.0}  # the summary's gaps: its cells are one colour each, no pattern to part
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,11 @@ class GridLayout:
 
 
 def layout(layers: int, heads: int, panel: tuple[float, float], *, group: int = 0,
-           least: float = LEAST_SIDE) -> GridLayout:
+           least: float = LEAST_SIDE, compact: bool = False) -> GridLayout:
     """The grid for a panel of ``panel`` (width, height): square thumbnails filling it where that keeps them at
-    least ``least`` pixels a side, else ``least`` pixels and the grid scrolls."""
-    plain = GridLayout(layers, heads, 0.0, group=group)
+    least ``least`` pixels a side, else ``least`` pixels and the grid scrolls (``compact``: the summary's one
+    colour per head, with narrower gaps)."""
+    plain = GridLayout(layers, heads, 0.0, group=group, **(COMPACT if compact else {}))
     width, height = panel
     if not layers or not heads:
         return plain
@@ -87,4 +90,4 @@ def layout(layers: int, heads: int, panel: tuple[float, float], *, group: int = 
     across = (width - plain.row_header - heads * plain.gap - groups * (plain.group_gap - plain.gap)) / heads
     down = (height - plain.col_header - layers * plain.gap) / layers
     side = max(float(least), float(int(min(across, down))))
-    return GridLayout(layers, heads, side, group=group)
+    return GridLayout(layers, heads, side, group=group, **(COMPACT if compact else {}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen
-from PySide6.QtWidgets import QAbstractScrollArea, QMenu, QToolTip, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QCheckBox, QMenu, QToolTip, QWidget
 
 from ...state import grid_layout
 from ...state.viewmodel import GridState, thumbnail_menu
@@ -20,6 +20,7 @@ from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 from .thumbnails import BOUNDARY_LEAST, BOUNDARY_PEN, OFF_COLOUR
 
 HEADER_BACKGROUND = "#f4f4f4"
+BAR_HEIGHT = 24  # the line above the grid holding the summary's switch
 
 
 def coloured(matrix: np.ndarray, lut: np.ndarray) -> QImage:
@@ -39,9 +40,16 @@ class MosaicGrid(QAbstractScrollArea):
     clicked = Signal(int, int)
     head_toggled = Signal(int, int)
     layer_toggled = Signal(int)
+    summary_toggled = Signal(bool)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self.summary = QCheckBox("One cell per head: how spread its attention is", self)
+        self.summary.setToolTip("Each head as one cell: the mean over its rows of the row's entropy divided by the "
+                                "log of the keys it may see (0: all weight on one key; 1: spread evenly). "
+                                "Click a cell to show its head.")
+        self.summary.toggled.connect(self._on_summary)
+        self.setViewportMargins(0, BAR_HEIGHT, 0, 0)
         self.shape: tuple[int, int] = (0, 0)
         self.matrices: list[np.ndarray] = []
         self.images: dict[int, QImage] = {}  # colours of the thumbnails painted so far, by index
@@ -104,7 +112,10 @@ class MosaicGrid(QAbstractScrollArea):
     def relayout(self) -> None:
         """Lay the grid out for the panel's size now and set the scroll bars' ranges."""
         size = self.maximumViewportSize()
-        self.grid = grid_layout.layout(*self.shape, (size.width(), size.height()), group=self.group)
+        compact = self.summary.isChecked()
+        self.grid = grid_layout.layout(*self.shape, (size.width(), size.height()), group=self.group,
+                                       least=grid_layout.SUMMARY_SIDE if compact else grid_layout.LEAST_SIDE,
+                                       compact=compact)
         width, height = self.grid.size()
         view = self.viewport().size()
         for bar, whole, shown in ((self.horizontalScrollBar(), width, view.width()),
@@ -143,7 +154,13 @@ class MosaicGrid(QAbstractScrollArea):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().resizeEvent(event)
+        self.summary.setGeometry(4, 2, max(0, self.width() - 8), BAR_HEIGHT - 4)
         self.relayout()
+
+    def _on_summary(self, on: bool) -> None:
+        self.images = {}
+        self.relayout()
+        self.summary_toggled.emit(on)
 
     # --- painting -------------------------------------------------------------------------------------
     def paintEvent(self, event) -> None:  # noqa: N802 (Qt's name)
@@ -203,14 +220,16 @@ class MosaicGrid(QAbstractScrollArea):
         for head in heads:  # a name whose thumbnail is half scrolled under the layer names is left out
             rect = self.cell_rect(0, head)
             if head % every == 0 and head < len(self.col_names) and rect.center().x() > grid.row_header:
-                painter.drawText(QRectF(rect.center().x() - 60, 0, 120, grid.col_header),
-                                 Qt.AlignmentFlag.AlignCenter, self.col_names[head])
+                name = self.col_names[head]  # over its thumbnail; a name wider than it starts at its left edge
+                left = rect.left() if metrics.horizontalAdvance(name) > rect.width() else rect.center().x() - 60
+                align = Qt.AlignmentFlag.AlignLeft if left == rect.left() else Qt.AlignmentFlag.AlignHCenter
+                painter.drawText(QRectF(left, 0, 120, grid.col_header), align | Qt.AlignmentFlag.AlignVCenter, name)
         rows_every = max(1, -(-(metrics.height() + 1) // int(max(grid.side + grid.gap, 1))))
         painter.setClipRect(QRectF(0, grid.col_header, grid.row_header, view.height()))
         for layer in layers:
             rect = self.cell_rect(layer, 0)
             if layer % rows_every == 0 and layer < len(self.row_names) and rect.center().y() > grid.col_header:
-                painter.drawText(QRectF(0, rect.top(), grid.row_header - 4, rect.height()),
+                painter.drawText(QRectF(0, rect.center().y() - 10, grid.row_header - 4, 20),
                                  Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, self.row_names[layer])
         painter.setClipping(False)
 
@@ -223,7 +242,10 @@ class MosaicGrid(QAbstractScrollArea):
                 QToolTip.hideText()
             else:
                 row, col = cell
-                QToolTip.showText(event.globalPos(), f"{self.row_names[row]} · {self.col_names[col]}: "
+                index = row * self.shape[1] + col
+                value = (f" · spread {float(self.matrices[index][0, 0]):.2f}" if self.summary.isChecked()
+                         and index < len(self.matrices) and self.matrices[index].size == 1 else "")
+                QToolTip.showText(event.globalPos(), f"{self.row_names[row]} · {self.col_names[col]}{value}: "
                                                      "click to show it; right-click to switch it off or on", self)
             return True
         return super().viewportEvent(event)
