@@ -14,7 +14,8 @@ import numpy as np
 from models.trace.records import AttentionTrace
 
 from .session import Selection
-from .viewmodel import GridState, model_grid
+from . import prompt_view
+from .viewmodel import GridState, model_grid, revealed_extent
 
 
 def spread(weights: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -31,16 +32,22 @@ def spread(weights: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return entropy.mean(axis=-1).astype(np.float32)
 
 
-def summary_grid(trace: AttentionTrace, selection: Selection, *, kv_groups: tuple[int, ...] = ()) -> GridState:
+def summary_grid(trace: AttentionTrace, selection: Selection, *, kv_groups: tuple[int, ...] = (),
+                 reveal_step: int | None = None) -> GridState:
     """The model grid (names, selection, heads switched off, key/value groups as :func:`viewmodel.model_grid`)
-    with each thumbnail one ``[1, 1]`` cell: its head's :func:`spread`."""
+    with each thumbnail one ``[1, 1]`` cell: its head's :func:`spread` (``reveal_step``: over the rows that
+    decoding step has generated, as the thumbnails show only those)."""
     grid = model_grid(trace, selection, images=False, kv_groups=kv_groups)
     kind = selection.kind
     weights = trace.attention[kind]
+    shape = weights[0].shape[1:]
     mask = trace.masks.get(kind)
-    if mask is None or mask.shape != weights[0].shape[1:]:
-        mask = np.ones(weights[0].shape[1:], dtype=bool)
+    if mask is None or mask.shape != shape:
+        mask = np.ones(shape, dtype=bool)
+    revealed = None if reveal_step is None else revealed_extent(kind, reveal_step, shape,
+                                                                offset=prompt_view.step_offset(trace))
+    rows = shape[0] if revealed is None else revealed[0]
     cells = [np.full((1, 1), value, dtype=np.float32) for layer in weights
-             for value in spread(layer, mask)]
+             for value in spread(layer[:, :rows], mask[:rows])]
     return GridState(rows=grid.rows, cols=grid.cols, row_names=grid.row_names, col_names=grid.col_names,
                      matrices=cells, selected=grid.selected, off=grid.off, group=grid.group)

@@ -385,9 +385,8 @@ class Viewing(QObject):
         self.views.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step,
                                                            kv_groups=groups), images=images)
         everything = rebuild or reveal_step is not None
-        if self.views.model_view.summary.isChecked():  # one cell per head, from the whole run
-            state = grid_summary.summary_grid(trace, selection, kv_groups=groups) if everything else \
-                viewmodel.model_grid(trace, selection, images=False, kv_groups=groups)
+        if self.views.model_view.summary.isChecked() and everything:  # one cell per head (state/grid_summary.py)
+            state = grid_summary.summary_grid(trace, selection, kv_groups=groups, reveal_step=reveal_step)
         else:
             state = viewmodel.model_grid(trace, selection, images=everything, reveal_step=reveal_step,
                                          kv_groups=groups)
