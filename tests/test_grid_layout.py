@@ -42,3 +42,9 @@ def test_only_the_thumbnails_in_view_are_listed_for_painting():
             and grid.rect(layer, head)[1] < view[1] + view[3] and grid.rect(layer, head)[1] + grid.side > view[1]}
     assert seen <= {(layer, head) for layer in layers for head in heads}
     assert len(layers) * len(heads) < 32 * 32 / 4
+
+
+def test_head_names_thinned_to_whole_groups_or_parts_of_one():
+    grid = layout(32, 32, (300.0, 300.0), group=4, least=6, compact=True)  # 7-pixel steps
+    assert grid.every(45) == 8 and grid.every(10) == 2 and grid.every(14) == 4  # 7, 2 and 3 steps needed
+    assert layout(32, 12, (300.0, 300.0), least=6, compact=True).every(45) == 7  # no groups: just enough

@@ -73,8 +73,14 @@ class GridLayout:
         return layers, heads
 
     def every(self, needed: float) -> int:
-        """Show every n-th head name so names ``needed`` pixels wide do not overlap."""
-        return max(1, -(-int(needed + 4) // int(max(self.side + self.gap, 1))))
+        """Show every n-th head name so names ``needed`` pixels wide do not overlap; with key/value groups, n
+        divides the group or is a whole number of groups, so the names shown start groups alike."""
+        least = max(1, -(-int(needed + 4) // int(max(self.side + self.gap, 1))))
+        if not self.group or least == 1:
+            return least
+        if least <= self.group:
+            return min(count for count in range(least, self.group + 1) if self.group % count == 0)
+        return -(-least // self.group) * self.group
 
 
 def layout(layers: int, heads: int, panel: tuple[float, float], *, group: int = 0,
