@@ -70,7 +70,7 @@ def test_run_shows_the_trace_in_every_view(qtbot, window):
     np.testing.assert_array_equal(focus_data(window), trace.attention[kind][layer][head])
     for index, (_, image) in enumerate(window.views.head_grid.cells):
         np.testing.assert_array_equal(image.image, trace.attention[kind][layer][index])
-    assert len(window.views.model_view.cells) == 2 * 4  # layers × heads
+    assert window.views.model_view.shape == (2, 4) and len(window.views.model_view.matrices) == 2 * 4
     np.testing.assert_array_equal(window.views.model_view.image(1, 3), trace.attention[kind][1][3])
     assert window.session.result.text in window.views.input_bar.result_text()
 
@@ -79,7 +79,7 @@ def test_switching_kind_layer_head_and_aggregate(qtbot, window):
     run_text(qtbot, window, "hag", max_len=4)
     trace = window.session.trace
     grid_items = [image for _, image in window.views.head_grid.cells]
-    model_items = [image for _, image in window.views.model_view.cells]
+    model_colours = window.views.model_view.images
     focus_item = window.views.focus.image
     window.select(layer=1, head=2)
     np.testing.assert_array_equal(focus_data(window), trace.attention["cross"][1][2])
@@ -87,7 +87,7 @@ def test_switching_kind_layer_head_and_aggregate(qtbot, window):
     assert window.views.head_grid.selected == (0, 2) and window.views.model_view.selected == (1, 2)
     # a layer or head switch reuses every plot item: nothing is rebuilt
     assert [image for _, image in window.views.head_grid.cells] == grid_items
-    assert [image for _, image in window.views.model_view.cells] == model_items
+    assert window.views.model_view.images is model_colours
     assert window.views.focus.image is focus_item
     window.select(kind="enc_self", head="mean")
     np.testing.assert_allclose(focus_data(window), trace.attention["enc_self"][1].mean(axis=0), atol=1e-7)
@@ -114,8 +114,7 @@ def test_clicking_a_thumbnail_focuses_it(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
     window.views.grids.setCurrentIndex(1)
     qtbot.waitExposed(window.views.model_view)
-    view, _ = window.views.model_view.cells[1 * 4 + 2]
-    centre = window.views.model_view.mapFromScene(view.sceneBoundingRect().center())
+    centre = window.views.model_view.cell_rect(1, 2).center().toPoint()
     qtbot.mouseClick(window.views.model_view.viewport(), Qt.MouseButton.LeftButton, pos=centre)
     assert (window.session.selection.layer, window.session.selection.head) == (1, 2)
     np.testing.assert_array_equal(focus_data(window), window.session.trace.attention["cross"][1][2])

@@ -56,7 +56,7 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     deleted, inserted = ([token for token, change in diff if change == kind] for kind in ("deleted", "inserted"))
     assert deleted and shown.count("<s>") == len(deleted) and shown.count("<u>") == len(inserted)
     # the marks: crossed-out thumbnail in both grids, "switched off" in the focus title
-    assert [cross.isVisible() for cross in grid.crosses] == [True, False, False]
+    assert grid.off == [True, False, False]
     window.select(layer=0, head=0)
     assert window.views.head_grid.crosses[0].isVisible()
     assert "switched off" in window.views.focus.title.text()
@@ -73,18 +73,18 @@ def test_switching_a_head_off_shows_both_outputs_a_diff_and_marks_and_restore_un
     assert session.trace is session.original.trace and session.trace.ablated == ()
     np.testing.assert_array_equal(window.views.focus.image.image, session.original.trace.attention["cross"][0][0])
     assert not np.array_equal(window.views.focus.image.image, ablated_matrix)
-    assert not any(cross.isVisible() for cross in grid.crosses)
+    assert not any(grid.off)
     assert "switched off" not in window.views.focus.title.text()
     assert f"<b>{ablated}</b>" in window.views.input_bar.result_text()  # the result line still shows this run
     window.views.ablation_bar.compare.setChecked(False)
     np.testing.assert_array_equal(window.views.focus.image.image, ablated_matrix)
-    assert grid.crosses[0].isVisible()
+    assert grid.off[0]
 
     window.views.ablation_bar.restore.click()
     wait_for_run(qtbot, window, ablated=False)
     assert window.session.result.text == original and not window.views.ablation_bar.isVisible()
     assert "with every head on" not in window.views.input_bar.result_text()
-    assert not any(cross.isVisible() for cross in grid.crosses)
+    assert not any(grid.off)
 
 
 def test_switching_a_layer_off_from_the_head_grid(qtbot, window):
@@ -95,7 +95,7 @@ def test_switching_a_layer_off_from_the_head_grid(qtbot, window):
     assert window.session.trace.ablated == tuple(("cross", 1, head) for head in range(4))
     assert window.views.ablation_bar.label.text() == "4 heads off —"
     assert all(cross.isVisible() for cross in window.views.head_grid.crosses)
-    assert [cross.isVisible() for cross in window.views.model_view.crosses] == [False] * 4 + [True] * 4
+    assert window.views.model_view.off == [False] * 4 + [True] * 4
     window.select(head="mean")
     assert "4 of 4 heads off" in window.views.focus.title.text()
     assert menu_texts(window.views.head_grid, 0, 1) == ["Switch head on", "Switch layer on"]
@@ -108,9 +108,8 @@ def test_switching_a_layer_off_from_the_head_grid(qtbot, window):
 def test_a_right_click_on_a_thumbnail_opens_the_menu(qtbot, window):
     run_text(qtbot, window, "abc", max_len=4)
     grid = window.views.model_view
-    view, _ = grid.cells[5]  # layer 1, head 1
-    point = grid.mapFromScene(view.sceneBoundingRect().center())
-    event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, point, grid.mapToGlobal(point))
+    point = grid.cell_rect(1, 1).center().toPoint()  # layer 1, head 1
+    event = QContextMenuEvent(QContextMenuEvent.Reason.Mouse, point, grid.viewport().mapToGlobal(point))
     QApplication.sendEvent(grid.viewport(), event)
     qtbot.waitUntil(lambda: getattr(grid, "menu", None) is not None and grid.menu.isVisible(), timeout=WAIT)
     assert [action.text() for action in grid.menu.actions()] == ["Switch head off", "Switch layer off"]

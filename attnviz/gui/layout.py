@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the views load pyqtgraph: imported when ``setup_views`` run
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.model_panel import ModelPanel
+    from .views.mosaic import MosaicGrid
     from .views.thumbnails import ThumbnailGrid
 
 
@@ -36,7 +37,7 @@ class Views:
     compare_view: CompareView  # model A | model B | B − A, in the focus view's place while comparing
     grids: QTabWidget  # the two thumbnail grids' tabs
     head_grid: ThumbnailGrid  # the heads of the selected layer
-    model_view: ThumbnailGrid  # every layer × head
+    model_view: MosaicGrid  # every layer × head
     decoding: DecodingPanel
     model_panel: ModelPanel
     docks: DockArea  # the docks: the two below and the corpus panels made on first use
@@ -56,6 +57,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     from .views.decoding import DecodingPanel
     from .views.heatmap import HeatmapView
     from .views.model_panel import ModelPanel
+    from .views.mosaic import MosaicGrid
     from .views.thumbnails import ThumbnailGrid
 
     bars = {"input_bar": InputBar(), "ablation_bar": AblationBar(), "snapshot_bar": SnapshotBar(),
@@ -63,7 +65,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     selector, focus, compare_view = SelectorBar(), HeatmapView(), CompareView()
     selector.setEnabled(False)  # nothing to choose from until a trace exists
     compare_view.hide()
-    head_grid, model_view = ThumbnailGrid(), ThumbnailGrid()
+    head_grid, model_view = ThumbnailGrid(), MosaicGrid()
     focus_area = QWidget()
     focus_layout = QVBoxLayout(focus_area)
     focus_layout.setContentsMargins(4, 4, 4, 4)

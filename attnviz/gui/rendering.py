@@ -29,20 +29,23 @@ def _application():
 
 def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, output: Path, *,
                  size: tuple[int, int] = (900, 700), colormap: str = "viridis", masks: bool = True,
-                 caption: Caption | None = None, contribution: tuple | None = None) -> Path:
+                 caption: Caption | None = None, contribution: tuple | None = None,
+                 kv_groups: tuple[int, ...] = ()) -> Path:
     """Draw one heatmap (``head`` a number or an aggregate) or, for ``head == "all"``, the layer's heads; a
     PNG of one heatmap is ``size`` points at 2×, the figure as large as fits. ``contribution``: ``(maps,
     choice)`` or ``(maps, choice, the contrast token's label)``, a contributions method's maps
-    (attnviz/state/contributions.py) shown instead of the weights."""
+    (attnviz/state/contributions.py) shown instead of the weights; ``kv_groups``: a decoder-only model's key/value
+    head of each query head (the heads named and laid out in whole groups, as the window's export does)."""
     _application()  # text in a figure needs Qt's fonts
     from .views.style import lookup_table
 
     selection = Selection(kind=kind, layer=layer, head=0 if head == "all" else head)
     lut = lookup_table(colormap)
     if head == "all":
-        figure = heads_svg(viewmodel.head_grid(trace, selection), viewmodel.heads_title(kind, layer),
-                           query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind), lut=lut,
-                           mask=trace.masks[kind] if masks else None, caption=caption)
+        grid = viewmodel.head_grid(trace, selection, kv_groups=kv_groups)
+        figure = heads_svg(grid, viewmodel.heads_title(kind, layer), query_labels=trace.query_tokens(kind),
+                           key_labels=trace.key_tokens(kind), lut=lut, mask=trace.masks[kind] if masks else None,
+                           caption=caption)
         return save_figure(figure, output)
     state = viewmodel.heatmap(trace, selection)
     if contribution is not None:

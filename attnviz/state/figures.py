@@ -276,6 +276,10 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
         parts.append(f"<text x='{x + panel_w / 2:.2f}' y='{y - 4:.2f}' font-size='11' text-anchor='middle' {FONT}"
                      f"{colour}>{html.escape(name)}{mark}</text>")
         parts += _cells(matrix, mask, levels=levels, lut=lut, x=x, y=y, cell=cell)
+        if grid.boundary is not None:  # a decoder-only map: where the prompt ends, on both axes, as in the window
+            edge = grid.boundary * cell
+            parts.append(f"<path d='M{x + edge:.2f},{y:.2f}v{panel_h:.2f}M{x:.2f},{y + edge:.2f}h{panel_w:.2f}' "
+                         f"stroke='{BOUNDARY_COLOUR}' stroke-width='1.5' fill='none'/>")
         if off:
             parts.append(f"<path d='M{x:.2f},{y:.2f} L{x + panel_w:.2f},{y + panel_h:.2f} M{x:.2f},{y + panel_h:.2f} "
                          f"L{x + panel_w:.2f},{y:.2f}' stroke='#e53935' stroke-width='2' fill='none'/>")

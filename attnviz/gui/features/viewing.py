@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, Signal, SignalInstance
 
 from models.inference.modes import Mode
 
-from ...state import compare_view, contributions, fill_view, prompt_view, viewmodel
+from ...state import compare_view, contributions, fill_view, grid_summary, prompt_view, viewmodel
 from ...state.contributions import ShowChoice
 from ...state.progress import decoding_progress
 from ...state.session import Session
@@ -104,6 +104,7 @@ class Viewing(QObject):
         selector.options_changed.connect(self._on_options_changed)
         views.head_grid.clicked.connect(lambda _, head: self.select(head=head))
         views.model_view.clicked.connect(lambda layer, head: self.select(layer=layer, head=head))
+        views.model_view.summary_toggled.connect(self._on_summary_toggled)
         views.snapshot_bar.index_chosen.connect(self.choose_snapshot)
         views.decoding.step_changed.connect(lambda step: self.select(step=step))
         views.decoding.hypothesis_chosen.connect(self.choose_hypothesis)
@@ -404,9 +405,16 @@ class Viewing(QObject):
         self.views.head_grid.show_grid(viewmodel.head_grid(trace, selection, images=images, reveal_step=reveal_step,
                                                            kv_groups=groups), images=images)
         everything = rebuild or reveal_step is not None
-        self.views.model_view.show_grid(viewmodel.model_grid(trace, selection, images=everything,
-                                                              reveal_step=reveal_step, kv_groups=groups),
-                                        images=everything)
+        if self.views.model_view.summary.isChecked() and everything:  # one cell per head (state/grid_summary.py)
+            state = grid_summary.summary_grid(trace, selection, kv_groups=groups, reveal_step=reveal_step)
+        else:
+            state = viewmodel.model_grid(trace, selection, images=everything, reveal_step=reveal_step,
+                                         kv_groups=groups)
+        self.views.model_view.show_grid(state, images=everything)
+
+    def _on_summary_toggled(self) -> None:
+        if self.session.trace is not None:
+            self._show_grids(rebuild=True, layer_changed=False)
 
     def _model_shape(self) -> dict[str, tuple[int, ...]]:
         """The open model's key/value groups and sliding windows (a decoder-only model's; empty otherwise)."""

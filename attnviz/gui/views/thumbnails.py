@@ -1,8 +1,9 @@
 """Grids of bare attention thumbnails (no token labels: on 48 small plots they are unreadable and make
-drawing about 3× slower; labels belong to the one large focus view). One class serves the head grid (all
+drawing about 3× slower; labels belong to the one large focus view). This class draws the head grid (all
 heads of a layer: one grid row, drawn in as many rows of near-square thumbnails as its panel needs, each under
-its heads' names: state/head_rows.py) and the model view (every layer × head). Plots are rebuilt only when the
-grid's shape (or the number of heads a row holds) changes; new data only calls ``setImage``.
+its heads' names: state/head_rows.py); every layer × head is painted by gui/views/mosaic.py, which scrolls and
+colours only what is in view (a plot per thumbnail made 32 × 32 heads take 12 s). Plots are rebuilt only when
+the grid's shape (or the number of heads a row holds) changes; new data only calls ``setImage``.
 
 A right-click offers to switch the head (or its whole layer) off or on; heads that were off in the run are
 crossed out."""
