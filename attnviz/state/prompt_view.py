@@ -11,7 +11,7 @@ import numpy as np
 
 from models.trace.records import AttentionTrace, DecodeStep, stack_rows
 
-SEQUENCE_AXES = ("prompt · continuation (queries)", "prompt · continuation (keys)")
+SEQUENCE_AXES = ("prompt · output (queries)", "prompt · output (keys)")  # the rows' name sets the least height
 PREDICTED_AXIS = "input → predicted token"
 
 
