@@ -42,7 +42,7 @@ class ContributionJob:
     ``text`` in the run's languages. ``coverage``: a background job for the hallucination signal (ALTI+'s
     source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result;
     ``ablation``: the heads the results were decoded with switched off, off again while their maps are
-    computed."""
+    computed; ``chat``: the run's prompt was laid out by the model's chat template (read as the run read it)."""
 
     id: int
     request_id: int
@@ -52,6 +52,7 @@ class ContributionJob:
     outputs: tuple[tuple[int, ...], ...]
     src_lang: str = ""
     tgt_lang: str = ""
+    chat: bool = False
     coverage: bool = False
     partner: bool = False
     ablation: Ablation = NO_ABLATION
