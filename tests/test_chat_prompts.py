@@ -179,4 +179,6 @@ def test_the_panes_and_contributions_of_a_chat_run_read_the_prompt_it_ran_on(qtb
     np.testing.assert_allclose(readings.probs[-1], chosen, atol=1e-4)  # the last layer is the model's output
     maps = next(value for value in window.contributions.answers.values() if not isinstance(value, str))
     assert maps.layers["dec_self"][0].shape[-1] == run_weights.shape[-1] > prompt
+    least = window.minimumSizeHint()  # with its "Chat template" box and the panes' tabs it fits 1000 × 650
+    assert least.width() <= 1000 and least.height() <= 650, least
     window.close()
