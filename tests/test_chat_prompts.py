@@ -141,3 +141,44 @@ def test_the_window_offers_the_chat_template_for_a_model_that_has_one(qtbot, qse
                     timeout=20_000)
     assert not bar.chat.isVisible() and not bar.run_settings().chat
     window.close()
+
+
+def test_the_panes_and_contributions_of_a_chat_run_read_the_prompt_it_ran_on(qtbot, qsettings, chat_model):
+    """With "Chat template" ticked the run's prompt is the template's layout; the Neuron pane's vectors, the Lens'
+    readings and the contributions of its result read that same prompt (they re-encoded the bare text: fewer prompt
+    tokens, other weights, another output distribution)."""
+    import numpy as np
+
+    from attnviz.gui.app import create_window
+    from tests.test_gui import run_text
+
+    original, tokenizer, out, folder = chat_model
+    window = create_window(str(out), "cpu", qsettings)
+    qtbot.addWidget(window)
+    window.resize(1000, 650)
+    window.show()
+    qtbot.waitUntil(lambda: window.session.model is not None, timeout=20_000)
+    window.views.input_bar.chat.setChecked(True)
+    run_text(qtbot, window, SENTENCES[3], max_len=5)
+    result = window.session.result
+    qtbot.waitUntil(lambda: window.session.trace is not None, timeout=20_000)
+    assert result.prompt_ids == theirs_ids(tokenizer, SENTENCES[3])
+    prompt, run_weights = len(result.prompt_ids), window.session.trace.attention["dec_self"][0]
+    window.neuron.open()
+    window.lens.open()
+    window.contributions.choose("value_norms")
+    answered = lambda feature: any(not isinstance(value, str) for value in feature.answers.values())  # noqa: E731
+    qtbot.waitUntil(lambda: answered(window.neuron) and answered(window.lens) and answered(window.contributions),
+                    timeout=30_000)
+    vectors = next(value for value in window.neuron.answers.values() if not isinstance(value, str))
+    layer = vectors.layers["dec_self"][0]
+    assert layer.weights.shape == run_weights.shape  # [heads, prompt + output, prompt + output]
+    np.testing.assert_allclose(layer.weights, run_weights, atol=1e-5)
+    readings = next(value for value in window.lens.answers.values() if not isinstance(value, str))
+    chosen = np.array([step.probabilities[row] for step, row in zip(result.steps, result.rows)])
+    np.testing.assert_allclose(readings.probs[-1], chosen, atol=1e-4)  # the last layer is the model's output
+    maps = next(value for value in window.contributions.answers.values() if not isinstance(value, str))
+    assert maps.layers["dec_self"][0].shape[-1] == run_weights.shape[-1] > prompt
+    least = window.minimumSizeHint()  # with its "Chat template" box and the panes' tabs it fits 1000 × 650
+    assert least.width() <= 1000 and least.height() <= 650, least
+    window.close()

@@ -291,8 +291,9 @@ def test_decoding_steps_reach_the_window_in_batches(qtbot, window):
 
 
 def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings, tmp_path, char_tokenizer, monkeypatch):
-    """A 400-character output at 1000×650 takes at most three lines (then scrolls, every word still there);
-    the notices stay in view under it and the focus heatmap keeps its 150 px."""
+    """A 400-character output at 1000×768 takes at most three lines (then scrolls, every word still there);
+    the notices stay in view under it and the focus heatmap keeps its 150 px. At 1000×650 the window stays on the
+    screen: the output line gives way (a line at least, scrolling), not the heatmap."""
     import attnviz.gui.work
 
     torch.manual_seed(3)
@@ -300,7 +301,7 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
                            char_tokenizer, char_tokenizer)
     window = create_window(str(path), "cpu", qsettings)
     qtbot.addWidget(window)
-    window.resize(1000, 650)
+    window.resize(1000, 768)
     window.show()
     qtbot.waitUntil(lambda: window.session.model is not None, timeout=WAIT)
     monkeypatch.setattr(attnviz.gui.work, "HALF_PRECISION_ABOVE", 0)  # a notice to keep in view
@@ -313,6 +314,11 @@ def test_a_long_output_scrolls_and_leaves_the_heatmap_its_room(qtbot, qsettings,
     assert 1.5 < lines <= 3.5 and bar.output_area.verticalScrollBar().maximum() > 0
     assert target.strip() in bar.output.text().replace("&nbsp;", " ")
     assert bar.notices.isVisible() and "half precision" in bar.notices.text()
+    assert window.views.focus.graphics.height() >= 150
+    window.resize(1000, 650)
+    qtbot.waitUntil(lambda: window.height() == 650, timeout=WAIT)
+    settled(qtbot, lambda: (bar.output_area.geometry(), window.views.focus.graphics.geometry()), timeout=WAIT)
+    assert bar.output_area.height() >= bar.output.fontMetrics().lineSpacing() and bar.notices.isVisible()
     assert window.views.focus.graphics.height() >= 150
     run_text(qtbot, window, "abc", mode="forced", target="abcdefgh" * 50)  # one word, as a character model writes
     settled(qtbot, lambda: (bar.output_area.geometry(), bar.output.document().size()), timeout=WAIT)

@@ -83,3 +83,36 @@ def test_at_1000_by_650_the_rows_axis_name_and_the_output_line_with_its_coverage
     settled(qtbot, lambda: (window.geometry(), title.geometry(), window.centralWidget().width()), timeout=WAIT)
     assert window.minimumSizeHint().width() <= 1000 and window.width() == 1000
     assert title.minimumSizeHint().width() <= title.width() <= window.centralWidget().width()  # whole, wrapped
+
+
+def test_every_demo_fits_1000_by_650_with_the_lens_and_neuron_tabs_beside_the_decoding_dock(qtbot, window):
+    """The heatmap is never shorter than its rows' name: a decoder-only model's ("prompt · continuation (queries)")
+    and a decoder's rows labelled with their predictions ("decoder input → predicted token") with the Decoding dock's
+    charts and the tab bar the Lens and Neuron panes add below them came to 693 pixels, and a run's notice line
+    added 22 more: the tab bar was cut off at 650. Every demo's window fits 1000 × 650 with its tabs in it, also with
+    its rows labelled with their predictions and a notice under the output."""
+    from PySide6.QtWidgets import QTabBar
+
+    from attnviz.state.demos import demo_checkpoints
+
+    for demo in demo_checkpoints():
+        open_demo(qtbot, window, demo.stem)
+        window.lens.open()
+        window.neuron.open()
+        window.views.decoding_dock.raise_()
+        qtbot.waitUntil(lambda: window.views.decoding.isVisible(), timeout=WAIT)
+        run_text(qtbot, window, "Hello World! 123 ☃")  # a character no demo's vocabulary has: a notice
+        qtbot.waitUntil(lambda: "vocabulary has no token" in window.views.input_bar.notices.text(), timeout=WAIT)
+        for predicted in (False, True):
+            window.views.selector.predicted.setChecked(predicted)
+            settled(qtbot, lambda: (window.minimumSizeHint(), window.views.focus.graphics.minimumHeight()),
+                    timeout=WAIT)
+            least = window.minimumSizeHint()
+            assert least.width() <= 1000 and least.height() <= 650, (demo.stem, predicted, least)
+        window.resize(1000, 650)
+        qtbot.waitUntil(lambda: window.size() == QSize(1000, 650), timeout=WAIT)
+        tabs = [bar for bar in window.findChildren(QTabBar) if bar.parent() is window and bar.isVisible()]
+        assert tabs, demo.stem
+        for bar in tabs:
+            assert {bar.tabText(i) for i in range(bar.count())} == {"Decoding", "Lens", "Neuron"}
+            assert window.rect().contains(bar.geometry()), (demo.stem, bar.geometry())

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QSplitter, QStatusBar, QTabWidget, QVBoxLayout, QWidget
 
 from .docks import DockArea
@@ -50,6 +50,15 @@ class Views:
         self.input_bar.show_error(message)
 
 
+class ViewsSplitter(QSplitter):
+    """The heatmap beside the grids: content with its least height, it takes the central widget's height that the
+    bars over it leave (its stretch), so that in a short window the output line and the notices over it keep their
+    lines and give way only where the window has no more room (they scroll then; the window stays on the screen)."""
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        return QSize(super().sizeHint().width(), self.minimumSizeHint().height())
+
+
 def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> Views:
     """Make the views in ``window``: the central widget, the docks and their default places."""
     from .views.compare import CompareBar, CompareView
@@ -77,7 +86,7 @@ def setup_views(window: QMainWindow, devices: list[str], demos: list[Path]) -> V
     grids.setElideMode(Qt.TextElideMode.ElideRight)
     for view, title in ((head_grid, "Heads of this layer"), (model_view, "All layers × heads")):
         grids.setTabToolTip(grids.addTab(view, title), title)
-    splitter = QSplitter(Qt.Orientation.Horizontal)
+    splitter = ViewsSplitter(Qt.Orientation.Horizontal)
     splitter.addWidget(focus_area)
     splitter.addWidget(grids)
     splitter.setSizes([700, 420])

@@ -126,7 +126,7 @@ def neuron_vectors(translator: Translator, job) -> object:
     from models.analysis.neuron import neuron_vectors as vectors
 
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
-    return vectors(translator.model, translator.source(job.text).ids, list(job.output), ablation=job.ablation)
+    return vectors(translator.model, prompt_source(translator, job).ids, list(job.output), ablation=job.ablation)
 
 
 HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may keep; longer runs keep float16
@@ -156,7 +156,8 @@ def patch_report(translator: Translator, job) -> object:
 
 def prompt_source(translator: Translator, run) -> SourceInput:
     """The run's text encoded: laid out by the model's chat template when the run asks for it and the model has one
-    (a partner model without one reads the text as it is)."""
+    (a partner model without one reads the text as it is). ``run``: the run's settings, or a job of one of its
+    results (its ``text`` and ``chat``): the one way each job reads the prompt the run ran on."""
     return translator.chat_source(run.text) if run.chat and translator.has_chat else translator.source(run.text)
 
 
@@ -221,7 +222,7 @@ def lens_readings(translator: Translator, job, captured_pass) -> object:
     model, tokenizer = translator.model, translator.target_tokenizer
     check_lens(model)
     translator.set_languages(job.src_lang or None, job.tgt_lang or None)
-    src_ids = translator.source(job.text).ids
+    src_ids = prompt_source(translator, job).ids
     output = list(job.output)
     captured = captured_pass(translator, (job.request_id, job.hypothesis, job.ablation), src_ids=src_ids,
                              output_ids=output)

@@ -370,7 +370,7 @@ class ModelWorker(QObject):
 
         if not job.partner:
             translator.set_languages(job.src_lang or None, job.tgt_lang or None)
-        src_ids = translator.source(job.text).ids
+        src_ids = prompt_source(translator, job).ids
         captured = None
         if CONTRIBUTION_METHODS[job.method].from_forward and traceable(translator.model):
             captured = self._captured_pass(translator, (job.request_id, hypothesis, job.ablation), src_ids=src_ids,

@@ -43,7 +43,8 @@ class ContributionJob:
     source coverage of each hypothesis), apart from the job of what is shown; ``partner``: model B's result;
     ``ablation``: the heads the results were decoded with switched off, off again while their maps are
     computed; ``contrast``: per output step a contrast token or None (models/analysis/contrast.py), for the methods
-    that explain a token's score (attnviz/state/contrast_view.py)."""
+    that explain a token's score (attnviz/state/contrast_view.py); ``chat``: the run's prompt was laid out by the
+    model's chat template (read as the run read it)."""
 
     id: int
     request_id: int
@@ -53,6 +54,7 @@ class ContributionJob:
     outputs: tuple[tuple[int, ...], ...]
     src_lang: str = ""
     tgt_lang: str = ""
+    chat: bool = False
     coverage: bool = False
     partner: bool = False
     ablation: Ablation = NO_ABLATION

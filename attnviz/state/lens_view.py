@@ -26,7 +26,8 @@ RAMP = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253
 @dataclass(frozen=True)
 class LensJob:
     """The lenses of one result of one run (``request_id``, ``hypothesis``): its source ``text`` in the run's
-    languages, its ``output`` token ids, the heads it ran with switched off (``ablation``)."""
+    languages (laid out by the chat template where the run was: ``chat``), its ``output`` token ids, the heads
+    it ran with switched off (``ablation``)."""
 
     id: int
     request_id: int
@@ -36,6 +37,7 @@ class LensJob:
     src_lang: str = ""
     tgt_lang: str = ""
     ablation: Ablation = NO_ABLATION
+    chat: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ CHOOSE_A_HEAD = "The neuron view shows one head: choose a head number, not {head
 @dataclass(frozen=True)
 class NeuronJob:
     """The query and key vectors of one result of one run (``request_id``, ``hypothesis``): its source ``text`` in
-    the run's languages, its ``output`` token ids, the heads it ran with switched off (``ablation``)."""
+    the run's languages (laid out by the chat template where the run was: ``chat``), its ``output`` token ids, the heads
+    it ran with switched off (``ablation``)."""
 
     id: int
     request_id: int
@@ -37,6 +38,7 @@ class NeuronJob:
     src_lang: str = ""
     tgt_lang: str = ""
     ablation: Ablation = NO_ABLATION
+    chat: bool = False
 
     @property
     def key(self) -> tuple[int, int]:

@@ -11,8 +11,10 @@ import numpy as np
 
 from models.trace.records import AttentionTrace, DecodeStep, stack_rows
 
-SEQUENCE_AXES = ("prompt · continuation (queries)", "prompt · continuation (keys)")
-PREDICTED_AXIS = "input → predicted token"
+# The heatmap is never shorter than its rows' name (attnviz/gui/views/heatmap.py): the names are short, so that
+# the window fits 1000 × 650 pixels
+SEQUENCE_AXES = ("sequence (queries)", "sequence (keys)")  # the prompt, then the output
+PREDICTED_AXIS = "input → predicted token"  # a decoder's rows labelled with the token each predicts
 
 
 def step_offset(trace: AttentionTrace | None) -> int:

@@ -322,8 +322,7 @@ def heatmap(trace: AttentionTrace, selection: Selection, options: ViewOptions = 
         title += f" · <span style='color:#c62828'>{off} of {trace.heads(kind)} heads off</span>" if off else ""
     axis_names = AXIS_NAMES[kind] if trace.prompt_len is None else prompt_view.SEQUENCE_AXES
     if decoder_rows and options.predicted_labels and outputs is not None:
-        named = "decoder input → predicted token" if trace.prompt_len is None else prompt_view.PREDICTED_AXIS
-        axis_names = (named, axis_names[1])
+        axis_names = (prompt_view.PREDICTED_AXIS, axis_names[1])
     state = HeatmapState(
         matrix=matrix, mask=mask, query_labels=queries, key_labels=trace.key_tokens(kind),
         title=title, axis_names=axis_names, levels=colour_levels(matrix, mask, options.colour_range),

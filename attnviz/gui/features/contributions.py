@@ -184,8 +184,8 @@ class Contributions(QObject):
         # posted as a job of the open models: once the worker holds another one, it is stale
         job_id = self.session.new_job(job_kind(coverage=coverage, partner=partner), of_models=True)
         return ContributionJob(job_id, request.id, method, text=run.text, hypotheses=hypotheses,
-                               outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, coverage=coverage,
-                               partner=partner, ablation=ablation, contrast=contrast)
+                               outputs=outputs, src_lang=run.src_lang, tgt_lang=run.tgt_lang, chat=run.chat,
+                               coverage=coverage, partner=partner, ablation=ablation, contrast=contrast)
 
     def run_shown(self, request_id: int) -> None:
         """A new run is shown (the viewing feature says so): the older runs' maps go; a Transformer's hypotheses get

@@ -103,7 +103,7 @@ class Lens(QObject):
         run = request.settings
         job = LensJob(session.new_job("lens", of_models=True), request.id, key[1], text=run.text,
                       output=tuple(result.token_ids), src_lang=run.src_lang, tgt_lang=run.tgt_lang,
-                      ablation=request.ablation if key[2] else NO_ABLATION)
+                      ablation=request.ablation if key[2] else NO_ABLATION, chat=run.chat)
         self.asked[job.id] = key
         self.requested.emit(job)
 

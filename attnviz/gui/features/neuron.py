@@ -118,7 +118,7 @@ class Neuron(QObject):
         run = request.settings
         job = NeuronJob(session.new_job("neuron", of_models=True), request.id, key[1], text=run.text,
                         output=tuple(getattr(result, "token_ids", ()) or ()), src_lang=run.src_lang,
-                        tgt_lang=run.tgt_lang, ablation=request.ablation if key[2] else NO_ABLATION)
+                        tgt_lang=run.tgt_lang, ablation=request.ablation if key[2] else NO_ABLATION, chat=run.chat)
         self.asked[job.id] = key
         self.requested.emit(job)
 

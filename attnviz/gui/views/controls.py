@@ -41,7 +41,9 @@ class OutputArea(QTextBrowser):
         self.viewport().setAutoFillBackground(False)  # the window's own background, as a label has
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        # as tall as its text (up to the cap) where the window has room; in a window at its least height one line
+        # of it, scrolling, so that the notices of a run never push the window past a 650-pixel screen
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
         self.document().setDocumentMargin(0)
         self._html = ""
         self.set_text(text)
@@ -68,7 +70,8 @@ class OutputArea(QTextBrowser):
         return QSize(super().sizeHint().width(), min(int(height) + 2, self.cap()))
 
     def minimumSizeHint(self) -> QSize:
-        return self.sizeHint()
+        hint = self.sizeHint()
+        return QSize(hint.width(), min(hint.height(), self.fontMetrics().lineSpacing() + 4))
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

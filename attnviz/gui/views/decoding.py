@@ -18,7 +18,7 @@ from .token_axis import TokenAxis
 from .style import HIGHLIGHT
 
 BAR = (90, 140, 220)
-CHART_MIN_HEIGHT = 130
+CHART_MIN_HEIGHT = 100  # px: readable, and with the step controls and a tab bar the window fits 650 pixels
 TITLE_POINTS = 9  # a chart's title, in points (times the text scale while presenting)
 PREFIX_WINDOW = 24  # decoder input tokens shown before the current step; earlier ones are counted
 LABEL_CHARS = 14  # a longer next-token label is cut, with "…" (the tooltip and the result line say it all)
