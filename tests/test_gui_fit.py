@@ -85,7 +85,7 @@ def test_at_1000_by_650_the_rows_axis_name_and_the_output_line_with_its_coverage
     assert title.minimumSizeHint().width() <= title.width() <= window.centralWidget().width()  # whole, wrapped
 
 
-def test_every_demo_fits_1000_by_650_with_the_lens_and_neuron_tabs_beside_the_decoding_dock(qtbot, window):
+def test_every_demo_fits_1000_by_650_with_the_lens_neuron_and_patching_tabs_beside_the_decoding_dock(qtbot, window):
     """The heatmap is never shorter than its rows' name: a decoder-only model's ("prompt · continuation (queries)")
     and a decoder's rows labelled with their predictions ("decoder input → predicted token") with the Decoding dock's
     charts and the tab bar the Lens and Neuron panes add below them came to 693 pixels, and a run's notice line
@@ -99,6 +99,7 @@ def test_every_demo_fits_1000_by_650_with_the_lens_and_neuron_tabs_beside_the_de
         open_demo(qtbot, window, demo.stem)
         window.lens.open()
         window.neuron.open()
+        window.patching.open()
         window.views.decoding_dock.raise_()
         qtbot.waitUntil(lambda: window.views.decoding.isVisible(), timeout=WAIT)
         run_text(qtbot, window, "Hello World! 123 ☃")  # a character no demo's vocabulary has: a notice
@@ -114,5 +115,5 @@ def test_every_demo_fits_1000_by_650_with_the_lens_and_neuron_tabs_beside_the_de
         tabs = [bar for bar in window.findChildren(QTabBar) if bar.parent() is window and bar.isVisible()]
         assert tabs, demo.stem
         for bar in tabs:
-            assert {bar.tabText(i) for i in range(bar.count())} == {"Decoding", "Lens", "Neuron"}
+            assert {bar.tabText(i) for i in range(bar.count())} == {"Decoding", "Lens", "Neuron", "Patching"}
             assert window.rect().contains(bar.geometry()), (demo.stem, bar.geometry())
