@@ -66,6 +66,7 @@ class HeatmapState:
     scale_title: str = "attention weight"  # what the colour scale's numbers are (a contribution's unit)
     note: str = ""  # how the numbers were computed (completeness, rounded weights): the colour bar's tooltip
     boundary: int | None = None  # a decoder-only map: the prompt's length P, a line before row and key P
+    colormap: str = ""  # "" the window's chosen one; a signed map's diverging one (compare_view.DIVERGING_COLORMAP)
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ class BarsState:
     highlight: int | None
     title: str
     top: float = 1.0  # the value axis' end: 1 for weights and shares, the largest bar for unbounded contributions
+    bottom: float = 0.0  # its other end: below 0 for signed values (logit terms), bars drawn down to it
+    unit: str = ""  # what the value axis is in (a contribution's unit; "" unnamed)
 
 
 @dataclass(frozen=True)
@@ -450,11 +453,8 @@ def thumbnail_menu(off: list[bool], cols: int, row: int, col: int) -> list[tuple
 
 
 def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
-    """The cross-attention row of the current step over the source tokens.
-
-    When the focus view shows cross-attention, the bars show the same layer and head (or the head mean
-    for an aggregate); otherwise they show the mean of the last layer's heads. The title says which.
-    """
+    """The cross-attention row of the current step over the source tokens: the focus view's layer and head (the
+    head mean for an aggregate) when it shows cross-attention, else the mean of the last layer's heads (as titled)."""
     if trace.prompt_len is not None:
         return _prompt_bars(trace, selection)
     if "cross" not in trace.attention:

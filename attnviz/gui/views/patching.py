@@ -13,12 +13,12 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
+from ...state.compare_view import DIVERGING_COLORMAP as DIVERGING  # blue (towards the corrupted run), red (clean)
 from ...state.patch_view import EMPTY, PatchPanels
 from .head_stats import PanelScroll
 from .style import HIGHLIGHT
 from .token_axis import TokenAxis
 
-DIVERGING = "CET-D1"  # blue (below the corrupted run) – white (0) – red (towards the clean run)
 AUTO_STEP = -1  # the step box's "auto": where the greedy outputs first differ
 PLOT_EXTRA = 60  # px a plot needs beyond its cells (axes, title)
 MIN_CELL = 14  # px of a cell's height at the least
