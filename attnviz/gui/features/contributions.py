@@ -120,6 +120,18 @@ class Contributions(QObject):
         if choice is not None and choice.contrastive:
             self.shown_changed.emit()
 
+    def restore_contrast(self, saved: contrast_view.ContrastWith | None) -> None:
+        """A reopened session's contrast, on its first run (just arrived; its views follow)."""
+        session = self.session
+        if saved is None or not session.results or saved.hypothesis >= len(session.results):
+            return
+        self.contrast = contrast_view.restored(saved, session.request.id, session.results[saved.hypothesis])
+
+    def saved_contrast(self) -> contrast_view.ContrastWith | None:
+        """The contrast a session file keeps: the one picked on the run shown."""
+        contrast = self.contrast
+        return contrast if contrast is not None and contrast.request_id == self.session.request.id else None
+
     def contrast_label(self) -> str:
         """The label of the token the shown maps contrast with ("" when they do not)."""
         return self.contrast.label if self._shown_contrast(False) is not None else ""
