@@ -109,3 +109,23 @@ def test_alti_logit_is_drawn_signed_in_the_focus_map_and_the_source_bars(qtbot, 
     assert focus.drawn_colormap == window.views.selector.colormap_name()
     low, high = strip.getPlotItem().vb.viewRange()[1]
     assert low == pytest.approx(0.0, abs=0.05) and strip.getPlotItem().getAxis("left").labelText == ""
+
+
+def test_a_click_on_a_sibling_at_another_step_moves_the_step_scrubber_there(qtbot, window):
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, TEXT, mode="beam", beam=3, max_len=12)
+    window.select(kind="cross", layer=0, head=0, step=0)
+    show(qtbot, window, "alti_logit")
+    session = window.session
+    beam = viewmodel.beam_state(session.results, session.steps)
+    sibling = next(node for node in range(len(beam.nodes)) if beam.nodes[node].depth > 0 and (
+        contrast_view.from_beam_node(session.request.id, 0, beam, node=node, result=session.result) is not None))
+    depth = beam.nodes[sibling].depth
+    window.views.decoding.beam.graph.node_clicked.emit(sibling)
+    assert window.contributions.contrast.step == depth
+    qtbot.waitUntil(lambda: session.selection.step == depth, timeout=WAIT)
+    assert window.views.decoding.controls.slider.value() == depth
+    qtbot.waitUntil(lambda: f"− logit(‘{beam.nodes[sibling].token}’)" in window.views.focus.title.text(),
+                    timeout=WAIT)
+    window.views.decoding.beam.graph.node_clicked.emit(sibling)  # the step shown: it stays
+    assert session.selection.step == depth
