@@ -247,3 +247,7 @@ def test_alti_logit_maps_and_bars_are_signed_on_a_diverging_scale_centred_on_0(r
     assert alti.colormap == "" and alti.levels == (0.0, 1.0)
     bars = shown.contribution_bars(result.trace, maps["alti"], Selection(kind="cross"), choice=choice("alti"))
     assert bars.bottom == 0 and bars.top == 1.0
+    selector = shown.selector_state(result.trace, Selection(kind="cross"), choice("alti_logit")).own_scale
+    assert all("signed" in why for why in selector)  # neither colour box applies, and each says why
+    assert shown.selector_state(result.trace, Selection(kind="cross"), choice("value_norms")).own_scale[1] == ""
+    assert shown.selector_state(result.trace, Selection(kind="cross"), choice("alti")).own_scale == ("", "")

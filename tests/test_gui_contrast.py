@@ -105,8 +105,12 @@ def test_alti_logit_is_drawn_signed_in_the_focus_map_and_the_source_bars(qtbot, 
     bound = np.abs(expected[: step + 1] if window.session.options.reveal_rows else expected).max()
     assert tuple(focus.image.getLevels()) == pytest.approx((-bound, bound), rel=1e-5)
     np.testing.assert_array_equal(focus.image.lut, lookup_table("CET-D1"))
+    selector = window.views.selector
+    assert not selector.colormap.isEnabled() and "signed" in selector.colormap.toolTip()
+    assert not selector.colour_range.isEnabled()
     show(qtbot, window, "weights")
-    assert focus.drawn_colormap == window.views.selector.colormap_name()
+    assert focus.drawn_colormap == selector.colormap_name() and selector.colormap.isEnabled()
+    assert selector.colour_range.isEnabled() and "0–1 keeps every map" in selector.colour_range.toolTip()
     low, high = strip.getPlotItem().vb.viewRange()[1]
     assert low == pytest.approx(0.0, abs=0.05) and strip.getPlotItem().getAxis("left").labelText == ""
 

@@ -184,11 +184,22 @@ def selector_state(trace: AttentionTrace, selection: Selection,
     state = viewmodel.selector_state(trace, selection)
     if choice is None:
         return state
+    state = dataclasses.replace(state, own_scale=own_scale(choice))
     choices: dict[str, int | str] = {}
     for _, head in state.head_choices:
         choices.setdefault(head_label(head, choice), head)  # the first head of a label stands for it
     shown = head_label(selection.head, choice)
     return dataclasses.replace(state, head_choices=tuple(choices.items()), head=choices[shown])
+
+
+def own_scale(choice: ShowChoice) -> tuple[str, str]:
+    """Why the selector bar's colour range and colormap do not apply to ``choice``'s maps ("" where they do): an
+    unbounded method's are drawn over their own range, a signed one's on the diverging colormap about 0."""
+    if choice.signed:
+        drawn = (f"{choice.label} ({choice.unit}) is signed: drawn blue (below 0) – white (0) – red (above 0), "
+                 "± its largest magnitude")
+        return drawn, drawn
+    return (f"{choice.label} ({choice.unit}) is unbounded: drawn over its own range" if not choice.bounded else "", "")
 
 
 def _rollout_which(selection: Selection) -> str:

@@ -33,9 +33,7 @@ assert tuple(KIND_LABELS) == KINDS
 
 def head_name(head: int | str) -> str:
     """How a head or an aggregate is named in titles, menus and file names' long form."""
-    if isinstance(head, int):
-        return f"head {head}"
-    return "attention rollout" if head == "rollout" else f"{head} of heads"
+    return f"head {head}" if isinstance(head, int) else "attention rollout" if head == "rollout" else f"{head} of heads"
 
 
 def head_choices(heads: int) -> list[tuple[str, int | str]]:
@@ -94,6 +92,7 @@ class SelectorState:
     layers: int
     heads: int
     head_choices: tuple[tuple[str, int | str], ...] = ()  # (label, head) of the head box, in menu order
+    own_scale: tuple[str, str] = ("", "")  # why the colour range box, the colormap box, do not apply ("": they do)
 
 
 @dataclass(frozen=True)
