@@ -125,3 +125,45 @@ def test_a_language_models_prompt_is_patched_and_a_recurrent_model_refused(qtbot
         decoder = pane.state.panels[0]
         assert decoder.column_labels[:len(clean)] == list(clean.replace(" ", "␣"))  # the prompt's characters first
     window.close()
+
+
+def test_export_writes_every_table_to_an_npz_named_as_the_json_and_the_shown_ones_to_csv(qtbot, demo_window,
+                                                                                         tmp_path):
+    import csv
+
+    from attnviz.state.patch_view import patch_document
+
+    window = demo_window
+    run(qtbot, window, CLEAN)
+    window.named_actions["patching"].trigger()
+    pane = window.patching.pane
+    assert not pane.export.isEnabled()  # nothing to export before a run
+    pane.corrupt.setText(CORRUPT)
+    qtbot.mouseClick(pane.run, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: pane.state is not None and pane.export.isEnabled(), timeout=WAIT)
+    report = window.patching.report
+    document = patch_document(report, clean_text=CLEAN, corrupt_text=CORRUPT)
+    window.patching.export(str(tmp_path / "tables.npz"))
+    with np.load(tmp_path / "tables.npz") as arrays:
+        for name in ("encoder", "decoder", "encoder_all"):
+            np.testing.assert_allclose(arrays[name], document[name], atol=1e-6)
+            np.testing.assert_allclose(arrays[f"atp_{name}"], document["atp"][name], atol=1e-6)
+            np.testing.assert_allclose(arrays[f"raw_{name}"], document["raw"][name], atol=1e-5)
+            np.testing.assert_allclose(arrays[f"raw_atp_{name}"], document["raw"]["atp"][name], atol=1e-5)
+        for kind, heads in document["heads"].items():
+            np.testing.assert_allclose(arrays[f"heads_{kind}"], heads, atol=1e-6)
+            np.testing.assert_allclose(arrays[f"atp_heads_{kind}"], document["atp"]["heads"][kind], atol=1e-6)
+        assert float(arrays["metric_clean"]) == document["clean"]["value"]
+        assert float(arrays["metric_corrupt"]) == document["corrupt"]["value"]
+        assert int(arrays["step"]) == document["metric"]["step"] and str(arrays["metric"]) == document["metric"]["name"]
+        assert list(arrays["clean_tokens"]) == document["clean"]["tokens"]
+        assert float(arrays["spearman_all"]) == pytest.approx(document["spearman"]["all"], abs=1e-6)
+    window.patching.export(str(tmp_path / "tables.csv"))
+    written = sorted(path.name for path in tmp_path.glob("tables-*.csv"))
+    assert written == sorted(f"tables-{panel.name}.csv" for panel in pane.state.panels)
+    with open(tmp_path / "tables-encoder.csv", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0][1:] == document["clean"]["tokens"] + ["(all)"] and rows[1][0] == "emb"
+    table = np.array([[float(value) for value in row[1:]] for row in rows[1:]])
+    np.testing.assert_allclose(table[:, :-1], document["encoder"], atol=1e-5)
+    np.testing.assert_allclose(table[:, -1], document["encoder_all"], atol=1e-5)

@@ -122,3 +122,22 @@ def test_a_comparison_png_is_cut_to_its_figure(qapp, capsys, tmp_path):
     assert white_margin(path) < 0.08, white_margin(path)  # 0.12 in the boxes
     assert image.width() <= 2 * 3 * 900 and image.height() <= 2 * 700
     assert max(image.width() / (2 * 3 * 900), image.height() / (2 * 700)) > 0.99  # as large as the boxes allow
+
+
+def test_a_signed_method_renders_on_the_diverging_colormap_symmetric_about_0(qapp, capsys, tmp_path):
+    """``render --show alti_logit``: the colour bar runs from CET-D1's blue end to its red end, its numbers ± the
+    map's largest magnitude (the window's colormap choice does not apply)."""
+    from attnviz.gui.views.style import lookup_table
+
+    svg = tmp_path / "logit.svg"
+    code, err = render(capsys, "-c", "resources/checkpoints/en-es-transformer.safetensors", "The house is small.",
+                       "--kind", "cross", "--head", "rollout", "--show", "alti_logit", "--colormap", "magma",
+                       "-o", svg)
+    assert code == 0, err
+    text = svg.read_text()
+    lut = lookup_table("CET-D1")
+    for end in (lut[0], lut[-1]):
+        assert f"fill='#{int(end[0]):02x}{int(end[1]):02x}{int(end[2]):02x}'" in text
+    magma = lookup_table("magma")[-1]
+    assert f"fill='#{int(magma[0]):02x}{int(magma[1]):02x}{int(magma[2]):02x}'" not in text
+    assert "Δ logit" in text

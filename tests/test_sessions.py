@@ -236,3 +236,40 @@ def test_a_reopened_session_shows_its_method_and_an_unknown_one_falls_back_to_th
     assert notice in other.views.input_bar.result_text()
     assert "<b>Cross-attention</b> · layer 1 · head 0" in other.views.focus.title.text()
     other.close()
+
+
+def test_a_reopened_session_contrasts_with_the_saved_token_and_says_so(qtbot, window, qsettings, tmp_path):
+    """The contrast token y′ is saved with the session: reopened, the contrastive maps are those of
+    logit(y) − logit(y′) again, so titled; a contrast of a field missing or out of range is one line."""
+    from tests.test_gui_contrast import TEXT, click_top_k
+    from tests.test_gui_contributions import show
+    from tests.test_gui_compare import open_demo
+
+    open_demo(qtbot, window, "en-es-transformer")
+    run_text(qtbot, window, TEXT, max_len=12)
+    window.select(kind="cross", layer=0, head=1, step=1)
+    show(qtbot, window, "alti_logit")
+    step = window.session.result.steps[1]
+    chosen, other_token = step.tokens[0], next(label for label in step.top_tokens[0] if label != step.tokens[0])
+    click_top_k(qtbot, window, other_token)
+    contrasted = f"logit(‘{chosen}’) − logit(‘{other_token}’)"
+    qtbot.waitUntil(lambda: contrasted in window.views.focus.title.text(), timeout=WAIT)
+    path = tmp_path / "contrast.attnviz"
+    window.sessions.save_session(str(path))
+    saved = read_session(path).contrast
+    assert (saved.step, saved.label, saved.hypothesis) == (1, other_token, 0)
+    assert saved.token_id == window.contributions.contrast.token_id
+    other = _reopened(qtbot, window, qsettings, path)
+    qtbot.waitUntil(lambda: contrasted in other.views.focus.title.text(), timeout=WAIT)
+    assert other.contributions.contrast.label == other_token and other.session.selection.step == 1
+    np.testing.assert_allclose(other.views.focus.image.image, window.views.focus.image.image, atol=1e-6)
+    assert other.views.decoding.top_k.title_text.endswith(f"vs ‘{other_token}’")
+    other.close()
+
+    document = json.loads(path.read_text(encoding="utf-8"))
+    for contrast, message in (({"step": 1, "label": "x", "hypothesis": 0}, '"contrast" lacks token_id'),
+                              ({**document["contrast"], "token_id": -4}, '"contrast.token_id" must be an integer')):
+        bad = tmp_path / "bad.attnviz"
+        bad.write_text(json.dumps({**document, "contrast": contrast}), encoding="utf-8")
+        with pytest.raises(SessionFileError, match=message):
+            read_session(bad)

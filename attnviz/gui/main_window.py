@@ -68,7 +68,7 @@ class MainWindow(QMainWindow):
         self.viewing = Viewing(session, views, worker, contributions=self.contributions, neuron=self.neuron,
                                lens=self.lens, parent=self)
         self.ablation = Ablation(session, views, worker, viewing=self.viewing, parent=self)
-        self.patching = Patching(session, views, worker, viewing=self.viewing, parent=self)
+        self.patching = Patching(session, views, worker, viewing=self.viewing, parent=self, stored=stored)
         self.opening = Opening(session, views, worker, viewing=self.viewing, ablation=self.ablation,
                                contributions=self.contributions, parent=self, stored=stored)
         self.comparing = Comparing(session, views, worker, viewing=self.viewing, opening=self.opening,

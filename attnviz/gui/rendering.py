@@ -55,6 +55,7 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
             raise InputError(state)
     if not masks:
         state = without_masks(state)
+    lut = lookup_table(state.colormap) if state.colormap else lut  # a signed map's diverging colormap
     return save_figure(heatmap_svg(state, lut, caption=caption), output, size=size)
 
 

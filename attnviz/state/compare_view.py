@@ -16,7 +16,16 @@ from .session import Selection, ViewOptions
 from .viewmodel import AXIS_NAMES, KIND_LABELS, HeatmapState, export_name, head_name, heatmap, matrix_of, reveal
 
 
-DIVERGING_COLORMAP = "CET-D1"  # blue (B below A) – white – red (B above A)
+DIVERGING_COLORMAP = "CET-D1"  # every signed map's (B − A, logit terms): blue (below 0) – white (0) – red (above 0)
+
+
+def signed_levels(matrix: np.ndarray, mask: np.ndarray | None = None) -> tuple[float, float]:
+    """A signed map's colour range: symmetric about 0, ± the largest magnitude of its finite cells (those ``mask``
+    lets attend, where it has any); never an empty range."""
+    cells = matrix[mask] if mask is not None and mask.shape == matrix.shape and mask.any() else matrix.ravel()
+    finite = np.abs(cells[np.isfinite(cells)])
+    bound = float(finite.max()) if finite.size and finite.max() > 0 else 1e-6
+    return -bound, bound
 
 
 @dataclass(frozen=True)
@@ -99,14 +108,13 @@ def difference(a: AttentionTrace, b: AttentionTrace, selection: Selection,
         return ComparePane(None, f"B − A not shown: {unequal}.")
     matrix = (matrix_of(b, selection).astype(np.float32) - matrix_of(a, selection).astype(np.float32))
     finite = np.abs(matrix[np.isfinite(matrix)])
-    bound = float(finite.max()) if finite.size and finite.max() > 0 else 1e-6
     mask = a.masks[kind]
     decoder_rows = kind in ("dec_self", "cross")
     same = " · identical: every weight equal" if finite.size == matrix.size and not finite.any() else ""
     state = HeatmapState(
         matrix=matrix, mask=mask, query_labels=a.query_tokens(kind), key_labels=a.key_tokens(kind),
         title=f"<b>B − A</b> · {KIND_LABELS[kind]} · layer {selection.layer} · {head_name(selection.head)}{same}",
-        axis_names=AXIS_NAMES[kind], levels=(-bound, bound),
+        axis_names=AXIS_NAMES[kind], levels=signed_levels(matrix), colormap=DIVERGING_COLORMAP,
         step_row=selection.step if decoder_rows else None,
         file_stem=f"diff-{export_name(kind, selection.layer, selection.head)}",
         approximate=a.half_precision or b.half_precision)

@@ -7,6 +7,7 @@ itself clears the choice."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from models.trace.records import DecodeResult
@@ -34,6 +35,10 @@ class ContrastWith:
 
     def applies(self, request_id: int, hypothesis: int) -> bool:
         return (self.request_id, self.hypothesis) == (request_id, hypothesis)
+
+    def saved(self) -> dict:
+        """As a session file keeps it (attnviz/state/session_file.py): of no run, which the reopened one gives."""
+        return {"hypothesis": self.hypothesis, "step": self.step, "token_id": self.token_id, "label": self.label}
 
     def line(self) -> str:
         return (f"Contrast: why ‘{self.chosen}’ and not ‘{self.label}’ at step {self.step + 1} — input × gradient, "
@@ -72,3 +77,11 @@ def from_beam_node(request_id: int, hypothesis: int, beam: BeamState, *, node: i
         return None
     return ContrastWith(request_id, hypothesis, step=step, token_id=picked.token_id, label=picked.token,
                         chosen=beam.nodes[on_path].token)
+
+
+def restored(saved: ContrastWith, request_id: int, result: DecodeResult) -> ContrastWith | None:
+    """A reopened session's contrast on its first run ``request_id`` (``result``: the hypothesis it was picked on),
+    its chosen token y read from that run; None where the run no longer reaches its step, or chose y′ itself."""
+    if not 0 <= saved.step < len(result.token_ids) or result.token_ids[saved.step] == saved.token_id:
+        return None
+    return dataclasses.replace(saved, request_id=request_id, chosen=result.tokens[saved.step])

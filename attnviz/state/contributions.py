@@ -186,11 +186,22 @@ def selector_state(trace: AttentionTrace, selection: Selection,
     state = viewmodel.selector_state(trace, selection)
     if choice is None:
         return state
+    state = dataclasses.replace(state, own_scale=own_scale(choice))
     choices: dict[str, int | str] = {}
     for _, head in state.head_choices:
         choices.setdefault(head_label(head, choice), head)  # the first head of a label stands for it
     shown = head_label(selection.head, choice)
     return dataclasses.replace(state, head_choices=tuple(choices.items()), head=choices[shown])
+
+
+def own_scale(choice: ShowChoice) -> tuple[str, str]:
+    """Why the selector bar's colour range and colormap do not apply to ``choice``'s maps ("" where they do): an
+    unbounded method's are drawn over their own range, a signed one's on the diverging colormap about 0."""
+    if choice.signed:
+        drawn = (f"{choice.label} ({choice.unit}) is signed: drawn blue (below 0) – white (0) – red (above 0), "
+                 "± its largest magnitude")
+        return drawn, drawn
+    return (f"{choice.label} ({choice.unit}) is unbounded: drawn over its own range" if not choice.bounded else "", "")
 
 
 def _rollout_which(selection: Selection) -> str:
@@ -245,12 +256,25 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
     if not shows_rollout(choice, selection):
         title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
-    unit = choice.unit.replace("log p", "Δlogit") if contrast_title(maps) else choice.unit  # what it explains
+    unit = shown_unit(choice, maps)
     state = dataclasses.replace(state, title=title, scale_title=unit, file_stem=stem,
                                 note=contribution_note(maps, outputs=outputs, weights=weights))
     if options.reveal_rows:
-        return viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
-    return state
+        state = viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
+    return signed_scale(state) if choice.signed else state
+
+
+def signed_scale(state: viewmodel.HeatmapState) -> viewmodel.HeatmapState:
+    """A signed map (logit terms) drawn on the diverging colormap, symmetric about 0 over what it shows."""
+    shown = None if state.revealed is None else ~viewmodel.unrevealed(state.matrix.shape, state.revealed)
+    mask = shown if state.mask is None or shown is None else state.mask & shown
+    return dataclasses.replace(state, levels=compare_view.signed_levels(state.matrix, mask),
+                               colormap=compare_view.DIVERGING_COLORMAP)
+
+
+def shown_unit(choice: ShowChoice, maps) -> str:
+    """The unit of ``choice``'s ``maps``: a gradient method's of a logit difference where they are contrastive."""
+    return choice.unit.replace("log p", "Δlogit") if contrast_title(maps) else choice.unit
 
 
 def contrast_title(maps, outputs: list[str] | None = None, foil: str = "") -> str:
@@ -368,9 +392,11 @@ def contribution_bars(trace: AttentionTrace, maps, selection: Selection, *, choi
         title = title.replace("attention of this step", "this step")
     else:
         return bars_saying(lacking(trace, maps, "cross", choice=choice))
-    strongest = int(np.argmax(values)) if len(values) else None
-    top = 1.0 if choice.bounded else max(float(values.max()) if len(values) else 0.0, 1e-6)
-    return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top)
+    strongest = int(np.argmax(np.abs(values) if choice.signed else values)) if len(values) else None
+    top = 1.0 if choice.bounded else max(float(values.max(initial=0.0)), 1e-6)
+    bottom = min(float(values.min(initial=0.0)), 0.0) if choice.signed else 0.0  # signed: bars below 0 too
+    return viewmodel.BarsState(labels=trace.src_tokens, values=values, highlight=strongest, title=title, top=top,
+                               bottom=bottom, unit=shown_unit(choice, maps))
 
 
 def bars_saying(line: str) -> viewmodel.BarsState:

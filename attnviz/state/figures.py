@@ -99,7 +99,9 @@ def _cells(matrix: np.ndarray, mask: np.ndarray | None, *, levels, lut, x: float
     return parts
 
 
-def _colour_bar(levels, lut, x: float, y: float, height: float) -> list[str]:
+def _colour_bar(levels, lut, x: float, y: float, height: float, *, title: str = "") -> list[str]:
+    """The colour scale beside a map: ``levels`` from bottom to top, its numbers, and ``title`` (its unit) down its
+    right side."""
     steps = 64
     parts = []
     for index in range(steps):
@@ -111,6 +113,10 @@ def _colour_bar(levels, lut, x: float, y: float, height: float) -> list[str]:
         value = levels[0] + (levels[1] - levels[0]) * fraction
         parts.append(f"<text x='{x + 16}' y='{y + height * (1 - fraction) + 4:.2f}' font-size='10' {FONT}>"
                      f"{value:.3g}</text>")
+    if title:
+        middle, right = y + height / 2, x + 58
+        parts.append(f"<text x='{right:.2f}' y='{middle:.2f}' font-size='11' text-anchor='middle' {FONT} "
+                     f"transform='rotate(-90 {right:.2f} {middle:.2f})'>{html.escape(title)}</text>")
     return parts
 
 
@@ -170,7 +176,7 @@ def _heatmap_panel(state: HeatmapState, lut: np.ndarray, x0: float = 0.0,
     left, top = x0 + _label_width(state.query_labels) + 18, 34.0 + TITLE_STEP * (len(titles) - 1)
     bottom = _label_width(state.key_labels) * 0.75 + 24
     widest = max(_text_width(line, TITLE_SIZE) for line in titles)
-    width = max(left - x0 + cols * cell + 70, left - x0 + widest + 12)
+    width = max(left - x0 + cols * cell + 86, left - x0 + widest + 12)  # the colour bar, its numbers and unit
     height = top + rows * cell + bottom
     parts = [f"<text x='{left:.2f}' y='{20 + TITLE_STEP * index}' font-size='{TITLE_SIZE}' {FONT}>"
              f"{html.escape(line)}</text>" for index, line in enumerate(titles)]
@@ -195,7 +201,8 @@ def _heatmap_panel(state: HeatmapState, lut: np.ndarray, x0: float = 0.0,
                  f"{html.escape(state.axis_names[0])}</text>")
     parts.append(f"<text x='{left + cols * cell / 2:.2f}' y='{height - 6:.2f}' font-size='11' text-anchor='middle' "
                  f"{FONT}>{html.escape(state.axis_names[1])}</text>")
-    parts += _colour_bar(state.levels, lut, x=left + cols * cell + 14, y=top, height=rows * cell)
+    parts += _colour_bar(state.levels, lut, x=left + cols * cell + 14, y=top, height=rows * cell,
+                         title=state.scale_title)
     return parts, width, height
 
 

@@ -124,6 +124,33 @@ def patch_document(report: PatchReport, *, clean_text: str, corrupt_text: str) -
     return document
 
 
+def patch_arrays(report: PatchReport) -> dict[str, np.ndarray]:
+    """The tables as the pane's NPZ export holds them, named as ``attnviz patch --json`` names them: exact patching's
+    ``encoder``, ``decoder``, ``encoder_all``, ``heads_{kind}`` normalised (its ``heads``: one array per kind),
+    ``atp_…`` attribution patching's, ``raw_…`` and ``raw_atp_…`` the patched metric unscaled; the metric
+    (``metric_clean``, ``metric_corrupt``, ``step``: −1 for the whole output's NLL), the tokens and Spearman's ρ."""
+    arrays: dict[str, np.ndarray] = {}
+    for estimate, tables in report.tables.items():
+        prefix = "" if estimate == "exact" else f"{estimate}_"
+        for name, table in tables.items():
+            arrays[prefix + name] = np.asarray(report.scaled(table), dtype=np.float32)
+            arrays[f"raw_{prefix}{name}"] = np.asarray(table, dtype=np.float32)
+    spearman = {f"spearman_{key}": np.float32(np.nan if value is None else value)
+                for key, value in report.spearman.items()}
+    return {**arrays, "metric": np.array(report.metric), "metric_clean": np.float64(report.clean),
+            "metric_corrupt": np.float64(report.corrupt), "step": np.int64(-1 if report.step is None else report.step),
+            "normalised": np.bool_(report.normalisable), "clean_tokens": np.array(report.source_labels, dtype=str),
+            "corrupt_tokens": np.array(report.corrupt_labels, dtype=str),
+            "decoder_tokens": np.array(report.decoder_labels, dtype=str), **spearman}
+
+
+def patch_csv_tables(report: PatchReport, estimate: str) -> list[tuple[str, np.ndarray, list[str], list[str]]]:
+    """The tables the pane shows for ``estimate``, each as a CSV holds it: its name (``encoder``, ``decoder``,
+    ``heads_{kind}``), the values (the encoder's with its ``(all)`` column), the row and the column labels."""
+    return [(panel.name, panel.values, list(panel.row_labels), list(panel.column_labels))
+            for panel in patch_panels(report, estimate=estimate).panels]
+
+
 # ------------------------------------------------------------------------------------------------ the heatmaps
 
 

@@ -7,8 +7,9 @@ range, row labels), when heads are switched off, ``ablation``: their ``KIND:LAYE
 (models/nn/ablation.py), for a snapshot series ``snapshot_step``: the training step shown, while comparing,
 ``compare``: the second model, named like the first, and when the maps show more than attention weights,
 ``show``: the contributions method (a name of models/analysis/contributions.py's registry; a name this attnviz
-does not know shows the weights, and the window says so). No Qt, no torch: the window and the tests read it the
-same way.
+does not know shows the weights, and the window says so), and where the contrastive maps contrast with a token,
+``contrast``: its hypothesis, step, token id and label (attnviz/state/contrast_view.py). No Qt, no torch: the
+window and the tests read it the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from models.errors import AttnvizError
 from models.storage.files import write_text
 from models.trace.records import KINDS
 
+from .contrast_view import ContrastWith
 from .contributions import WEIGHTS
 from .demos import DEMO_FOLDER, demo_path
 from .session import RunSettings, Selection, ViewOptions
@@ -62,6 +64,7 @@ class SavedSession:
     compare: Path | None = None  # the model compared with (model B)
     compare_problem: str = ""  # why the saved model B cannot be opened (moved): model A still opens
     show: str = WEIGHTS  # the Show choice: attention weights or a contributions method, checked against the model
+    contrast: ContrastWith | None = None  # y′ of the contrastive maps (of no run: its request id 0)
 
 
 def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]:
@@ -78,7 +81,8 @@ def checkpoint_reference(checkpoint: Path, session_path: Path) -> dict[str, str]
 
 def session_document(checkpoint: Path, session_path: Path, *, run: RunSettings, selection: Selection,
                      look: Look, ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
-                     compare: Path | None = None, show: str = WEIGHTS) -> dict[str, Any]:
+                     compare: Path | None = None, show: str = WEIGHTS,
+                     contrast: ContrastWith | None = None) -> dict[str, Any]:
     document = {"format": FORMAT, "version": VERSION, **checkpoint_reference(checkpoint, session_path),
                 "input": asdict(run),
                 "selection": asdict(selection),
@@ -91,18 +95,20 @@ def session_document(checkpoint: Path, session_path: Path, *, run: RunSettings, 
         document["compare"] = checkpoint_reference(compare, session_path)
     if show != WEIGHTS:  # optional: files of the weights alone stay as older versions wrote them
         document["show"] = show
+    if contrast is not None:
+        document["contrast"] = contrast.saved()
     return document
 
 
 def save_session(path: str | Path, *, checkpoint: Path, run: RunSettings, selection: Selection, look: Look,
                  ablation: Ablation = NO_ABLATION, snapshot_step: int | None = None,
-                 compare: Path | None = None, show: str = WEIGHTS) -> Path:
+                 compare: Path | None = None, show: str = WEIGHTS, contrast: ContrastWith | None = None) -> Path:
     """Write the session atomically (a failed write leaves the old file as it was)."""
     path = Path(path)
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
     document = session_document(checkpoint, path, run=run, selection=selection, look=look, ablation=ablation,
-                                snapshot_step=snapshot_step, compare=compare, show=show)
+                                snapshot_step=snapshot_step, compare=compare, show=show, contrast=contrast)
     return write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -149,13 +155,28 @@ def read_session(path: str | Path, colormaps: tuple[str, ...] = ()) -> SavedSess
                              "", {"snapshot_step": (0, 10**12)})
     compare, compare_problem = _partner(path, document.get("compare"))
     show = reader.values({"show": document["show"]} if "show" in document else {}, "", {"show": str})
+    contrast = _contrast(reader, document.get("contrast"))
     ignored = sorted(set(document) - {"format", "version", "demo", "checkpoint", "input", "selection", "view",
-                                      "ablation", "snapshot_step", "compare", "show"})
+                                      "ablation", "snapshot_step", "compare", "show", "contrast"})
     ignored += [f"view.{key}" for key in sorted(set(view) - {"colormap", "masks", *option_fields})]
     return SavedSession(checkpoint=checkpoint, run=run, selection=selection,
                         look=Look(options=options, **look_values), ignored=tuple(ignored), ablation=ablation,
                         snapshot_step=snapshot.get("snapshot_step"), compare=compare, compare_problem=compare_problem,
-                        show=show.get("show", WEIGHTS))
+                        show=show.get("show", WEIGHTS), contrast=contrast)
+
+
+CONTRAST_FIELDS = {"hypothesis": (0, 10_000), "step": (0, 1_000_000), "token_id": (0, 10**9), "label": str}
+
+
+def _contrast(reader: _Reader, saved: Any) -> ContrastWith | None:
+    """The saved contrast token, each of its fields checked (one line names a wrong or missing one)."""
+    if saved is None:
+        return None
+    values = reader.section({"contrast": saved}, "contrast", cls=dict, fields=CONTRAST_FIELDS)
+    missing = [key for key in CONTRAST_FIELDS if key not in values]
+    if missing:
+        raise SessionFileError(f"{reader.path}: \"contrast\" lacks {', '.join(missing)}")
+    return ContrastWith(0, **values)
 
 
 def _partner(path: Path, reference: Any) -> tuple[Path | None, str]:

@@ -33,9 +33,7 @@ assert tuple(KIND_LABELS) == KINDS
 
 def head_name(head: int | str) -> str:
     """How a head or an aggregate is named in titles, menus and file names' long form."""
-    if isinstance(head, int):
-        return f"head {head}"
-    return "attention rollout" if head == "rollout" else f"{head} of heads"
+    return f"head {head}" if isinstance(head, int) else "attention rollout" if head == "rollout" else f"{head} of heads"
 
 
 def head_choices(heads: int) -> list[tuple[str, int | str]]:
@@ -66,6 +64,7 @@ class HeatmapState:
     scale_title: str = "attention weight"  # what the colour scale's numbers are (a contribution's unit)
     note: str = ""  # how the numbers were computed (completeness, rounded weights): the colour bar's tooltip
     boundary: int | None = None  # a decoder-only map: the prompt's length P, a line before row and key P
+    colormap: str = ""  # "" the window's chosen one; a signed map's diverging one (compare_view.DIVERGING_COLORMAP)
 
 
 @dataclass(frozen=True)
@@ -93,6 +92,7 @@ class SelectorState:
     layers: int
     heads: int
     head_choices: tuple[tuple[str, int | str], ...] = ()  # (label, head) of the head box, in menu order
+    own_scale: tuple[str, str] = ("", "")  # why the colour range box, the colormap box, do not apply ("": they do)
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ class BarsState:
     highlight: int | None
     title: str
     top: float = 1.0  # the value axis' end: 1 for weights and shares, the largest bar for unbounded contributions
+    bottom: float = 0.0  # its other end: below 0 for signed values (logit terms), bars drawn down to it
+    unit: str = ""  # what the value axis is in (a contribution's unit; "" unnamed)
 
 
 @dataclass(frozen=True)
@@ -449,11 +451,8 @@ def thumbnail_menu(off: list[bool], cols: int, row: int, col: int) -> list[tuple
 
 
 def source_bars(trace: AttentionTrace, selection: Selection) -> BarsState:
-    """The cross-attention row of the current step over the source tokens.
-
-    When the focus view shows cross-attention, the bars show the same layer and head (or the head mean
-    for an aggregate); otherwise they show the mean of the last layer's heads. The title says which.
-    """
+    """The cross-attention row of the current step over the source tokens: the focus view's layer and head (the
+    head mean for an aggregate) when it shows cross-attention, else the mean of the last layer's heads (as titled)."""
     if trace.prompt_len is not None:
         return _prompt_bars(trace, selection)
     if "cross" not in trace.attention:

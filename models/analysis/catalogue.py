@@ -51,6 +51,7 @@ class ContributionMethod:
     whole_model: bool = False  # one map per kind, of the whole model (no layer's)
     array_prefix: str = ""  # the name of its arrays in an NPZ export ("" for the weights: the trace's own arrays)
     contrastive: bool = False  # it explains logit(y) − logit(y′) given a contrast token y′ (analysis/contrast.py)
+    signed: bool = False  # its values may be below 0 (logit terms): drawn on a diverging scale centred on 0
 
 
 CONTRIBUTION_METHODS = {method.name: method for method in (
@@ -71,7 +72,7 @@ CONTRIBUTION_METHODS = {method.name: method for method in (
     # Ferrando et al. 2023: each decoder head's update of the logit per key token; rolled out through ALTI+
     ContributionMethod(ALTI_LOGIT, "ALTI-Logit", "Δ logit", kinds=("dec_self", "cross"), per_head=True,
                        from_forward=True, needs=NEEDS_LOGITS, rolls_out=True, array_prefix="alti_logit",
-                       contrastive=True),
+                       contrastive=True, signed=True),
 )}
 CONTRIBUTION_NAMES = tuple(CONTRIBUTION_METHODS)  # in the order the Show box and ``render --show`` list them
 

@@ -39,6 +39,7 @@ class Contributions(QObject):
     requested = Signal(object)  # ContributionJob → worker
     shown_changed = Signal()  # another method is shown, or the shown maps came: the views draw them again
     coverage_changed = Signal()  # a hypothesis' source coverage came: the output line and the beam say it
+    step_chosen = Signal(int)  # a contrast picked at another step (a beam sibling's): viewing shows that step
 
     def __init__(self, session: Session, views: Views, worker: ModelWorker, parent: QObject | None = None):
         super().__init__(parent)
@@ -103,7 +104,8 @@ class Contributions(QObject):
                                                     step=session.selection.step, label=label))
 
     def contrast_with_beam_node(self, node: int) -> None:
-        """A click on a node of the beam tree: contrast with it where it is a sibling of the shown hypothesis'."""
+        """A click on a node of the beam tree: contrast with it where it is a sibling of the shown hypothesis', and
+        show its step."""
         session = self.session
         if session.result is None or not session.steps or session.result is session.original:
             return
@@ -112,6 +114,8 @@ class Contributions(QObject):
         found = contrast_view.from_beam_node(session.request.id, hypothesis, beam, node=node, result=session.result)
         if found is not None or self.contrast is not None:
             self._set_contrast(found)
+        if found is not None and found.step != session.selection.step:
+            self.step_chosen.emit(found.step)  # the scrubber moves to the sibling's step
 
     def _set_contrast(self, contrast: contrast_view.ContrastWith | None) -> None:
         self.contrast = contrast
@@ -119,6 +123,18 @@ class Contributions(QObject):
         choice = self.choice
         if choice is not None and choice.contrastive:
             self.shown_changed.emit()
+
+    def restore_contrast(self, saved: contrast_view.ContrastWith | None) -> None:
+        """A reopened session's contrast, on its first run (just arrived; its views follow)."""
+        session = self.session
+        if saved is None or not session.results or saved.hypothesis >= len(session.results):
+            return
+        self.contrast = contrast_view.restored(saved, session.request.id, session.results[saved.hypothesis])
+
+    def saved_contrast(self) -> contrast_view.ContrastWith | None:
+        """The contrast a session file keeps: the one picked on the run shown."""
+        contrast = self.contrast
+        return contrast if contrast is not None and contrast.request_id == self.session.request.id else None
 
     def contrast_label(self) -> str:
         """The label of the token the shown maps contrast with ("" when they do not)."""

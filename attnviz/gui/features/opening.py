@@ -149,11 +149,13 @@ class Opening(QObject):
         self.follow(OpenPlan.for_pair(a, b))
 
     def _on_run_arrived(self) -> None:
-        """A run of the open model arrived: the selection a reopened session saved is selected, once."""
+        """A run of the open model arrived: the selection (and contrast) a reopened session saved apply, once."""
+        saved = self.plan.saved if self.plan is not None else None
         selection = self.plan.run_arrived() if self.plan is not None else None
         self._drop_finished_plan()
         if selection is not None:
             self.session.replace_selection(**dataclasses.asdict(selection))
+            self.contributions.restore_contrast(saved.contrast)  # y′ of the contrastive maps, on this run
 
     def _drop_finished_plan(self) -> None:
         if self.plan is not None and not self.plan.active:

@@ -3,17 +3,26 @@ corrupted box is prefilled with the run's source; the user edits a word and runs
 source into the corrupted one (a ``patching`` job, attnviz/state/patch_view.py: a newer one or a model job overtakes
 it) and the pane draws the tables as heatmaps; a click on a head's cell focuses that head in the main view (through
 the viewing feature, which it reaches), and the head the main view shows is outlined on its kind's table as on the
-grids. docs/ARCHITECTURE.md#activation-patching."""
+grids. "Export…" saves the tables (attnviz/state/export.py's writers): an NPZ of every table, or the shown ones as
+CSV files. docs/ARCHITECTURE.md#activation-patching."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDockWidget
+from PySide6.QtWidgets import QDockWidget, QWidget
 
-from ...state.patch_view import WAITING, PatchAnswer, PatchJob, patch_panels, selected_cell
+from models.errors import AttnvizError
+
+from ...state.export import write_arrays, write_csv
+from ...state.patch_view import (
+    WAITING, PatchAnswer, PatchJob, patch_arrays, patch_csv_tables, patch_panels, selected_cell,
+)
 from ...state.session import Session
+from ...state.settings import SettingsReader
+from ..dialogs import ask_save_path
 from ..layout import Views
 
 if TYPE_CHECKING:
@@ -23,15 +32,17 @@ if TYPE_CHECKING:
 
 
 DOCK_SHARE = 0.5  # of the window's height the bottom docks take when the pane is first opened
+EXPORT_FILTER = "NumPy archive (*.npz);;CSV, one file per table (*.csv)"
 
 
 class Patching(QObject):
     requested = Signal(object)  # PatchJob → worker
 
     def __init__(self, session: Session, views: Views, worker: ModelWorker, *, viewing: Viewing,
-                 parent: QObject | None = None):
+                 parent: QWidget, stored: SettingsReader):
         super().__init__(parent)
         self.session, self.views, self.viewing = session, views, viewing
+        self.parent_widget, self.stored = parent, stored
         self.report = None  # the newest PatchReport shown
         self.estimate = "exact"
         self.chosen: tuple[str, int, int] | None = None  # the cell clicked last
@@ -58,6 +69,7 @@ class Patching(QObject):
             self.pane.estimate_changed.connect(self._choose_estimate)
             self.pane.cell_clicked.connect(self.choose_cell)
             self.pane.hovered.connect(lambda text: self.views.status_bar.showMessage(text))
+            self.pane.export_requested.connect(self.export)
             self.dock = self.views.docks.add("Patching", self.pane, Qt.DockWidgetArea.BottomDockWidgetArea)
             window = self.views.docks.window
             window.tabifyDockWidget(self.views.decoding_dock, self.dock)
@@ -122,3 +134,27 @@ class Patching(QObject):
         cell = self.chosen if self.chosen and not self.chosen[0].startswith("heads_") else selected_cell(
             state, kind=selection.kind, layer=selection.layer, head=selection.head)
         self.pane.show_patching(patch_panels(self.report, estimate=self.estimate, selected=cell))
+
+    def export(self, path: str | None = None) -> None:
+        """"Export…": the shown report's tables to ``path`` (asked when None): an ``.npz`` holds every table
+        (``patch_view.patch_arrays``), a ``.csv`` the shown estimate's, one file per table beside it."""
+        report = self.report
+        if report is None:
+            return
+        path = path or ask_save_path(self.parent_widget, self.stored, "Export the patching tables",
+                                     name="patching.npz", file_filter=EXPORT_FILTER)
+        if not path:
+            return
+        target = Path(path)
+        try:
+            if target.suffix.lower() == ".csv":
+                written = [write_csv(target.with_name(f"{target.stem}-{name}.csv"), values, rows, columns)
+                           for name, values, rows, columns in patch_csv_tables(report, self.estimate)]
+            else:
+                written = [write_arrays(target if target.suffix.lower() == ".npz" else target.with_suffix(".npz"),
+                                        patch_arrays(report))]
+        except AttnvizError as failure:  # the writers' one line
+            self.views.show_error(f"Export failed: {failure}")
+            return
+        self.views.status_bar.showMessage(f"Saved {', '.join(item.name for item in written)} in {target.parent}",
+                                          5000)

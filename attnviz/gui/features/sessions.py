@@ -84,7 +84,7 @@ class Sessions(QObject):
                                    selection=session.selection, look=look, ablation=session.ablation,
                                    snapshot_step=session.snapshot_step,
                                    compare=session.partner.path if session.comparing else None,
-                                   show=self.contributions.method)
+                                   show=self.contributions.method, contrast=self.contributions.saved_contrast())
         except (SessionFileError, WriteError, OSError) as failure:
             views.show_error(f"Saving the session failed: {failure}")
             return

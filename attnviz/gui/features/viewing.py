@@ -39,6 +39,7 @@ class ShownMaps(Protocol):
 
     shown_changed: SignalInstance  # the method shown changed, or its maps came
     coverage_changed: SignalInstance  # a hypothesis' source coverage came
+    step_chosen: SignalInstance  # a contrast picked at another step (a beam sibling's): that step is shown
 
     @property
     def choice(self) -> ShowChoice | None: ...  # None: the attention weights
@@ -96,6 +97,7 @@ class Viewing(QObject):
         views.input_bar.run_requested.connect(self.run)
         contributions.shown_changed.connect(lambda: self.refresh(rebuild=True))
         contributions.coverage_changed.connect(self.show_coverage)
+        contributions.step_chosen.connect(lambda step: self.select(step=step))
         selector = views.selector
         selector.changed.connect(self._on_selector_changed)
         selector.colormap_changed.connect(self.set_colormap)

@@ -459,6 +459,8 @@ class SelectorBar(QWidget):
         self.colour_range.addItem("colours: own range", "own")
         self.colour_range.setToolTip("0–1 keeps every map comparable; a map's own range shows the structure of "
                                      "means and rollouts, which spread their weight thin")
+        for box in (self.colormap, self.colour_range):
+            box.setProperty("usual_tip", box.toolTip())
         self.predicted = QCheckBox("Rows → prediction")
         self.predicted.setToolTip("Label each decoder row with the token it predicts (“<s> → El”): row t is the "
                                   "decoder input at step t, and its output is the next token")
@@ -532,6 +534,9 @@ class SelectorBar(QWidget):
         self.head.setCurrentIndex(max(0, self.head.findData(state.head)))
         for widget in (self.kind, self.layer, self.head):
             widget.blockSignals(False)
+        for box, why in zip((self.colour_range, self.colormap), state.own_scale):  # the map's own scale says why
+            box.setEnabled(not why)
+            box.setToolTip(why or box.property("usual_tip") or box.toolTip())
 
     def selection(self) -> dict:
         return {"kind": self.kind.currentData(), "layer": self.layer.value(), "head": self.head.currentData()}

@@ -123,6 +123,7 @@ class BarChart(pg.PlotWidget):
         self.setMenuEnabled(False)
         self.hideButtons()
         self.setMouseEnabled(x=False, y=False)
+        self.getPlotItem().getAxis("bottom" if horizontal else "left").enableAutoSIPrefix(False)  # the values' own
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
         self.addItem(self.bars)
         if horizontal:
@@ -136,7 +137,9 @@ class BarChart(pg.PlotWidget):
         if self.horizontal:
             state = bars_that_fit(state, self.rows_that_fit())
         self.set_bars(state.labels, state.values, highlight=state.highlight, title=html.escape(state.title),
-                      top=state.top)
+                      top=state.top, bottom=state.bottom)
+        if not self.horizontal:  # the value axis named in the values' unit (the focus map's colour bar's)
+            self.setLabel("left", state.unit or None)
 
     def rows_that_fit(self) -> int:
         """How many bars the chart's height labels, one line of text each: the token axis' height, or before the
@@ -147,7 +150,7 @@ class BarChart(pg.PlotWidget):
         return int(height // line)
 
     def set_bars(self, labels: list[str], values: np.ndarray, highlight: int | None = None,
-                 title: str = "", top: float = 1.0) -> None:
+                 *, title: str = "", top: float = 1.0, bottom: float = 0.0) -> None:
         self.values = np.asarray(values, dtype=float)
         positions = np.arange(len(self.values))
         brushes = [self.highlight_brush if index == highlight else self.brush for index in positions]
@@ -159,7 +162,7 @@ class BarChart(pg.PlotWidget):
             self.setYRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         else:
             self.bars.setOpts(x=positions, height=self.values, width=0.8, brushes=brushes)
-            self.setYRange(0, top, padding=0.02)
+            self.setYRange(bottom, top, padding=0.02)
             self.setXRange(-0.5, max(len(positions), 1) - 0.5, padding=0)
         self._place_labels()
         self.title_text = title

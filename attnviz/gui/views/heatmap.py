@@ -57,6 +57,8 @@ class HeatmapView(QWidget):
     hovered = Signal(str)
     row_clicked = Signal(int)  # a query row clicked (the Neuron pane follows it)
     mask_requested = Signal(int)  # "Mask this token" chosen on a sentence position (an encoder-only model's map)
+    chosen_colormap = drawn_colormap = DEFAULT_COLORMAP  # the window's choice; the one drawn
+    forced_colormap = ""  # the shown map's own (a signed map's diverging one), over the window's choice
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -162,8 +164,15 @@ class HeatmapView(QWidget):
         return self.image.lut if self.image.lut is not None else lookup_table(DEFAULT_COLORMAP)
 
     def set_colormap(self, name: str) -> None:
-        self.image.setLookupTable(lookup_table(name))
-        self.colorbar.setColorMap(pg.colormap.get(name))
+        """The window's chosen colormap, drawn where the map shown has none of its own (a signed map's)."""
+        self.chosen_colormap = name
+        self._draw_colormap(self.forced_colormap or name)
+
+    def _draw_colormap(self, name: str) -> None:
+        if name != self.drawn_colormap:
+            self.drawn_colormap = name
+            self.image.setLookupTable(lookup_table(name))
+            self.colorbar.setColorMap(pg.colormap.get(name))
 
     def set_masks_visible(self, visible: bool) -> None:
         self.overlay.setVisible(visible)
@@ -204,6 +213,8 @@ class HeatmapView(QWidget):
         axis.resizeEvent()  # the name placed at the new width
 
     def show_heatmap(self, state: HeatmapState) -> None:
+        self.forced_colormap = state.colormap
+        self._draw_colormap(state.colormap or self.chosen_colormap)
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
                          title=state.title, axis_names=state.axis_names, levels=state.levels)
         self.approximate = state.approximate

@@ -13,12 +13,12 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsRectItem, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QSpinBox, QVBoxLayout, QWidget)
 
+from ...state.compare_view import DIVERGING_COLORMAP as DIVERGING  # blue (towards the corrupted run), red (clean)
 from ...state.patch_view import EMPTY, PatchPanels
 from .head_stats import PanelScroll
 from .style import HIGHLIGHT
 from .token_axis import TokenAxis
 
-DIVERGING = "CET-D1"  # blue (below the corrupted run) – white (0) – red (towards the clean run)
 AUTO_STEP = -1  # the step box's "auto": where the greedy outputs first differ
 PLOT_EXTRA = 60  # px a plot needs beyond its cells (axes, title)
 MIN_CELL = 14  # px of a cell's height at the least
@@ -31,6 +31,7 @@ class PatchingView(QWidget):
     estimate_changed = Signal(str)  # "exact" or "atp"
     cell_clicked = Signal(str, int, int)  # panel name, row (layer), column (position or head)
     hovered = Signal(str)
+    export_requested = Signal()  # "Export…": the tables to an NPZ or CSV files
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -53,6 +54,11 @@ class PatchingView(QWidget):
         self.estimate.addItem("AtP estimate", "atp")
         self.run = QPushButton("Run")
         self.run.setDefault(True)
+        self.export = QPushButton("Export…")
+        self.export.setToolTip("Save the tables: an NPZ holds every table (exact, AtP, raw; named as `attnviz patch "
+                               "--json` names them), CSV the tables shown, one file each")
+        self.export.setEnabled(False)
+        self.export.clicked.connect(self.export_requested)
         bar = QHBoxLayout()
         bar.addWidget(QLabel("Corrupted:"))
         bar.addWidget(self.corrupt, 1)
@@ -61,6 +67,7 @@ class PatchingView(QWidget):
                 bar.addWidget(QLabel(label))
             bar.addWidget(widget)
         bar.addWidget(self.run)
+        bar.addWidget(self.export)
         self.message = QLabel(EMPTY)
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -93,6 +100,7 @@ class PatchingView(QWidget):
 
     def clear(self, message: str) -> None:
         self.state = None
+        self.export.setEnabled(False)
         self.graphics.clear()
         self.plots = {}
         self.message.setText(html.escape(message))
@@ -103,6 +111,7 @@ class PatchingView(QWidget):
         if self.state is None or shapes != [(p.name, p.values.shape) for p in self.state.panels]:
             self._build(state)
         self.state = state
+        self.export.setEnabled(True)
         self.message.setText("<br>".join(html.escape(line) for line in state.lines))
         for panel in state.panels:
             plot, image, _ = self.plots[panel.name]
