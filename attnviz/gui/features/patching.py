@@ -148,7 +148,7 @@ class Patching(QObject):
         target = Path(path)
         try:
             if target.suffix.lower() == ".csv":
-                written = [write_csv(target.with_name(f"{target.stem}-{name}.csv"), values, rows, columns)
+                written = [write_csv(target.with_name(f"{target.stem}-{name}.csv"), values, rows, key_tokens=columns)
                            for name, values, rows, columns in patch_csv_tables(report, self.estimate)]
             else:
                 written = [write_arrays(target if target.suffix.lower() == ".npz" else target.with_suffix(".npz"),
