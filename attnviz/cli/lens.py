@@ -23,7 +23,7 @@ from models.errors import InputError
 
 from .common import (
     add_beam_option, add_model_options, announce_truncation, announce_unknown, argument_text, int_range,
-    open_translator, terminal_text, unknown_mode,
+    open_translator, prompt_source, terminal_text, unknown_mode,
 )
 
 NAME = "lens"
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     check_lens(model)
     if args.hypothesis > args.beam:
         raise InputError(f"--hypothesis {args.hypothesis} is beyond the beam's {args.beam} hypotheses")
-    source = translator.source(text, unknown=unknown_mode(args))
+    source = prompt_source(args, translator, text)
     announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None

@@ -24,7 +24,7 @@ import json
 
 from models.analysis.catalogue import PATCH_LOGIT, PATCH_NLL
 
-from .common import add_model_options, argument_text, open_translator, say_if_rounded, unknown_mode
+from .common import add_model_options, argument_text, open_translator, prompt_source, say_if_rounded, unknown_mode
 
 NAME = "patch"
 
@@ -61,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
     line = unavailable(translator.model)
     if line:
         raise PatchingError(line)
-    clean = translator.source(clean_text, unknown=unknown_mode(args))
-    corrupt = translator.source(corrupt_text, unknown=unknown_mode(args))
+    clean, corrupt = prompt_source(args, translator, clean_text), prompt_source(args, translator, corrupt_text)
     check_sources(clean.ids, corrupt.ids)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
     run = patch_sources(translator, clean, corrupt, target_ids=target, step=args.step, metric=metric)
