@@ -6,8 +6,9 @@ the last: the model's own output), the chosen token's probability and rank (0 = 
 tokens. DecoderLens (Langedijk et al. 2023): the decoder reads each encoder layer's output (through the encoder's
 final norm where the model has one) instead of the last; per encoder layer boundary, its greedy output and the
 NLL (nats) of the model's own output given it. The output is the greedy one, the beam's --hypothesis N with
---beam K, or --target forced. A decoder-only model's TEXT is its prompt: the lens covers the continuation, and
-DecoderLens does not apply (it has no encoder); a recurrent (GRU) model has no layers to read.
+--beam K, or --target forced. A decoder-only model's TEXT is its prompt (--chat: laid out by its chat template):
+the lens covers the continuation, and DecoderLens does not apply (it has no encoder); a recurrent (GRU) model has no
+layers to read.
 
 --json prints one document: `tokens` (the output), `decoder` per step a list per layer boundary of
 {layer, p, rank, top: [[token, p], ...]}, `encoder` per encoder boundary {layer, output, nll} (null for a

@@ -14,7 +14,8 @@ prints one document: metric, clean, corrupt, encoder and decoder [layers + 1][po
 heads per kind [layers][heads], atp (the same tables estimated), raw (every table unnormalised) and spearman.
 
 A decoder-only model's prompt is the source: its tables are the residual stream over the prompt and continuation,
-and its heads. A recurrent (GRU) model has no residual stream to patch: one line says so.
+and its heads; with --chat both prompts are laid out by the model's chat template, as translate --chat lays them. A
+recurrent (GRU) model has no residual stream to patch: one line says so.
 """
 
 from __future__ import annotations
