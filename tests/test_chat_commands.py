@@ -154,7 +154,7 @@ def test_chat_without_a_template_and_system_without_chat_are_one_line(plain_mode
 
 
 def test_the_corpus_commands_take_no_chat_option(chat_model, capsys):
-    """evaluate, importance, contributions and stats read pairs files whose prompts are given as the model reads them:
+    """evaluate, importance, contributions and stats encode a pairs file's prompts as plain text:
     --chat is not theirs (a usage error)."""
     for name in ("evaluate", "importance", "contributions", "stats"):
         with pytest.raises(SystemExit) as exit:
