@@ -140,7 +140,9 @@ def terminal_text(text: str) -> str:
     return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1] for char in text)
 
 
-def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True, chat: bool = True) -> None:
+    """The options that open a model; ``chat``: the command reads a prompt, so ``--chat``/``--system`` lay it out with
+    a chat-tuned model's chat template (``prompt_source``)."""
     parser.add_argument("-c", "--checkpoint", required=required, type=checkpoint_path, help=CHECKPOINT_HELP)
     add_download_option(parser)
     parser.add_argument("--device", help="cpu, cuda, cuda:N or mps (default: the best available)")
@@ -153,6 +155,11 @@ def add_model_options(parser: argparse.ArgumentParser, *, required: bool = True)
     parser.add_argument("--tf32", action="store_true",
                         help="on a GPU, let float32 use TF32: faster, numbers about 1e-4 to 1e-3 apart from the "
                              "CPU's (default: exact, unless the environment sets ATTNVIZ_TF32=1)")
+    if chat:
+        parser.add_argument("--chat", action="store_true",
+                            help="a chat-tuned language model: the text is the user's message, laid out by the "
+                                 "model's chat template up to where the assistant's answer begins")
+        parser.add_argument("--system", metavar="TEXT", help="with --chat: the system message before the user's")
 
 
 def add_download_option(parser: argparse.ArgumentParser) -> None:
@@ -227,6 +234,8 @@ def model_shape(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
         raise CheckpointError(path, f"bad metadata: {error}") from None
     shape = attention_shape(config)
     Ablation.parse(getattr(args, "ablate", None) or []).validate(shape)
+    if getattr(args, "system", None) is not None and not getattr(args, "chat", False):
+        raise InputError("--system is the system message of a chat prompt: add --chat")
     return shape
 
 
@@ -404,6 +413,16 @@ def unknown_mode(args: argparse.Namespace) -> str:
     return "error" if getattr(args, "strict", False) else "replace"
 
 
+def prompt_source(args: argparse.Namespace, translator: Translator, text: str | None = None) -> SourceInput:
+    """``text`` (default ``args.text``) encoded as the arguments say: with ``--chat`` the user's turn laid out by the
+    model's chat template after ``--system``'s message (one line when the model has no template), else as it is;
+    ``--strict`` refuses characters the vocabulary lacks. Every command that reads a prompt encodes it here."""
+    text = args.text if text is None else text
+    if getattr(args, "chat", False):
+        return translator.chat_source(text, args.system, unknown=unknown_mode(args))
+    return translator.source(text, unknown=unknown_mode(args))
+
+
 def announce_unknown(source: SourceInput, label: str) -> None:
     """Say on stderr which characters became the unknown token (the output line stays clean)."""
     if source.unknown:
@@ -423,7 +442,7 @@ def fill_one(args: argparse.Namespace, translator: Translator | None = None):
     if getattr(args, "target", None) is not None:
         raise InputError("an encoder-only model has no output to force: leave out --target")
     translator = translator or open_translator(args)
-    source = translator.source(args.text, unknown=unknown_mode(args))
+    source = prompt_source(args, translator)
     announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     result = fill_masks(translator, source, ablation=ablation_for(args, translator))
@@ -439,7 +458,7 @@ def decode_one(args: argparse.Namespace, translator: Translator | None = None) -
 
     translator = translator or open_translator(args)
     ablation = ablation_for(args, translator)
-    source = translator.source(args.text, unknown=unknown_mode(args))
+    source = prompt_source(args, translator)
     announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None

@@ -36,7 +36,7 @@ NAME = "contributions"
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="each pair's source contribution (ALTI+), lowest first: likely "
                                               "hallucinations on top", description=__doc__)
-    add_model_options(parser)
+    add_model_options(parser, chat=False)
     add_corpus_options(parser)
     parser.add_argument("--decoded", action="store_true",
                         help="score the model's own greedy output instead of the references")

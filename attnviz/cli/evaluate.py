@@ -22,7 +22,7 @@ NAME = "evaluate"
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="score a checkpoint on held-out pairs", description=__doc__)
-    add_model_options(parser)
+    add_model_options(parser, chat=False)
     add_corpus_options(parser)
     add_beam_option(parser)
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",

@@ -50,7 +50,7 @@ from models.errors import InputError
 from ..state.export import check_output, write_csv, write_fill_npz, write_npz
 from .common import (
     ablation_for, add_contrast_options, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option,
-    contrast_for, decode_one, fill_one, model_shape, open_translator, say_if_rounded, unknown_mode,
+    contrast_for, decode_one, fill_one, model_shape, open_translator, prompt_source, say_if_rounded,
 )
 from .render import add_selection_options, check_selection, parse_head
 
@@ -161,7 +161,7 @@ def decoded_with_contributions(args: argparse.Namespace, translator=None):
     translator = translator or open_translator(args)
     say_if_rounded(translator)
     result = decode_one(args, translator)
-    source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
+    source_ids = prompt_source(args, translator).ids
     contrast = contrast_for(args, translator, len(result.token_ids))
     return result, contribution_arrays(translator.model, source_ids, result.token_ids, ig_steps=args.ig_steps,
                                        contrast=contrast)
@@ -181,7 +181,7 @@ def vector_arrays(args: argparse.Namespace, translator, *, output_ids) -> dict[s
     gave ``output_ids``, with the heads ``--ablate`` switched off as the run had them."""
     from models.analysis.neuron import neuron_vectors
 
-    source_ids = translator.source(args.text, unknown=unknown_mode(args)).ids
+    source_ids = prompt_source(args, translator).ids
     return neuron_vectors(translator.model, source_ids, output_ids,
                           ablation=ablation_for(args, translator)).arrays()
 

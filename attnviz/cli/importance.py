@@ -45,7 +45,7 @@ NAME = "importance"
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="the score drop when each attention head is switched off alone",
                                    description=__doc__)
-    add_model_options(parser)
+    add_model_options(parser, chat=False)
     add_corpus_options(parser)
     parser.add_argument("--kind", choices=KINDS, action="append",
                         help="only heads of this kind (repeatable; default: every kind the model has)")

@@ -6,8 +6,9 @@ the last: the model's own output), the chosen token's probability and rank (0 = 
 tokens. DecoderLens (Langedijk et al. 2023): the decoder reads each encoder layer's output (through the encoder's
 final norm where the model has one) instead of the last; per encoder layer boundary, its greedy output and the
 NLL (nats) of the model's own output given it. The output is the greedy one, the beam's --hypothesis N with
---beam K, or --target forced. A decoder-only model's TEXT is its prompt: the lens covers the continuation, and
-DecoderLens does not apply (it has no encoder); a recurrent (GRU) model has no layers to read.
+--beam K, or --target forced. A decoder-only model's TEXT is its prompt (--chat: laid out by its chat template):
+the lens covers the continuation, and DecoderLens does not apply (it has no encoder); a recurrent (GRU) model has no
+layers to read.
 
 --json prints one document: `tokens` (the output), `decoder` per step a list per layer boundary of
 {layer, p, rank, top: [[token, p], ...]}, `encoder` per encoder boundary {layer, output, nll} (null for a
@@ -23,7 +24,7 @@ from models.errors import InputError
 
 from .common import (
     add_beam_option, add_model_options, announce_truncation, announce_unknown, argument_text, int_range,
-    open_translator, terminal_text, unknown_mode,
+    open_translator, prompt_source, terminal_text, unknown_mode,
 )
 
 NAME = "lens"
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     check_lens(model)
     if args.hypothesis > args.beam:
         raise InputError(f"--hypothesis {args.hypothesis} is beyond the beam's {args.beam} hypotheses")
-    source = translator.source(text, unknown=unknown_mode(args))
+    source = prompt_source(args, translator, text)
     announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None

@@ -14,7 +14,8 @@ prints one document: metric, clean, corrupt, encoder and decoder [layers + 1][po
 heads per kind [layers][heads], atp (the same tables estimated), raw (every table unnormalised) and spearman.
 
 A decoder-only model's prompt is the source: its tables are the residual stream over the prompt and continuation,
-and its heads. A recurrent (GRU) model has no residual stream to patch: one line says so.
+and its heads; with --chat both prompts are laid out by the model's chat template, as translate --chat lays them. A
+recurrent (GRU) model has no residual stream to patch: one line says so.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import json
 
 from models.analysis.catalogue import PATCH_LOGIT, PATCH_NLL
 
-from .common import add_model_options, argument_text, open_translator, say_if_rounded, unknown_mode
+from .common import add_model_options, argument_text, open_translator, prompt_source, say_if_rounded, unknown_mode
 
 NAME = "patch"
 
@@ -61,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
     line = unavailable(translator.model)
     if line:
         raise PatchingError(line)
-    clean = translator.source(clean_text, unknown=unknown_mode(args))
-    corrupt = translator.source(corrupt_text, unknown=unknown_mode(args))
+    clean, corrupt = prompt_source(args, translator, clean_text), prompt_source(args, translator, corrupt_text)
     check_sources(clean.ids, corrupt.ids)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
     run = patch_sources(translator, clean, corrupt, target_ids=target, step=args.step, metric=metric)

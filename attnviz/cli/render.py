@@ -32,8 +32,8 @@ from models.trace.records import KINDS
 from ..state.export import IMAGE_SUFFIXES, check_output
 from .common import (
     add_contrast_options, add_decoding_options, add_ig_steps_option, add_model_options, add_output_option,
-    checkpoint_path, contrast_for, decode_one, fill_one, model_shape, open_translator, say_if_rounded,
-    selection_problem, unknown_mode,
+    checkpoint_path, contrast_for, decode_one, fill_one, model_shape, open_translator, prompt_source, say_if_rounded,
+    selection_problem,
 )
 
 NAME = "render"
@@ -144,7 +144,7 @@ def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[i
     say_if_rounded(translator)
     result = decode_one(args, translator)
     CONTRIBUTION_METHODS[args.show].check(translator.model)
-    source = translator.source(args.text, unknown=unknown_mode(args))
+    source = prompt_source(args, translator)
     contrast = contrast_for(args, translator, len(result.token_ids))
     maps = contributions(args.show, translator.model, source.ids, output_ids=result.token_ids, ig_steps=args.ig_steps,
                          contrast=contrast)
@@ -219,7 +219,11 @@ def run_compare(args: argparse.Namespace, *, head: int | str, size: tuple[int, i
     missing = [problem for problem in problems if problem]
     if len(missing) == 2:
         raise InputError(f"neither model can show this: {missing[0]}")
-    result, other_result = decode_one(args), decode_one(partner)
+    result = decode_one(args)
+    try:
+        other_result = decode_one(partner)
+    except InputError as failure:  # what model B cannot read (no chat template, characters it lacks) says it is B's
+        raise InputError(f"--compare {model_name(args.compare)}: {failure}") from None
     trace, other = result.trace, other_result.trace
     if "DISPLAY" not in os.environ and "WAYLAND_DISPLAY" not in os.environ:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

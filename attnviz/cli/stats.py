@@ -39,7 +39,7 @@ KIND_NAMES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-at
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(NAME, help="what every attention head does over a corpus", description=__doc__)
-    add_model_options(parser)
+    add_model_options(parser, chat=False)
     add_corpus_options(parser)
     parser.add_argument("--batch-size", type=int, default=32, metavar="B", help="sentences per forward pass")
     parser.add_argument("--decode", action="store_true", help="also run forced on the model's own greedy output")

@@ -19,7 +19,7 @@ from models.errors import InputError
 
 from .common import (
     ablation_for, add_decoding_options, add_model_options, announce_truncation, announce_unknown, argument_text,
-    encoding_name, finite_float, input_lines, note, open_translator, terminal_text, unknown_mode,
+    encoding_name, finite_float, input_lines, note, open_translator, prompt_source, terminal_text,
 )
 
 NAME = "translate"
@@ -35,10 +35,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--encoding", type=encoding_name, default="utf-8",
                         help="text encoding of standard input (default utf-8)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--chat", action="store_true",
-                        help="a chat-tuned language model: each TEXT is the user's message, laid out by the model's "
-                             "chat template")
-    parser.add_argument("--system", metavar="TEXT", help="with --chat: the system message before the user's")
     parser.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
 
 
@@ -49,8 +45,6 @@ def run(args: argparse.Namespace) -> int:
         texts = input_lines(args.encoding)
     if not texts:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
-    if args.system is not None and not args.chat:
-        raise InputError("--system is the system message of a chat prompt: add --chat")
     translator = open_translator(args)
     from models.inference.decoding import finish
     from models.inference.modes import decoding_mode
@@ -59,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     sources = []
     for number, text in enumerate(texts, 1):  # check every input before spending time on any
         try:
-            sources.append(translator.chat_source(text, args.system, unknown=unknown_mode(args)) if args.chat
-                           else translator.source(text, unknown=unknown_mode(args)))
+            sources.append(prompt_source(args, translator, text))
         except InputError as failure:
             raise InputError(f"input {number}: {failure}") from None
     if not translator.model.decodes:  # an encoder-only model fills its masks instead
