@@ -50,18 +50,20 @@ HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may kee
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
 # Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
-# logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
-# explains nothing a job can still ask for).
+# logits [T, vocab], every block's tensors and its model: tens of MB for a long input; one of a long prompt, alone),
+# and an older run's pass explains nothing a job can still ask for.
 CAPTURED_KEPT = 8
 
 
 def trace_dtype(translator: Translator, request: Request, *, source: SourceInput,
                 target_ids: list[int] | None) -> tuple[type, int]:
     """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
-    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
+    precision (long inputs: docs/ARCHITECTURE.md#memory), refused where even so it would not fit; the float32 size."""
     run = request.settings
     size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
-    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
+    dtype = np.float16 if size > HALF_PRECISION_ABOVE else np.float32
+    translator.check_room_for(size, dtype=dtype)  # one line rather than a process killed part way
+    return dtype, size
 
 
 @dataclasses.dataclass
@@ -398,7 +400,8 @@ class ModelWorker(QObject):
 
         key = (id(translator.model), *result)
         if key not in self.captured:
-            while len(self.captured) >= CAPTURED_KEPT:
+            long = translator.checked_pass_size(src_ids, output_ids) > HALF_PRECISION_ABOVE  # a long one alone
+            while len(self.captured) >= (1 if long else CAPTURED_KEPT):
                 self.captured.pop(next(iter(self.captured)))
             self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids), ablation=result[2])
         return self.captured[key]

@@ -55,6 +55,11 @@ def note_block(sublayer, **tensors: Tensor | None) -> None:
         blocks.append({"sublayer": sublayer, **tensors})
 
 
+def kept_dtype() -> torch.dtype | None:
+    """The torch type the models keep attention weights in here (None: the type they are computed in)."""
+    return _KEPT_DTYPE.get()
+
+
 def kept(weights: Tensor | None) -> Tensor | None:
     """One layer's attention weights as the model keeps them for the trace (see :func:`keeping_attention`)."""
     dtype = _KEPT_DTYPE.get()
