@@ -154,3 +154,41 @@ def test_a_long_prompts_run_is_kept_at_half_precision_and_one_that_cannot_fit_is
         translator.checked_pass_size(source.ids, [5] * 130_000)
     # every position fed (the prompt, the output), counted with an end token's row more: at most what it keeps
     assert translator.checked_pass_size(source.ids, [5] * 16) == 4 * 6 * 8 * (len(source.ids) + 16) ** 2
+
+
+def test_a_half_precision_thumbnail_is_the_float32_ones_block_maxima():
+    """A long run's float16 weights shrink to each block's largest weight, as their float32 values do (blocks of
+    ⌈n / 256⌉ cells a side, written out here); a float16 matrix with negative cells takes the same road as float32."""
+    from attnviz.state.viewmodel import thumbnail
+
+    rng = np.random.default_rng(0)
+    weights = rng.random((1000, 600)).astype(np.float16)
+    weights[:, 400:] = 0.0
+    down, across = 4, 3  # ⌈1000 / 256⌉, ⌈600 / 256⌉
+    expected = np.full((250, 200), -np.inf, dtype=np.float32)
+    for row in range(250):
+        for col in range(200):
+            expected[row, col] = weights[row * down:(row + 1) * down, col * across:(col + 1) * across].max()
+    shrunk = thumbnail(weights)
+    assert shrunk.dtype == np.float32 and np.array_equal(shrunk, expected)
+    signed = (weights.astype(np.float32) - 0.5).astype(np.float16)
+    assert np.array_equal(thumbnail(signed), thumbnail(signed.astype(np.float32)))
+
+
+def test_the_masks_hatching_is_its_stripes_over_the_blocked_cells():
+    """A long map's hatching (one pixel a cell at 4,000 positions, eight at 40): stripes of period max(f, 2) and
+    width max(1, f // 3) along the anti-diagonals, alpha 230 on a stripe and 90 off it where the cell is blocked,
+    0 where it is not."""
+    from attnviz.gui.views.style import MASK_RGBA, hatch
+
+    for positions in (40, 300, 4000):
+        mask = np.tril(np.ones((positions, positions), dtype=bool))
+        mask[:, :3] = False
+        factor = max(1, min(8, 2048 // positions))
+        image = hatch(mask)
+        assert image.shape == (positions * factor, positions * factor, 4) and image.dtype == np.ubyte
+        assert (image[..., :3] == MASK_RGBA).all()
+        y, x = np.ogrid[: positions * factor, : positions * factor]
+        stripe = (x + y) % max(factor, 2) < max(1, factor // 3)
+        blocked = ~mask.repeat(factor, 0).repeat(factor, 1)
+        assert np.array_equal(image[..., 3], np.where(blocked, np.where(stripe, 230, 90), 0))
