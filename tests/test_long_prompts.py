@@ -192,3 +192,26 @@ def test_the_masks_hatching_is_its_stripes_over_the_blocked_cells():
         stripe = (x + y) % max(factor, 2) < max(1, factor // 3)
         blocked = ~mask.repeat(factor, 0).repeat(factor, 1)
         assert np.array_equal(image[..., 3], np.where(blocked, np.where(stripe, 230, 90), 0))
+
+
+def test_a_prompts_trace_is_the_square_its_rows_were_written_into(monkeypatch):
+    """A greedy run of a decoder-only model writes the prompt's rows and each step's row into one square per layer:
+    the finished trace is that square (no second copy of a long prompt's weights), the first step's prompt rows and
+    every step's row are views of it, and it equals the prompt's block with the rows below it."""
+    from models.inference.decoding import run
+
+    monkeypatch.setattr(decoder_only, "PREFILL_CHUNK", 5)
+    translator = Translator(load_checkpoint(demo_path("piglatin-decoder-only")), "cpu")
+    source = translator.source("the strength of the quick brown fox")
+    steps, results = run(greedy(translator.model, source.ids, Capture(max_len=30)))
+    trace, prompt = results[0].trace, len(source.ids) - 1
+    n = prompt + len(steps)
+    for layer, square in enumerate(trace.attention["dec_self"]):
+        assert square.shape == (4, n, n)
+        block = steps[0].first_rows["dec_self"][layer]
+        assert np.shares_memory(square, block) and np.array_equal(square[:, :prompt, :prompt], block)
+        for step in steps:
+            row = step.attention["dec_self"][layer][0]
+            assert np.shares_memory(square, row) and np.array_equal(square[:, prompt + step.step, :row.shape[-1]], row)
+        assert not square[:, :prompt, prompt:].any() and not np.triu(square[0], 1).any()
+    assert len(steps) < 30  # it ended before its limit: the square is the run's, not the limit's
