@@ -206,7 +206,10 @@ class RowBuffer:
         for kind, layers in (first or {}).items():
             before = layers[0].shape[-2]
             side = before + max_len
-            self.arrays[kind] = [untouched_zeros((layer.shape[0], side, side), dtype) for layer in layers]
+            # a long prompt's rows fill most of the square at once: ordinary (huge) pages fill several times faster
+            # than one 4 kB page fault at a time, and little of them is left unwritten
+            make = np.zeros if before >= max_len else untouched_zeros
+            self.arrays[kind] = [make((layer.shape[0], side, side), dtype) for layer in layers]
             for layer, array in enumerate(self.arrays[kind]):
                 array[:, :before, :before] = layers[layer]
                 layers[layer] = array[:, :before, :before]  # the caller's block is let go
