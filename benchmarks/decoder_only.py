@@ -20,8 +20,17 @@ at the Qwen2.5-0.5B shape. ``--quick`` keeps the widths and vocabularies but bui
 then measured against those smaller weights). With ``--device cuda`` loading, translating and decoding run on the
 GPU (weights read tensor by tensor straight into its memory: the host's growth is the figure to watch).
 
+``--long-prompts`` instead times long prompts in the window (offscreen): a 6-layer decoder-only model with 8 query /
+2 key-value heads (d_model 64, characters, random weights) continuing prompts of 1,024, 2,048 and 4,000 tokens
+greedily by 16 tokens, from the request to every view drawn, and the process' peak resident memory; beside it, in the
+same run, benchmarks/long_inputs.py's encoder-decoder rows at 1,024 source + 1,024 target tokens (forced, greedy), the
+long inputs the window already draws fast. Each figure is the median over ``--repeats`` fresh processes of the first
+run of each (a later run in the same window would also wait for the previous run's source coverage, ALTI+, which the
+worker computes after the views are drawn).
+
     python benchmarks/decoder_only.py [--shapes qwen2.5-0.5b llama-3.2-1b] [--quick] [--device cuda]
                                       [--no-window] [--no-greedy] [--tokens 32] [--keep FOLDER]
+    QT_QPA_PLATFORM=offscreen python benchmarks/decoder_only.py --long-prompts [1024 2048 4000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -178,6 +187,98 @@ def report(what: str, result: dict, weights: int, goal: float | None) -> None:
     print(line, flush=True)
 
 
+LONG_PROMPTS = (1024, 2048, 4000)
+CONTINUED = 16  # tokens a long prompt is continued by
+
+
+def long_prompt_model(folder: str, max_len: int) -> str:
+    """The long-prompt benchmark's model: 6 layers, 8 query / 2 key-value heads, d_model 64, characters, random
+    weights; no end before ``CONTINUED`` tokens, so greedy decoding runs the length asked for."""
+    import torch
+
+    from benchmarks.long_inputs import TEXT
+    from models import build_model, make_config
+    from models.storage.checkpoint import save_checkpoint
+    from models.text.tokenizers import CharTokenizer
+
+    torch.manual_seed(0)
+    tokenizer = CharTokenizer(sorted(set(TEXT)))
+    config = make_config("decoder-only", tokenizer.vocab_size, tokenizer.vocab_size, d_model=64, heads=8, kv_heads=2,
+                         d_ff=128, layers=6, max_len=max_len, dropout=0.0, min_output_len=CONTINUED)
+    model = build_model(config).eval()
+    return str(save_checkpoint(os.path.join(folder, "lm.safetensors"), model, tokenizer, tokenizer))
+
+
+def long_prompt_case(tokens: int) -> dict:
+    """Open the window on the long-prompt model, continue a prompt of ``tokens`` tokens once: the time from the
+    request to every view drawn and the process' peak resident memory."""
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from benchmarks.long_inputs import peak_rss_mb, text_of
+    from benchmarks.windows import wait_for
+
+    application = QApplication.instance() or QApplication(sys.argv[:1])
+    from attnviz.gui.app import create_window
+
+    folder = tempfile.mkdtemp()
+    settings = QSettings(os.path.join(folder, "bench.ini"), QSettings.Format.IniFormat)
+    window = create_window(long_prompt_model(folder, tokens + 2 * CONTINUED), "cpu", settings)
+    window.resize(1400, 900)
+    window.show()
+    wait_for(application, lambda: window.session.model is not None)
+    bar = window.views.input_bar
+    bar.text.setText(text_of(tokens))
+    bar.mode.setCurrentIndex(bar.mode.findData("greedy"))
+    bar.max_len.setValue(CONTINUED)
+    bar.debounce.stop()  # the benchmark asks for each run itself
+    start, cpu = time.perf_counter(), time.process_time()
+    window.run()
+    request = window.session.request
+    wait_for(application, lambda: window.session.is_current(request.id) and bool(window.session.results))
+    application.processEvents()
+    window.grab()  # paints every visible view now
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    trace = window.session.result.trace
+    shutil.rmtree(folder, ignore_errors=True)
+    kept = trace.attention["dec_self"][0]
+    return {"seconds": seconds, "cpu": cpu, "peak_mb": peak_rss_mb(), "shape": list(kept.shape),
+            "dtype": str(kept.dtype)}
+
+
+def long_prompts(lengths: list[int], repeats: int) -> None:
+    """The long-prompt rows and the encoder-decoder's long-input rows: each the median of ``repeats`` fresh
+    processes' first run."""
+    def child(script: str, *arguments: str) -> dict:
+        cases = []
+        for _ in range(repeats):
+            result = subprocess.run([sys.executable, script, *arguments], capture_output=True, text=True, cwd=REPO,
+                                    env={**os.environ, "PYTHONPATH": REPO, "QT_QPA_PLATFORM": "offscreen"}, check=False)
+            if result.returncode != 0:
+                raise SystemExit(f"{arguments} failed: {result.stderr.strip()[-1200:]}")
+            cases.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        cases.sort(key=lambda case: case["seconds"])
+        return {**cases[len(cases) // 2], "peak_mb": max(case["peak_mb"] for case in cases)}  # the median, upper
+
+    print(f"request → every view drawn: the first run of a fresh window, median of {repeats} processes "
+          f"({load_average()})", flush=True)
+    long_inputs = os.path.join(REPO, "benchmarks", "long_inputs.py")
+    baseline = {}
+    for mode in ("forced", "greedy"):
+        case = child(long_inputs, "--repeats", "1", "--case", mode, "1024")
+        baseline[mode] = case["seconds"]
+        print(f"  encoder-decoder 1,024 + 1,024 tokens, {mode:6s}: {case['seconds']:6.2f} s, peak "
+              f"{case['peak_mb']:,.0f} MB", flush=True)
+    for tokens in lengths:
+        case = child(os.path.abspath(__file__), "--prompt-case", str(tokens))
+        print(f"  decoder-only {tokens:5,d}-token prompt + {CONTINUED} greedy: {case['seconds']:6.2f} s "
+              f"(CPU {case['cpu']:.2f} s) "
+              f"({case['seconds'] / baseline['forced']:.2f}× encoder-decoder forced, "
+              f"{case['seconds'] / baseline['greedy']:.2f}× greedy), peak {case['peak_mb']:,.0f} MB, kept "
+              f"{case['dtype']} {tuple(case['shape'])} per layer  ({load_average()})", flush=True)
+
+
 def run_shape(shape: str, folder: str, args: argparse.Namespace) -> None:
     layers = 4 if args.quick else None
     started = time.perf_counter()
@@ -230,7 +331,17 @@ def main() -> None:
     parser.add_argument("--no-greedy", action="store_true", help="skip the comparison with transformers' generate")
     parser.add_argument("--tokens", type=int, default=32, help="greedy tokens timed (default 32)")
     parser.add_argument("--keep", metavar="FOLDER", help="write the folders and checkpoints here and keep them")
+    parser.add_argument("--long-prompts", type=int, nargs="*", metavar="TOKENS",
+                        help=f"time long prompts in the window instead (default {' '.join(map(str, LONG_PROMPTS))})")
+    parser.add_argument("--repeats", type=int, default=3, help="--long-prompts: fresh processes per case (median)")
+    parser.add_argument("--prompt-case", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.prompt_case:
+        print(json.dumps(long_prompt_case(args.prompt_case)), flush=True)
+        os._exit(0)  # not waiting for the worker's source coverage of the run, which closing the window would
+    if args.long_prompts is not None:
+        long_prompts(args.long_prompts or list(LONG_PROMPTS), args.repeats)
+        return
     if args.device.startswith("cuda"):
         import torch
 

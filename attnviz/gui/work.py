@@ -135,10 +135,12 @@ HALF_PRECISION_ABOVE = 384 * 2**20  # bytes of float32 attention one run may kee
 def trace_dtype(translator: Translator, request, *, source: SourceInput,
                 target_ids: list[int] | None) -> tuple[type, int]:
     """float32, or float16 for a run whose attention would take more than :data:`HALF_PRECISION_ABOVE` at full
-    precision (long inputs: docs/ARCHITECTURE.md#memory); and that full-precision size in bytes."""
+    precision (long inputs: docs/ARCHITECTURE.md#memory), refused where even so it would not fit; the float32 size."""
     run = request.settings
     size = translator.trace_size(source, mode=run.mode, beam=run.beam, target_ids=target_ids, max_len=run.max_len)
-    return (np.float16 if size > HALF_PRECISION_ABOVE else np.float32), size
+    dtype = np.float16 if size > HALF_PRECISION_ABOVE else np.float32
+    translator.check_room_for(size, dtype=dtype)  # one line rather than a process killed part way
+    return dtype, size
 
 
 def patch_report(translator: Translator, job) -> object:

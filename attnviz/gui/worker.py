@@ -41,15 +41,15 @@ from ..state.lens_view import LensAnswer, LensJob
 from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    corpus_pairs, describe, fill_run, importance_steps, lens_readings, neuron_vectors, prompt_source, prune_steps,
-    reporting_errors, run_labels, trace_dtype,
+    HALF_PRECISION_ABOVE, corpus_pairs, describe, fill_run, importance_steps, lens_readings, neuron_vectors,
+    prompt_source, prune_steps, reporting_errors, run_labels, trace_dtype,
 )
 
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
 
 # Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
-# logits [T, vocab], every block's tensors and its model: tens of MB for a long input, and an older run's pass
-# explains nothing a job can still ask for).
+# logits [T, vocab], every block's tensors and its model: tens of MB for a long input; one of a long prompt, alone),
+# and an older run's pass explains nothing a job can still ask for.
 CAPTURED_KEPT = 8
 
 
@@ -387,7 +387,8 @@ class ModelWorker(QObject):
 
         key = (id(translator.model), *result)
         if key not in self.captured:
-            while len(self.captured) >= CAPTURED_KEPT:
+            long = translator.checked_pass_size(src_ids, output_ids) > HALF_PRECISION_ABOVE  # a long one alone
+            while len(self.captured) >= (1 if long else CAPTURED_KEPT):
                 self.captured.pop(next(iter(self.captured)))
             self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids), ablation=result[2])
         return self.captured[key]

@@ -141,18 +141,24 @@ def comparable(a: AttentionTrace, b: AttentionTrace, kind: str) -> tuple[Attenti
 PROMPT_COLUMNS_NOTE = "decoder-only: its self-attention over the prompt"
 
 
-def streamed_prompt_trace(labels, steps: list[DecodeStep], kind: str) -> AttentionTrace | None:
+def streamed_prompt_trace(labels, steps: list[DecodeStep], kind: str,
+                          layer: int | None = None) -> AttentionTrace | None:
     """A decoder-only run's map while it decodes: the prompt's prefilled rows (``DecodeStep.first_rows`` of its first
     step), then one row per step so far, over the keys fed so far, labelled as the finished trace will be (the prompt's
-    tokens, then the continuation's but the newest). None when the first step does not carry the prompt's rows."""
+    tokens, then the continuation's but the newest). None when the first step does not carry the prompt's rows.
+    ``layer``: only that layer is assembled, the others stand in as read-only zeros of its shape that take no memory
+    (a long prompt's square is copied at every redraw: one layer of it, not all)."""
     first, first_masks = steps[0].first_rows, steps[0].first_masks
     if not first or kind not in first or first_masks is None:
         return None
     prompt = first[kind][0].shape[1]  # S: the prompt but its last token
     keys = prompt + len(steps)
     layers = []
-    for layer, block in enumerate(first[kind]):
-        rows = stack_rows([step.attention[kind][layer][0] for step in steps], keys)  # [heads, steps, keys]
+    for index, block in enumerate(first[kind]):
+        if layer is not None and index != layer:
+            layers.append(np.broadcast_to(np.zeros((), dtype=block.dtype), (block.shape[0], keys, keys)))
+            continue
+        rows = stack_rows([step.attention[kind][index][0] for step in steps], keys)  # [heads, steps, keys]
         square = np.zeros((block.shape[0], keys, keys), dtype=rows.dtype)
         square[:, :prompt, :prompt] = block
         square[:, prompt:] = rows

@@ -339,17 +339,18 @@ STREAMED_ROWS = 64
 STREAMED_KINDS = ("dec_self", "cross")  # what the steps carry: the encoder's attention comes with the result
 
 
-def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str) -> AttentionTrace | None:
+def streamed_trace(labels: RunLabels, steps: list[DecodeStep], kind: str,
+                   layer: int | None = None) -> AttentionTrace | None:
     """The rows of ``kind`` a greedy or forced run has decoded so far, as a trace of that kind alone: row *t* is
     step *t*'s query, decoder self-attention padded to the rows so far (keys not generated yet masked). None
     for a beam's steps (a hypothesis' rows follow its parents), a kind the steps lack, or past
-    :data:`STREAMED_ROWS`."""
+    :data:`STREAMED_ROWS`. ``layer``: a prompt's square is assembled for that layer only (``streamed_prompt_trace``)."""
     if not steps or len(steps) > STREAMED_ROWS or kind not in STREAMED_KINDS or kind not in steps[0].attention:
         return None
     if any(len(step.token_ids) != 1 for step in steps):
         return None
     if prompt_view.after_a_prompt(steps[0], kind):
-        return prompt_view.streamed_prompt_trace(labels, steps, kind)
+        return prompt_view.streamed_prompt_trace(labels, steps, kind, layer=layer)
     keys = len(steps) if kind == "dec_self" else len(labels.source)
     layers = [stack_rows([step.attention[kind][layer][0] for step in steps], keys)
               for layer in range(len(steps[0].attention[kind]))]
@@ -365,7 +366,7 @@ def streamed_heatmap(labels: RunLabels | None, steps: list[DecodeStep], selectio
     the run ends (see :func:`streamed_trace`; an aggregate needs every layer or the encoder, so it waits)."""
     if labels is None or not isinstance(selection.head, int):
         return None
-    trace = streamed_trace(labels, steps, selection.kind)
+    trace = streamed_trace(labels, steps, selection.kind, layer=selection.layer)
     if trace is None or selection.layer >= trace.layers(selection.kind) or selection.head >= trace.heads(
             selection.kind):
         return None
@@ -386,12 +387,15 @@ def thumbnail(matrix: np.ndarray, side: int = THUMBNAIL_SIDE) -> np.ndarray:
     if max(matrix.shape) <= side:
         return matrix
     down, across = (-(-length // side) for length in matrix.shape)
-    shrunk = matrix[::down, ::across].astype(np.float32)
+    # float16 (a long run's) is shrunk on its bits: numbers ≥ 0 order as their bits do, and numpy's float16 is slow
+    bits = matrix.dtype == np.float16 and not np.any(matrix.view(np.uint16) >= 0x8000)
+    source = matrix.view(np.uint16) if bits else matrix
+    shrunk = source[::down, ::across].astype(source.dtype if bits else np.float32)
     for row in range(down):  # strided maxima: ten times faster than a reshape or reduceat
         for col in range(across):
-            part = matrix[row::down, col::across]
+            part = source[row::down, col::across]
             np.maximum(shrunk[: part.shape[0], : part.shape[1]], part, out=shrunk[: part.shape[0], : part.shape[1]])
-    return shrunk
+    return shrunk.view(np.float16).astype(np.float32) if bits else shrunk
 
 
 def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | None, offset: int = 0) -> np.ndarray:

@@ -452,8 +452,8 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
     ``decoder.max_len`` steps. Returns the steps. The host reads the device once per step (``make_step``)."""
     decoder.begin()
-    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype, key_offset=decoder.key_offset) \
-        if decoder.need_weights else None
+    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype, key_offset=decoder.key_offset,
+                             first=decoder.traces.first) if decoder.need_weights else None
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)

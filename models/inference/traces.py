@@ -94,7 +94,8 @@ class TraceAssembly:
                                          for layer in range(len(path[0][0].attention[kind]))]
             mask = stack_rows([step.masks[kind][row][None] for step, row in path], key_len)[0].astype(bool)
             if kind in self.first:
-                rows = [_below(block, layer_rows) for block, layer_rows in zip(self.first[kind], rows)]
+                if rows[0].shape[-2] == len(path):  # else written below the first rows already (RowBuffer's first)
+                    rows = [_below(block, layer_rows) for block, layer_rows in zip(self.first[kind], rows)]
                 mask = _below(self.first_masks[kind], mask)
             attention[kind], masks[kind] = rows, mask
         return AttentionTrace(self.src_tokens, tgt_tokens, attention=attention, masks=masks, ablated=self.ablated,

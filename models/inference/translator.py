@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..nn.ablation import NO_ABLATION, Ablation
-from ..storage.checkpoint import Checkpoint
+from ..storage.checkpoint import Checkpoint, available_memory
 from .decoding import DECODERS, Capture, Search, Steps, finish
 from .modes import MODE_NAMES, Mode, decoding_mode
 from .prompts import continuation_room, prompted
@@ -247,6 +247,25 @@ class Translator:
         cells = {"enc_self": source_len * source_len, "dec_self": fed * fed * hypotheses,
                  "cross": target * source_len * hypotheses}
         return 4 * sum(layers * heads * cells[kind] for kind, (layers, heads) in self.model.attention_shape().items())
+
+    @staticmethod
+    def check_room_for(size: int, *, dtype: type = np.float32, what: str = "this run's attention") -> None:
+        """One line, before anything is computed, when ``size`` bytes of float32 attention (:meth:`trace_size`), kept
+        as ``dtype`` (float16: half), would not fit in the memory the system has free: the process would be killed
+        part way. Where the system does not say what is free, nothing is checked."""
+        half = np.dtype(dtype) == np.float16
+        kept, available = size // 2 if half else size, available_memory()
+        if available is not None and kept > available:
+            raise InputError(f"{what} would take ~{kept / 2**30:.1f} GB{' at half precision' if half else ''}, and "
+                             f"{available / 2**30:.1f} GB of memory is free: shorten the input or the output")
+
+    def checked_pass_size(self, src_ids: list[int], output_ids: list[int]) -> int:
+        """Bytes of float32 attention of one teacher-forced pass that feeds ``output_ids`` after ``src_ids`` (a traced
+        pass: models/analysis/contributions.py keeps its weights at float32), refused in one line where they would
+        not fit in the free memory."""
+        size = self.trace_size(SourceInput(list(src_ids), len(src_ids)), mode=Mode.FORCED, target_ids=list(output_ids))
+        self.check_room_for(size, what="this pass's float32 attention")
+        return size
 
     def decode(self, source: SourceInput, *, mode: str = Mode.GREEDY, beam: int = 4,
                length_penalty: float | None = None, target_ids: list[int] | None = None, max_len: int | None = None,

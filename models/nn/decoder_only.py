@@ -38,7 +38,7 @@ from .ablation import NO_ABLATION, Ablation
 from .attention import masked_softmax, switch_heads
 from .base import DecoderState, LayerCache, Seq2Seq, StepOutput, init_normal
 from .config import DecoderOnlyConfig, attention_shape
-from .intermediates import Intermediates, kept, note_residual
+from .intermediates import Intermediates, kept, kept_dtype, note_residual
 from .masks import causal_mask
 from .transformer import ACTIVATIONS
 
@@ -89,6 +89,9 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin
+
+
+PREFILL_CHUNK = 128  # queries per block of a long pass with weights (GroupedAttention._weighted)
 
 
 class GroupedAttention(nn.Module):
@@ -144,10 +147,31 @@ class GroupedAttention(nn.Module):
 
 
     def _weighted(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """Weights ``[B, H, L, K]`` and head outputs ``[B, H, L, D]`` from q ``[B, H, L, D]`` and the G key/value
-        heads' k, v ``[B, G, K, D]``: the r = H / G query heads of a group are stacked along the query axis
-        (``[B, G, r·L, D]``), so each key/value head is read where it is, not copied r times (a long prompt's keys
-        and values repeated for every query head cost more than the scores)."""
+        """Weights ``[B, H, L, K]`` (in the type the model keeps them in: :func:`kept_dtype`) and head outputs
+        ``[B, H, L, D]`` from q ``[B, H, L, D]``, k, v ``[B, G, K, D]``. A long pass (a prompt's prefill) runs
+        ``PREFILL_CHUNK`` queries at a time over the keys the chunk's last query can see (the mask is causal: the
+        keys after them have weight 0), so no float32 ``[B, H, L, K]`` is ever whole and the causal future's
+        half of the scores is never computed; each chunk's weights are written straight into the kept type."""
+        batch, heads, length, size = q.shape
+        keys = k.shape[-2]
+        if length <= PREFILL_CHUNK:
+            return self._block(q, k, v, mask=mask)
+        weights = q.new_empty(batch, heads, length, keys, dtype=kept_dtype() or q.dtype)
+        heads_out = q.new_empty(batch, heads, length, size)
+        for start in range(0, length, PREFILL_CHUNK):
+            end = min(start + PREFILL_CHUNK, length)
+            seen = keys - length + end  # the chunk's last query's own key, and every key before it
+            rows, heads_out[:, :, start:end] = self._block(q[:, :, start:end], k[:, :, :seen], v[:, :, :seen],
+                                                           mask=mask[..., start:end, :seen])
+            weights[:, :, start:end, :seen] = rows
+            weights[:, :, start:end, seen:] = 0.0
+        return weights, heads_out
+
+    def _block(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Float weights ``[B, H, L, K]`` and head outputs ``[B, H, L, D]`` of queries q ``[B, H, L, D]`` over the
+        G key/value heads' k, v ``[B, G, K, D]``: the r = H / G query heads of a group are stacked along the query
+        axis (``[B, G, r·L, D]``), so each key/value head is read where it is, not copied r times (a long prompt's
+        keys and values repeated for every query head cost more than the scores)."""
         batch, heads, length, size = q.shape
         grouped = q.reshape(batch, self.kv_heads, -1, size)  # [B, G, r·L, D]
         scores = torch.matmul(grouped, k.transpose(-2, -1)).view(batch, heads, length, -1) * self.scaling

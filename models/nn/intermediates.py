@@ -55,6 +55,11 @@ def note_block(sublayer, **tensors: Tensor | None) -> None:
         blocks.append({"sublayer": sublayer, **tensors})
 
 
+def kept_dtype() -> torch.dtype | None:
+    """The torch type the models keep attention weights in here (None: the type they are computed in)."""
+    return _KEPT_DTYPE.get()
+
+
 _NOTED_RESIDUALS: contextvars.ContextVar[dict[str, list[Tensor]] | None] = contextvars.ContextVar(
     "noted_residuals", default=None)
 
@@ -213,12 +218,28 @@ class RowBuffer:
     output of a model with a long maximum costs what it uses.
 
     ``key_offset``: the dec_self keys that come before step 0's own (a decoder-only model's prefilled prompt of
-    P - 1 positions: step t's row has ``key_offset + t + 1`` keys).
+    P - 1 positions: step t's row has ``key_offset + t + 1`` keys). With ``first`` (that prompt's own rows, per kind
+    and layer ``[heads, P - 1, P - 1]``) each kind's arrays are the whole square ``[heads, P - 1 + max_len,
+    P - 1 + max_len]``: the prompt's rows are copied in once and step t writes row ``P - 1 + t``, so the finished
+    trace is these arrays themselves, not a second copy of a long prompt's square; ``first`` then holds views of it.
     """
 
-    def __init__(self, max_len: int, dtype: type = np.float32, *, key_offset: int = 0):
+    def __init__(self, max_len: int, dtype: type = np.float32, *, key_offset: int = 0,
+                 first: dict[str, list[np.ndarray]] | None = None):
         self.max_len, self.dtype, self.key_offset = max_len, dtype, key_offset
         self.arrays: dict[str, list[np.ndarray]] = {}
+        self.rows_before: dict[str, int] = {}  # per kind the first rows its arrays begin with
+        for kind, layers in (first or {}).items():
+            before = layers[0].shape[-2]
+            side = before + max_len
+            # a long prompt's rows fill most of the square at once: ordinary (huge) pages fill several times faster
+            # than one 4 kB page fault at a time, and little of them is left unwritten
+            make = np.zeros if before >= max_len else untouched_zeros
+            self.arrays[kind] = [make((layer.shape[0], side, side), dtype) for layer in layers]
+            for layer, array in enumerate(self.arrays[kind]):
+                array[:, :before, :before] = layers[layer]
+                layers[layer] = array[:, :before, :before]  # the caller's block is let go
+            self.rows_before[kind] = before
 
     def add(self, index: int, attention: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
         """Store step ``index``'s rows (host arrays, per kind and layer ``[1, heads, key_len]``); returns views
@@ -235,10 +256,11 @@ class RowBuffer:
                 self.arrays[kind] = [untouched_zeros((layer.shape[0], self.max_len, key_len), self.dtype)
                                      for layer in layers]
             views[kind] = []
+            row = self.rows_before.get(kind, 0) + index
             for array, layer in zip(self.arrays[kind], layers):
                 key_len = layer.shape[-1]
-                array[:, index, :key_len] = layer
-                views[kind].append(array[None, :, index, :key_len])
+                array[:, row, :key_len] = layer
+                views[kind].append(array[None, :, row, :key_len])
         return views
 
     def finish(self, length: int, steps: list["DecodeStep"]) -> dict[str, list[np.ndarray]]:
@@ -246,9 +268,15 @@ class RowBuffer:
         keys).
 
         A run that stopped before ``max_len`` gets compact copies, made layer by layer, and ``steps`` (those
-        whose rows are views into these arrays) move into them; the long arrays are then freed.
+        whose rows are views into these arrays) move into them; the long arrays are then freed. A square begun with
+        first rows is ``[heads, P - 1 + length, P - 1 + length]``, a view: the rows and keys after the run's are
+        pages nothing wrote, which take no memory.
         """
         for kind, arrays in self.arrays.items():
+            before = self.rows_before.get(kind)
+            if before is not None:
+                arrays[:] = [array[:, : before + length, : before + length] for array in arrays]
+                continue
             for layer, array in enumerate(arrays):
                 key_len = self.key_offset + length if kind == "dec_self" else array.shape[2]
                 if length == self.max_len and key_len == array.shape[2]:

@@ -30,6 +30,8 @@ NOTHING_RUN = "The attention appears here once a sentence has run."
 # A streamed heatmap is redrawn at most this often: each redraw holds the GIL the decoding thread needs, and
 # redrawn at every steps batch (20 a second) it made a tc-big run finish 1.5-2.5 s later.
 STREAMED_REDRAW_SECONDS = 0.5
+STREAMED_REDRAW_SHARE = 4  # and no sooner than this many times as long as the last redraw took (a long prompt's map
+# takes seconds to draw: the GUI thread's share of the run stays about a quarter)
 NO_ATTENTION = "This model has no attention (a GRU decoder without attention): only its outputs are shown."
 
 
@@ -87,7 +89,7 @@ class Viewing(QObject):
         self.panes = (neuron, lens)  # the panes of the shown result, drawn again after every redraw
         lens.step_chosen.connect(lambda step: self.select(step=step))
         self.shows_run = False  # the views show a finished run (not a message, nor a run still streaming in)
-        self.streamed_at: float | None = None  # when the streaming run's heatmap was last drawn
+        self.streamed_at: float | None = None  # when the streaming run's heatmap may be drawn again
         self.run_requested.connect(worker.run)
         worker.labels.connect(self._on_labels)
         worker.steps.connect(self._on_steps)
@@ -167,13 +169,14 @@ class Viewing(QObject):
         if self.shows_run or session.comparing or session.request.ablation or self.contributions.choice:
             return
         now = time.monotonic()
-        if self.streamed_at is not None and now - self.streamed_at < STREAMED_REDRAW_SECONDS:
+        if self.streamed_at is not None and now < self.streamed_at:
             return
         state = viewmodel.streamed_heatmap(session.run_labels, session.steps, session.selection,
                                            options=session.options)
         if state is not None:
             self.views.focus.show_heatmap(state)
-            self.streamed_at = now
+            took = time.monotonic() - now
+            self.streamed_at = now + max(STREAMED_REDRAW_SECONDS, STREAMED_REDRAW_SHARE * took)
 
     def _on_finished(self, request_id: int, results) -> None:
         if not self.session.accept_results(request_id, results):

@@ -24,11 +24,13 @@ def hatch(mask: np.ndarray, max_pixels: int = 2048) -> np.ndarray:
     rows, cols = mask.shape
     factor = int(max(1, min(8, max_pixels // max(rows, cols, 1))))
     blocked = np.repeat(np.repeat(~mask, factor, axis=0), factor, axis=1)
-    y, x = np.indices(blocked.shape)
-    stripe = ((x + y) % max(factor, 2)) < max(1, factor // 3)
+    period = max(factor, 2)  # the stripes' phase per row and column as bytes: no [q·f, k·f] of int64 indices
+    y = (np.arange(blocked.shape[0]) % period).astype(np.ubyte)[:, None]
+    x = (np.arange(blocked.shape[1]) % period).astype(np.ubyte)[None, :]
+    stripe = ((x + y) % period) < max(1, factor // 3)
     image = np.zeros(blocked.shape + (4,), dtype=np.ubyte)
     image[..., :3] = MASK_RGBA
-    image[..., 3] = np.where(blocked, np.where(stripe, 230, 90), 0)
+    image[..., 3] = np.where(stripe, np.ubyte(230), np.ubyte(90)) * blocked
     return image
 
 
