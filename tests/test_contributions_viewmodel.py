@@ -251,3 +251,43 @@ def test_alti_logit_maps_and_bars_are_signed_on_a_diverging_scale_centred_on_0(r
     assert all("signed" in why for why in selector)  # neither colour box applies, and each says why
     assert shown.selector_state(result.trace, Selection(kind="cross"), choice("value_norms")).own_scale[1] == ""
     assert shown.selector_state(result.trace, Selection(kind="cross"), choice("alti")).own_scale == ("", "")
+
+
+def test_alti_logit_grids_are_signed_on_one_symmetric_range_and_the_hover_names_the_unit(run):
+    """Both grids of ALTI-Logit (the layer's heads, every layer × head) keep the terms' signs, on the diverging
+    colormap with one range for the grid, ± its largest magnitude, so a negative cell is drawn below the colormap's
+    centre and heads compare; the bounded shares keep 0–1 and the window's colormap. The hover names the method and
+    its unit."""
+    from attnviz.state.readout import cell_readout, hover_hint
+
+    result, maps = run
+    translator = Translator(load_checkpoint(demo_path("en-es-transformer")), "cpu")
+    logit = contributions("alti_logit", translator.model, translator.source(SENTENCE).ids,
+                          output_ids=result.token_ids)
+    selection = Selection(kind="cross", layer=1, head=0, step=6)
+    for whole_kind, layers in ((False, [1]), (True, range(len(logit.layers["cross"])))):
+        grid = shown.contribution_grid(result.trace, logit, selection, choice=choice("alti_logit"),
+                                       whole_kind=whole_kind)
+        bound = max(float(np.abs(logit.layers["cross"][layer]).max()) for layer in layers)
+        assert grid.colormap == "CET-D1" and grid.levels == pytest.approx((-bound, bound))
+        expected = [logit.layers["cross"][layer][head] for layer in layers for head in range(grid.cols)]
+        for matrix, head in zip(grid.matrices, expected):
+            np.testing.assert_allclose(matrix, head, rtol=1e-6)  # the terms themselves, not shares of the largest
+        low, high = grid.levels
+        negative = min(float(matrix.min()) for matrix in grid.matrices)
+        assert negative < 0 and (negative - low) / (high - low) < 0.5  # below the diverging map's white centre
+    alti = shown.contribution_grid(result.trace, maps["alti"], selection, choice=choice("alti"), whole_kind=True)
+    assert alti.colormap == "" and alti.levels == (0.0, 1.0)
+
+    state = shown.contribution_heatmap(result.trace, logit, selection, choice=choice("alti_logit"))
+    row, col = np.unravel_index(np.argmin(state.matrix), state.matrix.shape)
+    line = cell_readout(state.matrix, row, col, labels=(state.query_labels, state.key_labels),
+                        quantity=state.quantity, unit=state.scale_title)
+    assert f"ALTI-Logit −{abs(state.matrix[row, col]):.4f} Δ logit" in line and "weight" not in line
+    assert "weight" not in hover_hint(state.quantity, state.scale_title)
+    share = shown.contribution_heatmap(result.trace, maps["alti"], selection, choice=choice("alti"))
+    assert cell_readout(share.matrix, 0, 0, labels=(share.query_labels, share.key_labels), quantity=share.quantity,
+                        unit=share.scale_title).endswith(f"ALTI+ {share.matrix[0, 0]:.4f} share of output")
+    weights = viewmodel.heatmap(result.trace, selection)
+    assert cell_readout(weights.matrix, 0, 0, labels=(weights.query_labels, weights.key_labels),
+                        quantity=weights.quantity, unit=weights.scale_title).endswith(f": {weights.matrix[0, 0]:.4f}")
