@@ -22,7 +22,7 @@ def lut_index(lut: np.ndarray, rgb: tuple[int, int, int]) -> int:
     return int(np.argmin(np.abs(lut[:, :3].astype(int) - np.array(rgb)).sum(axis=1)))
 
 
-def test_alti_logit_grids_use_the_diverging_colormap_on_one_symmetric_range(qtbot, window):
+def test_alti_logit_grids_use_the_diverging_colormap_on_one_symmetric_range(qtbot, window, tmp_path):
     open_demo(qtbot, window, "en-es-transformer")
     run_text(qtbot, window, SENTENCE, max_len=16)
     window.select(kind="cross", layer=1, head=0, step=6)
@@ -50,6 +50,14 @@ def test_alti_logit_grids_use_the_diverging_colormap_on_one_symmetric_range(qtbo
     window.views.selector.set_colormap_name("magma")  # the user's colormap waits for the weights
     np.testing.assert_array_equal(heads.cells[0][1].lut, diverging)
     np.testing.assert_array_equal(mosaic.lut, diverging)
+
+    figure = tmp_path / "heads.svg"  # File → Export all heads of this layer: the terms as the grid draws them
+    window.exporting.export_grid_image(str(figure))
+    text, magma = figure.read_text(), lookup_table("magma")[-1]
+    assert "ALTI-Logit" in text and "Δ logit" in text and f">{np.abs(layer).max():.3g}</text>" in text
+    for end in (diverging[0], diverging[-1]):
+        assert f"fill='#{int(end[0]):02x}{int(end[1]):02x}{int(end[2]):02x}'" in text
+    assert f"fill='#{int(magma[0]):02x}{int(magma[1]):02x}{int(magma[2]):02x}'" not in text
 
     focus = window.views.focus
     assert "Δ logit" in focus.readout.text() and "weight" not in focus.readout.text()

@@ -255,11 +255,13 @@ def compare_svg(state: CompareState, names: tuple[str, str], luts: tuple[np.ndar
 
 
 def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: list[str], lut: np.ndarray, *,
-              levels: tuple[float, float] = (0.0, 1.0), mask: np.ndarray | None = None,
-              caption: Caption | None = None) -> str:
+              levels: tuple[float, float] | None = None, mask: np.ndarray | None = None,
+              caption: Caption | None = None, unit: str = "") -> str:
     """Every head of ``grid`` (one row per layer; one layer of many heads in rows of
-    ``head_rows.figure_per_row``), titled, with token labels where they fit, one colour bar, and the cells ``mask``
-    forbids hatched as in the focus view."""
+    ``head_rows.figure_per_row``), titled, with token labels where they fit, one colour bar (``levels``, else the
+    grid's own: ± the largest magnitude of signed maps; named ``unit``), and the cells ``mask`` forbids hatched as
+    in the focus view."""
+    levels = grid.levels if levels is None else levels
     rows, cols = grid.matrices[0].shape if grid.matrices else (1, 1)
     if mask is not None and mask.shape != (rows, cols):  # long inputs: thumbnails, so a block hatched if all masked
         mask = thumbnail(mask.astype(np.float32)) > 0
@@ -299,7 +301,8 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
                 cx, cy = x + (c + 0.5) * cell, y + panel_h + 5
                 parts.append(f"<text transform='translate({cx:.2f},{cy:.2f}) rotate(-45)' font-size='9' "
                              f"text-anchor='end' {FONT}>{html.escape(key_labels[c])}</text>")
-    parts += _colour_bar(levels, lut, x=left + across * (panel_w + gap) + 12, y=top + 14, height=panel_h)
+    parts += _colour_bar(levels, lut, x=left + across * (panel_w + gap) + 12, y=top + 14, height=panel_h,
+                         title=unit)
     return _document((width, height), body=parts, caption=caption)
 
 
