@@ -291,3 +291,32 @@ def test_alti_logit_grids_are_signed_on_one_symmetric_range_and_the_hover_names_
     weights = viewmodel.heatmap(result.trace, selection)
     assert cell_readout(weights.matrix, 0, 0, labels=(weights.query_labels, weights.key_labels),
                         quantity=weights.quantity, unit=weights.scale_title).endswith(f": {weights.matrix[0, 0]:.4f}")
+
+
+def test_a_long_signed_maps_thumbnails_keep_each_blocks_term_of_the_larger_magnitude(tmp_path, char_tokenizer):
+    """A thumbnail of more than 256 keys shrinks each block of ⌈K / 256⌉ keys to one cell: for ALTI-Logit that cell
+    is the block's term of the larger magnitude, sign kept (the weights' rule, the block's largest, would lose a
+    strong negative term beside a weak positive one)."""
+    import torch
+
+    from models import build_model
+    from models.storage.checkpoint import save_checkpoint
+    from tests.helpers import LETTERS, tiny_config
+
+    torch.manual_seed(0)
+    path = save_checkpoint(tmp_path / "long.safetensors", build_model(tiny_config("transformer-preln", max_len=400)),
+                           char_tokenizer, char_tokenizer)
+    translator = Translator(load_checkpoint(path), "cpu")
+    text = (LETTERS * 40)[:300]
+    result = translator.translate(text, need_weights=True, max_len=4)
+    logit = contributions("alti_logit", translator.model, translator.source(text).ids, output_ids=result.token_ids)
+    grid = shown.contribution_grid(result.trace, logit, Selection(kind="cross", layer=0, head=0),
+                                   choice=choice("alti_logit"), whole_kind=False)
+    full = logit.layers["cross"][0]  # [heads, T, 301 keys]: blocks of 2 keys
+    assert full.shape[2] > viewmodel.THUMBNAIL_SIDE
+    for head, matrix in enumerate(grid.matrices):
+        for row in range(full.shape[1]):
+            for block in range(matrix.shape[1]):
+                terms = full[head, row, 2 * block: 2 * block + 2]
+                assert matrix[row, block] == terms[np.argmax(np.abs(terms))]
+        assert matrix.min() == full[head].min() < 0
