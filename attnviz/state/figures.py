@@ -273,7 +273,8 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
     bottom = (_label_width(key_labels) * 0.75 if labelled else 0) + 16
     across = head_rows.figure_per_row(grid.cols, grid.group) if grid.wrap and grid.rows == 1 else grid.cols
     down = -(-len(grid.matrices) // across) if grid.matrices else grid.rows  # a layer of many heads: several rows
-    width = max(left + across * (panel_w + gap) + 60, left + _text_width(_plain(title), TITLE_SIZE) + 12)
+    bar = 84 if unit else 60  # the colour bar, its numbers, and its unit
+    width = max(left + across * (panel_w + gap) + bar, left + _text_width(_plain(title), TITLE_SIZE) + 12)
     height = top + down * (panel_h + gap + 16) + bottom
     parts = [f"<text x='{left}' y='20' font-size='{TITLE_SIZE}' {FONT}>{html.escape(_plain(title))}</text>"]
     for index, matrix in enumerate(grid.matrices):
