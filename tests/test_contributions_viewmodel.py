@@ -251,3 +251,72 @@ def test_alti_logit_maps_and_bars_are_signed_on_a_diverging_scale_centred_on_0(r
     assert all("signed" in why for why in selector)  # neither colour box applies, and each says why
     assert shown.selector_state(result.trace, Selection(kind="cross"), choice("value_norms")).own_scale[1] == ""
     assert shown.selector_state(result.trace, Selection(kind="cross"), choice("alti")).own_scale == ("", "")
+
+
+def test_alti_logit_grids_are_signed_on_one_symmetric_range_and_the_hover_names_the_unit(run):
+    """Both grids of ALTI-Logit (the layer's heads, every layer × head) keep the terms' signs, on the diverging
+    colormap with one range for the grid, ± its largest magnitude, so a negative cell is drawn below the colormap's
+    centre and heads compare; the bounded shares keep 0–1 and the window's colormap. The hover names the method and
+    its unit."""
+    from attnviz.state.readout import cell_readout, hover_hint
+
+    result, maps = run
+    translator = Translator(load_checkpoint(demo_path("en-es-transformer")), "cpu")
+    logit = contributions("alti_logit", translator.model, translator.source(SENTENCE).ids,
+                          output_ids=result.token_ids)
+    selection = Selection(kind="cross", layer=1, head=0, step=6)
+    for whole_kind, layers in ((False, [1]), (True, range(len(logit.layers["cross"])))):
+        grid = shown.contribution_grid(result.trace, logit, selection, choice=choice("alti_logit"),
+                                       whole_kind=whole_kind)
+        bound = max(float(np.abs(logit.layers["cross"][layer]).max()) for layer in layers)
+        assert grid.colormap == "CET-D1" and grid.levels == pytest.approx((-bound, bound))
+        expected = [logit.layers["cross"][layer][head] for layer in layers for head in range(grid.cols)]
+        for matrix, head in zip(grid.matrices, expected):
+            np.testing.assert_allclose(matrix, head, rtol=1e-6)  # the terms themselves, not shares of the largest
+        low, high = grid.levels
+        negative = min(float(matrix.min()) for matrix in grid.matrices)
+        assert negative < 0 and (negative - low) / (high - low) < 0.5  # below the diverging map's white centre
+    alti = shown.contribution_grid(result.trace, maps["alti"], selection, choice=choice("alti"), whole_kind=True)
+    assert alti.colormap == "" and alti.levels == (0.0, 1.0)
+
+    state = shown.contribution_heatmap(result.trace, logit, selection, choice=choice("alti_logit"))
+    row, col = np.unravel_index(np.argmin(state.matrix), state.matrix.shape)
+    line = cell_readout(state.matrix, row, col, labels=(state.query_labels, state.key_labels),
+                        quantity=state.quantity, unit=state.scale_title)
+    assert f"ALTI-Logit −{abs(state.matrix[row, col]):.4f} Δ logit" in line and "weight" not in line
+    assert "weight" not in hover_hint(state.quantity, state.scale_title)
+    share = shown.contribution_heatmap(result.trace, maps["alti"], selection, choice=choice("alti"))
+    assert cell_readout(share.matrix, 0, 0, labels=(share.query_labels, share.key_labels), quantity=share.quantity,
+                        unit=share.scale_title).endswith(f"ALTI+ {share.matrix[0, 0]:.4f} share of output")
+    weights = viewmodel.heatmap(result.trace, selection)
+    assert cell_readout(weights.matrix, 0, 0, labels=(weights.query_labels, weights.key_labels),
+                        quantity=weights.quantity, unit=weights.scale_title).endswith(f": {weights.matrix[0, 0]:.4f}")
+
+
+def test_a_long_signed_maps_thumbnails_keep_each_blocks_term_of_the_larger_magnitude(tmp_path, char_tokenizer):
+    """A thumbnail of more than 256 keys shrinks each block of ⌈K / 256⌉ keys to one cell: for ALTI-Logit that cell
+    is the block's term of the larger magnitude, sign kept (the weights' rule, the block's largest, would lose a
+    strong negative term beside a weak positive one)."""
+    import torch
+
+    from models import build_model
+    from models.storage.checkpoint import save_checkpoint
+    from tests.helpers import LETTERS, tiny_config
+
+    torch.manual_seed(0)
+    path = save_checkpoint(tmp_path / "long.safetensors", build_model(tiny_config("transformer-preln", max_len=400)),
+                           char_tokenizer, char_tokenizer)
+    translator = Translator(load_checkpoint(path), "cpu")
+    text = (LETTERS * 40)[:300]
+    result = translator.translate(text, need_weights=True, max_len=4)
+    logit = contributions("alti_logit", translator.model, translator.source(text).ids, output_ids=result.token_ids)
+    grid = shown.contribution_grid(result.trace, logit, Selection(kind="cross", layer=0, head=0),
+                                   choice=choice("alti_logit"), whole_kind=False)
+    full = logit.layers["cross"][0]  # [heads, T, 301 keys]: blocks of 2 keys
+    assert full.shape[2] > viewmodel.THUMBNAIL_SIDE
+    for head, matrix in enumerate(grid.matrices):
+        for row in range(full.shape[1]):
+            for block in range(matrix.shape[1]):
+                terms = full[head, row, 2 * block: 2 * block + 2]
+                assert matrix[row, block] == terms[np.argmax(np.abs(terms))]
+        assert matrix.min() == full[head].min() < 0

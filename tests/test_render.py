@@ -141,3 +141,30 @@ def test_a_signed_method_renders_on_the_diverging_colormap_symmetric_about_0(qap
     magma = lookup_table("magma")[-1]
     assert f"fill='#{int(magma[0]):02x}{int(magma[1]):02x}{int(magma[2]):02x}'" not in text
     assert "Δ logit" in text
+
+
+def test_a_signed_methods_heads_render_on_the_diverging_colormap_one_range_for_all(qapp, capsys, tmp_path):
+    """``render --show alti_logit --head all``: every head of the layer as the window's head grid draws it, the terms
+    on CET-D1 with one colour bar ± the largest magnitude across the heads, named in Δ logit."""
+    from attnviz.gui.views.style import lookup_table
+    from models.analysis.methods import contributions
+    from models.inference.translator import Translator
+    from models.storage.checkpoint import load_checkpoint
+
+    svg, sentence = tmp_path / "heads.svg", "The old man gave his grandson a red bicycle."
+    code, err = render(capsys, "-c", "resources/checkpoints/en-es-transformer.safetensors", sentence,
+                       "--kind", "cross", "--layer", "1", "--head", "all", "--show", "alti_logit",
+                       "--colormap", "magma", "-o", svg)
+    assert code == 0, err
+    text = svg.read_text()
+    diverging, magma = lookup_table("CET-D1"), lookup_table("magma")[-1]
+    for end in (diverging[0], diverging[-1]):
+        assert f"fill='#{int(end[0]):02x}{int(end[1]):02x}{int(end[2]):02x}'" in text
+    assert f"fill='#{int(magma[0]):02x}{int(magma[1]):02x}{int(magma[2]):02x}'" not in text
+    assert "Δ logit" in text and "ALTI-Logit" in text and text.count("L1 · H") == 4
+    translator = Translator(load_checkpoint("resources/checkpoints/en-es-transformer.safetensors"), "cpu")
+    result = translator.translate(sentence)
+    layer = contributions("alti_logit", translator.model, translator.source(sentence).ids,
+                          output_ids=result.token_ids).layers["cross"][1]
+    bound = float(np.abs(layer).max())
+    assert f">{-bound:.3g}</text>" in text and f">{bound:.3g}</text>" in text  # the colour bar's ends

@@ -12,7 +12,8 @@ series (attnviz train --snapshots N), in step order: FRAMES/step-000250.png … 
 comparison: model A | model B | B − A (the difference only where both have the same tokens; forced decoding
 with --target makes the outputs agree).
 --show METHOD: a contributions method's map instead of the weights (value_norms, alti, value_zeroing,
-input_x_gradient, integrated_gradients, alti_logit: models/analysis/methods.py), titled with the method.
+input_x_gradient, integrated_gradients, alti_logit: models/analysis/methods.py), titled with the method; with
+--head all every head's, as the window's head grid draws them (signed ones on the diverging colormap).
 --contrast TOKEN [--contrast-step N]: the gradient methods and ALTI-Logit explain logit(y) - logit(TOKEN) at
 every step (or step N alone), why the output token and not TOKEN; the title says so.
 """
@@ -134,8 +135,8 @@ def run_contribution(args: argparse.Namespace, *, head: int | str, size: tuple[i
 
     from ..state.contributions import show_choice
 
-    if args.compare is not None or head == "all":
-        raise InputError("--show draws one heatmap: not with --compare or --head all")
+    if args.compare is not None:
+        raise InputError("--show draws one model's maps: not with --compare")
     if args.show not in CONTRIBUTION_METHODS:
         raise ContributionError(f"--show must be one of {', '.join(CONTRIBUTION_METHODS)}; got {args.show!r}")
     check_selection(args, head)

@@ -15,7 +15,7 @@ from models.storage.files import WriteError, write_bytes, write_text
 from models.trace.records import AttentionTrace
 
 from ..state import compare_view, viewmodel
-from ..state.contributions import contribution_heatmap
+from ..state.contributions import contribution_grid, contribution_heatmap, lacking, shown_unit
 from ..state.export import IMAGE_SUFFIXES, check_output
 from ..state.figures import Caption, compare_svg, heads_svg, heatmap_svg, without_masks
 from ..state.session import Selection
@@ -42,10 +42,8 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
     selection = Selection(kind=kind, layer=layer, head=0 if head == "all" else head)
     lut = lookup_table(colormap)
     if head == "all":
-        grid = viewmodel.head_grid(trace, selection, kv_groups=kv_groups)
-        figure = heads_svg(grid, viewmodel.heads_title(kind, layer), query_labels=trace.query_tokens(kind),
-                           key_labels=trace.key_tokens(kind), lut=lut, mask=trace.masks[kind] if masks else None,
-                           caption=caption)
+        figure = heads_figure(trace, selection, lut=lut, mask=trace.masks[kind] if masks else None, caption=caption,
+                              contribution=contribution, kv_groups=kv_groups)
         return save_figure(figure, output)
     state = viewmodel.heatmap(trace, selection)
     if contribution is not None:
@@ -57,6 +55,28 @@ def render_trace(trace: AttentionTrace, kind: str, layer: int, head: int | str, 
         state = without_masks(state)
     lut = lookup_table(state.colormap) if state.colormap else lut  # a signed map's diverging colormap
     return save_figure(heatmap_svg(state, lut, caption=caption), output, size=size)
+
+
+def heads_figure(trace: AttentionTrace, selection: Selection, *, lut, mask=None, caption: Caption | None = None,
+                 contribution: tuple | None = None, kv_groups: tuple[int, ...] = ()) -> str:
+    """Every head of the selected layer as a figure: the weights through ``lut``, or ``contribution`` ``(maps,
+    choice, …)``'s grid (as the window's "Heads of this layer" draws it: a signed method on the diverging colormap,
+    ± the largest magnitude across the heads, its colour bar in the method's unit)."""
+    from .views.style import lookup_table
+
+    kind, layer = selection.kind, selection.layer
+    grid = viewmodel.head_grid(trace, selection, kv_groups=kv_groups)
+    title, unit = viewmodel.heads_title(kind, layer), ""
+    if contribution is not None:
+        maps, choice = contribution[0], contribution[1]
+        grid = contribution_grid(trace, maps, selection, choice=choice, whole_kind=False)
+        if grid is None:
+            raise InputError(lacking(trace, maps, kind, choice=choice))
+        title += f" · <b>{choice.label}</b>"
+        unit = shown_unit(choice, maps) if choice.bounded or choice.signed else ""  # else: shares of the largest
+    lut = lookup_table(grid.colormap) if grid.colormap else lut
+    return heads_svg(grid, title, query_labels=trace.query_tokens(kind), key_labels=trace.key_tokens(kind), lut=lut,
+                     mask=mask, caption=caption, unit=unit)
 
 
 def render_compare(a: AttentionTrace, b: AttentionTrace, kind: str, *, layer: int, head: int | str, output: Path,

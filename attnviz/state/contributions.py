@@ -257,7 +257,7 @@ def contribution_heatmap(trace: AttentionTrace, maps, selection: Selection, *, c
         title += rounding_note(maps, chosen.kind, chosen.layer)
     stem = (f"{chosen.kind}-rollout" if shows_rollout(choice, selection) else state.file_stem) + f"-{choice.name}"
     unit = shown_unit(choice, maps)
-    state = dataclasses.replace(state, title=title, scale_title=unit, file_stem=stem,
+    state = dataclasses.replace(state, title=title, scale_title=unit, file_stem=stem, quantity=choice.label,
                                 note=contribution_note(maps, outputs=outputs, weights=weights))
     if options.reveal_rows:
         state = viewmodel.reveal(state, chosen.kind, step=chosen.step, colour_range=drawn.colour_range)
@@ -269,6 +269,26 @@ def signed_scale(state: viewmodel.HeatmapState) -> viewmodel.HeatmapState:
     shown = None if state.revealed is None else ~viewmodel.unrevealed(state.matrix.shape, state.revealed)
     mask = shown if state.mask is None or shown is None else state.mask & shown
     return dataclasses.replace(state, levels=compare_view.signed_levels(state.matrix, mask),
+                               colormap=compare_view.DIVERGING_COLORMAP)
+
+
+def negated(trace: AttentionTrace) -> AttentionTrace:
+    """``trace`` with every map negated (its shrunk thumbnails hold each block's lowest value, negated)."""
+    return dataclasses.replace(trace, attention={kind: [-layer for layer in layers]
+                                                 for kind, layers in trace.attention.items()})
+
+
+def signed_grid(grid: viewmodel.GridState, *, lowest: viewmodel.GridState | None = None) -> viewmodel.GridState:
+    """Signed thumbnails (logit terms) on the diverging colormap, one range for all of them so heads compare:
+    symmetric about 0, ± the largest magnitude across the grid's shown cells (not generated yet: NaN, left out).
+    ``lowest``: the same grid of the negated maps, where the thumbnails are shrunk; each block then shows its value
+    of the larger magnitude, so a strong negative term survives the shrinking as a strong positive one does."""
+    if lowest is not None:
+        grid = dataclasses.replace(grid, matrices=[np.where(-low > high, low, high) for high, low in zip(
+            grid.matrices, [-matrix for matrix in lowest.matrices])])
+    cells = [matrix.ravel() for matrix in grid.matrices if matrix.size]
+    every = np.concatenate(cells) if cells else np.zeros(0, dtype=np.float32)
+    return dataclasses.replace(grid, levels=compare_view.signed_levels(every),
                                colormap=compare_view.DIVERGING_COLORMAP)
 
 
@@ -352,8 +372,12 @@ def contribution_grid(trace: AttentionTrace, maps, selection: Selection, *, choi
         return None
     shown = shown_trace(trace, maps)
     chosen = shown_selection(shown, selection, choice)
-    grid = (viewmodel.model_grid if whole_kind else viewmodel.head_grid)(shown, chosen, reveal_step=reveal_step)
-    if not choice.bounded:  # thumbnails draw 0–1: unbounded values as shares of the grid's largest
+    build = viewmodel.model_grid if whole_kind else viewmodel.head_grid
+    grid = build(shown, chosen, reveal_step=reveal_step)
+    if choice.signed:  # thumbnails shrink a long map to each block's largest: the negated map's keep the lowest
+        shrunk = max(shown.attention[chosen.kind][0].shape[1:]) > viewmodel.THUMBNAIL_SIDE
+        grid = signed_grid(grid, lowest=build(negated(shown), chosen, reveal_step=reveal_step) if shrunk else None)
+    elif not choice.bounded:  # thumbnails draw 0–1: unbounded values as shares of the grid's largest
         largest = max((float(np.nanmax(matrix)) for matrix in grid.matrices if matrix.size), default=0.0)
         if largest > 0:
             grid = dataclasses.replace(grid, matrices=[matrix / largest for matrix in grid.matrices])

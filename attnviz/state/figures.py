@@ -255,11 +255,13 @@ def compare_svg(state: CompareState, names: tuple[str, str], luts: tuple[np.ndar
 
 
 def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: list[str], lut: np.ndarray, *,
-              levels: tuple[float, float] = (0.0, 1.0), mask: np.ndarray | None = None,
-              caption: Caption | None = None) -> str:
+              levels: tuple[float, float] | None = None, mask: np.ndarray | None = None,
+              caption: Caption | None = None, unit: str = "") -> str:
     """Every head of ``grid`` (one row per layer; one layer of many heads in rows of
-    ``head_rows.figure_per_row``), titled, with token labels where they fit, one colour bar, and the cells ``mask``
-    forbids hatched as in the focus view."""
+    ``head_rows.figure_per_row``), titled, with token labels where they fit, one colour bar (``levels``, else the
+    grid's own: ± the largest magnitude of signed maps; named ``unit``), and the cells ``mask`` forbids hatched as
+    in the focus view."""
+    levels = grid.levels if levels is None else levels
     rows, cols = grid.matrices[0].shape if grid.matrices else (1, 1)
     if mask is not None and mask.shape != (rows, cols):  # long inputs: thumbnails, so a block hatched if all masked
         mask = thumbnail(mask.astype(np.float32)) > 0
@@ -271,7 +273,8 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
     bottom = (_label_width(key_labels) * 0.75 if labelled else 0) + 16
     across = head_rows.figure_per_row(grid.cols, grid.group) if grid.wrap and grid.rows == 1 else grid.cols
     down = -(-len(grid.matrices) // across) if grid.matrices else grid.rows  # a layer of many heads: several rows
-    width = max(left + across * (panel_w + gap) + 60, left + _text_width(_plain(title), TITLE_SIZE) + 12)
+    bar = 84 if unit else 60  # the colour bar, its numbers, and its unit
+    width = max(left + across * (panel_w + gap) + bar, left + _text_width(_plain(title), TITLE_SIZE) + 12)
     height = top + down * (panel_h + gap + 16) + bottom
     parts = [f"<text x='{left}' y='20' font-size='{TITLE_SIZE}' {FONT}>{html.escape(_plain(title))}</text>"]
     for index, matrix in enumerate(grid.matrices):
@@ -299,7 +302,8 @@ def heads_svg(grid: GridState, title: str, query_labels: list[str], key_labels: 
                 cx, cy = x + (c + 0.5) * cell, y + panel_h + 5
                 parts.append(f"<text transform='translate({cx:.2f},{cy:.2f}) rotate(-45)' font-size='9' "
                              f"text-anchor='end' {FONT}>{html.escape(key_labels[c])}</text>")
-    parts += _colour_bar(levels, lut, x=left + across * (panel_w + gap) + 12, y=top + 14, height=panel_h)
+    parts += _colour_bar(levels, lut, x=left + across * (panel_w + gap) + 12, y=top + 14, height=panel_h,
+                         title=unit)
     return _document((width, height), body=parts, caption=caption)
 
 

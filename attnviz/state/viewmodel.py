@@ -65,6 +65,7 @@ class HeatmapState:
     note: str = ""  # how the numbers were computed (completeness, rounded weights): the colour bar's tooltip
     boundary: int | None = None  # a decoder-only map: the prompt's length P, a line before row and key P
     colormap: str = ""  # "" the window's chosen one; a signed map's diverging one (compare_view.DIVERGING_COLORMAP)
+    quantity: str = ""  # the hover's name for a cell's number before it, the unit (scale_title) after; "": unit only
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class GridState:
     boundary: float | None = None  # a decoder-only map: where its prompt ends, in the thumbnails' cells
     group: int = 0  # query heads per key/value head (grouped-query attention: a divider every ``group`` heads)
     wrap: bool = False  # one layer's heads, drawn in as many rows as keep them near square (state/head_rows.py)
+    levels: tuple[float, float] = LEVELS  # the values at the colormap's two ends, the same for every thumbnail
+    colormap: str = ""  # "" the window's chosen one; signed maps' diverging one, ± their largest magnitude
 
 
 @dataclass(frozen=True)
@@ -412,10 +415,9 @@ def _thumbnail_as_generated(weights: np.ndarray, kind: str, reveal_step: int | N
 def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,
               reveal_step: int | None = None, kv_groups: tuple[int, ...] = ()) -> GridState:
     """Every head of the selected layer, one grid row laid out in as many rows as its panel needs (``wrap``:
-    state/head_rows.py; long inputs shrunk: :func:`thumbnail`); without
-    ``images`` no matrices (a head switch only moves the outline); ``reveal_step``: only what that decoding
-    step has generated (View → Reveal rows step by step); ``kv_groups`` (the model's key/value head of each
-    query head) names each head's group."""
+    state/head_rows.py; long inputs shrunk: :func:`thumbnail`); without ``images`` no matrices (a head switch only
+    moves the outline); ``reveal_step``: only what that decoding step has generated (View → Reveal rows step by
+    step); ``kv_groups`` (the model's key/value head of each query head) names each head's group."""
     kind, layer = selection.kind, selection.layer
     heads, offset = trace.heads(kind), prompt_view.step_offset(trace)
     group = prompt_view.group_size(kv_groups, heads) if kind == "dec_self" else 0
@@ -424,8 +426,7 @@ def head_grid(trace: AttentionTrace, selection: Selection, images: bool = True, 
                      matrices=[_thumbnail_as_generated(weights, kind, reveal_step, offset=offset)
                                for weights in trace.attention[kind][layer]] if images else [],
                      selected=selected, off=[trace.is_ablated(kind, layer, head) for head in range(heads)],
-                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group,
-                     wrap=True)
+                     boundary=prompt_view.thumbnail_boundary(trace, kind, side=THUMBNAIL_SIDE), group=group, wrap=True)
 
 
 def model_grid(trace: AttentionTrace, selection: Selection, images: bool = True, *,

@@ -13,12 +13,12 @@ from models.errors import AttnvizError
 
 from ...state import compare_view, viewmodel
 from ...state.export import write_csv, write_npz
-from ...state.figures import Caption, compare_svg, heads_svg, heatmap_svg, neuron_svg, without_masks
+from ...state.figures import Caption, compare_svg, heatmap_svg, neuron_svg, without_masks
 from ...state.session import Session
 from ...state.settings import SettingsReader
 from ..dialogs import IMAGE_FILTER, ask_save_path
 from ..layout import Views
-from ..rendering import figure_image, save_figure
+from ..rendering import figure_image, heads_figure, save_figure
 
 if TYPE_CHECKING:
     from .neuron import Neuron
@@ -124,13 +124,22 @@ class Exporting(QObject):
         name = f"{selection.kind}-L{selection.layer}-heads.png"
         path = path or self._ask("Export all heads of this layer", name=name, file_filter=IMAGE_FILTER)
         if path and trace is not None and selection.kind in trace.attention:
+            from ..views.style import lookup_table
+
             mask = trace.masks[selection.kind] if self.views.selector.masks_visible() else None
             groups = self.session.model.kv_groups if self.session.model is not None else ()
-            figure = heads_svg(viewmodel.head_grid(trace, selection, kv_groups=groups),
-                               viewmodel.heads_title(selection.kind, selection.layer),
-                               query_labels=trace.query_tokens(selection.kind),
-                               key_labels=trace.key_tokens(selection.kind), lut=self.views.focus.lut(), mask=mask,
-                               caption=self._caption())
+            feature = self.viewing.contributions  # the shown method's heads, as the grid draws them
+            maps = feature.maps_for()
+            if isinstance(maps, str):
+                self.views.show_error(f"Export failed: {maps}")
+                return
+            contribution = None if maps is None else (maps, feature.choice)
+            try:
+                figure = heads_figure(trace, selection, lut=lookup_table(self.views.selector.colormap_name()),
+                                      mask=mask, caption=self._caption(), contribution=contribution, kv_groups=groups)
+            except AttnvizError as error:
+                self.views.show_error(f"Export failed: {error}")
+                return
             self._write(save_figure, (figure, path))
 
     def export_neuron_image(self, path: str | None = None) -> None:

@@ -13,13 +13,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QLabel, QMenu, QVBoxLayout, QWidget
 
+from ...state.readout import ATTENTION_UNIT, cell_readout, hover_hint
 from ...state.viewmodel import HeatmapState, unrevealed
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, hatch, lookup_table
 from .token_axis import TokenAxis
 
 LEGEND = (f"<span style='color:gray'>▨ masked: not allowed to attend · <span style='color:{HIGHLIGHT}'>▭</span> "
           "current decoding step · <span style='color:#c62828'>⚠</span> weight on a masked cell</span>")
-HOVER_HINT = "Hover over a cell to read its weight; double-click to reset the zoom."
+HOVER_HINT = hover_hint()
 BOUNDARY_COLOUR = "#ff9800"  # the line where a decoder-only model's prompt ends
 BOUNDARY_LEGEND = f"<span style='color:gray'> · <span style='color:{BOUNDARY_COLOUR}'>┃</span> prompt end</span>"
 MASK_HINT = " Right-click a token to mask it."
@@ -85,6 +86,7 @@ class HeatmapView(QWidget):
         self._build_plot()
         self.matrix = np.zeros((1, 1), dtype=np.float32)
         self.approximate = False
+        self.quantity, self.unit = "", ATTENTION_UNIT  # what the hover names a cell's number (state/readout.py)
         self.revealed: tuple[int, int] | None = None
         self.mask: np.ndarray | None = None
         self.query_tokens: list[str] = []
@@ -94,7 +96,7 @@ class HeatmapView(QWidget):
     def set_maskable(self, maskable: bool) -> None:
         """Offer "Mask this token" on a right-click of a key token (an encoder-only model fills masks)."""
         self.maskable = maskable
-        self.readout.setText(HOVER_HINT + (MASK_HINT if maskable else ""))
+        self.readout.setText(hover_hint(self.quantity, self.unit) + (MASK_HINT if maskable else ""))
 
     def token_at(self, scene_position: QPointF) -> int | None:
         """The key token under a point of a cell or of the key axis; a query token of the left axis where the
@@ -214,6 +216,7 @@ class HeatmapView(QWidget):
 
     def show_heatmap(self, state: HeatmapState) -> None:
         self.forced_colormap = state.colormap
+        self.quantity, self.unit = state.quantity, state.scale_title
         self._draw_colormap(state.colormap or self.chosen_colormap)
         self.show_matrix(state.matrix, state.mask, query_tokens=state.query_labels, key_tokens=state.key_labels,
                          title=state.title, axis_names=state.axis_names, levels=state.levels)
@@ -283,7 +286,7 @@ class HeatmapView(QWidget):
     def clear_hover(self) -> None:
         self.vline.hide()
         self.hline.hide()
-        self.readout.setText(HOVER_HINT + (MASK_HINT if self.maskable else ""))
+        self.readout.setText(hover_hint(self.quantity, self.unit) + (MASK_HINT if self.maskable else ""))
 
     def reset_zoom(self) -> None:
         rows, cols = self.matrix.shape
@@ -383,16 +386,9 @@ class HeatmapView(QWidget):
         return None
 
     def describe_cell(self, row: int, col: int) -> str:
-        query = self.query_tokens[row] if row < len(self.query_tokens) else str(row)
-        key = self.key_tokens[col] if col < len(self.key_tokens) else str(col)
-        if self.revealed is not None and not (row < self.revealed[0] and col < self.revealed[1]):
-            return f"query {row} → key {col}: not generated yet at this step"
-        masked = self.mask is not None and not bool(self.mask[row, col])
-        value = self.matrix[row, col]
-        shown = f"≈{value:.3g}" if self.approximate else f"{value:.4f}"  # half precision: three digits
-        return (f"query {row} ‘{query}’ → key {col} ‘{key}’: {shown}"
-                + ("  (masked: not allowed to attend)" if masked else "")
-                + ("" if np.isfinite(value) else "  (not a number: the model's computation broke down here)"))
+        return cell_readout(self.matrix, row, col, labels=(self.query_tokens, self.key_tokens), mask=self.mask,
+                            revealed=self.revealed, approximate=self.approximate, quantity=self.quantity,
+                            unit=self.unit)
 
     def _on_mouse_clicked(self, event) -> None:
         if event.button() == Qt.MouseButton.RightButton:

@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QAbstractScrollArea, QCheckBox, QMenu, QToolTip, QWidget
 
 from ...state import grid_layout
-from ...state.viewmodel import GridState, thumbnail_menu
+from ...state.viewmodel import LEVELS, GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 from .thumbnails import BOUNDARY_LEAST, BOUNDARY_PEN, OFF_COLOUR
 
@@ -23,9 +23,11 @@ HEADER_BACKGROUND = "#f4f4f4"
 BAR_HEIGHT = 24  # the line above the grid holding the summary's switch
 
 
-def coloured(matrix: np.ndarray, lut: np.ndarray) -> QImage:
-    """A ``[q, k]`` matrix of weights in [0, 1] as an image through ``lut``; NaN (not generated yet) transparent."""
-    values = np.nan_to_num(matrix, nan=0.0)
+def coloured(matrix: np.ndarray, lut: np.ndarray, levels: tuple[float, float] = LEVELS) -> QImage:
+    """A ``[q, k]`` matrix as an image through ``lut``, ``levels`` its two ends (weights: 0–1; signed maps ± their
+    largest magnitude); NaN (not generated yet) transparent."""
+    low, high = levels
+    values = (np.nan_to_num(matrix, nan=low) - low) / ((high - low) or 1.0)
     index = np.clip(values * (len(lut) - 1), 0, len(lut) - 1).astype(np.intp)
     rgba = np.empty(matrix.shape + (4,), dtype=np.uint8)
     rgba[..., :3] = lut[index][..., :3]
@@ -54,6 +56,8 @@ class MosaicGrid(QAbstractScrollArea):
         self.matrices: list[np.ndarray] = []
         self.images: dict[int, QImage] = {}  # colours of the thumbnails painted so far, by index
         self.lut = lookup_table(DEFAULT_COLORMAP)
+        self.chosen, self.forced = DEFAULT_COLORMAP, ""  # the user's colormap, a signed grid's own (as ThumbnailGrid)
+        self.levels = LEVELS
         self.row_names: list[str] = []
         self.col_names: list[str] = []
         self.selected: tuple[int, int] | None = None
@@ -71,6 +75,9 @@ class MosaicGrid(QAbstractScrollArea):
         if images:
             self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names,
                        group=state.group)
+            if (state.colormap or self.chosen) != (self.forced or self.chosen):
+                self.lut = lookup_table(state.colormap or self.chosen)
+            self.levels, self.forced = state.levels, state.colormap
             self.set_images(state.matrices)
             self.mark_off(state.off)
             self.boundary = state.boundary
@@ -93,7 +100,9 @@ class MosaicGrid(QAbstractScrollArea):
         self.viewport().update()
 
     def set_colormap(self, name: str) -> None:
-        self.lut, self.images = lookup_table(name), {}
+        """The user's colormap, drawn unless the grid shows signed maps (their diverging one stays)."""
+        self.chosen = name
+        self.lut, self.images = lookup_table(self.forced or name), {}
         self.viewport().update()
 
     def select(self, row: int | None, col: int | None) -> None:
@@ -180,7 +189,7 @@ class MosaicGrid(QAbstractScrollArea):
         if index >= len(self.matrices):
             return None
         if index not in self.images:
-            self.images[index] = coloured(np.asarray(self.matrices[index], dtype=np.float32), self.lut)
+            self.images[index] = coloured(np.asarray(self.matrices[index], dtype=np.float32), self.lut, self.levels)
         return self.images[index]
 
     def _paint_cell(self, painter: QPainter, layer: int, head: int) -> None:

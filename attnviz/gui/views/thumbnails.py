@@ -16,7 +16,7 @@ from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, QTimer, Signal
 from PySide6.QtWidgets import QMenu, QToolTip, QWidget
 
 from ...state import head_rows
-from ...state.viewmodel import GridState, thumbnail_menu
+from ...state.viewmodel import LEVELS, GridState, thumbnail_menu
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
 
 OFF_COLOUR = "#e53935"  # the cross over a switched-off head
@@ -59,6 +59,10 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         self.shape: tuple[int, int] = (0, 0)
         self.cells: list[tuple[pg.ViewBox, pg.ImageItem]] = []
         self.lut = lookup_table(DEFAULT_COLORMAP)
+        self.chosen = DEFAULT_COLORMAP  # the user's colormap
+        self.forced = ""  # a signed grid's own (GridState.colormap), drawn instead of the user's
+        self.colormap = DEFAULT_COLORMAP  # the one drawn
+        self.levels = LEVELS
         self.selected: tuple[int, int] | None = None
         self.row_labels: list[pg.LabelItem] = []
         self.col_labels: list[pg.LabelItem] = []
@@ -77,6 +81,8 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         """Draw ``state``; with ``images`` False only the outline of the selected thumbnail moves."""
         if images:
             self.wrap = state.wrap and state.rows == 1
+            self.levels, self.forced = state.levels, state.colormap
+            self._draw_colormap(self.forced or self.chosen)
             self.build(state.rows, state.cols, row_names=state.row_names, col_names=state.col_names,
                        group=state.group)
             self.set_images(state.matrices)
@@ -222,7 +228,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         """One ``[q, k]`` matrix per thumbnail, row by row."""
         for (view, image), matrix in zip(self.cells, matrices):
             data = np.ascontiguousarray(matrix, dtype=np.float32)
-            image.setImage(data, autoLevels=False, levels=(0.0, 1.0))
+            image.setImage(data, autoLevels=False, levels=self.levels)
             rect = QRectF(0, 0, data.shape[1], data.shape[0])
             image.setRect(rect)
             view.setRange(rect, padding=0)
@@ -232,7 +238,14 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
                           y=np.array([0, height, np.nan, height, 0], dtype=float))
 
     def set_colormap(self, name: str) -> None:
-        self.lut = lookup_table(name)
+        """The user's colormap, drawn unless the grid shows signed maps (their diverging one stays)."""
+        self.chosen = name
+        self._draw_colormap(self.forced or name)
+
+    def _draw_colormap(self, name: str) -> None:
+        if name == self.colormap:
+            return
+        self.colormap, self.lut = name, lookup_table(name)
         for _, image in self.cells:
             image.setLookupTable(self.lut)
 
