@@ -20,7 +20,6 @@ from typing import Generator, Sequence
 import numpy as np
 import torch
 
-from ..nn.intermediates import BeamRows
 from ..trace.records import DecodeResult, DecodeStep
 from .choices import without_nan
 from .prompts import generated_length_score
@@ -32,9 +31,7 @@ def finished_list_beam_search(decoder, *, beam: int = 4, length_penalty: float =
     ``decoder`` is the run's ``_Decoder`` (models/inference/decoding.py), through which ``beam_search`` calls this;
     every hypothesis starts with ``first``."""
     decoder.begin()
-    if decoder.need_weights:
-        decoder.beam_rows = BeamRows(decoder.max_len, 2 * beam, decoder.dtype, key_offset=decoder.key_offset)
-        decoder.traces.settled = decoder.beam_rows.shared
+    decoder.keep_rows(2 * beam)
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
