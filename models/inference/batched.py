@@ -171,11 +171,13 @@ class _Batch:
         the rows it fed); returns whether it has ended."""
         decoder = self.decoders[sentence]
         own = {name: array[new] for name, array in host.items() if name != "broken"}
-        own["parents"] = own["parents"] - fed.start
+        steps = self.steps[sentence]
+        # a row the sentence's last step dropped (not finite) is never a parent of a finite row; of a row scored -inf
+        # (every choice was NaN), its parent is the last row kept, as its run alone keeps one
+        own["parents"] = np.minimum(own["parents"] - fed.start, steps[-1].beam_size - 1 if steps else 0)
         own["broken"] = host["broken"][fed]
         own_rows = {key: _unpadded(key[1], array[fed], self.lengths[sentence], self.longest,
                                    prompted=decoder.prompt is not None) for key, array in rows.items()}
-        steps = self.steps[sentence]
         steps.append(decoder.from_host(index, own, own_rows, attention))
         if self.beam is not None and decoder.need_weights:
             decoder.let_go(steps)
