@@ -135,3 +135,16 @@ def test_results_come_in_input_order_as_soon_as_the_ones_before_are_done():
     results = decode_corpus(translator, sources[1:], batching=Batching(size=2), max_len=10)
     next(results)
     assert batches == [2]  # "yes" is in the first batch
+
+
+def test_under_torchrun_each_process_decodes_its_share_and_rank_0_prints_everything(capsys, monkeypatch, tmp_path):
+    from tests.helpers import torchrun
+
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)  # the in-process reference run must not join a process group
+    arguments = ["translate", "-c", "en-es-transformer", "--max-len", "12", "--beam", "2", "--batch-size", "3",
+                 *SOURCES]
+    (out, _), other = torchrun(["-m", "attnviz", *arguments], processes=2, log_dir=tmp_path / "logs")
+    code, alone, _ = translate(capsys, monkeypatch, b"", *arguments[1:])
+    assert code == 0 and out == alone and len(out.splitlines()) == len(SOURCES)
+    assert other == ("", "")
