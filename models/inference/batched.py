@@ -64,8 +64,9 @@ def _batchable(decoder: _Decoder, mode: Mode) -> bool:
 def _groups(model: Seq2Seq, decoders: list[_Decoder], indices: list[int]) -> list[list[int]]:
     """The batches ``indices`` run in: one, unless a decoder-only model's padding could be misread or could
     outgrow its positions. Its padding is each row's trailing run of the pad token beyond the shortest such run
-    (models/nn/decoder_only.py ``prompt_tokens``), so a shorter prompt that ends in the pad token, or a batch whose
-    longest prompt and longest output would pass the model's positions, runs with prompts of its own length only."""
+    (models/nn/decoder_only.py ``prompt_tokens``), so a shorter prompt that ends in the pad token runs with prompts
+    of its own length only; and so does a batch whose longest prompt and longest output would pass a learned
+    position table's rows (its step bounds the batch's padded width, not each row's own positions)."""
     if not indices or decoders[indices[0]].prompt is None:
         return [indices] if indices else []
     lengths = {index: len(decoders[index].prompt) for index in indices}
@@ -73,7 +74,8 @@ def _groups(model: Seq2Seq, decoders: list[_Decoder], indices: list[int]) -> lis
     pad = model.config.pad_id
     misread = any(lengths[index] < longest and len(decoders[index].prompt) > 1 and decoders[index].prompt[-2] == pad
                   for index in indices)
-    outgrown = longest - 1 + max(decoders[index].max_len for index in indices) > model.config.max_len
+    learned = getattr(model.config, "positions", None) == "learned"  # a table: the step checks the batch's width
+    outgrown = learned and longest - 1 + max(decoders[index].max_len for index in indices) > model.config.max_len
     if not (misread or outgrown):
         return [indices]
     by_length: dict[int, list[int]] = {}
