@@ -166,3 +166,24 @@ def test_an_imported_marian_decodes_alike_in_batches(tmp_path):
         sources, capture_list = captures(checkpoint, sources, max_len=15, need_weights=True)
         alone = one_at_a_time(checkpoint.model, sources, capture_list, Search(beam=beam), mode)
         assert_same(alone, decode_batch(checkpoint.model, sources, capture_list, Search(beam=beam), mode), traces=True)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_imported_language_models_decode_alike_in_batches(tmp_path, family):
+    """GPT-2's learned positions and Llama's rotary ones: each padded prompt's continuation as alone."""
+    pytest.importorskip("transformers")
+    from models.importers import convert
+    from tests.test_decoder_only import SENTENCES as PROMPTS
+    from tests.test_decoder_only import build, encode
+
+    build(tmp_path / "model", family)
+    checkpoint = convert(tmp_path / "model")
+    checkpoint.model.double()
+    prompts = [encode(tmp_path / "model", text) for text in ["the cat", *PROMPTS[:3], "we"]]
+    assert len({len(prompt) for prompt in prompts}) > 2
+    for mode, beam, lengths in ((Mode.GREEDY, 1, (None, 8)), (Mode.BEAM, 3, (12,))):
+        for max_len in lengths:  # None: to the end of the context, past the longest prompt's room
+            sources, capture_list = captures(checkpoint, prompts, max_len=max_len, need_weights=True)
+            search = Search(beam=beam, length_penalty=1.0)
+            alone = one_at_a_time(checkpoint.model, sources, capture_list, search, mode)
+            assert_same(alone, decode_batch(checkpoint.model, sources, capture_list, search, mode), traces=True)

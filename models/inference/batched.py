@@ -14,8 +14,9 @@ each sentence's ``DecodeStep`` is built from its rows of that copy, its attentio
 A sentence that ends leaves the batch: the decoder state keeps the rows of the others (``DecoderState.reorder``),
 so the batch shrinks as it goes.
 
-What is not batched runs one sentence at a time through the same runs: a decoder-only model's beam (its finished
-list, models/inference/finished_beams.py) and a run without the key/value cache (the cache's reference).
+A decoder-only model's beam keeps its list of finished hypotheses per sentence (models/inference/finished_beams.py,
+whose step chooses every sentence's rows at once). A run without the key/value cache (the cache's reference) runs one
+sentence at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ..nn.intermediates import Intermediates, keeping_attention
 from ..trace.records import DecodeResult, DecodeStep
 from .choices import without_nan
 from .decoding import DECODERS, Capture, Search, _Decoder, beam_candidates, finish
+from .finished_beams import _cannot_improve, _was_finished
+from .finished_beams import _choose as choose_listed
 from .modes import Mode, check_beam
 
 
@@ -58,7 +61,7 @@ def decode_batch(model: Seq2Seq, sources: Sequence[Sequence[int]], captures: Seq
 
 
 def _batchable(decoder: _Decoder, mode: Mode) -> bool:
-    return decoder.use_cache and not (mode == Mode.BEAM and decoder.prompt is not None)
+    return decoder.use_cache
 
 
 def _groups(model: Seq2Seq, decoders: list[_Decoder], indices: list[int]) -> list[list[int]]:
@@ -91,6 +94,10 @@ class _Batch:
         self.model, self.decoders, self.search = model, decoders, search
         self.beam = search.beam if mode == Mode.BEAM else None
         self.lead = decoders[0]  # the rules every sentence shares (the model's, the capture's)
+        # a decoder-only model's beam keeps a list of finished hypotheses (models/inference/finished_beams.py)
+        self.listed = self.beam is not None and self.lead.prompt is not None
+        self.norms: Tensor | None = None  # the listed rows' ranking scores
+        self.generated: dict[int, np.ndarray] = {}  # per sentence, each of its rows' generated length (host)
         self.lengths = [decoder.src.shape[1] for decoder in decoders]  # each source's length (a prompt's: P - 1)
         self.longest = max(self.lengths)
         self.steps: list[list[DecodeStep]] = [[] for _ in decoders]
@@ -104,11 +111,14 @@ class _Batch:
             state, started = self.model.start(src, need_weights=lead.need_weights, ablation=lead.ablation)
         for row, decoder in enumerate(self.decoders):
             decoder.began(_one_of(started, row, self.lengths[row], self.longest))
-            decoder.keep_rows(self.beam)
+            decoder.keep_rows(2 * self.beam if self.listed else self.beam)
         del started
         tokens = torch.tensor([decoder.start for decoder in self.decoders], dtype=torch.long, device=device)
         scores = torch.zeros(len(self.decoders), dtype=torch.float64, device=device)
         finished = torch.zeros(len(self.decoders), dtype=torch.bool, device=device)
+        if self.listed:
+            self.norms = torch.full((len(self.decoders),), float("-inf"), dtype=torch.float64, device=device)
+        self.generated = {sentence: np.zeros(1, dtype=np.int64) for sentence in range(len(self.decoders))}
         live, width, index = list(range(len(self.decoders))), 1, 0
         first_ids = torch.tensor(list(self.search.first), dtype=torch.long, device=device)
         while live:
@@ -137,8 +147,12 @@ class _Batch:
                 with torch.inference_mode():  # the state's buffers were made inside it, and are written into
                     state = state.reorder(parents.index_select(0, keep), one_source=same_rows)
                 tokens, scores, finished = tokens[keep], scores[keep], finished[keep]
+                self.norms = self.norms[keep] if self.listed else None
             live, width, index = [live[position] for position in still], new_width, index + 1
         length_penalty = self.search.length_penalty if self.beam else 0.0
+        if self.listed:  # the finished list, best first
+            return [decoder.results(steps, length_penalty, rows=np.flatnonzero(steps[-1].finished).tolist())
+                    for decoder, steps in zip(self.decoders, self.steps)]
         return [decoder.results(steps, length_penalty) for decoder, steps in zip(self.decoders, self.steps)]
 
     def _choose(self, index: int, log_probs: Tensor, *, scores: Tensor, finished: Tensor, live: list[int],
@@ -155,6 +169,8 @@ class _Batch:
             scores = scores + log_probs.gather(1, tokens[:, None])[:, 0]
             parents = torch.arange(len(live), device=tokens.device)
             return parents, tokens, scores, lead.ended(tokens), None, 1
+        if self.listed:
+            return self._listed(index, log_probs, scores=scores, finished=finished, live=live, first_ids=first_ids)
         extend = any(self.steps[sentence] and self.steps[sentence][-1].finished.any() for sentence in live)
         candidates = beam_candidates(lead, index, log_probs, scores=scores, finished=finished, first=first,
                                      extend=extend)
@@ -166,6 +182,21 @@ class _Batch:
         tokens = (best.indices % vocab).view(-1)
         frozen = finished.index_select(0, parents)
         return parents, tokens, best.values.reshape(-1), frozen | lead.ended(tokens), frozen, new_width
+
+    def _listed(self, index: int, log_probs: Tensor, *, scores: Tensor, finished: Tensor, live: list[int],
+                first_ids: Tensor):
+        """A decoder-only model's beam step (models/inference/finished_beams.py), every sentence's at once."""
+        first, lead = self.search.first, self.lead
+        searched = log_probs  # the steps keep the model's own scores
+        if index < len(first):  # only the token every hypothesis starts with
+            searched = torch.full_like(log_probs, float("-inf")).index_copy(
+                1, first_ids[index: index + 1], log_probs[:, first[index]: first[index] + 1])
+        last = torch.tensor([index == self.decoders[sentence].max_len - 1 for sentence in live], device=scores.device)
+        parents, tokens, scores, finished, self.norms, frozen = choose_listed(
+            lead, index, searched, scores=scores, finished=finished, norms=self.norms, beam=self.beam,
+            keep=max(2, 1 + len(lead.ends)) * self.beam, last=last, length_penalty=self.search.length_penalty,
+            sentences=len(live))
+        return parents, tokens, scores, finished, frozen, len(parents) // len(live)
 
     def _stepped(self, index: int, sentence: int, host: dict, rows: dict, attention: dict, *, fed: slice,
                  new: slice) -> bool:
@@ -183,6 +214,12 @@ class _Batch:
         steps.append(decoder.from_host(index, own, own_rows, attention))
         if self.beam is not None and decoder.need_weights:
             decoder.let_go(steps)
+        if self.listed:
+            step, lengths = steps[-1], self.generated[sentence]
+            self.generated[sentence] = lengths = np.where(_was_finished(steps), lengths[np.minimum(
+                step.parents, len(lengths) - 1)], index + 1)
+            return index + 1 >= decoder.max_len or _cannot_improve(
+                step, lengths, beam=self.beam, generated=index + 1, length_penalty=self.search.length_penalty)
         return bool(steps[-1].finished.all()) or index + 1 >= decoder.max_len
 
 
