@@ -29,6 +29,8 @@ def decode_corpus(translator: Translator, sources: Sequence[SourceInput | None],
     Under torchrun every process must call it alike; only the main process's results are complete (the others
     receive nothing)."""
 
+    settings = {"top_k": 0, **settings}  # a corpus's outputs, without each step's alternatives unless asked for
+
     def decode(batch: list[SourceInput]) -> list[list[DecodeResult]]:
         return translator.decode_batch(batch, mode=decoding_mode(beam), beam=beam, **settings)
 

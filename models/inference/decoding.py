@@ -573,6 +573,6 @@ def _report_not_finite(index: int, attention: dict[str, list[np.ndarray]]) -> bo
 
 def _extend(log_probs: Tensor, finished: Tensor, pad: int) -> Tensor:
     """Finished rows can only be extended by padding, at no cost; other rows as the model says."""
-    frozen = torch.full_like(log_probs, float("-inf"))
-    frozen[:, pad] = 0.0
-    return torch.where(finished[:, None], frozen, log_probs)
+    extended = log_probs.masked_fill(finished[:, None], float("-inf"))
+    extended[:, pad] = log_probs[:, pad].masked_fill(finished, 0.0)
+    return extended
