@@ -148,3 +148,14 @@ def test_under_torchrun_each_process_decodes_its_share_and_rank_0_prints_everyth
     code, alone, _ = translate(capsys, monkeypatch, b"", *arguments[1:])
     assert code == 0 and out == alone and len(out.splitlines()) == len(SOURCES)
     assert other == ("", "")
+
+
+def test_evaluate_in_batches_scores_what_one_at_a_time_scores(capsys):
+    """The alignment score reads each output's trace: the batch's traces are each sentence's own."""
+    documents = []
+    for batching in (["--batch-size", "1"], ["--batch-size", "5"]):
+        assert main(["evaluate", "-c", "piglatin-gru-additive", "--alignment", "piglatin", "--json", *batching]) == 0
+        document = json.loads(capsys.readouterr().out)
+        document.pop("seconds")
+        documents.append(document)
+    assert documents[0] == documents[1] and documents[0]["aligned_tokens"] > 100

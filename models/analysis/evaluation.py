@@ -49,13 +49,14 @@ class Evaluation:
 
 def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: int = 1,
              max_len: int | None = None, copy_sources: CopySources | None = None,
-             ablation: Ablation = NO_ABLATION) -> Evaluation:
-    """Score the translator's output on ``pairs``; ``ablation`` switches heads off (models/nn/ablation.py)."""
+             ablation: Ablation = NO_ABLATION, batching: Batching = Batching()) -> Evaluation:
+    """Score the translator's output on ``pairs``, decoded in batches (``batching``); ``ablation`` switches heads off
+    (models/nn/ablation.py)."""
     started = time.perf_counter()
     hypotheses, correct_by_length = [], defaultdict(lambda: [0, 0])
     hits = total = 0
     results = decoded(translator, pairs, beam=beam, max_len=max_len, ablation=ablation,
-                      need_weights=copy_sources is not None)
+                      need_weights=copy_sources is not None, batching=batching)
     for (source_text, reference), result in zip(pairs, results):
         hypotheses.append(result.text)
         correct = result.text == reference
