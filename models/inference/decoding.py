@@ -23,7 +23,8 @@ trace's number type (float32, or float16 where memory matters more than the last
 
 A step reads the device once: what the host needs of it (its choices, scores, flags, mask and attention rows)
 comes in one transfer (``HostTransfer``, models/inference/transfer.py), and every decision is taken on that
-copy, so a GPU never waits for its queued kernels more than once a step.
+copy, so a GPU never waits for its queued kernels more than once a step (``make_step``: ``on_device``, the
+transfer, ``from_host``). A corpus runs the same decoders side by side in batches (models/inference/batched.py).
 """
 
 from __future__ import annotations
