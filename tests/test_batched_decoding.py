@@ -187,3 +187,16 @@ def test_imported_language_models_decode_alike_in_batches(tmp_path, family):
             search = Search(beam=beam, length_penalty=1.0)
             alone = one_at_a_time(checkpoint.model, sources, capture_list, search, mode)
             assert_same(alone, decode_batch(checkpoint.model, sources, capture_list, search, mode), traces=True)
+
+
+def test_a_cache_grows_no_further_than_the_decoding_will_fill():
+    import torch
+
+    from models.nn.base import LayerCache
+
+    limited, unlimited = LayerCache(limit=20), LayerCache()
+    for _ in range(17):  # past 16 positions a buffer doubles: to 34, of which a 20-token output fills 20
+        for cache in (limited, unlimited):
+            cache.extend_self(torch.zeros(128, 8, 1, 64), torch.zeros(128, 8, 1, 64))
+    assert (limited.room_k.shape[2], unlimited.room_k.shape[2]) == (20, 34)
+    assert limited.reorder(torch.arange(128)).limit == 20

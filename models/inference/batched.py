@@ -109,6 +109,8 @@ class _Batch:
             src[row, : self.lengths[row]] = decoder.src[0]
         with torch.inference_mode(), keeping_attention(lead.dtype):
             state, started = self.model.start(src, need_weights=lead.need_weights, ablation=lead.ablation)
+        state.limit_caches((self.longest if lead.prompt is not None else 0)
+                           + max(decoder.max_len for decoder in self.decoders))
         for row, decoder in enumerate(self.decoders):
             decoder.began(_one_of(started, row, self.lengths[row], self.longest))
             decoder.keep_rows(2 * self.beam if self.listed else self.beam)

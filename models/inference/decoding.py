@@ -156,6 +156,7 @@ class _Decoder:
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
             self.state, started = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
+        self.state.limit_caches(self.key_offset + self.max_len)
         self.began(started)
         self.prefix = torch.full((1, 0), self.start, dtype=torch.long, device=self.src.device)
 
