@@ -61,6 +61,12 @@ def test_each_bad_line_is_reported_once_and_the_others_are_decoded(capsys, monke
     assert len(outputs) == 6
     assert [outputs[number - 1] for number in good] == alone.splitlines()
     assert all(outputs[number - 1] == "" for number in (2, 4, 5))
+    code, document, _ = translate(capsys, monkeypatch, stdin, "-c", "piglatin-decoder-only", "--max-len", "12",
+                                  "--json")
+    entries = json.loads(document)
+    assert code == 1 and [entry["output"] for entry in entries] == outputs[:1] + [None] + outputs[2:3] + [None] * 2 \
+        + outputs[5:]
+    assert entries[1]["error"] == "input 2: the text is empty" and entries[3]["input"] is None
 
 
 def test_characters_the_vocabulary_lacks_are_one_line_for_a_whole_file(capsys, monkeypatch):

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if not translator.model.decodes:  # an encoder-only model fills its masks instead
             _fill(args, translator, list(zip(texts, sources)), ablation=ablation_for(args, translator))
         else:
-            _translate(args, translator, texts, sources, processes)
+            _translate(args, translator, texts, sources, processes=processes, bad=bad)
     return 1 if bad else 0
 
 
@@ -95,7 +95,8 @@ def _sources(args: argparse.Namespace, translator, texts: list[str | None], bad:
     return sources
 
 
-def _translate(args: argparse.Namespace, translator, texts: list[str | None], sources: list, processes) -> None:
+def _translate(args: argparse.Namespace, translator, texts: list[str | None], sources: list, *, processes,
+               bad: dict[int, str]) -> None:
     """Decode the inputs in batches (models/inference/corpus.py) and print each output in input order as soon as it
     and every one before it are done (a refused input's line is empty); --json one document at the end."""
     from models.inference.corpus import decode_corpus
@@ -110,12 +111,12 @@ def _translate(args: argparse.Namespace, translator, texts: list[str | None], so
                             length_penalty=args.length_penalty, max_len=args.max_len,
                             ablation=ablation_for(args, translator))
     with progress_bar(len(texts), enabled=processes.main and not args.json, unit="line") as bar:
-        for text, found in zip(texts, results):
+        for number, (text, found) in enumerate(zip(texts, results), 1):
             best = found[0] if found else None
             if args.json:
                 translations.append({"input": text, "output": best.text, "tokens": best.tokens,
                                      "token_ids": best.token_ids, "score": float(best.score)} if best else
-                                    {"input": text, "output": None, "error": "refused"})
+                                    {"input": text, "output": None, "error": bad.get(number, "refused")})
             else:  # one line each, no escape sequences from the vocabulary
                 bar.write(terminal_text(best.text) if best else "")
             bar.update(1)
