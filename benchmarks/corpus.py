@@ -10,9 +10,11 @@ Two models:
   ``generate`` decodes the same sources in the same batches (padded, with their attention mask), padding banned,
   no forced end token, ``length_penalty`` 0.6 for beam search as ours.
 
-Every run decodes at most ``--max-len`` tokens (24), without the trace. Memory: on the CPU the process's peak
-resident size during the run (its high-water mark reset before each run, /proc/self/clear_refs), and how much it
-grew above the size before the run; on CUDA torch's peak allocated memory. One torch thread unless ``--threads``.
+Every run decodes at most ``--max-len`` tokens (24), without the trace; its speed is given per wall-clock second and
+per CPU second of the process (the steadier measure of a one-thread run on a busy machine). Memory: on the CPU the
+process's peak resident size during the run (its high-water mark reset before each run, /proc/self/clear_refs), and
+how much it grew above the size before the run; on CUDA torch's peak allocated memory. One torch thread unless
+``--threads``.
 
 Goals (the CPU, one thread, marian-base, 64 sentences): batch 32 ≥ 3× batch 1 greedy, ≥ 2× at beam 4; peak memory
 ≤ 1.5× the batch-1 run's.
@@ -120,12 +122,12 @@ def _status(field: str) -> int:
 def ours(translator: Translator, sources: list[list[int]], *, batch: int, beam: int, max_len: int) -> dict:
     inputs = [SourceInput(ids, len(ids)) for ids in sources]
     with PeakMemory(translator.device) as memory:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         results = list(decode_corpus(translator, inputs, beam=beam, batching=Batching(tokens=10**9, size=batch),
                                      max_len=max_len, need_weights=False))
-        seconds = time.perf_counter() - start
-    return dict(seconds=seconds, per_second=len(sources) / seconds, peak=memory.peak, grew=memory.peak - memory.before,
-                outputs=[result[0].token_ids for result in results])
+        seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    return dict(seconds=seconds, per_second=len(sources) / seconds, per_cpu_second=len(sources) / cpu,
+                peak=memory.peak, grew=memory.peak - memory.before, outputs=[result[0].token_ids for result in results])
 
 
 def theirs(original, sources: list[list[int]], *, batch: int, beam: int, max_len: int, device) -> dict:
@@ -138,7 +140,7 @@ def theirs(original, sources: list[list[int]], *, batch: int, beam: int, max_len
     order = sorted(range(len(sources)), key=lambda index: len(sources[index]))
     outputs = [None] * len(sources)
     with PeakMemory(device) as memory, torch.inference_mode():
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         for first in range(0, len(order), batch):
             chosen = order[first: first + batch]
             longest = max(len(sources[index]) for index in chosen)
@@ -150,9 +152,9 @@ def theirs(original, sources: list[list[int]], *, batch: int, beam: int, max_len
                                           generation_config=settings).cpu()
             for row, index in enumerate(chosen):
                 outputs[index] = [token for token in generated[row, 1:].tolist() if token != pad]
-        seconds = time.perf_counter() - start
-    return dict(seconds=seconds, per_second=len(sources) / seconds, peak=memory.peak, grew=memory.peak - memory.before,
-                outputs=outputs)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    return dict(seconds=seconds, per_second=len(sources) / seconds, per_cpu_second=len(sources) / cpu,
+                peak=memory.peak, grew=memory.peak - memory.before, outputs=outputs)
 
 
 def report(name: str, rows: dict, batches: list[int]) -> list[str]:
@@ -164,13 +166,15 @@ def report(name: str, rows: dict, batches: list[int]) -> list[str]:
             for who in ("attnviz", "transformers"):
                 found = rows.get((mode, batch, who))
                 if found:
-                    line.append(f"{who} {found['per_second']:7.1f} sent/s, peak {found['peak'] / 2**20:7.0f} MB "
-                                f"(+{found['grew'] / 2**20:5.0f})")
+                    line.append(f"{who} {found['per_second']:6.1f} sent/s ({found['per_cpu_second']:6.1f} per CPU s), "
+                                f"peak {found['peak'] / 2**20:6.0f} MB (+{found['grew'] / 2**20:4.0f})")
             mine, peer = rows.get((mode, batch, "attnviz")), rows.get((mode, batch, "transformers"))
             if mine and peer:
-                line.append(f"ratio {mine['per_second'] / peer['per_second']:.2f}")
+                line.append(f"ratio {mine['per_second'] / peer['per_second']:.2f} "
+                            f"(CPU {mine['per_cpu_second'] / peer['per_cpu_second']:.2f})")
             if mine and one and batch != batches[0]:
-                line.append(f"×{mine['per_second'] / one['per_second']:.2f} of batch {batches[0]}")
+                line.append(f"×{mine['per_second'] / one['per_second']:.2f} of batch {batches[0]} "
+                            f"(CPU ×{mine['per_cpu_second'] / one['per_cpu_second']:.2f})")
             print("  ".join(line), flush=True)
         mine = rows.get((mode, 32, "attnviz"))
         if name == "marian-base" and mine and one and batches[0] == 1:
