@@ -210,6 +210,7 @@ def test_out_of_device_memory_is_one_line_with_the_way_out(capsys, monkeypatch, 
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
 
     monkeypatch.setattr(Translator, "decode", out_of_memory)
+    monkeypatch.setattr(Translator, "decode_batch", out_of_memory)  # a corpus is decoded in batches
     code, _, err = cli(capsys, "translate", "-c", random_checkpoint, "abc")
     assert_error(code, err, "the device ran out of memory (CUDA out of memory. Tried to allocate 20.00 GiB); "
                             "try --device cpu")

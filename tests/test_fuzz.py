@@ -336,8 +336,12 @@ def test_standard_input_encodings(random_checkpoint):
     """One process checks the bytes cases in turn (each start costs a second or two)."""
     checkpoint = str(random_checkpoint).encode()
     base = [b"translate", b"-c", checkpoint, b"--max-len", b"3"]
-    assert_process_error(cli_process(base, b"abc\nab\xffc\n"), "standard input:2", "0xff", "column 3")
-    assert_process_error(cli_process(base, "abc\n".encode("utf-16")), "standard input:1", "0xff")
+    bad_line = cli_process(base, b"abc\nab\xffc\n")  # reported once; the other lines are still decoded
+    assert_process_error(bad_line, "standard input:2", "0xff", "column 3")
+    assert len(bad_line.stdout.splitlines()) == 2 and bad_line.stdout.splitlines()[1] == b""
+    utf16 = cli_process(base, "abc\n".encode("utf-16"))
+    assert utf16.returncode == 1 and utf16.stderr.decode().startswith("attnviz: error: standard input:1: not UTF-8 "
+                                                                      "text (byte 0xff at column 1)")
     assert_process_error(cli_process([*base, b"ab\xe9c"]), "input 1", "0xe9", "byte offset 2")
     crlf = cli_process(base, b"abc\r\nbca\r\n")
     assert crlf.returncode == 0 and len(crlf.stdout.splitlines()) == 2, crlf.stderr

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import difflib
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -132,6 +134,89 @@ def input_lines(encoding: str) -> list[str]:
     if lines and lines[-1] == "":  # the text ended with a line end
         lines.pop()
     return lines
+
+
+def each_input_line(encoding: str) -> tuple[list[str | None], dict[int, str]]:
+    """The lines of standard input as :func:`input_lines` reads them, but a line with bytes that are not UTF-8 is
+    None, its one-line error kept by line number (models/text/pairs.py ``decode_each_line``)."""
+    from models.text.pairs import decode_each_line
+
+    lines, bad = decode_each_line(sys.stdin.buffer.read(), "standard input", encoding)
+    if lines and lines[-1] == "":  # the text ended with a line end
+        lines.pop()
+    return lines, bad
+
+
+class _Lines:
+    """Where a command's output lines go when no progress bar is shown: straight to stdout."""
+
+    @staticmethod
+    def write(text: str) -> None:
+        print(text, flush=True)
+
+    def update(self, count: int = 1) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, *, enabled: bool = True, unit: str = "line"):
+    """A progress bar on stderr (tqdm) for a job of ``total`` items longer than the terminal has lines, when stderr
+    is a terminal and ``enabled``; yields what takes the output lines (``write``) and the progress (``update``):
+    lines written through it go to stdout above the bar."""
+    if not (enabled and sys.stderr.isatty() and total > shutil.get_terminal_size().lines):
+        yield _Lines()
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, file=sys.stderr, unit=unit, leave=False, dynamic_ncols=True) as bar:
+        yield _Bar(bar)
+
+
+class _Bar:
+    """Output lines written above a tqdm bar (on stdout), and the bar's progress."""
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+
+    def write(self, text: str) -> None:
+        self.bar.write(text, file=sys.stdout)
+
+    def update(self, count: int = 1) -> None:
+        self.bar.update(count)
+
+
+def add_batching_options(parser: argparse.ArgumentParser) -> None:
+    """``--batch-size`` and ``--batch-tokens``: how many inputs are decoded at once (models/inference/corpus.py)."""
+    from models.inference.batch_sizes import DEFAULT_BATCH_SIZE, DEFAULT_BATCH_TOKENS
+
+    parser.add_argument("--batch-size", type=int_range(1), default=DEFAULT_BATCH_SIZE, metavar="N",
+                        help="decode at most N inputs at once (1: one at a time)")
+    parser.add_argument("--batch-tokens", type=int_range(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
+                        help="at most N tokens a batch: its inputs, times the beam, times the longest of them")
+
+
+def batching_of(args: argparse.Namespace):
+    """The ``Batching`` (models/inference/corpus.py) ``--batch-size`` and ``--batch-tokens`` ask for."""
+    from models.inference.corpus import Batching
+
+    return Batching(tokens=args.batch_tokens, size=args.batch_size)
+
+
+def announce_unknown_inputs(sources: list, *, verbose: bool) -> None:
+    """Say on stderr which inputs had characters the vocabulary lacks: one line for them all, each input's own
+    line with ``verbose`` (or when there is one input). ``sources``: each input's ``SourceInput``, or None."""
+    present = [(number, source) for number, source in enumerate(sources, 1) if source is not None]
+    lacking = [(number, source) for number, source in present if source.unknown]
+    if verbose or len(sources) == 1:
+        for number, source in lacking:
+            announce_unknown(source, f"input {number}")
+        return
+    if not lacking:
+        return
+    characters = list(dict.fromkeys(character for _, source in lacking for character in source.unknown))
+    shown = " ".join(repr(character) for character in characters[:10]) + (" …" if len(characters) > 10 else "")
+    warn(f"{len(lacking)} of {len(present)} inputs had characters the vocabulary lacks: {shown}; each became its "
+         f"unknown token (--verbose names the inputs; --strict refuses such text)")
 
 
 def terminal_text(text: str) -> str:

@@ -1,5 +1,5 @@
 """attnviz evaluate -c CKPT [--data PAIRS.tsv] [--beam K] [--limit N] [--alignment piglatin]
-[--ablate KIND:LAYER:HEAD] [--json]
+[--ablate KIND:LAYER:HEAD] [--batch-size N] [--batch-tokens N] [--json]
 
 Exact match, chrF and BLEU on held-out pairs, exact match by source length, and with --alignment piglatin
 the share of copied characters whose strongest cross-attention is on the character copied. A bundled demo
@@ -13,8 +13,8 @@ import dataclasses
 import json
 
 from .common import (
-    MAX_OUTPUT_TOKENS, ablation_for, add_ablation_option, add_beam_option, add_corpus_options, add_model_options,
-    corpus_pairs, int_range, model_shape, open_translator,
+    MAX_OUTPUT_TOKENS, ablation_for, add_ablation_option, add_batching_options, add_beam_option, add_corpus_options,
+    add_model_options, batching_of, corpus_pairs, int_range, model_shape, open_translator,
 )
 
 NAME = "evaluate"
@@ -30,6 +30,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--alignment", choices=("piglatin",),
                         help="also score the cross-attention alignment (default: not scored)")
     add_ablation_option(parser)
+    add_batching_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         from models.text.piglatin import copy_sources
     translator = open_translator(args)
     scores = evaluate(translator, pairs, beam=args.beam, max_len=args.max_len, copy_sources=copy_sources,
-                      ablation=ablation_for(args, translator))
+                      ablation=ablation_for(args, translator), batching=batching_of(args))
     if args.json:
         print(json.dumps({"corpus": corpus, **dataclasses.asdict(scores)}))
     else:

@@ -18,8 +18,9 @@ import json
 from models.errors import InputError
 
 from .common import (
-    ablation_for, add_decoding_options, add_model_options, announce_truncation, announce_unknown, argument_text,
-    encoding_name, finite_float, input_lines, note, open_translator, prompt_source, terminal_text,
+    ablation_for, add_batching_options, add_decoding_options, add_model_options, announce_truncation,
+    announce_unknown, announce_unknown_inputs, argument_text, batching_of, each_input_line, encoding_name, error,
+    finite_float, model_shape, note, open_translator, progress_bar, prompt_source, terminal_text,
 )
 
 NAME = "translate"
@@ -35,44 +36,85 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--encoding", type=encoding_name, default="utf-8",
                         help="text encoding of standard input (default utf-8)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_batching_options(parser)
+    parser.add_argument("--verbose", action="store_true",
+                        help="name every input with characters the vocabulary lacks (default: one line for them all)")
     parser.add_argument("text", nargs="*", help="sentences to translate (default: lines of standard input)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.text:
-        texts = [argument_text(text, f"input {number}") for number, text in enumerate(args.text, 1)]
+        texts: list[str | None] = [argument_text(text, f"input {number}") for number, text in enumerate(args.text, 1)]
+        bad: dict[int, str] = {}
     else:
-        texts = input_lines(args.encoding)
+        texts, bad = each_input_line(args.encoding)
     if not texts:
         raise InputError("nothing to translate: give TEXT arguments or lines on standard input")
-    translator = open_translator(args)
-    from models.inference.decoding import finish
-    from models.inference.modes import decoding_mode
+    model_shape(args)  # mistakes answered before torch is imported (--system without --chat among them)
+    from models.inference.distributed import joined
 
-    ablation = ablation_for(args, translator)
-    sources = []
-    for number, text in enumerate(texts, 1):  # check every input before spending time on any
-        try:
-            sources.append(prompt_source(args, translator, text))
-        except InputError as failure:
-            raise InputError(f"input {number}: {failure}") from None
-    if not translator.model.decodes:  # an encoder-only model fills its masks instead
-        return _fill(args, translator, list(zip(texts, sources)), ablation=ablation)
-    translations = []
-    for number, (text, source) in enumerate(zip(texts, sources), 1):
-        announce_unknown(source, f"input {number}")
-        announce_truncation(source, f"input {number}", translator.config.max_len)
-        best = finish(translator.decode(source, mode=decoding_mode(args.beam), beam=args.beam,
-                                        length_penalty=args.length_penalty, max_len=args.max_len,
-                                        need_weights=False, ablation=ablation))[0]
-        if args.json:
-            translations.append({"input": text, "output": best.text, "tokens": best.tokens,
-                                 "token_ids": best.token_ids, "score": float(best.score)})
+    with joined(args.device) as processes:
+        args.device = str(processes.device)  # under torchrun on CUDA: this process's own GPU
+        translator = open_translator(args)
+        sources = _sources(args, translator, texts, bad=bad)
+        if not processes.main:
+            bad = {}  # the main process says what was wrong
+        for message in bad.values():  # each refused input once, before the outputs
+            error(message)
+        if not translator.model.decodes:  # an encoder-only model fills its masks instead
+            _fill(args, translator, list(zip(texts, sources)), ablation=ablation_for(args, translator))
         else:
-            print(terminal_text(best.text), flush=True)  # one line each, no escape sequences from the vocabulary
-    if args.json:  # escaped throughout: no control character or lone surrogate reaches the terminal
+            _translate(args, translator, texts, sources=sources, processes=processes, bad=bad)
+    return 1 if bad else 0
+
+
+def _sources(args: argparse.Namespace, translator, texts: list[str | None], *, bad: dict[int, str]) -> list:
+    """Each input's ``SourceInput``, or None where it is refused (its one line kept in ``bad`` by input number);
+    one input alone, or every input, refused is the command's error."""
+    sources = []
+    for number, text in enumerate(texts, 1):
+        source = None
+        try:
+            if text is not None:
+                source = prompt_source(args, translator, text)
+        except InputError as failure:
+            bad[number] = f"input {number}: {failure}"
+        sources.append(source)
+    if bad and len(bad) == len(texts):
+        raise InputError(bad[min(bad)])
+    ordered = sorted(bad.items())
+    bad.clear()
+    bad.update(ordered)  # by input number
+    return sources
+
+
+def _translate(args: argparse.Namespace, translator, texts: list[str | None], *, sources: list, processes,
+               bad: dict[int, str]) -> None:
+    """Decode the inputs in batches (models/inference/corpus.py) and print each output in input order as soon as it
+    and every one before it are done (a refused input's line is empty); --json one document at the end."""
+    from models.inference.corpus import decode_corpus
+
+    if processes.main:
+        announce_unknown_inputs(sources, verbose=args.verbose)
+        for number, source in enumerate(sources, 1):
+            if source is not None:
+                announce_truncation(source, f"input {number}", translator.config.max_len)
+    translations = []
+    results = decode_corpus(translator, sources, beam=args.beam, batching=batching_of(args), processes=processes,
+                            length_penalty=args.length_penalty, max_len=args.max_len,
+                            ablation=ablation_for(args, translator))
+    with progress_bar(len(texts), enabled=processes.main and not args.json, unit="line") as bar:
+        for number, (text, found) in enumerate(zip(texts, results), 1):
+            best = found[0] if found else None
+            if args.json:
+                translations.append({"input": text, "output": best.text, "tokens": best.tokens,
+                                     "token_ids": best.token_ids, "score": float(best.score)} if best else
+                                    {"input": text, "output": None, "error": bad.get(number, "refused")})
+            else:  # one line each, no escape sequences from the vocabulary
+                bar.write(terminal_text(best.text) if best else "")
+            bar.update(1)
+    if args.json and processes.main:  # escaped throughout: no control character or lone surrogate reaches the terminal
         print(json.dumps(translations))
-    return 0
 
 
 def _fill(args: argparse.Namespace, translator, inputs: list, *, ablation) -> int:
@@ -83,6 +125,9 @@ def _fill(args: argparse.Namespace, translator, inputs: list, *, ablation) -> in
 
     documents = []
     for number, (text, source) in enumerate(inputs, 1):
+        if source is None:  # refused, and said so
+            documents.append({"input": text, "output": None, "error": "refused"}) if args.json else print()
+            continue
         announce_unknown(source, f"input {number}")
         announce_truncation(source, f"input {number}", translator.config.max_len)
         result = fill_masks(translator, source, need_weights=False, ablation=ablation)

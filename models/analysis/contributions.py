@@ -567,10 +567,12 @@ def corpus_coverage(translator, pairs: Sequence[tuple[str, str]], *, decoded: bo
 
     CONTRIBUTION_METHODS[catalogue.ALTI].check(translator.model)
     scored = []
-    if decoded:
-        for number, (source_text, _) in enumerate(pairs, start=1):
-            result = translator.translate(source_text)
-            scored.append((number, translator.source(source_text).ids, result.token_ids, result.text))
+    if decoded:  # greedy outputs, decoded in batches
+        from ..inference.corpus import decode_corpus
+
+        sources = [translator.source(source_text) for source_text, _ in pairs]
+        for number, (source, results) in enumerate(zip(sources, decode_corpus(translator, sources)), start=1):
+            scored.append((number, source.ids, results[0].token_ids, results[0].text))
     else:
         encoded, _ = encode_references(translator, pairs)
         scored = [(number, *scored_pair(translator.config, pair), pairs[number - 1][1])

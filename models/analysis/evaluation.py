@@ -17,8 +17,7 @@ import numpy as np
 import sacrebleu
 
 from ..nn.ablation import NO_ABLATION, Ablation
-from ..inference.decoding import finish
-from ..inference.modes import decoding_mode
+from ..inference.corpus import Batching, decode_corpus
 from ..inference.translator import Translator
 from ..trace.records import DecodeResult
 
@@ -50,13 +49,14 @@ class Evaluation:
 
 def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: int = 1,
              max_len: int | None = None, copy_sources: CopySources | None = None,
-             ablation: Ablation = NO_ABLATION) -> Evaluation:
-    """Score the translator's output on ``pairs``; ``ablation`` switches heads off (models/nn/ablation.py)."""
+             ablation: Ablation = NO_ABLATION, batching: Batching = Batching()) -> Evaluation:
+    """Score the translator's output on ``pairs``, decoded in batches (``batching``); ``ablation`` switches heads off
+    (models/nn/ablation.py)."""
     started = time.perf_counter()
     hypotheses, correct_by_length = [], defaultdict(lambda: [0, 0])
     hits = total = 0
     results = decoded(translator, pairs, beam=beam, max_len=max_len, ablation=ablation,
-                      need_weights=copy_sources is not None)
+                      need_weights=copy_sources is not None, batching=batching)
     for (source_text, reference), result in zip(pairs, results):
         hypotheses.append(result.text)
         correct = result.text == reference
@@ -75,13 +75,14 @@ def evaluate(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: 
 
 
 def decoded(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: int = 1, max_len: int | None = None,
-            ablation: Ablation = NO_ABLATION, need_weights: bool = False) -> Iterator[DecodeResult]:
-    """The best output for each pair's source, one pair at a time (characters the vocabulary lacks become its
-    unknown token)."""
-    for source_text, _ in pairs:
-        source = translator.source(source_text, unknown="replace")
-        yield finish(translator.decode(source, mode=decoding_mode(beam), beam=beam, max_len=max_len,
-                                       need_weights=need_weights, ablation=ablation))[0]
+            ablation: Ablation = NO_ABLATION, need_weights: bool = False,
+            batching: Batching = Batching()) -> Iterator[DecodeResult]:
+    """The best output for each pair's source, in order, decoded in batches (models/inference/corpus.py; characters
+    the vocabulary lacks become its unknown token)."""
+    sources = [translator.source(source_text, unknown="replace") for source_text, _ in pairs]
+    for results in decode_corpus(translator, sources, beam=beam, batching=batching, max_len=max_len,
+                                 need_weights=need_weights, ablation=ablation):
+        yield results[0]
 
 
 def output_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, float, float]:

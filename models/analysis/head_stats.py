@@ -21,7 +21,7 @@ from torch import Tensor
 from ..nn.base import Seq2Seq
 from ..inference.batches import Example, collate, encode_pairs
 from ..text.pairs import Pair
-from ..inference.decoding import finish
+from ..inference.corpus import decode_corpus
 from ..errors import AttnvizError, InputError
 from ..trace.head_summary import DIAGONAL_BAND, HeadStats, KindSums, RunStats, statistics_of
 from ..nn.intermediates import Intermediates
@@ -118,11 +118,10 @@ def greedy_examples(translator: Translator, examples: Sequence[Example]) -> tupl
     """Each source with the model's greedy output as its target (the decoder input the decoding fed: the start
     token and every output token but the last), and the outputs' text."""
     decoded, texts = [], []
-    for source_ids, _ in examples:
-        result = finish(translator.decode(SourceInput(source_ids, len(source_ids)), mode="greedy",
-                                          need_weights=False))[0]
-        decoded.append((source_ids, result.token_ids[:-1]))
-        texts.append(result.text)
+    sources = [SourceInput(source_ids, len(source_ids)) for source_ids, _ in examples]
+    for (source_ids, _), results in zip(examples, decode_corpus(translator, sources)):  # in batches
+        decoded.append((source_ids, results[0].token_ids[:-1]))
+        texts.append(results[0].text)
     return decoded, texts
 
 

@@ -23,7 +23,8 @@ trace's number type (float32, or float16 where memory matters more than the last
 
 A step reads the device once: what the host needs of it (its choices, scores, flags, mask and attention rows)
 comes in one transfer (``HostTransfer``, models/inference/transfer.py), and every decision is taken on that
-copy, so a GPU never waits for its queued kernels more than once a step.
+copy, so a GPU never waits for its queued kernels more than once a step (``make_step``: ``on_device``, the
+transfer, ``from_host``). A corpus runs the same decoders side by side in batches (models/inference/batched.py).
 """
 
 from __future__ import annotations
@@ -155,8 +156,24 @@ class _Decoder:
     def begin(self) -> None:
         with torch.inference_mode(), keeping_attention(self.dtype):
             self.state, started = self.model.start(self.src, need_weights=self.need_weights, ablation=self.ablation)
-        self.traces.begin(started, self.traces.src_tokens[:-1] if self.prompt is not None else ())
+        self.state.limit_caches(self.key_offset + self.max_len)
+        self.began(started)
         self.prefix = torch.full((1, 0), self.start, dtype=torch.long, device=self.src.device)
+
+    def began(self, started: Intermediates) -> None:
+        """Take what the model's ``start`` computed of this run's source (its attention, its masks)."""
+        self.traces.begin(started, self.traces.src_tokens[:-1] if self.prompt is not None else ())
+
+    def keep_rows(self, beam: int | None = None) -> None:
+        """Where the steps' attention rows are written, when the run keeps them: one line of rows, or a beam's
+        ``beam`` rows a step."""
+        if not self.need_weights:
+            return
+        if beam is None:
+            self.rows = RowBuffer(self.max_len, self.dtype, key_offset=self.key_offset, first=self.traces.first)
+            return
+        self.beam_rows = BeamRows(self.max_len, beam, self.dtype, key_offset=self.key_offset)
+        self.traces.settled = self.beam_rows.shared
 
     def step(self, tokens: Tensor) -> tuple[Tensor, dict[str, list[Tensor]], dict[str, Tensor]]:
         """Feed ``tokens`` ``[K]``; returns log-probabilities ``[K, V]``, attention rows and mask rows."""
@@ -229,13 +246,28 @@ class _Decoder:
 
         Everything the host needs of the step comes in one transfer; hypotheses whose score is not finite (a
         beam wider than what could be chosen) are dropped here, so the step may have fewer rows than given."""
+        kept, passing = self.on_device(log_probs, parents=parents, tokens=tokens, scores=scores, finished=finished,
+                                       attention=attention, masks=masks, frozen=frozen)
+        host, rows = self.transfer({**kept, "broken": broken}, passing)
+        return self.from_host(index, host, rows, attention=attention)
+
+    def on_device(self, log_probs: Tensor, *, parents: Tensor, tokens: Tensor, scores: Tensor, finished: Tensor,
+                  attention: dict[str, list[Tensor]], masks: dict[str, Tensor],
+                  frozen: Tensor | None = None) -> tuple[dict[str, Tensor], dict]:
+        """What the host needs of a step, on the device: per new hypothesis its choices, parent, score and flag
+        (kept), and per fed row its mask and, where the run keeps them, its attention rows (passing)."""
         kept = {**self.choices.on_device(log_probs.index_select(0, parents), tokens, frozen), "parents": parents,
                 "scores": scores.double(), "finished": finished}
         passing = {("mask", kind): mask for kind, mask in masks.items()}
         if self.rows is not None or self.beam_rows is not None:
             passing.update({("attention", kind, layer): weights.to(self.weights_dtype)
                             for kind, layers in attention.items() for layer, weights in enumerate(layers)})
-        host, rows = self.transfer({**kept, "broken": broken}, passing)
+        return kept, passing
+
+    def from_host(self, index: int, host: dict[str, np.ndarray], rows: dict, *,
+                  attention: dict[str, list]) -> DecodeStep:
+        """The step from its host copy: ``host`` the kept arrays and ``broken`` (which fed rows held NaN), ``rows``
+        the fed rows' masks and attention over this run's own keys; ``attention`` names the kinds and layers."""
         if host.pop("broken").any() and not self.reported:
             self.reported = _report_not_finite(index, _attention_rows(rows, attention))
         finite = max(1, int(np.isfinite(host["scores"]).sum()))
@@ -247,7 +279,7 @@ class _Decoder:
             attention_rows = self.beam_rows.add(index, _attention_rows(rows, attention), parents_host)
         else:  # nothing asked for the weights
             attention_rows = {}
-        mask_rows = {kind: self._shared_if_open(rows[("mask", kind)][parents_host]) for kind in masks}
+        mask_rows = {key[1]: self._shared_if_open(rows[key][parents_host]) for key in rows if key[0] == "mask"}
         first = index == 0 and attention_rows and self.traces.first  # a prefilled prompt's rows, once
         return DecodeStep(step=index, **self.choices.labelled(host), parents=parents_host, scores=host["scores"],
                           finished=host["finished"], attention=attention_rows, masks=mask_rows,
@@ -452,8 +484,7 @@ def _one_by_one(decoder: _Decoder, next_token: NextToken) -> Generator[DecodeSte
     """One hypothesis, one step per token: ``next_token`` picks what is fed next, until the end token or
     ``decoder.max_len`` steps. Returns the steps. The host reads the device once per step (``make_step``)."""
     decoder.begin()
-    decoder.rows = RowBuffer(decoder.max_len, decoder.dtype, key_offset=decoder.key_offset,
-                             first=decoder.traces.first) if decoder.need_weights else None
+    decoder.keep_rows()
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
     score = torch.zeros(1, dtype=torch.float64, device=device)
@@ -490,9 +521,7 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     if decoder.prompt is not None:
         return (yield from finished_list_beam_search(decoder, beam=beam, length_penalty=length_penalty, first=first))
     decoder.begin()
-    if decoder.need_weights:
-        decoder.beam_rows = BeamRows(decoder.max_len, beam, decoder.dtype, key_offset=decoder.key_offset)
-        decoder.traces.settled = decoder.beam_rows.shared
+    decoder.keep_rows(beam)
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
@@ -501,14 +530,9 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
     for index in range(decoder.max_len):
         log_probs, attention, masks = decoder.step(tokens)  # [k, V]
         log_probs, broken = without_nan(log_probs)
-        candidates = decoder.searchable(index, log_probs)
-        if steps and steps[-1].finished.any():  # decided on the host copy of the last step
-            candidates = _extend(candidates, finished, decoder.pad)
-        candidates = candidates.double() + scores[:, None]
-        if index < len(first):
-            only = torch.full_like(candidates, float("-inf"))
-            only[:, first[index]] = candidates[:, first[index]]
-            candidates = only
+        # whether to extend finished rows by padding is decided on the host copy of the last step
+        candidates = beam_candidates(decoder, index, log_probs, scores=scores, finished=finished, first=first,
+                                     extend=bool(steps and steps[-1].finished.any()))
         vocab = candidates.shape[1]
         best = candidates.view(-1).topk(min(beam, candidates.numel()))  # make_step drops those not finite
         parents, tokens = best.indices // vocab, best.indices % vocab
@@ -526,6 +550,21 @@ def beam_search(model: Seq2Seq, src_ids: Sequence[int], capture: Capture = Captu
             break
         decoder.reorder(parents, steps[-1].parents)
     return decoder.results(steps, length_penalty)
+
+
+def beam_candidates(decoder: _Decoder, index: int, log_probs: Tensor, *, scores: Tensor, finished: Tensor,
+                    first: Sequence[int], extend: bool) -> Tensor:
+    """Every extension's summed log-probability ``[rows, V]`` (float64) at step ``index``: finished rows (where
+    ``extend``, some are) extended by padding alone, at no cost; the first steps only by ``first``'s tokens."""
+    candidates = decoder.searchable(index, log_probs)
+    if extend:
+        candidates = _extend(candidates, finished, decoder.pad)
+    candidates = candidates.double() + scores[:, None]
+    if index < len(first):
+        only = torch.full_like(candidates, float("-inf"))
+        only[:, first[index]] = candidates[:, first[index]]
+        candidates = only
+    return candidates
 
 
 def _forced_run(model: Seq2Seq, src_ids: Sequence[int], capture: Capture, search: Search) -> Steps:
@@ -560,6 +599,6 @@ def _report_not_finite(index: int, attention: dict[str, list[np.ndarray]]) -> bo
 
 def _extend(log_probs: Tensor, finished: Tensor, pad: int) -> Tensor:
     """Finished rows can only be extended by padding, at no cost; other rows as the model says."""
-    frozen = torch.full_like(log_probs, float("-inf"))
-    frozen[:, pad] = 0.0
-    return torch.where(finished[:, None], frozen, log_probs)
+    extended = log_probs.masked_fill(finished[:, None], float("-inf"))
+    extended[:, pad] = log_probs[:, pad].masked_fill(finished, 0.0)
+    return extended

@@ -20,7 +20,6 @@ from typing import Generator, Sequence
 import numpy as np
 import torch
 
-from ..nn.intermediates import BeamRows
 from ..trace.records import DecodeResult, DecodeStep
 from .choices import without_nan
 from .prompts import generated_length_score
@@ -32,9 +31,7 @@ def finished_list_beam_search(decoder, *, beam: int = 4, length_penalty: float =
     ``decoder`` is the run's ``_Decoder`` (models/inference/decoding.py), through which ``beam_search`` calls this;
     every hypothesis starts with ``first``."""
     decoder.begin()
-    if decoder.need_weights:
-        decoder.beam_rows = BeamRows(decoder.max_len, 2 * beam, decoder.dtype, key_offset=decoder.key_offset)
-        decoder.traces.settled = decoder.beam_rows.shared
+    decoder.keep_rows(2 * beam)
     device = decoder.src.device
     tokens = torch.tensor([decoder.start], device=device)
     scores = torch.zeros(1, dtype=torch.float64, device=device)
@@ -73,37 +70,45 @@ def finished_list_beam_search(decoder, *, beam: int = 4, length_penalty: float =
     return decoder.results(steps, length_penalty, rows=[int(row) for row in final])
 
 
-def _choose(decoder, index: int, log_probs, *, scores, finished, norms, beam: int, keep: int, last: bool,
-            length_penalty: float):
+def _choose(decoder, index: int, log_probs, *, scores, finished, norms, beam: int, keep: int, last,
+            length_penalty: float, sentences: int = 1):
     """The next step's rows on the device: parents, tokens, summed log-probabilities, finished flags, the finished
-    rows' ranking scores and which rows carry a finished hypothesis on (``frozen``)."""
+    rows' ranking scores and which rows carry a finished hypothesis on (``frozen``). The rows are ``sentences``
+    groups of equal size, each one sentence's (models/inference/batched.py; parents index every group's rows);
+    ``last``: whether this is the last step, a bool or per sentence ``[sentences]``."""
+    count = sentences
     candidates = decoder.searchable(index, log_probs).double() + scores[:, None]
     candidates = candidates.masked_fill(finished[:, None], float("-inf"))  # the finished list is not extended
-    vocab = candidates.shape[1]
-    best = candidates.view(-1).topk(min(keep, candidates.numel()))
-    parents, tokens, values = best.indices // vocab, best.indices % vocab, best.values
-    ends = torch.ones_like(tokens, dtype=torch.bool) if last else decoder.ended(tokens)
+    rows, vocab = candidates.shape[0] // count, candidates.shape[1]
+    best = candidates.view(count, rows * vocab).topk(min(keep, rows * vocab), dim=1)
+    base = torch.arange(count, device=candidates.device)[:, None] * rows
+    parents, tokens, values = best.indices // vocab + base, best.indices % vocab, best.values  # [sentences, k]
+    last = torch.as_tensor(last, device=candidates.device).expand(count)
+    ends = decoder.ended(tokens) | last[:, None]
     # the running hypotheses: the best that do not end
-    running = (values - ends.double() * 1e9).topk(min(beam, len(values))).indices
+    running = (values - ends.double() * 1e9).topk(min(beam, values.shape[1]), dim=1).indices
     # the finished list: the old one and those of the first ``beam`` candidates that end, its best ``beam`` kept
-    joining = ends & (torch.arange(len(values), device=values.device) < beam)
+    joining = ends & (torch.arange(values.shape[1], device=values.device) < beam)
     new_norms = torch.where(joining, values / float(index + 1) ** length_penalty if length_penalty else values,
                             torch.full_like(values, float("-inf")))
-    merged = torch.cat([norms.masked_fill(~finished, float("-inf")), new_norms])
-    listed = merged.topk(min(beam, len(merged))).indices
-    old = listed < len(norms)
-    rows = len(norms)
-    source = (listed - rows).clamp(min=0)
-    listed_parents = torch.where(old, listed.clamp(max=rows - 1), parents[source])
-    listed_tokens = torch.where(old, torch.full_like(listed, decoder.pad), tokens[source])
-    listed_scores = torch.where(old, scores[listed.clamp(max=rows - 1)], values[source])
-    listed_norms = merged[listed]
+    merged = torch.cat([norms.masked_fill(~finished, float("-inf")).view(count, rows), new_norms], dim=1)
+    listed = merged.topk(min(beam, merged.shape[1]), dim=1).indices
+    old = listed < rows
+    source, kept_row = (listed - rows).clamp(min=0), listed.clamp(max=rows - 1)
+    listed_parents = torch.where(old, kept_row + base, parents.gather(1, source))
+    listed_tokens = torch.where(old, torch.full_like(listed, decoder.pad), tokens.gather(1, source))
+    listed_scores = torch.where(old, scores.view(count, rows).gather(1, kept_row), values.gather(1, source))
+    listed_norms = merged.gather(1, listed)
     listed_scores = listed_scores.masked_fill(listed_norms == float("-inf"), float("-inf"))  # dropped by make_step
-    return (torch.cat([parents[running], listed_parents]), torch.cat([tokens[running], listed_tokens]),
-            torch.cat([values[running], listed_scores]),
-            torch.cat([torch.zeros_like(running, dtype=torch.bool), torch.ones_like(listed, dtype=torch.bool)]),
-            torch.cat([torch.full_like(values[running], float("-inf")), listed_norms]),
-            torch.cat([torch.zeros_like(running, dtype=torch.bool), old]))
+    run_values = values.gather(1, running)
+    unfinished = torch.zeros_like(running, dtype=torch.bool)
+    joined = (torch.cat([parents.gather(1, running), listed_parents], dim=1),
+              torch.cat([tokens.gather(1, running), listed_tokens], dim=1),
+              torch.cat([run_values, listed_scores], dim=1),
+              torch.cat([unfinished, torch.ones_like(listed, dtype=torch.bool)], dim=1),
+              torch.cat([torch.full_like(run_values, float("-inf")), listed_norms], dim=1),
+              torch.cat([unfinished, old], dim=1))
+    return tuple(part.reshape(-1) for part in joined)
 
 
 def _was_finished(steps: list[DecodeStep]) -> np.ndarray:

@@ -19,6 +19,8 @@ import torch
 
 from ..nn.ablation import NO_ABLATION, Ablation
 from ..storage.checkpoint import Checkpoint, available_memory
+from ..trace.records import DecodeResult
+from .batched import decode_batch
 from .decoding import DECODERS, Capture, Search, Steps, finish
 from .modes import MODE_NAMES, Mode, decoding_mode
 from .prompts import continuation_room, prompted
@@ -286,6 +288,26 @@ class Translator:
         search = Search(beam=beam, length_penalty=length_penalty, first=self.target_tokenizer.first_tokens(),
                         target=target_ids)
         return self._with_text(DECODERS[Mode(mode)](self.model, source.ids, capture, search), source)
+
+    def decode_batch(self, sources: list[SourceInput], *, mode: str = Mode.GREEDY, beam: int = 4,
+                     length_penalty: float | None = None, max_len: int | None = None, top_k: int = 10,
+                     need_weights: bool = False, ablation: Ablation = NO_ABLATION,
+                     dtype: type = np.float32) -> list[list[DecodeResult]]:
+        """Greedy or beam decoding of ``sources`` in one batch (models/inference/batched.py): per source its results
+        with their text, best first, as :meth:`decode` gives them one at a time."""
+        ablation.validate(self.model.attention_shape())
+        if length_penalty is None:
+            length_penalty = 1.0 if self.decoder_only else 0.6
+        captures = [Capture(label=self.target_tokenizer.token, source_tokens=self.source_labels(source), top_k=top_k,
+                            need_weights=need_weights, max_len=max_len, dtype=dtype, ablation=ablation)
+                    for source in sources]
+        search = Search(beam=beam, length_penalty=length_penalty, first=self.target_tokenizer.first_tokens())
+        found = decode_batch(self.model, [source.ids for source in sources], captures, search=search, mode=Mode(mode))
+        for source, results in zip(sources, found):
+            for result in results:
+                result.text = self.target_tokenizer.decode(result.token_ids)
+                result.truncated_source = source.truncated
+        return found
 
     def source_labels(self, source: SourceInput) -> list[str]:
         """How a run's trace labels the encoder positions: the tokens, an unknown one as the text it stands for."""

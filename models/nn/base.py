@@ -38,13 +38,15 @@ class LayerCache:
     room_v: Tensor | None = None
     spare_k: Tensor | None = None  # the buffers the last beam reorder copied from: the next one copies into them
     spare_v: Tensor | None = None
+    limit: int | None = None  # the most positions the prefix will hold, where the decoding knows it: no room beyond
 
     def extend_self(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append this step's keys/values and return the whole prefix's."""
         start = 0 if self.self_k is None else self.self_k.shape[2]
         end = start + k.shape[2]
         if self.room_k is None or end > self.room_k.shape[2]:
-            self.room_k, self.room_v = _room_for(self.self_k, k, end), _room_for(self.self_v, v, end)
+            self.room_k, self.room_v = (_room_for(self.self_k, k, end, limit=self.limit),
+                                        _room_for(self.self_v, v, end, limit=self.limit))
         self.room_k[:, :, start:end] = k
         self.room_v[:, :, start:end] = v
         self.self_k, self.self_v = self.room_k[:, :, :end], self.room_v[:, :, :end]
@@ -70,7 +72,8 @@ class LayerCache:
         cache = LayerCache(cross_k=self.cross_k if same else pick(self.cross_k),
                            cross_v=self.cross_v if same else pick(self.cross_v),
                            room_k=_select_into(room_k, index, self.spare_k),
-                           room_v=_select_into(room_v, index, self.spare_v), spare_k=room_k, spare_v=room_v)
+                           room_v=_select_into(room_v, index, self.spare_v), spare_k=room_k, spare_v=room_v,
+                           limit=self.limit)
         if self.self_k is not None:
             length = self.self_k.shape[2]
             cache.self_k, cache.self_v = cache.room_k[:, :, :length], cache.room_v[:, :, :length]
@@ -87,9 +90,13 @@ def _select_into(tensor: Tensor | None, index: Tensor, spare: Tensor | None) -> 
     return torch.index_select(tensor, 0, index, out=spare)
 
 
-def _room_for(prefix: Tensor | None, new: Tensor, length: int) -> Tensor:
-    """A buffer with room for twice ``length`` positions, holding ``prefix`` at its start."""
-    room = new.new_empty(new.shape[0], new.shape[1], max(2 * length, 16), new.shape[3])
+def _room_for(prefix: Tensor | None, new: Tensor, length: int, *, limit: int | None = None) -> Tensor:
+    """A buffer with room for twice ``length`` positions (at most ``limit``, at least ``length``), holding ``prefix``
+    at its start."""
+    size = max(2 * length, 16)
+    if limit is not None:
+        size = max(min(size, limit), length)
+    room = new.new_empty(new.shape[0], new.shape[1], size, new.shape[3])
     if prefix is not None:
         room[:, :, : prefix.shape[2]] = prefix
     return room
@@ -106,6 +113,12 @@ class DecoderState:
     hidden: Tensor | None = None  # GRU decoders: [B, H]
     caches: list[LayerCache] = field(default_factory=list)
     ablation: Ablation = NO_ABLATION  # the heads every step switches off (models/nn/ablation.py)
+
+    def limit_caches(self, positions: int) -> None:
+        """The decoder's self-attention caches will hold at most ``positions`` positions (the prompt's and the
+        output's): their buffers grow no further."""
+        for cache in self.caches:
+            cache.limit = positions
 
     def reorder(self, index: Tensor, *, one_source: bool = False) -> "DecoderState":
         """Follow beam parents: row i of the result is row ``index[i]`` of this state. ``one_source``: every

@@ -46,23 +46,34 @@ def _read_lines(path: Path) -> list[str]:
 def decode_lines(data: bytes, name: str, encoding: str = "utf-8") -> list[str]:
     """``data`` as lines of text, without their line ends (``\\n`` or Windows' ``\\r\\n``). Bytes that are not
     ``encoding`` are a :class:`DataError` naming ``name``, the line and the column."""
+    lines, bad = decode_each_line(data, name, encoding)
+    if bad:
+        raise DataError(next(iter(bad.values())))
+    return lines  # type: ignore[return-value]
+
+
+def decode_each_line(data: bytes, name: str, encoding: str = "utf-8") -> tuple[list[str | None], dict[int, str]]:
+    """``data`` as lines of text, as :func:`decode_lines` reads them, but a UTF-8 line with bytes that are not UTF-8
+    is None, its error (naming ``name``, the line and the column) kept by line number: the other lines stand. In
+    another encoding bad bytes are one :class:`DataError`."""
     if encoding.replace("-", "").replace("_", "").lower() not in ("utf8", "utf8sig"):
         try:
-            return data.decode(encoding).splitlines()
+            return data.decode(encoding).splitlines(), {}
         except UnicodeDecodeError as error:
             raise DataError(f"{name}: not {encoding} text (byte 0x{data[error.start]:02x} at offset "
                             f"{error.start})") from None
     if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
         data = data[3:]
-    lines = []
+    lines: list[str | None] = []
+    bad: dict[int, str] = {}
     # Decoding line by line is what lets the error say where the bad bytes are.
     for number, raw in enumerate(data.split(b"\n"), start=1):
         try:
             lines.append(raw.decode("utf-8").removesuffix("\r"))
         except UnicodeDecodeError as error:
-            raise DataError(f"{name}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} "
-                            f"at column {error.start + 1})") from None
-    return lines
+            lines.append(None)
+            bad[number] = f"{name}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1})"
+    return lines, bad
 
 
 def _parse_line(path: Path, number: int, line: str) -> Pair:
