@@ -41,8 +41,8 @@ def test_a_run_asked_for_during_a_long_prompts_coverage_overtakes_it_and_gets_it
     long_text = ("the old man gave his grandson a red bicycle and the boy rode it every day " * 20)[:PROMPT]
     run_text(qtbot, window, long_text, max_len=4)
     long_run = window.session.request.id
-    # the coverage job is under way once its first unit, the traced pass, is kept; ALTI+'s units remain
-    qtbot.waitUntil(lambda: any(key[1] == long_run for key in list(worker.captured)), timeout=WAIT)
+    # its coverage job is asked for once the views are drawn: the traced pass and ALTI+'s units are ahead of it
+    qtbot.waitUntil(lambda: window.session.jobs.newest("coverage") > long_run, timeout=WAIT)
     assert not window.contributions.coverage
     run_text(qtbot, window, "team", max_len=4)  # waits for the new run's result
     short_run = window.session.request.id
