@@ -25,8 +25,8 @@ GPU (weights read tensor by tensor straight into its memory: the host's growth i
 greedily by 16 tokens, from the request to every view drawn, and the process' peak resident memory; beside it, in the
 same run, benchmarks/long_inputs.py's encoder-decoder rows at 1,024 source + 1,024 target tokens (forced, greedy), the
 long inputs the window already draws fast. Each figure is the median over ``--repeats`` fresh processes of the first
-run of each (a later run in the same window would also wait for the previous run's source coverage, ALTI+, which the
-worker computes after the views are drawn).
+run of each (a later run in the same window overtakes the previous run's source coverage, ALTI+, which the worker
+computes after the views are drawn, between two of its units: benchmarks/coverage_wait.py times that).
 
     python benchmarks/decoder_only.py [--shapes qwen2.5-0.5b llama-3.2-1b] [--quick] [--device cuda]
                                       [--no-window] [--no-greedy] [--tokens 32] [--keep FOLDER]

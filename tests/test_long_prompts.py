@@ -7,6 +7,8 @@ keeps float16, and a run whose attention would not fit in the free memory is ref
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -154,6 +156,21 @@ def test_a_long_prompts_run_is_kept_at_half_precision_and_one_that_cannot_fit_is
         translator.checked_pass_size(source.ids, [5] * 130_000)
     # every position fed (the prompt, the output), counted with an end token's row more: at most what it keeps
     assert translator.checked_pass_size(source.ids, [5] * 16) == 4 * 6 * 8 * (len(source.ids) + 16) ** 2
+
+
+def test_export_and_render_refuse_a_trace_that_cannot_fit_in_one_line(capsys, tmp_path):
+    """The CLI computes a float32 trace: a run whose trace could reach 100,000 positions a side is refused by the
+    window's rule (``Translator.check_room_for``) in one line, before anything runs, and writes nothing."""
+    from attnviz.cli import main
+
+    path = long_prompt_translator(131_072).checkpoint.path
+    for command, output, options in (("export", "trace.npz", ()), ("render", "map.png", ("--kind", "dec_self"))):
+        code = main([command, "-c", str(path), "ab ab", "--max-len", "100000", *options, "-o", str(tmp_path / output)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1, err
+        assert re.fullmatch(r"attnviz: error: this run's attention would take ~[\d.]+ GB, and [\d.]+ GB of memory is "
+                            r"free: shorten the input or the output", err[0]), err
+        assert not (tmp_path / output).exists()
 
 
 def test_a_half_precision_thumbnail_is_the_float32_ones_block_maxima():

@@ -547,8 +547,12 @@ def decode_one(args: argparse.Namespace, translator: Translator | None = None) -
     announce_unknown(source, "the text")
     announce_truncation(source, "the text", translator.config.max_len)
     target = translator.target(args.target, unknown=unknown_mode(args)) if args.target is not None else None
-    steps = translator.decode(source, mode=decoding_mode(args.beam, target is not None), beam=args.beam,
-                              target_ids=target, max_len=args.max_len, ablation=ablation)
+    mode = decoding_mode(args.beam, target is not None)
+    # its float32 trace, checked as the window checks a run: one line rather than a process killed part way
+    translator.check_room_for(translator.trace_size(source, mode=mode, beam=args.beam, target_ids=target,
+                                                    max_len=args.max_len))
+    steps = translator.decode(source, mode=mode, beam=args.beam, target_ids=target, max_len=args.max_len,
+                              ablation=ablation)
     return finish(steps)[0]
 
 

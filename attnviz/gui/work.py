@@ -238,3 +238,79 @@ def lens_readings(translator: Translator, job, captured_pass) -> object:
                         ranks=lens.ranks, top_probs=lens.top_probs, vocab_size=int(captured.logits.shape[-1]),
                         top_tokens=tuple(tuple(tuple(label(int(token)) for token in step) for step in layer)
                                          for layer in lens.top_ids), encoder=encoder, encoder_note=note)
+
+
+# Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
+# logits [T, vocab], every block's tensors and its model: tens of MB for a long input; one of a long prompt, alone),
+# and an older run's pass explains nothing a job can still ask for.
+CAPTURED_KEPT = 8
+
+
+def kept_pass(kept: dict, translator: Translator, result: tuple, *, src_ids, output_ids):
+    """The traced pass of one result (request id, hypothesis, the heads it ran with switched off), from ``kept``
+    (the worker's: model, result → pass) or made and kept there: switching among the methods that read it re-runs
+    nothing."""
+    from models.analysis.contributions import capture_forward
+
+    key = (id(translator.model), *result)
+    if key not in kept:
+        long = translator.checked_pass_size(src_ids, output_ids) > HALF_PRECISION_ABOVE  # a long one alone
+        while len(kept) >= (1 if long else CAPTURED_KEPT):
+            kept.pop(next(iter(kept)))
+        kept[key] = capture_forward(translator.model, src_ids, list(output_ids), ablation=result[2])
+    return kept[key]
+
+
+def coverage_steps(translator: Translator, job, captured_pass):
+    """A coverage job (a ``ContributionJob`` of ALTI+ with ``coverage``) as a long job's generator: for each of its
+    hypotheses the traced pass (``captured_pass``: the worker's kept one) is one unit, then ALTI+ one unit per run
+    of queries of each block (models/analysis/alti.py ``alti_maps_steps``), so that a newer run overtakes it within
+    one unit. Each unit yields (the hypothesis under way, the answer of the one just complete or None); the last
+    hypothesis' answer is the return value."""
+    from models.analysis import catalogue
+    from models.analysis.alti import alti_maps_steps
+    from models.analysis.contributions import CONTRIBUTION_METHODS, ContributionMaps, source_coverage
+
+    from ..state.contributions import ContributionAnswer
+
+    CONTRIBUTION_METHODS[catalogue.ALTI].check(translator.model)
+    answer = None
+    for hypothesis, output_ids in zip(job.hypotheses, job.outputs):
+        if answer is not None:
+            yield hypothesis, answer
+        translator.set_languages(job.src_lang or None, job.tgt_lang or None)
+        captured = captured_pass(translator, (job.request_id, hypothesis, job.ablation),
+                                 src_ids=prompt_source(translator, job).ids, output_ids=output_ids)
+        yield hypothesis, None
+        units = alti_maps_steps(captured)
+        while True:
+            try:
+                next(units)
+            except StopIteration as end:
+                maps = ContributionMaps(catalogue.ALTI, per_head=False, **end.value)
+                break
+            yield hypothesis, None
+        answer = ContributionAnswer(job, maps, hypothesis=hypothesis, coverage=source_coverage(maps))
+    return answer
+
+
+class CoverageAnswers:
+    """Where a coverage long job's units and end go: each hypothesis' :class:`ContributionAnswer` to ``emit``
+    once complete; the job's error or stop (an :class:`~attnviz.state.jobs.Answer`) as the answer of the
+    hypothesis under way."""
+
+    def __init__(self, job, emit: Callable[[object], None]):
+        self.job, self.emit, self.hypothesis = job, emit, job.hypotheses[0]
+
+    def report(self, _job_id: int, hypothesis: int, complete) -> None:
+        self.hypothesis = hypothesis
+        if complete is not None:
+            self.emit(complete)
+
+    def answer(self, end) -> None:
+        from ..state.contributions import ContributionAnswer
+
+        if end.value is not None:
+            self.emit(end.value)
+        else:
+            self.emit(ContributionAnswer(self.job, hypothesis=self.hypothesis, error=end.error, stopped=end.stopped))

@@ -41,18 +41,11 @@ from ..state.lens_view import LensAnswer, LensJob
 from ..state.neuron_view import NeuronAnswer, NeuronJob
 from ..state.session import NO_REQUEST, ModelInfo, Request
 from .work import (
-    HALF_PRECISION_ABOVE, corpus_pairs, describe, fill_run, importance_steps, lens_readings, neuron_vectors,
-    prompt_source, prune_steps, reporting_errors, run_labels, trace_dtype,
+    CoverageAnswers, corpus_pairs, coverage_steps, describe, fill_run, importance_steps, kept_pass, lens_readings,
+    neuron_vectors, prompt_source, prune_steps, reporting_errors, run_labels, trace_dtype,
 )
 
 STEP_BATCH_SECONDS = 0.05  # decoding steps reach the window in batches at most this often, not one signal each
-
-# Traced passes kept for switching among the forward methods: the newest run's hypotheses only (a pass holds the
-# logits [T, vocab], every block's tensors and its model: tens of MB for a long input; one of a long prompt, alone),
-# and an older run's pass explains nothing a job can still ask for.
-CAPTURED_KEPT = 8
-
-
 
 
 class ModelWorker(QObject):
@@ -348,7 +341,12 @@ class ModelWorker(QObject):
     @Slot(object)
     def contributions(self, job: ContributionJob) -> None:
         """A contributions method for each of the job's hypotheses, one answer each; stops (saying why) between
-        two hypotheses once a newer job of its kind, run or model exists."""
+        two hypotheses once a newer job of its kind, run or model exists; a coverage job is a long job, stopped
+        between two of its units (work.py ``coverage_steps``)."""
+        if job.coverage:
+            answers = CoverageAnswers(job, self.contributions_ready.emit)
+            return self._start_long_job("coverage", job.id, answer=answers.answer, report=answers.report,
+                                        steps=lambda: coverage_steps(self.translator, job, self._captured_pass))
         for hypothesis, output_ids in zip(job.hypotheses, job.outputs):
             translator = self.partner if job.partner else self.translator
             stopped = self.jobs.overtaken(job.kind, job.id)
@@ -381,17 +379,7 @@ class ModelWorker(QObject):
                                   coverage=source_coverage(maps) if job.coverage else None)
 
     def _captured_pass(self, translator: Translator, result: tuple, *, src_ids, output_ids):
-        """The traced pass of one result (request id, hypothesis, the heads it ran with switched off), kept:
-        switching among the methods that read it re-runs nothing."""
-        from models.analysis.contributions import capture_forward
-
-        key = (id(translator.model), *result)
-        if key not in self.captured:
-            long = translator.checked_pass_size(src_ids, output_ids) > HALF_PRECISION_ABOVE  # a long one alone
-            while len(self.captured) >= (1 if long else CAPTURED_KEPT):
-                self.captured.pop(next(iter(self.captured)))
-            self.captured[key] = capture_forward(translator.model, src_ids, list(output_ids), ablation=result[2])
-        return self.captured[key]
+        return kept_pass(self.captured, translator, result, src_ids=src_ids, output_ids=output_ids)
 
     @Slot(object)
     def neuron(self, job: NeuronJob) -> None:

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.intermediates import to_numpy
+from .steps import Steps, drive
 
 # Floats one block's decomposed terms [queries, keys, d_model] may hold at a time: the queries are taken in
 # chunks of this size, so a 512 + 512-token pair never holds a block's terms whole (512 MB at d_model 512).
@@ -148,6 +149,12 @@ def alti_block(block: dict, *, cross: bool) -> Tensor:
     with its own token), ``[Q, K + 1]`` for cross-attention (the last column: the target-side residual).
     The resultant each term is compared with is the block's real output (its biases included).
     Each row is non-negative and sums to 1."""
+    return drive(alti_block_steps(block, cross=cross))
+
+
+@torch.inference_mode()  # each unit inside it (a generator's units run one at a time)
+def alti_block_steps(block: dict, *, cross: bool) -> Steps:
+    """:func:`alti_block` as units (models/analysis/steps.py): one per run of queries (``query_chunks``)."""
     queries, keys = block["weights"].shape[2], block["weights"].shape[3]
     values = transformed_values(block)
     rows = []
@@ -163,6 +170,7 @@ def alti_block(block: dict, *, cross: bool) -> Tensor:
             parts[own, own - chunk.start] += terms.residual
             present[own - chunk.start, own] = True
         rows.append(_l1_contributions(parts, present, bias=terms.bias))
+        yield chunk.stop, queries
     return torch.cat(rows, dim=0)
 
 
@@ -188,25 +196,31 @@ def _l1_contributions(parts: Tensor, present: Tensor, *, bias: Tensor | None = N
     return shares
 
 
-@torch.inference_mode()
 def alti_maps(captured, *, before: dict | None = None) -> dict:
     """ALTI+ of one traced pass (a ``contributions.Captured``), as the fields of its ``ContributionMaps``: every
     block's map (``layers``, ``cross_residual``) and the rollout (``source``, ``target``). The encoder's
     blocks multiply; in the decoder a self block mixes the target rows, a cross block takes the source through
     the encoder's rollout and keeps its residual's share of the row's previous mixture. A decoder-only model's
-    pass: :func:`sequence_alti`. ``before`` (ALTI-Logit reads it) receives the rollout each decoder layer's
+    pass: :func:`sequence_alti_steps`. ``before`` (ALTI-Logit reads it) receives the rollout each decoder layer's
     input has: ``("dec_self", layer)`` → (source ``[T, S]``, target ``[T, T]``), and ``"encoder"`` ``[S, S]``."""
+    return drive(alti_maps_steps(captured, before=before))
+
+
+@torch.inference_mode()
+def alti_maps_steps(captured, *, before: dict | None = None) -> Steps:
+    """:func:`alti_maps` as units (models/analysis/steps.py): one per run of queries of each block, so that a
+    caller can stop it between two (the window's coverage job, overtaken by a newer run)."""
     if getattr(captured, "prompt_len", None) is not None:
-        return sequence_alti(captured, before=before)
+        return (yield from sequence_alti_steps(captured, before=before))
     if not hasattr(captured.model, "encoder_layers"):
-        return sentence_alti(captured)
+        return (yield from sentence_alti_steps(captured))
     blocks = captured.blocks
     source_len, target_len = captured.src_ids.shape[1], captured.tgt_in.shape[1]
     device = captured.logits.device
     layers: dict[str, list[np.ndarray]] = {"enc_self": [], "dec_self": [], "cross": []}
     encoder = torch.eye(source_len, device=device)
     for layer in range(len(captured.model.encoder_layers)):
-        block = alti_block(blocks[("enc_self", layer)], cross=False)
+        block = yield from alti_block_steps(blocks[("enc_self", layer)], cross=False)
         layers["enc_self"].append(to_numpy(block))
         encoder = block @ encoder
     source = torch.zeros(target_len, source_len, device=device)
@@ -217,10 +231,10 @@ def alti_maps(captured, *, before: dict | None = None) -> dict:
     for layer in range(len(captured.model.decoder_layers)):
         if before is not None:
             before[("dec_self", layer)] = source, target
-        own = alti_block(blocks[("dec_self", layer)], cross=False)
+        own = yield from alti_block_steps(blocks[("dec_self", layer)], cross=False)
         layers["dec_self"].append(to_numpy(own))
         source, target = own @ source, own @ target
-        mixed = alti_block(blocks[("cross", layer)], cross=True)  # [T, S + 1]
+        mixed = yield from alti_block_steps(blocks[("cross", layer)], cross=True)  # [T, S + 1]
         layers["cross"].append(to_numpy(mixed[:, :source_len]))
         residuals.append(to_numpy(mixed[:, source_len]))
         kept = mixed[:, source_len:]
@@ -230,7 +244,7 @@ def alti_maps(captured, *, before: dict | None = None) -> dict:
 
 
 @torch.inference_mode()
-def sequence_alti(captured, *, before: dict | None = None) -> dict:
+def sequence_alti_steps(captured, *, before: dict | None = None) -> Steps:
     """ALTI+ of a decoder-only pass (models/analysis/decoder_only.py: ``prompt_len`` P, the sequence fed ``tgt_in``
     of n positions): every block's ``[n, n]`` map (the residual counted with its own token), their product through
     the layers (``target`` ``[n, n]``: each row sums to 1) and the prompt's share of each predicted token
@@ -241,7 +255,7 @@ def sequence_alti(captured, *, before: dict | None = None) -> dict:
     for index in range(len(captured.model.layers)):
         if before is not None:
             before[("dec_self", index)] = rollout
-        block = alti_block(captured.blocks[("dec_self", index)], cross=False)
+        block = yield from alti_block_steps(captured.blocks[("dec_self", index)], cross=False)
         layers.append(to_numpy(block))
         rollout = block @ rollout
     return {"layers": {"dec_self": layers}, "target": to_numpy(rollout),
@@ -249,13 +263,14 @@ def sequence_alti(captured, *, before: dict | None = None) -> dict:
 
 
 @torch.inference_mode()
-def sentence_alti(captured) -> dict:
+def sentence_alti_steps(captured) -> Steps:
     """ALTI+ of an encoder-only pass (models/analysis/encoder_only.py): every post-LN block's ``[S, S]`` map (the
     residual counted with its own token) and their product through the layers, ``source`` ``[S, S]``: each
     position's final representation split over the sentence's tokens (each row sums to 1)."""
     length = captured.src_ids.shape[1]
-    layers = [alti_block(captured.blocks[("enc_self", index)], cross=False)
-              for index in range(len(captured.model.layers))]
+    layers = []
+    for index in range(len(captured.model.layers)):
+        layers.append((yield from alti_block_steps(captured.blocks[("enc_self", index)], cross=False)))
     mixed = torch.eye(length, device=captured.logits.device)
     for block in layers:
         mixed = block @ mixed
