@@ -139,10 +139,15 @@ def _feed_forward(sublayer: nn.Module, x: Tensor) -> tuple[Tensor, Tensor | None
     noted = {}
     handle = sublayer.norm.register_forward_pre_hook(lambda _module, args: noted.update(z=args[0]))
     try:
-        output = sublayer(x[None])[0].float()
+        output = sublayer(x[None].to(_weights_dtype(sublayer, x.dtype)))[0].float()
     finally:
         handle.remove()
     return output, (None if sublayer.pre_norm else noted["z"][0].float())
+
+
+def _weights_dtype(module: nn.Module, default: torch.dtype) -> torch.dtype:
+    """The type ``module`` computes in: its weights' (rounded to bfloat16 or float16 with --dtype), else ``default``."""
+    return next((parameter.dtype for parameter in module.parameters()), default)
 
 
 class _Terms:
@@ -165,7 +170,7 @@ def _final(model: Seq2Seq, norm: nn.Module | None, stream: Tensor, *,
     if norm is None:
         return readout.r, readout.constant, (stream * readout.r).sum(-1) + readout.constant
     r, bias = through_norm(norm, stream, readout.r)
-    logit = (norm(stream) * readout.r).sum(-1) + readout.constant
+    logit = (norm(stream.to(_weights_dtype(norm, stream.dtype))).float() * readout.r).sum(-1) + readout.constant
     return r, bias + readout.constant, logit
 
 
