@@ -93,3 +93,16 @@ def test_a_run_asked_for_during_a_chrf_importance_job_waits_one_batch(qtbot, win
     units = [event for event in events if event != "run"]
     assert len(units) == 7 * 4 + 6 and units[-1] == 6  # 6 heads and the baseline, four batches each
     assert window.session.request.settings.text == "green apple" and window.session.results
+
+
+def test_a_window_of_inputs_refused_before_decoding_keeps_their_places():
+    """A window of nothing but refused inputs (None) hands on a None for each, so the later windows' results stay
+    beside their own inputs."""
+    from models.inference.corpus import corpus_batches, decode_corpus
+
+    translator = tiny_translator("gru-transformer-decoder")
+    source = translator.source("abc")
+    results = list(decode_corpus(translator, [None, None, source], batching=Batching(window=2)))
+    assert [result is None for result in results] == [True, True, False]
+    assert results[2][0].token_ids == translator.decode_batch([source], mode="greedy")[0][0].token_ids
+    assert list(corpus_batches(translator, [None], batching=TWO)) == [[None]]
