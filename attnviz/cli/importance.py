@@ -82,8 +82,12 @@ class ProgressReport:
     def __init__(self) -> None:
         self.started = time.perf_counter()
         self.first_head = 0.0  # seconds from the start to the first head's score: the baseline and that head
+        self.said = 0  # heads done in the last line (a unit is a batch: several come per head)
 
     def __call__(self, done: int, total: int, head: str) -> None:
+        if done == self.said:
+            return
+        self.said = done
         elapsed = time.perf_counter() - self.started
         if done == 1:
             self.first_head = elapsed

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from models.errors import AttnvizError
+from models.inference.batch_sizes import Batching
 from models.inference.translator import SourceInput, Translator, use_idle_cores
 from models.storage.checkpoint import describe_checkpoint, weights_name
 
@@ -21,6 +22,9 @@ from ..state.session import ModelInfo, RunLabels
 # Padded tokens one NLL importance pass holds in the window: a pass is a unit, so this bounds how long a
 # sentence run asked for meanwhile waits (on the en-es demo 4,096 also beat one pass of every head: 2.4 s, not 3.3 s).
 IMPORTANCE_PASS_TOKENS = 4_096
+# How the corpus jobs that decode again (chrF / exact importance, their pruning curves) cut the pairs: one batch
+# is a unit, so a run asked for meanwhile waits for one batch, not a whole corpus (models/inference/corpus.py).
+CORPUS_BATCHING = Batching()
 
 CLI_DTYPE_HINT = "try --dtype bfloat16"  # load_checkpoint's memory refusal speaks to the CLI; the window has a combo
 WINDOW_DTYPE_HINT = "choose Weights: bfloat16 in the Model panel"
@@ -56,18 +60,21 @@ def corpus_pairs(corpus: str | list[tuple[str, str]]) -> list[tuple[str, str]]:
 def importance_steps(translator: Translator, pairs: list[tuple[str, str]], method: str):
     """Head importance by ``method`` (a name of models/analysis/catalogue.py ``IMPORTANCE_METHODS``) as a long job's
     generator, through the dispatcher ``attnviz importance`` uses too; the NLL's passes hold
-    ``IMPORTANCE_PASS_TOKENS``, a decoding method scores in the model's own metric."""
+    ``IMPORTANCE_PASS_TOKENS``, a decoding method scores in the model's own metric, one ``CORPUS_BATCHING`` batch
+    a unit."""
     from models.analysis.importance_methods import importance_steps as steps
 
-    return steps(translator, pairs, method, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
+    return steps(translator, pairs, method, tokens_per_pass=IMPORTANCE_PASS_TOKENS, batching=CORPUS_BATCHING)
 
 
 def prune_steps(translator: Translator, pairs: list[tuple[str, str]], importance, *, seed: int):
     """The pruning curves of ``importance``'s ranking as a long job's generator: one teacher-forced pass per unit
-    (the NLL, passes as short as the importance job's) or the pairs decoded again at one point (chrF / exact)."""
+    (the NLL, passes as short as the importance job's) or one ``CORPUS_BATCHING`` batch decoded again at a point
+    (chrF / exact)."""
     from models.analysis.pruning import prune_curve_steps
 
-    return prune_curve_steps(translator, pairs, importance, seed=seed, tokens_per_pass=IMPORTANCE_PASS_TOKENS)
+    return prune_curve_steps(translator, pairs, importance, seed=seed, tokens_per_pass=IMPORTANCE_PASS_TOKENS,
+                             batching=CORPUS_BATCHING)
 
 
 def show_choices(translator: Translator) -> tuple[ShowChoice, ...]:

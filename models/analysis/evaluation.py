@@ -17,7 +17,7 @@ import numpy as np
 import sacrebleu
 
 from ..nn.ablation import NO_ABLATION, Ablation
-from ..inference.corpus import Batching, decode_corpus
+from ..inference.corpus import Batching, corpus_batches
 from ..inference.translator import Translator
 from ..trace.records import DecodeResult
 
@@ -79,10 +79,19 @@ def decoded(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: i
             batching: Batching = Batching()) -> Iterator[DecodeResult]:
     """The best output for each pair's source, in order, decoded in batches (models/inference/corpus.py; characters
     the vocabulary lacks become its unknown token)."""
+    for released in decoded_batches(translator, pairs, beam=beam, max_len=max_len, ablation=ablation,
+                                    need_weights=need_weights, batching=batching):
+        yield from released
+
+
+def decoded_batches(translator: Translator, pairs: Sequence[tuple[str, str]], *, beam: int = 1,
+                    max_len: int | None = None, ablation: Ablation = NO_ABLATION, need_weights: bool = False,
+                    batching: Batching = Batching()) -> Iterator[list[DecodeResult]]:
+    """:func:`decoded`'s outputs one list per batch decoded (``corpus_batches``): the units of a corpus job."""
     sources = [translator.source(source_text, unknown="replace") for source_text, _ in pairs]
-    for results in decode_corpus(translator, sources, beam=beam, batching=batching, max_len=max_len,
-                                 need_weights=need_weights, ablation=ablation):
-        yield results[0]
+    for released in corpus_batches(translator, sources, beam=beam, batching=batching, max_len=max_len,
+                                   need_weights=need_weights, ablation=ablation):
+        yield [results[0] for results in released]
 
 
 def output_scores(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, float, float]:

@@ -32,8 +32,9 @@ from ..errors import EmptyInputError, InputError
 from .catalogue import ABLATION, GRADIENT, IMPORTANCE_METRICS, NLL
 from . import encoder_only
 from .encoder_only import is_encoder_only
-from .evaluation import Evaluation, decoded, output_scores
-from .steps import Steps, drive
+from .evaluation import Evaluation, decoded_batches, output_scores
+from .steps import Steps, drive, units_as
+from ..inference.batch_sizes import Batching
 from ..trace.records import KINDS
 from ..inference.prompts import prompted
 from ..inference.distributed import ONE_PROCESS, Processes
@@ -145,11 +146,13 @@ def head_importance(translator: Translator, pairs: Sequence[tuple[str, str]], *,
 
 def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str]], *,
                           kinds: Sequence[str] | None = None, beam: int = 1, max_len: int | None = None,
-                          metric: str | None = None, processes: Processes = ONE_PROCESS) -> Steps:
+                          metric: str | None = None, batching: Batching = Batching(),
+                          processes: Processes = ONE_PROCESS) -> Steps:
     """Score ``pairs`` once as the model is, then once per head of ``kinds`` (default: every kind the model
-    has) with that head alone switched off, yielding ``(heads done, heads in all, KIND:LAYER:HEAD)`` after each
-    head (models/analysis/steps.py) and returning the :class:`HeadImportance`. ``metric``: ``chrf`` or ``exact``
-    (default: :func:`metric_for`).
+    has) with that head alone switched off, returning the :class:`HeadImportance`. A unit is one batch decoded
+    (``batching``, models/inference/corpus.py): each yields ``(heads done, heads in all, KIND:LAYER:HEAD)``, the
+    head being scored, or the last one scored once its score is known (models/analysis/steps.py). ``metric``:
+    ``chrf`` or ``exact`` (default: :func:`metric_for`).
 
     Without ``max_len`` outputs stop at :func:`output_max_len` (all runs alike). Over several ``processes`` each
     decodes its share of the pairs and the score is computed from every output, as one process computes it.
@@ -159,17 +162,23 @@ def head_importance_steps(translator: Translator, pairs: Sequence[tuple[str, str
     started = time.perf_counter()
     max_len = max_len or output_max_len(translator, pairs)
     metric = metric or metric_for(translator)
-    score = lambda ablation: output_score(translator, pairs, ablation, metric=metric,  # noqa: E731
-                                          beam=beam, max_len=max_len, processes=processes)
-    result = HeadImportance(metric=metric, baseline=score(Ablation()), examples=len(pairs))
     total = sum(shape[kind][0] * shape[kind][1] for kind in chosen)
+
+    def score(ablation: Ablation, done: int, head: str):  # the score, one batch a unit
+        return (yield from units_as(output_score_steps(translator, pairs, ablation, metric=metric, beam=beam,
+                                                       max_len=max_len, batching=batching, processes=processes),
+                                    (done, total, head)))
+
+    baseline = yield from score(Ablation(), 0, "every head on")
+    result = HeadImportance(metric=metric, baseline=baseline, examples=len(pairs))
     done = 0
     for kind in chosen:
         layers, heads = shape[kind]
         table = np.zeros((layers, heads))
         for layer in range(layers):
             for head in range(heads):
-                table[layer, head] = score(Ablation.of([(kind, layer, head)]))
+                table[layer, head] = yield from score(Ablation.of([(kind, layer, head)]), done,
+                                                      f"{kind}:{layer}:{head}")
                 done += 1
                 yield done, total, f"{kind}:{layer}:{head}"
         result.scores[kind] = table
@@ -187,12 +196,24 @@ def output_max_len(translator: Translator, pairs: Sequence[tuple[str, str]]) -> 
 
 
 def output_score(translator: Translator, pairs: Sequence[tuple[str, str]], ablation: Ablation, *, metric: str,
-                 beam: int = 1, max_len: int | None = None, processes: Processes = ONE_PROCESS) -> float:
-    """``metric`` of the outputs with ``ablation``, scored as evaluate scores them. Over several ``processes``
-    each decodes its share and the outputs are gathered in the pairs' order: a corpus chrF is no mean of its
-    shares' chrF."""
-    mine = [result.text for result in decoded(translator, processes.shard(pairs), beam=beam, max_len=max_len,
-                                              ablation=ablation)]
+                 beam: int = 1, max_len: int | None = None, batching: Batching = Batching(),
+                 processes: Processes = ONE_PROCESS) -> float:
+    """:func:`output_score_steps` driven to its end."""
+    return drive(output_score_steps(translator, pairs, ablation, metric=metric, beam=beam, max_len=max_len,
+                                    batching=batching, processes=processes))
+
+
+def output_score_steps(translator: Translator, pairs: Sequence[tuple[str, str]], ablation: Ablation, *,
+                       metric: str, beam: int = 1, max_len: int | None = None, batching: Batching = Batching(),
+                       processes: Processes = ONE_PROCESS) -> Generator[tuple, None, float]:
+    """``metric`` of the outputs with ``ablation``, scored as evaluate scores them, yielding ``()`` after each batch
+    decoded (``batching``) and returning the score. Over several ``processes`` each decodes its share and the
+    outputs are gathered in the pairs' order: a corpus chrF is no mean of its shares' chrF."""
+    mine: list[str] = []
+    for outputs in decoded_batches(translator, processes.shard(pairs), beam=beam, max_len=max_len,
+                                   ablation=ablation, batching=batching):
+        mine.extend(result.text for result in outputs)
+        yield ()
     exact, chrf, bleu = output_scores(processes.gather_shards(mine), [reference for _, reference in pairs])
     return metric_value(Evaluation(examples=len(pairs), exact=exact, chrf=chrf, bleu=bleu), metric)
 

@@ -18,8 +18,10 @@ from ..inference.translator import Translator
 from ..nn.ablation import Ablation, HeadGates
 from .importance import (
     IMPORTANCE_METRICS, NLL, TOKENS_PER_PASS, ForcedPairs, Head, HeadImportance, PointSteps, Steps, _model_dtype,
-    drive, encode_references, output_max_len, output_score, pooled_means, shared_batches, token_nll,
+    drive, encode_references, output_max_len, output_score_steps, pooled_means, shared_batches, token_nll,
 )
+from .steps import units_as
+from ..inference.batch_sizes import Batching
 
 
 @dataclass
@@ -62,12 +64,13 @@ def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], impor
 
 def prune_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
                       seed: int = 0, beam: int = 1, max_len: int | None = None,
-                      tokens_per_pass: int = TOKENS_PER_PASS, processes: Processes = ONE_PROCESS) -> Steps:
+                      tokens_per_pass: int = TOKENS_PER_PASS, batching: Batching = Batching(),
+                      processes: Processes = ONE_PROCESS) -> Steps:
     """:class:`PruneCurves` in ``importance``'s metric, yielding ``(points done, points in all, order)`` after each
     unit (models/analysis/steps.py): for the NLL a teacher-forced pass over the pairs (one copy of them per point,
-    as many points a pass as fit ``tokens_per_pass``), for chrF / exact match the pairs decoded again at one
-    point. Without ``max_len`` outputs stop where :func:`head_importance_steps` stops them, so a curve's first
-    point is the importance's baseline."""
+    as many points a pass as fit ``tokens_per_pass``), for chrF / exact match one batch (``batching``) of the pairs
+    decoded again at a point. Without ``max_len`` outputs stop where :func:`head_importance_steps` stops them, so a
+    curve's first point is the importance's baseline."""
     started = time.perf_counter()
     result = PruneCurves(metric=importance.metric, seed=seed, orders=prune_orders(importance, seed))
     total = sum(len(heads) + 1 for heads in result.orders.values())
@@ -81,7 +84,7 @@ def prune_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], 
         scores = (_nll_curve_steps(translator, batches, heads, tokens_per_pass=tokens_per_pass, processes=processes)
                   if importance.metric == NLL else
                   _output_curve_steps(translator, pairs, heads, metric=importance.metric, beam=beam, max_len=max_len,
-                                      processes=processes))
+                                      batching=batching, processes=processes))
         while True:
             try:
                 points = next(scores)
@@ -95,12 +98,14 @@ def prune_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], 
 
 
 def _output_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], heads: Sequence[Head], *,
-                        metric: str, beam: int, max_len: int, processes: Processes) -> PointSteps:
-    """chrF / exact match with ``heads[:k]`` off, for k = 0 … len(heads): one decoding of the pairs a point."""
+                        metric: str, beam: int, max_len: int, batching: Batching, processes: Processes) -> PointSteps:
+    """chrF / exact match with ``heads[:k]`` off, for k = 0 … len(heads): the pairs decoded again at each point,
+    yielding the points done after each batch."""
     scores = []
     for count in range(len(heads) + 1):
-        scores.append(output_score(translator, pairs, Ablation.of(heads[:count]), metric=metric, beam=beam,
-                                   max_len=max_len, processes=processes))
+        scores.append((yield from units_as(
+            output_score_steps(translator, pairs, Ablation.of(heads[:count]), metric=metric, beam=beam,
+                               max_len=max_len, batching=batching, processes=processes), count)))
         yield count + 1
     return np.array(scores)
 

@@ -23,3 +23,14 @@ def drive(steps: Steps, progress: Callable[..., Any] | None = None) -> Any:
         if progress is not None and progress(*unit) is False:
             steps.close()
             return None
+
+
+def units_as(steps: Steps, unit: tuple) -> Generator[tuple, None, Any]:
+    """``steps`` with each of its units yielded as ``unit`` (an inner computation's units counted as its caller
+    counts them); returns its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+        yield unit
