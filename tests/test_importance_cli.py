@@ -67,3 +67,17 @@ def test_bad_combinations_are_one_line(capsys, tmp_path, pig_pairs):  # noqa: F8
     long.write_text("hello\tellohay\nlong\t" + "a" * 80 + "\n", encoding="utf-8")
     assert_one_line_error(*cli(capsys, "importance", "-c", DEMO, "--data", long)[::2],
                           "pair 2: the reference has 81 tokens with the end token; this model takes at most 64")
+
+
+def test_decoding_importance_takes_the_batch_options_and_its_tables_do_not_depend_on_them(capsys, pig_pairs):  # noqa: F811
+    """--metric exact decodes the pairs again per head in batches: one at a time (--batch-size 1) and in batches
+    bounded by tokens give the same tables and pruning curves."""
+    documents = []
+    for batching in (["--batch-size", "1"], ["--batch-size", "3", "--batch-tokens", "64"], []):
+        code, out, err = cli(capsys, "importance", "-c", DEMO, "--data", pig_pairs, "--json", "--metric", "exact",
+                             "--limit", "6", "--prune-curve", *batching)
+        assert code == 0, err
+        documents.append(json.loads(out))
+    for document in documents[1:]:
+        assert document["drops"] == documents[0]["drops"] and document["baseline"] == documents[0]["baseline"]
+        assert document["prune_curve"]["scores"] == documents[0]["prune_curve"]["scores"]

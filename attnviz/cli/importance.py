@@ -1,5 +1,6 @@
 """attnviz importance -c CKPT [--data PAIRS.tsv] [--limit N] [--kind KIND]... [--metric nll|chrf|exact]
-                   [--method ablation|gradient] [--prune-curve [--seed S] [-o FIGURE]] [--beam K] [--max-len N] [--json]
+                   [--method ablation|gradient] [--batch-size N] [--batch-tokens N]
+                   [--prune-curve [--seed S] [-o FIGURE]] [--beam K] [--max-len N] [--json]
 
 How much each attention head matters: the pairs are scored once as the model is, then once per head with
 that head alone switched off (its output zeroed, as --ablate does), and the change is printed as a
@@ -10,7 +11,8 @@ given. Progress, with the time left, goes to stderr; --json prints one document 
 heads ranked by their change.
 
 --metric chrf or exact decodes every pair again per head and scores the outputs as evaluate does (chrF, or
-exact match in % for a model whose target side is characters: the output-level question; slow).
+exact match in % for a model whose target side is characters: the output-level question; slow; decoded in
+batches, --batch-size and --batch-tokens as translate takes them).
 --method gradient estimates the NLL's change from one forward and backward pass and adds Michel et al.'s
 importance |∂L/∂ξ| (--normalize layer: divided by each layer's L2 norm). --prune-curve also switches heads
 off cumulatively in three orders and prints (or draws, -o) the score against the number of heads off.
@@ -34,8 +36,8 @@ from models.analysis.catalogue import (
 from models.trace.records import KINDS
 
 from .common import (
-    MAX_OUTPUT_TOKENS, add_beam_option, add_corpus_options, add_model_options, add_output_option, corpus_pairs,
-    int_range, model_shape, open_translator, say_if_rounded, warn,
+    MAX_OUTPUT_TOKENS, add_batching_options, add_beam_option, add_corpus_options, add_model_options, add_output_option,
+    batching_of, corpus_pairs, int_range, model_shape, open_translator, say_if_rounded, warn,
 )
 from .stats import KIND_NAMES, grid_lines
 
@@ -53,6 +55,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--max-len", type=int_range(1, MAX_OUTPUT_TOKENS), metavar="N",
                         help="stop outputs after N tokens (default: twice the longest reference plus 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_batching_options(parser)  # chrf / exact: the pairs decoded again in batches
     add_importance_options(parser)
 
 
@@ -174,7 +177,7 @@ def prune_curves_for(args: argparse.Namespace, translator, pairs, *, importance,
               f"{3 * (sum(table.size for table in importance.drops.values()) + 1)} scorings", file=sys.stderr,
               flush=True)
     return prune_curves(translator, pairs, importance, seed=args.seed, beam=args.beam, max_len=args.max_len,
-                        processes=processes)
+                        batching=batching_of(args), processes=processes)
 
 
 def curve_lines(curves) -> list[str]:
@@ -214,7 +217,8 @@ def score_heads(args: argparse.Namespace, translator, pairs, progress, *, proces
 
     method = importance_method(args.method, args.metric)  # run() refused a pair no method computes
     importance = drive(importance_steps(translator, pairs, method.name, metric=args.metric, kinds=args.kind,
-                                        beam=args.beam, max_len=args.max_len, processes=processes), progress)
+                                        beam=args.beam, max_len=args.max_len, batching=batching_of(args),
+                                        processes=processes), progress)
     if importance.unknown_pairs and processes.main:
         warn(f"{importance.unknown_pairs} of {importance.examples} pairs have characters the vocabulary lacks; each "
              "was scored as its unknown token")

@@ -56,10 +56,11 @@ def prune_orders(importance: HeadImportance, seed: int = 0) -> dict[str, list[He
 
 def prune_curves(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
                  seed: int = 0, beam: int = 1, max_len: int | None = None,
-                 tokens_per_pass: int = TOKENS_PER_PASS, processes: Processes = ONE_PROCESS) -> PruneCurves:
+                 tokens_per_pass: int = TOKENS_PER_PASS, batching: Batching = Batching(),
+                 processes: Processes = ONE_PROCESS) -> PruneCurves:
     """:func:`prune_curve_steps` driven to its end."""
     return drive(prune_curve_steps(translator, pairs, importance, seed=seed, beam=beam, max_len=max_len,
-                                   tokens_per_pass=tokens_per_pass, processes=processes))
+                                   tokens_per_pass=tokens_per_pass, batching=batching, processes=processes))
 
 
 def prune_curve_steps(translator: Translator, pairs: Sequence[tuple[str, str]], importance: HeadImportance, *,
