@@ -671,3 +671,21 @@ def test_trace_size_is_what_a_forced_run_keeps_and_bounds_greedy_and_beam(random
         best = [array for arrays in results[0].trace.attention.values() for array in arrays]
         assert held_bytes(*rows, *best) <= translator.trace_size(source, mode=mode, beam=3, max_len=9)
     assert translator.trace_size(source, mode="beam", beam=3, max_len=9) > translator.trace_size(source, max_len=9)
+
+
+def test_nan_scores_become_minus_infinity_and_flag_their_rows_only():
+    from models.inference.choices import without_nan
+
+    inf, nan = float("inf"), float("nan")
+    logits = torch.tensor([[0.5, -1.0, 2.0, 0.0],
+                           [nan, 1.0, 0.0, -2.0],  # NaN logit: the whole row NaN
+                           [inf, 1.0, 0.0, -inf],  # +inf logit: NaN beside -inf
+                           [-inf, 3.0, -inf, 1.0],  # banned tokens only
+                           [-inf, -inf, -inf, -inf]])  # nothing left: NaN
+    log_probs = torch.log_softmax(logits, dim=-1)
+    log_probs[1, 3] = float("-inf")
+    cleaned, broken = without_nan(log_probs)
+    values = log_probs.numpy()
+    expected = np.where(np.isnan(values), -np.inf, values)  # NaN as -inf, every other value as it was
+    np.testing.assert_array_equal(cleaned.numpy(), expected)
+    assert broken.tolist() == np.isnan(values).any(axis=1).tolist() == [False, True, True, False, True]

@@ -256,7 +256,9 @@ class _Decoder:
                   frozen: Tensor | None = None) -> tuple[dict[str, Tensor], dict]:
         """What the host needs of a step, on the device: per new hypothesis its choices, parent, score and flag
         (kept), and per fed row its mask and, where the run keeps them, its attention rows (passing)."""
-        kept = {**self.choices.on_device(log_probs.index_select(0, parents), tokens, frozen), "parents": parents,
+        # a run without a beam (frozen None) continues each fed row in place: its rows need no copy
+        rows = log_probs if frozen is None else log_probs.index_select(0, parents)
+        kept = {**self.choices.on_device(rows, tokens, frozen), "parents": parents,
                 "scores": scores.double(), "finished": finished}
         passing = {("mask", kind): mask for kind, mask in masks.items()}
         if self.rows is not None or self.beam_rows is not None:
