@@ -77,6 +77,12 @@ class DockArea:
         self.window.addDockWidget(area, dock)
         return dock
 
+    def beside_decoding(self, title: str, widget: QWidget) -> QDockWidget:
+        """A pane made on first use (Lens, Neuron, Patching): a bottom dock, a tab beside the Decoding dock."""
+        dock = self.add(title, widget, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.window.tabifyDockWidget(self.decoding_dock, dock)
+        return dock
+
     def fits(self, before: QRect) -> bool:
         """Whether the window's minimum size, framed, fits its room on the screen."""
         window = self.window

@@ -16,6 +16,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from models.nn.ablation import NO_ABLATION, Ablation
+
 KINDS = ("run", "model", "partner", "stats", "importance", "prune", "contributions", "partner_contributions",
          "coverage", "neuron", "lens", "patching")
 DEPENDS_ON = {"stats": ("model",), "importance": ("model",),  # a corpus job scores the model it started with
@@ -52,6 +54,27 @@ class Stopped:
     @property
     def line(self) -> str:
         return f"Stopped: {self.reason}."
+
+
+@dataclass(frozen=True)
+class ResultJob:
+    """A pane's job of one result of one run (``request_id``, ``hypothesis``): its source ``text`` in the run's
+    languages (laid out by the chat template where the run was: ``chat``), its ``output`` token ids, the heads it
+    ran with switched off (``ablation``)."""
+
+    id: int
+    request_id: int
+    hypothesis: int
+    text: str
+    output: tuple[int, ...]
+    src_lang: str = ""
+    tgt_lang: str = ""
+    ablation: Ablation = NO_ABLATION
+    chat: bool = False
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return self.request_id, self.hypothesis
 
 
 @dataclass(frozen=True)

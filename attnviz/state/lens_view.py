@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.nn.ablation import NO_ABLATION, Ablation
 
-from .jobs import Answer
+from .jobs import Answer, ResultJob
 
 WAITING = "Lens: reading every layer's prediction…"
 # viridis at five stops: a rank's colour runs from the first (the vocabulary's last rank) to the last (rank 1)
@@ -24,20 +23,8 @@ RAMP = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253
 
 
 @dataclass(frozen=True)
-class LensJob:
-    """The lenses of one result of one run (``request_id``, ``hypothesis``): its source ``text`` in the run's
-    languages (laid out by the chat template where the run was: ``chat``), its ``output`` token ids, the heads
-    it ran with switched off (``ablation``)."""
-
-    id: int
-    request_id: int
-    hypothesis: int
-    text: str
-    output: tuple[int, ...]
-    src_lang: str = ""
-    tgt_lang: str = ""
-    ablation: Ablation = NO_ABLATION
-    chat: bool = False
+class LensJob(ResultJob):
+    """The lenses of one result of one run (the fields: :class:`ResultJob`)."""
 
 
 @dataclass(frozen=True)

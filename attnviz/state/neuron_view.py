@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.nn.ablation import NO_ABLATION, Ablation
 from models.trace.records import AttentionTrace
 
-from .jobs import Answer
+from .jobs import Answer, ResultJob
 from .session import Selection
 from .viewmodel import KIND_LABELS, head_name
 
@@ -25,24 +24,8 @@ CHOOSE_A_HEAD = "The neuron view shows one head: choose a head number, not {head
 
 
 @dataclass(frozen=True)
-class NeuronJob:
-    """The query and key vectors of one result of one run (``request_id``, ``hypothesis``): its source ``text`` in
-    the run's languages (laid out by the chat template where the run was: ``chat``), its ``output`` token ids, the heads
-    it ran with switched off (``ablation``)."""
-
-    id: int
-    request_id: int
-    hypothesis: int
-    text: str
-    output: tuple[int, ...]
-    src_lang: str = ""
-    tgt_lang: str = ""
-    ablation: Ablation = NO_ABLATION
-    chat: bool = False
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return self.request_id, self.hypothesis
+class NeuronJob(ResultJob):
+    """The query and key vectors of one result of one run (the fields: :class:`ResultJob`)."""
 
 
 @dataclass(frozen=True)

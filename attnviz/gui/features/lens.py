@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDockWidget
 
 from models.nn.ablation import NO_ABLATION
@@ -49,8 +49,7 @@ class Lens(QObject):
             self.pane = LensView()
             self.pane.hovered.connect(lambda text: self.views.status_bar.showMessage(text))
             self.pane.step_clicked.connect(self.step_chosen)
-            self.dock = self.views.docks.add("Lens", self.pane, Qt.DockWidgetArea.BottomDockWidgetArea)
-            self.views.docks.window.tabifyDockWidget(self.views.decoding_dock, self.dock)
+            self.dock = self.views.docks.beside_decoding("Lens", self.pane)
             self.dock.visibilityChanged.connect(lambda _visible: self.refresh())
         self.dock.show()
         self.dock.raise_()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QDockWidget
 
 from models.nn.ablation import NO_ABLATION
@@ -51,8 +51,7 @@ class Neuron(QObject):
             self.pane = NeuronView()
             self.pane.query_chosen.connect(self.choose_query)
             self.pane.hovered.connect(lambda text: self.views.status_bar.showMessage(text))
-            self.dock = self.views.docks.add("Neuron", self.pane, Qt.DockWidgetArea.BottomDockWidgetArea)
-            self.views.docks.window.tabifyDockWidget(self.views.decoding_dock, self.dock)
+            self.dock = self.views.docks.beside_decoding("Neuron", self.pane)
             self.dock.visibilityChanged.connect(lambda _visible: self.refresh())
         self.dock.show()
         self.dock.raise_()

@@ -70,9 +70,8 @@ class Patching(QObject):
             self.pane.cell_clicked.connect(self.choose_cell)
             self.pane.hovered.connect(lambda text: self.views.status_bar.showMessage(text))
             self.pane.export_requested.connect(self.export)
-            self.dock = self.views.docks.add("Patching", self.pane, Qt.DockWidgetArea.BottomDockWidgetArea)
+            self.dock = self.views.docks.beside_decoding("Patching", self.pane)
             window = self.views.docks.window
-            window.tabifyDockWidget(self.views.decoding_dock, self.dock)
             # the tables need more height than the decoding bars: the bottom docks take about half the window
             window.resizeDocks([self.dock], [int(window.height() * DOCK_SHARE)], Qt.Orientation.Vertical)
         text = self._text()

@@ -15,9 +15,9 @@ from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen
 from PySide6.QtWidgets import QAbstractScrollArea, QCheckBox, QMenu, QToolTip, QWidget
 
 from ...state import grid_layout
-from ...state.viewmodel import LEVELS, GridState, thumbnail_menu
+from ...state.viewmodel import LEVELS, GridState
 from .style import DEFAULT_COLORMAP, HIGHLIGHT, lookup_table
-from .thumbnails import BOUNDARY_LEAST, BOUNDARY_PEN, OFF_COLOUR
+from .thumbnails import BOUNDARY_LEAST, BOUNDARY_PEN, OFF_COLOUR, heads_menu
 
 HEADER_BACKGROUND = "#f4f4f4"
 BAR_HEIGHT = 24  # the line above the grid holding the summary's switch
@@ -268,12 +268,7 @@ class MosaicGrid(QAbstractScrollArea):
         super().mousePressEvent(event)
 
     def context_menu(self, row: int, col: int) -> QMenu:
-        """Switch head off/on, and switch the whole row's layer off (or on, when all its heads are off)."""
-        menu = QMenu(self)
-        for text, action in thumbnail_menu(self.off, self.shape[1], row=row, col=col):
-            menu.addAction(text, (lambda: self.head_toggled.emit(row, col)) if action == "head"
-                           else (lambda: self.layer_toggled.emit(row)))
-        return menu
+        return heads_menu(self, row, col)
 
     def contextMenuEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         cell = self.cell_at(event.pos())  # the viewport's position (QAbstractScrollArea passes its events on)

@@ -38,6 +38,16 @@ class HeaderLabel(pg.LabelItem):
         self._sizeHint[Qt.SizeHint.MinimumSize] = (0, 0)
 
 
+def heads_menu(grid, row: int, col: int) -> QMenu:
+    """A heads grid's menu at head ``(row, col)`` (``ThumbnailGrid``, ``MosaicGrid``): switch the head off/on, and
+    switch the whole row's layer off (or on, when all its heads are off)."""
+    menu = QMenu(grid)
+    for text, action in thumbnail_menu(grid.off, grid.shape[1], row=row, col=col):
+        menu.addAction(text, (lambda: grid.head_toggled.emit(row, col)) if action == "head"
+                       else (lambda: grid.layer_toggled.emit(row)))
+    return menu
+
+
 class ThumbnailGrid(pg.GraphicsLayoutWidget):
     """``rows × cols`` thumbnails; clicking one emits ``(row, col)``; its context menu emits
     ``head_toggled(row, col)`` or ``layer_toggled(row)``. A wrapped grid (one row of heads) draws head ``col`` at
@@ -268,12 +278,7 @@ class ThumbnailGrid(pg.GraphicsLayoutWidget):
         return None
 
     def context_menu(self, row: int, col: int) -> QMenu:
-        """Switch head off/on, and switch the whole row's layer off (or on, when all its heads are off)."""
-        menu = QMenu(self)
-        for text, action in thumbnail_menu(self.off, self.shape[1], row=row, col=col):
-            menu.addAction(text, (lambda: self.head_toggled.emit(row, col)) if action == "head"
-                           else (lambda: self.layer_toggled.emit(row)))
-        return menu
+        return heads_menu(self, row, col)
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         cell = self.cell_at(event.position().toPoint())
