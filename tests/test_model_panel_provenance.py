@@ -65,3 +65,4 @@ def test_a_model_with_one_tokenizer_is_described_with_one_in_the_panel_and_in_in
     assert "char tokenizer, " in line and line.endswith(f"({reads})")
     assert not any(line.startswith(("source ", "target ")) for line in lines)
     assert "layers 4, heads 4" in text  # its own sizes: a one-stack model's layers, not an encoder's and decoder's
+    assert "kv_heads" not in text  # every head its own keys and values (kv_heads 0 in its config: as many as heads)

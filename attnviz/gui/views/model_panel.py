@@ -109,7 +109,8 @@ class ModelPanel(QWidget):
         config = info.config
         sizes = ", ".join(f"{key} {config[key]}" for key in ("d_model", "layers", "heads", "kv_heads", "d_ff",
                                                               "encoder_layers", "decoder_layers", "hidden")
-                          if key in config and not (key == "kv_heads" and config[key] in (None, config.get("heads"))))
+                          if key in config and not (key == "kv_heads"  # 0: as many as heads
+                                                    and config[key] in (None, 0, config.get("heads"))))
         lines = tokenizer_lines(info.arch, info.source_tokenizer, info.target_tokenizer)
         tokenizers = "".join(f"{label}: {html.escape(text)}<br>" for label, text in lines)
         provenance = "".join(_field_row(row) for row in field_rows(info.provenance))
